@@ -1,0 +1,77 @@
+//! Pure parsers for TensorFlow's on-disk formats. Nothing here knows about FUSE or logging:
+//! every function takes bytes and returns a value or a [`FormatError`].
+
+pub mod bundle;
+pub mod dtype;
+pub mod npy;
+pub mod slice_key;
+pub mod strings;
+pub mod table;
+pub mod varint;
+
+/// What is wrong with a file. Every malformed input maps to one of these; none panics.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    #[error("file is too short to be an sstable ({0} bytes)")]
+    TooShort(usize),
+    #[error("bad sstable magic number")]
+    BadMagic,
+    #[error("block handle points outside the file (offset {offset}, size {size}, file {file_len})")]
+    BadHandle { offset: u64, size: u64, file_len: u64 },
+    #[error("block checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    BlockCrc { stored: u32, computed: u32 },
+    #[error("bad block compression type {0}")]
+    BadBlockType(u8),
+    #[error("snappy: {0}")]
+    Snappy(String),
+    #[error("corrupt block: {0}")]
+    BadBlock(&'static str),
+    #[error("keys out of order in block")]
+    UnsortedKeys,
+    #[error("bad varint")]
+    BadVarint,
+    #[error("protobuf: {0}")]
+    Proto(String),
+    #[error("unsupported bundle version: {0}")]
+    Version(String),
+    #[error("bad tensor entry: {0}")]
+    BadEntry(String),
+    #[error("bad slice key")]
+    BadSliceKey,
+    #[error("corrupt string tensor: {0}")]
+    BadString(&'static str),
+    #[error("tensor checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    TensorCrc { stored: u32, computed: u32 },
+    #[error("text format: {0}")]
+    Text(String),
+}
+
+impl From<prost::DecodeError> for FormatError {
+    fn from(e: prost::DecodeError) -> Self {
+        FormatError::Proto(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, FormatError>;
+
+/// CRC-32C masking used by TensorFlow's tables and bundles (tf-format.md §2.3).
+pub fn mask_crc(c: u32) -> u32 {
+    c.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+pub fn unmask_crc(m: u32) -> u32 {
+    m.wrapping_sub(0xa282_ead8).rotate_left(15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_of_zero_is_the_documented_constant() {
+        assert_eq!(mask_crc(0), 0xa282_ead8);
+        for c in [0u32, 1, 0xdead_beef, u32::MAX] {
+            assert_eq!(unmask_crc(mask_crc(c)), c);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! `fuser::Filesystem` over [`Fs`]: translation only. Every callback is
+//! `match fs.op(..) { Ok(x) => reply.x(..), Err(e) => reply.error(errno) }`.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+
+use crate::error::FsError;
+use crate::fs::{Attr, Fs, Kind};
+
+/// The mount never changes, so the kernel may cache names and attributes for long.
+const TTL: Duration = Duration::from_secs(24 * 3600);
+/// Kernel readahead for sequential reads of large tensors.
+const MAX_READAHEAD: u32 = 4 << 20;
+
+pub struct FuseFs {
+    fs: Fs,
+}
+
+impl FuseFs {
+    pub fn new(fs: Fs) -> Self {
+        FuseFs { fs }
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    let kind = match a.kind {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
+    };
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind,
+        perm: a.perm,
+        nlink: 1,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_readahead(MAX_READAHEAD);
+        let wanted = InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
+        let _ = config.add_capabilities(wanted & config.capabilities());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(parent.0, name.as_bytes()) {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.getattr(ino.0) {
+            Ok(a) if a.kind == Kind::Dir => reply.error(Errno::EISDIR),
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size as usize) {
+            Ok(buf) => reply.data(&buf),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) if a.kind == Kind::Dir => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            ),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.fs.readdir(ino.0, offset, |e| {
+            reply.add(INodeNo(e.ino), e.cookie, file_type(e.kind), OsStr::from_bytes(&e.name))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let blocks = self.fs.total_bytes().div_ceil(4096);
+        reply.statfs(blocks, 0, 0, 0, 0, 4096, 255, 4096);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        xattr_reply(self.fs.getxattr(ino.0, name.as_bytes()), size, reply);
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        xattr_reply(self.fs.listxattr(ino.0), size, reply);
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(fuser::AccessFlags::W_OK) {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.getattr(ino.0) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+fn xattr_reply(r: Result<Vec<u8>, FsError>, size: u32, reply: ReplyXattr) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(&e)),
+    }
+}

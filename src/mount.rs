@@ -1,0 +1,352 @@
+//! Mounting: options, checks before mounting, daemonizing with a readiness handshake, signals,
+//! and the watchdog that removes the mount if the daemon dies.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::cli::{parse_size, Args};
+use crate::fs::{Fs, Options};
+use crate::fuse::FuseFs;
+use crate::source;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_RUNTIME: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_SOURCE: i32 = 3;
+pub const EXIT_MOUNTPOINT: i32 = 4;
+pub const EXIT_FUSE: i32 = 5;
+
+/// A failure before or while mounting, with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub msg: String,
+}
+
+fn fail(code: i32, msg: impl Into<String>) -> Failure {
+    Failure {
+        code,
+        msg: msg.into(),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub fs: Options,
+    pub acl: SessionACL,
+    pub threads: usize,
+}
+
+/// Interprets `-o` options and the equivalent flags.
+pub fn settings(args: &Args) -> Result<Settings, Failure> {
+    let mut s = Settings {
+        fs: Options::default(),
+        acl: SessionACL::Owner,
+        threads: 2,
+    };
+    for opt in args.options.iter().flat_map(|o| o.split(',')) {
+        let (k, v) = match opt.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (opt.trim(), None),
+        };
+        match (k, v) {
+            ("", None) | ("ro", None) | ("default_permissions", None) | ("nodev", None) | ("nosuid", None) => {}
+            ("allow_other", None) => s.acl = SessionACL::All,
+            ("allow_root", None) => s.acl = SessionACL::RootAndOwner,
+            ("nocrc", None) => s.fs.verify_crc = false,
+            ("cache_size", Some(v)) => s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?,
+            ("threads", Some(v)) => {
+                s.threads = v
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| (1..=64).contains(&n))
+                    .ok_or_else(|| fail(EXIT_USAGE, format!("threads={v}: expected 1..64")))?
+            }
+            ("rw", None) => return Err(fail(EXIT_USAGE, "rw: tfmount mounts are always read-only")),
+            _ => return Err(fail(EXIT_USAGE, format!("unknown mount option {opt:?} (see --help)"))),
+        }
+    }
+    if args.no_crc {
+        s.fs.verify_crc = false;
+    }
+    if let Some(c) = &args.cache_size {
+        s.fs.cache_bytes = parse_size(c).map_err(|e| fail(EXIT_USAGE, e))?;
+    }
+    if let Some(t) = args.threads {
+        if !(1..=64).contains(&t) {
+            return Err(fail(EXIT_USAGE, "--threads: expected 1..64"));
+        }
+        s.threads = t;
+    }
+    Ok(s)
+}
+
+/// Whether `path` is a mount point right now (from /proc/self/mountinfo).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.as_os_str().as_bytes();
+    info.split(|&b| b == b'\n').any(|line| {
+        line.split(|&b| b == b' ')
+            .nth(4)
+            .is_some_and(|mp| unescape_mountinfo(mp) == want)
+    })
+}
+
+fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\' && i + 3 < s.len() + 0 && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (s[i + 1] - b'0') as u32 * 64 + (s[i + 2] - b'0') as u32 * 8 + (s[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn check_mountpoint(mp: &Path) -> Result<PathBuf, Failure> {
+    let meta = std::fs::metadata(mp).map_err(|e| {
+        fail(EXIT_MOUNTPOINT, format!("{}: mount point {e}", mp.display()))
+    })?;
+    if !meta.is_dir() {
+        return Err(fail(EXIT_MOUNTPOINT, format!("{}: mount point is not a directory", mp.display())));
+    }
+    let canon = std::fs::canonicalize(mp)
+        .map_err(|e| fail(EXIT_MOUNTPOINT, format!("{}: {e}", mp.display())))?;
+    if is_mount_point(&canon) {
+        return Err(fail(
+            EXIT_MOUNTPOINT,
+            format!("{}: already a mount point (unmount it first: fusermount3 -u {})", mp.display(), mp.display()),
+        ));
+    }
+    Ok(canon)
+}
+
+fn check_fuse() -> Result<(), Failure> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(fail(
+            EXIT_FUSE,
+            "FUSE is unavailable: /dev/fuse is missing (load the module with `modprobe fuse`, or run the container with --device /dev/fuse)",
+        ));
+    }
+    let is_root = unsafe { libc::geteuid() } == 0;
+    if !is_root && which("fusermount3").is_none() {
+        return Err(fail(
+            EXIT_FUSE,
+            "FUSE is unavailable: fusermount3 not found (install it: apt-get install fuse3)",
+        ));
+    }
+    Ok(())
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .as_bytes()
+        .split(|&b| b == b':')
+        .map(|d| Path::new(std::ffi::OsStr::from_bytes(d)).join(cmd))
+        .find(|p| p.is_file())
+}
+
+fn pipe() -> std::io::Result<(File, File)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two fresh descriptors.
+    unsafe {
+        Ok((
+            File::from(OwnedFd::from_raw_fd(fds[0])),
+            File::from(OwnedFd::from_raw_fd(fds[1])),
+        ))
+    }
+}
+
+/// Entry point: returns the process exit code.
+pub fn run(args: Args) -> i32 {
+    match run_inner(args) {
+        Ok(()) => EXIT_OK,
+        Err(f) => {
+            eprintln!("tfmount: {}", f.msg);
+            f.code
+        }
+    }
+}
+
+fn init_logging(args: &Args) {
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if !args.foreground {
+        match &args.log_file {
+            Some(p) => {
+                if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+                    b.target(env_logger::Target::Pipe(Box::new(f)));
+                }
+            }
+            None => {
+                b.filter_level(log::LevelFilter::Off);
+            }
+        }
+    }
+    let _ = b.try_init();
+}
+
+fn run_inner(args: Args) -> Result<(), Failure> {
+    let settings = settings(&args)?;
+    let probed = source::probe(&args.source).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    let mountpoint = check_mountpoint(&args.mountpoint)?;
+    check_fuse()?;
+    // Open the source before forking, so its errors reach the user with the right exit code.
+    let fs = Fs::new(&probed, &settings.fs).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    let fsname = std::fs::canonicalize(&args.source)
+        .unwrap_or_else(|_| args.source.clone())
+        .to_string_lossy()
+        .into_owned();
+
+    if args.foreground {
+        init_logging(&args);
+        return serve(fs, &mountpoint, &fsname, &settings, None);
+    }
+    let (mut ready_r, ready_w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
+    match unsafe { libc::fork() } {
+        -1 => Err(fail(EXIT_RUNTIME, format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => {
+            drop(ready_r);
+            unsafe { libc::setsid() };
+            init_logging(&args);
+            detach_stdio();
+            let code = match serve(fs, &mountpoint, &fsname, &settings, Some(ready_w)) {
+                Ok(()) => EXIT_OK,
+                Err(f) => {
+                    log::error!("{}", f.msg);
+                    f.code
+                }
+            };
+            std::process::exit(code);
+        }
+        _child => {
+            drop(ready_w);
+            let mut msg = String::new();
+            let _ = ready_r.read_to_string(&mut msg);
+            match msg.split_once(':') {
+                Some(("ok", _)) => Ok(()),
+                Some((code, m)) => Err(fail(code.parse().unwrap_or(EXIT_RUNTIME), m.to_string())),
+                None => Err(fail(EXIT_RUNTIME, "the daemon exited before the mount was ready")),
+            }
+        }
+    }
+}
+
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        for fd in 0..3 {
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}
+
+/// Starts the watchdog: a process that waits until this one has exited (however it exited)
+/// and then detaches the mount if it is still there, so a killed daemon leaves nothing behind.
+fn spawn_watchdog(mountpoint: &Path) -> Result<File, Failure> {
+    let (r, w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
+    let mp = CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| fail(EXIT_MOUNTPOINT, "mount point path contains NUL"))?;
+    match unsafe { libc::fork() } {
+        -1 => Err(fail(EXIT_RUNTIME, format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => {
+            drop(w);
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            }
+            let mut r = r;
+            let mut buf = [0u8; 1];
+            while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+            if is_mount_point(mountpoint) {
+                let _ = unsafe { libc::umount2(mp.as_ptr(), libc::MNT_DETACH) };
+                if is_mount_point(mountpoint) {
+                    let _ = std::process::Command::new("fusermount3")
+                        .arg("-u")
+                        .arg("-z")
+                        .arg(mountpoint)
+                        .status();
+                }
+            }
+            unsafe { libc::_exit(0) };
+        }
+        _ => {
+            drop(r);
+            Ok(w)
+        }
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<File>) -> Result<(), Failure> {
+    let _watchdog = spawn_watchdog(mountpoint)?;
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(fsname.to_string()),
+        MountOption::Subtype("tfmount".to_string()),
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::DefaultPermissions,
+    ];
+    config.acl = s.acl;
+    config.n_threads = Some(s.threads);
+    let signals = block_signals();
+    let mut session = match fuser::Session::new(FuseFs::new(fs), mountpoint, &config) {
+        Ok(sess) => sess,
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::PermissionDenied { EXIT_FUSE } else { EXIT_RUNTIME };
+            let f = fail(code, format!("{}: mount failed: {e}", mountpoint.display()));
+            if let Some(mut w) = ready {
+                let _ = write!(w, "{}:{}", f.code, f.msg);
+            }
+            return Err(f);
+        }
+    };
+    log::info!("mounted {fsname} on {}", mountpoint.display());
+    let mut unmounter = session.unmount_callable();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            unsafe { libc::sigwait(&signals, &mut sig) };
+            log::info!("signal {sig}: unmounting");
+            if let Err(e) = unmounter.unmount() {
+                log::error!("unmount failed: {e}");
+            }
+        })
+        .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;
+    if let Some(mut w) = ready {
+        let _ = w.write_all(b"ok:");
+    }
+    session
+        .run()
+        .map_err(|e| fail(EXIT_RUNTIME, format!("session ended with an error: {e}")))
+}

@@ -1,0 +1,63 @@
+//! Read-only memory maps of source files. Zero-length files cannot be mapped and are held as
+//! empty slices.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+pub struct MappedFile {
+    map: Option<Mmap>,
+}
+
+impl MappedFile {
+    pub fn open(path: &Path) -> io::Result<(Arc<MappedFile>, std::fs::Metadata)> {
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        let map = if meta.len() == 0 {
+            None
+        } else {
+            // SAFETY: the mapping is read-only. A source file truncated while mounted can make
+            // accesses fault; readers check the file's current length before touching a range.
+            let m = unsafe { Mmap::map(&file)? };
+            let _ = m.advise(memmap2::Advice::Sequential);
+            Some(m)
+        };
+        Ok((Arc::new(MappedFile { map }), meta))
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.as_ref().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Bytes handed to a read reply: a range of a mapping (no copy) or an owned buffer.
+pub enum ReadBuf {
+    Mapped(Arc<MappedFile>, usize, usize),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for ReadBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadBuf::Mapped(m, start, end) => &(**m).as_ref()[*start..*end],
+            ReadBuf::Owned(v) => v,
+        }
+    }
+}

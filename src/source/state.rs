@@ -1,0 +1,117 @@
+//! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`), and
+//! directories of bare `*.index` files.
+
+use std::path::{Path, PathBuf};
+
+use prost_reflect::{DescriptorPool, DynamicMessage};
+
+use super::checkpoint::index_file_name;
+use crate::error::SourceError;
+use crate::proto::CheckpointState;
+
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file_descriptor_set.bin"));
+
+pub fn descriptor_pool() -> Result<DescriptorPool, String> {
+    DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string())
+}
+
+/// Parses the text of a state file.
+pub fn parse(text: &str) -> Result<CheckpointState, String> {
+    let pool = descriptor_pool()?;
+    let desc = pool
+        .get_message_by_name("tensorflow.CheckpointState")
+        .ok_or("CheckpointState descriptor missing")?;
+    let msg = DynamicMessage::parse_text_format(desc, text).map_err(|e| e.to_string())?;
+    msg.transcode_to::<CheckpointState>().map_err(|e| e.to_string())
+}
+
+fn base_name(p: &str) -> Option<String> {
+    let name = Path::new(p).file_name()?.to_str()?.to_string();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Finds the prefix a state-file path refers to: as written (relative to the directory) if it
+/// exists, else by its base name inside the directory (the directory was moved or copied).
+fn locate(dir: &Path, p: &str) -> Option<(String, PathBuf)> {
+    let name = base_name(p)?;
+    let as_written = dir.join(p);
+    if index_file_name(&as_written).is_file() {
+        return Some((name, as_written));
+    }
+    let local = dir.join(&name);
+    index_file_name(&local).is_file().then_some((name, local))
+}
+
+/// The checkpoints a state file lists that exist, oldest first, and the current one's name.
+pub fn resolve(
+    dir: &Path,
+    state_file: &Path,
+) -> Result<(Vec<(String, PathBuf)>, Option<String>), SourceError> {
+    let text = std::fs::read_to_string(state_file).map_err(|err| SourceError::Io {
+        path: state_file.to_path_buf(),
+        err,
+    })?;
+    let state = parse(&text).map_err(|msg| SourceError::Invalid {
+        path: state_file.to_path_buf(),
+        msg: format!("not a valid checkpoint state file: {msg}"),
+    })?;
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    let listed = state
+        .all_model_checkpoint_paths
+        .iter()
+        .chain(std::iter::once(&state.model_checkpoint_path))
+        .filter(|p| !p.is_empty());
+    for p in listed {
+        match locate(dir, p) {
+            Some((name, prefix)) => {
+                if !out.iter().any(|(n, _)| *n == name) {
+                    out.push((name, prefix));
+                }
+            }
+            None => log::info!(
+                "{}: listed checkpoint {p} does not exist; skipped",
+                state_file.display()
+            ),
+        }
+    }
+    let latest = base_name(&state.model_checkpoint_path).filter(|n| out.iter().any(|(m, _)| m == n));
+    Ok((out, latest))
+}
+
+/// Every `P.index` directly inside `dir`, as `(base name of P, P)`, sorted by name.
+pub fn index_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, SourceError> {
+    let rd = std::fs::read_dir(dir).map_err(|err| SourceError::Io {
+        path: dir.to_path_buf(),
+        err,
+    })?;
+    let mut out: Vec<(String, PathBuf)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".index")?.to_string();
+            (!stem.is_empty() && e.path().is_file()).then(|| (stem.clone(), dir.join(stem)))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_reference_example() {
+        let s = parse(
+            "model_checkpoint_path: \"model.ckpt-46900\"\n\
+             all_model_checkpoint_paths: \"model.ckpt-0\"\n\
+             all_model_checkpoint_paths: \"model.ckpt-46900\"\n\
+             all_model_checkpoint_timestamps: 1.5e9\nlast_preserved_timestamp: 2\n",
+        )
+        .unwrap();
+        assert_eq!(s.model_checkpoint_path, "model.ckpt-46900");
+        assert_eq!(s.all_model_checkpoint_paths, vec!["model.ckpt-0", "model.ckpt-46900"]);
+        assert!(parse("model_checkpoint_path: 12 garbage {").is_err());
+        assert!(parse("no_such_field: 1").is_err());
+    }
+}
