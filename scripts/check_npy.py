@@ -23,10 +23,10 @@ The key bytes are split on ``b'/'``. For each component:
 2. an empty component -> ``%``; ``.`` -> ``%2E``; ``..`` -> ``%2E%2E``;
 3. a DIRECTORY component (every component but the last) whose escaped text ends with ``.bin``, ``.shape``,
    ``.dtype`` or ``.npy`` gets its LAST ``.`` replaced by ``%2E`` (so it cannot collide with a tensor's files);
-4. an escaped component longer than 200 bytes is cut into chunks of at most 200 bytes; each cut is moved left
-   while it would split a ``%XX`` triple or fall inside a UTF-8 multi-byte sequence (i.e. while the byte after
-   the cut is a continuation byte 0x80..0xBF); every chunk but the last gets ``%+`` appended and becomes a
-   directory level.
+4. an escaped component longer than 200 bytes keeps its first 200 bytes -- the cut moved left while it
+   would split a ``%XX`` triple or fall inside a UTF-8 multi-byte sequence (while the byte after the cut is a
+   continuation byte 0x80..0xBF) -- followed by ``%#`` and the 16 lowercase hex digits of the FNV-1a 64-bit
+   hash of the RAW component. The full key is in the file's ``user.tfmount.key`` extended attribute.
 
 The tensor's file is ``<escaped dir components>/<escaped last component>.npy``.
 """
@@ -49,22 +49,27 @@ MAX_COMPONENT = 200
 _DIR_SUFFIXES = (b".bin", b".shape", b".dtype", b".npy")
 
 
-def _split_long(e):
-    chunks = []
-    while len(e) > MAX_COMPONENT:
+def fnv1a64(b):
+    h = 0xCBF29CE484222325
+    for x in b:
+        h ^= x
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _shorten(e, raw):
+    if len(e) <= MAX_COMPONENT:
+        return e
+    p = MAX_COMPONENT
+    while p > 0 and (e[p - 1:p] == b"%" or e[p - 2:p - 1] == b"%" or 0x80 <= e[p] < 0xC0):
+        p -= 1
+    if p == 0:  # only for pathological bytes; never loop forever
         p = MAX_COMPONENT
-        while p > 0 and (e[p - 1:p] == b"%" or e[p - 2:p - 1] == b"%" or 0x80 <= e[p] < 0xC0):
-            p -= 1
-        if p == 0:  # cannot happen for escaped text; never loop forever
-            p = MAX_COMPONENT
-        chunks.append(e[:p])
-        e = e[p:]
-    chunks.append(e)
-    return chunks
+    return e[:p] + b"%#" + b"%016x" % fnv1a64(raw)
 
 
 def escape_component(comp, is_dir):
-    """Escapes one key component; returns the list of path levels it becomes (usually one)."""
+    """Escapes one key component into one path component."""
     e = comp.replace(b"%", b"%25").replace(b"\x00", b"%00")
     if e == b"":
         e = b"%"
@@ -75,8 +80,7 @@ def escape_component(comp, is_dir):
     if is_dir and e.endswith(_DIR_SUFFIXES):
         i = e.rindex(b".")
         e = e[:i] + b"%2E" + e[i + 1:]
-    chunks = _split_long(e)
-    return [c + b"%+" for c in chunks[:-1]] + [chunks[-1]]
+    return _shorten(e, comp)
 
 
 def key_to_npy_path(key):
@@ -84,7 +88,7 @@ def key_to_npy_path(key):
     comps = key.split(b"/")
     levels = []
     for i, comp in enumerate(comps):
-        levels.extend(escape_component(comp, is_dir=i < len(comps) - 1))
+        levels.append(escape_component(comp, is_dir=i < len(comps) - 1))
     levels[-1] += b".npy"
     return b"/".join(levels)
 

@@ -236,8 +236,15 @@ fn run_inner(args: Args) -> Result<(), Failure> {
         }
         _child => {
             drop(ready_w);
+            // One line: "ok:" or "<exit code>:<message>", or EOF if the daemon died.
             let mut msg = String::new();
-            let _ = ready_r.read_to_string(&mut msg);
+            let mut byte = [0u8; 1];
+            while let Ok(1) = ready_r.read(&mut byte) {
+                if byte[0] == b'\n' {
+                    break;
+                }
+                msg.push(byte[0] as char);
+            }
             match msg.split_once(':') {
                 Some(("ok", _)) => Ok(()),
                 Some((code, m)) => Err(fail(code.parse().unwrap_or(EXIT_RUNTIME), m.to_string())),
@@ -258,7 +265,7 @@ fn detach_stdio() {
 
 /// Starts the watchdog: a process that waits until this one has exited (however it exited)
 /// and then detaches the mount if it is still there, so a killed daemon leaves nothing behind.
-fn spawn_watchdog(mountpoint: &Path) -> Result<File, Failure> {
+fn spawn_watchdog(mountpoint: &Path, close_in_child: Option<i32>) -> Result<File, Failure> {
     let (r, w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
     let mp = CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| fail(EXIT_MOUNTPOINT, "mount point path contains NUL"))?;
@@ -266,6 +273,10 @@ fn spawn_watchdog(mountpoint: &Path) -> Result<File, Failure> {
         -1 => Err(fail(EXIT_RUNTIME, format!("fork: {}", std::io::Error::last_os_error()))),
         0 => {
             drop(w);
+            if let Some(fd) = close_in_child {
+                // The readiness pipe: the parent waits for its writers to finish.
+                unsafe { libc::close(fd) };
+            }
             unsafe {
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);
@@ -306,7 +317,8 @@ fn block_signals() -> libc::sigset_t {
 }
 
 fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<File>) -> Result<(), Failure> {
-    let _watchdog = spawn_watchdog(mountpoint)?;
+    use std::os::fd::AsRawFd;
+    let _watchdog = spawn_watchdog(mountpoint, ready.as_ref().map(|f| f.as_raw_fd()))?;
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),
@@ -325,7 +337,7 @@ fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<Fi
             let code = if e.kind() == std::io::ErrorKind::PermissionDenied { EXIT_FUSE } else { EXIT_RUNTIME };
             let f = fail(code, format!("{}: mount failed: {e}", mountpoint.display()));
             if let Some(mut w) = ready {
-                let _ = write!(w, "{}:{}", f.code, f.msg);
+                let _ = writeln!(w, "{}:{}", f.code, f.msg);
             }
             return Err(f);
         }
@@ -344,7 +356,7 @@ fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<Fi
         })
         .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;
     if let Some(mut w) = ready {
-        let _ = w.write_all(b"ok:");
+        let _ = w.write_all(b"ok:\n");
     }
     session
         .run()

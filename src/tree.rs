@@ -8,7 +8,7 @@
 //! 3. a *directory* component whose name ends in `.bin`, `.shape`, `.dtype` or `.npy` has its last
 //!    `.` written `%2E` (so it cannot collide with a tensor's file);
 //! 4. a component longer than 200 bytes after steps 1–3 keeps its first 200 bytes (never cutting
-//!    a `%XX`), followed by `%#` and the 16-hex-digit FNV-1a-64 hash of the raw component; the
+//!    a `%XX` or a UTF-8 sequence), followed by `%#` and the 16-hex-digit FNV-1a-64 hash of the raw component; the
 //!    full key is in the `user.tfmount.key` extended attribute.
 //!
 //! Every name has exactly one spelling: lookups of non-canonical spellings fail.
@@ -58,13 +58,17 @@ pub fn escape(raw: &[u8], is_dir: bool) -> Vec<u8> {
         }
     }
     if out.len() > MAX_ESCAPED {
+        // Do not cut inside a %XX triple or a UTF-8 sequence.
         let mut cut = MAX_ESCAPED;
-        // Do not cut inside a %XX triple.
-        for back in 1..=2 {
-            if cut >= back && out[cut - back] == b'%' {
-                cut -= back;
-                break;
-            }
+        while cut > 0
+            && (out[cut - 1] == b'%'
+                || (cut >= 2 && out[cut - 2] == b'%')
+                || (0x80..0xc0).contains(&out[cut]))
+        {
+            cut -= 1;
+        }
+        if cut == 0 {
+            cut = MAX_ESCAPED;
         }
         out.truncate(cut);
         out.extend_from_slice(format!("%#{:016x}", fnv1a64(raw)).as_bytes());

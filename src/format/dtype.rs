@@ -41,6 +41,7 @@ const TABLE: &[(i32, &str, usize, Option<&str>)] = &[
     (30, "uint4", 1, None),
     (31, "int2", 1, None),
     (32, "uint2", 1, None),
+    (33, "float4_e2m1fn", 1, None),
 ];
 
 impl DType {
@@ -92,10 +93,10 @@ mod tests {
         assert_eq!(DType(99).display_name(), "unknown_99");
         assert_eq!(DType(101).display_name(), "float32_ref");
         assert_eq!(DType(0).elem_size(), None);
-        // Every value 1..=32 is known, and names are unique.
-        let mut names: Vec<_> = (1..=32).map(|v| DType(v).tf_name().unwrap()).collect();
+        // Every value 1..=33 is known, and names are unique.
+        let mut names: Vec<_> = (1..=33).map(|v| DType(v).tf_name().unwrap()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
     }
 }

@@ -1,0 +1,161 @@
+//! Shared test helpers: fixture manifest, real mounts of the built binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+pub fn manifest() -> Vec<Value> {
+    let text = std::fs::read_to_string(fixtures().join("manifest.json")).expect("manifest.json");
+    serde_json::from_str::<Value>(&text)
+        .expect("manifest parses")
+        .as_array()
+        .expect("manifest is a list")
+        .clone()
+}
+
+pub fn load_json(rel: &str) -> Value {
+    let text = std::fs::read_to_string(fixtures().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+pub fn sha256_hex(b: &[u8]) -> String {
+    Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn is_mounted(mp: &Path) -> bool {
+    let canon = std::fs::canonicalize(mp).unwrap_or_else(|_| mp.to_path_buf());
+    tfmount::mount::is_mount_point(&canon)
+}
+
+/// A tfmount daemon running in the foreground on a fresh temporary mount point; unmounted on drop.
+pub struct Mount {
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Mount {
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    pub fn start(source: &Path, extra: &[&str]) -> Mount {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mp = dir.path().join("mnt");
+        std::fs::create_dir(&mp).expect("mkdir");
+        let log = dir.path().join("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .arg("-f")
+            .args(extra)
+            .arg(source)
+            .arg(&mp)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn tfmount");
+        let mut m = Mount {
+            dir,
+            child: Some(child),
+            log,
+        };
+        let t0 = Instant::now();
+        while !is_mounted(&mp) {
+            if let Some(status) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("tfmount exited with {status} before mounting: {}", m.log_text());
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "mount did not become ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        m
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Unmounts and waits for the daemon; returns its exit status code.
+    pub fn unmount(&mut self) -> Option<i32> {
+        let mp = self.path();
+        if is_mounted(&mp) {
+            let _ = Command::new("fusermount3").arg("-u").arg(&mp).status();
+        }
+        let child = self.child.take()?;
+        wait_with_timeout(child, Duration::from_secs(10))
+    }
+}
+
+pub fn wait_with_timeout(mut child: Child, limit: Duration) -> Option<i32> {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return s.code();
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let mp = self.path();
+        self.unmount();
+        if is_mounted(&mp) {
+            let _ = Command::new("fusermount3").args(["-u", "-z"]).arg(&mp).status();
+        }
+    }
+}
+
+/// The bytes of a path given as a json record's `npy_path` / `npy_path_hex`, minus `.npy`.
+pub fn stem_path(rec: &Value) -> Vec<u8> {
+    let p: Vec<u8> = match rec.get("npy_path_hex").and_then(|v| v.as_str()) {
+        Some(h) => (0..h.len() / 2)
+            .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect(),
+        None => rec["npy_path"].as_str().expect("npy_path").as_bytes().to_vec(),
+    };
+    p.strip_suffix(b".npy").expect("npy suffix").to_vec()
+}
+
+pub fn with_suffix(dir: &Path, stem: &[u8], suffix: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let mut b = stem.to_vec();
+    b.extend_from_slice(suffix.as_bytes());
+    dir.join(std::ffi::OsStr::from_bytes(&b))
+}
+
+/// Every regular file under `dir`, relative, sorted.
+pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let e = e.expect("dirent");
+            let ft = e.file_type().expect("file type");
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file() {
+                out.push(e.path().strip_prefix(dir).expect("prefix").to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
