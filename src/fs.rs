@@ -259,7 +259,12 @@ impl Fs {
         self.link(parent, b"variables", v);
     }
 
-    fn add_passthrough_dir(&mut self, parent: u64, path: &Path, budget: &mut usize) -> Result<u64, SourceError> {
+    fn add_passthrough_dir(
+        &mut self,
+        parent: u64,
+        path: &Path,
+        budget: &mut usize,
+    ) -> Result<u64, SourceError> {
         let io = |err| SourceError::Io {
             path: path.to_path_buf(),
             err,
@@ -270,11 +275,17 @@ impl Fs {
             children: Vec::new(),
             meta,
         });
-        let mut entries: Vec<_> = std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(|e| e.ok())
+            .collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             if *budget == 0 {
-                log::warn!("{}: too many files to pass through; the rest are not shown", path.display());
+                log::warn!(
+                    "{}: too many files to pass through; the rest are not shown",
+                    path.display()
+                );
                 break;
             }
             *budget -= 1;
@@ -285,7 +296,10 @@ impl Fs {
             let child = if ft.is_dir() {
                 self.add_passthrough_dir(me, &p, budget)?
             } else if ft.is_file() {
-                let m = std::fs::metadata(&p).map_err(|err| SourceError::Io { path: p.clone(), err })?;
+                let m = std::fs::metadata(&p).map_err(|err| SourceError::Io {
+                    path: p.clone(),
+                    err,
+                })?;
                 self.add(Fixed::PassFile {
                     parent: me,
                     path: p,
@@ -293,7 +307,10 @@ impl Fs {
                     meta: FileMeta::of(&m),
                 })
             } else {
-                log::info!("{}: not a regular file or directory; not passed through", p.display());
+                log::info!(
+                    "{}: not a regular file or directory; not passed through",
+                    p.display()
+                );
                 continue;
             };
             self.link(me, name.as_bytes(), child);
@@ -390,7 +407,13 @@ impl Fs {
 
     /// Attributes of a tensor file. A tensor whose entry or data is damaged still has
     /// attributes (size 0 if unknown); reading it fails instead.
-    fn file_attr(&self, ino: u64, ck: &Checkpoint, kind: FileKind, t: Option<&Tensor>) -> FsResult<Attr> {
+    fn file_attr(
+        &self,
+        ino: u64,
+        ck: &Checkpoint,
+        kind: FileKind,
+        t: Option<&Tensor>,
+    ) -> FsResult<Attr> {
         let size = match (kind, t) {
             (_, None) => 0,
             (FileKind::Shape, Some(t)) => Self::shape_text(t).len() as u64,
@@ -460,7 +483,9 @@ impl Fs {
 
     fn key_at(&self, view: u16, pos: Pos) -> FsResult<Vec<u8>> {
         let t = self.view(view)?.table();
-        let (blk, i) = t.entry(pos).map_err(|e| FsError::Corrupt(format!("index: {e}")))?;
+        let (blk, i) = t
+            .entry(pos)
+            .map_err(|e| FsError::Corrupt(format!("index: {e}")))?;
         Ok(blk.key(i).to_vec())
     }
 
@@ -485,8 +510,20 @@ impl Fs {
     /// Finds the raw component `name` stands for in a directory whose keys start with `prefix`.
     /// Returns the position of the first key `prefix ‖ component ‖ rest` where `rest` is empty
     /// (files) or starts with `/` (directories).
-    fn resolve_component(&self, view: u16, prefix: &[u8], name: &[u8], is_dir: bool) -> FsResult<Option<(Pos, Vec<u8>)>> {
-        let want_rest = |rest: &[u8]| if is_dir { rest.first() == Some(&SEP) } else { rest.is_empty() };
+    fn resolve_component(
+        &self,
+        view: u16,
+        prefix: &[u8],
+        name: &[u8],
+        is_dir: bool,
+    ) -> FsResult<Option<(Pos, Vec<u8>)>> {
+        let want_rest = |rest: &[u8]| {
+            if is_dir {
+                rest.first() == Some(&SEP)
+            } else {
+                rest.is_empty()
+            }
+        };
         match tree::unescape(name, is_dir).ok_or(FsError::NotFound)? {
             Unescaped::Exact(comp) => {
                 let mut target = prefix.to_vec();
@@ -494,12 +531,21 @@ impl Fs {
                 if is_dir {
                     target.push(SEP);
                 }
-                let Some(p) = self.seek(view, &target)? else { return Ok(None) };
+                let Some(p) = self.seek(view, &target)? else {
+                    return Ok(None);
+                };
                 let key = self.key_at(view, p)?;
-                let hit = if is_dir { key.starts_with(&target) } else { key == target };
+                let hit = if is_dir {
+                    key.starts_with(&target)
+                } else {
+                    key == target
+                };
                 Ok(hit.then_some((p, key)))
             }
-            Unescaped::Hashed { prefix: start, hash } => {
+            Unescaped::Hashed {
+                prefix: start,
+                hash,
+            } => {
                 let mut target = prefix.to_vec();
                 target.extend_from_slice(&start);
                 let mut pos = self.seek(view, &target)?;
@@ -511,7 +557,10 @@ impl Fs {
                     let rest = &key[prefix.len()..];
                     let end = rest.iter().position(|&b| b == SEP).unwrap_or(rest.len());
                     let comp = &rest[..end];
-                    if want_rest(&rest[end..]) && tree::fnv1a64(comp) == hash && tree::escape(comp, is_dir) == name {
+                    if want_rest(&rest[end..])
+                        && tree::fnv1a64(comp) == hash
+                        && tree::escape(comp, is_dir) == name
+                    {
                         return Ok(Some((p, key)));
                     }
                     pos = self.next(view, p)?;
@@ -577,7 +626,12 @@ impl Fs {
     // ---------- readdir ----------
 
     /// Lists `ino` from `cookie` (0 = start). `add` returns true when the reply is full.
-    pub fn readdir(&self, ino: u64, cookie: u64, mut add: impl FnMut(DirEntry) -> bool) -> FsResult<()> {
+    pub fn readdir(
+        &self,
+        ino: u64,
+        cookie: u64,
+        mut add: impl FnMut(DirEntry) -> bool,
+    ) -> FsResult<()> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         if matches!(node, Node::File { .. }) {
             return Err(FsError::NotDir);
@@ -587,12 +641,24 @@ impl Fs {
                 return Err(FsError::NotDir);
             }
         }
-        if cookie < 1 && add(DirEntry { ino, name: b".".to_vec(), kind: Kind::Dir, cookie: 1 }) {
+        if cookie < 1
+            && add(DirEntry {
+                ino,
+                name: b".".to_vec(),
+                kind: Kind::Dir,
+                cookie: 1,
+            })
+        {
             return Ok(());
         }
         if cookie < 2 {
             let p = self.parent_of(ino)?;
-            if add(DirEntry { ino: p, name: b"..".to_vec(), kind: Kind::Dir, cookie: 2 }) {
+            if add(DirEntry {
+                ino: p,
+                name: b"..".to_vec(),
+                kind: Kind::Dir,
+                cookie: 2,
+            }) {
                 return Ok(());
             }
         }
@@ -602,7 +668,12 @@ impl Fs {
                     let start = cookie.saturating_sub(COOKIE_BASE - 1) as usize;
                     for (n, (name, child)) in children.iter().enumerate().skip(start) {
                         let kind = self.getattr(*child)?.kind;
-                        let e = DirEntry { ino: *child, name: name.clone(), kind, cookie: COOKIE_BASE + n as u64 };
+                        let e = DirEntry {
+                            ino: *child,
+                            name: name.clone(),
+                            kind,
+                            cookie: COOKIE_BASE + n as u64,
+                        };
                         if add(e) {
                             break;
                         }
@@ -677,14 +748,24 @@ impl Fs {
             }
             let (comp, is_dir) = Self::next_component(&key, prefix);
             if !tree::pos_fits(p) {
-                log::warn!("{}: index too large to list key {}", ck.prefix.display(), String::from_utf8_lossy(&key));
+                log::warn!(
+                    "{}: index too large to list key {}",
+                    ck.prefix.display(),
+                    String::from_utf8_lossy(&key)
+                );
                 pos = self.next(view, p)?;
                 first_sub = 0;
                 continue;
             }
             let packed = tree::pack_pos(p);
             if is_dir {
-                if let Some(ino) = (Node::Dir { view, depth: depth + 1, pos: p }).ino() {
+                if let Some(ino) = (Node::Dir {
+                    view,
+                    depth: depth + 1,
+                    pos: p,
+                })
+                .ino()
+                {
                     let e = DirEntry {
                         ino,
                         name: tree::escape(comp, true),
@@ -695,7 +776,11 @@ impl Fs {
                         return Ok(());
                     }
                 } else {
-                    log::warn!("{}: key nested too deep to show: {}", ck.prefix.display(), String::from_utf8_lossy(&key));
+                    log::warn!(
+                        "{}: key nested too deep to show: {}",
+                        ck.prefix.display(),
+                        String::from_utf8_lossy(&key)
+                    );
                 }
                 pos = self.seek(view, &Self::skip_dir_target(prefix, comp))?;
                 first_sub = 0;
@@ -703,11 +788,19 @@ impl Fs {
             }
             let t = ck.tensor_at(p).ok();
             let stem = tree::escape(comp, false);
-            for (sub, kind) in Self::tensor_files(t.as_ref()).iter().enumerate().skip(first_sub) {
+            for (sub, kind) in Self::tensor_files(t.as_ref())
+                .iter()
+                .enumerate()
+                .skip(first_sub)
+            {
                 let mut name = stem.clone();
                 name.extend_from_slice(kind.suffix().as_bytes());
                 let e = DirEntry {
-                    ino: Self::ino(Node::File { view, kind: *kind, pos: p })?,
+                    ino: Self::ino(Node::File {
+                        view,
+                        kind: *kind,
+                        pos: p,
+                    })?,
                     name,
                     kind: Kind::File,
                     cookie: COOKIE_BASE + (packed << 3 | sub as u64),

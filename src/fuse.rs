@@ -143,7 +143,12 @@ impl Filesystem for FuseFs {
         mut reply: ReplyDirectory,
     ) {
         let r = self.fs.readdir(ino.0, offset, |e| {
-            reply.add(INodeNo(e.ino), e.cookie, file_type(e.kind), OsStr::from_bytes(&e.name))
+            reply.add(
+                INodeNo(e.ino),
+                e.cookie,
+                file_type(e.kind),
+                OsStr::from_bytes(&e.name),
+            )
         });
         match r {
             Ok(()) => reply.ok(),

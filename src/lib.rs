@@ -3,13 +3,13 @@ pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
 }
 pub mod cache;
-pub mod format;
-#[cfg(feature = "writer")]
-pub mod writer;
 pub mod cli;
 pub mod error;
+pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod mount;
 pub mod source;
 pub mod tree;
+#[cfg(feature = "writer")]
+pub mod writer;

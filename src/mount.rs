@@ -56,11 +56,17 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
             None => (opt.trim(), None),
         };
         match (k, v) {
-            ("", None) | ("ro", None) | ("default_permissions", None) | ("nodev", None) | ("nosuid", None) => {}
+            ("", None)
+            | ("ro", None)
+            | ("default_permissions", None)
+            | ("nodev", None)
+            | ("nosuid", None) => {}
             ("allow_other", None) => s.acl = SessionACL::All,
             ("allow_root", None) => s.acl = SessionACL::RootAndOwner,
             ("nocrc", None) => s.fs.verify_crc = false,
-            ("cache_size", Some(v)) => s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?,
+            ("cache_size", Some(v)) => {
+                s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?
+            }
             ("threads", Some(v)) => {
                 s.threads = v
                     .parse()
@@ -68,8 +74,15 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
                     .filter(|&n: &usize| (1..=64).contains(&n))
                     .ok_or_else(|| fail(EXIT_USAGE, format!("threads={v}: expected 1..64")))?
             }
-            ("rw", None) => return Err(fail(EXIT_USAGE, "rw: tfmount mounts are always read-only")),
-            _ => return Err(fail(EXIT_USAGE, format!("unknown mount option {opt:?} (see --help)"))),
+            ("rw", None) => {
+                return Err(fail(EXIT_USAGE, "rw: tfmount mounts are always read-only"))
+            }
+            _ => {
+                return Err(fail(
+                    EXIT_USAGE,
+                    format!("unknown mount option {opt:?} (see --help)"),
+                ))
+            }
         }
     }
     if args.no_crc {
@@ -104,8 +117,13 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
-        if s[i] == b'\\' && i + 3 < s.len() + 0 && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (s[i + 1] - b'0') as u32 * 64 + (s[i + 2] - b'0') as u32 * 8 + (s[i + 3] - b'0') as u32;
+        if s[i] == b'\\'
+            && i + 3 < s.len() + 0
+            && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (s[i + 1] - b'0') as u32 * 64
+                + (s[i + 2] - b'0') as u32 * 8
+                + (s[i + 3] - b'0') as u32;
             out.push(v as u8);
             i += 4;
         } else {
@@ -118,17 +136,27 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
 
 fn check_mountpoint(mp: &Path) -> Result<PathBuf, Failure> {
     let meta = std::fs::metadata(mp).map_err(|e| {
-        fail(EXIT_MOUNTPOINT, format!("{}: mount point {e}", mp.display()))
+        fail(
+            EXIT_MOUNTPOINT,
+            format!("{}: mount point {e}", mp.display()),
+        )
     })?;
     if !meta.is_dir() {
-        return Err(fail(EXIT_MOUNTPOINT, format!("{}: mount point is not a directory", mp.display())));
+        return Err(fail(
+            EXIT_MOUNTPOINT,
+            format!("{}: mount point is not a directory", mp.display()),
+        ));
     }
     let canon = std::fs::canonicalize(mp)
         .map_err(|e| fail(EXIT_MOUNTPOINT, format!("{}: {e}", mp.display())))?;
     if is_mount_point(&canon) {
         return Err(fail(
             EXIT_MOUNTPOINT,
-            format!("{}: already a mount point (unmount it first: fusermount3 -u {})", mp.display(), mp.display()),
+            format!(
+                "{}: already a mount point (unmount it first: fusermount3 -u {})",
+                mp.display(),
+                mp.display()
+            ),
         ));
     }
     Ok(canon)
@@ -189,7 +217,11 @@ fn init_logging(args: &Args) {
     if !args.foreground {
         match &args.log_file {
             Some(p) => {
-                if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+                if let Ok(f) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                {
                     b.target(env_logger::Target::Pipe(Box::new(f)));
                 }
             }
@@ -219,7 +251,10 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     }
     let (mut ready_r, ready_w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
     match unsafe { libc::fork() } {
-        -1 => Err(fail(EXIT_RUNTIME, format!("fork: {}", std::io::Error::last_os_error()))),
+        -1 => Err(fail(
+            EXIT_RUNTIME,
+            format!("fork: {}", std::io::Error::last_os_error()),
+        )),
         0 => {
             drop(ready_r);
             unsafe { libc::setsid() };
@@ -248,14 +283,21 @@ fn run_inner(args: Args) -> Result<(), Failure> {
             match msg.split_once(':') {
                 Some(("ok", _)) => Ok(()),
                 Some((code, m)) => Err(fail(code.parse().unwrap_or(EXIT_RUNTIME), m.to_string())),
-                None => Err(fail(EXIT_RUNTIME, "the daemon exited before the mount was ready")),
+                None => Err(fail(
+                    EXIT_RUNTIME,
+                    "the daemon exited before the mount was ready",
+                )),
             }
         }
     }
 }
 
 fn detach_stdio() {
-    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
             unsafe { libc::dup2(null.as_raw_fd(), fd) };
@@ -270,7 +312,10 @@ fn spawn_watchdog(mountpoint: &Path, close_in_child: Option<i32>) -> Result<File
     let mp = CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| fail(EXIT_MOUNTPOINT, "mount point path contains NUL"))?;
     match unsafe { libc::fork() } {
-        -1 => Err(fail(EXIT_RUNTIME, format!("fork: {}", std::io::Error::last_os_error()))),
+        -1 => Err(fail(
+            EXIT_RUNTIME,
+            format!("fork: {}", std::io::Error::last_os_error()),
+        )),
         0 => {
             drop(w);
             if let Some(fd) = close_in_child {
@@ -316,7 +361,13 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
-fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<File>) -> Result<(), Failure> {
+fn serve(
+    fs: Fs,
+    mountpoint: &Path,
+    fsname: &str,
+    s: &Settings,
+    ready: Option<File>,
+) -> Result<(), Failure> {
     use std::os::fd::AsRawFd;
     let _watchdog = spawn_watchdog(mountpoint, ready.as_ref().map(|f| f.as_raw_fd()))?;
     let mut config = Config::default();
@@ -334,7 +385,11 @@ fn serve(fs: Fs, mountpoint: &Path, fsname: &str, s: &Settings, ready: Option<Fi
     let mut session = match fuser::Session::new(FuseFs::new(fs), mountpoint, &config) {
         Ok(sess) => sess,
         Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::PermissionDenied { EXIT_FUSE } else { EXIT_RUNTIME };
+            let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                EXIT_FUSE
+            } else {
+                EXIT_RUNTIME
+            };
             let f = fail(code, format!("{}: mount failed: {e}", mountpoint.display()));
             if let Some(mut w) = ready {
                 let _ = writeln!(w, "{}:{}", f.code, f.msg);

@@ -133,7 +133,12 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    pub const ALL: [FileKind; 4] = [FileKind::Bin, FileKind::Shape, FileKind::Dtype, FileKind::Npy];
+    pub const ALL: [FileKind; 4] = [
+        FileKind::Bin,
+        FileKind::Shape,
+        FileKind::Dtype,
+        FileKind::Npy,
+    ];
 
     pub fn suffix(self) -> &'static str {
         SUFFIXES[self as usize - 2]
@@ -142,7 +147,8 @@ impl FileKind {
     /// Splits `name` into a stem and the file kind its suffix names.
     pub fn split(name: &[u8]) -> Option<(&[u8], FileKind)> {
         FileKind::ALL.into_iter().find_map(|k| {
-            name.strip_suffix(k.suffix().as_bytes()).map(|stem| (stem, k))
+            name.strip_suffix(k.suffix().as_bytes())
+                .map(|stem| (stem, k))
         })
     }
 }
@@ -201,10 +207,26 @@ impl Node {
         Some(match kind {
             0 => Node::Fixed(ino),
             1 => Node::Dir { view, depth, pos },
-            2 => Node::File { view, kind: FileKind::Bin, pos },
-            3 => Node::File { view, kind: FileKind::Shape, pos },
-            4 => Node::File { view, kind: FileKind::Dtype, pos },
-            5 => Node::File { view, kind: FileKind::Npy, pos },
+            2 => Node::File {
+                view,
+                kind: FileKind::Bin,
+                pos,
+            },
+            3 => Node::File {
+                view,
+                kind: FileKind::Shape,
+                pos,
+            },
+            4 => Node::File {
+                view,
+                kind: FileKind::Dtype,
+                pos,
+            },
+            5 => Node::File {
+                view,
+                kind: FileKind::Npy,
+                pos,
+            },
             _ => return None,
         })
     }
@@ -231,12 +253,25 @@ mod tests {
         let mut pct = vec![b'a'; 199];
         pct.extend_from_slice(&[b'%'; 60]);
         let e = escape(&pct, false);
-        assert!(e.starts_with(&[b'a'; 199]) && e[199..].starts_with(b"%#"), "{}", String::from_utf8_lossy(&e));
+        assert!(
+            e.starts_with(&[b'a'; 199]) && e[199..].starts_with(b"%#"),
+            "{}",
+            String::from_utf8_lossy(&e)
+        );
     }
 
     #[test]
     fn unescape_inverts_escape_and_rejects_aliases() {
-        let cases: [&[u8]; 8] = [b"kernel", b"", b".", b"..", b"a%b\0c", b"name.bin", b"\xff\xfe", b"sp ace"];
+        let cases: [&[u8]; 8] = [
+            b"kernel",
+            b"",
+            b".",
+            b"..",
+            b"a%b\0c",
+            b"name.bin",
+            b"\xff\xfe",
+            b"sp ace",
+        ];
         for raw in cases {
             for dir in [false, true] {
                 let e = escape(raw, dir);
@@ -260,20 +295,64 @@ mod tests {
 
     #[test]
     fn inode_roundtrip() {
-        let pos = Pos { block: MAX_BLOCK, entry: MAX_ENTRY };
+        let pos = Pos {
+            block: MAX_BLOCK,
+            entry: MAX_ENTRY,
+        };
         for n in [
             Node::Fixed(1),
-            Node::Dir { view: 1023, depth: 127, pos },
-            Node::File { view: 3, kind: FileKind::Npy, pos: Pos { block: 0, entry: 0 } },
-            Node::File { view: 0, kind: FileKind::Bin, pos },
+            Node::Dir {
+                view: 1023,
+                depth: 127,
+                pos,
+            },
+            Node::File {
+                view: 3,
+                kind: FileKind::Npy,
+                pos: Pos { block: 0, entry: 0 },
+            },
+            Node::File {
+                view: 0,
+                kind: FileKind::Bin,
+                pos,
+            },
         ] {
             assert_eq!(Node::from_ino(n.ino().unwrap()), Some(n));
         }
-        assert_eq!(Node::Dir { view: 1024, depth: 1, pos }.ino(), None);
-        assert_eq!(Node::Dir { view: 0, depth: 1, pos: Pos { block: MAX_BLOCK + 1, entry: 0 } }.ino(), None);
+        assert_eq!(
+            Node::Dir {
+                view: 1024,
+                depth: 1,
+                pos
+            }
+            .ino(),
+            None
+        );
+        assert_eq!(
+            Node::Dir {
+                view: 0,
+                depth: 1,
+                pos: Pos {
+                    block: MAX_BLOCK + 1,
+                    entry: 0
+                }
+            }
+            .ino(),
+            None
+        );
         // Distinct nodes never share a number.
-        let a = Node::File { view: 0, kind: FileKind::Bin, pos: Pos { block: 1, entry: 2 } }.ino();
-        let b = Node::Dir { view: 0, depth: 0, pos: Pos { block: 1, entry: 2 } }.ino();
+        let a = Node::File {
+            view: 0,
+            kind: FileKind::Bin,
+            pos: Pos { block: 1, entry: 2 },
+        }
+        .ino();
+        let b = Node::Dir {
+            view: 0,
+            depth: 0,
+            pos: Pos { block: 1, entry: 2 },
+        }
+        .ino();
         assert_ne!(a, b);
     }
 }

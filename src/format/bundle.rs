@@ -76,12 +76,17 @@ impl Entry {
 }
 
 pub fn parse_shape(shape: Option<&TensorShapeProto>) -> Result<Vec<u64>> {
-    let Some(s) = shape else { return Ok(Vec::new()) };
+    let Some(s) = shape else {
+        return Ok(Vec::new());
+    };
     if s.unknown_rank {
         return Err(FormatError::BadEntry("shape of unknown rank".into()));
     }
     if s.dim.len() > MAX_RANK {
-        return Err(FormatError::BadEntry(format!("rank {} too large", s.dim.len())));
+        return Err(FormatError::BadEntry(format!(
+            "rank {} too large",
+            s.dim.len()
+        )));
     }
     let dims = s
         .dim
@@ -112,22 +117,32 @@ pub fn parse_entry(value: &[u8]) -> Result<Entry> {
             .iter()
             .map(|s| {
                 if s.extent.len() != shape.len() {
-                    return Err(FormatError::BadEntry("slice rank differs from the shape".into()));
+                    return Err(FormatError::BadEntry(
+                        "slice rank differs from the shape".into(),
+                    ));
                 }
                 s.extent
                     .iter()
                     .zip(&shape)
                     .map(|(x, &dim)| {
                         let ext = match x.has_length {
-                            Some(crate::proto::tensor_slice_proto::extent::HasLength::Length(l)) => {
-                                Extent { start: x.start, length: l }
-                            }
-                            None => Extent { start: 0, length: -1 },
+                            Some(crate::proto::tensor_slice_proto::extent::HasLength::Length(
+                                l,
+                            )) => Extent {
+                                start: x.start,
+                                length: l,
+                            },
+                            None => Extent {
+                                start: 0,
+                                length: -1,
+                            },
                         };
                         if ext.length >= 0 {
                             let end = ext.start.checked_add(ext.length);
                             if ext.start < 0 || end.is_none_or(|end| end as u64 > dim) {
-                                return Err(FormatError::BadEntry("slice outside the shape".into()));
+                                return Err(FormatError::BadEntry(
+                                    "slice outside the shape".into(),
+                                ));
                             }
                         } else if ext.length != -1 {
                             return Err(FormatError::BadEntry("bad slice length".into()));
@@ -216,7 +231,10 @@ pub fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
             }
         }
     }
-    let total: u128 = slices.iter().map(|s| slice_elements(shape, s) as u128).sum();
+    let total: u128 = slices
+        .iter()
+        .map(|s| slice_elements(shape, s) as u128)
+        .sum();
     let want: u128 = shape.iter().map(|&d| d as u128).product();
     if total != want {
         return Err(FormatError::BadEntry(format!(
@@ -233,7 +251,13 @@ mod tests {
 
     fn shape(d: &[i64]) -> Option<TensorShapeProto> {
         Some(TensorShapeProto {
-            dim: d.iter().map(|&size| Dim { size, name: String::new() }).collect(),
+            dim: d
+                .iter()
+                .map(|&size| Dim {
+                    size,
+                    name: String::new(),
+                })
+                .collect(),
             unknown_rank: false,
         })
     }
@@ -241,41 +265,86 @@ mod tests {
     #[test]
     fn header_example_bytes() {
         let h = parse_header(&[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]).unwrap();
-        assert_eq!(h, Header { num_shards: 1, big_endian: false });
+        assert_eq!(
+            h,
+            Header {
+                num_shards: 1,
+                big_endian: false
+            }
+        );
         let bad = BundleHeaderProto {
             num_shards: 1,
             endianness: 0,
-            version: Some(VersionDef { producer: 1, min_consumer: 2, bad_consumers: vec![] }),
+            version: Some(VersionDef {
+                producer: 1,
+                min_consumer: 2,
+                bad_consumers: vec![],
+            }),
         };
         assert!(parse_header(&bad.encode_to_vec()).is_err());
-        let zero = BundleHeaderProto { num_shards: 0, ..Default::default() };
+        let zero = BundleHeaderProto {
+            num_shards: 0,
+            ..Default::default()
+        };
         assert!(parse_header(&zero.encode_to_vec()).is_err());
     }
 
     #[test]
     fn entry_validation() {
-        let ok = BundleEntryProto { dtype: 1, shape: shape(&[3, 4]), size: 48, ..Default::default() };
+        let ok = BundleEntryProto {
+            dtype: 1,
+            shape: shape(&[3, 4]),
+            size: 48,
+            ..Default::default()
+        };
         let e = parse_entry(&ok.encode_to_vec()).unwrap();
         assert_eq!(e.shape, vec![3, 4]);
-        let wrong_size = BundleEntryProto { size: 47, ..ok.clone() };
+        let wrong_size = BundleEntryProto {
+            size: 47,
+            ..ok.clone()
+        };
         assert!(parse_entry(&wrong_size.encode_to_vec()).is_err());
-        let neg = BundleEntryProto { shape: shape(&[-1, 4]), ..ok.clone() };
+        let neg = BundleEntryProto {
+            shape: shape(&[-1, 4]),
+            ..ok.clone()
+        };
         assert!(parse_entry(&neg.encode_to_vec()).is_err());
-        let overflow = BundleEntryProto { shape: shape(&[i64::MAX, i64::MAX]), ..ok.clone() };
+        let overflow = BundleEntryProto {
+            shape: shape(&[i64::MAX, i64::MAX]),
+            ..ok.clone()
+        };
         assert!(parse_entry(&overflow.encode_to_vec()).is_err());
-        let neg_off = BundleEntryProto { offset: -5, ..ok.clone() };
+        let neg_off = BundleEntryProto {
+            offset: -5,
+            ..ok.clone()
+        };
         assert!(parse_entry(&neg_off.encode_to_vec()).is_err());
-        let past = BundleEntryProto { offset: i64::MAX, size: 48, ..ok };
+        let past = BundleEntryProto {
+            offset: i64::MAX,
+            size: 48,
+            ..ok
+        };
         assert!(parse_entry(&past.encode_to_vec()).is_err());
-        let string_too_small = BundleEntryProto { dtype: 7, shape: shape(&[10]), size: 13, ..Default::default() };
+        let string_too_small = BundleEntryProto {
+            dtype: 7,
+            shape: shape(&[10]),
+            size: 13,
+            ..Default::default()
+        };
         assert!(parse_entry(&string_too_small.encode_to_vec()).is_err());
         assert!(parse_entry(&[0xff, 0xff, 0xff]).is_err());
     }
 
     #[test]
     fn tiling() {
-        let full = Extent { start: 0, length: -1 };
-        let ex = |s, l| Extent { start: s, length: l };
+        let full = Extent {
+            start: 0,
+            length: -1,
+        };
+        let ex = |s, l| Extent {
+            start: s,
+            length: l,
+        };
         assert!(check_tiling(&[6, 4], &[vec![ex(0, 2), full], vec![ex(2, 4), full]]).is_ok());
         assert!(check_tiling(&[6, 4], &[vec![ex(0, 3), full], vec![ex(2, 4), full]]).is_err());
         assert!(check_tiling(&[6, 4], &[vec![ex(0, 2), full], vec![ex(3, 3), full]]).is_err());

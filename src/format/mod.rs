@@ -16,8 +16,14 @@ pub enum FormatError {
     TooShort(usize),
     #[error("bad sstable magic number")]
     BadMagic,
-    #[error("block handle points outside the file (offset {offset}, size {size}, file {file_len})")]
-    BadHandle { offset: u64, size: u64, file_len: u64 },
+    #[error(
+        "block handle points outside the file (offset {offset}, size {size}, file {file_len})"
+    )]
+    BadHandle {
+        offset: u64,
+        size: u64,
+        file_len: u64,
+    },
     #[error("block checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     BlockCrc { stored: u32, computed: u32 },
     #[error("bad block compression type {0}")]

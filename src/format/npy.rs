@@ -8,7 +8,11 @@ pub fn header(descr: &str, shape: &[u64]) -> Option<Vec<u8>> {
         1 => format!("({},)", shape[0]),
         _ => format!(
             "({})",
-            shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
@@ -39,9 +43,13 @@ mod tests {
         assert!(text.ends_with('\n'));
         assert_eq!(u16::from_le_bytes([h[8], h[9]]) as usize, h.len() - 10);
         let s = header("|b1", &[]).unwrap();
-        assert!(std::str::from_utf8(&s[10..]).unwrap().contains("'shape': ()"));
+        assert!(std::str::from_utf8(&s[10..])
+            .unwrap()
+            .contains("'shape': ()"));
         let v = header("<i8", &[5]).unwrap();
-        assert!(std::str::from_utf8(&v[10..]).unwrap().contains("'shape': (5,)"));
+        assert!(std::str::from_utf8(&v[10..])
+            .unwrap()
+            .contains("'shape': (5,)"));
         assert!(header("<f4", &vec![u64::MAX; 4000]).is_none());
     }
 }

@@ -70,7 +70,11 @@ pub fn encode(name: &[u8], extents: &[Extent]) -> Vec<u8> {
     write_num_increasing(extents.len() as u64, &mut out);
     for e in extents {
         // Full dims encode start 0 and length -1, whatever the proto said.
-        let (s, l) = if e.length < 0 { (0, -1) } else { (e.start, e.length) };
+        let (s, l) = if e.length < 0 {
+            (0, -1)
+        } else {
+            (e.start, e.length)
+        };
         write_signed_num_increasing(s, &mut out);
         write_signed_num_increasing(l, &mut out);
     }
@@ -105,7 +109,10 @@ mod tests {
             (-(1 << 20), &[0x10, 0x00, 0x00]),
             (1 << 62, &[0xff, 0xc0, 0x40, 0, 0, 0, 0, 0, 0, 0]),
             (i64::MIN, &[0x00, 0x3f, 0x80, 0, 0, 0, 0, 0, 0, 0]),
-            (i64::MAX, &[0xff, 0xc0, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            (
+                i64::MAX,
+                &[0xff, 0xc0, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            ),
         ];
         for (v, want) in cases {
             assert_eq!(signed(*v), *want, "value {v}");
@@ -114,9 +121,30 @@ mod tests {
 
     #[test]
     fn worked_keys_from_the_reference() {
-        let k = encode(b"w", &[Extent { start: 0, length: 2 }, FULL]);
-        assert_eq!(k, [0x00, 0x77, 0x00, 0x01, 0x01, 0x02, 0x80, 0x82, 0x80, 0x7f]);
-        let k = encode(b"layer/kernel", &[FULL, Extent { start: 300, length: 100 }]);
+        let k = encode(
+            b"w",
+            &[
+                Extent {
+                    start: 0,
+                    length: 2,
+                },
+                FULL,
+            ],
+        );
+        assert_eq!(
+            k,
+            [0x00, 0x77, 0x00, 0x01, 0x01, 0x02, 0x80, 0x82, 0x80, 0x7f]
+        );
+        let k = encode(
+            b"layer/kernel",
+            &[
+                FULL,
+                Extent {
+                    start: 300,
+                    length: 100,
+                },
+            ],
+        );
         let mut want = vec![0x00];
         want.extend_from_slice(b"layer/kernel");
         want.extend_from_slice(&[0x00, 0x01, 0x01, 0x02, 0x80, 0x7f, 0xc1, 0x2c, 0xc0, 0x64]);

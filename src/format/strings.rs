@@ -70,6 +70,23 @@ impl StringLayout {
         })
     }
 
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.out_starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of element `i` (`i < len()`), from the stored tensor.
+    pub fn element<'a>(&self, stored: &'a [u8], i: usize) -> &'a [u8] {
+        let start = self.out_starts[i];
+        let len = self.out_starts[i + 1] - start - 8;
+        let src = (self.data_start + start - 8 * i as u64) as usize;
+        &stored[src..src + len as usize]
+    }
+
     /// Size of the served layout.
     pub fn served_len(&self) -> u64 {
         self.out_starts.last().copied().unwrap_or(0)
@@ -158,7 +175,11 @@ mod tests {
         for off in 0..want.len() {
             for len in [1usize, 3, 8, 9, 17, 400] {
                 let end = (off + len).min(want.len());
-                assert_eq!(layout.read(&bytes, off as u64, len), want[off..end], "off {off} len {len}");
+                assert_eq!(
+                    layout.read(&bytes, off as u64, len),
+                    want[off..end],
+                    "off {off} len {len}"
+                );
             }
         }
     }
@@ -174,7 +195,10 @@ mod tests {
         assert!(StringLayout::parse(&bytes, 2, Some(crc)).is_ok());
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert!(matches!(StringLayout::parse(&bytes, 2, Some(crc)), Err(FormatError::TensorCrc { .. })));
+        assert!(matches!(
+            StringLayout::parse(&bytes, 2, Some(crc)),
+            Err(FormatError::TensorCrc { .. })
+        ));
         assert!(StringLayout::parse(&bytes, 2, None).is_ok());
         bytes[0] = 0x7f; // length far past the end
         assert!(StringLayout::parse(&bytes, 2, None).is_err());

@@ -113,12 +113,9 @@ impl Block {
         if len < 4 || len > u32::MAX as usize {
             return Err(FormatError::BadBlock("block too short or too long"));
         }
-        let num_restarts = u32::from_le_bytes([
-            data[len - 4],
-            data[len - 3],
-            data[len - 2],
-            data[len - 1],
-        ]) as usize;
+        let num_restarts =
+            u32::from_le_bytes([data[len - 4], data[len - 3], data[len - 2], data[len - 1]])
+                as usize;
         let trailer = num_restarts
             .checked_add(1)
             .and_then(|n| n.checked_mul(4))
@@ -133,8 +130,7 @@ impl Block {
         while pos < entries_end {
             let region = &data[pos..entries_end];
             let (shared, a) = varint::decode_u32(region).ok_or(FormatError::BadVarint)?;
-            let (non_shared, b) =
-                varint::decode_u32(&region[a..]).ok_or(FormatError::BadVarint)?;
+            let (non_shared, b) = varint::decode_u32(&region[a..]).ok_or(FormatError::BadVarint)?;
             let (value_len, c) =
                 varint::decode_u32(&region[a + b..]).ok_or(FormatError::BadVarint)?;
             let (shared, non_shared, value_len) =
@@ -152,7 +148,9 @@ impl Block {
             }
             let prev_len = keys.len() - prev_start;
             if shared > prev_len {
-                return Err(FormatError::BadBlock("shared prefix longer than the previous key"));
+                return Err(FormatError::BadBlock(
+                    "shared prefix longer than the previous key",
+                ));
             }
             let start = keys.len();
             keys.extend_from_within(prev_start..prev_start + shared);
@@ -160,7 +158,8 @@ impl Block {
             if !key_ends.is_empty() && keys[prev_start..start] >= keys[start..] {
                 return Err(FormatError::UnsortedKeys);
             }
-            key_ends.push(u32::try_from(keys.len()).map_err(|_| FormatError::BadBlock("too large"))?);
+            key_ends
+                .push(u32::try_from(keys.len()).map_err(|_| FormatError::BadBlock("too large"))?);
             values.push((value_start as u32, value_len as u32));
             prev_start = start;
             pos = value_end;
@@ -182,7 +181,11 @@ impl Block {
     }
 
     pub fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.key_ends[i - 1] as usize };
+        let start = if i == 0 {
+            0
+        } else {
+            self.key_ends[i - 1] as usize
+        };
         &self.keys[start..self.key_ends[i] as usize]
     }
 

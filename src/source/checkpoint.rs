@@ -80,7 +80,11 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
 }
 
 impl Checkpoint {
-    pub fn open(prefix: &Path, cache: Arc<BlockCache>, verify: bool) -> Result<Checkpoint, SourceError> {
+    pub fn open(
+        prefix: &Path,
+        cache: Arc<BlockCache>,
+        verify: bool,
+    ) -> Result<Checkpoint, SourceError> {
         let index_path = index_file_name(prefix);
         let (map, meta) = MappedFile::open(&index_path).map_err(|err| SourceError::Io {
             path: index_path.clone(),
@@ -211,7 +215,10 @@ impl Checkpoint {
         if end > map.len() as u64 || !current_len_at_least(path, end) {
             let e = self.corrupt(
                 &t.key,
-                format!("{} is shorter than the index says ({end} bytes needed)", path.display()),
+                format!(
+                    "{} is shorter than the index says ({end} bytes needed)",
+                    path.display()
+                ),
             );
             log::error!("{e}");
             return Err(e);
@@ -273,7 +280,10 @@ impl Checkpoint {
         self.checked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn string_layout(&self, t: &Tensor) -> FsResult<(Arc<StringLayout>, Arc<MappedFile>, usize, usize)> {
+    fn string_layout(
+        &self,
+        t: &Tensor,
+    ) -> FsResult<(Arc<StringLayout>, Arc<MappedFile>, usize, usize)> {
         let (map, start, end) = self.stored(t)?;
         let cached = self
             .strings
@@ -284,8 +294,9 @@ impl Checkpoint {
         let layout = match cached {
             Some(l) => l,
             None => {
-                let l = StringLayout::parse(&(*map).as_ref()[start..end], t.entry.num_elements(), None)
-                    .map_err(|e| self.corrupt(&t.key, e))?;
+                let l =
+                    StringLayout::parse(&(*map).as_ref()[start..end], t.entry.num_elements(), None)
+                        .map_err(|e| self.corrupt(&t.key, e))?;
                 let l = Arc::new(l);
                 self.strings
                     .lock()
@@ -311,6 +322,15 @@ impl Checkpoint {
             }
             Data::Contiguous { size, .. } if d == DT_VARIANT => Ok(*size),
             Data::Contiguous { .. } => Ok(0),
+            Data::Sliced(slices) if d == DT_STRING => {
+                // Each element is served as 8 + len bytes whatever its order, so the total is
+                // the sum over the slices.
+                let mut total = 0u64;
+                for (_, st) in self.resolve_slices(t, slices)? {
+                    total += self.string_layout(&st)?.0.served_len();
+                }
+                Ok(total)
+            }
             Data::Sliced(_) => Ok(0),
         }
     }
@@ -320,12 +340,16 @@ impl Checkpoint {
         let d = t.entry.dtype;
         let Some(es) = d.elem_size() else {
             if d == DT_STRING {
-                if let Data::Sliced(_) = t.entry.data {
-                    return Err(self.corrupt(&t.key, "partitioned string tensors are not supported"));
+                if let Data::Sliced(slices) = &t.entry.data {
+                    return self.read_sliced_strings(t, slices, offset, len);
                 }
                 let (layout, map, start, end) = self.string_layout(t)?;
                 self.stored(t)?; // CRC
-                return Ok(ReadBuf::Owned(layout.read(&(*map).as_ref()[start..end], offset, len)));
+                return Ok(ReadBuf::Owned(layout.read(
+                    &(*map).as_ref()[start..end],
+                    offset,
+                    len,
+                )));
             }
             if d == DT_VARIANT {
                 let (map, start, end) = self.stored(t)?;
@@ -345,6 +369,80 @@ impl Checkpoint {
         }
     }
 
+    /// The entries of a partitioned tensor's slices, after checking they tile the tensor.
+    fn resolve_slices<'s>(
+        &self,
+        t: &Tensor,
+        slices: &'s [Vec<Extent>],
+    ) -> FsResult<Vec<(&'s [Extent], Tensor)>> {
+        let shape = &t.entry.shape;
+        bundle::check_tiling(shape, slices).map_err(|e| self.corrupt(&t.key, e))?;
+        slices
+            .iter()
+            .map(|s| {
+                let st = self
+                    .lookup(&slice_key::encode(&t.key, s))?
+                    .ok_or_else(|| self.corrupt(&t.key, "a slice's entry is missing"))?;
+                if st.entry.dtype != t.entry.dtype
+                    || st.entry.shape != bundle::slice_shape(shape, s)
+                {
+                    return Err(
+                        self.corrupt(&t.key, "a slice's entry does not match its dtype or extent")
+                    );
+                }
+                Ok((s.as_slice(), st))
+            })
+            .collect()
+    }
+
+    /// A partitioned string tensor, assembled element by element (TensorFlow's own reader
+    /// refuses these; they are rare and small).
+    fn read_sliced_strings(
+        &self,
+        t: &Tensor,
+        slices: &[Vec<Extent>],
+        offset: u64,
+        len: usize,
+    ) -> FsResult<ReadBuf> {
+        let shape = &t.entry.shape;
+        let mut parts = Vec::new();
+        for (s, st) in self.resolve_slices(t, slices)? {
+            self.stored(&st)?; // CRC
+            let (layout, map, start, end) = self.string_layout(&st)?;
+            parts.push((s, layout, map, start, end));
+        }
+        let n = t.entry.num_elements();
+        let rank = shape.len();
+        let mut idx = vec![0u64; rank];
+        let mut out = Vec::new();
+        for e in 0..n {
+            let mut rem = e;
+            for j in (0..rank).rev() {
+                idx[j] = rem % shape[j];
+                rem /= shape[j];
+            }
+            let Some((s, layout, map, start, end)) = parts.iter().find(|(s, ..)| {
+                s.iter().zip(shape).zip(&idx).all(|((x, &d), &i)| {
+                    let (a, b) = extent_range(x, d);
+                    a <= i && i < b
+                })
+            }) else {
+                return Err(self.corrupt(&t.key, "slices do not cover the tensor"));
+            };
+            let mut local = 0u64;
+            for j in 0..rank {
+                let (a, b) = extent_range(&s[j], shape[j]);
+                local = local * (b - a) + (idx[j] - a);
+            }
+            let elem = layout.element(&(**map).as_ref()[*start..*end], local as usize);
+            out.extend_from_slice(&(elem.len() as u64).to_le_bytes());
+            out.extend_from_slice(elem);
+        }
+        let a = (offset as usize).min(out.len());
+        let b = a.saturating_add(len).min(out.len());
+        Ok(ReadBuf::Owned(out[a..b].to_vec()))
+    }
+
     fn read_sliced(
         &self,
         t: &Tensor,
@@ -354,18 +452,10 @@ impl Checkpoint {
         len: usize,
     ) -> FsResult<ReadBuf> {
         let shape = &t.entry.shape;
-        bundle::check_tiling(shape, slices).map_err(|e| self.corrupt(&t.key, e))?;
         let mut parts = Vec::with_capacity(slices.len());
-        for s in slices {
-            let skey = slice_key::encode(&t.key, s);
-            let st = self
-                .lookup(&skey)?
-                .ok_or_else(|| self.corrupt(&t.key, "a slice's entry is missing"))?;
-            if st.entry.dtype != t.entry.dtype || st.entry.shape != bundle::slice_shape(shape, s) {
-                return Err(self.corrupt(&t.key, "a slice's entry does not match its dtype or extent"));
-            }
+        for (s, st) in self.resolve_slices(t, slices)? {
             let (map, start, end) = self.stored(&st)?;
-            parts.push((s.as_slice(), map, start, end));
+            parts.push((s, map, start, end));
         }
         let total = t.entry.num_elements() * es as u64;
         let end_b = total.min(offset.saturating_add(len as u64));
@@ -385,21 +475,12 @@ impl Checkpoint {
                 idx[j] = rem % shape[j].max(1);
                 rem /= shape[j].max(1);
             }
-            let range = |x: &Extent, d: u64| {
-                if x.length < 0 {
-                    (0, d)
-                } else {
-                    (x.start as u64, (x.start + x.length) as u64)
-                }
-            };
+            let range = extent_range;
             let Some((s, map, start, _)) = parts.iter().find(|(s, ..)| {
-                s.iter()
-                    .zip(shape)
-                    .zip(&idx)
-                    .all(|((x, &d), &i)| {
-                        let (a, b) = range(x, d);
-                        a <= i && i < b
-                    })
+                s.iter().zip(shape).zip(&idx).all(|((x, &d), &i)| {
+                    let (a, b) = range(x, d);
+                    a <= i && i < b
+                })
             }) else {
                 return Err(self.corrupt(&t.key, "slices do not cover the tensor"));
             };
@@ -432,6 +513,15 @@ impl Checkpoint {
     }
 }
 
+/// `[start, end)` of an extent in a dimension of size `d`.
+fn extent_range(x: &Extent, d: u64) -> (u64, u64) {
+    if x.length < 0 {
+        (0, d)
+    } else {
+        (x.start as u64, (x.start + x.length) as u64)
+    }
+}
+
 fn clamp(map: Arc<MappedFile>, start: usize, end: usize, offset: u64, len: usize) -> ReadBuf {
     let size = (end - start) as u64;
     let a = start + offset.min(size) as usize;
@@ -442,5 +532,7 @@ fn clamp(map: Arc<MappedFile>, start: usize, end: usize, offset: u64, len: usize
 /// Whether the file at `path` is still at least `len` bytes long (it may have been truncated
 /// since it was mapped; touching a mapped page past the end would fault).
 fn current_len_at_least(path: &Path, len: u64) -> bool {
-    std::fs::metadata(path).map(|m| m.len() >= len).unwrap_or(false)
+    std::fs::metadata(path)
+        .map(|m| m.len() >= len)
+        .unwrap_or(false)
 }

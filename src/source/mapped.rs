@@ -17,7 +17,10 @@ impl MappedFile {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
         }
         let map = if meta.len() == 0 {
             None

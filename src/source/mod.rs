@@ -105,7 +105,10 @@ mod tests {
 
     #[test]
     fn prefix_from_file_names() {
-        assert_eq!(as_prefix(Path::new("d/m.ckpt-5.index")), Some(PathBuf::from("d/m.ckpt-5")));
+        assert_eq!(
+            as_prefix(Path::new("d/m.ckpt-5.index")),
+            Some(PathBuf::from("d/m.ckpt-5"))
+        );
         assert_eq!(
             as_prefix(Path::new("d/m.ckpt-5.data-00001-of-00003")),
             Some(PathBuf::from("d/m.ckpt-5"))

@@ -22,7 +22,8 @@ pub fn parse(text: &str) -> Result<CheckpointState, String> {
         .get_message_by_name("tensorflow.CheckpointState")
         .ok_or("CheckpointState descriptor missing")?;
     let msg = DynamicMessage::parse_text_format(desc, text).map_err(|e| e.to_string())?;
-    msg.transcode_to::<CheckpointState>().map_err(|e| e.to_string())
+    msg.transcode_to::<CheckpointState>()
+        .map_err(|e| e.to_string())
 }
 
 fn base_name(p: &str) -> Option<String> {
@@ -74,7 +75,8 @@ pub fn resolve(
             ),
         }
     }
-    let latest = base_name(&state.model_checkpoint_path).filter(|n| out.iter().any(|(m, _)| m == n));
+    let latest =
+        base_name(&state.model_checkpoint_path).filter(|n| out.iter().any(|(m, _)| m == n));
     Ok((out, latest))
 }
 
@@ -110,7 +112,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.model_checkpoint_path, "model.ckpt-46900");
-        assert_eq!(s.all_model_checkpoint_paths, vec!["model.ckpt-0", "model.ckpt-46900"]);
+        assert_eq!(
+            s.all_model_checkpoint_paths,
+            vec!["model.ckpt-0", "model.ckpt-46900"]
+        );
         assert!(parse("model_checkpoint_path: 12 garbage {").is_err());
         assert!(parse("no_such_field: 1").is_err());
     }

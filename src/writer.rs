@@ -1,0 +1,907 @@
+//! A test-only writer of V2 checkpoints ("tensor bundles"), byte-compatible with TensorFlow's
+//! `BundleWriter` (tf-format.md §1, §2, §3, §4, §5). Feature `writer`; the daemon never uses it.
+//!
+//! Two layers:
+//! * [`TableBuilder`] writes one SSTable the way TensorFlow's `table::TableBuilder` does: data
+//!   blocks of a target size (262144 bytes), restart interval 16 with prefix-compressed keys, the
+//!   TF rule that an entry of `key.len + value.len >= 2 * block_size` starts a new block, an empty
+//!   metaindex block, an index block with restart interval 1 keyed by
+//!   `FindShortestSeparator` / `FindShortSuccessor`, masked CRC-32C trailers, optional Snappy
+//!   (kept only when it saves at least 12.5%, as LevelDB does), and the 48-byte footer. It takes
+//!   entries in the order given and checks nothing, so tests can also build broken tables.
+//! * [`CheckpointWriter`] writes `PREFIX.index` and `PREFIX.data-%05d-of-%05d`: tensor bytes are
+//!   appended to their shard in call order (so offsets follow the order of the `add*` calls, as in
+//!   TensorFlow), index entries are buffered compactly (one arena, 16 bytes of bookkeeping per
+//!   entry), sorted bytewise in [`CheckpointWriter::finish`] and streamed out block by block.
+//!   Writing a million small tensors needs tens of MiB, not one allocation per entry.
+//!
+//! Protobuf values are encoded with prost, which, like TensorFlow's C++ protobuf, emits fields in
+//! field-number order and omits proto3 defaults; the shape field is always present (a scalar is
+//! `12 00`), as `TensorShape::AsProto` makes it.
+//!
+//! ```no_run
+//! use tfmount::format::dtype::DType;
+//! use tfmount::writer::CheckpointWriter;
+//! let mut w = CheckpointWriter::new("/tmp/ckpt/model", 1)?;
+//! let bytes: Vec<u8> = [1.0f32, 2.0, 3.0].iter().flat_map(|f| f.to_le_bytes()).collect();
+//! w.add(b"dense/kernel", DType(1), &[3], &bytes, 0)?;
+//! w.add_strings(b"names", &[2], &[b"a", b"bc"], 0)?;
+//! w.finish()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use crate::format::bundle::slice_shape;
+use crate::format::dtype::{DType, DT_STRING};
+use crate::format::slice_key::{self, Extent};
+use crate::format::table::MAGIC;
+use crate::format::{mask_crc, varint};
+use crate::proto::tensor_shape_proto::Dim;
+use crate::proto::tensor_slice_proto::extent::HasLength;
+use crate::proto::tensor_slice_proto::Extent as ExtentProto;
+use crate::proto::{
+    BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
+};
+
+/// TensorFlow's default `table::Options::block_size`.
+pub const DEFAULT_BLOCK_SIZE: usize = 262_144;
+/// TensorFlow's default `table::Options::block_restart_interval` (data blocks).
+pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+const BLOCK_TRAILER_LEN: usize = 5;
+const MAX_HANDLE_LEN: usize = 20;
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.into())
+}
+
+/// LevelDB's `BlockBuilder`: prefix-compressed entries, a restart point every `interval` entries.
+struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    counter: usize,
+    last_key: Vec<u8>,
+    interval: usize,
+}
+
+impl BlockBuilder {
+    fn new(interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            counter: 0,
+            last_key: Vec::new(),
+            interval: interval.max(1),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// `CurrentSizeEstimate()`: entries + restart array + restart count.
+    fn size_estimate(&self) -> usize {
+        self.buf.len() + self.restarts.len() * 4 + 4
+    }
+
+    fn add(&mut self, key: &[u8], value: &[u8]) {
+        let mut shared = 0;
+        if self.counter < self.interval {
+            shared = self
+                .last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+        }
+        varint::encode_u64(shared as u64, &mut self.buf);
+        varint::encode_u64((key.len() - shared) as u64, &mut self.buf);
+        varint::encode_u64(value.len() as u64, &mut self.buf);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(&key[shared..]);
+        self.counter += 1;
+    }
+
+    /// The finished block contents; the builder is reset for the next block.
+    fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for r in &self.restarts {
+            out.extend_from_slice(&r.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.last_key.clear();
+        out
+    }
+}
+
+/// `BytewiseComparator::FindShortestSeparator(start, limit)`, in place on `start`.
+pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
+    let min_len = start.len().min(limit.len());
+    let diff = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
+    if diff >= min_len {
+        return; // one is a prefix of the other: do not shorten
+    }
+    let b = start[diff];
+    if b < 0xff && b + 1 < limit[diff] {
+        start[diff] = b + 1;
+        start.truncate(diff + 1);
+    }
+}
+
+/// `BytewiseComparator::FindShortSuccessor(key)`, in place.
+pub fn find_short_successor(key: &mut Vec<u8>) {
+    if let Some(i) = key.iter().position(|&b| b != 0xff) {
+        key[i] += 1;
+        key.truncate(i + 1);
+    }
+}
+
+fn encode_handle(offset: u64, size: u64, out: &mut Vec<u8>) {
+    varint::encode_u64(offset, out);
+    varint::encode_u64(size, out);
+}
+
+/// Writes one SSTable (tf-format.md §2) exactly as TensorFlow's `table::TableBuilder`.
+///
+/// Keys must be added in strictly increasing bytewise order for a valid table; this is not
+/// checked, so a test can deliberately write an unsorted one.
+pub struct TableBuilder<W: Write> {
+    out: W,
+    offset: u64,
+    block_size: usize,
+    snappy: bool,
+    data: BlockBuilder,
+    index: BlockBuilder,
+    last_key: Vec<u8>,
+    num_entries: u64,
+    /// Handle of the last flushed data block whose index entry waits for the next key.
+    pending: Option<(u64, u64)>,
+    blocks: u64,
+}
+
+impl<W: Write> TableBuilder<W> {
+    /// A builder with TensorFlow's defaults: 256 KiB blocks, restart interval 16, no compression.
+    pub fn new(out: W) -> Self {
+        TableBuilder {
+            out,
+            offset: 0,
+            block_size: DEFAULT_BLOCK_SIZE,
+            snappy: false,
+            data: BlockBuilder::new(DEFAULT_RESTART_INTERVAL),
+            index: BlockBuilder::new(1),
+            last_key: Vec::new(),
+            num_entries: 0,
+            pending: None,
+            blocks: 0,
+        }
+    }
+
+    /// Target data block size (default 262144). Small values give many blocks cheaply.
+    pub fn block_size(mut self, n: usize) -> Self {
+        self.block_size = n.max(1);
+        self
+    }
+
+    /// Restart interval of data blocks (default 16; the index block always uses 1).
+    pub fn restart_interval(mut self, n: usize) -> Self {
+        self.data = BlockBuilder::new(n);
+        self
+    }
+
+    /// Snappy-compress blocks that shrink by at least 12.5% (TensorFlow writes no compression).
+    pub fn snappy(mut self, on: bool) -> Self {
+        self.snappy = on;
+        self
+    }
+
+    pub fn add(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        if self.num_entries > 0 && key.len() + value.len() >= 2 * self.block_size {
+            self.flush()?;
+        }
+        if let Some((off, size)) = self.pending.take() {
+            find_shortest_separator(&mut self.last_key, key);
+            let mut h = Vec::with_capacity(MAX_HANDLE_LEN);
+            encode_handle(off, size, &mut h);
+            self.index.add(&self.last_key, &h);
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.num_entries += 1;
+        self.data.add(key, value);
+        if self.data.size_estimate() >= self.block_size {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.data.is_empty() {
+            return Ok(());
+        }
+        let raw = self.data.finish();
+        self.pending = Some(self.write_block(raw)?);
+        self.blocks += 1;
+        Ok(())
+    }
+
+    /// `WriteBlock`: compress if allowed and worth it, then the block and its 5-byte trailer.
+    fn write_block(&mut self, raw: Vec<u8>) -> io::Result<(u64, u64)> {
+        let mut contents = raw;
+        let mut kind = 0u8;
+        if self.snappy {
+            let compressed = snap::raw::Encoder::new()
+                .compress_vec(&contents)
+                .map_err(io::Error::other)?;
+            if compressed.len() < contents.len() - contents.len() / 8 {
+                contents = compressed;
+                kind = 1;
+            }
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&contents), &[kind]);
+        let mut trailer = [0u8; BLOCK_TRAILER_LEN];
+        trailer[0] = kind;
+        trailer[1..].copy_from_slice(&mask_crc(crc).to_le_bytes());
+        self.out.write_all(&contents)?;
+        self.out.write_all(&trailer)?;
+        let handle = (self.offset, contents.len() as u64);
+        self.offset += (contents.len() + BLOCK_TRAILER_LEN) as u64;
+        Ok(handle)
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.num_entries
+    }
+
+    /// Writes the last data block, the metaindex and index blocks and the footer; returns the
+    /// output and the number of data blocks.
+    pub fn finish(mut self) -> io::Result<(W, u64)> {
+        self.flush()?;
+        let meta = BlockBuilder::new(1).finish();
+        let meta_handle = self.write_block(meta)?;
+        if let Some((off, size)) = self.pending.take() {
+            find_short_successor(&mut self.last_key);
+            let mut h = Vec::with_capacity(MAX_HANDLE_LEN);
+            encode_handle(off, size, &mut h);
+            self.index.add(&self.last_key, &h);
+        }
+        let index = self.index.finish();
+        let index_handle = self.write_block(index)?;
+        let mut footer = Vec::with_capacity(48);
+        encode_handle(meta_handle.0, meta_handle.1, &mut footer);
+        encode_handle(index_handle.0, index_handle.1, &mut footer);
+        footer.resize(2 * MAX_HANDLE_LEN, 0);
+        footer.extend_from_slice(&(MAGIC as u32).to_le_bytes());
+        footer.extend_from_slice(&((MAGIC >> 32) as u32).to_le_bytes());
+        self.out.write_all(&footer)?;
+        self.out.flush()?;
+        Ok((self.out, self.blocks))
+    }
+}
+
+/// The name of data shard `shard` of `num_shards` (`naming.cc`).
+pub fn data_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
+    let mut s = prefix.as_os_str().to_owned();
+    s.push(format!(".data-{shard:05}-of-{num_shards:05}"));
+    PathBuf::from(s)
+}
+
+/// `PREFIX.index`.
+pub fn index_path(prefix: &Path) -> PathBuf {
+    let mut s = prefix.as_os_str().to_owned();
+    s.push(".index");
+    PathBuf::from(s)
+}
+
+/// `TensorShape::AsProto`: the shape message, always present, dims in order.
+pub fn shape_proto(shape: &[u64]) -> TensorShapeProto {
+    TensorShapeProto {
+        dim: shape
+            .iter()
+            .map(|&d| Dim {
+                size: d as i64,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: false,
+    }
+}
+
+/// `TensorSlice::AsProto`: full dims are empty extents, others carry start and length.
+pub fn slice_proto(extents: &[Extent]) -> TensorSliceProto {
+    TensorSliceProto {
+        extent: extents
+            .iter()
+            .map(|e| {
+                if e.length < 0 {
+                    ExtentProto::default()
+                } else {
+                    ExtentProto {
+                        start: e.start,
+                        has_length: Some(HasLength::Length(e.length)),
+                    }
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The bytes and masked CRC of a string tensor as `WriteStringTensor` lays it out (§4.2).
+pub fn encode_strings(strings: &[&[u8]]) -> (Vec<u8>, u32) {
+    let total: usize = strings.iter().map(|s| s.len() + 10).sum::<usize>() + 4;
+    let mut out = Vec::with_capacity(total);
+    let mut crc = 0u32;
+    for s in strings {
+        let len = s.len() as u64;
+        varint::encode_u64(len, &mut out);
+        crc = match u32::try_from(len) {
+            Ok(l) => crc32c::crc32c_append(crc, &l.to_le_bytes()),
+            Err(_) => crc32c::crc32c_append(crc, &len.to_le_bytes()),
+        };
+    }
+    let cs = mask_crc(crc).to_le_bytes();
+    out.extend_from_slice(&cs);
+    crc = crc32c::crc32c_append(crc, &cs);
+    for s in strings {
+        out.extend_from_slice(s);
+        crc = crc32c::crc32c_append(crc, s);
+    }
+    (out, mask_crc(crc))
+}
+
+fn num_elements(shape: &[u64]) -> io::Result<u64> {
+    shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| invalid(format!("shape {shape:?} has too many elements")))
+}
+
+fn pod_size(dtype: DType, shape: &[u64]) -> io::Result<u64> {
+    let es = dtype.elem_size().ok_or_else(|| {
+        invalid(format!(
+            "{} is not a memcpy-able dtype (use add_strings or add_raw_*)",
+            dtype.display_name()
+        ))
+    })?;
+    num_elements(shape)?
+        .checked_mul(es as u64)
+        .ok_or_else(|| invalid("tensor size overflows"))
+}
+
+/// Counts and checksums what a streaming producer writes into a shard.
+struct CrcSink<'a> {
+    inner: &'a mut BufWriter<File>,
+    crc: u32,
+    written: u64,
+}
+
+impl Write for CrcSink<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct Shard {
+    file: BufWriter<File>,
+    offset: u64,
+}
+
+/// Bookkeeping of one buffered index entry: its key and value lie at `start` in the arena.
+#[derive(Clone, Copy)]
+struct Slot {
+    start: u64,
+    /// Key length; the top bit marks entries from `add_raw_entry` (duplicates allowed).
+    klen: u32,
+    vlen: u32,
+}
+
+const RAW_FLAG: u32 = 1 << 31;
+
+/// The data of one slice.
+enum Payload<'a> {
+    Pod(&'a [u8]),
+    Strings(&'a [&'a [u8]]),
+}
+
+/// Writes a V2 checkpoint (`PREFIX.index` + `PREFIX.data-SSSSS-of-NNNNN`). See the module docs.
+///
+/// Entries may be added in any order; they are sorted at [`finish`](Self::finish). Data is
+/// appended to each shard in call order, so to reproduce a TensorFlow file byte for byte, add the
+/// tensors in the order of their offsets. Adding the same key twice through the typed methods is
+/// an error (reported by `finish`), as in `BundleWriter::Add`.
+pub struct CheckpointWriter {
+    prefix: PathBuf,
+    num_shards: u32,
+    snappy: bool,
+    block_size: usize,
+    restart_interval: usize,
+    shards: Vec<Option<Shard>>,
+    arena: Vec<u8>,
+    slots: Vec<Slot>,
+    /// Full-tensor entries of partitioned tensors, completed at `finish`.
+    sliced: HashMap<Vec<u8>, BundleEntryProto>,
+    header: Option<Vec<u8>>,
+}
+
+impl CheckpointWriter {
+    /// Starts a checkpoint at `prefix` (parent directories are created) with `num_shards` data
+    /// files. Existing files are overwritten when first written.
+    pub fn new(prefix: impl AsRef<Path>, num_shards: u32) -> io::Result<Self> {
+        if num_shards == 0 || num_shards > i32::MAX as u32 {
+            return Err(invalid(format!("bad shard count {num_shards}")));
+        }
+        let prefix = prefix.as_ref().to_path_buf();
+        if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(CheckpointWriter {
+            prefix,
+            num_shards,
+            snappy: false,
+            block_size: DEFAULT_BLOCK_SIZE,
+            restart_interval: DEFAULT_RESTART_INTERVAL,
+            shards: (0..num_shards).map(|_| None).collect(),
+            arena: Vec::new(),
+            slots: Vec::new(),
+            sliced: HashMap::new(),
+            header: None,
+        })
+    }
+
+    /// Snappy-compress `.index` blocks when that saves at least 12.5% (TensorFlow does not; this
+    /// exercises a reader's Snappy path).
+    pub fn snappy(mut self, on: bool) -> Self {
+        self.snappy = on;
+        self
+    }
+
+    /// Target `.index` data block size (default 262144, TensorFlow's).
+    pub fn block_size(mut self, n: usize) -> Self {
+        self.block_size = n;
+        self
+    }
+
+    /// Restart interval of `.index` data blocks (default 16, TensorFlow's).
+    pub fn restart_interval(mut self, n: usize) -> Self {
+        self.restart_interval = n;
+        self
+    }
+
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    fn shard(&mut self, shard: u32) -> io::Result<&mut Shard> {
+        let n = self.num_shards;
+        let slot = self
+            .shards
+            .get_mut(shard as usize)
+            .ok_or_else(|| invalid(format!("shard {shard} out of range (num_shards {n})")))?;
+        if slot.is_none() {
+            let f = File::create(data_path(&self.prefix, shard, n))?;
+            *slot = Some(Shard {
+                file: BufWriter::with_capacity(1 << 20, f),
+                offset: 0,
+            });
+        }
+        Ok(slot.as_mut().expect("opened above"))
+    }
+
+    fn push_entry(&mut self, key: &[u8], value: &[u8], raw: bool) -> io::Result<()> {
+        let klen = u32::try_from(key.len())
+            .ok()
+            .filter(|&k| k < RAW_FLAG)
+            .ok_or_else(|| invalid("key too long"))?;
+        let vlen = u32::try_from(value.len()).map_err(|_| invalid("value too long"))?;
+        let start = self.arena.len() as u64;
+        self.arena.extend_from_slice(key);
+        self.arena.extend_from_slice(value);
+        self.slots.push(Slot {
+            start,
+            klen: if raw { klen | RAW_FLAG } else { klen },
+            vlen,
+        });
+        Ok(())
+    }
+
+    fn check_key(key: &[u8]) -> io::Result<()> {
+        if key.is_empty() {
+            return Err(invalid("the empty key is the header's (use add_raw_entry)"));
+        }
+        Ok(())
+    }
+
+    fn push_contiguous(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        shard: u32,
+        offset: u64,
+        size: u64,
+        crc: u32,
+    ) -> io::Result<()> {
+        let e = BundleEntryProto {
+            dtype: dtype.0,
+            shape: Some(shape_proto(shape)),
+            shard_id: shard as i32,
+            offset: offset as i64,
+            size: size as i64,
+            crc32c: mask_crc(crc),
+            slices: Vec::new(),
+        };
+        self.push_entry(key, &e.encode_to_vec(), false)
+    }
+
+    /// Adds a tensor of a memcpy-able dtype; `bytes` = its row-major little-endian element bytes.
+    pub fn add(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        bytes: &[u8],
+        shard: u32,
+    ) -> io::Result<()> {
+        Self::check_key(key)?;
+        let size = pod_size(dtype, shape)?;
+        if size != bytes.len() as u64 {
+            return Err(invalid(format!(
+                "{}: {} bytes given, shape {shape:?} of {} needs {size}",
+                String::from_utf8_lossy(key),
+                bytes.len(),
+                dtype.display_name()
+            )));
+        }
+        let s = self.shard(shard)?;
+        let offset = s.offset;
+        s.file.write_all(bytes)?;
+        s.offset += size;
+        self.push_contiguous(
+            key,
+            dtype,
+            shape,
+            shard,
+            offset,
+            size,
+            crc32c::crc32c(bytes),
+        )
+    }
+
+    /// Adds a memcpy-able tensor of `size` bytes produced by `fill`, which is handed a writer into
+    /// the shard (buffered, 1 MiB); for multi-GiB tensors. `fill` must write exactly `size` bytes.
+    pub fn add_streamed(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        size: u64,
+        shard: u32,
+        mut fill: impl FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        Self::check_key(key)?;
+        let want = pod_size(dtype, shape)?;
+        if want != size {
+            return Err(invalid(format!(
+                "size {size} does not match shape {shape:?} of {} ({want} bytes)",
+                dtype.display_name()
+            )));
+        }
+        let s = self.shard(shard)?;
+        let offset = s.offset;
+        let mut sink = CrcSink {
+            inner: &mut s.file,
+            crc: 0,
+            written: 0,
+        };
+        fill(&mut sink)?;
+        let (crc, written) = (sink.crc, sink.written);
+        s.offset += written;
+        if written != size {
+            return Err(invalid(format!(
+                "fill wrote {written} bytes, expected {size}"
+            )));
+        }
+        self.push_contiguous(key, dtype, shape, shard, offset, size, crc)
+    }
+
+    /// Adds a `DT_STRING` tensor (§4.2 layout); `strings.len()` must equal the element count.
+    pub fn add_strings(
+        &mut self,
+        key: &[u8],
+        shape: &[u64],
+        strings: &[&[u8]],
+        shard: u32,
+    ) -> io::Result<()> {
+        Self::check_key(key)?;
+        if num_elements(shape)? != strings.len() as u64 {
+            return Err(invalid(format!(
+                "{} strings for shape {shape:?}",
+                strings.len()
+            )));
+        }
+        let (bytes, masked) = encode_strings(strings);
+        let s = self.shard(shard)?;
+        let offset = s.offset;
+        s.file.write_all(&bytes)?;
+        s.offset += bytes.len() as u64;
+        let e = BundleEntryProto {
+            dtype: DT_STRING.0,
+            shape: Some(shape_proto(shape)),
+            shard_id: shard as i32,
+            offset: offset as i64,
+            size: bytes.len() as i64,
+            crc32c: masked,
+            slices: Vec::new(),
+        };
+        self.push_entry(key, &e.encode_to_vec(), false)
+    }
+
+    /// Adds one slice of the partitioned tensor `key` (`BundleWriter::AddSlice`): the slice's data
+    /// goes under `slice_key::encode(key, extents)` with the slice's own shape, and the slice is
+    /// appended to the full entry's `slices` (call order). A slice covering the whole tensor is
+    /// an ordinary [`add`](Self::add) under `key`, as in TensorFlow.
+    pub fn add_slice(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        extents: &[Extent],
+        bytes: &[u8],
+        shard: u32,
+    ) -> io::Result<()> {
+        self.add_slice_of(key, dtype, full_shape, extents, Payload::Pod(bytes), shard)
+    }
+
+    /// [`add_slice`](Self::add_slice) for a `DT_STRING` tensor; `strings` are the slice's
+    /// elements in row-major order.
+    pub fn add_string_slice(
+        &mut self,
+        key: &[u8],
+        full_shape: &[u64],
+        extents: &[Extent],
+        strings: &[&[u8]],
+        shard: u32,
+    ) -> io::Result<()> {
+        let p = Payload::Strings(strings);
+        self.add_slice_of(key, DT_STRING, full_shape, extents, p, shard)
+    }
+
+    fn add_slice_of(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        extents: &[Extent],
+        payload: Payload<'_>,
+        shard: u32,
+    ) -> io::Result<()> {
+        Self::check_key(key)?;
+        if extents.len() != full_shape.len() {
+            return Err(invalid("slice rank differs from the tensor's"));
+        }
+        for (e, &d) in extents.iter().zip(full_shape) {
+            let ok = if e.length < 0 {
+                e.length == -1
+            } else {
+                e.start >= 0
+                    && e.start
+                        .checked_add(e.length)
+                        .is_some_and(|end| end as u64 <= d)
+            };
+            if !ok {
+                return Err(invalid(format!("bad extent {e:?} for dim {d}")));
+            }
+        }
+        let own_shape = slice_shape(full_shape, extents);
+        let part_key = if own_shape == full_shape {
+            // IsFullSlice: TensorFlow does a plain Add under the tensor's own name.
+            key.to_vec()
+        } else {
+            let full = self.sliced.entry(key.to_vec()).or_default();
+            if full.shape.is_some()
+                && (full.dtype != dtype.0 || full.shape != Some(shape_proto(full_shape)))
+            {
+                return Err(invalid("slices of one tensor disagree on dtype or shape"));
+            }
+            full.dtype = dtype.0;
+            full.shape = Some(shape_proto(full_shape));
+            full.slices.push(slice_proto(extents));
+            slice_key::encode(key, extents)
+        };
+        match payload {
+            Payload::Pod(bytes) => self.add(&part_key, dtype, &own_shape, bytes, shard),
+            Payload::Strings(s) => self.add_strings(&part_key, &own_shape, s, shard),
+        }
+    }
+
+    /// A partitioned tensor: [`add_slice`](Self::add_slice) for each `(extents, bytes, shard)`.
+    pub fn add_sliced(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        slices: &[(Vec<Extent>, Vec<u8>, u32)],
+    ) -> io::Result<()> {
+        for (ext, bytes, shard) in slices {
+            self.add_slice(key, dtype, full_shape, ext, bytes, *shard)?;
+        }
+        Ok(())
+    }
+
+    /// Appends raw bytes to a shard and returns their offset (to pair with `add_raw_entry`).
+    pub fn add_raw_data(&mut self, shard: u32, bytes: &[u8]) -> io::Result<u64> {
+        let s = self.shard(shard)?;
+        let offset = s.offset;
+        s.file.write_all(bytes)?;
+        s.offset += bytes.len() as u64;
+        Ok(offset)
+    }
+
+    /// Escape hatch for hostile-input tests: any key with any value. Key `""` replaces the header
+    /// value; other keys may repeat (both copies are written, in call order).
+    pub fn add_raw_entry(&mut self, key: &[u8], value: Vec<u8>) {
+        if key.is_empty() {
+            self.header = Some(value);
+        } else {
+            self.push_entry(key, &value, true)
+                .expect("raw entry key or value longer than 2 GiB");
+        }
+    }
+
+    /// The header TensorFlow writes: `num_shards`, LITTLE, `version { producer: 1 }`.
+    pub fn header_bytes(num_shards: u32) -> Vec<u8> {
+        BundleHeaderProto {
+            num_shards: num_shards as i32,
+            endianness: 0,
+            version: Some(VersionDef {
+                producer: 1,
+                min_consumer: 0,
+                bad_consumers: Vec::new(),
+            }),
+        }
+        .encode_to_vec()
+    }
+
+    /// Flushes the data files (creating empty ones for unused shards), sorts the entries and
+    /// writes `PREFIX.index`. Returns what was written.
+    pub fn finish(mut self) -> io::Result<Summary> {
+        let mut data_bytes = 0;
+        for shard in 0..self.num_shards {
+            let s = self.shard(shard)?;
+            s.file.flush()?;
+            data_bytes += s.offset;
+        }
+        self.shards.clear();
+        let mut sliced: Vec<_> = std::mem::take(&mut self.sliced).into_iter().collect();
+        sliced.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, e) in sliced {
+            self.push_entry(&k, &e.encode_to_vec(), false)?;
+        }
+        let arena = std::mem::take(&mut self.arena);
+        let key = |s: &Slot| {
+            let st = s.start as usize;
+            &arena[st..st + (s.klen & !RAW_FLAG) as usize]
+        };
+        self.slots.sort_by(|a, b| key(a).cmp(key(b)));
+        for w in self.slots.windows(2) {
+            if key(&w[0]) == key(&w[1]) && (w[0].klen & w[1].klen & RAW_FLAG) == 0 {
+                return Err(invalid(format!(
+                    "duplicate key {:?}",
+                    String::from_utf8_lossy(key(&w[0]))
+                )));
+            }
+        }
+        let file = File::create(index_path(&self.prefix))?;
+        let mut t = TableBuilder::new(BufWriter::with_capacity(1 << 20, file))
+            .block_size(self.block_size)
+            .restart_interval(self.restart_interval)
+            .snappy(self.snappy);
+        let header = self
+            .header
+            .take()
+            .unwrap_or_else(|| Self::header_bytes(self.num_shards));
+        t.add(b"", &header)?;
+        for s in &self.slots {
+            let st = s.start as usize;
+            let kl = (s.klen & !RAW_FLAG) as usize;
+            t.add(
+                &arena[st..st + kl],
+                &arena[st + kl..st + kl + s.vlen as usize],
+            )?;
+        }
+        let entries = t.num_entries();
+        let (out, blocks) = t.finish()?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        let index_bytes = file.metadata()?.len();
+        Ok(Summary {
+            entries,
+            blocks,
+            index_bytes,
+            data_bytes,
+        })
+    }
+}
+
+/// What [`CheckpointWriter::finish`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// Index entries including the header.
+    pub entries: u64,
+    /// Data blocks of the `.index` table.
+    pub blocks: u64,
+    pub index_bytes: u64,
+    /// Bytes over all data shards.
+    pub data_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators() {
+        let mut s = b"abcd".to_vec();
+        find_shortest_separator(&mut s, b"abzz");
+        assert_eq!(s, b"abd");
+        let mut s = b"abc".to_vec();
+        find_shortest_separator(&mut s, b"abcd");
+        assert_eq!(s, b"abc");
+        let mut s = b"abc".to_vec();
+        find_shortest_separator(&mut s, b"abd");
+        assert_eq!(s, b"abc");
+        let mut s = vec![0xff, 0xff, 1];
+        find_short_successor(&mut s);
+        assert_eq!(s, [0xff, 0xff, 2]);
+        let mut s = b"strs".to_vec();
+        find_short_successor(&mut s);
+        assert_eq!(s, b"t");
+        let mut s = vec![0xff, 0xff];
+        find_short_successor(&mut s);
+        assert_eq!(s, [0xff, 0xff]);
+    }
+
+    #[test]
+    fn header_and_empty_block_bytes() {
+        assert_eq!(
+            CheckpointWriter::header_bytes(1),
+            [0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]
+        );
+        assert_eq!(BlockBuilder::new(1).finish(), [0, 0, 0, 0, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn prefix_compression_and_restarts() {
+        let mut b = BlockBuilder::new(2);
+        b.add(b"string_tensor", b"v");
+        b.add(b"strs", b"w");
+        b.add(b"strz", b"x");
+        let blk = b.finish();
+        // entry 2: shared 3, "s"; entry 3 is a restart: shared 0.
+        assert_eq!(&blk[..3], &[0, 13, 1]);
+        assert_eq!(&blk[17..22], &[3, 1, 1, b's', b'w']);
+        assert_eq!(&blk[22..25], &[0, 4, 1]);
+        let n = blk.len();
+        assert_eq!(&blk[n - 12..], &[0, 0, 0, 0, 22, 0, 0, 0, 2, 0, 0, 0]);
+    }
+}
