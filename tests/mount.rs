@@ -12,8 +12,20 @@ use common::*;
 use serde_json::Value;
 
 const NUMPY_NATIVE: &[&str] = &[
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-    "uint64", "bool", "complex64", "complex128",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "complex64",
+    "complex128",
 ];
 
 /// Checks one tensor's four files against TF's record; returns a description of each mismatch.
@@ -29,14 +41,20 @@ fn check_tensor(view: &Path, rec: &Value, want_sha: &str, want_len: u64) -> Vec<
             }
             let st = std::fs::metadata(&bin).map(|m| m.len()).unwrap_or(u64::MAX);
             if st != want_len || bytes.len() as u64 != want_len {
-                errs.push(format!("{key}: .bin size stat {st} read {} want {want_len}", bytes.len()));
+                errs.push(format!(
+                    "{key}: .bin size stat {st} read {} want {want_len}",
+                    bytes.len()
+                ));
             }
             let dtype = rec["dtype"].as_str().unwrap_or("");
             let npy = with_suffix(view, &stem, ".npy");
             if NUMPY_NATIVE.contains(&dtype) {
                 match std::fs::read(&npy) {
                     Ok(n) => {
-                        if !n.starts_with(b"\x93NUMPY\x01\x00") || !n.ends_with(&bytes) || (n.len() - bytes.len()) % 64 != 0 {
+                        if !n.starts_with(b"\x93NUMPY\x01\x00")
+                            || !n.ends_with(&bytes)
+                            || (n.len() - bytes.len()) % 64 != 0
+                        {
                             errs.push(format!("{key}: .npy is not header + .bin"));
                         }
                     }
@@ -48,7 +66,10 @@ fn check_tensor(view: &Path, rec: &Value, want_sha: &str, want_len: u64) -> Vec<
         }
         Err(e) => errs.push(format!("{key}: {}: {e}", bin.display())),
     }
-    let shape: Vec<String> = rec["shape"].as_array().map(|a| a.iter().map(|d| d.to_string()).collect()).unwrap_or_default();
+    let shape: Vec<String> = rec["shape"]
+        .as_array()
+        .map(|a| a.iter().map(|d| d.to_string()).collect())
+        .unwrap_or_default();
     let want_shape = format!("{}\n", shape.join(" "));
     match std::fs::read_to_string(with_suffix(view, &stem, ".shape")) {
         Ok(s) if s == want_shape => {}
@@ -67,11 +88,20 @@ fn check_view(view: &Path, expected: &Value) -> Vec<String> {
     let mut want_bins = BTreeSet::new();
     for rec in expected["tensors"].as_array().expect("tensors") {
         let sha = rec["sha256"].as_str().expect("sha256");
-        errs.extend(check_tensor(view, rec, sha, rec["nbytes"].as_u64().expect("nbytes")));
+        errs.extend(check_tensor(
+            view,
+            rec,
+            sha,
+            rec["nbytes"].as_u64().expect("nbytes"),
+        ));
         want_bins.insert(with_suffix(Path::new(""), &stem_path(rec), ".bin"));
     }
     // Tensors TF cannot return (variant) are served as stored.
-    for rec in expected["unreadable_entries"].as_array().into_iter().flatten() {
+    for rec in expected["unreadable_entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let stored = &rec["stored"];
         errs.extend(check_tensor(
             view,
@@ -98,7 +128,11 @@ fn check_view(view: &Path, expected: &Value) -> Vec<String> {
 
 fn numpy_python() -> Option<String> {
     for py in ["python3", "/work/tfvenv/bin/python"] {
-        if Command::new(py).args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success()) {
+        if Command::new(py)
+            .args(["-c", "import numpy"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
             return Some(py.to_string());
         }
     }
@@ -109,14 +143,20 @@ fn numpy_python() -> Option<String> {
 fn every_fixture_matches_tensorflow() {
     let py = numpy_python();
     if py.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have numpy for the .npy checks");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have numpy for the .npy checks"
+        );
         eprintln!("numpy not found: skipping the numpy.load checks");
     }
     let mut errs = Vec::new();
     let mut checked = 0;
     for entry in manifest() {
         let name = entry["name"].as_str().expect("name");
-        let mut m = Mount::start(&fixtures().join(entry["source"].as_str().expect("source")), &[]);
+        let mut m = Mount::start(
+            &fixtures().join(entry["source"].as_str().expect("source")),
+            &[],
+        );
         let root = m.path();
         for (dir, json) in entry["views"].as_object().expect("views") {
             let expected = load_json(json.as_str().expect("json path"));
@@ -133,7 +173,10 @@ fn every_fixture_matches_tensorflow() {
                     .output()
                     .expect("run check_npy.py");
                 if !out.status.success() {
-                    errs.push(format!("{name}/{dir}: numpy check failed: {}", String::from_utf8_lossy(&out.stdout)));
+                    errs.push(format!(
+                        "{name}/{dir}: numpy check failed: {}",
+                        String::from_utf8_lossy(&out.stdout)
+                    ));
                 }
             }
         }
@@ -154,13 +197,26 @@ fn every_fixture_matches_tensorflow() {
         for (file, sha) in entry["passthrough"].as_object().into_iter().flatten() {
             match std::fs::read(root.join(file)) {
                 Ok(b) if sha256_hex(&b) == sha.as_str().unwrap_or("") => {}
-                other => errs.push(format!("{name}: passthrough {file}: {:?}", other.map(|b| b.len()))),
+                other => errs.push(format!(
+                    "{name}: passthrough {file}: {:?}",
+                    other.map(|b| b.len())
+                )),
             }
         }
-        assert_eq!(m.unmount(), Some(0), "{name}: daemon exit status; log:\n{}", m.log_text());
+        assert_eq!(
+            m.unmount(),
+            Some(0),
+            "{name}: daemon exit status; log:\n{}",
+            m.log_text()
+        );
     }
     assert!(checked > 100, "only {checked} tensors checked");
-    assert!(errs.is_empty(), "{} mismatches:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} mismatches:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 #[test]
@@ -174,12 +230,19 @@ fn files_are_read_only_with_source_times() {
     let meta = std::fs::metadata(&f).expect("stat");
     assert_eq!(meta.mtime(), index_meta.mtime());
     assert_eq!(meta.mode() & 0o222, 0, "no write bits");
-    let err = std::fs::OpenOptions::new().write(true).open(&f).expect_err("write must fail");
+    let err = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .expect_err("write must fail");
     assert_eq!(err.raw_os_error(), Some(libc::EROFS));
     let err = std::fs::write(m.path().join("variables/new"), b"x").expect_err("create must fail");
     assert_eq!(err.raw_os_error(), Some(libc::EROFS));
     // statfs answers.
-    let out = Command::new("stat").args(["-f", "-c", "%l %b"]).arg(m.path()).output().expect("stat -f");
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%l %b"])
+        .arg(m.path())
+        .output()
+        .expect("stat -f");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("255 "));
 }
@@ -195,10 +258,23 @@ fn key_xattr_names_the_raw_key() {
         Ok(o) if o.status.success() => assert_eq!(o.stdout, b"odd/./y"),
         _ => {
             // getfattr (attr package) is optional; fall back to the syscall.
-            let p = std::ffi::CString::new(m.path().join("variables/odd/%2E/y.bin").into_os_string().into_encoded_bytes()).expect("path");
+            let p = std::ffi::CString::new(
+                m.path()
+                    .join("variables/odd/%2E/y.bin")
+                    .into_os_string()
+                    .into_encoded_bytes(),
+            )
+            .expect("path");
             let name = std::ffi::CString::new("user.tfmount.key").expect("name");
             let mut buf = [0u8; 64];
-            let n = unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            let n = unsafe {
+                libc::getxattr(
+                    p.as_ptr(),
+                    name.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
             assert_eq!(&buf[..n as usize], b"odd/./y");
         }
     }
@@ -214,26 +290,62 @@ fn daemon_mode_returns_when_ready_and_reports_errors() {
     let st = Command::new(bin).arg(&src).arg(&mp).status().expect("run");
     assert!(st.success());
     // Ready on return: no polling.
-    let shape = std::fs::read_to_string(mp.join("variables").join(
-        walk_files(&mp.join("variables")).into_iter().find(|p| p.extension().is_some_and(|e| e == "shape")).expect("a tensor"),
-    ));
+    let shape = std::fs::read_to_string(
+        mp.join("variables").join(
+            walk_files(&mp.join("variables"))
+                .into_iter()
+                .find(|p| p.extension().is_some_and(|e| e == "shape"))
+                .expect("a tensor"),
+        ),
+    );
     assert!(shape.is_ok());
     // Mounting twice on the same point is refused.
     let out = Command::new(bin).arg(&src).arg(&mp).output().expect("run");
-    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a mount point"));
-    assert!(Command::new("fusermount3").arg("-u").arg(&mp).status().expect("umount").success());
+    assert!(Command::new("fusermount3")
+        .arg("-u")
+        .arg(&mp)
+        .status()
+        .expect("umount")
+        .success());
     // Errors come with their exit codes and name the path.
-    let out = Command::new(bin).arg(dir.path().join("nope")).arg(&mp).output().expect("run");
+    let out = Command::new(bin)
+        .arg(dir.path().join("nope"))
+        .arg(&mp)
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
-    let out = Command::new(bin).arg(dir.path()).arg(&mp).output().expect("run");
+    let out = Command::new(bin)
+        .arg(dir.path())
+        .arg(&mp)
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(3), "a directory with nothing in it");
-    let out = Command::new(bin).arg(&src).arg(dir.path().join("missing")).output().expect("run");
+    let out = Command::new(bin)
+        .arg(&src)
+        .arg(dir.path().join("missing"))
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(4));
-    let out = Command::new(bin).arg(&src).arg(src.join("saved_model.pb")).output().expect("run");
+    let out = Command::new(bin)
+        .arg(&src)
+        .arg(src.join("saved_model.pb"))
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(4), "mount point is a file");
-    let out = Command::new(bin).args(["-o", "bogus"]).arg(&src).arg(&mp).output().expect("run");
+    let out = Command::new(bin)
+        .args(["-o", "bogus"])
+        .arg(&src)
+        .arg(&mp)
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -256,6 +368,9 @@ fn sigterm_unmounts_cleanly() {
     let mut m = Mount::start(&fixtures().join("tf2_keras/ckpt-1"), &[]);
     unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) };
     let child = m.child.take().expect("child");
-    assert_eq!(wait_with_timeout(child, std::time::Duration::from_secs(10)), Some(0));
+    assert_eq!(
+        wait_with_timeout(child, std::time::Duration::from_secs(10)),
+        Some(0)
+    );
     assert!(!is_mounted(&m.path()));
 }

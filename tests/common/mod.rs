@@ -22,12 +22,16 @@ pub fn manifest() -> Vec<Value> {
 }
 
 pub fn load_json(rel: &str) -> Value {
-    let text = std::fs::read_to_string(fixtures().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let text =
+        std::fs::read_to_string(fixtures().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 pub fn sha256_hex(b: &[u8]) -> String {
-    Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
 }
 
 pub fn is_mounted(mp: &Path) -> bool {
@@ -71,9 +75,15 @@ impl Mount {
         let t0 = Instant::now();
         while !is_mounted(&mp) {
             if let Some(status) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("tfmount exited with {status} before mounting: {}", m.log_text());
+                panic!(
+                    "tfmount exited with {status} before mounting: {}",
+                    m.log_text()
+                );
             }
-            assert!(t0.elapsed() < Duration::from_secs(20), "mount did not become ready");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "mount did not become ready"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         m
@@ -118,7 +128,10 @@ impl Drop for Mount {
         let mp = self.path();
         self.unmount();
         if is_mounted(&mp) {
-            let _ = Command::new("fusermount3").args(["-u", "-z"]).arg(&mp).status();
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&mp)
+                .status();
         }
     }
 }
@@ -129,7 +142,11 @@ pub fn stem_path(rec: &Value) -> Vec<u8> {
         Some(h) => (0..h.len() / 2)
             .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
             .collect(),
-        None => rec["npy_path"].as_str().expect("npy_path").as_bytes().to_vec(),
+        None => rec["npy_path"]
+            .as_str()
+            .expect("npy_path")
+            .as_bytes()
+            .to_vec(),
     };
     p.strip_suffix(b".npy").expect("npy suffix").to_vec()
 }
