@@ -118,7 +118,7 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while i < s.len() {
         if s[i] == b'\\'
-            && i + 3 < s.len() + 0
+            && i + 3 < s.len()
             && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
             let v = (s[i + 1] - b'0') as u32 * 64

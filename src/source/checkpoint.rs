@@ -212,7 +212,7 @@ impl Checkpoint {
         };
         let (map, path) = self.shard(shard).map_err(|e| self.corrupt(&t.key, e))?;
         let end = offset + size; // checked by parse_entry
-        if end > map.len() as u64 || !current_len_at_least(path, end) {
+        if end > map.len() as u64 || !map.still_covers(end) {
             let e = self.corrupt(
                 &t.key,
                 format!(

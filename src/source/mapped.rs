@@ -10,6 +10,7 @@ use memmap2::Mmap;
 
 pub struct MappedFile {
     map: Option<Mmap>,
+    file: File,
 }
 
 impl MappedFile {
@@ -31,7 +32,7 @@ impl MappedFile {
             let _ = m.advise(memmap2::Advice::Sequential);
             Some(m)
         };
-        Ok((Arc::new(MappedFile { map }), meta))
+        Ok((Arc::new(MappedFile { map, file }), meta))
     }
 
     pub fn len(&self) -> usize {
@@ -40,6 +41,12 @@ impl MappedFile {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether the file is still at least `len` bytes long. A file truncated after it was mapped
+    /// would make accesses past its new end fault, so readers ask before touching a range.
+    pub fn still_covers(&self, len: u64) -> bool {
+        self.file.metadata().map(|m| m.len() >= len).unwrap_or(false)
     }
 }
 

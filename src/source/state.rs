@@ -43,11 +43,14 @@ fn locate(dir: &Path, p: &str) -> Option<(String, PathBuf)> {
     index_file_name(&local).is_file().then_some((name, local))
 }
 
+/// Checkpoints as `(name shown in the mount, prefix)`.
+pub type NamedPrefixes = Vec<(String, PathBuf)>;
+
 /// The checkpoints a state file lists that exist, oldest first, and the current one's name.
 pub fn resolve(
     dir: &Path,
     state_file: &Path,
-) -> Result<(Vec<(String, PathBuf)>, Option<String>), SourceError> {
+) -> Result<(NamedPrefixes, Option<String>), SourceError> {
     let text = std::fs::read_to_string(state_file).map_err(|err| SourceError::Io {
         path: state_file.to_path_buf(),
         err,
