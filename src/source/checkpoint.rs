@@ -528,11 +528,3 @@ fn clamp(map: Arc<MappedFile>, start: usize, end: usize, offset: u64, len: usize
     let b = start + offset.saturating_add(len as u64).min(size) as usize;
     ReadBuf::Mapped(map, a, b)
 }
-
-/// Whether the file at `path` is still at least `len` bytes long (it may have been truncated
-/// since it was mapped; touching a mapped page past the end would fault).
-fn current_len_at_least(path: &Path, len: u64) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.len() >= len)
-        .unwrap_or(false)
-}

@@ -46,7 +46,10 @@ impl MappedFile {
     /// Whether the file is still at least `len` bytes long. A file truncated after it was mapped
     /// would make accesses past its new end fault, so readers ask before touching a range.
     pub fn still_covers(&self, len: u64) -> bool {
-        self.file.metadata().map(|m| m.len() >= len).unwrap_or(false)
+        self.file
+            .metadata()
+            .map(|m| m.len() >= len)
+            .unwrap_or(false)
     }
 }
 
