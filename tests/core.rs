@@ -1073,10 +1073,9 @@ fn slice_entry_shas(prefix: &Path, expected: &Value) -> Vec<String> {
 /// `STRIDE`-th byte of the data blocks (the bit flipped rotates with the position, so all eight
 /// bits are exercised). Each walk of a damaged checkpoint costs 5–20 ms in debug; the full sweep
 /// (every bit of every byte of every block: 37,504 variants, ~7 minutes in debug) runs with
-/// `TFMOUNT_FULL_SWEEP=1`. It found one problem, 20 flips of the `dtypes/variant` entry's
-/// offset/size varints (all_dtypes index bytes 955–959) serving wrong bytes: variants are served
-/// without a CRC check (see `bug_variant_tensor_crc_not_checked`). That is reported (printed)
-/// here, not failed; every other successful read held a tensor's or slice's true bytes.
+/// `TFMOUNT_FULL_SWEEP=1`. It once found 20 flips of the `dtypes/variant` entry's offset/size
+/// varints (all_dtypes index bytes 955–959) serving wrong bytes, since fixed by checking variant
+/// CRCs (see `variant_tensor_crc_is_checked`); now any such case fails this test.
 #[test]
 fn hostile_index_flips_past_the_block_crc() {
     const STRIDE: [(&str, usize); 4] = [
@@ -1128,9 +1127,11 @@ fn hostile_index_flips_past_the_block_crc() {
     for r in &report {
         eprintln!("{r}");
     }
-    for v in &unchecked_variant {
-        eprintln!("variant served without a CRC check: {v}");
-    }
+    // Variant tensors are CRC-checked like every other dtype: no wrong bytes may get through.
+    assert!(
+        unchecked_variant.is_empty(),
+        "variant tensors served wrong bytes: {unchecked_variant:?}"
+    );
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",
@@ -1149,17 +1150,14 @@ fn index_entries(index: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// BUG (src/source/checkpoint.rs, `Checkpoint::stored`, the `DT_VARIANT` branch: "variant CRCs
-/// cover a different encoding; served raw"): a variant tensor's bytes are served without any
-/// checksum, so an index whose entry for a variant points at the wrong bytes (a single flipped
-/// bit in the offset varint, e.g. all_dtypes/ckpt.index byte 955 bit 3 with the block CRC
-/// recomputed) serves those wrong bytes with `verify_crc` on. TensorFlow's stored CRC *is*
-/// checkable from the stored bytes: per element, CRC-32C over the length as a little-endian u64,
+/// Regression (found by the full sweep): an index whose entry for a variant tensor points at the
+/// wrong bytes (a single flipped bit in the offset varint, e.g. all_dtypes/ckpt.index byte 955
+/// bit 3 with the block CRC recomputed) must give EIO with `verify_crc` on, not wrong bytes.
+/// TensorFlow's stored CRC is checkable from the stored bytes: per element, CRC-32C over the length as a little-endian u64,
 /// the element's bytes, and the 4-byte length checksum that follows them (TF's
 /// `WriteVariantTensor`), which this test first confirms on the fixture.
 #[test]
-#[ignore = "BUG: variant tensors are served without a CRC check; a damaged index entry serves wrong bytes with verify_crc on"]
-fn bug_variant_tensor_crc_not_checked() {
+fn variant_tensor_crc_is_checked() {
     let expected = load_json("expected/all_dtypes.json");
     let rec = &expected["unreadable_entries"][0];
     assert_eq!(rec["key"], "dtypes/variant");

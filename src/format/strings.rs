@@ -133,6 +133,41 @@ impl StringLayout {
     }
 }
 
+/// Checks a stored variant tensor (tf-format.md §4.3): per element a varint64 length, the
+/// serialized `VariantTensorDataProto`, and the masked running CRC so far (over the length as an
+/// 8-byte u64, then the bytes); `masked` is the entry's CRC of the whole.
+pub fn verify_variant(stored: &[u8], n: u64, masked: u32) -> Result<()> {
+    let mut pos = 0usize;
+    let mut crc = 0u32;
+    for _ in 0..n {
+        let (len, used) = varint::decode_u64(stored.get(pos..).unwrap_or(&[]))
+            .ok_or(FormatError::BadString("bad variant length"))?;
+        pos += used;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|&e| e.checked_add(4).is_some_and(|e4| e4 <= stored.len()))
+            .ok_or(FormatError::BadString(
+                "variant element runs past the tensor",
+            ))?;
+        crc = crc32c::crc32c_append(crc, &len.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &stored[pos..end]);
+        let cs = &stored[end..end + 4];
+        if unmask_crc(u32::from_le_bytes([cs[0], cs[1], cs[2], cs[3]])) != crc {
+            return Err(FormatError::BadString("variant element checksum mismatch"));
+        }
+        crc = crc32c::crc32c_append(crc, cs);
+        pos = end + 4;
+    }
+    if mask_crc(crc) != masked {
+        return Err(FormatError::TensorCrc {
+            stored: unmask_crc(masked),
+            computed: crc,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -232,7 +232,8 @@ impl Checkpoint {
                         .map(|_| ())
                         .map_err(|e| e.to_string())
                 } else if t.entry.dtype == DT_VARIANT {
-                    Ok(()) // variant CRCs cover a different encoding (tf-format §4.3); served raw
+                    crate::format::strings::verify_variant(bytes, t.entry.num_elements(), crc)
+                        .map_err(|e| e.to_string())
                 } else {
                     let computed = crc32c::crc32c(bytes);
                     if mask_crc(computed) == crc {

@@ -29,7 +29,6 @@ impl MappedFile {
             // SAFETY: the mapping is read-only. A source file truncated while mounted can make
             // accesses fault; readers check the file's current length before touching a range.
             let m = unsafe { Mmap::map(&file)? };
-            let _ = m.advise(memmap2::Advice::Sequential);
             Some(m)
         };
         Ok((Arc::new(MappedFile { map, file }), meta))
