@@ -407,6 +407,14 @@ struct Shard {
     offset: u64,
 }
 
+/// Where a tensor's bytes went.
+#[derive(Clone, Copy)]
+struct Placed {
+    shard: u32,
+    offset: u64,
+    size: u64,
+}
+
 /// Bookkeeping of one buffered index entry: its key and value lie at `start` in the arena.
 #[derive(Clone, Copy)]
 struct Slot {
@@ -532,23 +540,22 @@ impl CheckpointWriter {
         Ok(())
     }
 
+    /// Records the entry of a tensor whose bytes were just written at `at`; `masked_crc` as stored.
     fn push_contiguous(
         &mut self,
         key: &[u8],
         dtype: DType,
         shape: &[u64],
-        shard: u32,
-        offset: u64,
-        size: u64,
-        crc: u32,
+        at: Placed,
+        masked_crc: u32,
     ) -> io::Result<()> {
         let e = BundleEntryProto {
             dtype: dtype.0,
             shape: Some(shape_proto(shape)),
-            shard_id: shard as i32,
-            offset: offset as i64,
-            size: size as i64,
-            crc32c: mask_crc(crc),
+            shard_id: at.shard as i32,
+            offset: at.offset as i64,
+            size: at.size as i64,
+            crc32c: masked_crc,
             slices: Vec::new(),
         };
         self.push_entry(key, &e.encode_to_vec(), false)
@@ -577,15 +584,12 @@ impl CheckpointWriter {
         let offset = s.offset;
         s.file.write_all(bytes)?;
         s.offset += size;
-        self.push_contiguous(
-            key,
-            dtype,
-            shape,
+        let at = Placed {
             shard,
             offset,
             size,
-            crc32c::crc32c(bytes),
-        )
+        };
+        self.push_contiguous(key, dtype, shape, at, mask_crc(crc32c::crc32c(bytes)))
     }
 
     /// Adds a memcpy-able tensor of `size` bytes produced by `fill`, which is handed a writer into
@@ -622,7 +626,12 @@ impl CheckpointWriter {
                 "fill wrote {written} bytes, expected {size}"
             )));
         }
-        self.push_contiguous(key, dtype, shape, shard, offset, size, crc)
+        let at = Placed {
+            shard,
+            offset,
+            size,
+        };
+        self.push_contiguous(key, dtype, shape, at, mask_crc(crc))
     }
 
     /// Adds a `DT_STRING` tensor (§4.2 layout); `strings.len()` must equal the element count.
@@ -645,22 +654,23 @@ impl CheckpointWriter {
         let offset = s.offset;
         s.file.write_all(&bytes)?;
         s.offset += bytes.len() as u64;
-        let e = BundleEntryProto {
-            dtype: DT_STRING.0,
-            shape: Some(shape_proto(shape)),
-            shard_id: shard as i32,
-            offset: offset as i64,
-            size: bytes.len() as i64,
-            crc32c: masked,
-            slices: Vec::new(),
+        let at = Placed {
+            shard,
+            offset,
+            size: bytes.len() as u64,
         };
-        self.push_entry(key, &e.encode_to_vec(), false)
+        self.push_contiguous(key, DT_STRING, shape, at, masked)
     }
 
     /// Adds one slice of the partitioned tensor `key` (`BundleWriter::AddSlice`): the slice's data
     /// goes under `slice_key::encode(key, extents)` with the slice's own shape, and the slice is
     /// appended to the full entry's `slices` (call order). A slice covering the whole tensor is
     /// an ordinary [`add`](Self::add) under `key`, as in TensorFlow.
+    ///
+    /// The full entry's `shard_id` is the shard of its first slice: that is what `MergeBundles`
+    /// leaves in multi-shard checkpoints (it renumbers the shard of every fresh entry, full
+    /// entries included), and 0 for single-shard ones. To match TensorFlow's slice order in a
+    /// merged checkpoint, add slices by shard, then by offset.
     pub fn add_slice(
         &mut self,
         key: &[u8],
@@ -723,6 +733,11 @@ impl CheckpointWriter {
                 && (full.dtype != dtype.0 || full.shape != Some(shape_proto(full_shape)))
             {
                 return Err(invalid("slices of one tensor disagree on dtype or shape"));
+            }
+            if full.slices.is_empty() {
+                // MergeBundles (which writes every multi-shard checkpoint) gives the full entry
+                // the shard of the first bundle it came from; a single BundleWriter leaves 0.
+                full.shard_id = shard as i32;
             }
             full.dtype = dtype.0;
             full.shape = Some(shape_proto(full_shape));

@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# tfmount benchmark. Run by hand (NOT in CI):   scripts/bench.sh
+#
+# Builds the daemon and the `mkckpt` example (release), writes synthetic checkpoints into a
+# temporary directory under /tmp (removed at exit, mounts unmounted by a trap), and measures, each
+# against a baseline taken in the same run, every timing repeated REPS times (median):
+#   1. cold sequential read of a BIG_GIB float32 tensor through a fresh mount, vs `dd` of the same
+#      bytes straight from the .data file (page cache warm for both)    ratio = dd / mount, >= 0.4
+#   2. the second (warm) read of the same mounted file, same ratio                         >= 0.7
+#   3. time from starting `tfmount -f` until `cat MNT/variables/KEY.shape` succeeds, for 1 000
+#      and 1 000 000 tensors                                   1M <= 2 x 1k, and 1M < 0.2 s
+#   4. `find MNT -name '*.shape' | xargs cat` over 100 000 tensors, vs tf.train.list_variables
+#      when a Python with TensorFlow is found ($TF_PYTHON, else /work/tfvenv/bin/python)
+#   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
+# and prints a summary table with PASS/MISS.
+#
+# Environment: REPS (default 3), BIG_GIB (default 1), TF_PYTHON, TFMOUNT_ARGS (extra daemon
+# arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp).
+# The machine is probably shared and noisy: compare ratios, not absolute figures, and re-run
+# before believing a MISS.
+
+set -uo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+REPS=${REPS:-3}
+BIG_GIB=${BIG_GIB:-1}
+TFMOUNT_ARGS=${TFMOUNT_ARGS:-}
+PY=${TF_PYTHON:-/work/tfvenv/bin/python}
+
+die() { echo "bench: $*" >&2; exit 1; }
+command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install fuse3)"
+[ -e /dev/fuse ] || die "/dev/fuse is missing"
+
+echo "== building (release)"
+cargo build --release --quiet || die "cargo build --release failed"
+cargo build --release --quiet --features writer --example mkckpt || die "building mkckpt failed"
+TFMOUNT=$REPO/target/release/tfmount
+MKCKPT=$REPO/target/release/examples/mkckpt
+[ -x "$TFMOUNT" ] || die "$TFMOUNT missing"
+
+WORK=$(mktemp -d "${BENCH_TMP:-/tmp}/tfmount-bench.XXXXXX") || die "mktemp failed"
+MOUNTS=()
+FG_PIDS=()
+cleanup() {
+    local mp pid
+    for mp in "${MOUNTS[@]}"; do
+        if mountpoint -q "$mp" 2>/dev/null; then
+            fusermount3 -u "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null
+        fi
+    done
+    for pid in "${FG_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+now() { echo "$EPOCHREALTIME"; }
+# Arithmetic on decimal seconds; a missing figure is "nan" and stays so.
+NUM='^[0-9]+([.][0-9]*)?$'
+sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
+div() {
+    awk -v a="$1" -v b="$2" -v re="$NUM" 'BEGIN {
+        if (a !~ re || b !~ re) print "nan"; else if (b == 0) print "inf"; else printf "%.3f", a / b }'
+}
+mbps() {
+    awk -v n="$1" -v t="$2" -v re="$NUM" 'BEGIN {
+        if (t !~ re) print "nan"; else if (t == 0) print "inf"; else printf "%.0f", n / t / 1e6 }'
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ms() { awk -v t="$1" -v re="$NUM" 'BEGIN { if (t !~ re) print "nan"; else printf "%.1f ms", t * 1000 }'; }
+# cmp_ok VALUE OP TARGET -> PASS/MISS
+cmp_ok() {
+    awk -v v="$1" -v t="$3" -v op="$2" -v re="$NUM" 'BEGIN {
+        if (v !~ re) { print "MISS"; exit }
+        ok = (op == ">=") ? (v + 0 >= t + 0) : (op == "<=") ? (v + 0 <= t + 0) : (v + 0 < t + 0);
+        print (ok ? "PASS" : "MISS") }'
+}
+
+# new_mountpoint: sets MP (not via $(...): MOUNTS must be updated in this shell for the trap)
+new_mountpoint() {
+    MP=$(mktemp -d "$WORK/mnt.XXXX") || die "mktemp failed"
+    MOUNTS+=("$MP")
+}
+
+# mount_bg SOURCE MNT: the daemonizing form; returns once the mount is ready.
+mount_bg() {
+    # shellcheck disable=SC2086
+    "$TFMOUNT" $TFMOUNT_ARGS "$1" "$2" || { echo "bench: tfmount $1 $2 failed" >&2; return 1; }
+    mountpoint -q "$2" || { echo "bench: $2 is not a mount after tfmount returned" >&2; return 1; }
+}
+
+unmount() {
+    local i
+    fusermount3 -u "$1" 2>/dev/null
+    for i in $(seq 100); do
+        mountpoint -q "$1" || return 0
+        sleep 0.05
+    done
+    fusermount3 -uz "$1" 2>/dev/null
+}
+
+# The processes serving mountpoint $1: the daemon and any helper it forks (tfmount runs a
+# watchdog child), found by command line as `pgrep -f "tfmount .*MOUNTPOINT"`.
+mount_pids() { pgrep -f "tfmount .*$1\$"; }
+
+RSS_MAX=0
+RSS_NOTES=()
+# note_rss LABEL MOUNTPOINT: records the summed RssAnon of the mount's processes.
+note_rss() {
+    local pid kib total=0 parts=()
+    for pid in $(mount_pids "$2"); do
+        kib=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+        [ -n "$kib" ] || continue
+        total=$((total + kib))
+        parts+=("pid $pid $(awk -v k="$kib" 'BEGIN { printf "%.1f", k / 1024 }') MiB")
+    done
+    if [ ${#parts[@]} -eq 0 ]; then
+        RSS_NOTES+=("$1: no tfmount process found for $2")
+        return
+    fi
+    RSS_NOTES+=("$1: $(awk -v k="$total" 'BEGIN { printf "%.1f", k / 1024 }') MiB (${parts[*]})")
+    [ "$total" -gt "$RSS_MAX" ] && RSS_MAX=$total
+}
+
+key_of() { sed -n "s/^$2=//p" "$1"; }
+
+echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); timings are the median of $REPS"
+echo "   (shared machines are noisy: read the ratios, each against a baseline from this same run)"
+echo "== work dir $WORK"
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+echo "== writing checkpoints"
+mk() { # mk NAME ARGS...
+    local name=$1
+    shift
+    mkdir -p "$WORK/$name"
+    "$MKCKPT" "$WORK/$name/ckpt" "$@" >"$WORK/$name.out" || die "mkckpt $name failed"
+    sed 's/^/   /' "$WORK/$name.out" | grep -v '_key=\|prefix='
+}
+mk big --tensors 0 --big-gib "$BIG_GIB"
+mk t1k --tensors 1000
+mk t1m --tensors 1000000
+mk t100k --tensors 100000
+BIG_DATA=$WORK/big/ckpt.data-00000-of-00001
+BIG_BYTES=$(stat -c %s "$BIG_DATA")
+
+# ---------------------------------------------------------------------------------------------
+# 1 + 2: sequential reads
+# ---------------------------------------------------------------------------------------------
+echo "== 1/2: sequential read of big/tensor ($BIG_BYTES bytes), bs=1M"
+cat "$BIG_DATA" >/dev/null # warm the page cache for the baseline and for the daemon's mmap
+base=()
+for r in $(seq "$REPS"); do
+    t0=$(now)
+    dd if="$BIG_DATA" of=/dev/null bs=1M status=none
+    base+=("$(sub "$t0" "$(now)")")
+done
+cold=()
+warm=()
+new_mountpoint
+mnt=$MP
+for r in $(seq "$REPS"); do
+    # A fresh mount per repetition: nothing of the file is in the mount's page cache.
+    mount_bg "$WORK/big/ckpt" "$mnt" || break
+    t0=$(now)
+    dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: cold dd failed" >&2
+    cold+=("$(sub "$t0" "$(now)")")
+    t0=$(now)
+    dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: warm dd failed" >&2
+    warm+=("$(sub "$t0" "$(now)")")
+    [ "$r" = "$REPS" ] && note_rss "big-file mount after the reads" "$mnt"
+    unmount "$mnt"
+done
+T_BASE=$(median "${base[@]}")
+if [ ${#cold[@]} -gt 0 ]; then
+    T_COLD=$(median "${cold[@]}")
+    T_WARM=$(median "${warm[@]}")
+    R_COLD=$(div "$T_BASE" "$T_COLD")
+    R_WARM=$(div "$T_BASE" "$T_WARM")
+else
+    T_COLD=nan T_WARM=nan R_COLD=0 R_WARM=0
+fi
+printf '   dd from .data : %s  %s MB/s   (runs: %s)\n' "$(ms "$T_BASE")" "$(mbps "$BIG_BYTES" "$T_BASE")" "${base[*]}"
+printf '   mount, cold   : %s  %s MB/s   ratio %s   (runs: %s)\n' "$(ms "$T_COLD")" "$(mbps "$BIG_BYTES" "$T_COLD")" "$R_COLD" "${cold[*]:-}"
+printf '   mount, warm   : %s  %s MB/s   ratio %s   (runs: %s)\n' "$(ms "$T_WARM")" "$(mbps "$BIG_BYTES" "$T_WARM")" "$R_WARM" "${warm[*]:-}"
+
+# ---------------------------------------------------------------------------------------------
+# 3: time to first answer
+# ---------------------------------------------------------------------------------------------
+# startup NAME: sets T_START = median seconds from exec of `tfmount -f` to a successful
+# `cat KEY.shape` (KEY = the checkpoint's last key), or nan. Runs in this shell (no $(...)), so
+# the trap knows the daemons and mountpoints.
+startup() {
+    local name=$1 key mp t0 t1 pid r runs=()
+    T_START=nan
+    key=$(key_of "$WORK/$name.out" last_key)
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$WORK/$name/ckpt" "$mp" 2>>"$WORK/$name.daemon.log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        for _ in $(seq 200000); do
+            if cat "$mp/variables/$key.shape" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: $name: $key.shape never became readable; daemon log:" >&2
+            tail -5 "$WORK/$name.daemon.log" >&2
+            unmount "$mp"
+            kill "$pid" 2>/dev/null
+            return 1
+        fi
+        runs+=("$(sub "$t0" "$t1")")
+        [ "$r" = "$REPS" ] && note_rss "$name mount after its first cat" "$mp"
+        unmount "$mp"
+        wait "$pid" 2>/dev/null
+    done
+    echo "   $name: key $key, runs ${runs[*]}"
+    T_START=$(median "${runs[@]}")
+}
+echo "== 3: start to first successful cat of a .shape"
+startup t1k
+T_1K=$T_START
+startup t1m
+T_1M=$T_START
+R_START=$(div "$T_1M" "$T_1K")
+printf '   1k tensors: %s   1M tensors: %s   ratio 1M/1k %s\n' "$(ms "$T_1K")" "$(ms "$T_1M")" "$R_START"
+
+# ---------------------------------------------------------------------------------------------
+# 4: metadata walk
+# ---------------------------------------------------------------------------------------------
+echo "== 4: find MNT -name '*.shape' | xargs cat, 100k tensors (fresh mount per run)"
+walk=()
+new_mountpoint
+mnt=$MP
+for r in $(seq "$REPS"); do
+    mount_bg "$WORK/t100k/ckpt" "$mnt" || break
+    t0=$(now)
+    find "$mnt" -name '*.shape' | xargs cat >/dev/null
+    walk+=("$(sub "$t0" "$(now)")")
+    [ "$r" = "$REPS" ] && note_rss "100k mount after find | xargs cat" "$mnt"
+    unmount "$mnt"
+done
+T_WALK=nan
+[ ${#walk[@]} -gt 0 ] && T_WALK=$(median "${walk[@]}")
+printf '   mount: %s   (runs: %s)\n' "$(ms "$T_WALK")" "${walk[*]:-}"
+# Diagnostic, one run on a fresh mount: the walk alone, then the reads alone.
+if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
+    t0=$(now)
+    find "$mnt" -name '*.shape' >"$WORK/shapes.txt"
+    t1=$(now)
+    xargs cat <"$WORK/shapes.txt" >/dev/null
+    t2=$(now)
+    printf '   breakdown (1 run): find alone %s (%s files), then xargs cat alone %s\n' \
+        "$(ms "$(sub "$t0" "$t1")")" "$(wc -l <"$WORK/shapes.txt")" "$(ms "$(sub "$t1" "$t2")")"
+    unmount "$mnt"
+fi
+T_TF=nan
+if [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
+    T_TF=$(TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/t100k/ckpt" "$REPS" <<'EOF' 2>/dev/null
+import statistics, sys, time
+import tensorflow as tf
+runs = []
+for _ in range(int(sys.argv[2])):
+    t0 = time.perf_counter()
+    v = tf.train.list_variables(sys.argv[1])
+    runs.append(time.perf_counter() - t0)
+assert len(v) == 100000, len(v)
+print(f"{statistics.median(runs):.6f}")
+EOF
+    ) || T_TF=nan
+    printf '   tf.train.list_variables (in-process, TF already imported): %s   ratio tf/mount %s\n' \
+        "$(ms "$T_TF")" "$(div "$T_TF" "$T_WALK")"
+else
+    echo "   (no Python with TensorFlow at $PY: set TF_PYTHON for the comparison)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 5 + summary
+# ---------------------------------------------------------------------------------------------
+echo "== 5: RssAnon (summed over each mount's tfmount processes)"
+for n in "${RSS_NOTES[@]}"; do echo "   $n"; done
+RSS_MIB=$(awk -v k="$RSS_MAX" 'BEGIN { printf "%.1f", k / 1024 }')
+
+echo
+echo "== summary (median of $REPS; noisy machine, load now $(cut -d' ' -f1-3 /proc/loadavg))"
+row() { printf '%-44s %-26s %-14s %s\n' "$@"; }
+row "figure" "value" "target" "result"
+row "1. cold read via mount / dd (.data)" "$R_COLD ($(mbps "$BIG_BYTES" "$T_COLD") vs $(mbps "$BIG_BYTES" "$T_BASE") MB/s)" ">= 0.4" "$(cmp_ok "$R_COLD" '>=' 0.4)"
+row "2. warm read via mount / dd (.data)" "$R_WARM ($(mbps "$BIG_BYTES" "$T_WARM") vs $(mbps "$BIG_BYTES" "$T_BASE") MB/s)" ">= 0.7" "$(cmp_ok "$R_WARM" '>=' 0.7)"
+row "3a. start -> cat .shape, 1k tensors" "$(ms "$T_1K")" "-" "info"
+row "3b. start -> cat .shape, 1M tensors" "$(ms "$T_1M")" "< 200 ms" "$(cmp_ok "$T_1M" '<' 0.2)"
+row "3c. 1M / 1k" "$R_START" "<= 2" "$(cmp_ok "$R_START" '<=' 2)"
+row "4. find|xargs cat *.shape, 100k tensors" "$(ms "$T_WALK")" "-" "info"
+if [ "$T_TF" != nan ]; then
+    row "4. tf.train.list_variables, 100k" "$(ms "$T_TF") (tf/mount $(div "$T_TF" "$T_WALK"))" "-" "info"
+fi
+row "5. daemon RssAnon (largest, after 1-4)" "$RSS_MIB MiB" "<= 64 MiB" "$(cmp_ok "$RSS_MIB" '<=' 64)"
