@@ -10,7 +10,8 @@
 #   3. time from starting `tfmount -f` until `cat MNT/variables/KEY.shape` succeeds, for 1 000
 #      and 1 000 000 tensors                                   1M <= 2 x 1k, and 1M < 0.2 s
 #   4. `find MNT -name '*.shape' | xargs cat` over 100 000 tensors, vs tf.train.list_variables
-#      when a Python with TensorFlow is found ($TF_PYTHON, else /work/tfvenv/bin/python)
+#      when a Python with TensorFlow is found ($TF_PYTHON, else /work/tfvenv/bin/python), and
+#      over an ordinary directory tree of the same files (calibration: FUSE cost vs this machine)
 #   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
 # and prints a summary table with PASS/MISS.
 #
@@ -272,6 +273,29 @@ if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
         "$(ms "$(sub "$t0" "$t1")")" "$(wc -l <"$WORK/shapes.txt")" "$(ms "$(sub "$t1" "$t2")")"
     unmount "$mnt"
 fi
+# Calibration: the same walk over an ordinary directory tree with the same names and contents
+# (on the file system of $WORK), to tell FUSE/daemon costs from this machine's speed.
+T_PLAIN=nan
+if command -v python3 >/dev/null && [ -s "$WORK/shapes.txt" ]; then
+    python3 -c '
+import os, sys
+mnt, dst = sys.argv[1], sys.argv[2]
+for line in sys.stdin:
+    p = os.path.join(dst, os.path.relpath(line.rstrip("\n"), mnt))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write("16\n")
+' "$mnt" "$WORK/plain" <"$WORK/shapes.txt"
+    plain=()
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        find "$WORK/plain" -name '*.shape' | xargs cat >/dev/null
+        plain+=("$(sub "$t0" "$(now)")")
+    done
+    T_PLAIN=$(median "${plain[@]}")
+    printf '   same walk over a plain directory tree (dentries cached): %s   ratio plain/mount %s\n' \
+        "$(ms "$T_PLAIN")" "$(div "$T_PLAIN" "$T_WALK")"
+fi
 T_TF=nan
 if [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
     T_TF=$(TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/t100k/ckpt" "$REPS" <<'EOF' 2>/dev/null
@@ -309,6 +333,9 @@ row "3a. start -> cat .shape, 1k tensors" "$(ms "$T_1K")" "-" "info"
 row "3b. start -> cat .shape, 1M tensors" "$(ms "$T_1M")" "< 200 ms" "$(cmp_ok "$T_1M" '<' 0.2)"
 row "3c. 1M / 1k" "$R_START" "<= 2" "$(cmp_ok "$R_START" '<=' 2)"
 row "4. find|xargs cat *.shape, 100k tensors" "$(ms "$T_WALK")" "-" "info"
+if [ "$T_PLAIN" != nan ]; then
+    row "4. same walk, plain directory tree" "$(ms "$T_PLAIN") (plain/mount $(div "$T_PLAIN" "$T_WALK"))" "-" "info"
+fi
 if [ "$T_TF" != nan ]; then
     row "4. tf.train.list_variables, 100k" "$(ms "$T_TF") (tf/mount $(div "$T_TF" "$T_WALK"))" "-" "info"
 fi
