@@ -732,8 +732,13 @@ fn byte_identical_to_tensorflow_fixtures() {
 // ---------------------------------------------------------------------------------------------
 
 /// Runs `script` with a Python that has TensorFlow (`$TF_PYTHON`, else `/work/tfvenv/bin/python`);
-/// `None` (the test is skipped) when there is no such Python. Panics if the script fails.
+/// `None` (the test is skipped) when there is no such Python, or when `TFMOUNT_NO_TF` is set
+/// (these tests take about a minute, mostly importing TensorFlow). Panics if the script fails.
 fn run_tf_python(script: &str, args: &[&std::ffi::OsStr]) -> Option<Vec<u8>> {
+    if std::env::var_os("TFMOUNT_NO_TF").is_some() {
+        eprintln!("TFMOUNT_NO_TF is set: skipped");
+        return None;
+    }
     let py = std::env::var_os("TF_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/work/tfvenv/bin/python"));
