@@ -491,20 +491,19 @@ impl Fs {
 
     fn seek(&self, view: u16, key: &[u8]) -> FsResult<Option<Pos>> {
         let ck = self.view(view)?;
-        ck.table().seek(key).map_err(|e| {
-            let e = FsError::Corrupt(format!("{}: index: {e}", ck.prefix.display()));
-            log::error!("{e}");
-            e
-        })
+        ck.table().seek(key).map_err(|e| Self::index_error(ck, e))
     }
 
     fn next(&self, view: u16, pos: Pos) -> FsResult<Option<Pos>> {
         let ck = self.view(view)?;
-        ck.table().next(pos).map_err(|e| {
-            let e = FsError::Corrupt(format!("{}: index: {e}", ck.prefix.display()));
-            log::error!("{e}");
-            e
-        })
+        ck.table().next(pos).map_err(|e| Self::index_error(ck, e))
+    }
+
+    /// A damaged index block met while walking: logged once here, EIO to the caller.
+    fn index_error(ck: &Checkpoint, e: crate::format::FormatError) -> FsError {
+        let e = FsError::Corrupt(format!("{}: index: {e}", ck.prefix.display()));
+        log::error!("{e}");
+        e
     }
 
     /// Finds the raw component `name` stands for in a directory whose keys start with `prefix`.

@@ -33,24 +33,6 @@ use tfmount::tree::{self, FileKind, Node};
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// Dtypes numpy holds natively (the ones that get an `.npy` file).
-const NUMPY_NATIVE: &[&str] = &[
-    "float16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-    "complex64",
-    "complex128",
-];
-
 fn hex_bytes(h: &str) -> Vec<u8> {
     (0..h.len() / 2)
         .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))

@@ -11,23 +11,6 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 
-const NUMPY_NATIVE: &[&str] = &[
-    "float16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-    "complex64",
-    "complex128",
-];
-
 /// Checks one tensor's four files against TF's record; returns a description of each mismatch.
 fn check_tensor(view: &Path, rec: &Value, want_sha: &str, want_len: u64) -> Vec<String> {
     let mut errs = Vec::new();

@@ -176,3 +176,21 @@ pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Dtypes numpy holds natively (the ones that get an `.npy` file).
+pub const NUMPY_NATIVE: &[&str] = &[
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "complex64",
+    "complex128",
+];
