@@ -10,9 +10,13 @@ use crate::error::{FsError, FsResult, SourceError};
 use crate::format::npy;
 use crate::format::table::Pos;
 use crate::source::checkpoint::{Checkpoint, FileMeta, Tensor};
+use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::mapped::ReadBuf;
 use crate::source::Probed;
 use crate::tree::{self, FileKind, Node, Unescaped};
+
+mod graph;
+use graph::{GraphMount, TextId};
 
 pub const ROOT: u64 = 1;
 pub const KEY_XATTR: &str = "user.tfmount.key";
@@ -25,6 +29,11 @@ pub struct Options {
     pub verify_crc: bool,
     /// Bytes of decoded index blocks to keep.
     pub cache_bytes: usize,
+    /// Bytes of rendered text (`.pbtxt` files) to keep.
+    pub text_cache_bytes: usize,
+    /// The meta graph the top-level `graph`, `functions`, ... links point into, as a
+    /// comma-separated tag set (else the only one, else the one tagged exactly `serve`).
+    pub tags: Option<String>,
 }
 
 impl Default for Options {
@@ -32,6 +41,8 @@ impl Default for Options {
         Options {
             verify_crc: true,
             cache_bytes: 32 << 20,
+            text_cache_bytes: 16 << 20,
+            tags: None,
         }
     }
 }
@@ -84,6 +95,20 @@ enum Fixed {
         size: u64,
         meta: FileMeta,
     },
+    /// A text file rendered on demand (protobuf text of a meta graph's parts, signatures.txt,
+    /// the whole SavedModel). `whole` holds the piece table of a piecewise-rendered file.
+    Text {
+        parent: u64,
+        text: TextId,
+        meta: FileMeta,
+        whole: std::sync::OnceLock<Result<Pieces, String>>,
+    },
+}
+
+/// A file rendered piece by piece: the pieces and the end offset of each.
+pub(crate) struct Pieces {
+    list: Vec<crate::render::Piece>,
+    ends: Vec<u64>,
 }
 
 impl Fixed {
@@ -92,7 +117,8 @@ impl Fixed {
             Fixed::Dir { parent, .. }
             | Fixed::ViewRoot { parent, .. }
             | Fixed::Symlink { parent, .. }
-            | Fixed::PassFile { parent, .. } => *parent,
+            | Fixed::PassFile { parent, .. }
+            | Fixed::Text { parent, .. } => *parent,
         }
     }
 }
@@ -101,6 +127,10 @@ pub struct Fs {
     fixed: Vec<Fixed>,
     views: Vec<Arc<Checkpoint>>,
     cache: Arc<BlockCache>,
+    graphs: Vec<GraphMount>,
+    /// Graph files rendered whole (`saved_model.pbtxt`), by `TextId::Whole` index.
+    graph_files: Vec<Arc<crate::source::graph::GraphFile>>,
+    texts: crate::render::TextCache,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -157,7 +187,11 @@ impl Fs {
             fixed: Vec::new(),
             views: Vec::new(),
             cache,
+            graphs: Vec::new(),
+            graph_files: Vec::new(),
+            texts: crate::render::TextCache::new(opts.text_cache_bytes),
         };
+        let tags = opts.tags.as_deref();
         let open = |prefix: &Path, cache: &Arc<BlockCache>| {
             Checkpoint::open(prefix, cache.clone(), opts.verify_crc).map(Arc::new)
         };
@@ -170,6 +204,16 @@ impl Fs {
                     meta: ck.meta,
                 });
                 fs.add_view(root, ck);
+                fs.add_meta_file(root, prefix, tags)?;
+            }
+            Probed::Graph { path, kind } => {
+                let g = GraphFile::open(path, *kind)?;
+                let root = fs.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta: g.meta,
+                });
+                fs.add_graph(root, g, tags)?;
             }
             Probed::CheckpointDir {
                 dir,
@@ -197,6 +241,7 @@ impl Fs {
                     });
                     fs.link(root, name.as_bytes(), d);
                     fs.add_view(d, ck);
+                    fs.add_meta_file(d, prefix, tags)?;
                 }
                 if let Some(latest) = latest {
                     let l = fs.add(Fixed::Symlink {
@@ -228,6 +273,14 @@ impl Fs {
                         fs.link(root, b"variables", v);
                     }
                 }
+                let pb = dir.join("saved_model.pb");
+                let graph = if pb.is_file() {
+                    pb
+                } else {
+                    dir.join("saved_model.pbtxt")
+                };
+                let g = GraphFile::open(&graph, GraphKind::SavedModel)?;
+                fs.add_graph(root, g, tags)?;
                 let mut budget = MAX_PASSTHROUGH;
                 for name in ["assets", "assets.extra"] {
                     let p = dir.join(name);
@@ -239,6 +292,23 @@ impl Fs {
             }
         }
         Ok(fs)
+    }
+
+    /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.
+    fn add_meta_file(
+        &mut self,
+        dir: u64,
+        prefix: &Path,
+        tags: Option<&str>,
+    ) -> Result<(), SourceError> {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(".meta");
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            let g = GraphFile::open(&p, GraphKind::MetaGraph)?;
+            self.add_graph(dir, g, tags)?;
+        }
+        Ok(())
     }
 
     fn add(&mut self, f: Fixed) -> u64 {
@@ -339,8 +409,26 @@ impl Fs {
 
     // ---------- attributes ----------
 
+    /// The type of a node, without computing its size.
+    fn kind_of(&self, ino: u64) -> FsResult<Kind> {
+        Ok(match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Fixed(i) => match self.fixed(i)? {
+                Fixed::Dir { .. } | Fixed::ViewRoot { .. } => Kind::Dir,
+                Fixed::Symlink { .. } => Kind::Symlink,
+                Fixed::PassFile { .. } | Fixed::Text { .. } => Kind::File,
+            },
+            Node::Dir { .. } => Kind::Dir,
+            Node::File { .. } => Kind::File,
+            Node::Graph { sub, .. } => match sub {
+                tree::GraphSub::Dir => Kind::Dir,
+                _ => Kind::File,
+            },
+        })
+    }
+
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Graph { .. } => self.graph_attr(ino),
             Node::Fixed(i) => self.fixed_attr(i),
             Node::Dir { view, .. } => {
                 let meta = self.view(view)?.meta;
@@ -379,6 +467,7 @@ impl Fs {
                 uid: meta.uid,
                 gid: meta.gid,
             },
+            Fixed::Text { meta, .. } => Self::file_attr_of(ino, self.text_size(ino)?, meta),
             Fixed::PassFile { size, meta, .. } => Attr {
                 ino,
                 size: *size,
@@ -471,7 +560,14 @@ impl Fs {
                 let prefix = self.dir_prefix(view, depth, pos)?;
                 self.view_lookup(view, depth, prefix, name)
             }
-            Node::File { .. } => Err(FsError::NotDir),
+            Node::Graph {
+                mg,
+                space,
+                sub: tree::GraphSub::Dir,
+                depth,
+                index,
+            } => self.graph_lookup(mg, space, depth, index, name),
+            Node::File { .. } | Node::Graph { .. } => Err(FsError::NotDir),
         }
     }
 
@@ -597,7 +693,14 @@ impl Fs {
     fn parent_of(&self, ino: u64) -> FsResult<u64> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
             Node::Fixed(i) => Ok(self.fixed(i)?.parent()),
-            Node::File { .. } => Err(FsError::NotDir),
+            Node::Graph {
+                mg,
+                space,
+                sub: tree::GraphSub::Dir,
+                depth,
+                index,
+            } => self.graph_parent(mg, space, depth, index),
+            Node::File { .. } | Node::Graph { .. } => Err(FsError::NotDir),
             Node::Dir { view, depth, pos } => {
                 if depth <= 1 {
                     return self.view_root(view);
@@ -632,7 +735,7 @@ impl Fs {
         mut add: impl FnMut(DirEntry) -> bool,
     ) -> FsResult<()> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
-        if matches!(node, Node::File { .. }) {
+        if self.kind_of(ino)? != Kind::Dir {
             return Err(FsError::NotDir);
         }
         if let Node::Fixed(i) = node {
@@ -666,7 +769,7 @@ impl Fs {
                 Fixed::Dir { children, .. } => {
                     let start = cookie.saturating_sub(COOKIE_BASE - 1) as usize;
                     for (n, (name, child)) in children.iter().enumerate().skip(start) {
-                        let kind = self.getattr(*child)?.kind;
+                        let kind = self.kind_of(*child)?;
                         let e = DirEntry {
                             ino: *child,
                             name: name.clone(),
@@ -686,6 +789,13 @@ impl Fs {
                 let prefix = self.dir_prefix(view, depth, pos)?;
                 self.view_readdir(view, depth, &prefix, cookie, add)
             }
+            Node::Graph {
+                mg,
+                space,
+                depth,
+                index,
+                ..
+            } => self.graph_readdir(mg, space, depth, index, cookie, &mut add),
             Node::File { .. } => Err(FsError::NotDir),
         }
     }
@@ -818,6 +928,7 @@ impl Fs {
 
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<ReadBuf> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Graph { .. } => self.graph_read(ino, offset, size),
             Node::Fixed(i) => match self.fixed(i)? {
                 Fixed::PassFile { path, .. } => {
                     use std::os::unix::fs::FileExt;
@@ -835,6 +946,7 @@ impl Fs {
                     Ok(ReadBuf::Owned(buf))
                 }
                 Fixed::Symlink { .. } => Err(FsError::Corrupt("read of a symlink".into())),
+                Fixed::Text { .. } => self.text_read(ino, offset, size),
                 _ => Err(FsError::IsDir),
             },
             Node::Dir { .. } => Err(FsError::IsDir),
@@ -891,6 +1003,7 @@ impl Fs {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
             Node::File { view, pos, .. } => self.key_at(view, pos),
             Node::Dir { view, depth, pos } => self.dir_prefix(view, depth, pos),
+            Node::Graph { .. } => self.graph_name(ino),
             Node::Fixed(_) => Err(FsError::NoAttr),
         }
     }

@@ -88,6 +88,7 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
     if args.no_crc {
         s.fs.verify_crc = false;
     }
+    s.fs.tags = args.tags.clone();
     if let Some(c) = &args.cache_size {
         s.fs.cache_bytes = parse_size(c).map_err(|e| fail(EXIT_USAGE, e))?;
     }

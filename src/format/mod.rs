@@ -7,7 +7,9 @@ pub mod npy;
 pub mod slice_key;
 pub mod strings;
 pub mod table;
+pub mod tensor_proto;
 pub mod varint;
+pub mod wire;
 
 /// What is wrong with a file. Every malformed input maps to one of these; none panics.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
