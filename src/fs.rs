@@ -12,7 +12,7 @@ use crate::format::table::Pos;
 use crate::source::checkpoint::{Checkpoint, FileMeta, Tensor};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::mapped::ReadBuf;
-use crate::source::Probed;
+use crate::source::{names, Probed};
 use crate::tree::{self, FileKind, Node, Unescaped};
 
 mod graph;
@@ -203,7 +203,8 @@ impl Fs {
                     children: Vec::new(),
                     meta: ck.meta,
                 });
-                fs.add_view(root, ck);
+                fs.add_view(root, ck.clone());
+                fs.add_checkpoint_names(root, &ck);
                 fs.add_meta_file(root, prefix, tags)?;
             }
             Probed::Graph { path, kind } => {
@@ -240,7 +241,8 @@ impl Fs {
                         meta: ck.meta,
                     });
                     fs.link(root, name.as_bytes(), d);
-                    fs.add_view(d, ck);
+                    fs.add_view(d, ck.clone());
+                    fs.add_checkpoint_names(d, &ck);
                     fs.add_meta_file(d, prefix, tags)?;
                 }
                 if let Some(latest) = latest {
@@ -259,10 +261,18 @@ impl Fs {
                     children: Vec::new(),
                     meta,
                 });
+                let pb = dir.join("saved_model.pb");
+                let graph = if pb.is_file() {
+                    pb
+                } else {
+                    dir.join("saved_model.pbtxt")
+                };
+                let g = GraphFile::open(&graph, GraphKind::SavedModel)?;
                 match variables {
                     Some(prefix) => {
                         let ck = open(prefix, &fs.cache)?;
-                        fs.add_view(root, ck);
+                        fs.add_view(root, ck.clone());
+                        fs.add_saved_model_names(root, &ck, &g);
                     }
                     None => {
                         let v = fs.add(Fixed::Dir {
@@ -273,13 +283,6 @@ impl Fs {
                         fs.link(root, b"variables", v);
                     }
                 }
-                let pb = dir.join("saved_model.pb");
-                let graph = if pb.is_file() {
-                    pb
-                } else {
-                    dir.join("saved_model.pbtxt")
-                };
-                let g = GraphFile::open(&graph, GraphKind::SavedModel)?;
                 fs.add_graph(root, g, tags)?;
                 let mut budget = MAX_PASSTHROUGH;
                 for name in ["assets", "assets.extra"] {
@@ -292,6 +295,111 @@ impl Fs {
             }
         }
         Ok(fs)
+    }
+
+    /// The object graph a TF2 checkpoint stores as a string tensor.
+    fn object_graph(ck: &Checkpoint) -> Option<crate::proto::TrackableObjectGraph> {
+        use prost::Message;
+        let t = ck.lookup(names::OBJECT_GRAPH_KEY).ok()??;
+        let size = ck.served_size(&t).ok()?;
+        let bytes = ck.read(&t, 0, usize::try_from(size).ok()?).ok()?;
+        // One string element: an 8-byte length, then the serialized proto.
+        let proto = bytes.get(8..)?;
+        crate::proto::TrackableObjectGraph::decode(proto)
+            .inspect_err(|e| log::warn!("{}: object graph: {e}", ck.prefix.display()))
+            .ok()
+    }
+
+    fn add_checkpoint_names(&mut self, parent: u64, ck: &Arc<Checkpoint>) {
+        if let Some(tog) = Self::object_graph(ck) {
+            self.add_names(parent, ck, names::checkpoint_names(&tog));
+        }
+    }
+
+    fn add_saved_model_names(&mut self, parent: u64, ck: &Arc<Checkpoint>, g: &GraphFile) {
+        use prost::Message;
+        let Some(tog) = Self::object_graph(ck) else {
+            return;
+        };
+        let buf = g.bytes();
+        for m in &g.metas {
+            if m.object_graph_def.is_empty() {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            for f in &m.object_graph_def {
+                bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
+            }
+            match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
+                Ok(sog) => {
+                    self.add_names(parent, ck, names::saved_model_names(&sog, &tog));
+                    return;
+                }
+                Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
+            }
+        }
+    }
+
+    /// `names/`: symlinks from the names users know to the tensor files in `variables/`.
+    fn add_names(&mut self, parent: u64, ck: &Checkpoint, pairs: Vec<(String, String)>) {
+        if pairs.is_empty() {
+            return;
+        }
+        let meta = ck.meta;
+        let root = self.add(Fixed::Dir {
+            parent,
+            children: Vec::new(),
+            meta,
+        });
+        self.link(parent, b"names", root);
+        let mut dirs: std::collections::HashMap<(u64, Vec<u8>), u64> = Default::default();
+        let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
+            let comps: Vec<&[u8]> = s.split(|&b| b == SEP).collect();
+            let last = comps.len() - 1;
+            comps
+                .iter()
+                .enumerate()
+                .map(|(i, c)| tree::escape(c, i < last))
+                .collect()
+        };
+        for (name, key) in pairs {
+            let Ok(Some(t)) = ck.lookup(key.as_bytes()) else {
+                continue;
+            };
+            let comps = escaped_path(name.as_bytes());
+            let mut dir = root;
+            for c in &comps[..comps.len() - 1] {
+                dir = match dirs.get(&(dir, c.clone())) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.add(Fixed::Dir {
+                            parent: dir,
+                            children: Vec::new(),
+                            meta,
+                        });
+                        self.link(dir, c, d);
+                        dirs.insert((dir, c.clone()), d);
+                        d
+                    }
+                };
+            }
+            let mut target = b"../".repeat(comps.len());
+            target.extend_from_slice(b"variables/");
+            target.extend_from_slice(&escaped_path(key.as_bytes()).join(&b'/'));
+            let leaf = &comps[comps.len() - 1];
+            for kind in Self::tensor_files(Some(&t)) {
+                let mut n = leaf.clone();
+                n.extend_from_slice(kind.suffix().as_bytes());
+                let mut tg = target.clone();
+                tg.extend_from_slice(kind.suffix().as_bytes());
+                let l = self.add(Fixed::Symlink {
+                    parent: dir,
+                    target: tg,
+                    meta,
+                });
+                self.link(dir, &n, l);
+            }
+        }
     }
 
     /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.

@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod graph;
 pub mod mapped;
+pub mod names;
 pub mod state;
 
 use std::path::{Path, PathBuf};
