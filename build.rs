@@ -25,6 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("file_descriptor_set.bin"),
         prost::Message::encode_to_vec(&fds),
     )?;
-    prost_build::Config::new().compile_fds(fds)?;
+    // BTreeMap for map fields: deterministic encoding (tests compare re-encoded messages).
+    prost_build::Config::new()
+        .btree_map(["."])
+        .compile_fds(fds)?;
     Ok(())
 }

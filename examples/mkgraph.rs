@@ -76,7 +76,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         name: format!("__inference_fn_{f}"),
                         ..Default::default()
                     }),
-                    node_def: (0..10).map(|i| node(format!("n{i}"), "Identity", i)).collect(),
+                    node_def: (0..10)
+                        .map(|i| node(format!("n{i}"), "Identity", i))
+                        .collect(),
                     ..Default::default()
                 })
                 .collect(),
@@ -99,6 +101,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     let bytes = sm.encode_to_vec();
     std::fs::write(std::path::Path::new(dir).join("saved_model.pb"), &bytes)?;
-    println!("{dir}/saved_model.pb: {nodes} nodes, {functions} functions, {} bytes", bytes.len());
+    println!(
+        "{dir}/saved_model.pb: {nodes} nodes, {functions} functions, {} bytes",
+        bytes.len()
+    );
     Ok(())
 }

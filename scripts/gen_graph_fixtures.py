@@ -120,6 +120,10 @@ def stem_path(name):
 
 
 def tags_dir(tags):
+    """The meta graph's directory under meta_graphs/ (README: untagged meta graphs are
+    `untagged`)."""
+    if not tags:
+        return "untagged"
     return escape_component(",".join(tags).encode("utf-8"), is_dir=True).decode("utf-8")
 
 

@@ -292,7 +292,7 @@ pub fn signatures_txt(
         inputs.sort_by(|a, b| a.0.cmp(b.0));
         for (k, t) in inputs {
             let _ = writeln!(out, "{pad}  inputs['{k}'] tensor_info:");
-            info(&mut out, t, pad);
+            info(&mut out, t, "    ");
         }
         let _ = writeln!(
             out,
@@ -302,7 +302,7 @@ pub fn signatures_txt(
         outputs.sort_by(|a, b| a.0.cmp(b.0));
         for (k, t) in outputs {
             let _ = writeln!(out, "{pad}  outputs['{k}'] tensor_info:");
-            info(&mut out, t, pad);
+            info(&mut out, t, "    ");
         }
         let _ = writeln!(out, "{pad}Method name is: {}", sig.method_name);
     }

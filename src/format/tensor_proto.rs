@@ -82,8 +82,12 @@ fn typed(p: &TensorProto, dtype: DType) -> Result<(Vec<u8>, usize)> {
         2 => pack(&p.double_val, 8, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        // int32, uint8, int16, int8, qint8, quint8, qint32, qint16, quint16, uint16, int4..uint2
-        3 | 4 | 5 | 6 | 11 | 12 | 13 | 15 | 16 | 17 | 29..=32 => ints(size)?,
+        // int32, uint8, int16, int8, qint8, quint8, qint32, qint16, quint16, uint16
+        3 | 4 | 5 | 6 | 11 | 12 | 13 | 15 | 16 | 17 => ints(size)?,
+        // int4/uint4 and int2/uint2: one element per byte, the value in the low bits (as
+        // checkpoints store them)
+        29 | 30 => pack(&p.int_val, 1, |v, o| o.push(v as u8 & 0x0f))?,
+        31 | 32 => pack(&p.int_val, 1, |v, o| o.push(v as u8 & 0x03))?,
         9 => pack(&p.int64_val, 8, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
@@ -334,6 +338,8 @@ mod tests {
         assert_eq!(all(&b), want);
         let b = proto(6, &[3], |p| p.int_val = vec![-1, 5, 7, 9]);
         assert_eq!(all(&b), vec![0xff, 5, 7]);
+        let b = proto(29, &[3], |p| p.int_val = vec![-8, 7, -1]);
+        assert_eq!(all(&b), vec![0x08, 0x07, 0x0f]);
         let b = proto(19, &[2], |_| {});
         assert_eq!(all(&b), vec![0; 4]);
         let b = proto(8, &[2], |p| p.scomplex_val = vec![1.0, 2.0]);

@@ -68,12 +68,10 @@ impl SpaceKind {
         }
     }
 
-    /// Whether `/` in names makes directories.
+    /// Whether `/` in names makes directories (as in checkpoint keys).
     fn split(self) -> bool {
-        matches!(
-            self,
-            SpaceKind::Nodes | SpaceKind::Constants | SpaceKind::Body
-        )
+        // Only function names are kept whole: each also names its body's directory.
+        self != SpaceKind::Functions
     }
 }
 
@@ -346,7 +344,8 @@ impl Fs {
         let meta = gm.file.meta;
         let size = match sub {
             GraphSub::Dir => return Ok(self.dir_attr(ino, &meta)),
-            GraphSub::Pbtxt => self.graph_text(ino)?.len() as u64,
+            // A message that cannot be rendered is still listed (size 0); reading it fails.
+            GraphSub::Pbtxt => self.graph_text(ino).map_or(0, |t| t.len() as u64),
             GraphSub::Tensor(k) => match self.constant(ino) {
                 Ok((_, t)) => Self::const_files_size(&t, k),
                 Err(_) => 0,

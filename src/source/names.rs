@@ -2,7 +2,8 @@
 //! tensors by object paths (`net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE`); this maps friendlier
 //! names to those keys.
 //! - From a checkpoint's `_CHECKPOINTABLE_OBJECT_GRAPH`: the object path (local names from the
-//!   root, shortest first, joined by `/`) of every object with a `VARIABLE_VALUE` attribute, and
+//!   root, shortest first, escaped as TensorFlow does — `.` → `..`, `/` → `.S` — and joined by
+//!   `/`) of every object with a `VARIABLE_VALUE` attribute, and
 //!   optimizer slots as `<variable path>/<slot name>`.
 //! - From a SavedModel's object graph: each `SavedVariable`'s own `name` (`dense/kernel`), matched
 //!   to the checkpoint by its object path.
@@ -19,8 +20,17 @@ use crate::proto::{SavedObjectGraph, TrackableObjectGraph};
 pub const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 const VARIABLE_VALUE: &str = "VARIABLE_VALUE";
 
+/// TensorFlow's escaping of a local name inside an object path (`.` → `..`, `/` → `.S`), so
+/// names are the checkpoint keys' own object paths.
+fn escape_local_name(n: &str) -> String {
+    n.replace('.', "..").replace('/', ".S")
+}
+
 /// Shortest child-name path of every node reachable from node 0 (BFS, first path wins).
-fn paths(children: impl Fn(usize) -> Option<Vec<ObjectReference>>, n: usize) -> Vec<Option<Vec<String>>> {
+fn paths(
+    children: impl Fn(usize) -> Option<Vec<ObjectReference>>,
+    n: usize,
+) -> Vec<Option<Vec<String>>> {
     let mut out: Vec<Option<Vec<String>>> = vec![None; n];
     if n == 0 {
         return out;
@@ -30,10 +40,12 @@ fn paths(children: impl Fn(usize) -> Option<Vec<ObjectReference>>, n: usize) -> 
     while let Some(i) = queue.pop_front() {
         let base = out[i].clone().unwrap_or_default();
         for c in children(i).unwrap_or_default() {
-            let Ok(j) = usize::try_from(c.node_id) else { continue };
+            let Ok(j) = usize::try_from(c.node_id) else {
+                continue;
+            };
             if j < n && out[j].is_none() {
                 let mut p = base.clone();
-                p.push(c.local_name.clone());
+                p.push(escape_local_name(&c.local_name));
                 out[j] = Some(p);
                 queue.push_back(j);
             }
@@ -78,9 +90,18 @@ pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
 }
 
 /// `(name, checkpoint key)` pairs for a SavedModel's variables.
-pub fn saved_model_names(sog: &SavedObjectGraph, tog: &TrackableObjectGraph) -> Vec<(String, String)> {
-    let sp = paths(|i| sog.nodes.get(i).map(|x| x.children.clone()), sog.nodes.len());
-    let tp = paths(|i| tog.nodes.get(i).map(|x| x.children.clone()), tog.nodes.len());
+pub fn saved_model_names(
+    sog: &SavedObjectGraph,
+    tog: &TrackableObjectGraph,
+) -> Vec<(String, String)> {
+    let sp = paths(
+        |i| sog.nodes.get(i).map(|x| x.children.clone()),
+        sog.nodes.len(),
+    );
+    let tp = paths(
+        |i| tog.nodes.get(i).map(|x| x.children.clone()),
+        tog.nodes.len(),
+    );
     let by_path: HashMap<&Vec<String>, usize> = tp
         .iter()
         .enumerate()
@@ -88,13 +109,19 @@ pub fn saved_model_names(sog: &SavedObjectGraph, tog: &TrackableObjectGraph) -> 
         .collect();
     let mut out = Vec::new();
     for (i, node) in sog.nodes.iter().enumerate() {
-        let Some(SavedKind::Variable(v)) = &node.kind else { continue };
+        let Some(SavedKind::Variable(v)) = &node.kind else {
+            continue;
+        };
         let Some(path) = &sp[i] else { continue };
         let Some(key) = by_path.get(path).and_then(|&t| value_key(tog, t)) else {
             continue;
         };
         let name = v.name.strip_suffix(":0").unwrap_or(&v.name);
-        let name = if name.is_empty() { path.join("/") } else { name.to_string() };
+        let name = if name.is_empty() {
+            path.join("/")
+        } else {
+            name.to_string()
+        };
         out.push((name, key));
     }
     uniquify(out)
@@ -133,6 +160,9 @@ mod tests {
     fn collisions_get_suffixes() {
         let v = |a: &str, b: &str| (a.to_string(), b.to_string());
         let got = uniquify(vec![v("k", "a"), v("k", "b"), v("k_1", "c"), v("k", "d")]);
-        assert_eq!(got, vec![v("k", "a"), v("k_2", "b"), v("k_1", "c"), v("k_3", "d")]);
+        assert_eq!(
+            got,
+            vec![v("k", "a"), v("k_2", "b"), v("k_1", "c"), v("k_3", "d")]
+        );
     }
 }
