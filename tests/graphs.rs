@@ -665,3 +665,114 @@ fn names_view_follows_the_object_graph() {
     }
     assert!(n >= 10, "{n} names checked");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Real mounts
+// ---------------------------------------------------------------------------------------------
+
+/// Through the kernel: links resolve, files read whole with `std::fs`, `--tags` picks the
+/// default meta graph, and TensorFlow's own text_format parses every file back (when a Python
+/// with TensorFlow is at hand; CI has none).
+#[test]
+fn mounted_graphs_through_the_kernel() {
+    let src = graphs_dir().join("tf1_two_tags");
+    let exp = load("expected/tf1_two_tags.json");
+    let mut m = common::Mount::start(&src, &[]);
+    let root = m.path();
+    // The default meta graph is the one tagged exactly "serve".
+    let serve = std::fs::read_link(root.join("graph")).expect("graph link");
+    assert_eq!(serve, Path::new("meta_graphs/serve/graph"));
+    let mg = MetaGraphDef::decode(
+        common::b64(exp["meta_graphs"][0]["meta_graph"].as_str().unwrap()).as_slice(),
+    )
+    .unwrap();
+    let nodes = &mg.graph_def.as_ref().unwrap().node;
+    let mut files = 0;
+    for n in nodes {
+        let rel = String::from_utf8(common::name_path(n.name.as_bytes())).unwrap();
+        // Through the link, as a user would.
+        let text =
+            std::fs::read(root.join("graph").join(format!("{rel}.pbtxt"))).expect("node file");
+        let got: NodeDef = parse("tensorflow.NodeDef", &text);
+        same(&got, n, &n.name);
+        files += 1;
+    }
+    // `ls -l` sizes are exact: every file's size equals what a read returns.
+    for rel in common::walk_files(&root.join("meta_graphs")) {
+        let p = root.join("meta_graphs").join(rel);
+        let size = std::fs::metadata(&p).unwrap().len();
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(bytes.len() as u64, size, "{}", p.display());
+    }
+    let sm = std::fs::read(root.join("saved_model.pbtxt")).unwrap();
+    let got: SavedModel = parse("tensorflow.SavedModel", &sm);
+    same(
+        &got,
+        &SavedModel::decode(common::b64(exp["saved_model"].as_str().unwrap()).as_slice()).unwrap(),
+        "saved_model.pbtxt",
+    );
+    assert!(
+        std::fs::write(root.join("graph/x.pbtxt"), b"x").is_err(),
+        "read-only"
+    );
+    let tf = Path::new("/work/tfvenv/bin/python");
+    if tf.exists() && std::env::var_os("TFMOUNT_NO_TF").is_none() {
+        let out = std::process::Command::new(tf)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check_pbtxt.py"))
+            .arg(&root)
+            .arg(graphs_dir().join("expected/tf1_two_tags.json"))
+            .output()
+            .expect("check_pbtxt.py");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "TensorFlow's text_format disagrees:\n{text}"
+        );
+        eprintln!("check_pbtxt.py: {}", text.lines().last().unwrap_or(""));
+    }
+    assert_eq!(m.unmount(), Some(0));
+    assert!(files > 50);
+
+    // --tags picks another meta graph; a tag set no meta graph has is a mount-time error.
+    let mut m = common::Mount::start(&src, &["--tags", "gpu,train"]);
+    assert_eq!(
+        std::fs::read_link(m.path().join("graph")).unwrap(),
+        Path::new("meta_graphs/train,gpu/graph")
+    );
+    assert_eq!(m.unmount(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["--tags", "nope"])
+        .arg(&src)
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(
+        st.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(String::from_utf8_lossy(&st.stderr).contains("no meta graph has the tag set"));
+}
+
+/// `names/` symlinks resolve through the kernel to the same bytes as `variables/`.
+#[test]
+fn mounted_names_resolve_to_variables() {
+    let exp = load("expected/tf2_module.json");
+    let mut m = common::Mount::start(&graphs_dir().join("tf2_module"), &[]);
+    let root = m.path();
+    for (name, key) in exp["variable_names"].as_object().unwrap() {
+        let key = key.as_str().unwrap();
+        for suffix in [".bin", ".shape", ".dtype"] {
+            let via = std::fs::read(root.join("names").join(format!("{name}{suffix}"))).unwrap();
+            let direct = root.join("variables").join(format!(
+                "{}{suffix}",
+                String::from_utf8(common::name_path(key.as_bytes())).unwrap()
+            ));
+            assert_eq!(via, std::fs::read(direct).unwrap(), "{name}{suffix}");
+        }
+    }
+    assert_eq!(m.unmount(), Some(0));
+}
