@@ -10,7 +10,7 @@ use crate::error::{FsError, FsResult, SourceError};
 use crate::format::npy;
 use crate::format::table::Pos;
 use crate::source::checkpoint::{Checkpoint, FileMeta, Tensor};
-use crate::source::mapped::ReadBuf;
+use crate::source::file::ReadBuf;
 use crate::source::Probed;
 use crate::tree::{self, FileKind, Node, Unescaped};
 
@@ -820,8 +820,18 @@ impl Fs {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
             Node::Fixed(i) => match self.fixed(i)? {
                 Fixed::PassFile { path, .. } => {
-                    use std::os::unix::fs::FileExt;
-                    let f = std::fs::File::open(path)?;
+                    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+                    // Never blocks on a FIFO swapped in for the file.
+                    let f = std::fs::File::options()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(path)?;
+                    if !f.metadata()?.is_file() {
+                        return Err(FsError::Corrupt(format!(
+                            "{}: no longer a regular file",
+                            path.display()
+                        )));
+                    }
                     let mut buf = vec![0u8; size];
                     let mut got = 0;
                     while got < size {

@@ -2,7 +2,7 @@
 //! what it holds. Probed in order; the first that matches wins.
 
 pub mod checkpoint;
-pub mod mapped;
+pub mod file;
 pub mod state;
 
 use std::path::{Path, PathBuf};
