@@ -438,6 +438,20 @@ impl Fs {
         })
     }
 
+    /// Checks that a file can be opened, and returns its attributes. A tensor file whose index
+    /// entry cannot be read, or whose size cannot be known, fails with EIO here: its attributes
+    /// say size 0, and the kernel would answer reads of it with end-of-file, not an error.
+    pub fn open(&self, ino: u64) -> FsResult<Attr> {
+        if let Some(Node::File { view, kind, pos }) = Node::from_ino(ino) {
+            let ck = self.view(view)?;
+            let t = ck.tensor_at(pos)?;
+            if matches!(kind, FileKind::Bin | FileKind::Npy) {
+                ck.served_size(&t)?;
+            }
+        }
+        self.getattr(ino)
+    }
+
     /// The files a tensor shows (`.npy` only for dtypes numpy holds natively).
     fn tensor_files(t: Option<&Tensor>) -> &'static [FileKind] {
         match t {
@@ -476,9 +490,17 @@ impl Fs {
     }
 
     fn dir_prefix(&self, view: u16, depth: u16, pos: Pos) -> FsResult<Vec<u8>> {
-        let t = self.view(view)?.table();
-        let (blk, i) = t.entry(pos).map_err(|_| FsError::NotFound)?;
-        dir_prefix_of(blk.key(i), depth).ok_or(FsError::NotFound)
+        let ck = self.view(view)?;
+        let t = ck.table();
+        if pos.block as usize >= t.num_blocks() {
+            return Err(FsError::NotFound);
+        }
+        // An index block that cannot be read is EIO, not "no such directory".
+        let blk = t.block(pos.block).map_err(|e| Self::index_error(ck, e))?;
+        let key = blk
+            .key_checked(pos.entry as usize)
+            .ok_or(FsError::NotFound)?;
+        dir_prefix_of(key, depth).ok_or(FsError::NotFound)
     }
 
     fn key_at(&self, view: u16, pos: Pos) -> FsResult<Vec<u8>> {

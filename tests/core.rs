@@ -847,7 +847,7 @@ fn data_of(prefix: &Path, shard: u32, n: u32) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Replaces the index file atomically (no mapping of the old file sees the new bytes).
+/// Replaces the index file atomically (a reader of the old file never sees the new bytes).
 fn put_index(prefix: &Path, bytes: &[u8]) {
     let tmp = prefix.with_extension("tmp-index");
     std::fs::write(&tmp, bytes).expect("write");

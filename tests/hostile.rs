@@ -8,6 +8,8 @@
 //! many-block index (TensorFlow's own files, which the core suite sweeps, are uncompressed).
 #![cfg(feature = "writer")]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
@@ -15,6 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::Mount;
 use prost::Message;
 use tfmount::error::FsError;
 use tfmount::format::bundle::{parse_entry, parse_header, MAX_SHARDS};
@@ -701,6 +704,67 @@ fn fifos_in_place_of_files_never_block() {
     mkfifo(&index_path(&prefix));
     let e = open_fs(&prefix).err().expect("a FIFO index accepted");
     assert!(e.contains(&*prefix.to_string_lossy()), "{e}");
+}
+
+/// Through the kernel: a tensor whose entry does not parse, or whose size cannot be known,
+/// shows size 0 in listings, so the kernel would answer reads with end-of-file; opening it
+/// fails with EIO instead (`cat` must fail, not print nothing).
+#[test]
+fn damaged_entries_fail_to_open_through_the_kernel() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("damaged");
+    let data: Vec<u8> = (0..32u8).collect();
+    std::fs::write(data_path(&prefix, 0, 1), &data).expect("data");
+    let strings = BundleEntryProto {
+        dtype: 7,
+        shape: Some(TensorShapeProto {
+            dim: vec![tfmount::proto::tensor_shape_proto::Dim {
+                size: 3,
+                name: String::new(),
+            }],
+            unknown_rank: false,
+        }),
+        offset: 0,
+        size: 32,
+        crc32c: mask_crc(crc32c::crc32c(&data)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut file = Vec::new();
+    let h = append_block(
+        &mut file,
+        &encode_block(&[
+            (Vec::new(), header(1)),
+            (b"bad_proto".to_vec(), vec![0xff, 0xff, 0xff]),
+            (b"bad_strings".to_vec(), strings),
+            (b"good".to_vec(), f32_entry(0, &data[..8])),
+        ]),
+        0,
+    );
+    std::fs::write(
+        index_path(&prefix),
+        finish_table(file, &[(b"z".to_vec(), h)]),
+    )
+    .expect("index");
+    let m = Mount::start(&prefix, &[]);
+    let vars = m.path().join("variables");
+    for name in [
+        "bad_proto.bin",
+        "bad_proto.shape",
+        "bad_proto.dtype",
+        "bad_strings.bin",
+    ] {
+        let e = std::fs::read(vars.join(name)).expect_err(name);
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{name}: {e}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(vars.join("bad_strings.shape")).expect("shape"),
+        "3\n"
+    );
+    assert_eq!(
+        std::fs::read(vars.join("good.bin")).expect("good"),
+        &data[..8]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

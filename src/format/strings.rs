@@ -35,7 +35,7 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
 
     /// The bytes from `pos`: at least `want` of them unless the end comes first.
     fn get(&mut self, pos: u64, want: usize) -> Result<&[u8]> {
-        let need = pos.saturating_add(want as u64).min(self.end);
+        let need = pos.saturating_add(want as u64).min(self.end).max(pos);
         if pos < self.at || need > self.at + self.buf.len() as u64 {
             let n = self.end.saturating_sub(pos).min(CHUNK.max(want) as u64) as usize;
             self.buf.resize(n, 0);

@@ -229,6 +229,11 @@ impl Block {
         &self.keys[start..self.key_ends[i] as usize]
     }
 
+    /// Entry `i`'s key, or `None` if there is no entry `i`.
+    pub fn key_checked(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| self.key(i))
+    }
+
     pub fn value(&self, i: usize) -> &[u8] {
         let (s, l) = self.values[i];
         &self.data[s as usize..(s + l) as usize]

@@ -284,16 +284,15 @@ impl Checkpoint {
         let file = self.shard(shard).map_err(|e| self.corrupt(&t.key, e))?;
         let end = offset + size; // checked by parse_entry
         if end > file.len() {
-            let e = self.corrupt(
-                &t.key,
-                format!(
-                    "{} is shorter than the index says ({end} bytes needed, {} present)",
-                    file.path().display(),
-                    file.len()
-                ),
-            );
-            log::error!("{e}");
-            return Err(e);
+            // Logged once, like a failed CRC check (the file's length is fixed at mount).
+            let len = file.len();
+            return self
+                .check_once(t.pos, &t.key, file.path(), || {
+                    Err(FormatError::BadEntry(format!(
+                        "it runs past the end of its data file ({end} bytes needed, {len} present)"
+                    )))
+                })
+                .map(|()| (file.clone(), offset, end));
         }
         if self.verify {
             self.check_once(t.pos, &t.key, file.path(), || {
