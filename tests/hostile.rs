@@ -706,9 +706,9 @@ fn fifos_in_place_of_files_never_block() {
     assert!(e.contains(&*prefix.to_string_lossy()), "{e}");
 }
 
-/// Through the kernel: a tensor whose entry does not parse, or whose size cannot be known,
-/// shows size 0 in listings, so the kernel would answer reads with end-of-file; opening it
-/// fails with EIO instead (`cat` must fail, not print nothing).
+/// Through the kernel: a tensor whose entry does not parse, whose size cannot be known, or whose
+/// dtype is unknown, shows size 0 in listings, so the kernel would answer reads with
+/// end-of-file; opening it fails with EIO instead (`cat` must fail, not print nothing).
 #[test]
 fn damaged_entries_fail_to_open_through_the_kernel() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -738,6 +738,11 @@ fn damaged_entries_fail_to_open_through_the_kernel() {
             (b"bad_proto".to_vec(), vec![0xff, 0xff, 0xff]),
             (b"bad_strings".to_vec(), strings),
             (b"good".to_vec(), f32_entry(0, &data[..8])),
+            (b"unknown_dtype".to_vec(), {
+                let mut e = BundleEntryProto::decode(&f32_entry(0, &data[..8])[..]).expect("e");
+                e.dtype = 99;
+                e.encode_to_vec()
+            }),
         ]),
         0,
     );
@@ -753,6 +758,7 @@ fn damaged_entries_fail_to_open_through_the_kernel() {
         "bad_proto.shape",
         "bad_proto.dtype",
         "bad_strings.bin",
+        "unknown_dtype.bin",
     ] {
         let e = std::fs::read(vars.join(name)).expect_err(name);
         assert_eq!(e.raw_os_error(), Some(libc::EIO), "{name}: {e}");

@@ -398,7 +398,6 @@ impl Checkpoint {
         match &t.entry.data {
             Data::Contiguous { .. } if d == DT_STRING => Ok(self.string_layout(t)?.0.served_len()),
             Data::Contiguous { size, .. } if d == DT_VARIANT => Ok(*size),
-            Data::Contiguous { .. } => Ok(0),
             Data::Sliced(slices) if d == DT_STRING => {
                 // Each element is served as 8 + len bytes whatever its order, so the total is
                 // the sum over the slices.
@@ -408,7 +407,9 @@ impl Checkpoint {
                 }
                 Ok(total)
             }
-            Data::Sliced(_) => Ok(0),
+            // Nothing can be served (an unknown dtype, a partitioned variant): saying size 0
+            // would let the kernel answer reads with end-of-file instead of EIO.
+            _ => Err(self.corrupt(&t.key, format!("unsupported dtype {}", d.display_name()))),
         }
     }
 
