@@ -10,8 +10,8 @@ use crate::error::{FsError, FsResult, SourceError};
 use crate::format::npy;
 use crate::format::table::Pos;
 use crate::source::checkpoint::{Checkpoint, FileMeta, Tensor};
+use crate::source::file::ReadBuf;
 use crate::source::graph::{GraphFile, GraphKind};
-use crate::source::mapped::ReadBuf;
 use crate::source::{names, Probed};
 use crate::tree::{self, FileKind, Node, Unescaped};
 
@@ -635,6 +635,29 @@ impl Fs {
         })
     }
 
+    /// Checks that a file can be opened, and returns its attributes. A tensor file whose index
+    /// entry cannot be read, or whose size cannot be known, fails with EIO here: its attributes
+    /// say size 0, and the kernel would answer reads of it with end-of-file, not an error.
+    pub fn open(&self, ino: u64) -> FsResult<Attr> {
+        match Node::from_ino(ino) {
+            Some(Node::File { view, kind, pos }) => {
+                let ck = self.view(view)?;
+                let t = ck.tensor_at(pos)?;
+                if matches!(kind, FileKind::Bin | FileKind::Npy) {
+                    ck.served_size(&t)?;
+                }
+            }
+            // Graph files whose message cannot be rendered or whose constant cannot be decoded
+            // show size 0; opening them fails so that reads do not look like empty files.
+            Some(Node::Graph { .. }) => self.graph_check(ino)?,
+            Some(Node::Fixed(i)) if matches!(self.fixed(i)?, Fixed::Text { .. }) => {
+                self.text_size(ino)?;
+            }
+            _ => {}
+        }
+        self.getattr(ino)
+    }
+
     /// The files a tensor shows (`.npy` only for dtypes numpy holds natively).
     fn tensor_files(t: Option<&Tensor>) -> &'static [FileKind] {
         match t {
@@ -680,9 +703,17 @@ impl Fs {
     }
 
     fn dir_prefix(&self, view: u16, depth: u16, pos: Pos) -> FsResult<Vec<u8>> {
-        let t = self.view(view)?.table();
-        let (blk, i) = t.entry(pos).map_err(|_| FsError::NotFound)?;
-        dir_prefix_of(blk.key(i), depth).ok_or(FsError::NotFound)
+        let ck = self.view(view)?;
+        let t = ck.table();
+        if pos.block as usize >= t.num_blocks() {
+            return Err(FsError::NotFound);
+        }
+        // An index block that cannot be read is EIO, not "no such directory".
+        let blk = t.block(pos.block).map_err(|e| Self::index_error(ck, e))?;
+        let key = blk
+            .key_checked(pos.entry as usize)
+            .ok_or(FsError::NotFound)?;
+        dir_prefix_of(key, depth).ok_or(FsError::NotFound)
     }
 
     fn key_at(&self, view: u16, pos: Pos) -> FsResult<Vec<u8>> {
@@ -1039,8 +1070,18 @@ impl Fs {
             Node::Graph { .. } => self.graph_read(ino, offset, size),
             Node::Fixed(i) => match self.fixed(i)? {
                 Fixed::PassFile { path, .. } => {
-                    use std::os::unix::fs::FileExt;
-                    let f = std::fs::File::open(path)?;
+                    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+                    // Never blocks on a FIFO swapped in for the file.
+                    let f = std::fs::File::options()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(path)?;
+                    if !f.metadata()?.is_file() {
+                        return Err(FsError::Corrupt(format!(
+                            "{}: no longer a regular file",
+                            path.display()
+                        )));
+                    }
                     let mut buf = vec![0u8; size];
                     let mut got = 0;
                     while got < size {

@@ -15,7 +15,7 @@ use crate::format::wire;
 use crate::render;
 use crate::source::checkpoint::FileMeta;
 use crate::source::graph::{GraphFile, GraphKind, Space};
-use crate::source::mapped::ReadBuf;
+use crate::source::file::ReadBuf;
 use crate::tree::{self, FileKind, GraphSub, Node, Unescaped};
 
 pub(super) const SP_NODES: u32 = 0;
@@ -352,6 +352,21 @@ impl Fs {
             },
         };
         Ok(Self::file_attr_of(ino, size, &meta))
+    }
+
+    /// Fails (EIO) when a graph file's content cannot be produced.
+    pub(super) fn graph_check(&self, ino: u64) -> FsResult<()> {
+        match Node::from_ino(ino) {
+            Some(Node::Graph {
+                sub: GraphSub::Pbtxt,
+                ..
+            }) => self.graph_text(ino).map(|_| ()),
+            Some(Node::Graph {
+                sub: GraphSub::Tensor(_),
+                ..
+            }) => self.constant(ino).map(|_| ()),
+            _ => Ok(()),
+        }
     }
 
     pub(super) fn file_attr_of(ino: u64, size: u64, meta: &FileMeta) -> Attr {

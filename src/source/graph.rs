@@ -1,5 +1,6 @@
 //! Graphs: a SavedModel's `saved_model.pb`/`.pbtxt`, a `.meta` MetaGraphDef, or a GraphDef file,
-//! held as protobuf bytes (mapped, or encoded from text) and indexed by walking the wire format.
+//! read into memory when the mount starts (text is held as its binary encoding) and indexed by
+//! walking the wire format.
 //! Opening reads only the top level of each meta graph (tags, signature and collection keys); the
 //! nodes and functions of a meta graph are indexed the first time they are listed. The index
 //! keeps offsets, never decoded messages, so a graph near protobuf's 2 GB limit costs a few
@@ -7,12 +8,12 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 
 use super::checkpoint::FileMeta;
-use super::mapped::MappedFile;
+use super::file::SourceFile;
 use crate::error::SourceError;
 use crate::format::wire::{self, Field, LEN};
 use crate::format::{FormatError, Result};
@@ -35,20 +36,6 @@ impl GraphKind {
     }
 }
 
-pub enum Bytes {
-    Mapped(Arc<MappedFile>),
-    Owned(Vec<u8>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => (**m).as_ref(),
-            Bytes::Owned(v) => v,
-        }
-    }
-}
 
 /// A named message in a sorted list: its name and its bytes, as ranges of the graph buffer.
 #[derive(Debug, Clone, Copy)]
@@ -148,7 +135,8 @@ pub struct GraphFile {
     pub path: PathBuf,
     pub meta: FileMeta,
     pub kind: GraphKind,
-    pub data: Bytes,
+    /// The file's bytes (binary protobuf; a text file is held as its binary encoding).
+    pub data: Vec<u8>,
     pub metas: Vec<MetaGraph>,
 }
 
@@ -361,18 +349,23 @@ impl GraphFile {
             path: path.to_path_buf(),
             err,
         };
-        let (map, meta) = MappedFile::open(path).map_err(io)?;
+        // Graph files are read whole when the mount starts: the mount then serves exactly what
+        // it opened, whatever happens to the file later (no mapping to lose: see file.rs).
+        let (f, meta) = SourceFile::open(path).map_err(io)?;
+        let len = usize::try_from(f.len())
+            .map_err(|_| fmt(FormatError::Proto("file too large".into())))?;
+        let raw = f.read_vec(0, len).map_err(fmt)?;
         let text = path.extension().is_some_and(|e| e == "pbtxt");
         let data = if text {
             let desc = descriptor(kind.type_name())
                 .ok_or_else(|| fmt(FormatError::Proto("descriptor missing".into())))?;
-            let s = std::str::from_utf8((*map).as_ref())
+            let s = std::str::from_utf8(&raw)
                 .map_err(|_| fmt(FormatError::Text("not UTF-8 text".into())))?;
             let msg = DynamicMessage::parse_text_format(desc, s)
                 .map_err(|e| fmt(FormatError::Text(e.to_string())))?;
-            Bytes::Owned(prost::Message::encode_to_vec(&msg))
+            prost::Message::encode_to_vec(&msg)
         } else {
-            Bytes::Mapped(map)
+            raw
         };
         let metas = match kind {
             GraphKind::SavedModel => {

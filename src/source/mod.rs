@@ -2,8 +2,8 @@
 //! what it holds. Probed in order; the first that matches wins.
 
 pub mod checkpoint;
+pub mod file;
 pub mod graph;
-pub mod mapped;
 pub mod names;
 pub mod state;
 
