@@ -1,7 +1,8 @@
 //! Writes a synthetic SavedModel graph for benchmarks and scale tests:
-//! `mkgraph DIR --nodes N [--functions F]` writes `DIR/saved_model.pb` with one meta graph
-//! tagged `serve` holding N graph nodes named `block_<i/1000>/layer_<i/10 % 100>/op_<i % 10>`
-//! (every tenth a small float Const), and F functions of 10 nodes each. No variables.
+//! `mkgraph DIR --nodes N [--functions F] [--flat 1]` writes `DIR/saved_model.pb` with one meta
+//! graph tagged `serve` holding N graph nodes named `block_<i/1000>/layer_<i/10 % 100>/op_<i % 10>`
+//! (with `--flat 1`: `node_<i>`, all in one directory; every tenth node is a small float Const),
+//! and F functions of 10 nodes each. No variables.
 
 use prost::Message;
 use tfmount::proto::{
@@ -49,23 +50,29 @@ fn node(name: String, op: &str, i: usize) -> NodeDef {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: mkgraph DIR --nodes N [--functions F]";
+    let usage = "usage: mkgraph DIR --nodes N [--functions F] [--flat 1]";
     let dir = args.first().ok_or(usage)?;
     let mut nodes = 1000usize;
     let mut functions = 0usize;
+    let mut flat = false;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         let v: usize = it.next().ok_or(usage)?.parse()?;
         match a.as_str() {
             "--nodes" => nodes = v,
             "--functions" => functions = v,
+            "--flat" => flat = v != 0,
             _ => return Err(usage.into()),
         }
     }
     let graph = GraphDef {
         node: (0..nodes)
             .map(|i| {
-                let name = format!("block_{}/layer_{}/op_{}", i / 1000, i / 10 % 100, i % 10);
+                let name = if flat {
+                    format!("node_{i:06}")
+                } else {
+                    format!("block_{}/layer_{}/op_{}", i / 1000, i / 10 % 100, i % 10)
+                };
                 node(name, if i % 10 == 0 { "Const" } else { "Identity" }, i)
             })
             .collect(),

@@ -13,6 +13,8 @@
 #      when a Python with TensorFlow is found ($TF_PYTHON, else /work/tfvenv/bin/python), and
 #      over an ordinary directory tree of the same files (calibration: FUSE cost vs this machine)
 #   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
+#   6. `ls MNT/graph` of a 100 000-node graph (fresh mount: includes indexing the nodes), then
+#      `cat` of one node's .pbtxt, and `ls` of a plain 100 000-file directory for calibration
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), TF_PYTHON, TFMOUNT_ARGS (extra daemon
@@ -36,6 +38,8 @@ command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install
 echo "== building (release)"
 cargo build --release --quiet || die "cargo build --release failed"
 cargo build --release --quiet --features writer --example mkckpt || die "building mkckpt failed"
+cargo build --release --quiet --example mkgraph || die "building mkgraph failed"
+MKGRAPH=$REPO/target/release/examples/mkgraph
 TFMOUNT=$REPO/target/release/tfmount
 MKCKPT=$REPO/target/release/examples/mkckpt
 [ -x "$TFMOUNT" ] || die "$TFMOUNT missing"
@@ -317,6 +321,44 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+# 6: a 100 000-node graph directory
+# ---------------------------------------------------------------------------------------------
+echo "== 6: ls of a 100k-node graph directory, then cat of one node (fresh mount per run)"
+"$MKGRAPH" "$WORK/g100k" --nodes 100000 --flat 1 >/dev/null || die "mkgraph failed"
+new_mountpoint
+gmnt=$MP
+gls=()
+gcat=()
+for r in $(seq "$REPS"); do
+    mount_bg "$WORK/g100k" "$gmnt" || break
+    t0=$(now)
+    n=$(ls "$gmnt/graph" | wc -l)
+    t1=$(now)
+    cat "$gmnt/graph/node_054321.pbtxt" >/dev/null || echo "bench: cat of a node failed" >&2
+    t2=$(now)
+    gls+=("$(sub "$t0" "$t1")")
+    gcat+=("$(sub "$t1" "$t2")")
+    [ "$n" = 100000 ] || echo "bench: ls listed $n nodes, expected 100000" >&2
+    [ "$r" = "$REPS" ] && note_rss "100k-node graph after ls + cat" "$gmnt"
+    unmount "$gmnt"
+done
+T_GLS=nan
+T_GCAT=nan
+[ ${#gls[@]} -gt 0 ] && T_GLS=$(median "${gls[@]}") && T_GCAT=$(median "${gcat[@]}")
+# Calibration: ls of a plain directory of 100 000 files on this machine.
+mkdir -p "$WORK/plain_g"
+(cd "$WORK/plain_g" && seq -f 'node_%06g.pbtxt' 0 99999 | xargs touch)
+pls=()
+for r in $(seq "$REPS"); do
+    t0=$(now)
+    ls "$WORK/plain_g" | wc -l >/dev/null
+    pls+=("$(sub "$t0" "$(now)")")
+done
+T_PLS=$(median "${pls[@]}")
+printf '   ls via mount: %s (first listing builds the node index)   cat one node: %s   ls of a plain 100k-file dir: %s\n' \
+    "$(ms "$T_GLS")" "$(ms "$T_GCAT")" "$(ms "$T_PLS")"
+
+# ---------------------------------------------------------------------------------------------
 # 5 + summary
 # ---------------------------------------------------------------------------------------------
 echo "== 5: RssAnon (summed over each mount's tfmount processes)"
@@ -339,4 +381,6 @@ fi
 if [ "$T_TF" != nan ]; then
     row "4. tf.train.list_variables, 100k" "$(ms "$T_TF") (tf/mount $(div "$T_TF" "$T_WALK"))" "-" "info"
 fi
+row "6a. ls graph/, 100k-node graph" "$(ms "$T_GLS") (plain dir $(ms "$T_PLS"))" "-" "info"
+row "6b. then cat one node .pbtxt" "$(ms "$T_GCAT")" "-" "info"
 row "5. daemon RssAnon (largest, after 1-4)" "$RSS_MIB MiB" "<= 64 MiB" "$(cmp_ok "$RSS_MIB" '<=' 64)"

@@ -14,8 +14,8 @@ use crate::format::tensor_proto::ConstTensor;
 use crate::format::wire;
 use crate::render;
 use crate::source::checkpoint::FileMeta;
-use crate::source::graph::{GraphFile, GraphKind, Space};
 use crate::source::file::ReadBuf;
+use crate::source::graph::{GraphFile, GraphKind, Space};
 use crate::tree::{self, FileKind, GraphSub, Node, Unescaped};
 
 pub(super) const SP_NODES: u32 = 0;

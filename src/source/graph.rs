@@ -36,7 +36,6 @@ impl GraphKind {
     }
 }
 
-
 /// A named message in a sorted list: its name and its bytes, as ranges of the graph buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Item {
