@@ -68,8 +68,9 @@ def _shorten(e, raw):
     return e[:p] + b"%#" + b"%016x" % fnv1a64(raw)
 
 
-def escape_component(comp, is_dir):
-    """Escapes one key component into one path component."""
+def escape_component(comp, is_dir, dir_suffixes=None):
+    """Escapes one key component into one path component (`dir_suffixes`: the directory
+    suffixes rule 3 reserves, default the mount's)."""
     e = comp.replace(b"%", b"%25").replace(b"\x00", b"%00").replace(b"/", b"%2F")
     if e == b"":
         e = b"%"
@@ -77,7 +78,9 @@ def escape_component(comp, is_dir):
         e = b"%2E"
     elif e == b"..":
         e = b"%2E%2E"
-    if is_dir and e.endswith(_DIR_SUFFIXES):
+    sfx = _DIR_SUFFIXES if dir_suffixes is None else tuple(
+        x.encode() if isinstance(x, str) else x for x in dir_suffixes)
+    if is_dir and sfx and e.endswith(sfx):
         i = e.rindex(b".")
         e = e[:i] + b"%2E" + e[i + 1:]
     return _shorten(e, comp)
