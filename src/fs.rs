@@ -177,6 +177,27 @@ fn hidden(key: &[u8]) -> bool {
     key.is_empty() || key[0] == 0
 }
 
+/// Bytes `[offset, offset+size)` of `header ‖ body` (an `.npy` file), where `body(off, len)`
+/// reads the body.
+fn with_header(
+    header: &[u8],
+    offset: u64,
+    size: usize,
+    body: impl Fn(u64, usize) -> FsResult<ReadBuf>,
+) -> FsResult<ReadBuf> {
+    let hl = header.len() as u64;
+    if offset >= hl {
+        return body(offset - hl, size);
+    }
+    let mut out = header[offset as usize..].to_vec();
+    out.truncate(size);
+    let rest = size - out.len();
+    if rest > 0 {
+        out.extend_from_slice(&body(0, rest)?);
+    }
+    Ok(ReadBuf::Owned(out))
+}
+
 const COOKIE_BASE: u64 = 3;
 const SUB_DIR: u64 = 7;
 
@@ -1113,18 +1134,7 @@ impl Fs {
                     FileKind::Bin => ck.read(&t, offset, size),
                     FileKind::Npy => {
                         let h = Self::npy_header(&t).ok_or(FsError::NotFound)?;
-                        let hl = h.len() as u64;
-                        if offset >= hl {
-                            ck.read(&t, offset - hl, size)
-                        } else {
-                            let mut out = h[offset as usize..].to_vec();
-                            out.truncate(size);
-                            let rest = size - out.len();
-                            if rest > 0 {
-                                out.extend_from_slice(&ck.read(&t, 0, rest)?);
-                            }
-                            Ok(ReadBuf::Owned(out))
-                        }
+                        with_header(&h, offset, size, |o, n| ck.read(&t, o, n))
                     }
                 };
                 r.inspect_err(|e| log::debug!("read {}: {e}", String::from_utf8_lossy(&t.key)))

@@ -482,16 +482,9 @@ impl Fs {
                             .npy_descr()
                             .and_then(|d| npy::header(d, &t.shape))
                             .ok_or(FsError::NotFound)?;
-                        let hl = h.len() as u64;
-                        if offset >= hl {
-                            ReadBuf::Owned(t.read(buf, offset - hl, size))
-                        } else {
-                            let mut out = h[offset as usize..].to_vec();
-                            out.truncate(size);
-                            let rest = size - out.len();
-                            out.extend(t.read(buf, 0, rest));
-                            ReadBuf::Owned(out)
-                        }
+                        super::with_header(&h, offset, size, |o, n| {
+                            Ok(ReadBuf::Owned(t.read(buf, o, n)))
+                        })?
                     }
                 })
             }
