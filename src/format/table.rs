@@ -15,6 +15,16 @@ const TRAILER_LEN: usize = 5;
 /// Decompressed blocks larger than this are refused (decompression bombs). TF writes 256 KiB
 /// blocks; a single huge entry can make one larger, but never anywhere near this.
 pub const MAX_BLOCK_LEN: usize = 256 << 20;
+/// Snappy never expands its input more than this many times (its densest element, a 3-byte copy,
+/// yields 64 bytes), so a block whose header claims more is refused before anything is allocated.
+const MAX_SNAPPY_EXPANSION: usize = 22;
+/// A block's keys, rebuilt from their shared prefixes, may take at most this many times the
+/// block's bytes (plus [`KEY_ALLOWANCE`]). Prefix compression lets each few-byte entry repeat the
+/// whole previous key, so without a bound a block of n bytes could expand to ~n²/50 bytes of
+/// keys. Real keys (tensor names) stay far below: even 500-byte names sharing all but a few
+/// bytes with their neighbours expand about 20 times.
+const MAX_KEY_EXPANSION: usize = 64;
+const KEY_ALLOWANCE: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHandle {
@@ -90,6 +100,12 @@ pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
                     "decompressed length {len} exceeds the {MAX_BLOCK_LEN}-byte limit"
                 )));
             }
+            if len > stored.len().saturating_mul(MAX_SNAPPY_EXPANSION) {
+                return Err(FormatError::Snappy(format!(
+                    "decompressed length {len} is more than {} compressed bytes can hold",
+                    stored.len()
+                )));
+            }
             snap::raw::Decoder::new()
                 .decompress_vec(stored)
                 .map_err(|e| FormatError::Snappy(e.to_string()))
@@ -122,6 +138,9 @@ impl Block {
             .filter(|&t| t <= len)
             .ok_or(FormatError::BadBlock("restart array larger than the block"))?;
         let entries_end = len - trailer;
+        let key_budget = len
+            .saturating_mul(MAX_KEY_EXPANSION)
+            .saturating_add(KEY_ALLOWANCE);
         let mut keys: Vec<u8> = Vec::new();
         let mut key_ends: Vec<u32> = Vec::new();
         let mut values = Vec::new();
@@ -150,6 +169,11 @@ impl Block {
             if shared > prev_len {
                 return Err(FormatError::BadBlock(
                     "shared prefix longer than the previous key",
+                ));
+            }
+            if keys.len() + shared + non_shared > key_budget {
+                return Err(FormatError::BadBlock(
+                    "keys expand to more than 64 times the block",
                 ));
             }
             let start = keys.len();
