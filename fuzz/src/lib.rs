@@ -28,6 +28,7 @@ use tfmount::format::{mask_crc, varint};
 use tfmount::fs::{DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
 use tfmount::source::checkpoint::{data_file_name, index_file_name};
 use tfmount::source::{state, Probed};
+use tfmount::tree::{self, FileKind};
 
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
@@ -582,6 +583,7 @@ pub fn checkpoint(data: &[u8]) {
     let opts = Options {
         verify_crc: flags & 2 != 0,
         cache_bytes: if flags & 4 != 0 { 0 } else { 1 << 20 },
+        ..Options::default()
     };
     let read_size = [4096, 1, 7, 64, 100, 512, 8191, 1 << 16][((flags >> 3) & 7) as usize];
     if let Ok(fs) = Fs::new(&Probed::Prefix(prefix), &opts) {
@@ -636,9 +638,9 @@ pub fn scratch_dir() -> tempfile::TempDir {
 }
 
 /// Most nodes and bytes one input is walked through (bounds the time of one run).
-const MAX_NODES: usize = 2_000;
+const MAX_NODES: usize = 1_000;
 const MAX_FILE_BYTES: u64 = 256 << 10;
-const MAX_READS_PER_FILE: u64 = 2_048;
+const MAX_READS_PER_FILE: u64 = 256;
 
 fn walk_fs(fs: &Fs, read_size: usize) {
     let mut stack = vec![(ROOT, ROOT)];
@@ -662,6 +664,11 @@ fn walk_fs(fs: &Fs, read_size: usize) {
         });
         if listed.is_ok() && entries.len() < MAX_NODES {
             check_resume(fs, dir, &entries);
+        }
+        let mut names = HashSet::new();
+        for e in &entries {
+            let fresh = names.insert(&e.name[..]);
+            assert!(fresh, "{:?} listed twice", String::from_utf8_lossy(&e.name));
         }
         let mut files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for e in entries {
@@ -689,7 +696,9 @@ fn walk_fs(fs: &Fs, read_size: usize) {
                 String::from_utf8_lossy(&e.name)
             );
             let _ = fs.listxattr(a.ino);
-            let _ = fs.getxattr(a.ino, KEY_XATTR.as_bytes());
+            if let Ok(key) = fs.getxattr(a.ino, KEY_XATTR.as_bytes()) {
+                check_name(&e.name, &key, a.kind);
+            }
             let _ = fs.getxattr(a.ino, b"user.other");
             match a.kind {
                 Kind::Dir => stack.push((a.ino, dir)),
@@ -718,6 +727,25 @@ fn walk_fs(fs: &Fs, read_size: usize) {
             }
         }
     }
+}
+
+/// A name under `variables/` is the escaped last component of the key (or key prefix) its
+/// `user.tfmount.key` holds, plus a file suffix for files.
+fn check_name(name: &[u8], key: &[u8], kind: Kind) {
+    let (stem, raw, is_dir) = match kind {
+        Kind::Dir => (name, key.strip_suffix(b"/").unwrap_or(key), true),
+        _ => match FileKind::split(name) {
+            Some((stem, _)) => (stem, key, false),
+            None => return,
+        },
+    };
+    let last = raw.rsplit(|&b| b == b'/').next().unwrap_or(raw);
+    assert_eq!(
+        String::from_utf8_lossy(stem),
+        String::from_utf8_lossy(&tree::escape(last, is_dir)),
+        "name of key {:?}",
+        String::from_utf8_lossy(key)
+    );
 }
 
 /// Listing again from each entry's cookie gives exactly the entries after it.
@@ -755,6 +783,10 @@ fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> 
             break;
         }
         out.extend_from_slice(&piece);
+        assert!(
+            out.len() as u64 <= size,
+            "reads return more than the getattr size {size}"
+        );
         if out.len() as u64 > MAX_FILE_BYTES {
             return None;
         }
