@@ -10,6 +10,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/tensorflow/versions.proto",
         "proto/tensorflow/tensor_bundle.proto",
         "proto/tensorflow/checkpoint_state.proto",
+        "proto/tensorflow/graph_debug_info.proto",
+        "proto/tensorflow/graph.proto",
+        "proto/tensorflow/struct.proto",
+        "proto/tensorflow/saved_object_graph.proto",
+        "proto/tensorflow/meta_graph.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");
@@ -20,6 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("file_descriptor_set.bin"),
         prost::Message::encode_to_vec(&fds),
     )?;
-    prost_build::Config::new().compile_fds(fds)?;
+    // BTreeMap for map fields: deterministic encoding (tests compare re-encoded messages).
+    prost_build::Config::new()
+        .btree_map(["."])
+        .compile_fds(fds)?;
     Ok(())
 }

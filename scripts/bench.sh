@@ -157,7 +157,7 @@ BIG_BYTES=$(stat -c %s "$BIG_DATA")
 # 1 + 2: sequential reads
 # ---------------------------------------------------------------------------------------------
 echo "== 1/2: sequential read of big/tensor ($BIG_BYTES bytes), bs=1M"
-cat "$BIG_DATA" >/dev/null # warm the page cache for the baseline and for the daemon's mmap
+cat "$BIG_DATA" >/dev/null # warm the page cache for the baseline and for the daemon's reads
 base=()
 for r in $(seq "$REPS"); do
     t0=$(now)

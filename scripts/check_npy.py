@@ -46,7 +46,7 @@ NUMPY_NATIVE = {
 }
 
 MAX_COMPONENT = 200
-_DIR_SUFFIXES = (b".bin", b".shape", b".dtype", b".npy")
+_DIR_SUFFIXES = (b".bin", b".shape", b".dtype", b".npy", b".pbtxt")
 
 
 def fnv1a64(b):
@@ -70,7 +70,7 @@ def _shorten(e, raw):
 
 def escape_component(comp, is_dir):
     """Escapes one key component into one path component."""
-    e = comp.replace(b"%", b"%25").replace(b"\x00", b"%00")
+    e = comp.replace(b"%", b"%25").replace(b"\x00", b"%00").replace(b"/", b"%2F")
     if e == b"":
         e = b"%"
     elif e == b".":

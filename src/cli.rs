@@ -11,10 +11,12 @@ use clap::Parser;
     about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory of tensor files",
     long_about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory.\n\n\
 Every tensor KEY becomes MOUNT/variables/KEY.bin (raw row-major little-endian bytes),\n\
-KEY.shape, KEY.dtype and, for dtypes numpy holds natively, KEY.npy.\n\n\
+KEY.shape, KEY.dtype and, for dtypes numpy holds natively, KEY.npy. Graphs appear under\n\
+MOUNT/meta_graphs/TAGS/ (graph/NODE.pbtxt, functions/, signatures/, constants/), with\n\
+MOUNT/graph, MOUNT/functions, ... linking to the default meta graph.\n\n\
 SOURCE is a SavedModel directory, a checkpoint directory (with a `checkpoint` state file\n\
 or *.index files), or a checkpoint prefix such as dir/model.ckpt-1000 (a path to its\n\
-.index or .data-* file works too).",
+.index or .data-* file works too), or a graph file: a frozen GraphDef (.pb, .pbtxt) or a .meta.",
     after_help = "EXAMPLES:\n  \
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
@@ -23,7 +25,8 @@ EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   2 usage 
 3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable"
 )]
 pub struct Args {
-    /// SavedModel directory, checkpoint directory, or checkpoint prefix.
+    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file
+    /// (frozen GraphDef .pb/.pbtxt, or a Saver's .meta).
     pub source: PathBuf,
 
     /// An existing empty directory to mount on.
@@ -52,6 +55,12 @@ pub struct Args {
     /// Number of threads serving requests (same as -o threads=).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// The meta graph the top-level graph/, functions/, signatures/ ... links point to, as its
+    /// comma-separated tag set, e.g. --tags serve,gpu (default: the only meta graph, else the
+    /// one tagged exactly "serve").
+    #[arg(long, value_name = "TAGS")]
+    pub tags: Option<String>,
 
     /// In the background, append log lines to this file (default: discarded).
     #[arg(long, value_name = "PATH")]

@@ -10,9 +10,13 @@ use crate::error::{FsError, FsResult, SourceError};
 use crate::format::npy;
 use crate::format::table::Pos;
 use crate::source::checkpoint::{Checkpoint, FileMeta, Tensor};
-use crate::source::mapped::ReadBuf;
-use crate::source::Probed;
+use crate::source::file::ReadBuf;
+use crate::source::graph::{GraphFile, GraphKind};
+use crate::source::{names, Probed};
 use crate::tree::{self, FileKind, Node, Unescaped};
+
+mod graph;
+use graph::{GraphMount, TextId};
 
 pub const ROOT: u64 = 1;
 pub const KEY_XATTR: &str = "user.tfmount.key";
@@ -25,6 +29,11 @@ pub struct Options {
     pub verify_crc: bool,
     /// Bytes of decoded index blocks to keep.
     pub cache_bytes: usize,
+    /// Bytes of rendered text (`.pbtxt` files) to keep.
+    pub text_cache_bytes: usize,
+    /// The meta graph the top-level `graph`, `functions`, ... links point into, as a
+    /// comma-separated tag set (else the only one, else the one tagged exactly `serve`).
+    pub tags: Option<String>,
 }
 
 impl Default for Options {
@@ -32,6 +41,8 @@ impl Default for Options {
         Options {
             verify_crc: true,
             cache_bytes: 32 << 20,
+            text_cache_bytes: 16 << 20,
+            tags: None,
         }
     }
 }
@@ -84,6 +95,20 @@ enum Fixed {
         size: u64,
         meta: FileMeta,
     },
+    /// A text file rendered on demand (protobuf text of a meta graph's parts, signatures.txt,
+    /// the whole SavedModel). `whole` holds the piece table of a piecewise-rendered file.
+    Text {
+        parent: u64,
+        text: TextId,
+        meta: FileMeta,
+        whole: std::sync::OnceLock<Result<Pieces, String>>,
+    },
+}
+
+/// A file rendered piece by piece: the pieces and the end offset of each.
+pub(crate) struct Pieces {
+    list: Vec<crate::render::Piece>,
+    ends: Vec<u64>,
 }
 
 impl Fixed {
@@ -92,7 +117,8 @@ impl Fixed {
             Fixed::Dir { parent, .. }
             | Fixed::ViewRoot { parent, .. }
             | Fixed::Symlink { parent, .. }
-            | Fixed::PassFile { parent, .. } => *parent,
+            | Fixed::PassFile { parent, .. }
+            | Fixed::Text { parent, .. } => *parent,
         }
     }
 }
@@ -101,6 +127,10 @@ pub struct Fs {
     fixed: Vec<Fixed>,
     views: Vec<Arc<Checkpoint>>,
     cache: Arc<BlockCache>,
+    graphs: Vec<GraphMount>,
+    /// Graph files rendered whole (`saved_model.pbtxt`), by `TextId::Whole` index.
+    graph_files: Vec<Arc<crate::source::graph::GraphFile>>,
+    texts: crate::render::TextCache,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -157,7 +187,11 @@ impl Fs {
             fixed: Vec::new(),
             views: Vec::new(),
             cache,
+            graphs: Vec::new(),
+            graph_files: Vec::new(),
+            texts: crate::render::TextCache::new(opts.text_cache_bytes),
         };
+        let tags = opts.tags.as_deref();
         let open = |prefix: &Path, cache: &Arc<BlockCache>| {
             Checkpoint::open(prefix, cache.clone(), opts.verify_crc).map(Arc::new)
         };
@@ -169,7 +203,18 @@ impl Fs {
                     children: Vec::new(),
                     meta: ck.meta,
                 });
-                fs.add_view(root, ck);
+                fs.add_view(root, ck.clone());
+                fs.add_checkpoint_names(root, &ck);
+                fs.add_meta_file(root, prefix, tags)?;
+            }
+            Probed::Graph { path, kind } => {
+                let g = GraphFile::open(path, *kind)?;
+                let root = fs.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta: g.meta,
+                });
+                fs.add_graph(root, g, tags)?;
             }
             Probed::CheckpointDir {
                 dir,
@@ -196,7 +241,9 @@ impl Fs {
                         meta: ck.meta,
                     });
                     fs.link(root, name.as_bytes(), d);
-                    fs.add_view(d, ck);
+                    fs.add_view(d, ck.clone());
+                    fs.add_checkpoint_names(d, &ck);
+                    fs.add_meta_file(d, prefix, tags)?;
                 }
                 if let Some(latest) = latest {
                     let l = fs.add(Fixed::Symlink {
@@ -214,10 +261,18 @@ impl Fs {
                     children: Vec::new(),
                     meta,
                 });
+                let pb = dir.join("saved_model.pb");
+                let graph = if pb.is_file() {
+                    pb
+                } else {
+                    dir.join("saved_model.pbtxt")
+                };
+                let g = GraphFile::open(&graph, GraphKind::SavedModel)?;
                 match variables {
                     Some(prefix) => {
                         let ck = open(prefix, &fs.cache)?;
-                        fs.add_view(root, ck);
+                        fs.add_view(root, ck.clone());
+                        fs.add_saved_model_names(root, &ck, &g);
                     }
                     None => {
                         let v = fs.add(Fixed::Dir {
@@ -228,6 +283,7 @@ impl Fs {
                         fs.link(root, b"variables", v);
                     }
                 }
+                fs.add_graph(root, g, tags)?;
                 let mut budget = MAX_PASSTHROUGH;
                 for name in ["assets", "assets.extra"] {
                     let p = dir.join(name);
@@ -239,6 +295,128 @@ impl Fs {
             }
         }
         Ok(fs)
+    }
+
+    /// The object graph a TF2 checkpoint stores as a string tensor.
+    fn object_graph(ck: &Checkpoint) -> Option<crate::proto::TrackableObjectGraph> {
+        use prost::Message;
+        let t = ck.lookup(names::OBJECT_GRAPH_KEY).ok()??;
+        let size = ck.served_size(&t).ok()?;
+        let bytes = ck.read(&t, 0, usize::try_from(size).ok()?).ok()?;
+        // One string element: an 8-byte length, then the serialized proto.
+        let proto = bytes.get(8..)?;
+        crate::proto::TrackableObjectGraph::decode(proto)
+            .inspect_err(|e| log::warn!("{}: object graph: {e}", ck.prefix.display()))
+            .ok()
+    }
+
+    fn add_checkpoint_names(&mut self, parent: u64, ck: &Arc<Checkpoint>) {
+        if let Some(tog) = Self::object_graph(ck) {
+            self.add_names(parent, ck, names::checkpoint_names(&tog));
+        }
+    }
+
+    fn add_saved_model_names(&mut self, parent: u64, ck: &Arc<Checkpoint>, g: &GraphFile) {
+        use prost::Message;
+        let Some(tog) = Self::object_graph(ck) else {
+            return;
+        };
+        let buf = g.bytes();
+        for m in &g.metas {
+            if m.object_graph_def.is_empty() {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            for f in &m.object_graph_def {
+                bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
+            }
+            match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
+                Ok(sog) => {
+                    self.add_names(parent, ck, names::saved_model_names(&sog, &tog));
+                    return;
+                }
+                Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
+            }
+        }
+    }
+
+    /// `names/`: symlinks from the names users know to the tensor files in `variables/`.
+    fn add_names(&mut self, parent: u64, ck: &Checkpoint, pairs: Vec<(String, String)>) {
+        if pairs.is_empty() {
+            return;
+        }
+        let meta = ck.meta;
+        let root = self.add(Fixed::Dir {
+            parent,
+            children: Vec::new(),
+            meta,
+        });
+        self.link(parent, b"names", root);
+        let mut dirs: std::collections::HashMap<(u64, Vec<u8>), u64> = Default::default();
+        let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
+            let comps: Vec<&[u8]> = s.split(|&b| b == SEP).collect();
+            let last = comps.len() - 1;
+            comps
+                .iter()
+                .enumerate()
+                .map(|(i, c)| tree::escape(c, i < last))
+                .collect()
+        };
+        for (name, key) in pairs {
+            let Ok(Some(t)) = ck.lookup(key.as_bytes()) else {
+                continue;
+            };
+            let comps = escaped_path(name.as_bytes());
+            let mut dir = root;
+            for c in &comps[..comps.len() - 1] {
+                dir = match dirs.get(&(dir, c.clone())) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.add(Fixed::Dir {
+                            parent: dir,
+                            children: Vec::new(),
+                            meta,
+                        });
+                        self.link(dir, c, d);
+                        dirs.insert((dir, c.clone()), d);
+                        d
+                    }
+                };
+            }
+            let mut target = b"../".repeat(comps.len());
+            target.extend_from_slice(b"variables/");
+            target.extend_from_slice(&escaped_path(key.as_bytes()).join(&b'/'));
+            let leaf = &comps[comps.len() - 1];
+            for kind in Self::tensor_files(Some(&t)) {
+                let mut n = leaf.clone();
+                n.extend_from_slice(kind.suffix().as_bytes());
+                let mut tg = target.clone();
+                tg.extend_from_slice(kind.suffix().as_bytes());
+                let l = self.add(Fixed::Symlink {
+                    parent: dir,
+                    target: tg,
+                    meta,
+                });
+                self.link(dir, &n, l);
+            }
+        }
+    }
+
+    /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.
+    fn add_meta_file(
+        &mut self,
+        dir: u64,
+        prefix: &Path,
+        tags: Option<&str>,
+    ) -> Result<(), SourceError> {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(".meta");
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            let g = GraphFile::open(&p, GraphKind::MetaGraph)?;
+            self.add_graph(dir, g, tags)?;
+        }
+        Ok(())
     }
 
     fn add(&mut self, f: Fixed) -> u64 {
@@ -339,8 +517,26 @@ impl Fs {
 
     // ---------- attributes ----------
 
+    /// The type of a node, without computing its size.
+    fn kind_of(&self, ino: u64) -> FsResult<Kind> {
+        Ok(match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Fixed(i) => match self.fixed(i)? {
+                Fixed::Dir { .. } | Fixed::ViewRoot { .. } => Kind::Dir,
+                Fixed::Symlink { .. } => Kind::Symlink,
+                Fixed::PassFile { .. } | Fixed::Text { .. } => Kind::File,
+            },
+            Node::Dir { .. } => Kind::Dir,
+            Node::File { .. } => Kind::File,
+            Node::Graph { sub, .. } => match sub {
+                tree::GraphSub::Dir => Kind::Dir,
+                _ => Kind::File,
+            },
+        })
+    }
+
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Graph { .. } => self.graph_attr(ino),
             Node::Fixed(i) => self.fixed_attr(i),
             Node::Dir { view, .. } => {
                 let meta = self.view(view)?.meta;
@@ -379,6 +575,7 @@ impl Fs {
                 uid: meta.uid,
                 gid: meta.gid,
             },
+            Fixed::Text { meta, .. } => Self::file_attr_of(ino, self.text_size(ino)?, meta),
             Fixed::PassFile { size, meta, .. } => Attr {
                 ino,
                 size: *size,
@@ -438,6 +635,29 @@ impl Fs {
         })
     }
 
+    /// Checks that a file can be opened, and returns its attributes. A tensor file whose index
+    /// entry cannot be read, or whose size cannot be known, fails with EIO here: its attributes
+    /// say size 0, and the kernel would answer reads of it with end-of-file, not an error.
+    pub fn open(&self, ino: u64) -> FsResult<Attr> {
+        match Node::from_ino(ino) {
+            Some(Node::File { view, kind, pos }) => {
+                let ck = self.view(view)?;
+                let t = ck.tensor_at(pos)?;
+                if matches!(kind, FileKind::Bin | FileKind::Npy) {
+                    ck.served_size(&t)?;
+                }
+            }
+            // Graph files whose message cannot be rendered or whose constant cannot be decoded
+            // show size 0; opening them fails so that reads do not look like empty files.
+            Some(Node::Graph { .. }) => self.graph_check(ino)?,
+            Some(Node::Fixed(i)) if matches!(self.fixed(i)?, Fixed::Text { .. }) => {
+                self.text_size(ino)?;
+            }
+            _ => {}
+        }
+        self.getattr(ino)
+    }
+
     /// The files a tensor shows (`.npy` only for dtypes numpy holds natively).
     fn tensor_files(t: Option<&Tensor>) -> &'static [FileKind] {
         match t {
@@ -471,14 +691,29 @@ impl Fs {
                 let prefix = self.dir_prefix(view, depth, pos)?;
                 self.view_lookup(view, depth, prefix, name)
             }
-            Node::File { .. } => Err(FsError::NotDir),
+            Node::Graph {
+                mg,
+                space,
+                sub: tree::GraphSub::Dir,
+                depth,
+                index,
+            } => self.graph_lookup(mg, space, depth, index, name),
+            Node::File { .. } | Node::Graph { .. } => Err(FsError::NotDir),
         }
     }
 
     fn dir_prefix(&self, view: u16, depth: u16, pos: Pos) -> FsResult<Vec<u8>> {
-        let t = self.view(view)?.table();
-        let (blk, i) = t.entry(pos).map_err(|_| FsError::NotFound)?;
-        dir_prefix_of(blk.key(i), depth).ok_or(FsError::NotFound)
+        let ck = self.view(view)?;
+        let t = ck.table();
+        if pos.block as usize >= t.num_blocks() {
+            return Err(FsError::NotFound);
+        }
+        // An index block that cannot be read is EIO, not "no such directory".
+        let blk = t.block(pos.block).map_err(|e| Self::index_error(ck, e))?;
+        let key = blk
+            .key_checked(pos.entry as usize)
+            .ok_or(FsError::NotFound)?;
+        dir_prefix_of(key, depth).ok_or(FsError::NotFound)
     }
 
     fn key_at(&self, view: u16, pos: Pos) -> FsResult<Vec<u8>> {
@@ -597,7 +832,14 @@ impl Fs {
     fn parent_of(&self, ino: u64) -> FsResult<u64> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
             Node::Fixed(i) => Ok(self.fixed(i)?.parent()),
-            Node::File { .. } => Err(FsError::NotDir),
+            Node::Graph {
+                mg,
+                space,
+                sub: tree::GraphSub::Dir,
+                depth,
+                index,
+            } => self.graph_parent(mg, space, depth, index),
+            Node::File { .. } | Node::Graph { .. } => Err(FsError::NotDir),
             Node::Dir { view, depth, pos } => {
                 if depth <= 1 {
                     return self.view_root(view);
@@ -632,7 +874,7 @@ impl Fs {
         mut add: impl FnMut(DirEntry) -> bool,
     ) -> FsResult<()> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
-        if matches!(node, Node::File { .. }) {
+        if self.kind_of(ino)? != Kind::Dir {
             return Err(FsError::NotDir);
         }
         if let Node::Fixed(i) = node {
@@ -666,7 +908,7 @@ impl Fs {
                 Fixed::Dir { children, .. } => {
                     let start = cookie.saturating_sub(COOKIE_BASE - 1) as usize;
                     for (n, (name, child)) in children.iter().enumerate().skip(start) {
-                        let kind = self.getattr(*child)?.kind;
+                        let kind = self.kind_of(*child)?;
                         let e = DirEntry {
                             ino: *child,
                             name: name.clone(),
@@ -686,6 +928,13 @@ impl Fs {
                 let prefix = self.dir_prefix(view, depth, pos)?;
                 self.view_readdir(view, depth, &prefix, cookie, add)
             }
+            Node::Graph {
+                mg,
+                space,
+                depth,
+                index,
+                ..
+            } => self.graph_readdir(mg, space, depth, index, cookie, &mut add),
             Node::File { .. } => Err(FsError::NotDir),
         }
     }
@@ -818,10 +1067,21 @@ impl Fs {
 
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<ReadBuf> {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Graph { .. } => self.graph_read(ino, offset, size),
             Node::Fixed(i) => match self.fixed(i)? {
                 Fixed::PassFile { path, .. } => {
-                    use std::os::unix::fs::FileExt;
-                    let f = std::fs::File::open(path)?;
+                    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+                    // Never blocks on a FIFO swapped in for the file.
+                    let f = std::fs::File::options()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(path)?;
+                    if !f.metadata()?.is_file() {
+                        return Err(FsError::Corrupt(format!(
+                            "{}: no longer a regular file",
+                            path.display()
+                        )));
+                    }
                     let mut buf = vec![0u8; size];
                     let mut got = 0;
                     while got < size {
@@ -835,6 +1095,7 @@ impl Fs {
                     Ok(ReadBuf::Owned(buf))
                 }
                 Fixed::Symlink { .. } => Err(FsError::Corrupt("read of a symlink".into())),
+                Fixed::Text { .. } => self.text_read(ino, offset, size),
                 _ => Err(FsError::IsDir),
             },
             Node::Dir { .. } => Err(FsError::IsDir),
@@ -891,6 +1152,7 @@ impl Fs {
         match Node::from_ino(ino).ok_or(FsError::NotFound)? {
             Node::File { view, pos, .. } => self.key_at(view, pos),
             Node::Dir { view, depth, pos } => self.dir_prefix(view, depth, pos),
+            Node::Graph { .. } => self.graph_name(ino),
             Node::Fixed(_) => Err(FsError::NoAttr),
         }
     }

@@ -99,7 +99,7 @@ impl Filesystem for FuseFs {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
-        match self.fs.getattr(ino.0) {
+        match self.fs.open(ino.0) {
             Ok(a) if a.kind == Kind::Dir => reply.error(Errno::EISDIR),
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),

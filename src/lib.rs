@@ -9,6 +9,7 @@ pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod mount;
+pub mod render;
 pub mod source;
 pub mod tree;
 #[cfg(feature = "writer")]

@@ -88,6 +88,7 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
     if args.no_crc {
         s.fs.verify_crc = false;
     }
+    s.fs.tags = args.tags.clone();
     if let Some(c) = &args.cache_size {
         s.fs.cache_bytes = parse_size(c).map_err(|e| fail(EXIT_USAGE, e))?;
     }
@@ -238,6 +239,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     let probed = source::probe(&args.source).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     check_fuse()?;
+    raise_fd_limit();
     // Open the source before forking, so its errors reach the user with the right exit code.
     let fs = Fs::new(&probed, &settings.fs).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     let fsname = std::fs::canonicalize(&args.source)
@@ -349,6 +351,49 @@ fn spawn_watchdog(mountpoint: &Path, close_in_child: Option<i32>) -> Result<File
     }
 }
 
+/// Every data shard stays open while mounted: lift the soft limit on open files to the hard one
+/// (as Go's runtime does), so checkpoints with many shards do not run out of descriptors.
+fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max.min(1 << 20);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+/// Unmounts like `umount` (`lazy`: like `umount -l`), directly when allowed, else through
+/// `fusermount3`. Fails when the mount is busy and not `lazy`.
+fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
+    let mp = CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| "mount point path contains NUL".to_string())?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(mp.as_ptr(), flags) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(err.to_string());
+    }
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.args(if lazy {
+        &["-u", "-q", "-z"][..]
+    } else {
+        &["-u", "-q"][..]
+    });
+    match cmd.arg("--").arg(mountpoint).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Err(format!("fusermount3: {e}")),
+    }
+}
+
 fn block_signals() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -382,7 +427,7 @@ fn serve(
     config.acl = s.acl;
     config.n_threads = Some(s.threads);
     let signals = block_signals();
-    let mut session = match fuser::Session::new(FuseFs::new(fs), mountpoint, &config) {
+    let session = match fuser::Session::new(FuseFs::new(fs), mountpoint, &config) {
         Ok(sess) => sess,
         Err(e) => {
             let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -398,15 +443,25 @@ fn serve(
         }
     };
     log::info!("mounted {fsname} on {}", mountpoint.display());
-    let mut unmounter = session.unmount_callable();
+    let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let mut sig = 0;
             unsafe { libc::sigwait(&signals, &mut sig) };
             log::info!("signal {sig}: unmounting");
-            if let Err(e) = unmounter.unmount() {
-                log::error!("unmount failed: {e}");
+            // Unmounted: the kernel ends the session and `run` returns. Busy (files are open):
+            // as other FUSE daemons do on a signal, detach the mount lazily and exit; the files
+            // still open then fail with ENOTCONN.
+            if let Err(e) = unmount(&mp, false) {
+                log::warn!(
+                    "{}: {e}; detaching it lazily, files still open on it will fail with ENOTCONN",
+                    mp.display()
+                );
+                if let Err(e) = unmount(&mp, true) {
+                    log::error!("{}: lazy unmount failed: {e}", mp.display());
+                }
+                std::process::exit(EXIT_OK);
             }
         })
         .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;

@@ -3,9 +3,10 @@
 //!
 //! ## Name escaping (the layout contract)
 //! A key is split on `/`; each component becomes one path component:
-//! 1. `%` becomes `%25` and NUL becomes `%00`;
+//! 1. `%` becomes `%25`, NUL becomes `%00` and `/` becomes `%2F` (only names that are one
+//!    component, such as function and signature names, can hold a `/`);
 //! 2. an empty component is written `%`, `.` is `%2E`, `..` is `%2E%2E`;
-//! 3. a *directory* component whose name ends in `.bin`, `.shape`, `.dtype` or `.npy` has its last
+//! 3. a *directory* component whose name ends in `.bin`, `.shape`, `.dtype`, `.npy` or `.pbtxt` has its last
 //!    `.` written `%2E` (so it cannot collide with a tensor's file);
 //! 4. a component longer than 200 bytes after steps 1–3 keeps its first 200 bytes (never cutting
 //!    a `%XX` or a UTF-8 sequence), followed by `%#` and the 16-hex-digit FNV-1a-64 hash of the raw component; the
@@ -21,7 +22,8 @@
 
 use crate::format::table::Pos;
 
-pub const SUFFIXES: [&str; 4] = [".bin", ".shape", ".dtype", ".npy"];
+/// File suffixes of the mount: a directory whose name ends in one gets its last `.` escaped.
+pub const SUFFIXES: [&str; 5] = [".bin", ".shape", ".dtype", ".npy", ".pbtxt"];
 const MAX_ESCAPED: usize = 200;
 
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -48,7 +50,7 @@ pub fn escape(raw: &[u8], is_dir: bool) -> Vec<u8> {
     }
     for &b in raw {
         match b {
-            b'%' | 0 => percent(b, &mut out),
+            b'%' | 0 | b'/' => percent(b, &mut out),
             b => out.push(b),
         }
     }
@@ -162,7 +164,54 @@ pub enum Node {
     Dir { view: u16, depth: u16, pos: Pos },
     /// One file of the tensor at `pos`.
     File { view: u16, kind: FileKind, pos: Pos },
+    /// A node of a meta graph's name space (see `GraphSub`): meta graph `mg`, name space `space`
+    /// (graph nodes, functions, ...), the item at `index` (for a directory: the first item under
+    /// it, whose name's first `depth` components name it).
+    Graph {
+        mg: u16,
+        space: u32,
+        sub: GraphSub,
+        depth: u16,
+        index: u32,
+    },
 }
+
+/// What a graph inode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphSub {
+    Dir,
+    Pbtxt,
+    Tensor(FileKind),
+}
+
+impl GraphSub {
+    fn code(self) -> u64 {
+        match self {
+            GraphSub::Dir => 0,
+            GraphSub::Pbtxt => 1,
+            GraphSub::Tensor(k) => k as u64,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<GraphSub> {
+        Some(match c {
+            0 => GraphSub::Dir,
+            1 => GraphSub::Pbtxt,
+            2 => GraphSub::Tensor(FileKind::Bin),
+            3 => GraphSub::Tensor(FileKind::Shape),
+            4 => GraphSub::Tensor(FileKind::Dtype),
+            5 => GraphSub::Tensor(FileKind::Npy),
+            _ => return None,
+        })
+    }
+}
+
+/// Graph inodes: `6:3 | mg:8 | space:18 | sub:3 | depth:6 | index:26`.
+pub const MAX_META_GRAPHS: usize = 1 << 8;
+pub const MAX_GRAPH_SPACES: u32 = 1 << 18;
+pub const MAX_GRAPH_DEPTH: u16 = (1 << 6) - 1;
+pub const MAX_GRAPH_INDEX: u32 = (1 << 26) - 1;
+const GRAPH_KIND: u64 = 6;
 
 pub const MAX_VIEWS: usize = 1 << 10;
 pub const MAX_DEPTH: u16 = (1 << 7) - 1;
@@ -196,6 +245,24 @@ impl Node {
             Node::Fixed(i) => (i < (1 << 61)).then_some(i),
             Node::Dir { view, depth, pos } => enc(1, view, depth, pos),
             Node::File { view, kind, pos } => enc(kind as u64, view, 0, pos),
+            Node::Graph {
+                mg,
+                space,
+                sub,
+                depth,
+                index,
+            } => ((mg as usize) < MAX_META_GRAPHS
+                && space < MAX_GRAPH_SPACES
+                && depth <= MAX_GRAPH_DEPTH
+                && index <= MAX_GRAPH_INDEX)
+                .then(|| {
+                    (GRAPH_KIND << 61)
+                        | ((mg as u64) << 53)
+                        | ((space as u64) << 35)
+                        | (sub.code() << 32)
+                        | ((depth as u64) << 26)
+                        | index as u64
+                }),
         }
     }
 
@@ -227,6 +294,13 @@ impl Node {
                 kind: FileKind::Npy,
                 pos,
             },
+            GRAPH_KIND => Node::Graph {
+                mg: ((ino >> 53) & 0xff) as u16,
+                space: ((ino >> 35) & (MAX_GRAPH_SPACES as u64 - 1)) as u32,
+                sub: GraphSub::from_code((ino >> 32) & 7)?,
+                depth: ((ino >> 26) & MAX_GRAPH_DEPTH as u64) as u16,
+                index: (ino & MAX_GRAPH_INDEX as u64) as u32,
+            },
             _ => return None,
         })
     }
@@ -243,6 +317,8 @@ mod tests {
         assert_eq!(escape(b".", true), b"%2E");
         assert_eq!(escape(b"..", false), b"%2E%2E");
         assert_eq!(escape(b"a%b\0c", false), b"a%25b%00c");
+        assert_eq!(escape(b"f/g", false), b"f%2Fg");
+        assert_eq!(escape(b"n.pbtxt", true), b"n%2Epbtxt");
         assert_eq!(escape(b"name.bin", true), b"name%2Ebin");
         assert_eq!(escape(b"name.bin", false), b"name.bin");
         assert_eq!(escape(b"x.npy.shape", true), b"x.npy%2Eshape");
@@ -315,6 +391,20 @@ mod tests {
                 view: 0,
                 kind: FileKind::Bin,
                 pos,
+            },
+            Node::Graph {
+                mg: 255,
+                space: MAX_GRAPH_SPACES - 1,
+                sub: GraphSub::Tensor(FileKind::Npy),
+                depth: MAX_GRAPH_DEPTH,
+                index: MAX_GRAPH_INDEX,
+            },
+            Node::Graph {
+                mg: 0,
+                space: 0,
+                sub: GraphSub::Dir,
+                depth: 0,
+                index: 0,
             },
         ] {
             assert_eq!(Node::from_ino(n.ino().unwrap()), Some(n));

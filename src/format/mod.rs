@@ -1,5 +1,6 @@
 //! Pure parsers for TensorFlow's on-disk formats. Nothing here knows about FUSE or logging:
-//! every function takes bytes and returns a value or a [`FormatError`].
+//! every function takes bytes (a slice, or a [`ReadAt`] for data read on demand) and returns a
+//! value or a [`FormatError`].
 
 pub mod bundle;
 pub mod dtype;
@@ -7,7 +8,9 @@ pub mod npy;
 pub mod slice_key;
 pub mod strings;
 pub mod table;
+pub mod tensor_proto;
 pub mod varint;
+pub mod wire;
 
 /// What is wrong with a file. Every malformed input maps to one of these; none panics.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -50,6 +53,9 @@ pub enum FormatError {
     TensorCrc { stored: u32, computed: u32 },
     #[error("text format: {0}")]
     Text(String),
+    /// The bytes could not be read (the file changed, shrank, or an I/O error).
+    #[error("{0}")]
+    Read(String),
 }
 
 impl From<prost::DecodeError> for FormatError {
@@ -59,6 +65,63 @@ impl From<prost::DecodeError> for FormatError {
 }
 
 pub type Result<T> = std::result::Result<T, FormatError>;
+
+/// Bytes read on demand by offset: a file read with `pread` (see `source::file`), or a slice.
+pub trait ReadAt {
+    /// Total length in bytes.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` from `offset`; an error if any of it lies past the end or cannot be read.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|a| Some(a..a.checked_add(buf.len())?))
+            .and_then(|r| self.get(r))
+            .ok_or_else(|| {
+                FormatError::Read(format!("{} bytes at {offset}: past the end", buf.len()))
+            })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// Reads `len` bytes of `src` from `offset` in pieces of at most `chunk` bytes, handing each to
+/// `f` in order; one buffer of `min(len, chunk)` bytes is allocated.
+pub fn for_each_chunk<R: ReadAt + ?Sized>(
+    src: &R,
+    offset: u64,
+    len: u64,
+    chunk: usize,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    if offset.checked_add(len).is_none_or(|end| end > src.len()) {
+        return Err(FormatError::Read(format!(
+            "{len} bytes at {offset}: past the end ({} bytes)",
+            src.len()
+        )));
+    }
+    let mut buf = vec![0u8; len.min(chunk as u64) as usize];
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], offset + done)?;
+        f(&buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
+}
 
 /// CRC-32C masking used by TensorFlow's tables and bundles (tf-format.md §2.3).
 pub fn mask_crc(c: u32) -> u32 {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{unmask_crc, varint, FormatError, Result};
+use super::{unmask_crc, varint, FormatError, ReadAt, Result};
 use crate::cache::BlockCache;
 
 pub const FOOTER_LEN: usize = 48;
@@ -15,9 +15,8 @@ const TRAILER_LEN: usize = 5;
 /// Decompressed blocks larger than this are refused (decompression bombs). TF writes 256 KiB
 /// blocks; a single huge entry can make one larger, but never anywhere near this.
 pub const MAX_BLOCK_LEN: usize = 256 << 20;
-/// Snappy never expands its input more than this many times (its densest element, a 3-byte copy,
-/// yields 64 bytes), so a block whose header claims more is refused before anything is allocated.
-const MAX_SNAPPY_EXPANSION: usize = 22;
+/// Largest ratio of decompressed to compressed size Snappy can produce (64 bytes from 3).
+const MAX_SNAPPY_RATIO: u64 = 22;
 /// A block's keys, rebuilt from their shared prefixes, may take at most this many times the
 /// block's bytes (plus [`KEY_ALLOWANCE`]). Prefix compression lets each few-byte entry repeat the
 /// whole previous key, so without a bound a block of n bytes could expand to ~n²/50 bytes of
@@ -62,27 +61,44 @@ pub fn parse_footer(file: &[u8]) -> Result<Footer> {
     Ok(Footer { metaindex, index })
 }
 
-/// Reads the stored block at `h`, checks its trailer CRC and decompresses it.
+/// Reads the stored block at `h` of the bytes `file`, checks its trailer CRC and decompresses it.
 pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
+    read_block_at(file, h)
+}
+
+/// [`read_block`] for bytes read on demand: checks `h` against the file's length first, so
+/// nothing is allocated for a handle that points outside the file.
+pub fn read_block_at<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<Vec<u8>> {
+    let file_len = file.len();
     let bad = || FormatError::BadHandle {
         offset: h.offset,
         size: h.size,
-        file_len: file.len() as u64,
+        file_len,
     };
-    let start = usize::try_from(h.offset).map_err(|_| bad())?;
-    let size = usize::try_from(h.size).map_err(|_| bad())?;
-    let end = start
-        .checked_add(size)
-        .and_then(|e| e.checked_add(TRAILER_LEN))
+    let end = h
+        .offset
+        .checked_add(h.size)
+        .and_then(|e| e.checked_add(TRAILER_LEN as u64))
+        .filter(|&e| e <= file_len)
         .ok_or_else(bad)?;
-    if end > file.len() {
-        return Err(bad());
-    }
-    let stored = &file[start..start + size];
-    let kind = file[start + size];
+    let len = usize::try_from(end - h.offset).map_err(|_| bad())?;
+    let mut raw = vec![0u8; len];
+    file.read_exact_at(&mut raw, h.offset)?;
+    decode_block(raw)
+}
+
+/// Checks the trailer (type byte, masked CRC-32C) of a stored block given with its 5-byte
+/// trailer, and returns its contents, decompressed if needed.
+fn decode_block(mut raw: Vec<u8>) -> Result<Vec<u8>> {
+    let size = raw
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .ok_or(FormatError::BadBlock("shorter than its trailer"))?;
+    let kind = raw[size];
     let mut crc_bytes = [0u8; 4];
-    crc_bytes.copy_from_slice(&file[start + size + 1..end]);
+    crc_bytes.copy_from_slice(&raw[size + 1..]);
     let expected = unmask_crc(u32::from_le_bytes(crc_bytes));
+    let stored = &raw[..size];
     let computed = crc32c::crc32c_append(crc32c::crc32c(stored), &[kind]);
     if expected != computed {
         return Err(FormatError::BlockCrc {
@@ -91,7 +107,10 @@ pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
         });
     }
     match kind {
-        0 => Ok(stored.to_vec()),
+        0 => {
+            raw.truncate(size);
+            Ok(raw)
+        }
         1 => {
             let len = snap::raw::decompress_len(stored)
                 .map_err(|e| FormatError::Snappy(e.to_string()))?;
@@ -100,10 +119,11 @@ pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
                     "decompressed length {len} exceeds the {MAX_BLOCK_LEN}-byte limit"
                 )));
             }
-            if len > stored.len().saturating_mul(MAX_SNAPPY_EXPANSION) {
+            // Snappy's densest element (a 3-byte copy of 64 bytes) expands 64/3 times: a header
+            // claiming more is a lie, refused before anything is allocated for it.
+            if len as u64 > (size as u64).saturating_mul(MAX_SNAPPY_RATIO) {
                 return Err(FormatError::Snappy(format!(
-                    "decompressed length {len} is more than {} compressed bytes can hold",
-                    stored.len()
+                    "decompressed length {len} is impossible for {size} compressed bytes"
                 )));
             }
             snap::raw::Decoder::new()
@@ -112,6 +132,17 @@ pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
         }
         t => Err(FormatError::BadBlockType(t)),
     }
+}
+
+/// Reads and parses the footer at the end of `file`.
+pub fn read_footer<R: ReadAt + ?Sized>(file: &R) -> Result<Footer> {
+    let len = file.len();
+    if len < FOOTER_LEN as u64 {
+        return Err(FormatError::TooShort(len as usize));
+    }
+    let mut f = [0u8; FOOTER_LEN];
+    file.read_exact_at(&mut f, len - FOOTER_LEN as u64)?;
+    parse_footer(&f)
 }
 
 /// A decoded block: keys reconstructed, values located. Entries are strictly increasing.
@@ -213,6 +244,11 @@ impl Block {
         &self.keys[start..self.key_ends[i] as usize]
     }
 
+    /// Entry `i`'s key, or `None` if there is no entry `i`.
+    pub fn key_checked(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| self.key(i))
+    }
+
     pub fn value(&self, i: usize) -> &[u8] {
         let (s, l) = self.values[i];
         &self.data[s as usize..(s + l) as usize]
@@ -249,21 +285,38 @@ pub struct Pos {
     pub entry: u32,
 }
 
-/// An opened `.index` table over bytes that stay valid (usually an mmap).
+/// An opened `.index` table over bytes read on demand (a file read with `pread`, or a slice).
 pub struct Table {
-    file: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    file: Arc<dyn ReadAt + Send + Sync>,
     index: Block,
     handles: Vec<BlockHandle>,
     cache: Arc<BlockCache>,
     cache_id: u64,
 }
 
+/// Bytes in memory as a [`ReadAt`].
+struct InMemory(Arc<dyn AsRef<[u8]> + Send + Sync>);
+
+impl ReadAt for InMemory {
+    fn len(&self) -> u64 {
+        (*self.0).as_ref().len() as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        (*self.0).as_ref().read_exact_at(buf, offset)
+    }
+}
+
 impl Table {
-    /// Reads the footer and the index block; nothing else.
+    /// Opens a table held in memory; reads the footer and the index block; nothing else.
     pub fn open(file: Arc<dyn AsRef<[u8]> + Send + Sync>, cache: Arc<BlockCache>) -> Result<Table> {
-        let bytes = (*file).as_ref();
-        let footer = parse_footer(bytes)?;
-        let index = Block::parse(read_block(bytes, footer.index)?)?;
+        Table::open_at(Arc::new(InMemory(file)), cache)
+    }
+
+    /// Opens a table whose bytes are read on demand; reads the footer and the index block.
+    pub fn open_at(file: Arc<dyn ReadAt + Send + Sync>, cache: Arc<BlockCache>) -> Result<Table> {
+        let footer = read_footer(&*file)?;
+        let index = Block::parse(read_block_at(&*file, footer.index)?)?;
         let handles = (0..index.len())
             .map(|i| BlockHandle::decode(index.value(i)).map(|(h, _)| h))
             .collect::<Result<Vec<_>>>()?;
@@ -296,7 +349,7 @@ impl Table {
             .handles
             .get(i)
             .ok_or(FormatError::BadBlock("block number out of range"))?;
-        let blk = Block::parse(read_block((*self.file).as_ref(), h)?)?;
+        let blk = Block::parse(read_block_at(&*self.file, h)?)?;
         if !blk.is_empty() {
             if blk.key(blk.len() - 1) > self.index.key(i) {
                 return Err(FormatError::UnsortedKeys);

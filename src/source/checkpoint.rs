@@ -1,23 +1,24 @@
 //! One V2 checkpoint (tensor bundle): its `.index` table, its data shards, and the tensors they
 //! hold, served in tfmount's layout. Opening reads only the index footer, the index block and the
-//! header; everything else is read on demand.
+//! header, and opens every data shard; everything else is read on demand, with `pread` (see
+//! [`super::file`]), so the mount serves the files it opened whatever happens to their paths.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::mapped::{MappedFile, ReadBuf};
+use super::file::{ReadBuf, SourceFile};
 use crate::cache::BlockCache;
 use crate::error::{FsError, FsResult, SourceError};
 use crate::format::bundle::{self, Data, Entry, Header};
 use crate::format::dtype::{DT_STRING, DT_VARIANT};
 use crate::format::slice_key::{self, Extent};
-use crate::format::strings::StringLayout;
+use crate::format::strings::{self, StringLayout};
 use crate::format::table::{Pos, Table};
-use crate::format::{mask_crc, unmask_crc, FormatError};
+use crate::format::{for_each_chunk, mask_crc, unmask_crc, FormatError};
 
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
@@ -40,10 +41,16 @@ impl FileMeta {
     }
 }
 
-struct Shard {
-    path: PathBuf,
-    map: OnceLock<Result<Arc<MappedFile>, String>>,
-}
+/// The data shards that could be opened when the checkpoint was opened, by number; the others
+/// with why not.
+type Shards = HashMap<u32, Result<Arc<SourceFile>, String>>;
+
+/// Bytes read at a time when verifying a tensor's CRC.
+const CRC_CHUNK: usize = 128 << 10;
+/// Missing shards named in the log one by one; beyond this, only their number.
+const MISSING_LOGGED: usize = 8;
+/// Shard files whose opening failed named in the log one by one.
+const FAILED_LOGGED: usize = 8;
 
 /// A tensor's index entry and where it is.
 #[derive(Debug, Clone)]
@@ -53,18 +60,26 @@ pub struct Tensor {
     pub entry: Entry,
 }
 
-const STRING_CACHE_ENTRIES: usize = 256;
+/// Bytes of string-tensor layouts kept (8 bytes an element); larger layouts are rebuilt per read.
+const STRING_CACHE_BYTES: usize = 16 << 20;
+
+/// Parsed layouts of string tensors, bounded by the bytes they hold.
+struct StringCache {
+    lru: LruCache<Pos, Arc<StringLayout>>,
+    bytes: usize,
+}
 
 pub struct Checkpoint {
     pub prefix: PathBuf,
     pub meta: FileMeta,
     table: Table,
+    index: Arc<SourceFile>,
     header: Header,
-    shards: Vec<Shard>,
+    shards: Shards,
     verify: bool,
     /// Outcome of the CRC check of each tensor (or slice) read so far, by position.
     checked: Mutex<HashMap<Pos, Result<(), String>>>,
-    strings: Mutex<LruCache<Pos, Arc<StringLayout>>>,
+    strings: Mutex<StringCache>,
 }
 
 pub fn data_file_name(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
@@ -79,6 +94,73 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Opens the data shards of the checkpoint at `prefix` that exist. They are found by listing the
+/// directory once, so a header claiming a million shards costs nothing for the ones absent.
+fn open_shards(prefix: &Path, num_shards: u32) -> Shards {
+    let dir = match prefix.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut shards = Shards::new();
+    let mut failed = 0usize;
+    if let (Some(base), Ok(entries)) = (prefix.file_name(), std::fs::read_dir(dir)) {
+        let mut stem = base.to_owned();
+        stem.push(".data-");
+        let stem = stem.as_bytes();
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name.as_bytes().strip_prefix(stem) else {
+                continue;
+            };
+            let Some(id) = shard_number(rest, num_shards) else {
+                continue;
+            };
+            let path = data_file_name(prefix, id, num_shards);
+            let r = SourceFile::open(&path).map(|(f, _)| f).map_err(|e| {
+                failed += 1;
+                if failed <= FAILED_LOGGED {
+                    log::warn!(
+                        "{}: cannot open data shard ({e}); tensors stored in it will fail with EIO",
+                        path.display()
+                    );
+                }
+                e.to_string()
+            });
+            shards.insert(id, r);
+        }
+    }
+    let missing = num_shards as usize - shards.len();
+    if missing > 0 {
+        let named: Vec<String> = (0..num_shards)
+            .filter(|i| !shards.contains_key(i))
+            .take(MISSING_LOGGED)
+            .map(|i| data_file_name(prefix, i, num_shards).display().to_string())
+            .collect();
+        log::warn!(
+            "{missing} of {num_shards} data shards missing ({}{}); tensors stored in them will fail with EIO",
+            named.join(", "),
+            if missing > named.len() { ", ..." } else { "" }
+        );
+    }
+    if failed > FAILED_LOGGED {
+        log::warn!(
+            "{}: {failed} data shards could not be opened ({} not named above)",
+            prefix.display(),
+            failed - FAILED_LOGGED
+        );
+    }
+    shards
+}
+
+/// The shard number in `NNNNN-of-MMMMM` (the part of a data file's name after `.data-`), if
+/// `MMMMM` is `num_shards` and the name is spelled exactly as TensorFlow spells it.
+fn shard_number(rest: &[u8], num_shards: u32) -> Option<u32> {
+    let s = std::str::from_utf8(rest).ok()?;
+    let (id, n) = s.split_once("-of-")?;
+    let (id, n): (u32, u32) = (id.parse().ok()?, n.parse().ok()?);
+    (n == num_shards && id < n && s == format!("{id:05}-of-{n:05}")).then_some(id)
+}
+
 impl Checkpoint {
     pub fn open(
         prefix: &Path,
@@ -86,7 +168,7 @@ impl Checkpoint {
         verify: bool,
     ) -> Result<Checkpoint, SourceError> {
         let index_path = index_file_name(prefix);
-        let (map, meta) = MappedFile::open(&index_path).map_err(|err| SourceError::Io {
+        let (index, meta) = SourceFile::open(&index_path).map_err(|err| SourceError::Io {
             path: index_path.clone(),
             err,
         })?;
@@ -94,7 +176,7 @@ impl Checkpoint {
             path: index_path.clone(),
             err,
         };
-        let table = Table::open(map, cache).map_err(fmt)?;
+        let table = Table::open_at(index.clone(), cache).map_err(fmt)?;
         let header = match table.seek(b"").map_err(fmt)? {
             Some(p) => {
                 let (blk, i) = table.entry(p).map_err(fmt)?;
@@ -111,44 +193,31 @@ impl Checkpoint {
                 index_path.display()
             );
         }
-        let shards = (0..header.num_shards)
-            .map(|i| {
-                let path = data_file_name(prefix, i, header.num_shards);
-                if !path.exists() {
-                    log::warn!(
-                        "{}: data shard missing; tensors stored in it will fail with EIO",
-                        path.display()
-                    );
-                }
-                Shard {
-                    path,
-                    map: OnceLock::new(),
-                }
-            })
-            .collect();
+        let mut file_meta = FileMeta::of(&meta);
+        let shards = open_shards(prefix, header.num_shards);
+        for f in shards.values().flatten() {
+            // The mount grants no more than every file it serves from does.
+            file_meta.mode &= f.mode() | !0o777;
+        }
         Ok(Checkpoint {
             prefix: prefix.to_path_buf(),
-            meta: FileMeta::of(&meta),
+            meta: file_meta,
             table,
+            index,
             header,
             shards,
             verify,
             checked: Mutex::new(HashMap::new()),
-            strings: Mutex::new(LruCache::new(
-                NonZeroUsize::new(STRING_CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
-            )),
+            strings: Mutex::new(StringCache {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+            }),
         })
     }
 
-    /// Bytes of the index and the data shards that exist.
+    /// Bytes of the index and the data shards, as opened.
     pub fn source_bytes(&self) -> u64 {
-        let index = std::fs::metadata(index_file_name(&self.prefix)).map_or(0, |m| m.len());
-        index
-            + self
-                .shards
-                .iter()
-                .map(|s| std::fs::metadata(&s.path).map_or(0, |m| m.len()))
-                .sum::<u64>()
+        self.index.len() + self.shards.values().flatten().map(|f| f.len()).sum::<u64>()
     }
 
     pub fn table(&self) -> &Table {
@@ -183,24 +252,26 @@ impl Checkpoint {
         }
     }
 
-    fn shard(&self, id: u32) -> FsResult<(Arc<MappedFile>, &Path)> {
-        let shard = self
-            .shards
-            .get(id as usize)
-            .ok_or_else(|| FsError::Corrupt(format!("shard {id} out of range")))?;
-        let m = shard.map.get_or_init(|| {
-            MappedFile::open(&shard.path)
-                .map(|(m, _)| m)
-                .map_err(|e| format!("{}: {e}", shard.path.display()))
-        });
-        match m {
-            Ok(m) => Ok((m.clone(), &shard.path)),
-            Err(e) => Err(FsError::Corrupt(e.clone())),
+    fn shard(&self, id: u32) -> FsResult<&Arc<SourceFile>> {
+        if id >= self.header.num_shards {
+            return Err(FsError::Corrupt(format!("shard {id} out of range")));
+        }
+        match self.shards.get(&id) {
+            Some(Ok(f)) => Ok(f),
+            Some(Err(e)) => Err(FsError::Corrupt(format!(
+                "{}: could not be opened when mounted: {e}",
+                data_file_name(&self.prefix, id, self.header.num_shards).display()
+            ))),
+            None => Err(FsError::Corrupt(format!(
+                "{}: missing when mounted",
+                data_file_name(&self.prefix, id, self.header.num_shards).display()
+            ))),
         }
     }
 
-    /// The stored bytes of a contiguous tensor, CRC-checked the first time when verification is on.
-    fn stored(&self, t: &Tensor) -> FsResult<(Arc<MappedFile>, usize, usize)> {
+    /// Where a contiguous tensor's stored bytes are, CRC-checked the first time when verification
+    /// is on: the shard and `[start, end)` within it.
+    fn stored(&self, t: &Tensor) -> FsResult<(Arc<SourceFile>, u64, u64)> {
         let Data::Contiguous {
             shard,
             offset,
@@ -210,69 +281,75 @@ impl Checkpoint {
         else {
             return Err(self.corrupt(&t.key, "not a contiguous tensor"));
         };
-        let (map, path) = self.shard(shard).map_err(|e| self.corrupt(&t.key, e))?;
+        let file = self.shard(shard).map_err(|e| self.corrupt(&t.key, e))?;
         let end = offset + size; // checked by parse_entry
-        if end > map.len() as u64 || !map.still_covers(end) {
-            let e = self.corrupt(
-                &t.key,
-                format!(
-                    "{} is shorter than the index says ({end} bytes needed)",
-                    path.display()
-                ),
-            );
-            log::error!("{e}");
-            return Err(e);
+        if end > file.len() {
+            // Logged once, like a failed CRC check (the file's length is fixed at mount).
+            let len = file.len();
+            return self
+                .check_once(t.pos, &t.key, file.path(), || {
+                    Err(FormatError::BadEntry(format!(
+                        "it runs past the end of its data file ({end} bytes needed, {len} present)"
+                    )))
+                })
+                .map(|()| (file.clone(), offset, end));
         }
-        let (start, end) = (offset as usize, end as usize);
         if self.verify {
-            self.check_once(t.pos, &t.key, path, || {
-                let bytes = &(*map).as_ref()[start..end];
+            self.check_once(t.pos, &t.key, file.path(), || {
+                let n = t.entry.num_elements();
                 if t.entry.dtype == DT_STRING {
-                    StringLayout::parse(bytes, t.entry.num_elements(), Some(crc))
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
+                    StringLayout::parse_at(&**file, offset, size, n, Some(crc)).map(|_| ())
                 } else if t.entry.dtype == DT_VARIANT {
-                    crate::format::strings::verify_variant(bytes, t.entry.num_elements(), crc)
-                        .map_err(|e| e.to_string())
+                    strings::verify_variant_at(&**file, offset, size, n, crc)
                 } else {
-                    let computed = crc32c::crc32c(bytes);
-                    if mask_crc(computed) == crc {
+                    let mut computed = 0u32;
+                    for_each_chunk(&**file, offset, size, CRC_CHUNK, |c| {
+                        computed = crc32c::crc32c_append(computed, c);
                         Ok(())
-                    } else {
-                        Err(FormatError::TensorCrc {
-                            stored: unmask_crc(crc),
-                            computed,
+                    })
+                    .and_then(|()| {
+                        if mask_crc(computed) == crc {
+                            Ok(())
+                        } else {
+                            Err(FormatError::TensorCrc {
+                                stored: unmask_crc(crc),
+                                computed,
+                            })
                         }
-                        .to_string())
-                    }
+                    })
                 }
             })?;
         }
-        Ok((map, start, end))
+        Ok((file.clone(), offset, end))
     }
 
+    /// Runs `check` unless its outcome for `pos` is known. A failure to read the bytes (the file
+    /// changed) is not remembered: the file's own state decides later reads.
     fn check_once(
         &self,
         pos: Pos,
         key: &[u8],
         path: &Path,
-        check: impl FnOnce() -> Result<(), String>,
+        check: impl FnOnce() -> Result<(), FormatError>,
     ) -> FsResult<()> {
         let known = self.lock_checked().get(&pos).cloned();
         let outcome = match known {
             Some(o) => o,
-            None => {
-                let o = check();
-                if let Err(e) = &o {
-                    log::error!(
-                        "tensor {} in {}: {e}; reads of it fail with EIO",
-                        String::from_utf8_lossy(key),
-                        path.display()
-                    );
+            None => match check() {
+                Err(FormatError::Read(e)) => return Err(self.corrupt(key, e)),
+                o => {
+                    let o = o.map_err(|e| e.to_string());
+                    if let Err(e) = &o {
+                        log::error!(
+                            "tensor {} in {}: {e}; reads of it fail with EIO",
+                            String::from_utf8_lossy(key),
+                            path.display()
+                        );
+                    }
+                    self.lock_checked().insert(pos, o.clone());
+                    o
                 }
-                self.lock_checked().insert(pos, o.clone());
-                o
-            }
+            },
         };
         outcome.map_err(|e| self.corrupt(key, e))
     }
@@ -281,32 +358,35 @@ impl Checkpoint {
         self.checked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn string_layout(
-        &self,
-        t: &Tensor,
-    ) -> FsResult<(Arc<StringLayout>, Arc<MappedFile>, usize, usize)> {
-        let (map, start, end) = self.stored(t)?;
-        let cached = self
-            .strings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&t.pos)
-            .cloned();
-        let layout = match cached {
-            Some(l) => l,
-            None => {
-                let l =
-                    StringLayout::parse(&(*map).as_ref()[start..end], t.entry.num_elements(), None)
-                        .map_err(|e| self.corrupt(&t.key, e))?;
-                let l = Arc::new(l);
-                self.strings
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .put(t.pos, l.clone());
-                l
+    fn lock_strings(&self) -> std::sync::MutexGuard<'_, StringCache> {
+        self.strings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A string tensor's layout (CRC-checked first when verification is on), its shard, and
+    /// where its stored bytes start.
+    fn string_layout(&self, t: &Tensor) -> FsResult<(Arc<StringLayout>, Arc<SourceFile>, u64)> {
+        let (file, start, end) = self.stored(t)?;
+        if let Some(l) = self.lock_strings().lru.get(&t.pos).cloned() {
+            return Ok((l, file, start));
+        }
+        let l = StringLayout::parse_at(&*file, start, end - start, t.entry.num_elements(), None)
+            .map_err(|e| self.corrupt(&t.key, e))?;
+        let l = Arc::new(l);
+        let size = l.mem_size();
+        if size <= STRING_CACHE_BYTES {
+            let mut c = self.lock_strings();
+            if let Some(old) = c.lru.put(t.pos, l.clone()) {
+                c.bytes -= old.mem_size();
             }
-        };
-        Ok((layout, map, start, end))
+            c.bytes += size;
+            while c.bytes > STRING_CACHE_BYTES {
+                match c.lru.pop_lru() {
+                    Some((_, old)) => c.bytes -= old.mem_size(),
+                    None => break,
+                }
+            }
+        }
+        Ok((l, file, start))
     }
 
     /// Size of the served `.bin` file.
@@ -316,13 +396,8 @@ impl Checkpoint {
             return Ok(t.entry.num_elements() * es as u64);
         }
         match &t.entry.data {
-            Data::Contiguous { size, .. } if d == DT_STRING => {
-                let (layout, ..) = self.string_layout(t)?;
-                let _ = size;
-                Ok(layout.served_len())
-            }
+            Data::Contiguous { .. } if d == DT_STRING => Ok(self.string_layout(t)?.0.served_len()),
             Data::Contiguous { size, .. } if d == DT_VARIANT => Ok(*size),
-            Data::Contiguous { .. } => Ok(0),
             Data::Sliced(slices) if d == DT_STRING => {
                 // Each element is served as 8 + len bytes whatever its order, so the total is
                 // the sum over the slices.
@@ -332,7 +407,9 @@ impl Checkpoint {
                 }
                 Ok(total)
             }
-            Data::Sliced(_) => Ok(0),
+            // Nothing can be served (an unknown dtype, a partitioned variant): saying size 0
+            // would let the kernel answer reads with end-of-file instead of EIO.
+            _ => Err(self.corrupt(&t.key, format!("unsupported dtype {}", d.display_name()))),
         }
     }
 
@@ -344,17 +421,15 @@ impl Checkpoint {
                 if let Data::Sliced(slices) = &t.entry.data {
                     return self.read_sliced_strings(t, slices, offset, len);
                 }
-                let (layout, map, start, end) = self.string_layout(t)?;
-                self.stored(t)?; // CRC
-                return Ok(ReadBuf::Owned(layout.read(
-                    &(*map).as_ref()[start..end],
-                    offset,
-                    len,
-                )));
+                let (layout, file, start) = self.string_layout(t)?;
+                return layout
+                    .read_at(&*file, start, offset, len)
+                    .map(ReadBuf::Owned)
+                    .map_err(|e| self.corrupt(&t.key, e));
             }
             if d == DT_VARIANT {
-                let (map, start, end) = self.stored(t)?;
-                return Ok(clamp(map, start, end, offset, len));
+                let (file, start, end) = self.stored(t)?;
+                return self.read_range(t, &file, start, end, offset, len);
             }
             return Err(self.corrupt(&t.key, format!("unsupported dtype {}", d.display_name())));
         };
@@ -363,11 +438,29 @@ impl Checkpoint {
         }
         match &t.entry.data {
             Data::Contiguous { .. } => {
-                let (map, start, end) = self.stored(t)?;
-                Ok(clamp(map, start, end, offset, len))
+                let (file, start, end) = self.stored(t)?;
+                self.read_range(t, &file, start, end, offset, len)
             }
             Data::Sliced(slices) => self.read_sliced(t, slices, es, offset, len),
         }
+    }
+
+    /// Bytes `[offset, offset+len)` (clamped) of the stored range `[start, end)` of `file`.
+    fn read_range(
+        &self,
+        t: &Tensor,
+        file: &SourceFile,
+        start: u64,
+        end: u64,
+        offset: u64,
+        len: usize,
+    ) -> FsResult<ReadBuf> {
+        let size = end - start;
+        let a = offset.min(size);
+        let b = offset.saturating_add(len as u64).min(size);
+        file.read_vec(start + a, (b - a) as usize)
+            .map(ReadBuf::Owned)
+            .map_err(|e| self.corrupt(&t.key, e))
     }
 
     /// The entries of a partitioned tensor's slices, after checking they tile the tensor.
@@ -397,7 +490,8 @@ impl Checkpoint {
     }
 
     /// A partitioned string tensor, assembled element by element (TensorFlow's own reader
-    /// refuses these; they are rare and small).
+    /// refuses these; they are rare and small). Only the elements the range overlaps are read,
+    /// one `pread` per slice.
     fn read_sliced_strings(
         &self,
         t: &Tensor,
@@ -408,40 +502,63 @@ impl Checkpoint {
         let shape = &t.entry.shape;
         let mut parts = Vec::new();
         for (s, st) in self.resolve_slices(t, slices)? {
-            self.stored(&st)?; // CRC
-            let (layout, map, start, end) = self.string_layout(&st)?;
-            parts.push((s, layout, map, start, end));
+            let (layout, file, start) = self.string_layout(&st)?;
+            parts.push((s, layout, file, start));
         }
+        let exts: Vec<&[Extent]> = parts.iter().map(|p| p.0).collect();
+        let end = offset.saturating_add(len as u64);
+        // Pass 1: the elements overlapping [offset, end), and the stored span each slice needs.
+        let mut picked: Vec<(usize, usize)> = Vec::new();
+        let mut spans = vec![(u64::MAX, 0u64); parts.len()];
+        let mut first_pos = None;
+        let mut pos = 0u64;
         let n = t.entry.num_elements();
-        let rank = shape.len();
-        let mut idx = vec![0u64; rank];
-        let mut out = Vec::new();
-        for e in 0..n {
-            let mut rem = e;
-            for j in (0..rank).rev() {
-                idx[j] = rem % shape[j];
-                rem /= shape[j];
+        let mut e = 0u64;
+        while e < n && pos < end {
+            let (p, local) = locate(shape, &exts, e)
+                .ok_or_else(|| self.corrupt(&t.key, "slices do not cover the tensor"))?;
+            let local = usize::try_from(local)
+                .ok()
+                .filter(|&l| l < parts[p].1.len())
+                .ok_or_else(|| self.corrupt(&t.key, "slice smaller than its extent"))?;
+            let (src, l) = parts[p].1.element_range(local);
+            let next = pos + 8 + l;
+            if next > offset {
+                first_pos.get_or_insert(pos);
+                picked.push((p, local));
+                let sp = &mut spans[p];
+                *sp = (sp.0.min(src), sp.1.max(src + l));
             }
-            let Some((s, layout, map, start, end)) = parts.iter().find(|(s, ..)| {
-                s.iter().zip(shape).zip(&idx).all(|((x, &d), &i)| {
-                    let (a, b) = extent_range(x, d);
-                    a <= i && i < b
-                })
-            }) else {
-                return Err(self.corrupt(&t.key, "slices do not cover the tensor"));
-            };
-            let mut local = 0u64;
-            for j in 0..rank {
-                let (a, b) = extent_range(&s[j], shape[j]);
-                local = local * (b - a) + (idx[j] - a);
-            }
-            let elem = layout.element(&(**map).as_ref()[*start..*end], local as usize);
-            out.extend_from_slice(&(elem.len() as u64).to_le_bytes());
-            out.extend_from_slice(elem);
+            pos = next;
+            e += 1;
         }
-        let a = (offset as usize).min(out.len());
-        let b = a.saturating_add(len).min(out.len());
-        Ok(ReadBuf::Owned(out[a..b].to_vec()))
+        let Some(first_pos) = first_pos else {
+            return Ok(ReadBuf::Owned(Vec::new()));
+        };
+        let mut bufs = Vec::with_capacity(parts.len());
+        for ((_, _, file, start), &(lo, hi)) in parts.iter().zip(&spans) {
+            bufs.push(if lo < hi {
+                file.read_vec(start + lo, (hi - lo) as usize)
+                    .map_err(|e| self.corrupt(&t.key, e))?
+            } else {
+                Vec::new()
+            });
+        }
+        // Pass 2: the served bytes of the picked elements, clipped to [offset, end).
+        let mut out = Vec::with_capacity((pos.min(end) - offset.max(first_pos)) as usize);
+        let mut at = first_pos;
+        for &(p, local) in &picked {
+            let (src, l) = parts[p].1.element_range(local);
+            let from = (src - spans[p].0) as usize;
+            let elem = &bufs[p][from..from + l as usize];
+            let header = l.to_le_bytes();
+            let served = header.iter().chain(elem.iter());
+            let skip = offset.saturating_sub(at) as usize;
+            let take = (end - at).min(8 + l) as usize;
+            out.extend(served.take(take).skip(skip));
+            at += 8 + l;
+        }
+        Ok(ReadBuf::Owned(out))
     }
 
     fn read_sliced(
@@ -455,9 +572,10 @@ impl Checkpoint {
         let shape = &t.entry.shape;
         let mut parts = Vec::with_capacity(slices.len());
         for (s, st) in self.resolve_slices(t, slices)? {
-            let (map, start, end) = self.stored(&st)?;
-            parts.push((s, map, start, end));
+            let (file, start, _) = self.stored(&st)?;
+            parts.push((s, file, start));
         }
+        let exts: Vec<&[Extent]> = parts.iter().map(|p| p.0).collect();
         let total = t.entry.num_elements() * es as u64;
         let end_b = total.min(offset.saturating_add(len as u64));
         if offset >= end_b {
@@ -466,47 +584,30 @@ impl Checkpoint {
         let es64 = es as u64;
         let first = offset / es64;
         let last = end_b.div_ceil(es64);
-        let mut out = Vec::with_capacity(((last - first) * es64) as usize);
-        let rank = shape.len();
-        let mut idx = vec![0u64; rank];
-        let mut e = first;
-        while e < last {
-            let mut rem = e;
-            for j in (0..rank).rev() {
-                idx[j] = rem % shape[j].max(1);
-                rem /= shape[j].max(1);
-            }
-            let range = extent_range;
-            let Some((s, map, start, _)) = parts.iter().find(|(s, ..)| {
-                s.iter().zip(shape).zip(&idx).all(|((x, &d), &i)| {
-                    let (a, b) = range(x, d);
-                    a <= i && i < b
-                })
-            }) else {
-                return Err(self.corrupt(&t.key, "slices do not cover the tensor"));
-            };
-            let mut run = 1u64;
-            let mut inner = 1u64;
-            for j in (0..rank).rev() {
-                let (a, b) = range(&s[j], shape[j]);
-                run = (b - idx[j]) * inner;
-                if !(a == 0 && b == shape[j] && idx[j] == 0) {
-                    break;
-                }
-                inner *= shape[j];
-            }
-            let take = run.min(last - e);
-            // Position of idx inside the slice, row-major over the slice's own shape.
-            let mut src = 0u64;
-            for j in 0..rank {
-                let (a, b) = range(&s[j], shape[j]);
-                src = src * (b - a) + (idx[j] - a);
-            }
-            let from = *start + (src * es64) as usize;
-            let to = from + (take * es64) as usize;
-            out.extend_from_slice(&(**map).as_ref()[from..to]);
-            e += take;
+        let cover = || self.corrupt(&t.key, "slices do not cover the tensor");
+        // Pass 1: the span of stored elements each slice contributes.
+        let mut spans = vec![(u64::MAX, 0u64); parts.len()];
+        for_each_run(shape, &exts, first, last, |p, src, take| {
+            let sp = &mut spans[p];
+            *sp = (sp.0.min(src), sp.1.max(src + take));
+        })
+        .ok_or_else(cover)?;
+        let mut bufs = Vec::with_capacity(parts.len());
+        for ((_, file, start), &(lo, hi)) in parts.iter().zip(&spans) {
+            bufs.push(if lo < hi {
+                file.read_vec(start + lo * es64, ((hi - lo) * es64) as usize)
+                    .map_err(|e| self.corrupt(&t.key, e))?
+            } else {
+                Vec::new()
+            });
         }
+        // Pass 2: the runs, in order.
+        let mut out = Vec::with_capacity(((last - first) * es64) as usize);
+        for_each_run(shape, &exts, first, last, |p, src, take| {
+            let from = ((src - spans[p].0) * es64) as usize;
+            out.extend_from_slice(&bufs[p][from..from + (take * es64) as usize]);
+        })
+        .ok_or_else(cover)?;
         let skip = (offset - first * es64) as usize;
         out.drain(..skip);
         out.truncate((end_b - offset) as usize);
@@ -523,9 +624,72 @@ fn extent_range(x: &Extent, d: u64) -> (u64, u64) {
     }
 }
 
-fn clamp(map: Arc<MappedFile>, start: usize, end: usize, offset: u64, len: usize) -> ReadBuf {
-    let size = (end - start) as u64;
-    let a = start + offset.min(size) as usize;
-    let b = start + offset.saturating_add(len as u64).min(size) as usize;
-    ReadBuf::Mapped(map, a, b)
+/// Row-major index of element `e` of `shape`.
+fn unravel(shape: &[u64], mut e: u64, idx: &mut [u64]) {
+    for j in (0..shape.len()).rev() {
+        idx[j] = e % shape[j].max(1);
+        e /= shape[j].max(1);
+    }
+}
+
+/// The slice holding the element at `idx`.
+fn slice_of(shape: &[u64], slices: &[&[Extent]], idx: &[u64]) -> Option<usize> {
+    slices.iter().position(|s| {
+        s.iter().zip(shape).zip(idx).all(|((x, &d), &i)| {
+            let (a, b) = extent_range(x, d);
+            a <= i && i < b
+        })
+    })
+}
+
+/// Position of `idx` inside slice `s`, row-major over the slice's own shape.
+fn local_index(shape: &[u64], s: &[Extent], idx: &[u64]) -> u64 {
+    let mut src = 0u64;
+    for j in 0..shape.len() {
+        let (a, b) = extent_range(&s[j], shape[j]);
+        src = src * (b - a) + (idx[j] - a);
+    }
+    src
+}
+
+/// Which slice holds element `e` of a partitioned tensor, and its index within the slice.
+fn locate(shape: &[u64], slices: &[&[Extent]], e: u64) -> Option<(usize, u64)> {
+    let mut idx = vec![0u64; shape.len()];
+    unravel(shape, e, &mut idx);
+    let p = slice_of(shape, slices, &idx)?;
+    Some((p, local_index(shape, slices[p], &idx)))
+}
+
+/// Walks elements `[first, last)` of a partitioned tensor in runs that are contiguous in one
+/// slice: `f(slice, index of the run's first element in the slice, elements)`. `None` if an
+/// element lies in no slice.
+fn for_each_run(
+    shape: &[u64],
+    slices: &[&[Extent]],
+    first: u64,
+    last: u64,
+    mut f: impl FnMut(usize, u64, u64),
+) -> Option<()> {
+    let rank = shape.len();
+    let mut idx = vec![0u64; rank];
+    let mut e = first;
+    while e < last {
+        unravel(shape, e, &mut idx);
+        let p = slice_of(shape, slices, &idx)?;
+        let s = slices[p];
+        let mut run = 1u64;
+        let mut inner = 1u64;
+        for j in (0..rank).rev() {
+            let (a, b) = extent_range(&s[j], shape[j]);
+            run = (b - idx[j]) * inner;
+            if !(a == 0 && b == shape[j] && idx[j] == 0) {
+                break;
+            }
+            inner *= shape[j];
+        }
+        let take = run.min(last - e);
+        f(p, local_index(shape, s, &idx), take);
+        e += take;
+    }
+    Some(())
 }

@@ -2,7 +2,9 @@
 //! what it holds. Probed in order; the first that matches wins.
 
 pub mod checkpoint;
-pub mod mapped;
+pub mod file;
+pub mod graph;
+pub mod names;
 pub mod state;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +27,12 @@ pub enum Probed {
     SavedModel {
         dir: PathBuf,
         variables: Option<PathBuf>,
+    },
+    /// A graph file on its own: a frozen GraphDef (`.pb`, `.pbtxt`) or a MetaGraphDef (`.meta`)
+    /// without its checkpoint.
+    Graph {
+        path: PathBuf,
+        kind: graph::GraphKind,
     },
 }
 
@@ -82,6 +90,36 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
     }
     if index_file_name(path).is_file() {
         return Ok(Probed::Prefix(path.to_path_buf()));
+    }
+    if path.is_file() {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "saved_model.pb" || name == "saved_model.pbtxt" {
+            if let Some(dir) = path.parent() {
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                return probe(dir);
+            }
+        }
+        if let Some(prefix) = name.strip_suffix(".meta") {
+            // A Saver's .meta: with its checkpoint when that is beside it.
+            let p = path.with_file_name(prefix);
+            if !prefix.is_empty() && index_file_name(&p).is_file() {
+                return Ok(Probed::Prefix(p));
+            }
+            return Ok(Probed::Graph {
+                path: path.to_path_buf(),
+                kind: graph::GraphKind::MetaGraph,
+            });
+        }
+        if name.ends_with(".pb") || name.ends_with(".pbtxt") {
+            return Ok(Probed::Graph {
+                path: path.to_path_buf(),
+                kind: graph::GraphKind::GraphDef,
+            });
+        }
     }
     if let Some(p) = as_prefix(path) {
         if index_file_name(&p).is_file() {

@@ -47,6 +47,43 @@ fn locate(dir: &Path, p: &str) -> Option<(String, PathBuf)> {
     index_file_name(&local).is_file().then_some((name, local))
 }
 
+/// State files larger than this are refused (TensorFlow writes about a hundred bytes a
+/// checkpoint).
+pub const MAX_STATE_FILE: u64 = 16 << 20;
+
+/// The text of a state file: at most [`MAX_STATE_FILE`] bytes of UTF-8 from a regular file
+/// (opened without blocking, so a FIFO put in its place is refused rather than waited on).
+fn read_state_file(path: &Path) -> Result<String, SourceError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |err| SourceError::Io {
+        path: path.to_path_buf(),
+        err,
+    };
+    let f = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !f.metadata().map_err(io)?.is_file() {
+        return Err(SourceError::Invalid {
+            path: path.to_path_buf(),
+            msg: "not a regular file".into(),
+        });
+    }
+    let mut text = String::new();
+    f.take(MAX_STATE_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > MAX_STATE_FILE {
+        return Err(SourceError::Invalid {
+            path: path.to_path_buf(),
+            msg: format!("larger than {MAX_STATE_FILE} bytes: not a checkpoint state file"),
+        });
+    }
+    Ok(text)
+}
+
 /// Checkpoints as `(name shown in the mount, prefix)`.
 pub type NamedPrefixes = Vec<(String, PathBuf)>;
 
@@ -55,10 +92,7 @@ pub fn resolve(
     dir: &Path,
     state_file: &Path,
 ) -> Result<(NamedPrefixes, Option<String>), SourceError> {
-    let text = std::fs::read_to_string(state_file).map_err(|err| SourceError::Io {
-        path: state_file.to_path_buf(),
-        err,
-    })?;
+    let text = read_state_file(state_file)?;
     let state = parse(&text).map_err(|msg| SourceError::Invalid {
         path: state_file.to_path_buf(),
         msg: format!("not a valid checkpoint state file: {msg}"),

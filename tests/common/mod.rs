@@ -194,3 +194,43 @@ pub const NUMPY_NATIVE: &[&str] = &[
     "complex64",
     "complex128",
 ];
+
+/// Standard base64 (the fixture records hold serialized protos this way).
+pub fn b64(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a') as u32 + 26,
+            b'0'..=b'9' => (c - b'0') as u32 + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0u32);
+    for &c in s.as_bytes().iter().filter(|c| !c.is_ascii_whitespace()) {
+        if c == b'=' {
+            break;
+        }
+        acc = (acc << 6) | val(c);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// The escaped relative path of a `/`-separated name (checkpoint keys, node names).
+pub fn name_path(name: &[u8]) -> Vec<u8> {
+    let comps: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
+    let last = comps.len() - 1;
+    comps
+        .iter()
+        .enumerate()
+        .map(|(i, c)| tfmount::tree::escape(c, i < last))
+        .collect::<Vec<_>>()
+        .join(&b'/')
+}

@@ -1,0 +1,334 @@
+//! Protobuf text renderings of graph messages (prost-reflect's text format over the descriptors
+//! build.rs compiles), and a bounded cache of rendered files.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+use prost_reflect::text_format::FormatOptions;
+use prost_reflect::DynamicMessage;
+
+use crate::format::wire;
+use crate::source::graph::descriptor;
+
+/// Renders the message of type `type_name` encoded by the concatenation of `parts` of `buf`
+/// (several occurrences of a message field merge, as in the binary format). Multi-line text with
+/// two-space indentation, ending in a newline unless empty.
+pub fn message_text(
+    type_name: &str,
+    buf: &[u8],
+    parts: &[Range<usize>],
+) -> Result<Vec<u8>, String> {
+    let desc = descriptor(type_name).ok_or_else(|| format!("no descriptor for {type_name}"))?;
+    let bytes: Vec<u8>;
+    let input: &[u8] = match parts {
+        [one] => buf.get(one.clone()).ok_or("range outside the file")?,
+        _ => {
+            let mut v = Vec::new();
+            for p in parts {
+                v.extend_from_slice(buf.get(p.clone()).ok_or("range outside the file")?);
+            }
+            bytes = v;
+            &bytes
+        }
+    };
+    let msg = DynamicMessage::decode(desc, input).map_err(|e| e.to_string())?;
+    let mut text = msg
+        .to_text_format_with_options(&FormatOptions::new().pretty(true))
+        .into_bytes();
+    if !text.is_empty() && text.last() != Some(&b'\n') {
+        text.push(b'\n');
+    }
+    Ok(text)
+}
+
+/// `buf[range]` without the occurrences of field `number` (a message minus one field).
+pub fn without_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(range.len());
+    for f in wire::fields_in(buf, range) {
+        let f = f.map_err(|e| e.to_string())?;
+        if f.number != number {
+            out.extend_from_slice(&buf[f.start..f.end]);
+        }
+    }
+    Ok(out)
+}
+
+/// Prefixes every line of `text` with `spaces` spaces (text-format strings never hold a raw
+/// newline, so lines are safe to indent).
+pub fn indent(text: &[u8], spaces: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 16 * spaces);
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        out.extend(std::iter::repeat_n(b' ', spaces));
+        out.extend_from_slice(line);
+    }
+    out
+}
+
+/// Rendered texts and the bytes they hold.
+type Texts = (LruCache<(u64, u64), Arc<Vec<u8>>>, usize);
+
+/// One piece of a file rendered piece by piece: literal text, or a message of type `ty` made of
+/// the raw fields `parts`, rendered and indented by `indent` spaces.
+#[derive(Debug, Clone)]
+pub enum Piece {
+    Lit(&'static str),
+    Msg {
+        ty: &'static str,
+        parts: Vec<Range<usize>>,
+        indent: usize,
+    },
+}
+
+pub fn render_piece(buf: &[u8], p: &Piece) -> Result<Vec<u8>, String> {
+    match p {
+        Piece::Lit(s) => Ok(s.as_bytes().to_vec()),
+        Piece::Msg { ty, parts, indent } => {
+            let t = message_text(ty, buf, parts)?;
+            Ok(indent_text(&t, *indent))
+        }
+    }
+}
+
+fn indent_text(t: &[u8], n: usize) -> Vec<u8> {
+    if n == 0 {
+        t.to_vec()
+    } else {
+        indent(t, n)
+    }
+}
+
+/// A SavedModel as protobuf text, in pieces small enough to render one at a time: each graph
+/// node and each library function is its own piece, so a graph near 2 GB streams. Fields a
+/// message has once are rendered together (text format forbids repeating them).
+pub fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
+    let e = |e: crate::format::FormatError| e.to_string();
+    let raw = |f: &wire::Field| f.start..f.end;
+    let mut out = Vec::new();
+    let mut top_rest = Vec::new();
+    for f in wire::fields(buf) {
+        let f = f.map_err(e)?;
+        if f.number != 2 || f.wire != wire::LEN {
+            top_rest.push(raw(&f));
+            continue;
+        }
+        out.push(Piece::Lit("meta_graphs {\n"));
+        let mut mg_rest = Vec::new();
+        for g in wire::fields_in(buf, f.payload_range()) {
+            let g = g.map_err(e)?;
+            if g.number != 2 || g.wire != wire::LEN {
+                mg_rest.push(raw(&g));
+                continue;
+            }
+            out.push(Piece::Lit("  graph_def {\n"));
+            let mut gd_rest = Vec::new();
+            for n in wire::fields_in(buf, g.payload_range()) {
+                let n = n.map_err(e)?;
+                match (n.number, n.wire) {
+                    (1, wire::LEN) => out.push(Piece::Msg {
+                        ty: "tensorflow.GraphDef",
+                        parts: vec![raw(&n)],
+                        indent: 4,
+                    }),
+                    (2, wire::LEN) => {
+                        out.push(Piece::Lit("    library {\n"));
+                        let mut lib_rest = Vec::new();
+                        for l in wire::fields_in(buf, n.payload_range()) {
+                            let l = l.map_err(e)?;
+                            if l.number == 1 && l.wire == wire::LEN {
+                                out.push(Piece::Msg {
+                                    ty: "tensorflow.FunctionDefLibrary",
+                                    parts: vec![raw(&l)],
+                                    indent: 6,
+                                });
+                            } else {
+                                lib_rest.push(raw(&l));
+                            }
+                        }
+                        if !lib_rest.is_empty() {
+                            out.push(Piece::Msg {
+                                ty: "tensorflow.FunctionDefLibrary",
+                                parts: lib_rest,
+                                indent: 6,
+                            });
+                        }
+                        out.push(Piece::Lit("    }\n"));
+                    }
+                    _ => gd_rest.push(raw(&n)),
+                }
+            }
+            if !gd_rest.is_empty() {
+                out.push(Piece::Msg {
+                    ty: "tensorflow.GraphDef",
+                    parts: gd_rest,
+                    indent: 4,
+                });
+            }
+            out.push(Piece::Lit("  }\n"));
+        }
+        if !mg_rest.is_empty() {
+            out.push(Piece::Msg {
+                ty: "tensorflow.MetaGraphDef",
+                parts: mg_rest,
+                indent: 2,
+            });
+        }
+        out.push(Piece::Lit("}\n"));
+    }
+    if !top_rest.is_empty() {
+        out.insert(
+            0,
+            Piece::Msg {
+                ty: "tensorflow.SavedModel",
+                parts: top_rest,
+                indent: 0,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Rendered files by inode, bounded by bytes. A file larger than the whole budget is rendered
+/// for each request and not kept.
+pub struct TextCache {
+    inner: Mutex<Texts>,
+    capacity: usize,
+}
+
+impl TextCache {
+    pub fn new(capacity: usize) -> TextCache {
+        TextCache {
+            inner: Mutex::new((LruCache::unbounded(), 0)),
+            capacity,
+        }
+    }
+
+    pub fn get_or_render(
+        &self,
+        key: (u64, u64),
+        render: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        if let Some(hit) = self.lock().0.get(&key).cloned() {
+            return Ok(hit);
+        }
+        let text = Arc::new(render()?);
+        if text.len() <= self.capacity {
+            let mut g = self.lock();
+            if g.0.put(key, text.clone()).is_none() {
+                g.1 += text.len();
+            }
+            while g.1 > self.capacity {
+                match g.0.pop_lru() {
+                    Some((_, t)) => g.1 -= t.len(),
+                    None => break,
+                }
+            }
+        }
+        Ok(text)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Texts> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes held now.
+    pub fn bytes(&self) -> usize {
+        self.lock().1
+    }
+}
+
+/// The enum value name of a DataType (`DT_FLOAT`), or its number.
+fn dtype_enum_name(v: i32) -> String {
+    crate::source::graph::enum_value_name("tensorflow.DataType", v)
+}
+
+/// `signatures.txt`: the SignatureDefs of one meta graph as `saved_model_cli show --all` prints
+/// them for its tag set.
+pub fn signatures_txt(
+    file: &crate::source::graph::GraphFile,
+    mg: usize,
+) -> Result<Vec<u8>, String> {
+    use prost::Message;
+    use std::fmt::Write;
+    let m = file.metas.get(mg).ok_or("no such meta graph")?;
+    let buf = file.bytes();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nMetaGraphDef with tag-set: '{}' contains the following SignatureDefs:",
+        m.tags.join(", ")
+    );
+    let info = |out: &mut String, t: &crate::proto::TensorInfo, pad: &str| {
+        let _ = writeln!(out, "{pad}    dtype: {}", dtype_enum_name(t.dtype));
+        let shape = match &t.tensor_shape {
+            Some(s) if s.unknown_rank => "unknown_rank".to_string(),
+            s => {
+                let dims: Vec<String> = s
+                    .iter()
+                    .flat_map(|s| s.dim.iter())
+                    .map(|d| d.size.to_string())
+                    .collect();
+                format!("({})", dims.join(", "))
+            }
+        };
+        let _ = writeln!(out, "{pad}    shape: {shape}");
+        let name = match &t.encoding {
+            Some(crate::proto::tensor_info::Encoding::Name(n)) => n.as_str(),
+            _ => "",
+        };
+        let _ = writeln!(out, "{pad}    name: {name}");
+    };
+    for it in &m.signatures.items {
+        let key = String::from_utf8_lossy(it.name(buf));
+        let body = buf.get(it.body()).ok_or("range outside the file")?;
+        let sig = crate::proto::SignatureDef::decode(body).map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "\nsignature_def['{key}']:");
+        let pad = "  ";
+        let _ = writeln!(
+            out,
+            "{pad}The given SavedModel SignatureDef contains the following input(s):"
+        );
+        let mut inputs: Vec<_> = sig.inputs.iter().collect();
+        inputs.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, t) in inputs {
+            let _ = writeln!(out, "{pad}  inputs['{k}'] tensor_info:");
+            info(&mut out, t, "    ");
+        }
+        let _ = writeln!(
+            out,
+            "{pad}The given SavedModel SignatureDef contains the following output(s):"
+        );
+        let mut outputs: Vec<_> = sig.outputs.iter().collect();
+        outputs.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, t) in outputs {
+            let _ = writeln!(out, "{pad}  outputs['{k}'] tensor_info:");
+            info(&mut out, t, "    ");
+        }
+        let _ = writeln!(out, "{pad}Method name is: {}", sig.method_name);
+    }
+    Ok(out.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_stays_bounded() {
+        let c = TextCache::new(100);
+        for k in 0..50u64 {
+            let t = c.get_or_render((k, 0), || Ok(vec![b'x'; 30])).unwrap();
+            assert_eq!(t.len(), 30);
+            assert!(c.bytes() <= 100);
+        }
+        let big = c.get_or_render((99, 0), || Ok(vec![0; 1000])).unwrap();
+        assert_eq!(big.len(), 1000);
+        assert!(c.bytes() <= 100);
+        assert!(c.get_or_render((7, 0), || Err("damaged".into())).is_err());
+    }
+
+    #[test]
+    fn indents_lines() {
+        assert_eq!(indent(b"a {\n  b: 1\n}\n", 2), b"  a {\n    b: 1\n  }\n");
+    }
+}

@@ -1,0 +1,229 @@
+//! Source files (the `.index` and the data shards), opened when the mount starts and read with
+//! `pread`.
+//!
+//! The daemon never memory-maps a source file: a file truncated underneath a mapping kills the
+//! process with SIGBUS at the next access to a lost page, and a file rewritten in place would
+//! change bytes that were already verified. Every read copies with `pread`, then checks with
+//! `fstat` on the open descriptor that the file still has the size and modification time it had
+//! when it was opened. If not, the read fails (EIO), one line is logged naming the file, and every
+//! later read of that file fails the same way. A write updates the modification time before it
+//! changes any byte, so a copy that raced with a writer is caught by the check after it.
+//!
+//! A file deleted, or replaced by a rename (as TensorFlow and `CheckpointManager` do), changes
+//! nothing: the open descriptor still reads the original inode, which is exactly what was
+//! mounted.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::format::{FormatError, ReadAt};
+
+/// What must not change while the file is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl Stamp {
+    fn of(m: &Metadata) -> Stamp {
+        Stamp {
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        }
+    }
+}
+
+pub struct SourceFile {
+    file: File,
+    path: PathBuf,
+    stamp: Stamp,
+    mode: u32,
+    changed: AtomicBool,
+}
+
+impl SourceFile {
+    /// Opens a regular file and records its size and modification time. Never blocks: a FIFO
+    /// in a file's place is refused, not waited on.
+    pub fn open(path: &Path) -> io::Result<(Arc<SourceFile>, Metadata)> {
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        let f = SourceFile {
+            file,
+            path: path.to_path_buf(),
+            stamp: Stamp::of(&meta),
+            mode: meta.mode(),
+            changed: AtomicBool::new(false),
+        };
+        Ok((Arc::new(f), meta))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `st_mode` when it was opened.
+    pub fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    /// The length the file had when it was opened (the only length ever served from).
+    pub fn len(&self) -> u64 {
+        self.stamp.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stamp.len == 0
+    }
+
+    fn err(&self, what: impl std::fmt::Display) -> FormatError {
+        FormatError::Read(format!("{}: {what}", self.path.display()))
+    }
+
+    fn changed_err(&self) -> FormatError {
+        self.err("changed since it was mounted")
+    }
+
+    /// Fails if the file no longer has the size and modification time it was opened with; the
+    /// first failure is logged, and the file stays failed.
+    fn check(&self) -> Result<(), FormatError> {
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(self.changed_err());
+        }
+        let now = match self.file.metadata() {
+            Ok(m) => Stamp::of(&m),
+            Err(e) => return Err(self.err(format!("fstat: {e}"))),
+        };
+        if now == self.stamp {
+            return Ok(());
+        }
+        if !self.changed.swap(true, Ordering::Relaxed) {
+            log::error!(
+                "{}: changed while mounted (size {} -> {}, mtime {}.{:09} -> {}.{:09}); reads from it fail with EIO until it is mounted again",
+                self.path.display(),
+                self.stamp.len,
+                now.len,
+                self.stamp.mtime,
+                self.stamp.mtime_nsec,
+                now.mtime,
+                now.mtime_nsec
+            );
+        }
+        Err(self.changed_err())
+    }
+
+    /// Checks that `[offset, offset+len)` lies within the file as opened.
+    fn check_range(&self, offset: u64, len: u64) -> Result<(), FormatError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.stamp.len => Ok(()),
+            _ => Err(self.err(format!(
+                "{len} bytes at offset {offset} lie past its end ({} bytes)",
+                self.stamp.len
+            ))),
+        }
+    }
+
+    /// `pread` until `len` bytes are in `dst`; `Ok(false)` if the file ended first.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `len` bytes.
+    unsafe fn pread_into(&self, dst: *mut u8, len: usize, offset: u64) -> io::Result<bool> {
+        let mut done = 0usize;
+        while done < len {
+            let at = i64::try_from(offset + done as u64)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            // SAFETY: the caller guarantees `dst..dst+len` is writable; `done < len`.
+            let n =
+                unsafe { libc::pread(self.file.as_raw_fd(), dst.add(done).cast(), len - done, at) };
+            match n {
+                0 => return Ok(false),
+                n if n > 0 => done += n as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Fills `buf` from `offset`, then checks the file did not change.
+    pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+        self.check_range(offset, buf.len() as u64)?;
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(self.changed_err());
+        }
+        // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
+        let complete = unsafe { self.pread_into(buf.as_mut_ptr(), buf.len(), offset) }
+            .map_err(|e| self.err(format!("read: {e}")))?;
+        self.check()?;
+        if !complete {
+            return Err(self.err("shorter than when it was mounted"));
+        }
+        Ok(())
+    }
+
+    /// `len` bytes from `offset` in a new buffer (not zeroed first), then checks the file did
+    /// not change.
+    pub fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+        self.check_range(offset, len as u64)?;
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(self.changed_err());
+        }
+        let mut v: Vec<u8> = Vec::with_capacity(len);
+        // SAFETY: the capacity is `len` bytes; `pread_into` writes all of them when it returns
+        // `Ok(true)`, and only then is the length set.
+        let complete = unsafe { self.pread_into(v.as_mut_ptr(), len, offset) }
+            .map_err(|e| self.err(format!("read: {e}")))?;
+        self.check()?;
+        if !complete {
+            return Err(self.err("shorter than when it was mounted"));
+        }
+        // SAFETY: see above: all `len` bytes were written.
+        unsafe { v.set_len(len) };
+        Ok(v)
+    }
+}
+
+impl ReadAt for SourceFile {
+    fn len(&self) -> u64 {
+        self.stamp.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+        self.read_into(buf, offset)
+    }
+}
+
+/// Bytes handed to a read reply. Always owned: replies are never made from a mapping of a source
+/// file (see the module docs).
+pub enum ReadBuf {
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for ReadBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadBuf::Owned(v) => v,
+        }
+    }
+}

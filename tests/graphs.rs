@@ -1,0 +1,844 @@
+//! Graph mounts (meta graphs, functions, signatures, constants, names/): the filesystem core
+//! against TensorFlow's record of each graph fixture, hostile graph files, and real mounts.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tfmount::fs::{DirEntry, Fs, Kind, Options, ROOT};
+use tfmount::source::probe;
+
+fn open(source: &Path) -> Result<Fs, String> {
+    let p = probe(source).map_err(|e| e.to_string())?;
+    Fs::new(&p, &Options::default()).map_err(|e| e.to_string())
+}
+
+fn list(fs: &Fs, ino: u64) -> Result<Vec<DirEntry>, tfmount::error::FsError> {
+    let mut v = Vec::new();
+    fs.readdir(ino, 0, |e| {
+        v.push(e);
+        false
+    })?;
+    Ok(v)
+}
+
+/// Reads a file in chunks until a read returns nothing (at most `cap` bytes).
+fn read_all(
+    fs: &Fs,
+    ino: u64,
+    chunk: usize,
+    cap: usize,
+) -> Result<Vec<u8>, tfmount::error::FsError> {
+    let mut out = Vec::new();
+    loop {
+        let r = fs.read(ino, out.len() as u64, chunk)?;
+        assert!(r.len() <= chunk);
+        if r.is_empty() || out.len() >= cap {
+            return Ok(out);
+        }
+        out.extend_from_slice(&r);
+    }
+}
+
+/// Walks everything reachable from the root through every operation, ignoring errors (hostile
+/// inputs may fail any of them) but never following more than `budget` nodes. Returns the
+/// number of files read without error.
+fn exercise(fs: &Fs, budget: usize) -> usize {
+    let mut stack = vec![ROOT];
+    let mut seen = HashSet::new();
+    let mut ok_reads = 0;
+    while let Some(ino) = stack.pop() {
+        if !seen.insert(ino) || seen.len() > budget {
+            continue;
+        }
+        let attr = fs.getattr(ino);
+        let _ = fs.getxattr(ino, tfmount::fs::KEY_XATTR.as_bytes());
+        let _ = fs.lookup(ino, b"..");
+        let _ = fs.lookup(ino, b"missing.pbtxt");
+        match attr {
+            Ok(a) if a.kind == Kind::Dir => {
+                if let Ok(entries) = list(fs, ino) {
+                    if let Some(mid) = entries.get(entries.len() / 2) {
+                        let _ = fs.readdir(ino, mid.cookie, |_| false);
+                    }
+                    for e in entries {
+                        if e.name != b"." && e.name != b".." {
+                            let _ = fs.lookup(ino, &e.name);
+                            stack.push(e.ino);
+                        }
+                    }
+                }
+            }
+            Ok(a) if a.kind == Kind::File => {
+                if let Ok(b) = read_all(fs, ino, 4096, 1 << 20) {
+                    assert!(b.len() as u64 <= a.size.max(1 << 20), "read past the size");
+                    ok_reads += 1;
+                }
+                let _ = fs.read(ino, a.size.saturating_sub(3), 10);
+                let _ = fs.read(ino, u64::MAX - 5, 10);
+            }
+            Ok(_) => {
+                let _ = fs.readlink(ino);
+            }
+            Err(_) => {}
+        }
+    }
+    ok_reads
+}
+
+/// A tiny deterministic generator for the sweeps.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn hostile_saved_model_pb_truncations_and_bit_flips() {
+    let src = common::fixtures().join("demo_savedmodel");
+    let pb = std::fs::read(src.join("saved_model.pb")).expect("saved_model.pb");
+    let clean = open(&src).expect("clean fixture mounts");
+    let clean_reads = exercise(&clean, 100_000);
+    assert!(
+        clean_reads > 40,
+        "the clean model serves its files ({clean_reads})"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sm = dir.path().join("sm");
+    std::fs::create_dir(&sm).expect("mkdir");
+    let write = |bytes: &[u8]| std::fs::write(sm.join("saved_model.pb"), bytes).expect("write");
+    let mut rng = Lcg(42);
+    let (mut mounted, mut refused) = (0, 0);
+    let mut variants: Vec<Vec<u8>> = Vec::new();
+    for k in 0..60 {
+        variants.push(pb[..(k * pb.len() / 60)].to_vec());
+    }
+    for _ in 0..250 {
+        let mut b = pb.clone();
+        let i = rng.next() as usize % b.len();
+        b[i] ^= 1 << (rng.next() % 8);
+        variants.push(b);
+    }
+    for _ in 0..40 {
+        // Overwrite a run with 0xff: huge varints and lengths.
+        let mut b = pb.clone();
+        let i = rng.next() as usize % b.len();
+        for x in b.iter_mut().skip(i).take(10) {
+            *x = 0xff;
+        }
+        variants.push(b);
+    }
+    for v in &variants {
+        write(v);
+        match open(&sm) {
+            Ok(fs) => {
+                mounted += 1;
+                exercise(&fs, 20_000);
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    eprintln!(
+        "{} hostile saved_model.pb variants: {mounted} mounted and walked, {refused} refused at mount",
+        variants.len()
+    );
+    assert_eq!(mounted + refused, variants.len());
+    assert!(mounted > 0 && refused > 0, "both outcomes are exercised");
+}
+
+#[test]
+fn deeply_nested_and_oversized_graph_messages_fail_cleanly() {
+    use prost::Message;
+    use tfmount::proto::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // An AttrValue list nested 10 000 deep: decoding must refuse it, not overflow the stack.
+    let mut inner = Vec::new();
+    let wrap = |tag: u8, body: &[u8]| {
+        let mut v = vec![tag];
+        prost::encoding::encode_varint(body.len() as u64, &mut v);
+        v.extend_from_slice(body);
+        v
+    };
+    for _ in 0..10_000 {
+        // AttrValue.list (1) -> ListValue.func (9) -> NameAttrList.attr (2) -> entry.value (2)
+        inner = wrap(0x0a, &wrap(0x4a, &wrap(0x12, &wrap(0x12, &inner))));
+    }
+    let node = NodeDef {
+        name: "deep".into(),
+        op: "Const".into(),
+        ..Default::default()
+    };
+    let mut nb = node.encode_to_vec();
+    nb.push(0x2a); // attr (5) entry
+    let mut e = vec![0x0a, 1, b'x', 0x12];
+    prost::encoding::encode_varint(inner.len() as u64, &mut e);
+    e.extend_from_slice(&inner);
+    prost::encoding::encode_varint(e.len() as u64, &mut nb);
+    nb.extend_from_slice(&e);
+    // A Const whose splat value claims 2^62 elements, and one with a negative dim.
+    let splat = |name: &str, dims: Vec<i64>| {
+        let t = TensorProto {
+            dtype: 1,
+            tensor_shape: Some(TensorShapeProto {
+                dim: dims
+                    .into_iter()
+                    .map(|size| tensor_shape_proto::Dim {
+                        size,
+                        name: String::new(),
+                    })
+                    .collect(),
+                unknown_rank: false,
+            }),
+            float_val: vec![1.0],
+            ..Default::default()
+        };
+        let mut n = NodeDef {
+            name: name.into(),
+            op: "Const".into(),
+            ..Default::default()
+        };
+        n.attr.insert(
+            "value".into(),
+            AttrValue {
+                value: Some(attr_value::Value::Tensor(t)),
+            },
+        );
+        n.encode_to_vec()
+    };
+    let mut graph = Vec::new();
+    for n in [
+        nb,
+        splat("huge", vec![1 << 30, 1 << 30]),
+        splat("neg", vec![-3]),
+    ] {
+        graph.push(0x0a);
+        prost::encoding::encode_varint(n.len() as u64, &mut graph);
+        graph.extend_from_slice(&n);
+    }
+    let path = dir.path().join("g.pb");
+    std::fs::write(&path, &graph).expect("write");
+    let fs = open(&path).expect("a GraphDef with odd nodes still mounts");
+    assert!(fs.lookup(ROOT, b"graph").is_ok(), "graph link");
+    let graph_dir = {
+        let mg = fs.lookup(ROOT, b"meta_graphs").unwrap();
+        let gd = fs.lookup(mg.ino, b"graphdef").unwrap();
+        fs.lookup(gd.ino, b"graph").unwrap()
+    };
+    let deep = fs.lookup(graph_dir.ino, b"deep.pbtxt").expect("listed");
+    let err = fs
+        .read(deep.ino, 0, 4096)
+        .err()
+        .expect("too deep to render");
+    assert_eq!(err.errno(), libc::EIO);
+    let consts = {
+        let mg = fs.lookup(ROOT, b"meta_graphs").unwrap();
+        let gd = fs.lookup(mg.ino, b"graphdef").unwrap();
+        fs.lookup(gd.ino, b"constants").unwrap()
+    };
+    let huge = fs
+        .lookup(consts.ino, b"huge.bin")
+        .expect("huge splat is listed");
+    assert_eq!(huge.size, 1 << 62, "size without allocation");
+    let tail = fs.read(huge.ino, (1 << 62) - 4, 100).expect("tail read");
+    assert_eq!(&tail[..], &1f32.to_le_bytes());
+    let neg = fs.lookup(consts.ino, b"neg.bin").expect("listed");
+    let err = fs.read(neg.ino, 0, 10).err().expect("bad dim");
+    assert_eq!(err.errno(), libc::EIO);
+    assert!(exercise(&fs, 1000) > 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against TensorFlow's record of each graph fixture (tests/fixtures/graphs/expected/*.json)
+// ---------------------------------------------------------------------------------------------
+
+use prost::Message;
+use serde_json::Value;
+use tfmount::proto::{FunctionDef, GraphDef, MetaGraphDef, NodeDef, SavedModel};
+
+fn graphs_dir() -> std::path::PathBuf {
+    common::fixtures().join("graphs")
+}
+
+fn load(rel: &str) -> Value {
+    let t =
+        std::fs::read_to_string(graphs_dir().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn cat(b: &[&[u8]]) -> Vec<u8> {
+    b.concat()
+}
+
+/// Reads the file at `path` (relative to the root; no symlinks followed).
+fn read_path(fs: &Fs, path: &[u8]) -> Vec<u8> {
+    let mut ino = ROOT;
+    for c in path.split(|&b| b == b'/') {
+        ino = fs
+            .lookup(ino, c)
+            .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(path)))
+            .ino;
+    }
+    let size = fs.getattr(ino).expect("getattr").size;
+    let got = read_all(fs, ino, 64 << 10, usize::MAX).expect("read");
+    assert_eq!(
+        got.len() as u64,
+        size,
+        "{}: size",
+        String::from_utf8_lossy(path)
+    );
+    got
+}
+
+fn lookup_path(fs: &Fs, path: &[u8]) -> Option<u64> {
+    let mut ino = ROOT;
+    for c in path.split(|&b| b == b'/') {
+        ino = fs.lookup(ino, c).ok()?.ino;
+    }
+    Some(ino)
+}
+
+fn exists(fs: &Fs, path: &[u8]) -> bool {
+    let mut ino = ROOT;
+    for c in path.split(|&b| b == b'/') {
+        match fs.lookup(ino, c) {
+            Ok(a) => ino = a.ino,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Parses protobuf text with our own parser (prost-reflect) into message type `M`.
+fn parse<M: Message + Default>(type_name: &str, text: &[u8]) -> M {
+    let desc = tfmount::source::graph::descriptor(type_name).expect("descriptor");
+    let s = std::str::from_utf8(text).expect("text is UTF-8");
+    let m = prost_reflect::DynamicMessage::parse_text_format(desc, s)
+        .unwrap_or_else(|e| panic!("{type_name} text does not parse: {e}\n{s}"));
+    M::decode(m.encode_to_vec().as_slice()).expect("transcode")
+}
+
+/// Equal messages (NaN values compare by their encoding: maps are BTreeMaps, so the encoding
+/// is deterministic).
+fn same<M: Message + PartialEq + std::fmt::Debug>(a: &M, b: &M, what: &str) {
+    if a != b {
+        assert_eq!(
+            a.encode_to_vec(),
+            b.encode_to_vec(),
+            "{what}: {a:?}\n!=\n{b:?}"
+        );
+    }
+}
+
+fn check_graph(fs: &Fs, base: &[u8], g: &GraphDef, what: &str) -> usize {
+    let mut n = 0;
+    for node in &g.node {
+        let p = cat(&[
+            base,
+            b"/graph/",
+            &common::name_path(node.name.as_bytes()),
+            b".pbtxt",
+        ]);
+        let got: NodeDef = parse("tensorflow.NodeDef", &read_path(fs, &p));
+        same(&got, node, &format!("{what} node {}", node.name));
+        n += 1;
+    }
+    for f in g.library.iter().flat_map(|l| l.function.iter()) {
+        let name = f.signature.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+        let esc = tfmount::tree::escape(name.as_bytes(), false);
+        let p = cat(&[base, b"/functions/", &esc, b".pbtxt"]);
+        let mut got: FunctionDef = parse("tensorflow.FunctionDef", &read_path(fs, &p));
+        assert!(
+            got.node_def.is_empty(),
+            "{what}: {name}.pbtxt holds no nodes"
+        );
+        let dir = tfmount::tree::escape(name.as_bytes(), true);
+        for node in &f.node_def {
+            let p = cat(&[
+                base,
+                b"/functions/",
+                &dir,
+                b"/",
+                &common::name_path(node.name.as_bytes()),
+                b".pbtxt",
+            ]);
+            got.node_def
+                .push(parse("tensorflow.NodeDef", &read_path(fs, &p)));
+            n += 1;
+        }
+        same(&got, f, &format!("{what} function {name}"));
+    }
+    n
+}
+
+fn check_constants(fs: &Fs, base: &[u8], consts: &Value, what: &str) -> usize {
+    let Some(consts) = consts.as_object() else {
+        return 0;
+    };
+    for (name, rec) in consts {
+        let stem = cat(&[base, b"/constants/", &common::name_path(name.as_bytes())]);
+        let p = |suffix: &str| cat(&[&stem, suffix.as_bytes()]);
+        let bin = read_path(fs, &p(".bin"));
+        assert_eq!(
+            common::sha256_hex(&bin),
+            rec["sha256"].as_str().unwrap(),
+            "{what}: {name}.bin"
+        );
+        let dims: Vec<String> = rec["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(
+            read_path(fs, &p(".shape")),
+            format!("{}\n", dims.join(" ")).into_bytes(),
+            "{what}: {name}.shape"
+        );
+        let dtype = rec["dtype"].as_str().unwrap();
+        assert_eq!(
+            read_path(fs, &p(".dtype")),
+            format!("{dtype}\n").into_bytes(),
+            "{what}: {name}.dtype"
+        );
+        let npy = rec["npy"].as_bool().unwrap();
+        assert_eq!(
+            exists(fs, &p(".npy")),
+            npy,
+            "{what}: {name}.npy exists iff numpy holds {dtype}"
+        );
+        if npy {
+            let f = read_path(fs, &p(".npy"));
+            assert!(
+                f.starts_with(b"\x93NUMPY") && f.ends_with(&bin),
+                "{what}: {name}.npy"
+            );
+        }
+    }
+    consts.len()
+}
+
+/// `signatures.txt` is `saved_model_cli show --all`'s section for the tag set, without the
+/// final line listing the ops (a Python set in hash order).
+fn expected_signatures_txt(rec: &Value) -> Option<String> {
+    let sec = rec["show_all_section"].as_str()?;
+    let mut lines: Vec<&str> = sec.trim_end_matches('\n').split('\n').collect();
+    if lines
+        .last()
+        .is_some_and(|l| l.starts_with("The MetaGraph with tag set"))
+    {
+        lines.pop();
+    }
+    Some(lines.join("\n") + "\n")
+}
+
+#[test]
+fn graph_fixtures_equal_tensorflows_record() {
+    let manifest = load("manifest.json");
+    let mut counted = (0, 0, 0);
+    for entry in manifest.as_array().expect("manifest") {
+        let Some(exp_rel) = entry["expected"].as_str() else {
+            continue;
+        };
+        let source = graphs_dir().join(entry["source"].as_str().unwrap());
+        let what = entry["name"].as_str().unwrap().to_string();
+        let exp = load(exp_rel);
+        let fs = open(&source).unwrap_or_else(|e| panic!("{what}: {e}"));
+        if exp["kind"] == "graph_def" {
+            let g = GraphDef::decode(common::b64(exp["graph_def"].as_str().unwrap()).as_slice())
+                .unwrap();
+            counted.0 += check_graph(&fs, b"meta_graphs/graphdef", &g, &what);
+            counted.1 += check_constants(&fs, b"meta_graphs/graphdef", &exp["constants"], &what);
+            assert!(
+                fs.readlink(fs.lookup(ROOT, b"graph").unwrap().ino).unwrap()
+                    == b"meta_graphs/graphdef/graph"
+            );
+            continue;
+        }
+        // A checkpoint directory mounts each checkpoint in its own directory.
+        let top: Vec<u8> = if source.is_dir()
+            && !source.join("saved_model.pb").exists()
+            && !source.join("saved_model.pbtxt").exists()
+        {
+            let name = list(&fs, ROOT)
+                .unwrap()
+                .into_iter()
+                .find(|e| e.name != b"." && e.name != b".." && e.name != b"latest")
+                .expect("a checkpoint dir")
+                .name;
+            cat(&[&name, b"/"])
+        } else {
+            Vec::new()
+        };
+        let mgs = exp["meta_graphs"].as_array().unwrap();
+        for (i, rec) in mgs.iter().enumerate() {
+            let mg =
+                MetaGraphDef::decode(common::b64(rec["meta_graph"].as_str().unwrap()).as_slice())
+                    .unwrap();
+            let base = cat(&[
+                &top,
+                b"meta_graphs/",
+                rec["dir"].as_str().unwrap().as_bytes(),
+            ]);
+            let what = format!("{what} [{}]", rec["dir"]);
+            if let Some(g) = &mg.graph_def {
+                counted.0 += check_graph(&fs, &base, g, &what);
+            }
+            counted.1 += check_constants(&fs, &base, &rec["constants"], &what);
+            for (k, v) in &mg.signature_def {
+                let p = cat(&[
+                    &base,
+                    b"/signatures/",
+                    &common::name_path(k.as_bytes()),
+                    b".pbtxt",
+                ]);
+                same(
+                    &parse("tensorflow.SignatureDef", &read_path(&fs, &p)),
+                    v,
+                    &format!("{what} signature {k}"),
+                );
+                counted.2 += 1;
+            }
+            for (k, v) in &mg.collection_def {
+                let p = cat(&[
+                    &base,
+                    b"/collections/",
+                    &common::name_path(k.as_bytes()),
+                    b".pbtxt",
+                ]);
+                same(
+                    &parse("tensorflow.CollectionDef", &read_path(&fs, &p)),
+                    v,
+                    &format!("{what} collection {k}"),
+                );
+            }
+            if let Some(m) = &mg.meta_info_def {
+                let p = cat(&[&base, b"/meta_info_def.pbtxt"]);
+                same(
+                    &parse("tensorflow.MetaGraphDef.MetaInfoDef", &read_path(&fs, &p)),
+                    m,
+                    &what,
+                );
+            }
+            if let Some(m) = &mg.saver_def {
+                let p = cat(&[&base, b"/saver_def.pbtxt"]);
+                same(&parse("tensorflow.SaverDef", &read_path(&fs, &p)), m, &what);
+            }
+            if let Some(m) = &mg.object_graph_def {
+                let p = cat(&[&base, b"/object_graph.pbtxt"]);
+                same(
+                    &parse("tensorflow.SavedObjectGraph", &read_path(&fs, &p)),
+                    m,
+                    &what,
+                );
+            }
+            if let Some(want) = expected_signatures_txt(rec) {
+                let got = read_path(&fs, &cat(&[&base, b"/signatures.txt"]));
+                assert_eq!(
+                    String::from_utf8_lossy(&got),
+                    want,
+                    "{what}: signatures.txt"
+                );
+            }
+            // The default meta graph's links: `graph` beside `meta_graphs` points into it.
+            if i == exp["default_meta_graph"].as_u64().unwrap_or(0) as usize
+                && mg.graph_def.is_some()
+            {
+                let link = lookup_path(&fs, &cat(&[&top, b"graph"])).expect("graph link");
+                let want = cat(&[
+                    b"meta_graphs/",
+                    rec["dir"].as_str().unwrap().as_bytes(),
+                    b"/graph",
+                ]);
+                assert_eq!(fs.readlink(link).unwrap(), want, "{what}: graph link");
+            }
+        }
+        if exp["kind"] == "saved_model" {
+            let want =
+                SavedModel::decode(common::b64(exp["saved_model"].as_str().unwrap()).as_slice())
+                    .unwrap();
+            let got: SavedModel = parse(
+                "tensorflow.SavedModel",
+                &read_path(&fs, b"saved_model.pbtxt"),
+            );
+            same(&got, &want, &format!("{what} saved_model.pbtxt"));
+        }
+    }
+    eprintln!(
+        "{} nodes, {} constants, {} signatures equal to TensorFlow's",
+        counted.0, counted.1, counted.2
+    );
+    assert!(
+        counted.0 > 300 && counted.1 > 50 && counted.2 > 3,
+        "{counted:?}"
+    );
+}
+
+/// `names/` links point at the tensor files of the keys TensorFlow's object graph names.
+#[test]
+fn names_view_follows_the_object_graph() {
+    let check = |fs: &Fs, top: &[u8], names: &[(String, String)]| {
+        for (name, key) in names {
+            let p = cat(&[top, b"names/", &common::name_path(name.as_bytes()), b".bin"]);
+            let mut ino = ROOT;
+            for c in p.split(|&b| b == b'/') {
+                ino = fs
+                    .lookup(ino, c)
+                    .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(&p)))
+                    .ino;
+            }
+            let depth = name.split('/').count();
+            let want = cat(&[
+                &b"../".repeat(depth),
+                b"variables/",
+                &common::name_path(key.as_bytes()),
+                b".bin",
+            ]);
+            assert_eq!(
+                String::from_utf8_lossy(&fs.readlink(ino).unwrap()),
+                String::from_utf8_lossy(&want),
+                "{name}"
+            );
+            // The target exists and holds the tensor.
+            let target = cat(&[
+                top,
+                b"variables/",
+                &common::name_path(key.as_bytes()),
+                b".bin",
+            ]);
+            read_path(fs, &target);
+        }
+        names.len()
+    };
+    let pairs = |v: &Value| -> Vec<(String, String)> {
+        match v {
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect(),
+            Value::Array(a) => a
+                .iter()
+                .map(|p| {
+                    (
+                        p[0].as_str().unwrap().to_string(),
+                        p[1].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let exp = load("expected/tf2_module.json");
+    let fs = open(&graphs_dir().join("tf2_module")).unwrap();
+    let mut names = pairs(&exp["variable_names"]);
+    // TensorFlow's duplicates: the first keeps the name, later ones get `_1`, `_2`, ...
+    for (name, keys) in exp["variable_names_duplicates"].as_object().unwrap() {
+        for (i, k) in keys.as_array().unwrap().iter().enumerate() {
+            let n = if i == 0 {
+                name.clone()
+            } else {
+                format!("{name}_{i}")
+            };
+            names.push((n, k.as_str().unwrap().to_string()));
+        }
+    }
+    let mut n = check(&fs, b"", &names);
+    for f in [
+        "expected/names_tf2_keras.json",
+        "expected/names_tf2_slots.json",
+    ] {
+        let exp = load(f);
+        let src = graphs_dir().join(exp["source"].as_str().unwrap());
+        let fs = open(&src).unwrap();
+        let names = pairs(&exp["names"]);
+        assert!(
+            exp["duplicates"].as_array().is_none_or(|d| d.is_empty())
+                || exp["duplicates"].as_object().is_some_and(|d| d.is_empty())
+        );
+        n += check(&fs, b"", &names);
+    }
+    assert!(n >= 10, "{n} names checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real mounts
+// ---------------------------------------------------------------------------------------------
+
+/// Through the kernel: links resolve, files read whole with `std::fs`, `--tags` picks the
+/// default meta graph, and TensorFlow's own text_format parses every file back (when a Python
+/// with TensorFlow is at hand; CI has none).
+#[test]
+fn mounted_graphs_through_the_kernel() {
+    let src = graphs_dir().join("tf1_two_tags");
+    let exp = load("expected/tf1_two_tags.json");
+    let mut m = common::Mount::start(&src, &[]);
+    let root = m.path();
+    // The default meta graph is the one tagged exactly "serve".
+    let serve = std::fs::read_link(root.join("graph")).expect("graph link");
+    assert_eq!(serve, Path::new("meta_graphs/serve/graph"));
+    let mg = MetaGraphDef::decode(
+        common::b64(exp["meta_graphs"][0]["meta_graph"].as_str().unwrap()).as_slice(),
+    )
+    .unwrap();
+    let nodes = &mg.graph_def.as_ref().unwrap().node;
+    let mut files = 0;
+    for n in nodes {
+        let rel = String::from_utf8(common::name_path(n.name.as_bytes())).unwrap();
+        // Through the link, as a user would.
+        let text =
+            std::fs::read(root.join("graph").join(format!("{rel}.pbtxt"))).expect("node file");
+        let got: NodeDef = parse("tensorflow.NodeDef", &text);
+        same(&got, n, &n.name);
+        files += 1;
+    }
+    // `ls -l` sizes are exact: every file's size equals what a read returns.
+    for rel in common::walk_files(&root.join("meta_graphs")) {
+        let p = root.join("meta_graphs").join(rel);
+        let size = std::fs::metadata(&p).unwrap().len();
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(bytes.len() as u64, size, "{}", p.display());
+    }
+    let sm = std::fs::read(root.join("saved_model.pbtxt")).unwrap();
+    let got: SavedModel = parse("tensorflow.SavedModel", &sm);
+    same(
+        &got,
+        &SavedModel::decode(common::b64(exp["saved_model"].as_str().unwrap()).as_slice()).unwrap(),
+        "saved_model.pbtxt",
+    );
+    assert!(
+        std::fs::write(root.join("graph/x.pbtxt"), b"x").is_err(),
+        "read-only"
+    );
+    let tf = Path::new("/work/tfvenv/bin/python");
+    if tf.exists() && std::env::var_os("TFMOUNT_NO_TF").is_none() {
+        let out = std::process::Command::new(tf)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check_pbtxt.py"))
+            .arg(&root)
+            .arg(graphs_dir().join("expected/tf1_two_tags.json"))
+            .output()
+            .expect("check_pbtxt.py");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "TensorFlow's text_format disagrees:\n{text}"
+        );
+        eprintln!("check_pbtxt.py: {}", text.lines().last().unwrap_or(""));
+    }
+    assert_eq!(m.unmount(), Some(0));
+    assert!(files > 50);
+
+    // --tags picks another meta graph; a tag set no meta graph has is a mount-time error.
+    let mut m = common::Mount::start(&src, &["--tags", "gpu,train"]);
+    assert_eq!(
+        std::fs::read_link(m.path().join("graph")).unwrap(),
+        Path::new("meta_graphs/train,gpu/graph")
+    );
+    assert_eq!(m.unmount(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["--tags", "nope"])
+        .arg(&src)
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(
+        st.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(String::from_utf8_lossy(&st.stderr).contains("no meta graph has the tag set"));
+}
+
+/// `names/` symlinks resolve through the kernel to the same bytes as `variables/`.
+#[test]
+fn mounted_names_resolve_to_variables() {
+    let exp = load("expected/tf2_module.json");
+    let mut m = common::Mount::start(&graphs_dir().join("tf2_module"), &[]);
+    let root = m.path();
+    for (name, key) in exp["variable_names"].as_object().unwrap() {
+        let key = key.as_str().unwrap();
+        for suffix in [".bin", ".shape", ".dtype"] {
+            let via = std::fs::read(root.join("names").join(format!("{name}{suffix}"))).unwrap();
+            let direct = root.join("variables").join(format!(
+                "{}{suffix}",
+                String::from_utf8(common::name_path(key.as_bytes())).unwrap()
+            ));
+            assert_eq!(via, std::fs::read(direct).unwrap(), "{name}{suffix}");
+        }
+    }
+    assert_eq!(m.unmount(), Some(0));
+}
+
+/// A 30 000-node graph (names nested three deep, a few hundred per directory): listing in small
+/// chunks (cookies resumed as a kernel with a small buffer does) finds every node exactly once,
+/// and each listed name looks up to the listed inode.
+#[test]
+fn large_graph_lists_every_node_once_in_chunks() {
+    use std::collections::BTreeSet;
+    let n = 30_000;
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("block_{}/layer_{}/op_{}", i / 1000, i / 10 % 100, i % 10))
+        .chain(["block_0".to_string(), "block_0/layer_1".to_string()])
+        .collect();
+    let g = GraphDef {
+        node: names
+            .iter()
+            .rev()
+            .map(|name| NodeDef {
+                name: name.clone(),
+                op: "NoOp".into(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.pb");
+    std::fs::write(&path, g.encode_to_vec()).unwrap();
+    let fs = open(&path).unwrap();
+    let graph = lookup_path(&fs, b"meta_graphs/graphdef/graph").expect("graph dir");
+    let mut found = BTreeSet::new();
+    let mut stack = vec![(graph, String::new())];
+    while let Some((ino, prefix)) = stack.pop() {
+        let mut cookie = 0;
+        loop {
+            let mut batch = Vec::new();
+            fs.readdir(ino, cookie, |e| {
+                batch.push(e);
+                batch.len() >= 7
+            })
+            .unwrap();
+            let Some(last) = batch.last() else { break };
+            cookie = last.cookie;
+            for e in batch {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let name = String::from_utf8(e.name.clone()).unwrap();
+                assert_eq!(
+                    fs.lookup(ino, &e.name).unwrap().ino,
+                    e.ino,
+                    "{prefix}{name}"
+                );
+                if e.kind == Kind::Dir {
+                    stack.push((e.ino, format!("{prefix}{name}/")));
+                } else {
+                    let stem = name.strip_suffix(".pbtxt").expect(".pbtxt");
+                    assert!(
+                        found.insert(format!("{prefix}{stem}")),
+                        "listed twice: {prefix}{name}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(found, names.into_iter().collect::<BTreeSet<_>>());
+}

@@ -1,0 +1,955 @@
+//! Hostile inputs the other suites do not cover (see README "Reliability" for the whole table),
+//! run under an allocator that refuses any single allocation over 64 MiB: a parser that sizes a
+//! buffer by what the input claims makes this test binary abort, naming the size.
+//!
+//! Snappy bombs, huge varints, deeply nested protobuf, duplicate and unsorted keys, block handles
+//! outside the file, an absurd shard count, FIFOs in place of files, truncated, bit-flipped,
+//! nested and oversized `checkpoint` state files, and a bit-flip sweep of a Snappy-compressed,
+//! many-block index (TensorFlow's own files, which the core suite sweeps, are uncompressed).
+#![cfg(feature = "writer")]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::Mount;
+use prost::Message;
+use tfmount::error::FsError;
+use tfmount::format::bundle::{parse_entry, parse_header, MAX_SHARDS};
+use tfmount::format::dtype::{DType, DT_STRING};
+use tfmount::format::mask_crc;
+use tfmount::format::strings::StringLayout;
+use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, MAGIC};
+use tfmount::format::varint::decode_u64;
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::proto::{BundleEntryProto, BundleHeaderProto, TensorShapeProto, VersionDef};
+use tfmount::source::{probe, Probed};
+use tfmount::writer::{data_path, index_path, CheckpointWriter, TableBuilder};
+
+// ---------------------------------------------------------------------------------------------
+// An allocator that refuses allocations sized by what an input claims
+// ---------------------------------------------------------------------------------------------
+
+const CAP: usize = 64 << 20;
+
+struct Capped;
+
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+fn refuse(size: usize) -> bool {
+    LARGEST.fetch_max(size, Ordering::Relaxed);
+    if size > CAP {
+        // No formatting here (it would allocate): a fixed message, then the caller aborts.
+        let msg = b"\nhostile.rs: an allocation of more than 64 MiB was requested\n";
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        return true;
+    }
+    false
+}
+
+unsafe impl GlobalAlloc for Capped {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if refuse(l.size()) {
+            return std::ptr::null_mut();
+        }
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        if refuse(l.size()) {
+            return std::ptr::null_mut();
+        }
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        if refuse(new) {
+            return std::ptr::null_mut();
+        }
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Capped = Capped;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const F32: DType = DType(1);
+
+fn put_varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// One block: entries with no shared prefix, one restart point.
+fn encode_block(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (k, v) in entries {
+        put_varint(0, &mut b);
+        put_varint(k.len() as u64, &mut b);
+        put_varint(v.len() as u64, &mut b);
+        b.extend_from_slice(k);
+        b.extend_from_slice(v);
+    }
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b
+}
+
+/// Appends a stored block (`kind` 0 raw, 1 snappy, contents as given) with a valid trailer.
+fn append_block(file: &mut Vec<u8>, contents: &[u8], kind: u8) -> BlockHandle {
+    let h = BlockHandle {
+        offset: file.len() as u64,
+        size: contents.len() as u64,
+    };
+    file.extend_from_slice(contents);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
+    file.push(kind);
+    file.extend_from_slice(&mask_crc(crc).to_le_bytes());
+    h
+}
+
+fn handle_bytes(h: BlockHandle) -> Vec<u8> {
+    let mut v = Vec::new();
+    put_varint(h.offset, &mut v);
+    put_varint(h.size, &mut v);
+    v
+}
+
+/// A table from stored data blocks: `blocks` = (last key of the block, handle) for the index.
+fn finish_table(mut file: Vec<u8>, index: &[(Vec<u8>, BlockHandle)]) -> Vec<u8> {
+    let meta = append_block(&mut file, &encode_block(&[]), 0);
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = index
+        .iter()
+        .map(|(k, h)| (k.clone(), handle_bytes(*h)))
+        .collect();
+    let idx = append_block(&mut file, &encode_block(&entries), 0);
+    let mut footer = handle_bytes(meta);
+    footer.extend_from_slice(&handle_bytes(idx));
+    footer.resize(40, 0);
+    footer.extend_from_slice(&MAGIC.to_le_bytes());
+    file.extend_from_slice(&footer);
+    file
+}
+
+fn header(num_shards: i32) -> Vec<u8> {
+    BundleHeaderProto {
+        num_shards,
+        endianness: 0,
+        version: Some(VersionDef {
+            producer: 1,
+            ..Default::default()
+        }),
+    }
+    .encode_to_vec()
+}
+
+fn f32_entry(offset: i64, data: &[u8]) -> Vec<u8> {
+    BundleEntryProto {
+        dtype: 1,
+        shape: Some(TensorShapeProto {
+            dim: vec![tfmount::proto::tensor_shape_proto::Dim {
+                size: (data.len() / 4) as i64,
+                name: String::new(),
+            }],
+            unknown_rank: false,
+        }),
+        offset,
+        size: data.len() as i64,
+        crc32c: mask_crc(crc32c::crc32c(data)),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+fn open_fs(prefix: &Path) -> Result<Fs, String> {
+    let probed = probe(prefix).map_err(|e| e.to_string())?;
+    Fs::new(&probed, &Options::default()).map_err(|e| e.to_string())
+}
+
+fn lookup_path(fs: &Fs, path: &[u8]) -> Result<tfmount::fs::Attr, FsError> {
+    let mut a = fs.getattr(ROOT)?;
+    for c in path.split(|&b| b == b'/') {
+        a = fs.lookup(a.ino, c)?;
+    }
+    Ok(a)
+}
+
+fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, FsError> {
+    let mut out = Vec::new();
+    loop {
+        let b = fs.read(ino, out.len() as u64, 4096)?;
+        if b.is_empty() || out.len() > 1 << 20 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&b);
+    }
+}
+
+/// Every node reachable from ROOT: listed, looked up, read; returns the bytes of each `.bin`
+/// that read. Never asserts structure: a damaged checkpoint may show anything but wrong bytes.
+fn exercise(fs: &Fs) -> Vec<Vec<u8>> {
+    let mut bins = Vec::new();
+    let mut stack = vec![(ROOT, 0)];
+    let mut seen = HashSet::new();
+    while let Some((ino, depth)) = stack.pop() {
+        if depth > 40 || !seen.insert(ino) {
+            continue;
+        }
+        let mut entries = Vec::new();
+        let _ = fs.readdir(ino, 0, |e| {
+            entries.push(e);
+            entries.len() > 10_000
+        });
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let Ok(a) = fs.lookup(ino, &e.name) else {
+                continue;
+            };
+            match a.kind {
+                Kind::Dir => stack.push((a.ino, depth + 1)),
+                Kind::File => {
+                    let _ = fs.getxattr(a.ino, b"user.tfmount.key");
+                    if let Ok(b) = read_all(fs, a.ino) {
+                        if e.name.ends_with(b".bin") {
+                            bins.push(b);
+                        }
+                    }
+                }
+                Kind::Symlink => {
+                    let _ = fs.readlink(a.ino);
+                }
+            }
+        }
+    }
+    bins
+}
+
+fn eio(r: Result<impl std::fmt::Debug, FsError>) {
+    match r {
+        Err(e) => assert_eq!(e.errno(), libc::EIO, "{e}"),
+        Ok(v) => panic!("expected EIO, got {v:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decompression bombs
+// ---------------------------------------------------------------------------------------------
+
+/// A Snappy block whose header claims far more than its few bytes can expand to: refused before
+/// anything is allocated for the claim (the cap above would abort otherwise). A real block at
+/// Snappy's densest still decompresses.
+#[test]
+fn snappy_bombs_are_refused_before_allocating() {
+    for claimed in [
+        200u64 << 20,
+        (256 << 20) - 1,
+        256 << 20,
+        u32::MAX as u64,
+        1 << 40,
+    ] {
+        let mut contents = Vec::new();
+        put_varint(claimed, &mut contents);
+        contents.extend_from_slice(&[0x00, b'x', 0xfe, 0x01, 0x00]); // a literal, a copy
+        let mut file = Vec::new();
+        let h = append_block(&mut file, &contents, 1);
+        let e = read_block(&file, h).expect_err("bomb accepted");
+        assert!(e.to_string().contains("snappy"), "{claimed}: {e}");
+    }
+    // 4 MiB of zeros at Snappy's densest (64 bytes from a 3-byte copy) reads back.
+    let zeros = vec![0u8; 4 << 20];
+    let packed = snap::raw::Encoder::new()
+        .compress_vec(&zeros)
+        .expect("compress");
+    assert!(
+        packed.len() * 20 < zeros.len(),
+        "ratio {}",
+        zeros.len() / packed.len()
+    );
+    let mut file = Vec::new();
+    let h = append_block(&mut file, &packed, 1);
+    assert_eq!(read_block(&file, h).expect("dense block"), zeros);
+
+    // Through the whole filesystem: the bomb as the header's block fails the mount cleanly; as a
+    // later block, lookups needing it fail with EIO.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = [7u8; 16];
+    let mut bomb = Vec::new();
+    put_varint(250 << 20, &mut bomb);
+    bomb.extend_from_slice(&[0x00, b'x']);
+    for bomb_first in [true, false] {
+        let prefix = tmp.path().join(format!("bomb{bomb_first}"));
+        std::fs::write(data_path(&prefix, 0, 1), data).expect("data");
+        let mut file = Vec::new();
+        let good = encode_block(&[
+            (Vec::new(), header(1)),
+            (b"a".to_vec(), f32_entry(0, &data)),
+        ]);
+        let mut index = Vec::new();
+        if bomb_first {
+            index.push((b"a".to_vec(), append_block(&mut file, &bomb, 1)));
+        } else {
+            index.push((b"a".to_vec(), append_block(&mut file, &good, 0)));
+            index.push((b"z".to_vec(), append_block(&mut file, &bomb, 1)));
+        }
+        std::fs::write(index_path(&prefix), finish_table(file, &index)).expect("index");
+        match open_fs(&prefix) {
+            Err(e) => {
+                assert!(bomb_first, "{e}");
+                assert!(
+                    e.contains("snappy") && e.contains(&*prefix.to_string_lossy()),
+                    "{e}"
+                );
+            }
+            Ok(fs) => {
+                assert!(!bomb_first);
+                let a = lookup_path(&fs, b"variables/a.bin").expect("a");
+                assert_eq!(read_all(&fs, a.ino).expect("read a"), data);
+                eio(lookup_path(&fs, b"variables/b.bin"));
+                eio(
+                    fs.readdir(fs.lookup(ROOT, b"variables").expect("vars").ino, 0, |_| {
+                        false
+                    }),
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Huge varints, deep nesting
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn huge_varints_are_refused() {
+    // Eleven bytes, or a tenth byte that overflows 64 bits.
+    let eleven = [0xffu8; 11];
+    let overflow = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+    assert_eq!(decode_u64(&eleven), None);
+    assert_eq!(decode_u64(&overflow), None);
+    assert!(BlockHandle::decode(&eleven).is_err());
+    let mut h = vec![0x05];
+    h.extend_from_slice(&overflow);
+    assert!(BlockHandle::decode(&h).is_err());
+    // A footer whose handles overflow.
+    let mut footer = overflow.to_vec();
+    footer.extend_from_slice(&overflow);
+    footer.resize(40, 0);
+    footer.extend_from_slice(&MAGIC.to_le_bytes());
+    assert!(parse_footer(&footer).is_err());
+    // Block entries whose shared / non-shared / value lengths are huge (u32::MAX, and past it).
+    for (shared, non_shared, value) in [
+        (0u64, u32::MAX as u64, 1u64),
+        (0, 1, u32::MAX as u64),
+        (u32::MAX as u64, 0, 0),
+        (0, 1 << 33, 1),
+        (0, 1, 1 << 40),
+    ] {
+        let mut b = Vec::new();
+        put_varint(shared, &mut b);
+        put_varint(non_shared, &mut b);
+        put_varint(value, &mut b);
+        b.extend_from_slice(b"kv");
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        assert!(Block::parse(b).is_err(), "{shared} {non_shared} {value}");
+    }
+    // A protobuf field whose length claims 2^62 bytes; a tag of 2^61.
+    let mut shape_field = vec![0x12];
+    put_varint(1 << 62, &mut shape_field);
+    shape_field.extend_from_slice(&[0; 8]);
+    assert!(parse_entry(&shape_field).is_err());
+    let mut tag = Vec::new();
+    put_varint(1 << 61, &mut tag);
+    tag.push(0);
+    assert!(parse_entry(&tag).is_err());
+    // A string tensor whose first length is 2^60, and one of 5 elements of which the lengths
+    // are eleven-byte varints.
+    let mut s = Vec::new();
+    put_varint(1 << 60, &mut s);
+    s.extend_from_slice(&[0; 16]);
+    assert!(StringLayout::parse(&s, 1, None).is_err());
+    assert!(StringLayout::parse(&[0xff; 60], 5, None).is_err());
+    assert!(LARGEST.load(Ordering::Relaxed) < CAP);
+}
+
+/// Unknown fields can nest groups without limit in the wire format; the decoder gives up at a
+/// fixed depth instead of recursing until the stack overflows (which would abort).
+#[test]
+fn deeply_nested_protobuf_is_refused() {
+    let depth = 200_000;
+    // Field 15 as a group: start tag (15 << 3 | 3), end tag (15 << 3 | 4).
+    let mut groups = vec![0x7b; depth];
+    groups.extend(std::iter::repeat_n(0x7c, depth));
+    assert!(parse_entry(&groups).is_err());
+    assert!(parse_header(&groups).is_err());
+    // The same inside the shape message (field 2), and inside a dimension (field 2 of it).
+    let mut shape = vec![0x12];
+    put_varint(groups.len() as u64, &mut shape);
+    shape.extend_from_slice(&groups);
+    assert!(parse_entry(&shape).is_err());
+    let mut dim = vec![0x12];
+    put_varint(groups.len() as u64, &mut dim);
+    dim.extend_from_slice(&groups);
+    let mut shape2 = vec![0x12];
+    put_varint(dim.len() as u64, &mut shape2);
+    shape2.extend_from_slice(&dim);
+    assert!(parse_entry(&shape2).is_err());
+    // Nested length-delimited unknown fields are skipped whole, whatever they hold.
+    let mut nested = Vec::new();
+    for _ in 0..1000 {
+        let mut outer = vec![0x7a]; // field 15, length-delimited
+        put_varint(nested.len() as u64, &mut outer);
+        outer.extend_from_slice(&nested);
+        nested = outer;
+    }
+    let mut ok = f32_entry(0, &[0u8; 8]);
+    ok.extend_from_slice(&nested);
+    assert!(parse_entry(&ok).is_ok(), "unknown fields are allowed");
+
+    // Through the whole filesystem: such an entry lists, and reading it fails with EIO.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("nested");
+    std::fs::write(data_path(&prefix, 0, 1), [0u8; 8]).expect("data");
+    let mut file = Vec::new();
+    let blk = encode_block(&[
+        (Vec::new(), header(1)),
+        (b"deep".to_vec(), groups.clone()),
+        (b"fine".to_vec(), f32_entry(0, &[0u8; 8])),
+    ]);
+    let h = append_block(&mut file, &blk, 0);
+    std::fs::write(
+        index_path(&prefix),
+        finish_table(file, &[(b"g".to_vec(), h)]),
+    )
+    .expect("index");
+    let fs = open_fs(&prefix).expect("mount");
+    let a = lookup_path(&fs, b"variables/deep.bin").expect("listed");
+    eio(fs.read(a.ino, 0, 4096).map(|b| b.to_vec()));
+    let a = lookup_path(&fs, b"variables/fine.bin").expect("fine");
+    assert_eq!(read_all(&fs, a.ino).expect("read"), [0u8; 8]);
+    // The header itself nested: a clean mount-time error.
+    let mut file = Vec::new();
+    let blk = encode_block(&[(Vec::new(), groups)]);
+    let h = append_block(&mut file, &blk, 0);
+    std::fs::write(
+        index_path(&prefix),
+        finish_table(file, &[(b"g".to_vec(), h)]),
+    )
+    .expect("index");
+    let e = open_fs(&prefix).err().expect("nested header accepted");
+    assert!(e.contains(&*prefix.to_string_lossy()), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys out of order, handles outside the file, absurd shard counts, FIFOs
+// ---------------------------------------------------------------------------------------------
+
+/// A checkpoint of `n` float32 [2] tensors `t000`.. in one shard, written with `TableBuilder`
+/// from `keys` (any order, repeats allowed) and `block_size`; tensor `i` holds `[i, i]`.
+fn table_checkpoint(prefix: &Path, keys: &[&[u8]], block_size: usize) -> Vec<u8> {
+    let mut data = Vec::new();
+    let mut tb = TableBuilder::new(Vec::new()).block_size(block_size);
+    tb.add(b"", &header(1)).expect("header");
+    for (i, k) in keys.iter().enumerate() {
+        let bytes: Vec<u8> = [i as f32, i as f32]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        let off = data.len() as i64;
+        data.extend_from_slice(&bytes);
+        tb.add(k, &f32_entry(off, &bytes)).expect("add");
+    }
+    let (index, _) = tb.finish().expect("finish");
+    std::fs::write(index_path(prefix), &index).expect("index");
+    std::fs::write(data_path(prefix, 0, 1), &data).expect("data");
+    data
+}
+
+fn value_of(i: usize) -> Vec<u8> {
+    [i as f32, i as f32]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect()
+}
+
+/// Duplicate keys, keys out of order within a block and across blocks: whatever is shown reads
+/// as the tensor its name says; the blocks that are out of order fail with EIO.
+#[test]
+fn duplicate_and_unsorted_keys() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let names: Vec<Vec<u8>> = (0..60).map(|i| format!("t{i:03}").into_bytes()).collect();
+    let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("duplicate in one block", {
+            let mut v = names.clone();
+            v.insert(30, names[29].clone());
+            v
+        }),
+        ("swapped in one block", {
+            let mut v = names.clone();
+            v.swap(10, 11);
+            v
+        }),
+        ("blocks out of order", {
+            let mut v = names[30..].to_vec();
+            v.extend_from_slice(&names[..30]);
+            v
+        }),
+        ("duplicate across blocks", {
+            let mut v = names.clone();
+            v.push(names[0].clone());
+            v
+        }),
+        ("reversed", names.iter().rev().cloned().collect()),
+    ];
+    for (what, keys) in cases {
+        for block_size in [64usize, 1 << 20] {
+            let prefix = tmp.path().join("keys");
+            let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+            table_checkpoint(&prefix, &refs, block_size);
+            let fs = match open_fs(&prefix) {
+                Ok(fs) => fs,
+                Err(e) => {
+                    assert!(e.contains("index"), "{what}: {e}");
+                    continue;
+                }
+            };
+            // Every .bin that reads holds the value written under that very key.
+            let mut reads = 0;
+            for (i, k) in keys.iter().enumerate() {
+                let mut p = b"variables/".to_vec();
+                p.extend_from_slice(k);
+                p.extend_from_slice(b".bin");
+                match lookup_path(&fs, &p).and_then(|a| read_all(&fs, a.ino)) {
+                    Ok(b) => {
+                        let ok = keys
+                            .iter()
+                            .enumerate()
+                            .any(|(j, kj)| kj == k && b == value_of(j));
+                        assert!(
+                            ok,
+                            "{what} (blocks of {block_size}): {k:?} read {b:?}, written at {i}"
+                        );
+                        reads += 1;
+                    }
+                    Err(e) => assert!(
+                        matches!(e.errno(), libc::EIO | libc::ENOENT),
+                        "{what}: {k:?}: {e}"
+                    ),
+                }
+            }
+            let _ = exercise(&fs);
+            eprintln!(
+                "{what}, blocks of {block_size} bytes: {reads} of {} keys read",
+                keys.len()
+            );
+        }
+    }
+}
+
+/// Index block handles outside the file, with sizes up to 2^63: errors, nothing allocated for
+/// them; the header's block is intact so the mount opens and the rest reads.
+#[test]
+fn block_handles_outside_the_file() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("handles");
+    let data = [1u8; 8];
+    std::fs::write(data_path(&prefix, 0, 1), data).expect("data");
+    let mut file = Vec::new();
+    let good = append_block(
+        &mut file,
+        &encode_block(&[
+            (Vec::new(), header(1)),
+            (b"a".to_vec(), f32_entry(0, &data)),
+        ]),
+        0,
+    );
+    let len = file.len() as u64;
+    let bad = [
+        BlockHandle {
+            offset: len + 1000,
+            size: 10,
+        },
+        BlockHandle {
+            offset: 0,
+            size: 1 << 63,
+        },
+        BlockHandle {
+            offset: u64::MAX - 2,
+            size: 5,
+        },
+        BlockHandle {
+            offset: 1 << 62,
+            size: 1 << 62,
+        },
+        BlockHandle {
+            offset: 3,
+            size: len * 4,
+        },
+    ];
+    for h in bad {
+        assert!(read_block(&file, h).is_err(), "{h:?}");
+    }
+    let mut index = vec![(b"a".to_vec(), good)];
+    for (i, h) in bad.iter().enumerate() {
+        index.push((vec![b'b' + i as u8], *h));
+    }
+    std::fs::write(index_path(&prefix), finish_table(file, &index)).expect("index");
+    let fs = open_fs(&prefix).expect("mount");
+    let a = lookup_path(&fs, b"variables/a.bin").expect("a");
+    assert_eq!(read_all(&fs, a.ino).expect("read"), data);
+    for name in ["b.bin", "c.bin", "d.bin", "e.bin", "f.bin"] {
+        eio(lookup_path(&fs, format!("variables/{name}").as_bytes()));
+    }
+    let _ = exercise(&fs);
+    // The footer's own handles outside the file: a mount-time error naming the file.
+    let mut bytes = std::fs::read(index_path(&prefix)).expect("read");
+    let n = bytes.len();
+    let mut footer = handle_bytes(bad[0]);
+    footer.extend_from_slice(&handle_bytes(bad[1]));
+    footer.resize(40, 0);
+    bytes[n - 48..n - 8].copy_from_slice(&footer);
+    std::fs::write(index_path(&prefix), &bytes).expect("index");
+    let e = open_fs(&prefix).err().expect("bad footer accepted");
+    assert!(e.contains("outside the file"), "{e}");
+    assert!(LARGEST.load(Ordering::Relaxed) < CAP);
+}
+
+/// A header claiming a million shards (the most accepted) with one present: the mount opens
+/// without trying a million files, and tensors in missing shards fail with EIO.
+#[test]
+fn absurd_shard_count() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("many");
+    let n = MAX_SHARDS as u32;
+    let data = [2u8; 8];
+    std::fs::write(data_path(&prefix, 7, n), data).expect("data");
+    // A file named like a shard of another count, and one spelled differently: not shards.
+    std::fs::write(data_path(&prefix, 0, 3), data).expect("decoy");
+    std::fs::write(format!("{}.data-0-of-{n}", prefix.display()), data).expect("decoy");
+    let in_shard = |shard: i32| {
+        BundleEntryProto {
+            shard_id: shard,
+            ..BundleEntryProto::decode(&f32_entry(0, &data)[..]).expect("decode")
+        }
+        .encode_to_vec()
+    };
+    let mut file = Vec::new();
+    let h = append_block(
+        &mut file,
+        &encode_block(&[
+            (Vec::new(), header(MAX_SHARDS)),
+            (b"in0".to_vec(), in_shard(0)),
+            (b"in7".to_vec(), in_shard(7)),
+            (b"last".to_vec(), in_shard(MAX_SHARDS - 1)),
+            (b"past".to_vec(), in_shard(MAX_SHARDS)),
+        ]),
+        0,
+    );
+    std::fs::write(
+        index_path(&prefix),
+        finish_table(file, &[(b"z".to_vec(), h)]),
+    )
+    .expect("index");
+    let fs = open_fs(&prefix).expect("mount");
+    let a = lookup_path(&fs, b"variables/in7.bin").expect("in7");
+    assert_eq!(read_all(&fs, a.ino).expect("read"), data);
+    for k in ["in0", "last", "past"] {
+        let a = lookup_path(&fs, format!("variables/{k}.bin").as_bytes()).expect("listed");
+        eio(fs.read(a.ino, 0, 64).map(|b| b.to_vec()));
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let c = CString::new(p.as_os_str().as_bytes()).expect("path");
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// FIFOs where files belong (nothing ever writes to them): nothing blocks. A data shard that is
+/// a FIFO is unavailable (EIO); a state file that is one is ignored; an index that is one is not
+/// a checkpoint.
+#[test]
+fn fifos_in_place_of_files_never_block() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("fifo");
+    table_checkpoint(&prefix, &[b"a", b"b"], 1 << 20);
+    std::fs::remove_file(data_path(&prefix, 0, 1)).expect("rm");
+    mkfifo(&data_path(&prefix, 0, 1));
+    let fs = open_fs(&prefix).expect("mount");
+    let a = lookup_path(&fs, b"variables/a.bin").expect("a");
+    eio(fs.read(a.ino, 0, 64).map(|b| b.to_vec()));
+    drop(fs);
+    // The state file.
+    mkfifo(&tmp.path().join("checkpoint"));
+    match probe(tmp.path()).expect("probe") {
+        Probed::CheckpointDir { latest, .. } => assert_eq!(latest, None),
+        other => panic!("{other:?}"),
+    }
+    // The index.
+    std::fs::remove_file(index_path(&prefix)).expect("rm");
+    mkfifo(&index_path(&prefix));
+    let e = open_fs(&prefix).err().expect("a FIFO index accepted");
+    assert!(e.contains(&*prefix.to_string_lossy()), "{e}");
+}
+
+/// Through the kernel: a tensor whose entry does not parse, whose size cannot be known, or whose
+/// dtype is unknown, shows size 0 in listings, so the kernel would answer reads with
+/// end-of-file; opening it fails with EIO instead (`cat` must fail, not print nothing).
+#[test]
+fn damaged_entries_fail_to_open_through_the_kernel() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("damaged");
+    let data: Vec<u8> = (0..32u8).collect();
+    std::fs::write(data_path(&prefix, 0, 1), &data).expect("data");
+    let strings = BundleEntryProto {
+        dtype: 7,
+        shape: Some(TensorShapeProto {
+            dim: vec![tfmount::proto::tensor_shape_proto::Dim {
+                size: 3,
+                name: String::new(),
+            }],
+            unknown_rank: false,
+        }),
+        offset: 0,
+        size: 32,
+        crc32c: mask_crc(crc32c::crc32c(&data)),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut file = Vec::new();
+    let h = append_block(
+        &mut file,
+        &encode_block(&[
+            (Vec::new(), header(1)),
+            (b"bad_proto".to_vec(), vec![0xff, 0xff, 0xff]),
+            (b"bad_strings".to_vec(), strings),
+            (b"good".to_vec(), f32_entry(0, &data[..8])),
+            (b"unknown_dtype".to_vec(), {
+                let mut e = BundleEntryProto::decode(&f32_entry(0, &data[..8])[..]).expect("e");
+                e.dtype = 99;
+                e.encode_to_vec()
+            }),
+        ]),
+        0,
+    );
+    std::fs::write(
+        index_path(&prefix),
+        finish_table(file, &[(b"z".to_vec(), h)]),
+    )
+    .expect("index");
+    let m = Mount::start(&prefix, &[]);
+    let vars = m.path().join("variables");
+    for name in [
+        "bad_proto.bin",
+        "bad_proto.shape",
+        "bad_proto.dtype",
+        "bad_strings.bin",
+        "unknown_dtype.bin",
+    ] {
+        let e = std::fs::read(vars.join(name)).expect_err(name);
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{name}: {e}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(vars.join("bad_strings.shape")).expect("shape"),
+        "3\n"
+    );
+    assert_eq!(
+        std::fs::read(vars.join("good.bin")).expect("good"),
+        &data[..8]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checkpoint state file
+// ---------------------------------------------------------------------------------------------
+
+/// Every truncation and two single-bit flips of each byte of a valid state file: `probe` returns
+/// a clean error naming the file, or a subset of the real checkpoints (with `latest` among them).
+/// Oversized and deeply nested state files are refused cleanly too.
+#[test]
+fn checkpoint_state_file_truncated_flipped_nested_oversized() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let real: Vec<String> = (1..=3).map(|i| format!("model.ckpt-{i}")).collect();
+    for r in &real {
+        table_checkpoint(&dir.join(r), &[b"a"], 1 << 20);
+    }
+    let text = "model_checkpoint_path: \"model.ckpt-3\"\n\
+         all_model_checkpoint_paths: \"model.ckpt-1\"\n\
+         all_model_checkpoint_paths: \"/elsewhere/model.ckpt-2\"\n\
+         all_model_checkpoint_paths: \"model.ckpt-3\"\n\
+         all_model_checkpoint_timestamps: 1700000000.5\n\
+         last_preserved_timestamp: 1699999999.25\n"
+        .as_bytes()
+        .to_vec();
+    let state = dir.join("checkpoint");
+    let state_name = state.display().to_string();
+    let check = |bytes: &[u8], what: &str, tally: &mut BTreeMap<&'static str, usize>| {
+        std::fs::write(&state, bytes).expect("write");
+        match probe(dir) {
+            Ok(Probed::CheckpointDir {
+                checkpoints,
+                latest,
+                ..
+            }) => {
+                for (name, prefix) in &checkpoints {
+                    assert!(real.contains(name), "{what}: {name}");
+                    assert_eq!(prefix, &dir.join(name), "{what}");
+                }
+                if let Some(l) = &latest {
+                    assert!(
+                        checkpoints.iter().any(|(n, _)| n == l),
+                        "{what}: latest {l}"
+                    );
+                }
+                *tally.entry("ok").or_default() += 1;
+            }
+            Ok(other) => panic!("{what}: {other:?}"),
+            Err(e) => {
+                assert!(e.to_string().contains(&state_name), "{what}: {e}");
+                *tally.entry("error").or_default() += 1;
+            }
+        }
+    };
+    let mut cuts = BTreeMap::new();
+    for len in 0..=text.len() {
+        check(&text[..len], &format!("cut at {len}"), &mut cuts);
+    }
+    let mut flips = BTreeMap::new();
+    for pos in 0..text.len() {
+        // A rotating bit, and bit 5 (which changes a letter's case, `"` to `\x02`, `:` to `\x1a`).
+        for bit in [pos % 8, 5] {
+            let mut b = text.clone();
+            b[pos] ^= 1 << bit;
+            check(&b, &format!("byte {pos} bit {bit}"), &mut flips);
+        }
+    }
+    eprintln!(
+        "state file ({} bytes): truncations {cuts:?}, bit flips {flips:?}",
+        text.len()
+    );
+    assert!(cuts.get("ok").is_some_and(|&n| n > 0) && flips.get("error").is_some_and(|&n| n > 0));
+    let mut tally = BTreeMap::new();
+    for (what, bytes) in [
+        ("nested braces", "a {".repeat(100_000).into_bytes()),
+        ("open braces", "{".repeat(100_000).into_bytes()),
+        (
+            "nested lists",
+            format!("all_model_checkpoint_paths: {}", "[".repeat(100_000)).into_bytes(),
+        ),
+        (
+            "nested angle",
+            "model_checkpoint_path <".repeat(50_000).into_bytes(),
+        ),
+        ("NUL bytes", vec![0u8; 4096]),
+        (
+            "a path of 1 MiB",
+            format!("model_checkpoint_path: \"{}\"\n", "x".repeat(1 << 20)).into_bytes(),
+        ),
+    ] {
+        check(&bytes, what, &mut tally);
+    }
+    // Larger than any state file TensorFlow writes: refused, not parsed.
+    let mut big = text.clone();
+    big.resize(17 << 20, b'\n');
+    std::fs::write(&state, &big).expect("write");
+    let e = probe(dir).expect_err("a 17 MiB state file accepted");
+    assert!(e.to_string().contains("larger than"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Snappy-compressed index, damaged
+// ---------------------------------------------------------------------------------------------
+
+/// A checkpoint whose index blocks are Snappy-compressed (TensorFlow never writes these; the
+/// reader accepts them), with bits flipped across the index and each damaged block's checksum
+/// recomputed, so the damage reaches the decompressor and the parsers behind it. Whatever reads
+/// must be the bytes of a tensor that was written.
+#[test]
+fn snappy_index_bit_flips_past_the_block_crc() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("snappy");
+    let mut w = CheckpointWriter::new(&prefix, 2)
+        .expect("writer")
+        .snappy(true)
+        .block_size(256);
+    let mut written = HashSet::new();
+    for i in 0..40u32 {
+        let v: Vec<u8> = (0..8)
+            .flat_map(|j| ((i * 8 + j) as f32).to_le_bytes())
+            .collect();
+        let key = format!("layer_{:02}/w{}", i / 4, i % 4);
+        w.add(key.as_bytes(), F32, &[8], &v, i % 2).expect("add");
+        written.insert(v);
+    }
+    let strings: Vec<&[u8]> = vec![b"alpha", b"", b"gamma"];
+    w.add_strings(b"names", &[3], &strings, 0).expect("strings");
+    let mut served = Vec::new();
+    for s in &strings {
+        served.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        served.extend_from_slice(s);
+    }
+    written.insert(served);
+    let _ = DT_STRING;
+    w.finish().expect("finish");
+    let orig = std::fs::read(index_path(&prefix)).expect("index");
+    // The blocks: decode the footer and the index block to find each stored block.
+    let footer = parse_footer(&orig).expect("footer");
+    let index = Block::parse(read_block(&orig, footer.index).expect("index block")).expect("parse");
+    let mut blocks = vec![footer.index, footer.metaindex];
+    for i in 0..index.len() {
+        blocks.push(BlockHandle::decode(index.value(i)).expect("handle").0);
+    }
+    let compressed = blocks
+        .iter()
+        .filter(|h| orig[(h.offset + h.size) as usize] == 1)
+        .count();
+    assert!(compressed > 3, "only {compressed} compressed blocks");
+    let fs = open_fs(&prefix).expect("unmodified");
+    assert_eq!(exercise(&fs).len(), 41);
+    drop(fs);
+    let (mut variants, mut opened, mut bins) = (0, 0, 0);
+    for h in &blocks {
+        let (a, b) = (h.offset as usize, (h.offset + h.size) as usize);
+        for pos in (a..b).step_by(3) {
+            let mut bytes = orig.clone();
+            bytes[pos] ^= 1 << (pos % 8);
+            let kind = bytes[b];
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[a..b]), &[kind]);
+            bytes[b + 1..b + 5].copy_from_slice(&mask_crc(crc).to_le_bytes());
+            std::fs::write(index_path(&prefix), &bytes).expect("write");
+            variants += 1;
+            let Ok(fs) = open_fs(&prefix) else { continue };
+            opened += 1;
+            for got in exercise(&fs) {
+                assert!(
+                    written.contains(&got),
+                    "byte {pos}: wrong bytes served: {got:?}"
+                );
+                bins += 1;
+            }
+        }
+    }
+    eprintln!(
+        "snappy index ({} bytes, {} blocks, {compressed} compressed): {variants} damaged variants, \
+         {opened} opened, {bins} .bin files read (each the bytes of a written tensor)",
+        orig.len(),
+        blocks.len()
+    );
+    assert!(LARGEST.load(Ordering::Relaxed) < CAP);
+    let _: PathBuf = prefix;
+}
