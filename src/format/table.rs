@@ -17,6 +17,13 @@ const TRAILER_LEN: usize = 5;
 pub const MAX_BLOCK_LEN: usize = 256 << 20;
 /// Largest ratio of decompressed to compressed size Snappy can produce (64 bytes from 3).
 const MAX_SNAPPY_RATIO: u64 = 22;
+/// A block's keys, rebuilt from their shared prefixes, may take at most this many times the
+/// block's bytes (plus [`KEY_ALLOWANCE`]). Prefix compression lets each few-byte entry repeat the
+/// whole previous key, so without a bound a block of n bytes could expand to ~n²/50 bytes of
+/// keys. Real keys (tensor names) stay far below: even 500-byte names sharing all but a few
+/// bytes with their neighbours expand about 20 times.
+const MAX_KEY_EXPANSION: usize = 64;
+const KEY_ALLOWANCE: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHandle {
@@ -162,6 +169,9 @@ impl Block {
             .filter(|&t| t <= len)
             .ok_or(FormatError::BadBlock("restart array larger than the block"))?;
         let entries_end = len - trailer;
+        let key_budget = len
+            .saturating_mul(MAX_KEY_EXPANSION)
+            .saturating_add(KEY_ALLOWANCE);
         let mut keys: Vec<u8> = Vec::new();
         let mut key_ends: Vec<u32> = Vec::new();
         let mut values = Vec::new();
@@ -190,6 +200,11 @@ impl Block {
             if shared > prev_len {
                 return Err(FormatError::BadBlock(
                     "shared prefix longer than the previous key",
+                ));
+            }
+            if keys.len() + shared + non_shared > key_budget {
+                return Err(FormatError::BadBlock(
+                    "keys expand to more than 64 times the block",
                 ));
             }
             let start = keys.len();

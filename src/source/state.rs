@@ -2,6 +2,7 @@
 //! directories of bare `*.index` files.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage};
 
@@ -11,8 +12,11 @@ use crate::proto::CheckpointState;
 
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file_descriptor_set.bin"));
 
+/// The built-in descriptors, decoded once (a cheap clone afterwards).
 pub fn descriptor_pool() -> Result<DescriptorPool, String> {
-    DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string())
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
+        .clone()
 }
 
 /// Parses the text of a state file.

@@ -1,0 +1,1008 @@
+//! Fuzz entry points of tfmount: one function per target, each taking arbitrary bytes. Every
+//! one must return normally for every input; a panic (including a failed invariant check
+//! below), an abort, a hang or an oversized allocation is a bug in tfmount.
+//!
+//! This file is shared by three users, so a target is written once:
+//! - the libFuzzer targets `fuzz/fuzz_targets/*.rs` (`cargo fuzz run TARGET`);
+//! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays), which
+//!   includes it with `#[path]`;
+//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way.
+//!
+//! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`.
+//!
+//! Block checksums: by default the harness recomputes the CRCs of the blocks an `.index` input
+//! names, so mutations reach the parsers behind the checksum; a flag bit in each input keeps the
+//! checksums as they are, so the checksum checks themselves are fuzzed too.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use tfmount::cache::BlockCache;
+use tfmount::error::FsError;
+use tfmount::format::bundle::{self, Data};
+use tfmount::format::dtype::{DT_STRING, DT_VARIANT};
+use tfmount::format::slice_key::{self, Extent};
+use tfmount::format::strings::{self, StringLayout};
+use tfmount::format::table::{self, Block, BlockHandle, Table};
+use tfmount::format::{mask_crc, varint};
+use tfmount::fs::{DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
+use tfmount::source::checkpoint::{data_file_name, index_file_name};
+use tfmount::source::{probe, state, Probed};
+use tfmount::tree::{self, FileKind};
+
+/// A fuzz target: must return normally for every input.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name its libFuzzer binary and seed directory have.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("table", table),
+    ("bundle_entry", bundle_entry),
+    ("strings", strings),
+    ("checkpoint_state", checkpoint_state),
+    ("checkpoint", checkpoint),
+    ("graph", graph),
+];
+
+pub fn target(name: &str) -> Option<Target> {
+    TARGETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Most table entries one input is walked through (bounds the time of one run).
+const MAX_ENTRIES: usize = 20_000;
+
+// ---------------------------------------------------------------------------------------------
+// table
+// ---------------------------------------------------------------------------------------------
+
+/// An `.index` table from arbitrary bytes: opened, walked entry by entry, every key looked up
+/// and sought again. Input: one flags byte, then the file. Flags: bit 0 keeps block checksums as
+/// they are; bit 1 disables the block cache; bit 2 also parses the file as one raw block.
+pub fn table(data: &[u8]) {
+    let Some((&flags, file)) = data.split_first() else {
+        return;
+    };
+    if flags & 4 != 0 {
+        block_invariants(file);
+    }
+    let mut file = file.to_vec();
+    if flags & 1 == 0 {
+        fix_table_crcs(&mut file);
+    }
+    let cache = Arc::new(BlockCache::new(if flags & 2 != 0 { 0 } else { 1 << 20 }));
+    if let Ok(t) = Table::open(Arc::new(file), cache) {
+        walk_table(&t);
+    }
+}
+
+/// Recomputes the trailer CRC of every block the footer and the index block name (best
+/// effort: handles that do not fit the file are left alone).
+pub fn fix_table_crcs(file: &mut [u8]) {
+    let Ok(footer) = table::parse_footer(file) else {
+        return;
+    };
+    fix_block_crc(file, footer.metaindex);
+    fix_block_crc(file, footer.index);
+    let Ok(raw) = table::read_block(file, footer.index) else {
+        return;
+    };
+    let Ok(index) = Block::parse(raw) else {
+        return;
+    };
+    for i in 0..index.len().min(MAX_ENTRIES) {
+        if let Ok((h, _)) = BlockHandle::decode(index.value(i)) {
+            fix_block_crc(file, h);
+        }
+    }
+}
+
+fn fix_block_crc(file: &mut [u8], h: BlockHandle) {
+    let (Ok(start), Ok(size)) = (usize::try_from(h.offset), usize::try_from(h.size)) else {
+        return;
+    };
+    let Some(end) = start.checked_add(size).and_then(|e| e.checked_add(5)) else {
+        return;
+    };
+    if end > file.len() {
+        return;
+    }
+    // The CRC covers the stored bytes and the compression-type byte after them.
+    let crc = mask_crc(crc32c::crc32c(&file[start..=start + size]));
+    file[start + size + 1..end].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A parsed block's keys are strictly increasing and `seek` finds each of them.
+fn block_invariants(raw: &[u8]) {
+    let Ok(b) = Block::parse(raw.to_vec()) else {
+        return;
+    };
+    for i in 0..b.len().min(MAX_ENTRIES) {
+        let k = b.key(i);
+        let _ = b.value(i);
+        if i > 0 {
+            assert!(
+                b.key(i - 1) < k,
+                "block keys {} and {i} out of order",
+                i - 1
+            );
+        }
+        assert_eq!(b.seek(k), i, "block seek to key {i}");
+        let mut after = k.to_vec();
+        after.push(0);
+        assert_eq!(b.seek(&after), i + 1, "block seek just past key {i}");
+    }
+}
+
+fn walk_table(t: &Table) {
+    let mut walked: Vec<(table::Pos, Vec<u8>)> = Vec::new();
+    let mut pos = t.seek(b"");
+    let complete = loop {
+        match pos {
+            Ok(Some(p)) if walked.len() < MAX_ENTRIES => {
+                let (blk, i) = t
+                    .entry(p)
+                    .unwrap_or_else(|e| panic!("seek/next gave {p:?}, which entry() refuses: {e}"));
+                let key = blk.key(i).to_vec();
+                let _ = blk.value(i);
+                if let Some((_, prev)) = walked.last() {
+                    assert!(*prev < key, "table walk: keys out of order at {p:?}");
+                }
+                walked.push((p, key));
+                pos = t.next(p);
+            }
+            Ok(Some(_)) | Err(_) => break false,
+            Ok(None) => break true,
+        }
+    };
+    for (i, (p, key)) in walked.iter().enumerate() {
+        match t.get(key) {
+            Ok(Some((q, blk, j))) => {
+                assert_eq!(q, *p, "get() of a walked key found another position");
+                assert_eq!(blk.key(j), &key[..]);
+            }
+            other => panic!(
+                "get() of the key walked at {p:?} gave {:?}",
+                other.map(|o| o.map(|(q, ..)| q))
+            ),
+        }
+        let mut after = key.clone();
+        after.push(0);
+        let want = walked.get(i + 1).map(|(q, _)| *q);
+        if want.is_some() || complete {
+            assert_eq!(
+                t.seek(&after).ok().flatten(),
+                want,
+                "seek just past the key at {p:?}"
+            );
+        }
+    }
+    if complete {
+        // Decoding the blocks one by one gives the same entries as the walk.
+        let mut direct = Vec::new();
+        for b in 0..t.num_blocks() {
+            let blk = t.block(b as u32).unwrap_or_else(|e| {
+                panic!("block {b} failed after a complete walk: {e}");
+            });
+            direct.extend((0..blk.len()).map(|i| blk.key(i).to_vec()));
+        }
+        let walked_keys: Vec<_> = walked.into_iter().map(|(_, k)| k).collect();
+        assert_eq!(
+            direct, walked_keys,
+            "block-by-block entries differ from the walk"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bundle_entry
+// ---------------------------------------------------------------------------------------------
+
+/// An index value parsed as a bundle header and as a tensor entry. An accepted entry must keep
+/// the promises later arithmetic relies on; a partitioned entry's slices go through the tiling
+/// check (compared with a direct count for small tensors) and the slice-key encoder (whose
+/// keys must sort like the extents they encode).
+pub fn bundle_entry(data: &[u8]) {
+    if let Ok(h) = bundle::parse_header(data) {
+        assert!(h.num_shards >= 1 && h.num_shards <= bundle::MAX_SHARDS as u32);
+    }
+    let Ok(e) = bundle::parse_entry(data) else {
+        return;
+    };
+    assert!(e.shape.len() <= bundle::MAX_RANK);
+    let n = e
+        .shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .unwrap_or_else(|| panic!("accepted shape {:?} overflows", e.shape));
+    assert_eq!(e.num_elements(), n);
+    match &e.data {
+        Data::Contiguous { offset, size, .. } => {
+            assert!(offset
+                .checked_add(*size)
+                .is_some_and(|end| end <= i64::MAX as u64));
+            if let Some(es) = e.dtype.elem_size() {
+                assert_eq!(n.checked_mul(es as u64), Some(*size));
+            }
+        }
+        Data::Sliced(slices) => slice_invariants(&e.shape, slices, &data[..data.len().min(6)]),
+    }
+}
+
+fn slice_invariants(shape: &[u64], slices: &[Vec<Extent>], name: &[u8]) {
+    assert!(!slices.is_empty() && slices.len() <= bundle::MAX_SLICES);
+    let mut keyed = Vec::new();
+    for s in slices {
+        assert_eq!(s.len(), shape.len(), "slice rank");
+        let sub = bundle::slice_shape(shape, s);
+        for ((&d, &x), e) in shape.iter().zip(&sub).zip(s) {
+            if e.length >= 0 {
+                assert!(
+                    e.start >= 0 && (e.start as u64).checked_add(x).is_some_and(|end| end <= d)
+                );
+            } else {
+                assert_eq!(e.length, -1);
+                assert_eq!(x, d);
+            }
+        }
+        assert_eq!(
+            bundle::slice_elements(shape, s),
+            sub.iter().product::<u64>()
+        );
+        let norm: Vec<(i64, i64)> = s
+            .iter()
+            .map(|e| {
+                if e.length < 0 {
+                    (0, -1)
+                } else {
+                    (e.start, e.length)
+                }
+            })
+            .collect();
+        let key = slice_key::encode(name, s);
+        assert_eq!(
+            key.first(),
+            Some(&0u8),
+            "slice keys start with NUL (hidden)"
+        );
+        keyed.push((norm, key));
+    }
+    for w in keyed.windows(2) {
+        assert_eq!(
+            w[0].0.cmp(&w[1].0),
+            w[0].1.cmp(&w[1].1),
+            "slice keys do not sort like their extents: {:?} / {:?}",
+            w[0].0,
+            w[1].0
+        );
+    }
+    let tiled = bundle::check_tiling(shape, slices).is_ok();
+    let n: u64 = shape.iter().product();
+    if n <= 4096 && (slices.len() as u64).saturating_mul(n) <= 1 << 20 {
+        assert_eq!(
+            tiled,
+            covered_exactly_once(shape, slices),
+            "check_tiling on {shape:?} {slices:?}"
+        );
+    }
+}
+
+/// Reference for `check_tiling`: every element of `shape` lies in exactly one slice.
+fn covered_exactly_once(shape: &[u64], slices: &[Vec<Extent>]) -> bool {
+    let n: u64 = shape.iter().product();
+    let mut idx = vec![0u64; shape.len()];
+    for e in 0..n {
+        let mut rem = e;
+        for j in (0..shape.len()).rev() {
+            idx[j] = rem % shape[j];
+            rem /= shape[j];
+        }
+        let count = slices
+            .iter()
+            .filter(|s| {
+                s.iter().zip(shape).zip(&idx).all(|((x, &d), &i)| {
+                    let (a, b) = if x.length < 0 {
+                        (0, d)
+                    } else {
+                        (x.start as u64, x.start as u64 + x.length as u64)
+                    };
+                    a <= i && i < b
+                })
+            })
+            .count();
+        if count != 1 {
+            return false;
+        }
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// strings
+// ---------------------------------------------------------------------------------------------
+
+/// A string (and variant) tensor's stored bytes: layout parse compared with a reference parse,
+/// every element, served reads in one piece and in chunks, CRC checks. Input: flags (1 byte),
+/// element count (u16 LE), a masked CRC (u32 LE), the stored bytes. Flags: bit 0 also parses
+/// with the input's CRC; bit 1 rewrites the length checksum, passes the right CRC and requires
+/// success whenever the reference parse succeeds; bit 2 does the same for the variant element
+/// checksums; bits 3..8 pick the read chunk size.
+pub fn strings(data: &[u8]) {
+    if data.len() < 7 {
+        return;
+    }
+    let flags = data[0];
+    let n = u16::from_le_bytes([data[1], data[2]]) as u64;
+    let crc = u32::from_le_bytes([data[3], data[4], data[5], data[6]]);
+    let stored = &data[7..];
+
+    let parsed = StringLayout::parse(stored, n, None);
+    let reference = reference_strings(stored, n);
+    match (&parsed, &reference) {
+        (Ok(layout), Some(r)) => check_layout(layout, stored, r, 1 + (flags >> 3) as usize),
+        (Err(_), None) => {}
+        (Ok(_), None) => panic!("StringLayout accepted bytes the reference parse refuses"),
+        (Err(e), Some(_)) => panic!("StringLayout refused bytes the reference parse accepts: {e}"),
+    }
+    if flags & 1 != 0 {
+        let with_crc = StringLayout::parse(stored, n, Some(crc));
+        assert!(with_crc.is_err() || parsed.is_ok());
+    }
+    if flags & 2 != 0 {
+        if let Some(r) = &reference {
+            let (fixed, masked) = with_string_crcs(stored, r);
+            if let Err(e) = StringLayout::parse(&fixed, n, Some(masked)) {
+                panic!("a string tensor with correct checksums was refused: {e}");
+            }
+        }
+    }
+    let variant = strings::verify_variant(stored, n, crc);
+    if flags & 4 != 0 {
+        match with_variant_crcs(stored, n) {
+            Some((fixed, masked)) => {
+                if let Err(e) = strings::verify_variant(&fixed, n, masked) {
+                    panic!("a variant tensor with correct checksums was refused: {e}");
+                }
+            }
+            None => assert!(variant.is_err(), "a malformed variant tensor verified"),
+        }
+    }
+}
+
+/// Where the reference parse puts things: the length checksum's offset, then each element's
+/// (offset, length) in the stored bytes.
+struct RefStrings {
+    checksum_at: usize,
+    lens: Vec<u64>,
+    elems: Vec<(usize, usize)>,
+}
+
+/// tf-format.md §4.2, written independently of `StringLayout`: n varint64 lengths, 4 bytes of
+/// masked CRC, then the strings back to back (trailing bytes allowed).
+fn reference_strings(stored: &[u8], n: u64) -> Option<RefStrings> {
+    if n > stored.len() as u64 {
+        return None;
+    }
+    let mut pos = 0usize;
+    let mut lens = Vec::new();
+    let mut total = 0u128;
+    for _ in 0..n {
+        let (len, used) = varint::decode_u64(&stored[pos..])?;
+        pos += used;
+        total += len as u128;
+        lens.push(len);
+    }
+    let checksum_at = pos;
+    let data_start = pos.checked_add(4).filter(|&d| d <= stored.len())?;
+    if data_start as u128 + total > stored.len() as u128 {
+        return None;
+    }
+    let mut elems = Vec::with_capacity(lens.len());
+    let mut at = data_start;
+    for &len in &lens {
+        elems.push((at, len as usize));
+        at += len as usize;
+    }
+    Some(RefStrings {
+        checksum_at,
+        lens,
+        elems,
+    })
+}
+
+fn check_layout(layout: &StringLayout, stored: &[u8], r: &RefStrings, chunk: usize) {
+    assert_eq!(layout.len(), r.elems.len());
+    let mut want = Vec::new();
+    for (i, &(start, len)) in r.elems.iter().enumerate() {
+        let elem = &stored[start..start + len];
+        assert_eq!(layout.element(stored, i), elem, "element {i}");
+        want.extend_from_slice(&(len as u64).to_le_bytes());
+        want.extend_from_slice(elem);
+    }
+    let total = layout.served_len();
+    assert_eq!(total, want.len() as u64, "served length");
+    assert_eq!(
+        layout.read(stored, 0, usize::MAX),
+        want,
+        "one read of everything"
+    );
+    assert!(layout.read(stored, total, 16).is_empty());
+    assert!(layout.read(stored, u64::MAX, 16).is_empty());
+    let chunk = chunk.max(want.len() / 4096 + 1);
+    let mut pieces = Vec::new();
+    let mut off = 0u64;
+    while off < total {
+        let piece = layout.read(stored, off, chunk);
+        assert_eq!(
+            piece.len() as u64,
+            chunk.min((total - off) as usize) as u64,
+            "read at {off}"
+        );
+        pieces.extend_from_slice(&piece);
+        off += chunk as u64;
+    }
+    assert_eq!(pieces, want, "reads in {chunk}-byte pieces");
+}
+
+/// `stored` with its length checksum rewritten to match, and the masked CRC of the whole.
+fn with_string_crcs(stored: &[u8], r: &RefStrings) -> (Vec<u8>, u32) {
+    let mut fixed = stored.to_vec();
+    let mut crc = 0u32;
+    for &len in &r.lens {
+        crc = match u32::try_from(len) {
+            Ok(l) => crc32c::crc32c_append(crc, &l.to_le_bytes()),
+            Err(_) => crc32c::crc32c_append(crc, &len.to_le_bytes()),
+        };
+    }
+    let cs = mask_crc(crc).to_le_bytes();
+    fixed[r.checksum_at..r.checksum_at + 4].copy_from_slice(&cs);
+    crc = crc32c::crc32c_append(crc, &cs);
+    let end = r.elems.last().map_or(r.checksum_at + 4, |&(s, l)| s + l);
+    crc = crc32c::crc32c_append(crc, &stored[r.checksum_at + 4..end]);
+    (fixed, mask_crc(crc))
+}
+
+/// `stored` with every variant element's running checksum rewritten to match (tf-format.md
+/// §4.3), and the masked CRC of the whole; `None` if the elements do not fit.
+fn with_variant_crcs(stored: &[u8], n: u64) -> Option<(Vec<u8>, u32)> {
+    let mut fixed = stored.to_vec();
+    let mut pos = 0usize;
+    let mut crc = 0u32;
+    for _ in 0..n {
+        let (len, used) = varint::decode_u64(fixed.get(pos..)?)?;
+        pos += used;
+        let end = pos.checked_add(usize::try_from(len).ok()?)?;
+        if end.checked_add(4)? > fixed.len() {
+            return None;
+        }
+        crc = crc32c::crc32c_append(crc, &len.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &fixed[pos..end]);
+        let cs = mask_crc(crc).to_le_bytes();
+        fixed[end..end + 4].copy_from_slice(&cs);
+        crc = crc32c::crc32c_append(crc, &cs);
+        pos = end + 4;
+    }
+    Some((fixed, mask_crc(crc)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// checkpoint_state
+// ---------------------------------------------------------------------------------------------
+
+/// Checkpoints the scratch directory of `checkpoint_state` holds (as `NAME.index`).
+const STATE_DIR_CHECKPOINTS: &[&str] = &["model.ckpt-1", "ckpt-2", "a b"];
+
+/// A `checkpoint` state file: parsed, and resolved in a directory holding a few checkpoints.
+/// Resolution must succeed exactly when the text parses; what it returns must exist, be named
+/// uniquely, and include every listed path whose base name is a checkpoint of the directory.
+pub fn checkpoint_state(data: &[u8]) {
+    let dir = scratch_dir();
+    for name in STATE_DIR_CHECKPOINTS {
+        if std::fs::write(dir.path().join(format!("{name}.index")), b"").is_err() {
+            return;
+        }
+    }
+    let state_file = dir.path().join("checkpoint");
+    if std::fs::write(&state_file, data).is_err() {
+        return;
+    }
+    let parsed = std::str::from_utf8(data).ok().map(state::parse);
+    let resolved = state::resolve(dir.path(), &state_file);
+    let Some(Ok(st)) = parsed else {
+        assert!(
+            resolved.is_err(),
+            "resolve accepted a state file parse refuses"
+        );
+        return;
+    };
+    let (list, latest) = match resolved {
+        Ok(r) => r,
+        Err(e) => panic!("resolve refused a state file parse accepts: {e}"),
+    };
+    let mut names = HashSet::new();
+    for (name, prefix) in &list {
+        assert!(!name.is_empty() && !name.contains('/'), "bad name {name:?}");
+        assert!(names.insert(name.clone()), "{name:?} listed twice");
+        assert!(index_file_name(prefix).is_file(), "{prefix:?} has no index");
+    }
+    if let Some(l) = &latest {
+        assert!(names.contains(l), "latest {l:?} is not listed");
+    }
+    let listed = st
+        .all_model_checkpoint_paths
+        .iter()
+        .chain(std::iter::once(&st.model_checkpoint_path));
+    for p in listed {
+        let base = Path::new(p).file_name().and_then(|b| b.to_str());
+        if let Some(b) = base.filter(|b| STATE_DIR_CHECKPOINTS.contains(b)) {
+            assert!(
+                names.contains(b),
+                "{p:?} names {b}, which exists, but was not resolved"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// checkpoint
+// ---------------------------------------------------------------------------------------------
+
+/// Most data shards one input writes.
+const MAX_SHARD_FILES: usize = 8;
+
+/// A whole checkpoint through the filesystem core (`Fs`), as the kernel would use it: every
+/// directory listed (and resumed from cookies), every name looked up, every file read in pieces
+/// and whole, xattrs and symlinks. Invariants: listed names look up to the same inode, sizes
+/// from `getattr` are the sizes read, an `.npy` file is its header followed by the `.bin` bytes.
+///
+/// Input: flags (1 byte), then chunks `[u32 LE length][bytes]` (a length past the end takes the
+/// rest): the `.index` file, then data shards 0, 1, ... (as many as the header asks for, at most
+/// 8; missing ones stay missing). Flags: bit 0 keeps index block checksums as they are; bit 1
+/// verifies tensor CRCs; bit 2 disables the block cache; bits 3..6 pick the read size.
+pub fn checkpoint(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let chunks = split_chunks(rest, 1 + MAX_SHARD_FILES);
+    let Some(index) = chunks.first() else {
+        return;
+    };
+    let mut index = index.to_vec();
+    if flags & 1 == 0 {
+        fix_table_crcs(&mut index);
+    }
+    let num_shards = header_of(&index).map_or(1, |h| h.num_shards);
+    let dir = scratch_dir();
+    let prefix = dir.path().join("ck");
+    if std::fs::write(index_file_name(&prefix), &index).is_err() {
+        return;
+    }
+    for (i, shard) in chunks[1..].iter().enumerate().take(num_shards as usize) {
+        if std::fs::write(data_file_name(&prefix, i as u32, num_shards), shard).is_err() {
+            return;
+        }
+    }
+    let opts = Options {
+        verify_crc: flags & 2 != 0,
+        cache_bytes: if flags & 4 != 0 { 0 } else { 1 << 20 },
+        ..Options::default()
+    };
+    let read_size = [4096, 1, 7, 64, 100, 512, 8191, 1 << 16][((flags >> 3) & 7) as usize];
+    if let Ok(fs) = Fs::new(&Probed::Prefix(prefix), &opts) {
+        walk_fs(&fs, read_size, true);
+    }
+}
+
+/// Splits `data` into at most `max` chunks of `[u32 LE length][bytes]`.
+pub fn split_chunks(mut data: &[u8], max: usize) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while out.len() < max && data.len() >= 4 {
+        let len = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) as usize;
+        let rest = &data[4..];
+        let len = len.min(rest.len());
+        out.push(&rest[..len]);
+        data = &rest[len..];
+    }
+    out
+}
+
+/// Joins chunks in the layout `split_chunks` reads.
+pub fn join_chunks(chunks: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in chunks {
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+fn header_of(index: &[u8]) -> Option<bundle::Header> {
+    let t = Table::open(Arc::new(index.to_vec()), Arc::new(BlockCache::new(0))).ok()?;
+    let (blk, i) = t.entry(t.seek(b"").ok()??).ok()?;
+    if !blk.key(i).is_empty() {
+        return None;
+    }
+    bundle::parse_header(blk.value(i)).ok()
+}
+
+/// A fresh scratch directory, in tmpfs where there is one.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("the fuzz harness cannot make a scratch directory: {e}"),
+    }
+}
+
+/// Most nodes and bytes one input is walked through (bounds the time of one run).
+const MAX_NODES: usize = 1_000;
+const MAX_FILE_BYTES: u64 = 256 << 10;
+const MAX_READS_PER_FILE: u64 = 256;
+
+/// Walks the whole mount checking the invariants of [`checkpoint`]; with `key_names`, also
+/// that each name under a checkpoint view is the escaped last component of its key.
+fn walk_fs(fs: &Fs, read_size: usize, key_names: bool) {
+    let mut stack = vec![(ROOT, ROOT)];
+    let mut seen = HashSet::new();
+    let mut nodes = 0usize;
+    while let Some((dir, parent)) = stack.pop() {
+        if !seen.insert(dir) || nodes >= MAX_NODES {
+            continue;
+        }
+        if let Ok(a) = fs.getattr(dir) {
+            assert_eq!(a.kind, Kind::Dir, "getattr of a directory");
+            assert_eq!(a.ino, dir);
+        }
+        if let Ok(a) = fs.lookup(dir, b"..") {
+            assert_eq!(a.ino, parent, "`..` of {dir:#x}");
+        }
+        let mut entries: Vec<DirEntry> = Vec::new();
+        let listed = fs.readdir(dir, 0, |e| {
+            entries.push(e);
+            entries.len() >= MAX_NODES
+        });
+        if listed.is_ok() && entries.len() < MAX_NODES {
+            check_resume(fs, dir, &entries);
+        }
+        let mut names = HashSet::new();
+        for e in &entries {
+            let fresh = names.insert(&e.name[..]);
+            assert!(fresh, "{:?} listed twice", String::from_utf8_lossy(&e.name));
+        }
+        let mut files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for e in entries {
+            nodes += 1;
+            if nodes > MAX_NODES {
+                break;
+            }
+            if e.name == b"." {
+                assert_eq!(e.ino, dir);
+                continue;
+            }
+            if e.name == b".." {
+                continue;
+            }
+            // A listed name looks up, or fails as damaged (EIO: an unrenderable graph file's
+            // size is unknown); never "not found".
+            let a = match fs.lookup(dir, &e.name) {
+                Ok(a) => a,
+                Err(FsError::Corrupt(_)) => continue,
+                Err(err) => panic!(
+                    "{:?} is listed in {dir:#x} but does not look up: {err}",
+                    String::from_utf8_lossy(&e.name)
+                ),
+            };
+            assert_eq!(
+                (a.ino, a.kind),
+                (e.ino, e.kind),
+                "lookup of {:?} disagrees with readdir",
+                String::from_utf8_lossy(&e.name)
+            );
+            let _ = fs.listxattr(a.ino);
+            if let Ok(key) = fs.getxattr(a.ino, KEY_XATTR.as_bytes()) {
+                if key_names {
+                    check_name(&e.name, &key, a.kind);
+                }
+            }
+            let _ = fs.getxattr(a.ino, b"user.other");
+            match a.kind {
+                Kind::Dir => stack.push((a.ino, dir)),
+                Kind::Symlink => {
+                    assert!(fs.readlink(a.ino).is_ok(), "readlink of a listed symlink");
+                }
+                Kind::File => {
+                    if let Some(bytes) = read_file(fs, a.ino, a.size, read_size) {
+                        files.push((e.name.clone(), bytes));
+                    }
+                }
+            }
+        }
+        // An `.npy` file is an NPY header followed by exactly the `.bin` bytes.
+        for (name, npy) in &files {
+            let Some(stem) = name.strip_suffix(b".npy") else {
+                continue;
+            };
+            let bin_name = [stem, b".bin"].concat();
+            if let Some((_, bin)) = files.iter().find(|(n, _)| *n == bin_name) {
+                assert!(
+                    npy.len() >= bin.len() && npy.ends_with(bin),
+                    ".npy data differs from .bin"
+                );
+                assert!(npy.starts_with(b"\x93NUMPY"), ".npy header");
+            }
+        }
+    }
+}
+
+/// A name under `variables/` is the escaped last component of the key (or key prefix) its
+/// `user.tfmount.key` holds, plus a file suffix for files.
+fn check_name(name: &[u8], key: &[u8], kind: Kind) {
+    let (stem, raw, is_dir) = match kind {
+        Kind::Dir => (name, key.strip_suffix(b"/").unwrap_or(key), true),
+        _ => match FileKind::split(name) {
+            Some((stem, _)) => (stem, key, false),
+            None => return,
+        },
+    };
+    let last = raw.rsplit(|&b| b == b'/').next().unwrap_or(raw);
+    assert_eq!(
+        String::from_utf8_lossy(stem),
+        String::from_utf8_lossy(&tree::escape(last, is_dir)),
+        "name of key {:?}",
+        String::from_utf8_lossy(key)
+    );
+}
+
+/// Listing again from each entry's cookie gives exactly the entries after it.
+fn check_resume(fs: &Fs, dir: u64, entries: &[DirEntry]) {
+    let picks = [0, entries.len() / 2, entries.len().saturating_sub(1)];
+    for &k in picks.iter().filter(|&&k| k < entries.len()) {
+        let mut again = Vec::new();
+        if fs
+            .readdir(dir, entries[k].cookie, |e| {
+                again.push((e.name, e.ino));
+                false
+            })
+            .is_ok()
+        {
+            let want: Vec<_> = entries[k + 1..]
+                .iter()
+                .map(|e| (e.name.clone(), e.ino))
+                .collect();
+            assert_eq!(again, want, "readdir resumed after entry {k} of {dir:#x}");
+        }
+    }
+}
+
+/// Reads a file in `read_size` pieces (up to a cap); `None` if a read failed or the file is
+/// larger than the cap. A complete read must have the size `getattr` gave.
+fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> {
+    let cap = size.min(MAX_FILE_BYTES);
+    let step = (read_size as u64).max(cap / MAX_READS_PER_FILE + 1) as usize;
+    let _ = fs.read(ino, u64::MAX - 1, 16);
+    let mut out = Vec::new();
+    loop {
+        let piece = fs.read(ino, out.len() as u64, step).ok()?;
+        assert!(piece.len() <= step, "read returned more than asked");
+        if piece.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&piece);
+        assert!(
+            out.len() as u64 <= size,
+            "reads return more than the getattr size {size}"
+        );
+        if out.len() as u64 > MAX_FILE_BYTES {
+            return None;
+        }
+    }
+    assert_eq!(
+        out.len() as u64,
+        size,
+        "getattr size differs from the bytes read"
+    );
+    if let Ok(whole) = fs.read(ino, 0, out.len() + 1) {
+        assert_eq!(
+            &whole[..],
+            &out[..],
+            "one read differs from reads in pieces"
+        );
+    }
+    Some(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// graph
+// ---------------------------------------------------------------------------------------------
+
+/// The file names a `graph` input is mounted as, by `flags % 5`.
+const GRAPH_FILES: [&str; 5] = [
+    "saved_model.pb",
+    "saved_model.pbtxt",
+    "model.meta",
+    "graph.pb",
+    "graph.pbtxt",
+];
+
+/// A graph file (SavedModel, `.meta`, frozen GraphDef; binary or text) mounted through `Fs`
+/// and walked like [`checkpoint`]'s mounts: protobuf decoding and text rendering of every node,
+/// function, signature and constant. Input: flags (1 byte: `% 5` picks the file name, bit 3
+/// disables the block cache, bits 4..6 pick the read size), then the file.
+pub fn graph(data: &[u8]) {
+    let Some((&flags, file)) = data.split_first() else {
+        return;
+    };
+    let dir = scratch_dir();
+    let path = dir.path().join(GRAPH_FILES[(flags % 5) as usize]);
+    if std::fs::write(&path, file).is_err() {
+        return;
+    }
+    let opts = Options {
+        text_cache_bytes: if flags & 8 != 0 { 0 } else { 1 << 20 },
+        ..Options::default()
+    };
+    let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][((flags >> 4) & 7) as usize];
+    if let Ok(probed) = probe(&path) {
+        if let Ok(fs) = Fs::new(&probed, &opts) {
+            walk_fs(&fs, read_size, false);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeds
+// ---------------------------------------------------------------------------------------------
+
+/// A few state files beyond the fixtures' (stale absolute paths, odd names, bad syntax).
+const STATE_SEEDS: &[&str] = &[
+    "model_checkpoint_path: \"model.ckpt-1\"\nall_model_checkpoint_paths: \"model.ckpt-1\"\n",
+    "model_checkpoint_path: \"/gone/dir/ckpt-2\"\nall_model_checkpoint_paths: \"a b\"\n\
+     all_model_checkpoint_paths: \"../x/model.ckpt-1\"\nall_model_checkpoint_timestamps: 1.5e9\n",
+    "model_checkpoint_path: 'ckpt-2' # comment\nlast_preserved_timestamp: -2\n",
+    "model_checkpoint_path: \"\\x00\\303\\251\"\nall_model_checkpoint_paths: \"\"\n",
+    "all_model_checkpoint_paths: [\"ckpt-2\", \"a b\"]\n",
+];
+
+/// Graph files of the fixtures, with the flags byte naming their kind (see [`GRAPH_FILES`]);
+/// the 220 KiB `saved_model.pbtxt` is left out (it would slow every mutation).
+const GRAPH_SEEDS: &[(u8, &str)] = &[
+    (0, "demo_savedmodel/saved_model.pb"),
+    (0, "graphs/tf1_two_tags/saved_model.pb"),
+    (0, "graphs/tf2_module/saved_model.pb"),
+    (2, "graphs/tf1_meta/model.ckpt.meta"),
+    (2, "tf1_adam/model.ckpt-2.meta"),
+    (3, "graphs/frozen/graph.pb"),
+    (4, "graphs/frozen/graph.pbtxt"),
+];
+
+/// Seed inputs for every target, made from the fixture checkpoints under `fixtures`:
+/// `(target, name, bytes)`.
+pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut entry_values = HashSet::new();
+    for (name, prefix) in fixture_prefixes(fixtures)? {
+        let index = std::fs::read(index_file_name(&prefix))?;
+        out.push(("table", name.clone(), [&[0u8][..], &index].concat()));
+        let Some(h) = header_of(&index) else {
+            continue;
+        };
+        let shards: Vec<Vec<u8>> = (0..h.num_shards.min(MAX_SHARD_FILES as u32))
+            .map(|i| std::fs::read(data_file_name(&prefix, i, h.num_shards)).unwrap_or_default())
+            .collect();
+        let mut chunks: Vec<&[u8]> = vec![&index];
+        chunks.extend(shards.iter().map(|s| &s[..]));
+        out.push((
+            "checkpoint",
+            name.clone(),
+            [&[2u8][..], &join_chunks(&chunks)].concat(),
+        ));
+        let t = Table::open(Arc::new(index.clone()), Arc::new(BlockCache::new(0)))
+            .map_err(std::io::Error::other)?;
+        let mut pos = t.seek(b"").map_err(std::io::Error::other)?;
+        let mut k = 0;
+        while let Some(p) = pos {
+            let (blk, i) = t.entry(p).map_err(std::io::Error::other)?;
+            let value = blk.value(i).to_vec();
+            if !blk.key(i).is_empty() {
+                if let Ok(e) = bundle::parse_entry(&value) {
+                    string_seed(&e, &shards, &name, k, &mut out);
+                }
+            }
+            if entry_values.insert(value.clone()) {
+                out.push(("bundle_entry", format!("{name}-{k}"), value));
+            }
+            k += 1;
+            pos = t.next(p).map_err(std::io::Error::other)?;
+        }
+    }
+    for (flags, rel) in GRAPH_SEEDS {
+        if let Ok(bytes) = std::fs::read(fixtures.join(rel)) {
+            let name = rel.replace('/', "-");
+            out.push(("graph", name, [&[*flags][..], &bytes].concat()));
+        }
+    }
+    for d in ["tf1_adam", "tf2_keras"] {
+        if let Ok(text) = std::fs::read(fixtures.join(d).join("checkpoint")) {
+            out.push(("checkpoint_state", d.to_string(), text));
+        }
+    }
+    for (i, s) in STATE_SEEDS.iter().enumerate() {
+        out.push((
+            "checkpoint_state",
+            format!("extra-{i}"),
+            s.as_bytes().to_vec(),
+        ));
+    }
+    Ok(out)
+}
+
+fn string_seed(
+    e: &bundle::Entry,
+    shards: &[Vec<u8>],
+    name: &str,
+    k: usize,
+    out: &mut Vec<(&'static str, String, Vec<u8>)>,
+) {
+    let Data::Contiguous {
+        shard,
+        offset,
+        size,
+        crc,
+    } = e.data
+    else {
+        return;
+    };
+    if e.dtype != DT_STRING && e.dtype != DT_VARIANT {
+        return;
+    }
+    let (Ok(n), Some(bytes)) = (
+        u16::try_from(e.num_elements()),
+        shards
+            .get(shard as usize)
+            .and_then(|s| s.get(offset as usize..(offset + size) as usize)),
+    ) else {
+        return;
+    };
+    let mut input = vec![0b110];
+    input.extend_from_slice(&n.to_le_bytes());
+    input.extend_from_slice(&crc.to_le_bytes());
+    input.extend_from_slice(bytes);
+    out.push(("strings", format!("{name}-{k}"), input));
+}
+
+/// Every checkpoint prefix (a `P.index` file) one or two levels below `fixtures`, named after
+/// its path (`tf1_adam-model.ckpt-2`), sorted.
+fn fixture_prefixes(fixtures: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![fixtures.to_path_buf()];
+    for d in std::fs::read_dir(fixtures)? {
+        let d = d?.path();
+        if d.is_dir() {
+            dirs.push(d.clone());
+            if d.join("variables").is_dir() {
+                dirs.push(d.join("variables"));
+            }
+        }
+    }
+    for d in dirs {
+        for f in std::fs::read_dir(&d)? {
+            let p = f?.path();
+            let Some(stem) = p.to_str().and_then(|s| s.strip_suffix(".index")) else {
+                continue;
+            };
+            let rel = Path::new(stem)
+                .strip_prefix(fixtures)
+                .unwrap_or(Path::new(stem))
+                .to_string_lossy()
+                .replace('/', "-");
+            out.push((rel, std::path::PathBuf::from(stem)));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
