@@ -40,9 +40,8 @@ impl FuseFs {
 /// can only lower readahead below the kernel's default of 128 KiB per file, which makes a cold
 /// sequential read a stream of 128 KiB requests; the mount's backing device takes a larger
 /// value through `/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`, writable by root only (and then
-/// the kernel sends 1 MiB requests). Best effort: without
-/// permission this logs at debug level and changes nothing. Call it once the mount exists; it
-/// sends no request to the mount.
+/// the kernel sends 1 MiB requests). Best effort: without permission this logs at debug level
+/// and changes nothing. Call it once the mount exists; it sends no request to the mount.
 pub fn raise_readahead(mountpoint: &std::path::Path) {
     let Some(dev) = crate::mount::mount_device(mountpoint) else {
         log::debug!("{}: not in /proc/self/mountinfo", mountpoint.display());
