@@ -163,16 +163,18 @@ BIG_BYTES=$(stat -c %s "$BIG_DATA")
 echo "== 1/2: sequential read of big/tensor ($BIG_BYTES bytes), bs=1M"
 cat "$BIG_DATA" >/dev/null # warm the page cache for the baseline and for the daemon's reads
 base=()
-for r in $(seq "$REPS"); do
-    t0=$(now)
-    dd if="$BIG_DATA" of=/dev/null bs=1M status=none
-    base+=("$(sub "$t0" "$(now)")")
-done
 cold=()
 warm=()
 new_mountpoint
 mnt=$MP
 for r in $(seq "$REPS"); do
+    # The baseline is taken in each repetition, right before the mount's reads, so that both
+    # sides of a ratio see the same machine load; the page cache is warmed again first (the
+    # kernel may have reclaimed some of it since: DAMON, other processes).
+    cat "$BIG_DATA" >/dev/null
+    t0=$(now)
+    dd if="$BIG_DATA" of=/dev/null bs=1M status=none
+    base+=("$(sub "$t0" "$(now)")")
     # A fresh mount per repetition: nothing of the file is in the mount's page cache.
     mount_bg "$WORK/big/ckpt" "$mnt" || break
     t0=$(now)

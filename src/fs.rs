@@ -960,6 +960,20 @@ impl Fs {
         }
     }
 
+    /// `readdir` with each entry's attributes (for READDIRPLUS, which saves the kernel a lookup
+    /// per name). An entry whose attributes cannot be had comes with `None`.
+    pub fn readdir_plus(
+        &self,
+        ino: u64,
+        cookie: u64,
+        mut add: impl FnMut(DirEntry, Option<Attr>) -> bool,
+    ) -> FsResult<()> {
+        self.readdir(ino, cookie, |e| {
+            let a = self.getattr(e.ino).ok();
+            add(e, a)
+        })
+    }
+
     /// The component of `key` right after `prefix`, and whether more components follow.
     fn next_component<'k>(key: &'k [u8], prefix: &[u8]) -> (&'k [u8], bool) {
         let rest = &key[prefix.len()..];

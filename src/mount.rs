@@ -114,6 +114,18 @@ pub fn is_mount_point(path: &Path) -> bool {
     })
 }
 
+/// The `MAJOR:MINOR` device of the file system mounted at `path` (from /proc/self/mountinfo).
+pub fn mount_device(path: &Path) -> Option<String> {
+    let info = std::fs::read("/proc/self/mountinfo").ok()?;
+    let want = path.as_os_str().as_bytes();
+    info.split(|&b| b == b'\n').rev().find_map(|line| {
+        let mut f = line.split(|&b| b == b' ');
+        let dev = f.nth(2)?;
+        let mp = f.nth(1)?;
+        (unescape_mountinfo(mp) == want).then(|| String::from_utf8_lossy(dev).into_owned())
+    })
+}
+
 fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
@@ -443,6 +455,7 @@ fn serve(
         }
     };
     log::info!("mounted {fsname} on {}", mountpoint.display());
+    crate::fuse::raise_readahead(mountpoint);
     let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("signals".into())

@@ -357,3 +357,90 @@ fn sigterm_unmounts_cleanly() {
     );
     assert!(!is_mounted(&m.path()));
 }
+
+/// `find -printf` over a mount: one line per entry with path, type, size, mode, mtime, owner.
+fn find_listing(root: &Path) -> Vec<Vec<u8>> {
+    let out = Command::new("find")
+        .arg(root)
+        .args(["-mindepth", "1", "-printf", "%P\t%y\t%s\t%m\t%T@\t%U\t%G\n"])
+        .output()
+        .expect("run find");
+    assert!(out.status.success(), "find failed: {out:?}");
+    let mut lines: Vec<Vec<u8>> = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The fields after the path, from a `stat` by name (no directory listed on the way).
+fn stat_fields(path: &Path) -> Vec<String> {
+    let m = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let t = if m.is_dir() {
+        "d"
+    } else if m.file_type().is_symlink() {
+        "l"
+    } else {
+        "f"
+    };
+    vec![
+        t.to_string(),
+        m.len().to_string(),
+        format!("{:o}", m.mode() & 0o7777),
+        format!("{}.{:09}", m.mtime(), m.mtime_nsec()),
+        m.uid().to_string(),
+        m.gid().to_string(),
+    ]
+}
+
+/// Listings hand the kernel every entry's attributes (READDIRPLUS) so `find`/`ls -l` need no
+/// lookup per name: what a listing says must be what a lookup by name says, in a fresh mount
+/// that never listed anything, and every size must be the number of bytes the file reads.
+#[test]
+fn listings_agree_with_lookups() {
+    use std::os::unix::ffi::OsStrExt;
+    for src in [
+        "tf1_adam",
+        "all_dtypes/ckpt",
+        "partitioned/model.ckpt",
+        "demo_savedmodel",
+    ] {
+        let listed = Mount::start(&fixtures().join(src), &[]);
+        let lines = find_listing(&listed.path());
+        assert!(lines.len() > 10, "{src}: only {} entries", lines.len());
+        let looked_up = Mount::start(&fixtures().join(src), &[]);
+        let mut errs = Vec::new();
+        for line in &lines {
+            let mut f = line.split(|&b| b == b'\t');
+            let rel = Path::new(std::ffi::OsStr::from_bytes(f.next().unwrap_or_default()));
+            let mut got: Vec<String> = f.map(|x| String::from_utf8_lossy(x).into()).collect();
+            // find prints mtimes with 10 decimals, stat has nanoseconds.
+            let t = got[3].len().saturating_sub(1);
+            got[3].truncate(t);
+            let want = stat_fields(&looked_up.path().join(rel));
+            if got != want {
+                errs.push(format!(
+                    "{}: listing {got:?}, lookup {want:?}",
+                    rel.display()
+                ));
+            }
+            if got[0] == "f" {
+                let n = std::fs::read(listed.path().join(rel)).map(|b| b.len().to_string());
+                if n.as_deref().ok() != Some(got[1].as_str()) {
+                    errs.push(format!("{}: size {}, read {n:?}", rel.display(), got[1]));
+                }
+            }
+        }
+        assert!(errs.is_empty(), "{src}:\n{}", errs.join("\n"));
+        // `ls -l` (a stat of every entry) works over the whole tree.
+        let out = Command::new("ls")
+            .arg("-lR")
+            .arg(listed.path())
+            .output()
+            .expect("ls");
+        assert!(out.status.success(), "{src}: ls -lR: {out:?}");
+    }
+}
