@@ -961,7 +961,10 @@ impl Fs {
     }
 
     /// `readdir` with each entry's attributes (for READDIRPLUS, which saves the kernel a lookup
-    /// per name). An entry whose attributes cannot be had comes with `None`.
+    /// per name). An entry whose attributes cannot be had comes with `None`, and so does a
+    /// rendered text file (a graph `.pbtxt`, `saved_model.pbtxt`, ...): its size means rendering
+    /// it, and listing a directory must not render everything in it. The kernel looks those up
+    /// (and so renders them) only when they are used.
     pub fn readdir_plus(
         &self,
         ino: u64,
@@ -969,9 +972,25 @@ impl Fs {
         mut add: impl FnMut(DirEntry, Option<Attr>) -> bool,
     ) -> FsResult<()> {
         self.readdir(ino, cookie, |e| {
-            let a = self.getattr(e.ino).ok();
+            let a = if self.is_rendered(e.ino) {
+                None
+            } else {
+                self.getattr(e.ino).ok()
+            };
             add(e, a)
         })
+    }
+
+    /// Whether a file's content (and size) is rendered text.
+    fn is_rendered(&self, ino: u64) -> bool {
+        match Node::from_ino(ino) {
+            Some(Node::Graph {
+                sub: tree::GraphSub::Pbtxt,
+                ..
+            }) => true,
+            Some(Node::Fixed(i)) => matches!(self.fixed(i), Ok(Fixed::Text { .. })),
+            _ => false,
+        }
     }
 
     /// The component of `key` right after `prefix`, and whether more components follow.
