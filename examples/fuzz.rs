@@ -13,8 +13,9 @@
 //! `run` stops a target at its first failure and saves the input as
 //! `fuzz/artifacts/stable/<target>-crash-<hash>`; it exits 1 if any target failed. An input
 //! that aborts the process (a single allocation over `--max-alloc-mb`, 256 by default, a stack
-//! overflow) is left in `fuzz/artifacts/stable/<target>-current`. An input that runs longer than
-//! `--timeout` seconds (10) is saved as `<target>-timeout-<hash>` and ends the run.
+//! overflow) is left in the `…-current` file named at the start of each target. An input that
+//! runs longer than `--timeout` seconds (10) is saved as `<target>-timeout-<hash>` and ends the
+//! run.
 
 #[path = "../fuzz/src/lib.rs"]
 mod targets;
@@ -225,7 +226,17 @@ fn fuzz_one(
     opts: &RunOpts,
 ) -> std::io::Result<Outcome> {
     std::fs::create_dir_all(&opts.artifacts)?;
-    let current = opts.artifacts.join(format!("{name}-current"));
+    // Each input is written here before it runs, so one that aborts the process survives it:
+    // in tmpfs where there is one (a write per run to a disk-backed tree costs milliseconds).
+    let shm = Path::new("/dev/shm");
+    let current = if shm.is_dir() {
+        shm.join(format!(
+            "tfmount-fuzz-{}-{name}-current",
+            std::process::id()
+        ))
+    } else {
+        opts.artifacts.join(format!("{name}-current"))
+    };
     // Each target's own stream, reproducible from `--seed`.
     let mut rng = Rng((opts.seed ^ fnv(name.as_bytes())) | 1);
     // A watchdog: an input running past the timeout is saved and ends the process.
@@ -253,6 +264,10 @@ fn fuzz_one(
             }
         });
     }
+    println!(
+        "{name}: an input that aborts the process is left in {}",
+        current.display()
+    );
     let deadline = Instant::now() + Duration::from_secs_f64(opts.secs);
     let mut execs = 0u64;
     let mut failure = None;

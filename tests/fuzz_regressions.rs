@@ -138,6 +138,31 @@ fn snappy_length_claim_is_refused_before_allocating() {
     }
 }
 
+/// `graph/map-order-differs-between-reads` (stable harness, `graph` target): a SavedModel
+/// whose `saved_model.pbtxt` read in 512-byte pieces differed from the same file read at once
+/// (same length; two `concrete_functions` entries swapped). prost-reflect keeps a decoded map
+/// field in a `HashMap` and prints it in that map's (random) order, so every rendering of a
+/// message with a map field (NodeDef `attr`, signatures, functions, collections) could order it
+/// differently, and a file rendered again for a later read changed under the reader.
+#[test]
+fn graph_text_renders_maps_in_one_order() {
+    let data = input("graph", "map-order-differs-between-reads");
+    targets::graph(&data);
+    // The same message rendered many times gives the same bytes.
+    let pb = std::fs::read(fixtures().join("graphs/frozen/graph.pb")).expect("graph.pb");
+    let first =
+        tfmount::render::message_text("tensorflow.GraphDef", &pb, &[0..pb.len()]).expect("renders");
+    assert!(
+        first.windows(5).any(|w| w == b"attr:"),
+        "the graph has attr maps"
+    );
+    for _ in 0..20 {
+        let again = tfmount::render::message_text("tensorflow.GraphDef", &pb, &[0..pb.len()])
+            .expect("renders");
+        assert!(again == first, "a second rendering differs");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Found by review while writing the targets (no fuzzer input: built here)
 // ---------------------------------------------------------------------------------------------

@@ -186,8 +186,8 @@ fn walk_table(t: &Table) {
             direct.extend((0..blk.len()).map(|i| blk.key(i).to_vec()));
         }
         let walked_keys: Vec<_> = walked.into_iter().map(|(_, k)| k).collect();
-        assert_eq!(
-            direct, walked_keys,
+        assert!(
+            direct == walked_keys,
             "block-by-block entries differ from the walk"
         );
     }
@@ -415,16 +415,16 @@ fn check_layout(layout: &StringLayout, stored: &[u8], r: &RefStrings, chunk: usi
     let mut want = Vec::new();
     for (i, &(start, len)) in r.elems.iter().enumerate() {
         let elem = &stored[start..start + len];
-        assert_eq!(layout.element(stored, i), elem, "element {i}");
+        assert_same(layout.element(stored, i), elem, &format!("element {i}"));
         want.extend_from_slice(&(len as u64).to_le_bytes());
         want.extend_from_slice(elem);
     }
     let total = layout.served_len();
     assert_eq!(total, want.len() as u64, "served length");
-    assert_eq!(
-        layout.read(stored, 0, usize::MAX),
-        want,
-        "one read of everything"
+    assert_same(
+        &layout.read(stored, 0, usize::MAX),
+        &want,
+        "one read of everything",
     );
     assert!(layout.read(stored, total, 16).is_empty());
     assert!(layout.read(stored, u64::MAX, 16).is_empty());
@@ -441,7 +441,7 @@ fn check_layout(layout: &StringLayout, stored: &[u8], r: &RefStrings, chunk: usi
         pieces.extend_from_slice(&piece);
         off += chunk as u64;
     }
-    assert_eq!(pieces, want, "reads in {chunk}-byte pieces");
+    assert_same(&pieces, &want, &format!("reads in {chunk}-byte pieces"));
 }
 
 /// `stored` with its length checksum rewritten to match, and the masked CRC of the whole.
@@ -779,6 +779,28 @@ fn check_resume(fs: &Fs, dir: u64, entries: &[DirEntry]) {
     }
 }
 
+/// Equal byte strings, or a panic naming the first difference (not the whole buffers).
+fn assert_same(a: &[u8], b: &[u8], what: &str) {
+    if a == b {
+        return;
+    }
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let show = |s: &[u8]| {
+        String::from_utf8_lossy(&s[at.min(s.len())..(at + 40).min(s.len())]).into_owned()
+    };
+    panic!(
+        "{what}: differ at byte {at} (lengths {} and {}): {:?} vs {:?}",
+        a.len(),
+        b.len(),
+        show(a),
+        show(b)
+    );
+}
+
 /// Reads a file in `read_size` pieces (up to a cap); `None` if a read failed or the file is
 /// larger than the cap. A complete read must have the size `getattr` gave.
 fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> {
@@ -807,10 +829,10 @@ fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> 
         "getattr size differs from the bytes read"
     );
     if let Ok(whole) = fs.read(ino, 0, out.len() + 1) {
-        assert_eq!(
-            &whole[..],
-            &out[..],
-            "one read differs from reads in pieces"
+        assert_same(
+            &whole,
+            &out,
+            &format!("inode {ino:#x}: one read vs reads of {step} bytes"),
         );
     }
     Some(out)

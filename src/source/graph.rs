@@ -144,7 +144,26 @@ fn pool() -> &'static DescriptorPool {
     POOL.get_or_init(|| {
         // The descriptor set is built into the binary by build.rs; failing to decode it is a
         // build defect, caught by every test.
-        super::state::descriptor_pool().unwrap_or_else(|e| panic!("built-in descriptors: {e}"))
+        let pool =
+            super::state::descriptor_pool().unwrap_or_else(|e| panic!("built-in descriptors: {e}"));
+        // Map fields are declared here as the repeated entry messages they are on the wire:
+        // prost-reflect keeps a decoded map in a HashMap and prints it in that map's random
+        // order, so each rendering of a message with a map field (NodeDef attr, signatures,
+        // functions) could differ, and a file rendered again for a later read changed under
+        // its reader. As repeated entries they keep the file's order; the text syntax is the
+        // same (`attr { key: ... value { ... } }`).
+        let mut file: Vec<_> = pool.file_descriptor_protos().cloned().collect();
+        fn unmap(m: &mut prost_types::DescriptorProto) {
+            if let Some(o) = m.options.as_mut() {
+                o.map_entry = None;
+            }
+            m.nested_type.iter_mut().for_each(unmap);
+        }
+        file.iter_mut()
+            .flat_map(|f| f.message_type.iter_mut())
+            .for_each(unmap);
+        DescriptorPool::from_file_descriptor_set(prost_types::FileDescriptorSet { file })
+            .unwrap_or_else(|e| panic!("built-in descriptors without map entries: {e}"))
     })
 }
 
