@@ -150,15 +150,15 @@ fn graph_text_renders_maps_in_one_order() {
     targets::graph(&data);
     // The same message rendered many times gives the same bytes.
     let pb = std::fs::read(fixtures().join("graphs/frozen/graph.pb")).expect("graph.pb");
-    let first =
-        tfmount::render::message_text("tensorflow.GraphDef", &pb, &[0..pb.len()]).expect("renders");
+    let whole = std::slice::from_ref(&(0..pb.len()));
+    let first = tfmount::render::message_text("tensorflow.GraphDef", &pb, whole).expect("renders");
     assert!(
         first.windows(5).any(|w| w == b"attr:"),
         "the graph has attr maps"
     );
     for _ in 0..20 {
-        let again = tfmount::render::message_text("tensorflow.GraphDef", &pb, &[0..pb.len()])
-            .expect("renders");
+        let again =
+            tfmount::render::message_text("tensorflow.GraphDef", &pb, whole).expect("renders");
         assert!(again == first, "a second rendering differs");
     }
 }
