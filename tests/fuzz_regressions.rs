@@ -150,7 +150,8 @@ fn graph_text_renders_maps_in_one_order() {
     targets::graph(&data);
     // The same message rendered many times gives the same bytes.
     let pb = std::fs::read(fixtures().join("graphs/frozen/graph.pb")).expect("graph.pb");
-    let whole = std::slice::from_ref(&(0..pb.len()));
+    let range = 0..pb.len();
+    let whole = std::slice::from_ref(&range);
     let first = tfmount::render::message_text("tensorflow.GraphDef", &pb, whole).expect("renders");
     assert!(
         first.windows(5).any(|w| w == b"attr:"),
