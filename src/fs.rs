@@ -596,7 +596,10 @@ impl Fs {
                 uid: meta.uid,
                 gid: meta.gid,
             },
-            Fixed::Text { meta, .. } => Self::file_attr_of(ino, self.text_size(ino)?, meta),
+            // Unrenderable text is listed with size 0 (opening it fails), like graph files.
+            Fixed::Text { meta, .. } => {
+                Self::file_attr_of(ino, self.text_size(ino).unwrap_or(0), meta)
+            }
             Fixed::PassFile { size, meta, .. } => Attr {
                 ino,
                 size: *size,
