@@ -256,12 +256,7 @@ impl Fs {
                 }
                 for (name, prefix) in checkpoints {
                     let ck = open(prefix, &fs.cache)?;
-                    let d = fs.add(Fixed::Dir {
-                        parent: root,
-                        children: Vec::new(),
-                        meta: ck.meta,
-                    });
-                    fs.link(root, name.as_bytes(), d);
+                    let d = fs.add_dir(root, name.as_bytes(), ck.meta);
                     fs.add_view(d, ck.clone());
                     fs.add_checkpoint_names(d, &ck);
                     fs.add_meta_file(d, prefix, tags)?;
@@ -296,12 +291,7 @@ impl Fs {
                         fs.add_saved_model_names(root, &ck, &g);
                     }
                     None => {
-                        let v = fs.add(Fixed::Dir {
-                            parent: root,
-                            children: Vec::new(),
-                            meta,
-                        });
-                        fs.link(root, b"variables", v);
+                        fs.add_dir(root, b"variables", meta);
                     }
                 }
                 fs.add_graph(root, g, tags)?;
@@ -367,12 +357,7 @@ impl Fs {
             return;
         }
         let meta = ck.meta;
-        let root = self.add(Fixed::Dir {
-            parent,
-            children: Vec::new(),
-            meta,
-        });
-        self.link(parent, b"names", root);
+        let root = self.add_dir(parent, b"names", meta);
         let mut dirs: std::collections::HashMap<(u64, Vec<u8>), u64> = Default::default();
         let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
             let comps: Vec<&[u8]> = s.split(|&b| b == SEP).collect();
@@ -393,12 +378,7 @@ impl Fs {
                 dir = match dirs.get(&(dir, c.clone())) {
                     Some(&d) => d,
                     None => {
-                        let d = self.add(Fixed::Dir {
-                            parent: dir,
-                            children: Vec::new(),
-                            meta,
-                        });
-                        self.link(dir, c, d);
+                        let d = self.add_dir(dir, c, meta);
                         dirs.insert((dir, c.clone()), d);
                         d
                     }
@@ -443,6 +423,17 @@ impl Fs {
     fn add(&mut self, f: Fixed) -> u64 {
         self.fixed.push(f);
         self.fixed.len() as u64
+    }
+
+    /// A new fixed directory `name` in `parent`.
+    fn add_dir(&mut self, parent: u64, name: &[u8], meta: FileMeta) -> u64 {
+        let d = self.add(Fixed::Dir {
+            parent,
+            children: Vec::new(),
+            meta,
+        });
+        self.link(parent, name, d);
+        d
     }
 
     fn link(&mut self, dir: u64, name: &[u8], child: u64) {

@@ -764,12 +764,7 @@ impl Fs {
     ) -> Result<(), crate::error::SourceError> {
         let file = Arc::new(file);
         let meta = file.meta;
-        let mgs = self.add(Fixed::Dir {
-            parent,
-            children: Vec::new(),
-            meta,
-        });
-        self.link(parent, b"meta_graphs", mgs);
+        let mgs = self.add_dir(parent, b"meta_graphs", meta);
         let mut names: Vec<Vec<u8>> = Vec::new();
         let mut dirs = Vec::new();
         for (i, m) in file.metas.iter().enumerate() {
@@ -791,12 +786,7 @@ impl Fs {
                 name.extend_from_slice(format!("~{k}").as_bytes());
             }
             names.push(name.clone());
-            let dir = self.add(Fixed::Dir {
-                parent: mgs,
-                children: Vec::new(),
-                meta,
-            });
-            self.link(mgs, &name, dir);
+            let dir = self.add_dir(mgs, &name, meta);
             self.graphs.push(GraphMount {
                 file: file.clone(),
                 mg: i,
