@@ -1392,24 +1392,6 @@ fn hostile_data_flipped_byte_truncated_shard_missing_shard() {
 // 6. Hostile protobuf values and parser inputs
 // ---------------------------------------------------------------------------------------------
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
     Some(TensorShapeProto {
         dim: dims

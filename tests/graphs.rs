@@ -87,18 +87,6 @@ fn exercise(fs: &Fs, budget: usize) -> usize {
     ok_reads
 }
 
-/// A tiny deterministic generator for the sweeps.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 #[test]
 fn hostile_saved_model_pb_truncations_and_bit_flips() {
     let src = common::fixtures().join("demo_savedmodel");
@@ -114,7 +102,7 @@ fn hostile_saved_model_pb_truncations_and_bit_flips() {
     let sm = dir.path().join("sm");
     std::fs::create_dir(&sm).expect("mkdir");
     let write = |bytes: &[u8]| std::fs::write(sm.join("saved_model.pb"), bytes).expect("write");
-    let mut rng = Lcg(42);
+    let mut rng = common::Rng(42);
     let (mut mounted, mut refused) = (0, 0);
     let mut variants: Vec<Vec<u8>> = Vec::new();
     for k in 0..60 {
@@ -122,14 +110,14 @@ fn hostile_saved_model_pb_truncations_and_bit_flips() {
     }
     for _ in 0..250 {
         let mut b = pb.clone();
-        let i = rng.next() as usize % b.len();
-        b[i] ^= 1 << (rng.next() % 8);
+        let i = rng.below(b.len() as u64) as usize;
+        b[i] ^= 1 << rng.below(8);
         variants.push(b);
     }
     for _ in 0..40 {
         // Overwrite a run with 0xff: huge varints and lengths.
         let mut b = pb.clone();
-        let i = rng.next() as usize % b.len();
+        let i = rng.below(b.len() as u64) as usize;
         for x in b.iter_mut().skip(i).take(10) {
             *x = 0xff;
         }

@@ -21,22 +21,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use synthetic::*;
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Every file under `dir`, relative, with directories (ending in `/`).
 fn walk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();

@@ -234,3 +234,23 @@ pub fn name_path(name: &[u8]) -> Vec<u8> {
         .collect::<Vec<_>>()
         .join(&b'/')
 }
+
+/// xorshift64*: deterministic for a given seed, no dependency (the tests' random inputs).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
