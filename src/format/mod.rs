@@ -5,6 +5,7 @@
 pub mod bundle;
 pub mod dtype;
 pub mod npy;
+pub mod partition;
 pub mod slice_key;
 pub mod strings;
 pub mod table;

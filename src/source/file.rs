@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::bytes::{ByteSource, FileMeta};
 use crate::format::{FormatError, ReadAt};
 
 /// What must not change while the file is served.
@@ -45,7 +46,7 @@ pub struct SourceFile {
     file: File,
     path: PathBuf,
     stamp: Stamp,
-    mode: u32,
+    meta: FileMeta,
     changed: AtomicBool,
 }
 
@@ -68,7 +69,7 @@ impl SourceFile {
             file,
             path: path.to_path_buf(),
             stamp: Stamp::of(&meta),
-            mode: meta.mode(),
+            meta: FileMeta::of(&meta),
             changed: AtomicBool::new(false),
         };
         Ok((Arc::new(f), meta))
@@ -80,7 +81,7 @@ impl SourceFile {
 
     /// `st_mode` when it was opened.
     pub fn mode(&self) -> u32 {
-        self.mode
+        self.meta.mode
     }
 
     /// The length the file had when it was opened (the only length ever served from).
@@ -210,6 +211,20 @@ impl ReadAt for SourceFile {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
         self.read_into(buf, offset)
+    }
+}
+
+impl ByteSource for SourceFile {
+    fn name(&self) -> &Path {
+        &self.path
+    }
+
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+
+    fn changed(&self) -> bool {
+        self.changed.load(Ordering::Relaxed)
     }
 }
 

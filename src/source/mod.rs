@@ -1,6 +1,7 @@
 //! Sources: what a SOURCE path is (checkpoint prefix, checkpoint directory, SavedModel) and
 //! what it holds. Probed in order; the first that matches wins.
 
+pub mod bytes;
 pub mod checkpoint;
 pub mod file;
 pub mod graph;
