@@ -1,7 +1,7 @@
 //! Writes a synthetic V2 checkpoint for benchmarks and scale tests.
 //!
 //! ```text
-//! cargo run --release --features writer --example mkckpt -- PREFIX --tensors N \
+//! cargo run --release --example mkckpt -- PREFIX --tensors N \
 //!     [--elems E] [--big-gib G] [--depth D] [--shards S] [--snappy]
 //! ```
 //!

@@ -5,4 +5,4 @@
 # Usage: fuzz/seed.sh [OUT_DIR]      (default fuzz/corpus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo run -q --features writer --example fuzz -- seeds "${1:-fuzz/corpus}"
+cargo run -q --example fuzz -- seeds "${1:-fuzz/corpus}"

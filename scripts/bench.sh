@@ -37,7 +37,7 @@ command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install
 
 echo "== building (release)"
 cargo build --release --quiet || die "cargo build --release failed"
-cargo build --release --quiet --features writer --example mkckpt || die "building mkckpt failed"
+cargo build --release --quiet --example mkckpt || die "building mkckpt failed"
 cargo build --release --quiet --example mkgraph || die "building mkgraph failed"
 MKGRAPH=$REPO/target/release/examples/mkgraph
 TFMOUNT=$REPO/target/release/tfmount

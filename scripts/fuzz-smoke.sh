@@ -5,7 +5,7 @@
 #
 #   FUZZ_ENGINE=stable     (default; what CI runs) the stable-toolchain harness examples/fuzz.rs:
 #                          random mutation without coverage feedback, reusing the debug build
-#                          of `cargo test --features writer`, so it costs seconds, not minutes.
+#                          of `cargo test`, so it costs seconds, not minutes.
 #   FUZZ_ENGINE=libfuzzer  `cargo fuzz` with libFuzzer and AddressSanitizer: installs cargo-fuzz
 #                          if missing and builds the fuzz crate (several minutes on 2 cores the
 #                          first time); a stable toolchain works through RUSTC_BOOTSTRAP=1.
@@ -23,7 +23,7 @@ stable)
     seed=()
     if [ -n "${FUZZ_SEED:-}" ]; then seed=(--seed "$FUZZ_SEED"); fi
     # shellcheck disable=SC2086
-    cargo run -q --features writer --example fuzz -- run --secs "$secs" "${seed[@]}" $targets
+    cargo run -q --example fuzz -- run --secs "$secs" "${seed[@]}" $targets
     ;;
 libfuzzer)
     if ! cargo fuzz --version >/dev/null 2>&1; then

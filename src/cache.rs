@@ -1,92 +1,98 @@
-//! A bounded, thread-safe LRU of decoded index blocks, shared by every table of a mount.
-//! Bounded by the bytes the blocks hold, not by their count.
+//! One generic, thread-safe LRU bounded by the bytes its values hold (not by their count). It
+//! backs every cache of the daemon: decoded index blocks, string-tensor layouts, rendered text.
+//! It knows nothing of what it holds: each value is inserted with its weight in bytes.
 
+use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use lru::LruCache;
 
-use crate::format::table::Block;
-
-type Key = (u64, u32);
-
-pub struct BlockCache {
-    inner: Mutex<Inner>,
+pub struct Lru<K: Hash + Eq, V: Clone> {
+    inner: Mutex<Inner<K, V>>,
     capacity: usize,
-    next_table_id: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
-struct Inner {
-    lru: LruCache<Key, Arc<Block>>,
+struct Inner<K: Hash + Eq, V> {
+    lru: LruCache<K, (V, usize)>,
     bytes: usize,
 }
 
-/// Counters for `--stats`, logs and benchmarks.
+/// Counters for logs, tests and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
-    pub blocks: usize,
+    pub entries: usize,
     pub bytes: usize,
     pub capacity: usize,
     pub hits: u64,
     pub misses: u64,
 }
 
-impl BlockCache {
-    /// `capacity` is in bytes of decoded block data; 0 disables caching.
+impl<K: Hash + Eq, V: Clone> Lru<K, V> {
+    /// A cache holding at most `capacity` bytes of values; 0 disables it.
     pub fn new(capacity: usize) -> Self {
-        BlockCache {
+        Lru {
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
                 bytes: 0,
             }),
             capacity,
-            next_table_id: AtomicU64::new(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    /// A fresh id for one table's blocks.
-    pub fn register_table(&self) -> u64 {
-        self.next_table_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    pub fn get(&self, table: u64, block: u32) -> Option<Arc<Block>> {
-        let mut inner = self.lock();
-        let hit = inner.lru.get(&(table, block)).cloned();
-        drop(inner);
-        if hit.is_some() {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+    pub fn get(&self, key: &K) -> Option<V> {
+        let hit = self.lock().lru.get(key).map(|(v, _)| v.clone());
+        let counter = if hit.is_some() {
+            &self.hits
         } else {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-        }
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         hit
     }
 
-    pub fn insert(&self, table: u64, block: u32, value: Arc<Block>) {
-        let size = value.mem_size();
-        if size > self.capacity {
+    /// Keeps `value` (of `weight` bytes), evicting the least recently used values until the
+    /// total fits. A value larger than the whole capacity is not kept.
+    pub fn insert(&self, key: K, value: V, weight: usize) {
+        if weight > self.capacity {
             return;
         }
         let mut inner = self.lock();
-        if let Some(old) = inner.lru.put((table, block), value) {
-            inner.bytes -= old.mem_size();
+        if let Some((_, old)) = inner.lru.put(key, (value, weight)) {
+            inner.bytes -= old;
         }
-        inner.bytes += size;
+        inner.bytes += weight;
         while inner.bytes > self.capacity {
             match inner.lru.pop_lru() {
-                Some((_, old)) => inner.bytes -= old.mem_size(),
+                Some((_, (_, w))) => inner.bytes -= w,
                 None => break,
             }
         }
     }
 
+    /// The value under `key`, or `make()`'s, kept when it succeeds. `make` runs without the
+    /// lock held (two threads may both make a value; one is kept).
+    pub fn get_or_insert_with<E>(
+        &self,
+        key: K,
+        make: impl FnOnce() -> Result<(V, usize), E>,
+    ) -> Result<V, E> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let (v, w) = make()?;
+        self.insert(key, v.clone(), w);
+        Ok(v)
+    }
+
     pub fn stats(&self) -> CacheStats {
         let inner = self.lock();
         CacheStats {
-            blocks: inner.lru.len(),
+            entries: inner.lru.len(),
             bytes: inner.bytes,
             capacity: self.capacity,
             hits: self.hits.load(Ordering::Relaxed),
@@ -94,9 +100,36 @@ impl BlockCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K, V>> {
         // A panic while holding the lock cannot leave the LRU inconsistent in a way that matters
         // (worst case a wrong byte count), so recover from poisoning instead of propagating it.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_by_bytes_and_evicts_least_recent() {
+        let c: Lru<u32, u32> = Lru::new(100);
+        c.insert(1, 1, 40);
+        c.insert(2, 2, 40);
+        assert_eq!(c.get(&1), Some(1)); // 1 is now the most recent
+        c.insert(3, 3, 40); // evicts 2
+        assert_eq!(c.get(&2), None);
+        assert_eq!(c.get(&1), Some(1));
+        assert_eq!(c.get(&3), Some(3));
+        let s = c.stats();
+        assert_eq!((s.entries, s.bytes), (2, 80));
+        c.insert(4, 4, 101); // larger than the whole cache: not kept
+        assert_eq!(c.get(&4), None);
+        c.insert(1, 10, 10); // replacing re-weighs
+        assert_eq!(c.stats().bytes, 50);
+        let r: Result<u32, ()> = c.get_or_insert_with(5, || Ok((5, 10)));
+        assert_eq!((r, c.get(&5)), (Ok(5), Some(5)));
+        let e: Result<u32, &str> = c.get_or_insert_with(6, || Err("no"));
+        assert_eq!((e, c.get(&6)), (Err("no"), None));
     }
 }

@@ -1,8 +1,10 @@
-//! Error types of the layers above the parsers, and the one place that maps them to errno.
+//! Error types of the layers above the parsers, and the one place that maps them to errno
+//! ([`FsError::errno`]: an exhaustive `match`; the FUSE adapter and the CLI make no errno
+//! decisions of their own).
 
 use std::path::PathBuf;
 
-use crate::format::FormatError;
+use crate::format::{FormatError, ReadError};
 
 /// Errors opening a source (mount time). Each message names the path and what was expected.
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +19,7 @@ pub enum SourceError {
     Invalid { path: PathBuf, msg: String },
 }
 
-/// Errors of filesystem operations. `errno()` is the only errno decision in the crate.
+/// Errors of filesystem operations.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error("no such file or directory")]
@@ -32,14 +34,35 @@ pub enum FsError {
     NoAttr,
     #[error("buffer too small")]
     Range,
-    /// Damaged or unreadable data: the read fails, the mount goes on.
-    #[error("{0}")]
-    Corrupt(String),
+    #[error("read-only file system")]
+    ReadOnly,
+    /// Damaged or unreadable data: the operation fails, the mount goes on. `what` names the
+    /// tensor or item (`tensor dense/kernel`), `file` the source file it lives in.
+    #[error("{file}: {what}: {source}")]
+    Corrupt {
+        what: String,
+        file: String,
+        source: FormatError,
+    },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
 impl FsError {
+    /// A damaged item `what` of source file `file`.
+    pub fn corrupt(
+        what: impl Into<String>,
+        file: impl std::fmt::Display,
+        source: FormatError,
+    ) -> FsError {
+        FsError::Corrupt {
+            what: what.into(),
+            file: file.to_string(),
+            source,
+        }
+    }
+
+    /// The errno the kernel gets. The only errno decision in the crate.
     pub fn errno(&self) -> i32 {
         match self {
             FsError::NotFound => libc::ENOENT,
@@ -48,10 +71,66 @@ impl FsError {
             FsError::NotSymlink => libc::EINVAL,
             FsError::NoAttr => libc::ENODATA,
             FsError::Range => libc::ERANGE,
-            FsError::Corrupt(_) => libc::EIO,
+            FsError::ReadOnly => libc::EROFS,
+            FsError::Corrupt { source, .. } => match source {
+                // An operating-system error reading a source file keeps its errno.
+                FormatError::Read(ReadError::Os(e)) => *e,
+                FormatError::Read(
+                    ReadError::Changed
+                    | ReadError::Short
+                    | ReadError::PastEnd { .. }
+                    | ReadError::Other(_),
+                )
+                | FormatError::TooShort(_)
+                | FormatError::BadMagic
+                | FormatError::BadHandle { .. }
+                | FormatError::BlockCrc { .. }
+                | FormatError::BadBlockType(_)
+                | FormatError::Snappy(_)
+                | FormatError::BadBlock(_)
+                | FormatError::UnsortedKeys
+                | FormatError::BadVarint
+                | FormatError::Proto(_)
+                | FormatError::Version(_)
+                | FormatError::BadEntry(_)
+                | FormatError::BadSliceKey
+                | FormatError::BadString(_)
+                | FormatError::TensorCrc { .. }
+                | FormatError::Text(_) => libc::EIO,
+            },
             FsError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         }
+    }
+
+    /// Whether this is damage or an I/O failure worth a log line (not a plain "no such name").
+    pub fn is_failure(&self) -> bool {
+        matches!(self, FsError::Corrupt { .. } | FsError::Io(_))
     }
 }
 
 pub type FsResult<T> = std::result::Result<T, FsError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_mapping() {
+        let c = |source| FsError::corrupt("tensor x", "f", source);
+        assert_eq!(c(FormatError::BadVarint).errno(), libc::EIO);
+        assert_eq!(
+            c(FormatError::Read(ReadError::Os(libc::EACCES))).errno(),
+            libc::EACCES
+        );
+        assert_eq!(c(FormatError::Read(ReadError::Changed)).errno(), libc::EIO);
+        assert_eq!(FsError::NotFound.errno(), libc::ENOENT);
+        assert_eq!(FsError::ReadOnly.errno(), libc::EROFS);
+        let e = c(FormatError::TensorCrc {
+            stored: 1,
+            computed: 2,
+        });
+        assert!(e
+            .to_string()
+            .starts_with("f: tensor x: tensor checksum mismatch"));
+    }
+}

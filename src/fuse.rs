@@ -1,5 +1,6 @@
 //! `fuser::Filesystem` over [`Fs`]: translation only. Every callback is
-//! `match fs.op(..) { Ok(x) => reply.x(..), Err(e) => reply.error(errno) }`.
+//! `match fs.op(..) { Ok(x) => reply.x(..), Err(e) => reply.error(errno) }`; errno values come
+//! from `FsError::errno` (ENOSYS, which switches kernel features off, is the only one made here).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -18,40 +19,27 @@ use crate::fs::{Attr, Fs, Kind};
 const TTL: Duration = Duration::from_secs(24 * 3600);
 /// Inode numbers are never reused for another file, so one generation serves for all.
 const GEN: Generation = Generation(0);
-/// Kernel readahead for sequential reads of large tensors (see [`raise_readahead`]): one
+/// Kernel readahead for sequential reads of large tensors (see `mount::raise_readahead`): one
 /// request of the largest size the kernel sends (256 pages). Measured on a cold 1 GiB read,
 /// 1 MiB costs least CPU (dd + daemon) and time: -15% against 128 KiB, while 2 and 4 MiB
 /// (more requests in flight than the two serving threads) cost more than 1 MiB.
-const MAX_READAHEAD: u32 = 1 << 20;
+pub const MAX_READAHEAD: u32 = 1 << 20;
 
 pub struct FuseFs {
     fs: Fs,
-    /// The kernel opens files and directories without asking us (see `init`).
     /// The kernel opens directories without asking (`FUSE_NO_OPENDIR_SUPPORT`).
+    no_opendir: bool,
+    /// The kernel opens files without asking (`FUSE_NO_OPEN_SUPPORT`).
     no_open: bool,
 }
 
 impl FuseFs {
     pub fn new(fs: Fs) -> Self {
-        FuseFs { fs, no_open: false }
-    }
-}
-
-/// Sets the readahead of the mount at `mountpoint` to [`MAX_READAHEAD`]. The FUSE handshake
-/// can only lower readahead below the kernel's default of 128 KiB per file, which makes a cold
-/// sequential read a stream of 128 KiB requests; the mount's backing device takes a larger
-/// value through `/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`, writable by root only (and then
-/// the kernel sends 1 MiB requests). Best effort: without permission this logs at debug level
-/// and changes nothing. Call it once the mount exists; it sends no request to the mount.
-pub fn raise_readahead(mountpoint: &std::path::Path) {
-    let Some(dev) = crate::mount::mount_device(mountpoint) else {
-        log::debug!("{}: not in /proc/self/mountinfo", mountpoint.display());
-        return;
-    };
-    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
-    match std::fs::write(&knob, format!("{}\n", MAX_READAHEAD / 1024)) {
-        Ok(()) => log::debug!("{knob} = {} KiB", MAX_READAHEAD / 1024),
-        Err(e) => log::debug!("readahead stays at the kernel's default ({knob}: {e})"),
+        FuseFs {
+            fs,
+            no_opendir: false,
+            no_open: false,
+        }
     }
 }
 
@@ -102,14 +90,15 @@ impl Filesystem for FuseFs {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_DO_READDIRPLUS;
         let _ = config.add_capabilities(wanted & config.capabilities());
-        // Opening a directory needs no state, so where the kernel can open directories without a
-        // request, let it: `opendir` answers ENOSYS once, and from then on the kernel opens them
-        // with FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR by itself, exactly what we would answer.
-        // Files keep their OPEN: it is where a damaged tensor (listed with size 0) fails with
-        // EIO instead of reading as an empty file, which no-open would lose.
-        self.no_open = config
-            .capabilities()
-            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        // Opening needs no state, so where the kernel can open without a request, let it:
+        // `opendir`/`open` answer ENOSYS once, and from then on the kernel opens directories
+        // with FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR and files with FOPEN_KEEP_CACHE by itself,
+        // exactly what we would answer. That saves an OPEN and a RELEASE per file. A file whose
+        // content cannot be produced is listed with a size above 0 (`fs::BROKEN_SIZE`), so its
+        // READ still reaches us and fails with EIO instead of reading as an empty file.
+        let caps = config.capabilities();
+        self.no_opendir = caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        self.no_open = caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
         Ok(())
     }
 
@@ -136,10 +125,13 @@ impl Filesystem for FuseFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
-            return reply.error(Errno::EROFS);
+            return reply.error(errno(&FsError::ReadOnly));
+        }
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
         }
         match self.fs.open(ino.0) {
-            Ok(a) if a.kind == Kind::Dir => reply.error(Errno::EISDIR),
+            Ok(a) if a.kind == Kind::Dir => reply.error(errno(&FsError::IsDir)),
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),
         }
@@ -175,7 +167,7 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.no_open {
+        if self.no_opendir {
             return reply.error(Errno::ENOSYS);
         }
         match self.fs.getattr(ino.0) {
@@ -183,7 +175,7 @@ impl Filesystem for FuseFs {
                 FileHandle(0),
                 FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
             ),
-            Ok(_) => reply.error(Errno::ENOTDIR),
+            Ok(_) => reply.error(errno(&FsError::NotDir)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -259,7 +251,7 @@ impl Filesystem for FuseFs {
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
         if mask.contains(fuser::AccessFlags::W_OK) {
-            return reply.error(Errno::EROFS);
+            return reply.error(errno(&FsError::ReadOnly));
         }
         match self.fs.getattr(ino.0) {
             Ok(_) => reply.ok(),
@@ -271,7 +263,7 @@ impl Filesystem for FuseFs {
 fn xattr_reply(r: Result<Vec<u8>, FsError>, size: u32, reply: ReplyXattr) {
     match r {
         Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) if v.len() > size as usize => reply.error(errno(&FsError::Range)),
         Ok(v) => reply.data(&v),
         Err(e) => reply.error(errno(&e)),
     }

@@ -12,5 +12,7 @@ pub mod mount;
 pub mod render;
 pub mod source;
 pub mod tree;
-#[cfg(feature = "writer")]
+/// A small checkpoint writer for tests, fuzzing and benchmarks (checked byte for byte against
+/// TensorFlow's files). Not part of the daemon.
+#[doc(hidden)]
 pub mod writer;

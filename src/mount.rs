@@ -115,6 +115,24 @@ pub fn is_mount_point(path: &Path) -> bool {
 }
 
 /// The `MAJOR:MINOR` device of the file system mounted at `path` (from /proc/self/mountinfo).
+/// Sets the readahead of the mount at `mountpoint` to [`crate::fuse::MAX_READAHEAD`]. The FUSE handshake
+/// can only lower readahead below the kernel's default of 128 KiB per file, which makes a cold
+/// sequential read a stream of 128 KiB requests; the mount's backing device takes a larger
+/// value through `/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`, writable by root only (and then
+/// the kernel sends 1 MiB requests). Best effort: without permission this logs at debug level
+/// and changes nothing. Call it once the mount exists; it sends no request to the mount.
+pub fn raise_readahead(mountpoint: &std::path::Path) {
+    let Some(dev) = mount_device(mountpoint) else {
+        log::debug!("{}: not in /proc/self/mountinfo", mountpoint.display());
+        return;
+    };
+    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    match std::fs::write(&knob, format!("{}\n", crate::fuse::MAX_READAHEAD / 1024)) {
+        Ok(()) => log::debug!("{knob} = {} KiB", crate::fuse::MAX_READAHEAD / 1024),
+        Err(e) => log::debug!("readahead stays at the kernel's default ({knob}: {e})"),
+    }
+}
+
 pub fn mount_device(path: &Path) -> Option<String> {
     let info = std::fs::read("/proc/self/mountinfo").ok()?;
     let want = path.as_os_str().as_bytes();
@@ -455,7 +473,7 @@ fn serve(
         }
     };
     log::info!("mounted {fsname} on {}", mountpoint.display());
-    crate::fuse::raise_readahead(mountpoint);
+    raise_readahead(mountpoint);
     let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("signals".into())

@@ -10,7 +10,6 @@
 //!
 //! Data is read through `O_DIRECT` descriptors, so each read reaches the daemon rather than the
 //! kernel's page cache (which keeps what was served before a change: the mounted snapshot).
-#![cfg(feature = "writer")]
 
 mod common;
 #[path = "common/synthetic.rs"]

@@ -220,10 +220,7 @@ fn deeply_nested_and_oversized_graph_messages_fail_cleanly() {
         fs.lookup(gd.ino, b"graph").unwrap()
     };
     let deep = fs.lookup(graph_dir.ino, b"deep.pbtxt").expect("listed");
-    let err = fs
-        .read(deep.ino, 0, 4096)
-        .err()
-        .expect("too deep to render");
+    let err = fs.read(deep.ino, 0, 4096).expect_err("too deep to render");
     assert_eq!(err.errno(), libc::EIO);
     let consts = {
         let mg = fs.lookup(ROOT, b"meta_graphs").unwrap();
@@ -237,7 +234,7 @@ fn deeply_nested_and_oversized_graph_messages_fail_cleanly() {
     let tail = fs.read(huge.ino, (1 << 62) - 4, 100).expect("tail read");
     assert_eq!(&tail[..], &1f32.to_le_bytes());
     let neg = fs.lookup(consts.ino, b"neg.bin").expect("listed");
-    let err = fs.read(neg.ino, 0, 10).err().expect("bad dim");
+    let err = fs.read(neg.ino, 0, 10).expect_err("bad dim");
     assert_eq!(err.errno(), libc::EIO);
     assert!(exercise(&fs, 1000) > 0);
 }

@@ -6,7 +6,6 @@
 //! outside the file, an absurd shard count, FIFOs in place of files, truncated, bit-flipped,
 //! nested and oversized `checkpoint` state files, and a bit-flip sweep of a Snappy-compressed,
 //! many-block index (TensorFlow's own files, which the core suite sweeps, are uncompressed).
-#![cfg(feature = "writer")]
 
 mod common;
 

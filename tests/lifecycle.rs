@@ -1,7 +1,6 @@
 //! Real mounts: the daemon's lifecycle (signals, unmounting with files open, SIGKILL with files
 //! open) and least privilege (no other users unless asked, read-only at every layer, modes no
 //! wider than the source files', names that stay inside the mount).
-#![cfg(feature = "writer")]
 
 mod common;
 #[path = "common/synthetic.rs"]

@@ -5,7 +5,6 @@
 //! daemon's RssAnon is printed before and after and must stay under 64 MiB.
 //!
 //! `TFMOUNT_LOAD_SECS` sets the duration (default 6 s).
-#![cfg(feature = "writer")]
 
 mod common;
 #[path = "common/synthetic.rs"]

@@ -2,20 +2,19 @@
 //! (round trips, many blocks, Snappy), against checkpoints written by real TensorFlow (rewritten
 //! tensor by tensor, the files must come out byte-identical), and, when a Python with TensorFlow
 //! is available (`$TF_PYTHON` or `/work/tfvenv/bin/python`), against TensorFlow's own reader.
-#![cfg(feature = "writer")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use tfmount::cache::BlockCache;
 use tfmount::format::bundle::{parse_entry, parse_header, Data, Entry};
 use tfmount::format::dtype::{DType, DT_STRING, DT_VARIANT};
 use tfmount::format::slice_key::{self, Extent, FULL};
 use tfmount::format::strings::StringLayout;
 use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, Table};
 use tfmount::format::{mask_crc, varint};
+use tfmount::source::checkpoint::Caches;
 use tfmount::writer::{data_path, index_path, CheckpointWriter};
 
 // ---------------------------------------------------------------------------------------------
@@ -25,7 +24,7 @@ use tfmount::writer::{data_path, index_path, CheckpointWriter};
 fn open_table(path: &Path) -> Table {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(bytes);
-    Table::open(file, Arc::new(BlockCache::new(64 << 20))).expect("open table")
+    Table::open(file, Caches::new(64 << 20)).expect("open table")
 }
 
 /// Every (key, value) of a table, in table order.

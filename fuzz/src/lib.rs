@@ -18,7 +18,6 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use tfmount::cache::BlockCache;
 use tfmount::error::FsError;
 use tfmount::format::bundle::{self, Data};
 use tfmount::format::dtype::{DT_STRING, DT_VARIANT};
@@ -27,6 +26,7 @@ use tfmount::format::strings::{self, StringLayout};
 use tfmount::format::table::{self, Block, BlockHandle, Table};
 use tfmount::format::{mask_crc, varint};
 use tfmount::fs::{DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
+use tfmount::source::checkpoint::Caches;
 use tfmount::source::checkpoint::{data_file_name, index_file_name};
 use tfmount::source::{probe, state, Probed};
 use tfmount::tree::{self, FileKind};
@@ -69,7 +69,7 @@ pub fn table(data: &[u8]) {
     if flags & 1 == 0 {
         fix_table_crcs(&mut file);
     }
-    let cache = Arc::new(BlockCache::new(if flags & 2 != 0 { 0 } else { 1 << 20 }));
+    let cache = Caches::new(if flags & 2 != 0 { 0 } else { 1 << 20 });
     if let Ok(t) = Table::open(Arc::new(file), cache) {
         walk_table(&t);
     }
@@ -617,7 +617,7 @@ pub fn join_chunks(chunks: &[&[u8]]) -> Vec<u8> {
 }
 
 fn header_of(index: &[u8]) -> Option<bundle::Header> {
-    let t = Table::open(Arc::new(index.to_vec()), Arc::new(BlockCache::new(0))).ok()?;
+    let t = Table::open(Arc::new(index.to_vec()), Caches::new(0)).ok()?;
     let (blk, i) = t.entry(t.seek(b"").ok()??).ok()?;
     if !blk.key(i).is_empty() {
         return None;
@@ -691,7 +691,7 @@ fn walk_fs(fs: &Fs, read_size: usize, key_names: bool) {
             // size is unknown); never "not found".
             let a = match fs.lookup(dir, &e.name) {
                 Ok(a) => a,
-                Err(FsError::Corrupt(_)) => continue,
+                Err(FsError::Corrupt { .. }) => continue,
                 Err(err) => panic!(
                     "{:?} is listed in {dir:#x} but does not look up: {err}",
                     String::from_utf8_lossy(&e.name)
@@ -923,8 +923,8 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
             name.clone(),
             [&[2u8][..], &join_chunks(&chunks)].concat(),
         ));
-        let t = Table::open(Arc::new(index.clone()), Arc::new(BlockCache::new(0)))
-            .map_err(std::io::Error::other)?;
+        let t =
+            Table::open(Arc::new(index.clone()), Caches::new(0)).map_err(std::io::Error::other)?;
         let mut pos = t.seek(b"").map_err(std::io::Error::other)?;
         let mut k = 0;
         while let Some(p) = pos {

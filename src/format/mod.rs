@@ -56,7 +56,28 @@ pub enum FormatError {
     Text(String),
     /// The bytes could not be read (the file changed, shrank, or an I/O error).
     #[error("{0}")]
-    Read(String),
+    Read(#[from] ReadError),
+}
+
+/// Why bytes of a source could not be read.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("changed since it was mounted")]
+    Changed,
+    #[error("shorter than when it was mounted")]
+    Short,
+    #[error("{len} bytes at offset {offset} lie past its end ({file_len} bytes)")]
+    PastEnd {
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
+    /// An operating-system error, by errno.
+    #[error("{}", std::io::Error::from_raw_os_error(*.0))]
+    Os(i32),
+    /// Another failure of the byte source (e.g. a remote store), described.
+    #[error("{0}")]
+    Other(String),
 }
 
 impl From<prost::DecodeError> for FormatError {
@@ -90,8 +111,10 @@ impl ReadAt for [u8] {
             .ok()
             .and_then(|a| Some(a..a.checked_add(buf.len())?))
             .and_then(|r| self.get(r))
-            .ok_or_else(|| {
-                FormatError::Read(format!("{} bytes at {offset}: past the end", buf.len()))
+            .ok_or(ReadError::PastEnd {
+                offset,
+                len: buf.len() as u64,
+                file_len: <[u8]>::len(self) as u64,
             })?;
         buf.copy_from_slice(src);
         Ok(())
@@ -108,10 +131,11 @@ pub fn for_each_chunk<R: ReadAt + ?Sized>(
     mut f: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
     if offset.checked_add(len).is_none_or(|end| end > src.len()) {
-        return Err(FormatError::Read(format!(
-            "{len} bytes at {offset}: past the end ({} bytes)",
-            src.len()
-        )));
+        return Err(FormatError::Read(ReadError::PastEnd {
+            offset,
+            len,
+            file_len: src.len(),
+        }));
     }
     let mut buf = vec![0u8; len.min(chunk as u64) as usize];
     let mut done = 0u64;

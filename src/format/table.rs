@@ -2,12 +2,11 @@
 //! masked CRC-32C, optional raw Snappy compression, prefix-compressed entries.
 //!
 //! Opening a [`Table`] reads only the footer and the index block. Data blocks are decoded on
-//! demand and kept in the shared [`BlockCache`].
+//! demand and kept in a [`BlockStore`] the caller provides (the table keeps none itself).
 
 use std::sync::Arc;
 
 use super::{unmask_crc, varint, FormatError, ReadAt, Result};
-use crate::cache::BlockCache;
 
 pub const FOOTER_LEN: usize = 48;
 pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
@@ -285,12 +284,35 @@ pub struct Pos {
     pub entry: u32,
 }
 
+/// Where decoded data blocks are kept between lookups, keyed by `(table id, block number)`.
+/// The caller decides the policy (the daemon's one byte-bounded LRU); [`NoBlockStore`] keeps
+/// nothing.
+pub trait BlockStore: Send + Sync {
+    fn get(&self, table: u64, block: u32) -> Option<Arc<Block>>;
+    fn put(&self, table: u64, block: u32, value: Arc<Block>);
+    /// A fresh id for one table's blocks.
+    fn register(&self) -> u64;
+}
+
+/// A [`BlockStore`] that keeps nothing: every lookup decodes its block again.
+pub struct NoBlockStore;
+
+impl BlockStore for NoBlockStore {
+    fn get(&self, _: u64, _: u32) -> Option<Arc<Block>> {
+        None
+    }
+    fn put(&self, _: u64, _: u32, _: Arc<Block>) {}
+    fn register(&self) -> u64 {
+        0
+    }
+}
+
 /// An opened `.index` table over bytes read on demand (a file read with `pread`, or a slice).
 pub struct Table {
     file: Arc<dyn ReadAt + Send + Sync>,
     index: Block,
     handles: Vec<BlockHandle>,
-    cache: Arc<BlockCache>,
+    cache: Arc<dyn BlockStore>,
     cache_id: u64,
 }
 
@@ -309,12 +331,18 @@ impl ReadAt for InMemory {
 
 impl Table {
     /// Opens a table held in memory; reads the footer and the index block; nothing else.
-    pub fn open(file: Arc<dyn AsRef<[u8]> + Send + Sync>, cache: Arc<BlockCache>) -> Result<Table> {
+    pub fn open(
+        file: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        cache: Arc<dyn BlockStore>,
+    ) -> Result<Table> {
         Table::open_at(Arc::new(InMemory(file)), cache)
     }
 
     /// Opens a table whose bytes are read on demand; reads the footer and the index block.
-    pub fn open_at(file: Arc<dyn ReadAt + Send + Sync>, cache: Arc<BlockCache>) -> Result<Table> {
+    pub fn open_at(
+        file: Arc<dyn ReadAt + Send + Sync>,
+        cache: Arc<dyn BlockStore>,
+    ) -> Result<Table> {
         let footer = read_footer(&*file)?;
         let index = Block::parse(read_block_at(&*file, footer.index)?)?;
         let handles = (0..index.len())
@@ -323,7 +351,7 @@ impl Table {
         if handles.len() > u32::MAX as usize {
             return Err(FormatError::BadBlock("too many blocks"));
         }
-        let cache_id = cache.register_table();
+        let cache_id = cache.register();
         Ok(Table {
             file,
             index,
@@ -359,7 +387,7 @@ impl Table {
             }
         }
         let blk = Arc::new(blk);
-        self.cache.insert(self.cache_id, b, blk.clone());
+        self.cache.put(self.cache_id, b, blk.clone());
         Ok(blk)
     }
 

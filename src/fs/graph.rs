@@ -1,50 +1,36 @@
-//! Meta graphs in the filesystem core: `meta_graphs/<tags>/` with graph nodes, functions,
-//! signatures, collections and constants, each a sorted name space of a meta graph (see
-//! `source::graph`). Names with `/` make directories in the node spaces, exactly as checkpoint
-//! keys do in `variables/`; inode numbers are positions in the sorted spaces.
+//! One meta graph's name spaces as a subtree: `graph/` (nodes), `functions/` (and each
+//! function's body), `signatures/`, `collections/`, `constants/`. Each is a sorted name space
+//! of the meta graph (see `source::graph`) served by the key-prefix engine, `/` in names making
+//! directories as checkpoint keys do in `variables/` (function names stay one component).
+//! Local node numbers use the graph layout (`space | file | depth | index`, see
+//! [`crate::tree::ino::graph`]).
 
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::{Attr, DirEntry, Fixed, Fs, Kind, COOKIE_BASE, SEP, SUB_DIR};
+use super::keyspace::{self, Item, Names, SUB_DIR};
+use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::tensor_files::{dtype_text, npy_header, shape_text, with_header};
+use super::text::{cached, render_error, text_id, Texts};
+use super::{Kind, KEY_XATTR};
 use crate::error::{FsError, FsResult};
 use crate::format::dtype::DType;
-use crate::format::npy;
 use crate::format::tensor_proto::ConstTensor;
-use crate::format::wire;
+use crate::format::{wire, FormatError};
 use crate::render;
-use crate::source::checkpoint::FileMeta;
-use crate::source::file::ReadBuf;
 use crate::source::graph::{GraphFile, GraphKind, Space};
-use crate::tree::{self, FileKind, GraphSub, Node, Unescaped};
+use crate::tree::ino::{cookie, graph as layout, Ino};
+use crate::tree::{self, FileKind};
 
-pub(super) const SP_NODES: u32 = 0;
-pub(super) const SP_FUNCS: u32 = 1;
-pub(super) const SP_SIGS: u32 = 2;
-pub(super) const SP_COLLS: u32 = 3;
-pub(super) const SP_CONSTS: u32 = 4;
+pub const SP_NODES: u32 = 0;
+pub const SP_FUNCS: u32 = 1;
+pub const SP_SIGS: u32 = 2;
+pub const SP_COLLS: u32 = 3;
+pub const SP_CONSTS: u32 = 4;
 /// Space of the body of function `i` (in sorted order): `SP_BODY0 + i`.
-pub(super) const SP_BODY0: u32 = 5;
+const SP_BODY0: u32 = 5;
 
-/// One meta graph as mounted.
-pub(super) struct GraphMount {
-    pub file: Arc<GraphFile>,
-    /// Index in `file.metas`.
-    pub mg: usize,
-    /// The fixed directory `meta_graphs/<name>`.
-    pub dir: u64,
-}
-
-/// Lazily rendered text files of a meta graph or graph file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TextId {
-    MetaInfo(u16),
-    Saver(u16),
-    ObjectGraph(u16),
-    SignaturesTxt(u16),
-    /// The whole file as text, rendered piece by piece (index into `Fs::graph_files`).
-    Whole(u16),
-}
+const PBTXT: &[u8] = b".pbtxt";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SpaceKind {
@@ -68,28 +54,104 @@ impl SpaceKind {
         }
     }
 
-    /// Whether `/` in names makes directories (as in checkpoint keys).
+    /// Whether `/` in names makes directories. Only function names are kept whole: each also
+    /// names its body's directory.
     fn split(self) -> bool {
-        // Only function names are kept whole: each also names its body's directory.
         self != SpaceKind::Functions
     }
 }
 
-const PBTXT: &[u8] = b".pbtxt";
-
-/// The name a meta graph's directory gets from its tags.
-pub(super) fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
-    if kind == GraphKind::GraphDef {
-        return b"graphdef".to_vec();
-    }
-    if tags.is_empty() {
-        return b"untagged".to_vec();
-    }
-    tree::escape(tags.join(",").as_bytes(), true)
+/// What a graph node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    Dir,
+    Pbtxt,
+    Tensor(FileKind),
 }
 
-fn dir_prefix_of(name: &[u8], depth: u16) -> Option<Vec<u8>> {
-    super::dir_prefix_of(name, depth)
+impl Sub {
+    fn code(self) -> u64 {
+        match self {
+            Sub::Dir => 0,
+            Sub::Pbtxt => 1,
+            Sub::Tensor(k) => k as u64,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<Sub> {
+        match c {
+            0 => Some(Sub::Dir),
+            1 => Some(Sub::Pbtxt),
+            c => FileKind::ALL
+                .into_iter()
+                .find(|k| *k as u64 == c)
+                .map(Sub::Tensor),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Node {
+    space: u32,
+    sub: Sub,
+    depth: u16,
+    index: u32,
+}
+
+impl Node {
+    fn decode(local: u64) -> FsResult<Node> {
+        Ok(Node {
+            space: layout::SPACE.get(local) as u32,
+            sub: Sub::from_code(layout::FILE.get(local)).ok_or(FsError::NotFound)?,
+            depth: layout::DEPTH.get(local) as u16,
+            index: layout::INDEX.get(local) as u32,
+        })
+    }
+
+    fn encode(self) -> Option<u64> {
+        Some(
+            layout::SPACE.put(self.space as u64)?
+                | layout::FILE.put(self.sub.code())?
+                | layout::DEPTH.put(self.depth as u64)?
+                | layout::INDEX.put(self.index as u64)?,
+        )
+    }
+
+    fn root(space: u32) -> Node {
+        Node {
+            space,
+            sub: Sub::Dir,
+            depth: 0,
+            index: 0,
+        }
+    }
+}
+
+/// A name space as a sorted list of names.
+struct SpaceNames<'a> {
+    buf: &'a [u8],
+    sp: &'a Space,
+    split: bool,
+}
+
+impl Names for SpaceNames<'_> {
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+        let i = self.sp.lower_bound(self.buf, key);
+        Ok((i < self.sp.len()).then_some(i as u64))
+    }
+    fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+        Ok((pos + 1 < self.sp.len() as u64).then_some(pos + 1))
+    }
+    fn name(&self, pos: u64) -> FsResult<Vec<u8>> {
+        self.sp
+            .items
+            .get(pos as usize)
+            .map(|it| it.name(self.buf).to_vec())
+            .ok_or(FsError::NotFound)
+    }
+    fn split(&self) -> bool {
+        self.split
+    }
 }
 
 fn const_dtype(buf: &[u8], range: Range<usize>) -> DType {
@@ -104,28 +166,67 @@ fn const_dtype(buf: &[u8], range: Range<usize>) -> DType {
     dt
 }
 
-fn corrupt(gm: &GraphMount, what: &str, e: impl std::fmt::Display) -> FsError {
-    let e = FsError::Corrupt(format!("{}: {what}: {e}", gm.file.path.display()));
-    log::error!("{e}");
-    e
+/// The name a meta graph's directory gets from its tags.
+pub fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
+    if kind == GraphKind::GraphDef {
+        return b"graphdef".to_vec();
+    }
+    if tags.is_empty() {
+        return b"untagged".to_vec();
+    }
+    tree::escape(tags.join(",").as_bytes(), true)
 }
 
-impl Fs {
-    pub(super) fn graph(&self, mg: u16) -> FsResult<&GraphMount> {
-        self.graphs.get(mg as usize).ok_or(FsError::NotFound)
+/// One meta graph as mounted.
+pub struct GraphTree {
+    id: u16,
+    file: Arc<GraphFile>,
+    /// Index in `file.metas`.
+    mg: usize,
+    texts: Arc<Texts>,
+    text_id: u64,
+}
+
+impl GraphTree {
+    pub fn new(id: u16, file: Arc<GraphFile>, mg: usize, texts: Arc<Texts>) -> GraphTree {
+        GraphTree {
+            id,
+            file,
+            mg,
+            texts,
+            text_id: text_id(),
+        }
     }
 
-    fn space(&self, mg: u16, space: u32) -> FsResult<(&GraphMount, &Space, SpaceKind)> {
-        let gm = self.graph(mg)?;
-        let m = gm.file.metas.get(gm.mg).ok_or(FsError::NotFound)?;
+    /// The inode of a name space's root (`SP_NODES`, ...) in graph subtree `id`.
+    pub fn space_root(id: u16, space: u32) -> Option<Ino> {
+        Ino::new(id, Node::root(space).encode()?)
+    }
+
+    fn ino(&self, n: Node) -> FsResult<Ino> {
+        n.encode()
+            .and_then(|l| Ino::new(self.id, l))
+            .ok_or(FsError::NotFound)
+    }
+
+    fn corrupt(&self, what: &str, e: impl std::fmt::Display) -> FsError {
+        FsError::corrupt(
+            what,
+            self.file.path.display(),
+            FormatError::Proto(e.to_string()),
+        )
+    }
+
+    fn space(&self, space: u32) -> FsResult<(&Space, SpaceKind)> {
+        let m = self.file.metas.get(self.mg).ok_or(FsError::NotFound)?;
         let kind = SpaceKind::of(space);
         let sp = match kind {
             SpaceKind::Signatures => &m.signatures,
             SpaceKind::Collections => &m.collections,
             _ => {
                 let ix = m
-                    .index(gm.file.bytes())
-                    .map_err(|e| corrupt(gm, "graph index", e))?;
+                    .index(self.file.bytes())
+                    .map_err(|e| self.corrupt("graph index", e))?;
                 match kind {
                     SpaceKind::Nodes => &ix.nodes,
                     SpaceKind::Functions => &ix.functions,
@@ -137,44 +238,34 @@ impl Fs {
                 }
             }
         };
-        Ok((gm, sp, kind))
+        Ok((sp, kind))
     }
 
-    /// The inode of the root of a space.
-    pub(super) fn space_root(mg: u16, space: u32) -> FsResult<u64> {
-        Self::ino(Node::Graph {
-            mg,
-            space,
-            sub: GraphSub::Dir,
-            depth: 0,
-            index: 0,
-        })
-    }
-
-    fn g_prefix(buf: &[u8], sp: &Space, depth: u16, index: u32) -> FsResult<Vec<u8>> {
-        if depth == 0 {
-            return Ok(Vec::new());
+    fn names<'a>(&'a self, sp: &'a Space, kind: SpaceKind) -> SpaceNames<'a> {
+        SpaceNames {
+            buf: self.file.bytes(),
+            sp,
+            split: kind.split(),
         }
-        let it = sp.items.get(index as usize).ok_or(FsError::NotFound)?;
-        dir_prefix_of(it.name(buf), depth).ok_or(FsError::NotFound)
     }
 
     /// The files an item of a space shows, in listing order.
-    fn leaf_files(buf: &[u8], sp: &Space, kind: SpaceKind, i: usize) -> &'static [GraphSub] {
-        const PB: [GraphSub; 1] = [GraphSub::Pbtxt];
-        const T4: [GraphSub; 4] = [
-            GraphSub::Tensor(FileKind::Bin),
-            GraphSub::Tensor(FileKind::Shape),
-            GraphSub::Tensor(FileKind::Dtype),
-            GraphSub::Tensor(FileKind::Npy),
+    fn leaf_files(&self, sp: &Space, kind: SpaceKind, i: usize) -> &'static [Sub] {
+        const PB: [Sub; 1] = [Sub::Pbtxt];
+        const T4: [Sub; 4] = [
+            Sub::Tensor(FileKind::Bin),
+            Sub::Tensor(FileKind::Shape),
+            Sub::Tensor(FileKind::Dtype),
+            Sub::Tensor(FileKind::Npy),
         ];
         if kind != SpaceKind::Constants {
             return &PB;
         }
-        let numpy = sp
-            .items
-            .get(i)
-            .is_some_and(|it| const_dtype(buf, it.body()).npy_descr().is_some());
+        let numpy = sp.items.get(i).is_some_and(|it| {
+            const_dtype(self.file.bytes(), it.body())
+                .npy_descr()
+                .is_some()
+        });
         if numpy {
             &T4
         } else {
@@ -182,733 +273,300 @@ impl Fs {
         }
     }
 
-    /// Finds the item a path component names under `prefix`: for files, the item named
-    /// `prefix ‖ component`; for directories, the first item under `prefix ‖ component /`.
-    fn g_resolve(
-        buf: &[u8],
-        sp: &Space,
-        split: bool,
-        prefix: &[u8],
-        name: &[u8],
-        is_dir: bool,
-    ) -> Option<usize> {
-        let under = |i: usize, comp_end: usize| -> bool {
-            let n = sp.items[i].name(buf);
-            if is_dir && split {
-                n.get(comp_end) == Some(&SEP)
-            } else {
-                n.len() == comp_end
+    /// The body space of function `i`, if it has a non-empty body.
+    fn body_space(&self, i: u64) -> Option<u32> {
+        let body = u32::try_from(SP_BODY0 as u64 + i).ok()?;
+        layout::SPACE.put(body as u64)?;
+        let (b, _) = self.space(body).ok()?;
+        (!b.is_empty()).then_some(body)
+    }
+
+    fn item_name(&self, n: Node) -> FsResult<Vec<u8>> {
+        let (sp, _) = self.space(n.space)?;
+        sp.items
+            .get(n.index as usize)
+            .map(|it| it.name(self.file.bytes()).to_vec())
+            .ok_or(FsError::NotFound)
+    }
+
+    /// The constant behind a tensor-file node.
+    fn constant(&self, n: Node) -> FsResult<ConstTensor> {
+        let (sp, _) = self.space(n.space)?;
+        let buf = self.file.bytes();
+        let it = sp.items.get(n.index as usize).ok_or(FsError::NotFound)?;
+        ConstTensor::parse(buf, it.body()).map_err(|e| {
+            FsError::corrupt(
+                format!("constant {}", String::from_utf8_lossy(it.name(buf))),
+                self.file.path.display(),
+                e,
+            )
+        })
+    }
+
+    /// The rendered text of a `.pbtxt` node.
+    fn text(&self, n: Node, local: u64) -> FsResult<Arc<Vec<u8>>> {
+        let (sp, kind) = self.space(n.space)?;
+        let buf = self.file.bytes();
+        let it = *sp.items.get(n.index as usize).ok_or(FsError::NotFound)?;
+        cached(&self.texts, (self.text_id, local), || match kind {
+            SpaceKind::Functions => {
+                // The FunctionDef without its node_def list (those are the files below).
+                let bytes = render::without_field(buf, it.body(), 3)?;
+                render::message_text(
+                    "tensorflow.FunctionDef",
+                    &bytes,
+                    std::slice::from_ref(&(0..bytes.len())),
+                )
             }
-        };
-        match tree::unescape(name, is_dir)? {
-            Unescaped::Exact(comp) => {
-                if split && comp.contains(&SEP) {
-                    return None;
-                }
-                let mut target = prefix.to_vec();
-                target.extend_from_slice(&comp);
-                let end = target.len();
-                if is_dir && split {
-                    target.push(SEP);
-                }
-                let i = sp.lower_bound(buf, &target);
-                let hit = sp.items.get(i)?.name(buf).starts_with(&target) && under(i, end);
-                hit.then_some(i)
+            SpaceKind::Signatures => {
+                render::message_text("tensorflow.SignatureDef", buf, &[it.body()])
             }
-            Unescaped::Hashed {
-                prefix: start,
-                hash,
-            } => {
-                let mut target = prefix.to_vec();
-                target.extend_from_slice(&start);
-                let mut i = sp.lower_bound(buf, &target);
-                while let Some(it) = sp.items.get(i) {
-                    let n = it.name(buf);
-                    if !n.starts_with(&target) {
-                        break;
-                    }
-                    let rest = &n[prefix.len()..];
-                    let end = if split {
-                        rest.iter().position(|&b| b == SEP).unwrap_or(rest.len())
-                    } else {
-                        rest.len()
-                    };
-                    let comp = &rest[..end];
-                    if under(i, prefix.len() + end)
-                        && tree::fnv1a64(comp) == hash
-                        && tree::escape(comp, is_dir) == name
-                    {
-                        return Some(i);
-                    }
-                    i += 1;
-                }
-                None
+            SpaceKind::Collections => {
+                render::message_text("tensorflow.CollectionDef", buf, &[it.body()])
+            }
+            _ => render::message_text("tensorflow.NodeDef", buf, &[it.body()]),
+        })
+        .map_err(|e| render_error(&self.file, &String::from_utf8_lossy(it.name(buf)), e))
+    }
+
+    fn const_file_size(t: &ConstTensor, k: FileKind) -> u64 {
+        match k {
+            FileKind::Bin => t.served_size(),
+            FileKind::Shape => shape_text(&t.shape).len() as u64,
+            FileKind::Dtype => dtype_text(t.dtype).len() as u64,
+            FileKind::Npy => {
+                npy_header(t.dtype, &t.shape).map_or(0, |h| h.len() as u64 + t.served_size())
             }
         }
     }
+}
 
-    pub(super) fn graph_lookup(
-        &self,
-        mg: u16,
-        space: u32,
-        depth: u16,
-        index: u32,
-        name: &[u8],
-    ) -> FsResult<Attr> {
-        let (gm, sp, kind) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        let prefix = Self::g_prefix(buf, sp, depth, index)?;
+impl Subtree for GraphTree {
+    fn attr(&self, local: u64) -> FsResult<NodeAttr> {
+        let n = Node::decode(local)?;
+        let (kind, size) = match n.sub {
+            Sub::Dir => (Kind::Dir, Size::Known(0)),
+            // A message that cannot be rendered is still listed; reading it fails.
+            Sub::Pbtxt => (
+                Kind::File,
+                self.text(n, local)
+                    .map_or(Size::Broken, |t| Size::Known(t.len() as u64)),
+            ),
+            Sub::Tensor(k) => (
+                Kind::File,
+                self.constant(n)
+                    .map_or(Size::Broken, |t| Size::Known(Self::const_file_size(&t, k))),
+            ),
+        };
+        Ok(NodeAttr {
+            kind,
+            size,
+            meta: self.file.meta,
+        })
+    }
+
+    fn kind(&self, local: u64) -> FsResult<Kind> {
+        Ok(match Node::decode(local)?.sub {
+            Sub::Dir => Kind::Dir,
+            _ => Kind::File,
+        })
+    }
+
+    fn rendered(&self, local: u64) -> bool {
+        Node::decode(local).is_ok_and(|n| n.sub == Sub::Pbtxt)
+    }
+
+    fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
+        let n = Node::decode(dir)?;
+        if n.sub != Sub::Dir {
+            return Err(FsError::NotDir);
+        }
+        let (sp, kind) = self.space(n.space)?;
+        let names = self.names(sp, kind);
+        let prefix = keyspace::dir_prefix(&names, n.depth, n.index as u64)?;
         // A file?
         let leaf = if kind == SpaceKind::Constants {
-            FileKind::split(name).map(|(stem, k)| (stem, GraphSub::Tensor(k)))
+            FileKind::split(name).map(|(stem, k)| (stem, Sub::Tensor(k)))
         } else {
-            name.strip_suffix(PBTXT).map(|stem| (stem, GraphSub::Pbtxt))
+            name.strip_suffix(PBTXT).map(|stem| (stem, Sub::Pbtxt))
         };
         if let Some((stem, sub)) = leaf {
-            if let Some(i) = Self::g_resolve(buf, sp, kind.split(), &prefix, stem, false) {
-                if Self::leaf_files(buf, sp, kind, i).contains(&sub) {
-                    let ino = Self::ino(Node::Graph {
-                        mg,
-                        space,
+            if let Some(i) = keyspace::resolve(&names, &prefix, stem, false)? {
+                if self.leaf_files(sp, kind, i as usize).contains(&sub) {
+                    return self.ino(Node {
+                        space: n.space,
                         sub,
                         depth: 0,
                         index: i as u32,
-                    })?;
-                    return self.graph_attr(ino);
+                    });
                 }
             }
         }
         // A directory.
-        let child = match kind {
+        let i = keyspace::resolve(&names, &prefix, name, true)?.ok_or(FsError::NotFound)?;
+        match kind {
             SpaceKind::Functions => {
-                let i = Self::g_resolve(buf, sp, false, &prefix, name, true)
-                    .ok_or(FsError::NotFound)?;
-                let body = SP_BODY0 as u64 + i as u64;
-                let (_, b, _) = self.space(mg, body.min(u32::MAX as u64) as u32)?;
-                if b.is_empty() {
-                    return Err(FsError::NotFound);
-                }
-                Self::space_root(mg, body.min(u32::MAX as u64) as u32)?
+                let body = self.body_space(i).ok_or(FsError::NotFound)?;
+                self.ino(Node::root(body))
             }
-            k if k.split() => {
-                let i =
-                    Self::g_resolve(buf, sp, true, &prefix, name, true).ok_or(FsError::NotFound)?;
-                Self::ino(Node::Graph {
-                    mg,
-                    space,
-                    sub: GraphSub::Dir,
-                    depth: depth + 1,
-                    index: i as u32,
-                })?
-            }
-            _ => return Err(FsError::NotFound),
-        };
-        self.graph_attr(child)
+            _ => self.ino(Node {
+                space: n.space,
+                sub: Sub::Dir,
+                depth: n.depth + 1,
+                index: i as u32,
+            }),
+        }
     }
 
-    pub(super) fn graph_parent(
-        &self,
-        mg: u16,
-        space: u32,
-        depth: u16,
-        index: u32,
-    ) -> FsResult<u64> {
-        if depth == 0 {
-            return if space >= SP_BODY0 {
-                Self::space_root(mg, SP_FUNCS)
+    fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
+        let n = Node::decode(dir)?;
+        if n.depth == 0 {
+            return if n.space >= SP_BODY0 {
+                self.ino(Node::root(SP_FUNCS)).map(Some)
             } else {
-                Ok(self.graph(mg)?.dir)
+                Ok(None)
             };
         }
-        if depth == 1 {
-            return Self::space_root(mg, space);
-        }
-        let (gm, sp, _) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        let up = Self::g_prefix(buf, sp, depth - 1, index)?;
-        let i = sp.lower_bound(buf, &up);
-        Self::ino(Node::Graph {
-            mg,
-            space,
-            sub: GraphSub::Dir,
-            depth: depth - 1,
-            index: i as u32,
-        })
-    }
-
-    pub(super) fn graph_attr(&self, ino: u64) -> FsResult<Attr> {
-        let Some(Node::Graph { mg, sub, .. }) = Node::from_ino(ino) else {
-            return Err(FsError::NotFound);
-        };
-        let gm = self.graph(mg)?;
-        let meta = gm.file.meta;
-        let size = match sub {
-            GraphSub::Dir => return Ok(self.dir_attr(ino, &meta)),
-            // A message that cannot be rendered is still listed (size 0); reading it fails.
-            GraphSub::Pbtxt => self.graph_text(ino).map_or(0, |t| t.len() as u64),
-            GraphSub::Tensor(k) => match self.constant(ino) {
-                Ok((_, t)) => Self::const_files_size(&t, k),
-                Err(_) => 0,
-            },
-        };
-        Ok(Self::file_attr_of(ino, size, &meta))
-    }
-
-    /// Fails (EIO) when a graph file's content cannot be produced.
-    pub(super) fn graph_check(&self, ino: u64) -> FsResult<()> {
-        match Node::from_ino(ino) {
-            Some(Node::Graph {
-                sub: GraphSub::Pbtxt,
-                ..
-            }) => self.graph_text(ino).map(|_| ()),
-            Some(Node::Graph {
-                sub: GraphSub::Tensor(_),
-                ..
-            }) => self.constant(ino).map(|_| ()),
-            _ => Ok(()),
-        }
-    }
-
-    pub(super) fn file_attr_of(ino: u64, size: u64, meta: &FileMeta) -> Attr {
-        Attr {
-            ino,
-            size,
-            kind: Kind::File,
-            perm: super::file_perm(meta),
-            mtime: meta.mtime,
-            uid: meta.uid,
-            gid: meta.gid,
-        }
-    }
-
-    fn const_files_size(t: &ConstTensor, k: FileKind) -> u64 {
-        match k {
-            FileKind::Bin => t.served_size(),
-            FileKind::Shape => Self::shape_line(&t.shape).len() as u64,
-            FileKind::Dtype => Self::dtype_line(t.dtype).len() as u64,
-            FileKind::Npy => t
-                .dtype
-                .npy_descr()
-                .and_then(|d| npy::header(d, &t.shape))
-                .map_or(0, |h| h.len() as u64 + t.served_size()),
-        }
-    }
-
-    pub(super) fn shape_line(shape: &[u64]) -> Vec<u8> {
-        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-        format!("{}\n", dims.join(" ")).into_bytes()
-    }
-
-    pub(super) fn dtype_line(dtype: DType) -> Vec<u8> {
-        format!("{}\n", dtype.display_name()).into_bytes()
-    }
-
-    /// The constant behind a tensor-file inode.
-    fn constant(&self, ino: u64) -> FsResult<(&GraphMount, ConstTensor)> {
-        let Some(Node::Graph {
-            mg, space, index, ..
-        }) = Node::from_ino(ino)
-        else {
-            return Err(FsError::NotFound);
-        };
-        let (gm, sp, _) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        let it = sp.items.get(index as usize).ok_or(FsError::NotFound)?;
-        let t = ConstTensor::parse(buf, it.body()).map_err(|e| {
-            corrupt(
-                gm,
-                &format!("constant {}", String::from_utf8_lossy(it.name(buf))),
-                e,
-            )
-        })?;
-        Ok((gm, t))
-    }
-
-    /// The rendered text of a `.pbtxt` inode.
-    fn graph_text(&self, ino: u64) -> FsResult<Arc<Vec<u8>>> {
-        let Some(Node::Graph {
-            mg, space, index, ..
-        }) = Node::from_ino(ino)
-        else {
-            return Err(FsError::NotFound);
-        };
-        let (gm, sp, kind) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        let it = *sp.items.get(index as usize).ok_or(FsError::NotFound)?;
-        self.texts
-            .get_or_render((ino, 0), || match kind {
-                SpaceKind::Functions => {
-                    // The FunctionDef without its node_def list (those are the files below).
-                    let bytes = render::without_field(buf, it.body(), 3)?;
-                    render::message_text(
-                        "tensorflow.FunctionDef",
-                        &bytes,
-                        std::slice::from_ref(&(0..bytes.len())),
-                    )
-                }
-                SpaceKind::Signatures => {
-                    render::message_text("tensorflow.SignatureDef", buf, &[it.body()])
-                }
-                SpaceKind::Collections => {
-                    render::message_text("tensorflow.CollectionDef", buf, &[it.body()])
-                }
-                _ => render::message_text("tensorflow.NodeDef", buf, &[it.body()]),
-            })
-            .map_err(|e| corrupt(gm, &format!("{}", String::from_utf8_lossy(it.name(buf))), e))
-    }
-
-    pub(super) fn graph_read(&self, ino: u64, offset: u64, size: usize) -> FsResult<ReadBuf> {
-        let Some(Node::Graph { sub, .. }) = Node::from_ino(ino) else {
-            return Err(FsError::NotFound);
-        };
-        let small = |text: &[u8]| {
-            let a = (offset as usize).min(text.len());
-            let b = a.saturating_add(size).min(text.len());
-            ReadBuf::Owned(text[a..b].to_vec())
-        };
-        match sub {
-            GraphSub::Dir => Err(FsError::IsDir),
-            GraphSub::Pbtxt => Ok(small(&self.graph_text(ino)?)),
-            GraphSub::Tensor(k) => {
-                let (gm, t) = self.constant(ino)?;
-                let buf = gm.file.bytes();
-                Ok(match k {
-                    FileKind::Shape => small(&Self::shape_line(&t.shape)),
-                    FileKind::Dtype => small(&Self::dtype_line(t.dtype)),
-                    FileKind::Bin => ReadBuf::Owned(t.read(buf, offset, size)),
-                    FileKind::Npy => {
-                        let h = t
-                            .dtype
-                            .npy_descr()
-                            .and_then(|d| npy::header(d, &t.shape))
-                            .ok_or(FsError::NotFound)?;
-                        super::with_header(&h, offset, size, |o, n| {
-                            Ok(ReadBuf::Owned(t.read(buf, o, n)))
-                        })?
-                    }
+        let (sp, kind) = self.space(n.space)?;
+        match keyspace::parent(&self.names(sp, kind), n.depth, n.index as u64)? {
+            Some((depth, p)) => self
+                .ino(Node {
+                    space: n.space,
+                    sub: Sub::Dir,
+                    depth,
+                    index: p as u32,
                 })
-            }
+                .map(Some),
+            None => Ok(None),
         }
     }
 
-    pub(super) fn graph_readdir(
-        &self,
-        mg: u16,
-        space: u32,
-        depth: u16,
-        index: u32,
-        cookie: u64,
-        add: &mut dyn FnMut(DirEntry) -> bool,
-    ) -> FsResult<()> {
-        let (gm, sp, kind) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        let prefix = Self::g_prefix(buf, sp, depth, index)?;
-        let (mut i, mut first_sub) = if cookie < COOKIE_BASE {
-            (sp.lower_bound(buf, &prefix), 0u64)
-        } else {
-            let c = cookie - COOKIE_BASE;
-            let (i, sub) = ((c >> 3) as usize, c & 7);
-            if sub == SUB_DIR && kind.split() {
-                let n = sp.items.get(i).ok_or(FsError::NotFound)?.name(buf);
-                let (comp, _) = Fs::next_component(n, &prefix);
-                (sp.lower_bound(buf, &Fs::skip_dir_target(&prefix, comp)), 0)
-            } else {
-                (i, sub + 1)
+    fn readdir(&self, dir: u64, c: u64, add: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
+        let n = Node::decode(dir)?;
+        if n.sub != Sub::Dir {
+            return Err(FsError::NotDir);
+        }
+        let (sp, kind) = self.space(n.space)?;
+        let names = self.names(sp, kind);
+        let prefix = keyspace::dir_prefix(&names, n.depth, n.index as u64)?;
+        let path = &self.file.path;
+        keyspace::list(&names, &prefix, c, |item| match item {
+            Item::Dir { pos, comp } => {
+                let node = Node {
+                    space: n.space,
+                    sub: Sub::Dir,
+                    depth: n.depth + 1,
+                    index: pos as u32,
+                };
+                let (Ok(ino), Some(c), true) = (
+                    self.ino(node),
+                    cookie::of(pos, SUB_DIR),
+                    pos <= layout::INDEX.max(),
+                ) else {
+                    log::warn!(
+                        "{}: a name is nested too deep or there are too many to show: {}",
+                        path.display(),
+                        String::from_utf8_lossy(comp)
+                    );
+                    return Ok(false);
+                };
+                let name = tree::escape(comp, true);
+                Ok(add(Entry {
+                    ino,
+                    name: &name,
+                    kind: Kind::Dir,
+                    cookie: c,
+                }))
             }
-        };
-        while let Some(it) = sp.items.get(i) {
-            let n = it.name(buf);
-            if !n.starts_with(&prefix) {
-                break;
-            }
-            let cookie_of = |sub: u64| COOKIE_BASE + ((i as u64) << 3 | sub);
-            let (comp, is_dir) = if kind.split() {
-                Fs::next_component(n, &prefix)
-            } else {
-                (n, false)
-            };
-            if i as u32 > tree::MAX_GRAPH_INDEX {
-                log::warn!("{}: too many names to list", gm.file.path.display());
-                break;
-            }
-            if is_dir {
-                match Self::ino(Node::Graph {
-                    mg,
-                    space,
-                    sub: GraphSub::Dir,
-                    depth: depth + 1,
-                    index: i as u32,
-                }) {
-                    Ok(ino) => {
-                        let e = DirEntry {
-                            ino,
-                            name: tree::escape(comp, true),
-                            kind: Kind::Dir,
-                            cookie: cookie_of(SUB_DIR),
-                        };
-                        if add(e) {
-                            return Ok(());
-                        }
+            Item::Leaf {
+                pos,
+                comp,
+                first_sub,
+            } => {
+                if pos > layout::INDEX.max() {
+                    log::warn!("{}: too many names to list", path.display());
+                    return Ok(true);
+                }
+                let stem = tree::escape(comp, false);
+                let files = self.leaf_files(sp, kind, pos as usize);
+                for (s, sub) in files.iter().enumerate().skip(first_sub as usize) {
+                    let mut name = stem.clone();
+                    match sub {
+                        Sub::Tensor(k) => name.extend_from_slice(k.suffix().as_bytes()),
+                        _ => name.extend_from_slice(PBTXT),
                     }
-                    Err(_) => log::warn!(
-                        "{}: name nested too deep to show: {}",
-                        gm.file.path.display(),
-                        String::from_utf8_lossy(n)
-                    ),
-                }
-                i = sp.lower_bound(buf, &Fs::skip_dir_target(&prefix, comp));
-                first_sub = 0;
-                continue;
-            }
-            let stem = tree::escape(comp, false);
-            let files = Self::leaf_files(buf, sp, kind, i);
-            for (s, sub) in files.iter().enumerate().skip(first_sub as usize) {
-                let mut name = stem.clone();
-                match sub {
-                    GraphSub::Tensor(k) => name.extend_from_slice(k.suffix().as_bytes()),
-                    _ => name.extend_from_slice(PBTXT),
-                }
-                let e = DirEntry {
-                    ino: Self::ino(Node::Graph {
-                        mg,
-                        space,
+                    let ino = self.ino(Node {
+                        space: n.space,
                         sub: *sub,
                         depth: 0,
-                        index: i as u32,
-                    })?,
-                    name,
-                    kind: Kind::File,
-                    cookie: cookie_of(s as u64),
-                };
-                if add(e) {
-                    return Ok(());
-                }
-            }
-            // A function's body directory follows its file.
-            if kind == SpaceKind::Functions && first_sub <= files.len() as u64 {
-                let body = SP_BODY0 as u64 + i as u64;
-                if body < tree::MAX_GRAPH_SPACES as u64 {
-                    let body = body as u32;
-                    let (_, b, _) = self.space(mg, body)?;
-                    if !b.is_empty() {
-                        let e = DirEntry {
-                            ino: Self::space_root(mg, body)?,
-                            name: tree::escape(comp, true),
-                            kind: Kind::Dir,
-                            cookie: cookie_of(files.len() as u64),
-                        };
-                        if add(e) {
-                            return Ok(());
-                        }
+                        index: pos as u32,
+                    })?;
+                    let c = cookie::of(pos, s as u64).ok_or(FsError::NotFound)?;
+                    if add(Entry {
+                        ino,
+                        name: &name,
+                        kind: Kind::File,
+                        cookie: c,
+                    }) {
+                        return Ok(true);
                     }
                 }
+                // A function's body directory follows its file.
+                if kind == SpaceKind::Functions && first_sub <= files.len() as u64 {
+                    if let Some(body) = self.body_space(pos) {
+                        let name = tree::escape(comp, true);
+                        let c = cookie::of(pos, files.len() as u64).ok_or(FsError::NotFound)?;
+                        return Ok(add(Entry {
+                            ino: self.ino(Node::root(body))?,
+                            name: &name,
+                            kind: Kind::Dir,
+                            cookie: c,
+                        }));
+                    }
+                }
+                Ok(false)
             }
-            first_sub = 0;
-            i += 1;
-        }
-        Ok(())
-    }
-
-    /// The raw name behind a graph inode (the item's name, or a directory's prefix).
-    pub(super) fn graph_name(&self, ino: u64) -> FsResult<Vec<u8>> {
-        let Some(Node::Graph {
-            mg,
-            space,
-            sub,
-            depth,
-            index,
-        }) = Node::from_ino(ino)
-        else {
-            return Err(FsError::NotFound);
-        };
-        let (gm, sp, _) = self.space(mg, space)?;
-        let buf = gm.file.bytes();
-        if sub == GraphSub::Dir {
-            return Self::g_prefix(buf, sp, depth, index);
-        }
-        Ok(sp
-            .items
-            .get(index as usize)
-            .ok_or(FsError::NotFound)?
-            .name(buf)
-            .to_vec())
-    }
-
-    // ---------- fixed text files ----------
-
-    fn text_entry(
-        &self,
-        ino: u64,
-    ) -> FsResult<(TextId, &std::sync::OnceLock<Result<super::Pieces, String>>)> {
-        match self.fixed(ino)? {
-            Fixed::Text { text, whole, .. } => Ok((*text, whole)),
-            _ => Err(FsError::NotFound),
-        }
-    }
-
-    /// The piece table of a file rendered piece by piece; built (rendering every piece once,
-    /// keeping only lengths) the first time its size is asked for.
-    fn pieces(&self, ino: u64, file: u16) -> FsResult<&super::Pieces> {
-        let (_, whole) = self.text_entry(ino)?;
-        let gf = self
-            .graph_files
-            .get(file as usize)
-            .ok_or(FsError::NotFound)?;
-        let r = whole.get_or_init(|| {
-            let buf = gf.bytes();
-            let list = render::saved_model_pieces(buf)?;
-            let mut ends = Vec::with_capacity(list.len());
-            let mut end = 0u64;
-            for p in &list {
-                end += render::render_piece(buf, p)?.len() as u64;
-                ends.push(end);
-            }
-            Ok(super::Pieces { list, ends })
-        });
-        r.as_ref().map_err(|e| {
-            let e = FsError::Corrupt(format!("{}: rendering: {e}", gf.path.display()));
-            log::error!("{e}");
-            e
         })
     }
 
-    pub(super) fn text_size(&self, ino: u64) -> FsResult<u64> {
-        match self.text_entry(ino)?.0 {
-            TextId::Whole(f) => Ok(self.pieces(ino, f)?.ends.last().copied().unwrap_or(0)),
-            id => Ok(self.text_of(ino, id)?.len() as u64),
+    fn open(&self, local: u64) -> FsResult<()> {
+        let n = Node::decode(local)?;
+        match n.sub {
+            Sub::Dir => Ok(()),
+            Sub::Pbtxt => self.text(n, local).map(|_| ()),
+            Sub::Tensor(_) => self.constant(n).map(|_| ()),
         }
     }
 
-    pub(super) fn text_read(&self, ino: u64, offset: u64, size: usize) -> FsResult<ReadBuf> {
-        let id = self.text_entry(ino)?.0;
-        let TextId::Whole(f) = id else {
-            let t = self.text_of(ino, id)?;
-            let a = (offset as usize).min(t.len());
-            let b = a.saturating_add(size).min(t.len());
-            return Ok(ReadBuf::Owned(t[a..b].to_vec()));
-        };
-        let pieces = self.pieces(ino, f)?;
-        let gf = self.graph_files.get(f as usize).ok_or(FsError::NotFound)?;
-        let mut out = Vec::with_capacity(size.min(1 << 20));
-        let mut i = pieces.ends.partition_point(|&e| e <= offset);
-        while out.len() < size && i < pieces.list.len() {
-            let start = if i == 0 { 0 } else { pieces.ends[i - 1] };
-            let text = self
-                .texts
-                .get_or_render((ino, i as u64 + 1), || {
-                    render::render_piece(gf.bytes(), &pieces.list[i])
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let n = Node::decode(local)?;
+        match n.sub {
+            Sub::Dir => Err(FsError::IsDir),
+            Sub::Pbtxt => Ok(slice_of(&self.text(n, local)?, offset, size)),
+            Sub::Tensor(k) => {
+                let t = self.constant(n)?;
+                let buf = self.file.bytes();
+                Ok(match k {
+                    FileKind::Shape => slice_of(&shape_text(&t.shape), offset, size),
+                    FileKind::Dtype => slice_of(&dtype_text(t.dtype), offset, size),
+                    FileKind::Bin => t.read(buf, offset, size),
+                    FileKind::Npy => {
+                        let h = npy_header(t.dtype, &t.shape).ok_or(FsError::NotFound)?;
+                        with_header(&h, offset, size, |o, n| Ok(t.read(buf, o, n)))?
+                    }
                 })
-                .map_err(|e| FsError::Corrupt(format!("{}: rendering: {e}", gf.path.display())))?;
-            let from = (offset + out.len() as u64).saturating_sub(start) as usize;
-            let from = from.min(text.len());
-            let take = (size - out.len()).min(text.len() - from);
-            out.extend_from_slice(&text[from..from + take]);
-            i += 1;
+            }
         }
-        Ok(ReadBuf::Owned(out))
     }
 
-    pub(super) fn text_of(&self, ino: u64, id: TextId) -> FsResult<Arc<Vec<u8>>> {
-        let parts =
-            |gm: &GraphMount, f: fn(&crate::source::graph::MetaGraph) -> &Vec<wire::Field>| {
-                gm.file
-                    .metas
-                    .get(gm.mg)
-                    .map(|m| f(m).iter().map(|x| x.payload_range()).collect::<Vec<_>>())
-                    .unwrap_or_default()
-            };
-        let (gm, r) = match id {
-            TextId::MetaInfo(mg) => {
-                let gm = self.graph(mg)?;
-                let p = parts(gm, |m| &m.meta_info_def);
-                let r = self.texts.get_or_render((ino, 0), || {
-                    render::message_text("tensorflow.MetaGraphDef.MetaInfoDef", gm.file.bytes(), &p)
-                });
-                (gm, r)
-            }
-            TextId::Saver(mg) => {
-                let gm = self.graph(mg)?;
-                let p = parts(gm, |m| &m.saver_def);
-                let r = self.texts.get_or_render((ino, 0), || {
-                    render::message_text("tensorflow.SaverDef", gm.file.bytes(), &p)
-                });
-                (gm, r)
-            }
-            TextId::ObjectGraph(mg) => {
-                let gm = self.graph(mg)?;
-                let p = parts(gm, |m| &m.object_graph_def);
-                let r = self.texts.get_or_render((ino, 0), || {
-                    render::message_text("tensorflow.SavedObjectGraph", gm.file.bytes(), &p)
-                });
-                (gm, r)
-            }
-            TextId::SignaturesTxt(mg) => {
-                let gm = self.graph(mg)?;
-                let r = self
-                    .texts
-                    .get_or_render((ino, 0), || crate::render::signatures_txt(&gm.file, gm.mg));
-                (gm, r)
-            }
-            TextId::Whole(_) => return Err(FsError::NotFound),
-        };
-        r.map_err(|e| corrupt(gm, "rendering", e))
-    }
-
-    /// Adds `meta_graphs/` for `file` under the fixed directory `parent`, and symlinks in
-    /// `parent` to the default meta graph's entries.
-    pub(super) fn add_graph(
-        &mut self,
-        parent: u64,
-        file: GraphFile,
-        want_tags: Option<&str>,
-    ) -> Result<(), crate::error::SourceError> {
-        let file = Arc::new(file);
-        let meta = file.meta;
-        let mgs = self.add_dir(parent, b"meta_graphs", meta);
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        let mut dirs = Vec::new();
-        for (i, m) in file.metas.iter().enumerate() {
-            if self.graphs.len() >= tree::MAX_META_GRAPHS {
-                log::warn!(
-                    "{}: more than {} meta graphs in this mount; the rest are not shown",
-                    file.path.display(),
-                    tree::MAX_META_GRAPHS
-                );
-                break;
-            }
-            let id = self.graphs.len() as u16;
-            let mut name = meta_graph_dir_name(file.kind, &m.tags);
-            if names.contains(&name) {
-                let mut k = 2;
-                while names.contains(&[name.as_slice(), format!("~{k}").as_bytes()].concat()) {
-                    k += 1;
-                }
-                name.extend_from_slice(format!("~{k}").as_bytes());
-            }
-            names.push(name.clone());
-            let dir = self.add_dir(mgs, &name, meta);
-            self.graphs.push(GraphMount {
-                file: file.clone(),
-                mg: i,
-                dir,
-            });
-            if !m.graph_def.is_empty() {
-                self.link(dir, b"graph", Self::space_root(id, SP_NODES).unwrap_or(0));
-                self.link(
-                    dir,
-                    b"functions",
-                    Self::space_root(id, SP_FUNCS).unwrap_or(0),
-                );
-                self.link(
-                    dir,
-                    b"constants",
-                    Self::space_root(id, SP_CONSTS).unwrap_or(0),
-                );
-            }
-            if !m.signatures.is_empty() {
-                self.link(
-                    dir,
-                    b"signatures",
-                    Self::space_root(id, SP_SIGS).unwrap_or(0),
-                );
-            }
-            if !m.collections.is_empty() {
-                self.link(
-                    dir,
-                    b"collections",
-                    Self::space_root(id, SP_COLLS).unwrap_or(0),
-                );
-            }
-            let texts: [(&[u8], bool, TextId); 4] = [
-                (
-                    b"meta_info_def.pbtxt",
-                    !m.meta_info_def.is_empty(),
-                    TextId::MetaInfo(id),
-                ),
-                (
-                    b"saver_def.pbtxt",
-                    !m.saver_def.is_empty(),
-                    TextId::Saver(id),
-                ),
-                (
-                    b"object_graph.pbtxt",
-                    !m.object_graph_def.is_empty(),
-                    TextId::ObjectGraph(id),
-                ),
-                (
-                    b"signatures.txt",
-                    file.kind != GraphKind::GraphDef,
-                    TextId::SignaturesTxt(id),
-                ),
-            ];
-            for (n, present, text) in texts {
-                if present {
-                    let t = self.add(Fixed::Text {
-                        parent: dir,
-                        text,
-                        meta,
-                        whole: OnceLock::new(),
-                    });
-                    self.link(dir, n, t);
-                }
-            }
-            dirs.push((dir, name, m.tags.clone()));
-        }
-        // The default meta graph: the only one, else the one --tags names, else "serve".
-        let chosen = if dirs.len() == 1 {
-            dirs.first()
-        } else if let Some(want) = want_tags {
-            let mut want: Vec<&str> = want.split(',').filter(|t| !t.is_empty()).collect();
-            want.sort_unstable();
-            dirs.iter().find(|(_, _, tags)| {
-                let mut t: Vec<&str> = tags.iter().map(|s| s.as_str()).collect();
-                t.sort_unstable();
-                t == want
-            })
+    fn xattrs(&self, local: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
+        let n = Node::decode(local)?;
+        let name = if n.sub == Sub::Dir {
+            let (sp, kind) = self.space(n.space)?;
+            keyspace::dir_prefix(&self.names(sp, kind), n.depth, n.index as u64)?
         } else {
-            dirs.iter().find(|(_, _, tags)| tags == &["serve"])
+            self.item_name(n)?
         };
-        if let Some((dir, name, _)) = chosen {
-            let entries = match self.fixed(*dir) {
-                Ok(Fixed::Dir { children, .. }) => children.clone(),
-                _ => Vec::new(),
-            };
-            for (n, _) in entries {
-                let mut target = b"meta_graphs/".to_vec();
-                target.extend_from_slice(name);
-                target.push(b'/');
-                target.extend_from_slice(&n);
-                let l = self.add(Fixed::Symlink {
-                    parent,
-                    target,
-                    meta,
-                });
-                self.link(parent, &n, l);
-            }
-        } else if want_tags.is_some() {
-            return Err(crate::error::SourceError::Invalid {
-                path: file.path.clone(),
-                msg: format!(
-                    "no meta graph has the tag set {:?} (it has: {})",
-                    want_tags.unwrap_or_default(),
-                    dirs.iter()
-                        .map(|(_, n, _)| String::from_utf8_lossy(n).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                ),
-            });
-        }
-        if file.kind == GraphKind::SavedModel {
-            let id = self.graph_files.len() as u16;
-            self.graph_files.push(file.clone());
-            let t = self.add(Fixed::Text {
-                parent,
-                text: TextId::Whole(id),
-                meta,
-                whole: OnceLock::new(),
-            });
-            self.link(parent, b"saved_model.pbtxt", t);
-        }
-        Ok(())
+        Ok(vec![(KEY_XATTR, name)])
     }
 }

@@ -2,9 +2,7 @@
 //! build.rs compiles), and a bounded cache of rendered files.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
 use prost_reflect::text_format::FormatOptions;
 use prost_reflect::DynamicMessage;
 
@@ -64,9 +62,6 @@ pub fn indent(text: &[u8], spaces: usize) -> Vec<u8> {
     }
     out
 }
-
-/// Rendered texts and the bytes they hold.
-type Texts = (LruCache<(u64, u64), Arc<Vec<u8>>>, usize);
 
 /// One piece of a file rendered piece by piece: literal text, or a message of type `ty` made of
 /// the raw fields `parts`, rendered and indented by `indent` spaces.
@@ -188,55 +183,6 @@ pub fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
     Ok(out)
 }
 
-/// Rendered files by inode, bounded by bytes. A file larger than the whole budget is rendered
-/// for each request and not kept.
-pub struct TextCache {
-    inner: Mutex<Texts>,
-    capacity: usize,
-}
-
-impl TextCache {
-    pub fn new(capacity: usize) -> TextCache {
-        TextCache {
-            inner: Mutex::new((LruCache::unbounded(), 0)),
-            capacity,
-        }
-    }
-
-    pub fn get_or_render(
-        &self,
-        key: (u64, u64),
-        render: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        if let Some(hit) = self.lock().0.get(&key).cloned() {
-            return Ok(hit);
-        }
-        let text = Arc::new(render()?);
-        if text.len() <= self.capacity {
-            let mut g = self.lock();
-            if g.0.put(key, text.clone()).is_none() {
-                g.1 += text.len();
-            }
-            while g.1 > self.capacity {
-                match g.0.pop_lru() {
-                    Some((_, t)) => g.1 -= t.len(),
-                    None => break,
-                }
-            }
-        }
-        Ok(text)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Texts> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Bytes held now.
-    pub fn bytes(&self) -> usize {
-        self.lock().1
-    }
-}
-
 /// The enum value name of a DataType (`DT_FLOAT`), or its number.
 fn dtype_enum_name(v: i32) -> String {
     crate::source::graph::enum_value_name("tensorflow.DataType", v)
@@ -312,20 +258,6 @@ pub fn signatures_txt(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_stays_bounded() {
-        let c = TextCache::new(100);
-        for k in 0..50u64 {
-            let t = c.get_or_render((k, 0), || Ok(vec![b'x'; 30])).unwrap();
-            assert_eq!(t.len(), 30);
-            assert!(c.bytes() <= 100);
-        }
-        let big = c.get_or_render((99, 0), || Ok(vec![0; 1000])).unwrap();
-        assert_eq!(big.len(), 1000);
-        assert!(c.bytes() <= 100);
-        assert!(c.get_or_render((7, 0), || Err("damaged".into())).is_err());
-    }
 
     #[test]
     fn indents_lines() {

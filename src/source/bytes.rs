@@ -15,7 +15,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::format::ReadAt;
+use crate::format::{FormatError, ReadAt};
 
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +46,13 @@ pub trait ByteSource: ReadAt + Send + Sync {
     fn meta(&self) -> FileMeta;
     /// True once the file is known to differ from what was opened (every read then fails).
     fn changed(&self) -> bool;
+
+    /// `len` bytes from `offset` in a new buffer.
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+        let mut v = vec![0u8; len];
+        self.read_exact_at(&mut v, offset)?;
+        Ok(v)
+    }
 }
 
 /// What a path names in a [`Store`].

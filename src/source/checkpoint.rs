@@ -1,31 +1,26 @@
 //! One V2 checkpoint (tensor bundle): its `.index` table, its data shards, and the tensors they
-//! hold, served in tfmount's layout. Opening reads only the index footer, the index block and the
-//! header, and opens every data shard; everything else is read on demand, with `pread` (see
-//! [`super::file`]), so the mount serves the files it opened whatever happens to their paths.
+//! hold, as a [`TensorSet`]. Opening reads only the index footer, the index block and the
+//! header, and opens every data shard; everything else is read on demand through the
+//! byte-source seam ([`super::bytes`]), so the mount serves the files it opened whatever
+//! happens to their paths.
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use lru::LruCache;
-
-use super::file::{ReadBuf, SourceFile};
-use crate::cache::BlockCache;
+use super::bytes::{ByteSource, FileMeta, Store};
+use super::tensors::{self, Stored, TensorData, TensorInfo, TensorSet};
+use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
 use crate::format::bundle::{self, Data, Entry, Header};
 use crate::format::dtype::{DT_STRING, DT_VARIANT};
 use crate::format::partition::{for_each_run, locate};
 use crate::format::slice_key::{self, Extent};
 use crate::format::strings::{self, StringLayout};
-use crate::format::table::{Pos, Table};
+use crate::format::table::{Block, BlockStore, Pos, Table};
 use crate::format::{for_each_chunk, mask_crc, unmask_crc, FormatError};
-
-pub use super::bytes::FileMeta;
-
-/// The data shards that could be opened when the checkpoint was opened, by number; the others
-/// with why not.
-type Shards = HashMap<u32, Result<Arc<SourceFile>, String>>;
 
 /// Bytes read at a time when verifying a tensor's CRC.
 const CRC_CHUNK: usize = 128 << 10;
@@ -33,6 +28,74 @@ const CRC_CHUNK: usize = 128 << 10;
 const MISSING_LOGGED: usize = 8;
 /// Shard files whose opening failed named in the log one by one.
 const FAILED_LOGGED: usize = 8;
+/// Bytes of string-tensor layouts kept (8 bytes an element); larger layouts are rebuilt per
+/// open.
+const STRING_CACHE_BYTES: usize = 16 << 20;
+/// Outcomes of tensor CRC checks remembered (an entry weighs [`CHECK_WEIGHT`]); a forgotten
+/// outcome is checked again.
+const CHECK_CACHE_BYTES: usize = 4 << 20;
+const CHECK_WEIGHT: usize = 64;
+
+/// A V2 index position as a [`TensorSet`] position: `block:23 | entry:17`.
+const ENTRY_BITS: u32 = 17;
+const BLOCK_BITS: u32 = tensors::POS_BITS - ENTRY_BITS;
+const _: () = assert!(BLOCK_BITS == 23);
+
+fn pack(p: Pos) -> Option<u64> {
+    (p.block < (1 << BLOCK_BITS) && p.entry < (1 << ENTRY_BITS))
+        .then_some(((p.block as u64) << ENTRY_BITS) | p.entry as u64)
+}
+
+fn unpack(v: u64) -> Pos {
+    Pos {
+        block: ((v >> ENTRY_BITS) & ((1 << BLOCK_BITS) - 1)) as u32,
+        entry: (v & ((1 << ENTRY_BITS) - 1)) as u32,
+    }
+}
+
+/// The caches every checkpoint of a mount shares, each bounded by bytes: decoded index blocks,
+/// string-tensor layouts, and the outcomes of tensor CRC checks.
+pub struct Caches {
+    blocks: Lru<(u64, u32), Arc<Block>>,
+    strings: Lru<(u64, Pos), Arc<StringLayout>>,
+    checked: Lru<(u64, Pos), Result<(), FormatError>>,
+    next_id: AtomicU64,
+}
+
+impl Caches {
+    /// `block_bytes`: bytes of decoded index blocks to keep.
+    pub fn new(block_bytes: usize) -> Arc<Caches> {
+        Arc::new(Caches {
+            blocks: Lru::new(block_bytes),
+            strings: Lru::new(STRING_CACHE_BYTES),
+            checked: Lru::new(CHECK_CACHE_BYTES),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    pub fn block_stats(&self) -> crate::cache::CacheStats {
+        self.blocks.stats()
+    }
+}
+
+impl BlockStore for Caches {
+    fn get(&self, table: u64, block: u32) -> Option<Arc<Block>> {
+        self.blocks.get(&(table, block))
+    }
+
+    fn put(&self, table: u64, block: u32, value: Arc<Block>) {
+        let w = value.mem_size();
+        self.blocks.insert((table, block), value, w);
+    }
+
+    fn register(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// The data shards that could be opened when the checkpoint was opened, by number; the others
+/// with why not.
+type Shards = HashMap<u32, Result<Arc<dyn ByteSource>, String>>;
 
 /// A tensor's index entry and where it is.
 #[derive(Debug, Clone)]
@@ -42,26 +105,68 @@ pub struct Tensor {
     pub entry: Entry,
 }
 
-/// Bytes of string-tensor layouts kept (8 bytes an element); larger layouts are rebuilt per read.
-const STRING_CACHE_BYTES: usize = 16 << 20;
-
-/// Parsed layouts of string tensors, bounded by the bytes they hold.
-struct StringCache {
-    lru: LruCache<Pos, Arc<StringLayout>>,
-    bytes: usize,
-}
-
 pub struct Checkpoint {
-    pub prefix: PathBuf,
-    pub meta: FileMeta,
+    shared: Arc<Shared>,
     table: Table,
-    index: Arc<SourceFile>,
+    index: Arc<dyn ByteSource>,
     header: Header,
     shards: Shards,
+}
+
+/// What the opened tensors of a checkpoint keep a reference to.
+struct Shared {
+    id: u64,
+    prefix: PathBuf,
+    meta: FileMeta,
     verify: bool,
-    /// Outcome of the CRC check of each tensor (or slice) read so far, by position.
-    checked: Mutex<HashMap<Pos, Result<(), String>>>,
-    strings: Mutex<StringCache>,
+    caches: Arc<Caches>,
+}
+
+impl Shared {
+    fn corrupt(&self, key: &[u8], e: FormatError) -> FsError {
+        FsError::corrupt(
+            format!("tensor {}", String::from_utf8_lossy(key)),
+            self.prefix.display(),
+            e,
+        )
+    }
+
+    /// Runs `check` unless its outcome for `pos` is known. A failure to read the bytes (the
+    /// file changed) is not remembered: the file's own state decides later reads.
+    fn check_once(
+        &self,
+        pos: Pos,
+        key: &[u8],
+        file: &dyn ByteSource,
+        check: impl FnOnce() -> Result<(), FormatError>,
+    ) -> FsResult<()> {
+        let k = (self.id, pos);
+        let outcome = match self.checked.get(&k) {
+            Some(o) => o,
+            None => match check() {
+                Err(e @ FormatError::Read(_)) => return Err(self.corrupt(key, e)),
+                o => {
+                    if let Err(e) = &o {
+                        log::error!(
+                            "tensor {} in {}: {e}; reads of it fail with EIO",
+                            String::from_utf8_lossy(key),
+                            file.name().display()
+                        );
+                    }
+                    self.checked.insert(k, o.clone(), CHECK_WEIGHT);
+                    o
+                }
+            },
+        };
+        outcome.map_err(|e| self.corrupt(key, e))
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = Caches;
+    fn deref(&self) -> &Caches {
+        &self.caches
+    }
 }
 
 pub fn data_file_name(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
@@ -78,19 +183,18 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
 
 /// Opens the data shards of the checkpoint at `prefix` that exist. They are found by listing the
 /// directory once, so a header claiming a million shards costs nothing for the ones absent.
-fn open_shards(prefix: &Path, num_shards: u32) -> Shards {
+fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
     let dir = match prefix.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     let mut shards = Shards::new();
     let mut failed = 0usize;
-    if let (Some(base), Ok(entries)) = (prefix.file_name(), std::fs::read_dir(dir)) {
+    if let (Some(base), Ok(entries)) = (prefix.file_name(), store.list(dir)) {
         let mut stem = base.to_owned();
         stem.push(".data-");
         let stem = stem.as_bytes();
-        for e in entries.flatten() {
-            let name = e.file_name();
+        for (name, _) in entries {
             let Some(rest) = name.as_bytes().strip_prefix(stem) else {
                 continue;
             };
@@ -98,7 +202,7 @@ fn open_shards(prefix: &Path, num_shards: u32) -> Shards {
                 continue;
             };
             let path = data_file_name(prefix, id, num_shards);
-            let r = SourceFile::open(&path).map(|(f, _)| f).map_err(|e| {
+            let r = store.open(&path).map_err(|e| {
                 failed += 1;
                 if failed <= FAILED_LOGGED {
                     log::warn!(
@@ -145,12 +249,13 @@ fn shard_number(rest: &[u8], num_shards: u32) -> Option<u32> {
 
 impl Checkpoint {
     pub fn open(
+        store: &dyn Store,
         prefix: &Path,
-        cache: Arc<BlockCache>,
+        caches: Arc<Caches>,
         verify: bool,
     ) -> Result<Checkpoint, SourceError> {
         let index_path = index_file_name(prefix);
-        let (index, meta) = SourceFile::open(&index_path).map_err(|err| SourceError::Io {
+        let index = store.open(&index_path).map_err(|err| SourceError::Io {
             path: index_path.clone(),
             err,
         })?;
@@ -158,7 +263,7 @@ impl Checkpoint {
             path: index_path.clone(),
             err,
         };
-        let table = Table::open_at(index.clone(), cache).map_err(fmt)?;
+        let table = Table::open_at(index.clone(), caches.clone()).map_err(fmt)?;
         let header = match table.seek(b"").map_err(fmt)? {
             Some(p) => {
                 let (blk, i) = table.entry(p).map_err(fmt)?;
@@ -175,51 +280,46 @@ impl Checkpoint {
                 index_path.display()
             );
         }
-        let mut file_meta = FileMeta::of(&meta);
-        let shards = open_shards(prefix, header.num_shards);
+        let mut file_meta = index.meta();
+        let shards = open_shards(store, prefix, header.num_shards);
         for f in shards.values().flatten() {
             // The mount grants no more than every file it serves from does.
-            file_meta.mode &= f.mode() | !0o777;
+            file_meta.mode &= f.meta().mode | !0o777;
         }
         Ok(Checkpoint {
-            prefix: prefix.to_path_buf(),
-            meta: file_meta,
+            shared: Arc::new(Shared {
+                id: caches.register(),
+                prefix: prefix.to_path_buf(),
+                meta: file_meta,
+                verify,
+                caches,
+            }),
             table,
             index,
             header,
             shards,
-            verify,
-            checked: Mutex::new(HashMap::new()),
-            strings: Mutex::new(StringCache {
-                lru: LruCache::unbounded(),
-                bytes: 0,
-            }),
         })
     }
 
-    /// Bytes of the index and the data shards, as opened.
-    pub fn source_bytes(&self) -> u64 {
-        self.index.len() + self.shards.values().flatten().map(|f| f.len()).sum::<u64>()
+    pub fn prefix(&self) -> &Path {
+        &self.shared.prefix
     }
 
     pub fn table(&self) -> &Table {
         &self.table
     }
 
-    fn corrupt(&self, what: &[u8], err: impl std::fmt::Display) -> FsError {
-        FsError::Corrupt(format!(
-            "{}: tensor {}: {err}",
-            self.prefix.display(),
-            String::from_utf8_lossy(what)
-        ))
+    fn corrupt(&self, key: &[u8], e: FormatError) -> FsError {
+        self.shared.corrupt(key, e)
+    }
+
+    fn index_error(&self, e: FormatError) -> FsError {
+        FsError::corrupt("index", index_file_name(&self.shared.prefix).display(), e)
     }
 
     /// The tensor at `pos` (any entry, including hidden ones).
     pub fn tensor_at(&self, pos: Pos) -> FsResult<Tensor> {
-        let (blk, i) = self
-            .table
-            .entry(pos)
-            .map_err(|e| self.corrupt(b"?", format!("index: {e}")))?;
+        let (blk, i) = self.table.entry(pos).map_err(|e| self.index_error(e))?;
         let key = blk.key(i).to_vec();
         let entry = bundle::parse_entry(blk.value(i)).map_err(|e| self.corrupt(&key, e))?;
         Ok(Tensor { pos, key, entry })
@@ -230,30 +330,31 @@ impl Checkpoint {
         match self.table.get(key) {
             Ok(Some((pos, _, _))) => self.tensor_at(pos).map(Some),
             Ok(None) => Ok(None),
-            Err(e) => Err(self.corrupt(key, format!("index: {e}"))),
+            Err(e) => Err(self.index_error(e)),
         }
     }
 
-    fn shard(&self, id: u32) -> FsResult<&Arc<SourceFile>> {
-        if id >= self.header.num_shards {
-            return Err(FsError::Corrupt(format!("shard {id} out of range")));
+    fn shard(&self, key: &[u8], id: u32) -> FsResult<&Arc<dyn ByteSource>> {
+        let n = self.header.num_shards;
+        let bad = |msg: String| self.corrupt(key, FormatError::BadEntry(msg));
+        if id >= n {
+            return Err(bad(format!("shard {id} out of range")));
         }
         match self.shards.get(&id) {
             Some(Ok(f)) => Ok(f),
-            Some(Err(e)) => Err(FsError::Corrupt(format!(
+            Some(Err(e)) => Err(bad(format!(
                 "{}: could not be opened when mounted: {e}",
-                data_file_name(&self.prefix, id, self.header.num_shards).display()
+                data_file_name(&self.shared.prefix, id, n).display()
             ))),
-            None => Err(FsError::Corrupt(format!(
+            None => Err(bad(format!(
                 "{}: missing when mounted",
-                data_file_name(&self.prefix, id, self.header.num_shards).display()
+                data_file_name(&self.shared.prefix, id, n).display()
             ))),
         }
     }
 
-    /// Where a contiguous tensor's stored bytes are, CRC-checked the first time when verification
-    /// is on: the shard and `[start, end)` within it.
-    fn stored(&self, t: &Tensor) -> FsResult<(Arc<SourceFile>, u64, u64)> {
+    /// A contiguous tensor's stored bytes, resolved (not yet verified).
+    fn stored(&self, t: &Tensor) -> FsResult<StoredBytes> {
         let Data::Contiguous {
             shard,
             offset,
@@ -261,188 +362,35 @@ impl Checkpoint {
             crc,
         } = t.entry.data
         else {
-            return Err(self.corrupt(&t.key, "not a contiguous tensor"));
+            return Err(self.corrupt(&t.key, FormatError::BadEntry("partitioned".into())));
         };
-        let file = self.shard(shard).map_err(|e| self.corrupt(&t.key, e))?;
-        let end = offset + size; // checked by parse_entry
-        if end > file.len() {
-            // Logged once, like a failed CRC check (the file's length is fixed at mount).
-            let len = file.len();
-            return self
-                .check_once(t.pos, &t.key, file.path(), || {
-                    Err(FormatError::BadEntry(format!(
-                        "it runs past the end of its data file ({end} bytes needed, {len} present)"
-                    )))
-                })
-                .map(|()| (file.clone(), offset, end));
-        }
-        if self.verify {
-            self.check_once(t.pos, &t.key, file.path(), || {
-                let n = t.entry.num_elements();
-                if t.entry.dtype == DT_STRING {
-                    StringLayout::parse_at(&**file, offset, size, n, Some(crc)).map(|_| ())
-                } else if t.entry.dtype == DT_VARIANT {
-                    strings::verify_variant_at(&**file, offset, size, n, crc)
-                } else {
-                    let mut computed = 0u32;
-                    for_each_chunk(&**file, offset, size, CRC_CHUNK, |c| {
-                        computed = crc32c::crc32c_append(computed, c);
-                        Ok(())
-                    })
-                    .and_then(|()| {
-                        if mask_crc(computed) == crc {
-                            Ok(())
-                        } else {
-                            Err(FormatError::TensorCrc {
-                                stored: unmask_crc(crc),
-                                computed,
-                            })
-                        }
-                    })
-                }
-            })?;
-        }
-        Ok((file.clone(), offset, end))
+        let file = self.shard(&t.key, shard)?.clone();
+        Ok(StoredBytes {
+            shared: self.shared.clone(),
+            pos: t.pos,
+            key: t.key.clone(),
+            file,
+            start: offset,
+            end: offset + size, // checked by parse_entry
+            crc,
+            dtype_string: t.entry.dtype == DT_STRING,
+            dtype_variant: t.entry.dtype == DT_VARIANT,
+            n: t.entry.num_elements(),
+            verified: AtomicBool::new(false),
+        })
     }
 
-    /// Runs `check` unless its outcome for `pos` is known. A failure to read the bytes (the file
-    /// changed) is not remembered: the file's own state decides later reads.
-    fn check_once(
-        &self,
-        pos: Pos,
-        key: &[u8],
-        path: &Path,
-        check: impl FnOnce() -> Result<(), FormatError>,
-    ) -> FsResult<()> {
-        let known = self.lock_checked().get(&pos).cloned();
-        let outcome = match known {
-            Some(o) => o,
-            None => match check() {
-                Err(FormatError::Read(e)) => return Err(self.corrupt(key, e)),
-                o => {
-                    let o = o.map_err(|e| e.to_string());
-                    if let Err(e) = &o {
-                        log::error!(
-                            "tensor {} in {}: {e}; reads of it fail with EIO",
-                            String::from_utf8_lossy(key),
-                            path.display()
-                        );
-                    }
-                    self.lock_checked().insert(pos, o.clone());
-                    o
-                }
-            },
-        };
-        outcome.map_err(|e| self.corrupt(key, e))
-    }
-
-    fn lock_checked(&self) -> std::sync::MutexGuard<'_, HashMap<Pos, Result<(), String>>> {
-        self.checked.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_strings(&self) -> std::sync::MutexGuard<'_, StringCache> {
-        self.strings.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A string tensor's layout (CRC-checked first when verification is on), its shard, and
-    /// where its stored bytes start.
-    fn string_layout(&self, t: &Tensor) -> FsResult<(Arc<StringLayout>, Arc<SourceFile>, u64)> {
-        let (file, start, end) = self.stored(t)?;
-        if let Some(l) = self.lock_strings().lru.get(&t.pos).cloned() {
-            return Ok((l, file, start));
-        }
-        let l = StringLayout::parse_at(&*file, start, end - start, t.entry.num_elements(), None)
-            .map_err(|e| self.corrupt(&t.key, e))?;
-        let l = Arc::new(l);
-        let size = l.mem_size();
-        if size <= STRING_CACHE_BYTES {
-            let mut c = self.lock_strings();
-            if let Some(old) = c.lru.put(t.pos, l.clone()) {
-                c.bytes -= old.mem_size();
-            }
-            c.bytes += size;
-            while c.bytes > STRING_CACHE_BYTES {
-                match c.lru.pop_lru() {
-                    Some((_, old)) => c.bytes -= old.mem_size(),
-                    None => break,
-                }
-            }
-        }
-        Ok((l, file, start))
-    }
-
-    /// Size of the served `.bin` file.
-    pub fn served_size(&self, t: &Tensor) -> FsResult<u64> {
-        let d = t.entry.dtype;
-        if let Some(es) = d.elem_size() {
-            return Ok(t.entry.num_elements() * es as u64);
-        }
-        match &t.entry.data {
-            Data::Contiguous { .. } if d == DT_STRING => Ok(self.string_layout(t)?.0.served_len()),
-            Data::Contiguous { size, .. } if d == DT_VARIANT => Ok(*size),
-            Data::Sliced(slices) if d == DT_STRING => {
-                // Each element is served as 8 + len bytes whatever its order, so the total is
-                // the sum over the slices.
-                let mut total = 0u64;
-                for (_, st) in self.resolve_slices(t, slices)? {
-                    total += self.string_layout(&st)?.0.served_len();
-                }
-                Ok(total)
-            }
-            // Nothing can be served (an unknown dtype, a partitioned variant): saying size 0
-            // would let the kernel answer reads with end-of-file instead of EIO.
-            _ => Err(self.corrupt(&t.key, format!("unsupported dtype {}", d.display_name()))),
-        }
-    }
-
-    /// Bytes `[offset, offset+len)` of the served `.bin` file.
-    pub fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<ReadBuf> {
-        let d = t.entry.dtype;
-        let Some(es) = d.elem_size() else {
-            if d == DT_STRING {
-                if let Data::Sliced(slices) = &t.entry.data {
-                    return self.read_sliced_strings(t, slices, offset, len);
-                }
-                let (layout, file, start) = self.string_layout(t)?;
-                return layout
-                    .read_at(&*file, start, offset, len)
-                    .map(ReadBuf::Owned)
-                    .map_err(|e| self.corrupt(&t.key, e));
-            }
-            if d == DT_VARIANT {
-                let (file, start, end) = self.stored(t)?;
-                return self.read_range(t, &file, start, end, offset, len);
-            }
-            return Err(self.corrupt(&t.key, format!("unsupported dtype {}", d.display_name())));
-        };
-        if self.header.big_endian && es > 1 {
-            return Err(self.corrupt(&t.key, "big-endian checkpoints are not supported"));
-        }
-        match &t.entry.data {
-            Data::Contiguous { .. } => {
-                let (file, start, end) = self.stored(t)?;
-                self.read_range(t, &file, start, end, offset, len)
-            }
-            Data::Sliced(slices) => self.read_sliced(t, slices, es, offset, len),
-        }
-    }
-
-    /// Bytes `[offset, offset+len)` (clamped) of the stored range `[start, end)` of `file`.
-    fn read_range(
-        &self,
-        t: &Tensor,
-        file: &SourceFile,
-        start: u64,
-        end: u64,
-        offset: u64,
-        len: usize,
-    ) -> FsResult<ReadBuf> {
-        let size = end - start;
-        let a = offset.min(size);
-        let b = offset.saturating_add(len as u64).min(size);
-        file.read_vec(start + a, (b - a) as usize)
-            .map(ReadBuf::Owned)
-            .map_err(|e| self.corrupt(&t.key, e))
+    /// A string tensor's layout (CRC-checked first when verification is on).
+    fn string_layout(&self, s: &StoredBytes) -> FsResult<Arc<StringLayout>> {
+        s.verify()?;
+        self.shared
+            .strings
+            .get_or_insert_with((self.shared.id, s.pos), || {
+                let l = StringLayout::parse_at(&*s.file, s.start, s.end - s.start, s.n, None)
+                    .map_err(|e| self.corrupt(&s.key, e))?;
+                let w = l.mem_size();
+                Ok((Arc::new(l), w))
+            })
     }
 
     /// The entries of a partitioned tensor's slices, after checking they tile the tensor.
@@ -453,57 +401,409 @@ impl Checkpoint {
     ) -> FsResult<Vec<(&'s [Extent], Tensor)>> {
         let shape = &t.entry.shape;
         bundle::check_tiling(shape, slices).map_err(|e| self.corrupt(&t.key, e))?;
+        let bad = |m: &str| self.corrupt(&t.key, FormatError::BadEntry(m.into()));
         slices
             .iter()
             .map(|s| {
                 let st = self
                     .lookup(&slice_key::encode(&t.key, s))?
-                    .ok_or_else(|| self.corrupt(&t.key, "a slice's entry is missing"))?;
+                    .ok_or_else(|| bad("a slice's entry is missing"))?;
                 if st.entry.dtype != t.entry.dtype
                     || st.entry.shape != bundle::slice_shape(shape, s)
                 {
-                    return Err(
-                        self.corrupt(&t.key, "a slice's entry does not match its dtype or extent")
-                    );
+                    return Err(bad("a slice's entry does not match its dtype or extent"));
                 }
                 Ok((s.as_slice(), st))
             })
             .collect()
     }
 
-    /// A partitioned string tensor, assembled element by element (TensorFlow's own reader
-    /// refuses these; they are rare and small). Only the elements the range overlaps are read,
-    /// one `pread` per slice.
-    fn read_sliced_strings(
-        &self,
-        t: &Tensor,
-        slices: &[Vec<Extent>],
-        offset: u64,
-        len: usize,
-    ) -> FsResult<ReadBuf> {
-        let shape = &t.entry.shape;
-        let mut parts = Vec::new();
-        for (s, st) in self.resolve_slices(t, slices)? {
-            let (layout, file, start) = self.string_layout(&st)?;
-            parts.push((s, layout, file, start));
+    /// Everything reads of the tensor `t` need.
+    pub fn open_tensor(&self, t: &Tensor) -> FsResult<Arc<dyn TensorData>> {
+        let d = t.entry.dtype;
+        let unsupported = || {
+            self.corrupt(
+                &t.key,
+                FormatError::BadEntry(format!("unsupported dtype {}", d.display_name())),
+            )
+        };
+        match (&t.entry.data, d.elem_size()) {
+            (Data::Contiguous { .. }, Some(es)) => {
+                if self.header.big_endian && es > 1 {
+                    return Err(self.corrupt(
+                        &t.key,
+                        FormatError::BadEntry("big-endian checkpoints are not supported".into()),
+                    ));
+                }
+                let s = self.stored(t)?;
+                let want = t.entry.num_elements().saturating_mul(es as u64);
+                Ok(Arc::new(Pod { size: want, s }))
+            }
+            (Data::Contiguous { .. }, None) if d == DT_STRING => {
+                let s = self.stored(t)?;
+                let layout = self.string_layout(&s)?;
+                Ok(Arc::new(Strings { layout, s }))
+            }
+            (Data::Contiguous { size, .. }, None) if d == DT_VARIANT => {
+                let s = self.stored(t)?;
+                Ok(Arc::new(Pod { size: *size, s }))
+            }
+            (Data::Sliced(slices), Some(es)) => {
+                if self.header.big_endian && es > 1 {
+                    return Err(unsupported());
+                }
+                let mut parts = Vec::with_capacity(slices.len());
+                for (ext, st) in self.resolve_slices(t, slices)? {
+                    parts.push((ext.to_vec(), self.stored(&st)?));
+                }
+                Ok(Arc::new(SlicedPod {
+                    key: t.key.clone(),
+                    shared: self.shared.clone(),
+                    shape: t.entry.shape.clone(),
+                    es: es as u64,
+                    parts,
+                }))
+            }
+            (Data::Sliced(slices), None) if d == DT_STRING => {
+                let mut parts = Vec::with_capacity(slices.len());
+                let mut size = 0u64;
+                for (ext, st) in self.resolve_slices(t, slices)? {
+                    let s = self.stored(&st)?;
+                    let layout = self.string_layout(&s)?;
+                    // Each element is served as 8 + len bytes whatever its order, so the total
+                    // is the sum over the slices.
+                    size += layout.served_len();
+                    parts.push((ext.to_vec(), layout, s));
+                }
+                Ok(Arc::new(SlicedStrings {
+                    key: t.key.clone(),
+                    shared: self.shared.clone(),
+                    shape: t.entry.shape.clone(),
+                    n: t.entry.num_elements(),
+                    size,
+                    parts,
+                }))
+            }
+            // Nothing can be served (an unknown dtype, a partitioned variant).
+            _ => Err(unsupported()),
         }
-        let exts: Vec<&[Extent]> = parts.iter().map(|p| p.0).collect();
+    }
+
+    /// Stored location and CRC of a contiguous tensor.
+    fn stored_info(&self, e: &Entry) -> Option<Stored> {
+        match e.data {
+            Data::Contiguous {
+                shard,
+                offset,
+                size,
+                crc,
+            } => Some(Stored {
+                shard,
+                offset,
+                size,
+                crc32c: Some(unmask_crc(crc)),
+            }),
+            Data::Sliced(_) => None,
+        }
+    }
+}
+
+impl TensorSet for Checkpoint {
+    fn path(&self) -> &Path {
+        &self.shared.prefix
+    }
+
+    fn meta(&self) -> FileMeta {
+        self.shared.meta
+    }
+
+    fn source_bytes(&self) -> u64 {
+        self.index.len() + self.shards.values().flatten().map(|f| f.len()).sum::<u64>()
+    }
+
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+        let p = self.table.seek(key).map_err(|e| self.index_error(e))?;
+        self.packed(p)
+    }
+
+    fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+        let p = self
+            .table
+            .next(unpack(pos))
+            .map_err(|e| self.index_error(e))?;
+        self.packed(p)
+    }
+
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
+        let (blk, i) = self
+            .table
+            .entry(unpack(pos))
+            .map_err(|e| self.index_error(e))?;
+        Ok(blk.key(i).to_vec())
+    }
+
+    fn hidden(&self, key: &[u8]) -> bool {
+        // The bundle header (empty key) and the slice entries (keys starting with NUL).
+        key.first().is_none_or(|&b| b == 0)
+    }
+
+    fn info(&self, pos: u64) -> FsResult<TensorInfo> {
+        let t = self.tensor_at(unpack(pos))?;
+        let slices = match &t.entry.data {
+            Data::Contiguous { .. } => Vec::new(),
+            Data::Sliced(s) => s
+                .iter()
+                .map(|ext| {
+                    self.lookup(&slice_key::encode(&t.key, ext))
+                        .ok()
+                        .flatten()
+                        .and_then(|st| self.stored_info(&st.entry))
+                })
+                .collect(),
+        };
+        Ok(TensorInfo {
+            stored: self.stored_info(&t.entry),
+            key: t.key,
+            dtype: t.entry.dtype,
+            shape: t.entry.shape,
+            slices,
+        })
+    }
+
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        let t = self.tensor_at(unpack(pos))?;
+        self.open_tensor(&t)
+    }
+}
+
+impl Checkpoint {
+    /// A table position as a set position; a position too large for the inode layout is an
+    /// error on that part of the index.
+    fn packed(&self, p: Option<Pos>) -> FsResult<Option<u64>> {
+        match p {
+            None => Ok(None),
+            Some(p) => pack(p).map(Some).ok_or_else(|| {
+                self.index_error(FormatError::BadBlock("index too large to address"))
+            }),
+        }
+    }
+}
+
+/// The stored bytes of one contiguous tensor (or slice), and whether their CRC was checked.
+struct StoredBytes {
+    shared: Arc<Shared>,
+    pos: Pos,
+    key: Vec<u8>,
+    file: Arc<dyn ByteSource>,
+    start: u64,
+    end: u64,
+    /// Masked CRC-32C as stored.
+    crc: u32,
+    dtype_string: bool,
+    dtype_variant: bool,
+    n: u64,
+    /// Set once this handle saw a successful check: later reads skip the shared cache.
+    verified: AtomicBool,
+}
+
+impl StoredBytes {
+    /// Checks the stored bytes once (per tensor, remembered in the shared cache).
+    fn verify(&self) -> FsResult<()> {
+        if self.verified.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let (start, end, file) = (self.start, self.end, &*self.file);
+        let sh = &self.shared;
+        if end > file.len() {
+            let len = file.len();
+            // Logged once, like a failed CRC check (the file's length is fixed at mount).
+            sh.check_once(self.pos, &self.key, file, || {
+                Err(FormatError::BadEntry(format!(
+                    "it runs past the end of its data file ({end} bytes needed, {len} present)"
+                )))
+            })?;
+        }
+        if sh.verify {
+            sh.check_once(self.pos, &self.key, file, || {
+                let size = end - start;
+                if self.dtype_string {
+                    StringLayout::parse_at(file, start, size, self.n, Some(self.crc)).map(|_| ())
+                } else if self.dtype_variant {
+                    strings::verify_variant_at(file, start, size, self.n, self.crc)
+                } else {
+                    let mut computed = 0u32;
+                    for_each_chunk(file, start, size, CRC_CHUNK, |c| {
+                        computed = crc32c::crc32c_append(computed, c);
+                        Ok(())
+                    })?;
+                    if mask_crc(computed) == self.crc {
+                        Ok(())
+                    } else {
+                        Err(FormatError::TensorCrc {
+                            stored: unmask_crc(self.crc),
+                            computed,
+                        })
+                    }
+                }
+            })?;
+        }
+        self.verified.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Bytes `[a, b)` of the stored range (already clamped by the caller).
+    fn read(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.file
+            .read_vec(self.start + a, len)
+            .map_err(|e| self.shared.corrupt(&self.key, e))
+    }
+}
+
+/// A contiguous tensor of fixed-width elements (or a variant tensor, served as stored).
+struct Pod {
+    size: u64,
+    s: StoredBytes,
+}
+
+impl TensorData for Pod {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.s.verify()?;
+        let size = self.size.min(self.s.end - self.s.start);
+        let a = offset.min(size);
+        let b = offset.saturating_add(len as u64).min(size);
+        self.s.read(a, (b - a) as usize)
+    }
+}
+
+/// A contiguous string tensor.
+struct Strings {
+    layout: Arc<StringLayout>,
+    s: StoredBytes,
+}
+
+impl TensorData for Strings {
+    fn size(&self) -> u64 {
+        self.layout.served_len()
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.s.verify()?;
+        self.layout
+            .read_at(&*self.s.file, self.s.start, offset, len)
+            .map_err(|e| self.s.shared.corrupt(&self.s.key, e))
+    }
+}
+
+/// A partitioned tensor of fixed-width elements, assembled per request with one read per
+/// slice, never whole.
+struct SlicedPod {
+    key: Vec<u8>,
+    shared: Arc<Shared>,
+    shape: Vec<u64>,
+    es: u64,
+    parts: Vec<(Vec<Extent>, StoredBytes)>,
+}
+
+impl SlicedPod {
+    fn cover(&self) -> FsError {
+        self.shared.corrupt(
+            &self.key,
+            FormatError::BadEntry("slices do not cover the tensor".into()),
+        )
+    }
+}
+
+impl TensorData for SlicedPod {
+    fn size(&self) -> u64 {
+        self.shape
+            .iter()
+            .fold(1u64, |a, &d| a.saturating_mul(d))
+            .saturating_mul(self.es)
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let es = self.es;
+        let end_b = self.size().min(offset.saturating_add(len as u64));
+        if offset >= end_b {
+            return Ok(Vec::new());
+        }
+        for (_, s) in &self.parts {
+            s.verify()?;
+        }
+        let exts: Vec<&[Extent]> = self.parts.iter().map(|p| p.0.as_slice()).collect();
+        let first = offset / es;
+        let last = end_b.div_ceil(es);
+        // Pass 1: the span of stored elements each slice contributes.
+        let mut spans = vec![(u64::MAX, 0u64); self.parts.len()];
+        for_each_run(&self.shape, &exts, first, last, |p, src, take| {
+            let sp = &mut spans[p];
+            *sp = (sp.0.min(src), sp.1.max(src + take));
+        })
+        .ok_or_else(|| self.cover())?;
+        let mut bufs = Vec::with_capacity(self.parts.len());
+        for ((_, s), &(lo, hi)) in self.parts.iter().zip(&spans) {
+            bufs.push(if lo < hi {
+                s.read(lo * es, ((hi - lo) * es) as usize)?
+            } else {
+                Vec::new()
+            });
+        }
+        // Pass 2: the runs, in order.
+        let mut out = Vec::with_capacity(((last - first) * es) as usize);
+        for_each_run(&self.shape, &exts, first, last, |p, src, take| {
+            let from = ((src - spans[p].0) * es) as usize;
+            out.extend_from_slice(&bufs[p][from..from + (take * es) as usize]);
+        })
+        .ok_or_else(|| self.cover())?;
+        let skip = (offset - first * es) as usize;
+        out.drain(..skip);
+        out.truncate((end_b - offset) as usize);
+        Ok(out)
+    }
+}
+
+/// A partitioned string tensor, assembled element by element (TensorFlow's own reader refuses
+/// these; they are rare and small). Only the elements a range overlaps are read, one read per
+/// slice.
+struct SlicedStrings {
+    key: Vec<u8>,
+    shared: Arc<Shared>,
+    shape: Vec<u64>,
+    n: u64,
+    size: u64,
+    parts: Vec<(Vec<Extent>, Arc<StringLayout>, StoredBytes)>,
+}
+
+impl TensorData for SlicedStrings {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let bad = |m: &str| {
+            self.shared
+                .corrupt(&self.key, FormatError::BadEntry(m.to_string()))
+        };
+        let exts: Vec<&[Extent]> = self.parts.iter().map(|p| p.0.as_slice()).collect();
         let end = offset.saturating_add(len as u64);
         // Pass 1: the elements overlapping [offset, end), and the stored span each slice needs.
         let mut picked: Vec<(usize, usize)> = Vec::new();
-        let mut spans = vec![(u64::MAX, 0u64); parts.len()];
+        let mut spans = vec![(u64::MAX, 0u64); self.parts.len()];
         let mut first_pos = None;
         let mut pos = 0u64;
-        let n = t.entry.num_elements();
         let mut e = 0u64;
-        while e < n && pos < end {
-            let (p, local) = locate(shape, &exts, e)
-                .ok_or_else(|| self.corrupt(&t.key, "slices do not cover the tensor"))?;
+        while e < self.n && pos < end {
+            let (p, local) = locate(&self.shape, &exts, e)
+                .ok_or_else(|| bad("slices do not cover the tensor"))?;
             let local = usize::try_from(local)
                 .ok()
-                .filter(|&l| l < parts[p].1.len())
-                .ok_or_else(|| self.corrupt(&t.key, "slice smaller than its extent"))?;
-            let (src, l) = parts[p].1.element_range(local);
+                .filter(|&l| l < self.parts[p].1.len())
+                .ok_or_else(|| bad("slice smaller than its extent"))?;
+            let (src, l) = self.parts[p].1.element_range(local);
             let next = pos + 8 + l;
             if next > offset {
                 first_pos.get_or_insert(pos);
@@ -515,13 +815,13 @@ impl Checkpoint {
             e += 1;
         }
         let Some(first_pos) = first_pos else {
-            return Ok(ReadBuf::Owned(Vec::new()));
+            return Ok(Vec::new());
         };
-        let mut bufs = Vec::with_capacity(parts.len());
-        for ((_, _, file, start), &(lo, hi)) in parts.iter().zip(&spans) {
+        let mut bufs = Vec::with_capacity(self.parts.len());
+        for ((_, _, s), &(lo, hi)) in self.parts.iter().zip(&spans) {
             bufs.push(if lo < hi {
-                file.read_vec(start + lo, (hi - lo) as usize)
-                    .map_err(|e| self.corrupt(&t.key, e))?
+                s.verify()?;
+                s.read(lo, (hi - lo) as usize)?
             } else {
                 Vec::new()
             });
@@ -530,7 +830,7 @@ impl Checkpoint {
         let mut out = Vec::with_capacity((pos.min(end) - offset.max(first_pos)) as usize);
         let mut at = first_pos;
         for &(p, local) in &picked {
-            let (src, l) = parts[p].1.element_range(local);
+            let (src, l) = self.parts[p].1.element_range(local);
             let from = (src - spans[p].0) as usize;
             let elem = &bufs[p][from..from + l as usize];
             let header = l.to_le_bytes();
@@ -540,59 +840,44 @@ impl Checkpoint {
             out.extend(served.take(take).skip(skip));
             at += 8 + l;
         }
-        Ok(ReadBuf::Owned(out))
+        Ok(out)
     }
+}
 
-    fn read_sliced(
-        &self,
-        t: &Tensor,
-        slices: &[Vec<Extent>],
-        es: usize,
-        offset: u64,
-        len: usize,
-    ) -> FsResult<ReadBuf> {
-        let shape = &t.entry.shape;
-        let mut parts = Vec::with_capacity(slices.len());
-        for (s, st) in self.resolve_slices(t, slices)? {
-            let (file, start, _) = self.stored(&st)?;
-            parts.push((s, file, start));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_pack_into_the_set_width() {
+        for p in [
+            Pos { block: 0, entry: 0 },
+            Pos {
+                block: (1 << 23) - 1,
+                entry: (1 << 17) - 1,
+            },
+            Pos {
+                block: 77,
+                entry: 3,
+            },
+        ] {
+            let v = pack(p).unwrap();
+            assert!(v < 1 << tensors::POS_BITS);
+            assert_eq!(unpack(v), p);
         }
-        let exts: Vec<&[Extent]> = parts.iter().map(|p| p.0).collect();
-        let total = t.entry.num_elements() * es as u64;
-        let end_b = total.min(offset.saturating_add(len as u64));
-        if offset >= end_b {
-            return Ok(ReadBuf::Owned(Vec::new()));
-        }
-        let es64 = es as u64;
-        let first = offset / es64;
-        let last = end_b.div_ceil(es64);
-        let cover = || self.corrupt(&t.key, "slices do not cover the tensor");
-        // Pass 1: the span of stored elements each slice contributes.
-        let mut spans = vec![(u64::MAX, 0u64); parts.len()];
-        for_each_run(shape, &exts, first, last, |p, src, take| {
-            let sp = &mut spans[p];
-            *sp = (sp.0.min(src), sp.1.max(src + take));
-        })
-        .ok_or_else(cover)?;
-        let mut bufs = Vec::with_capacity(parts.len());
-        for ((_, file, start), &(lo, hi)) in parts.iter().zip(&spans) {
-            bufs.push(if lo < hi {
-                file.read_vec(start + lo * es64, ((hi - lo) * es64) as usize)
-                    .map_err(|e| self.corrupt(&t.key, e))?
-            } else {
-                Vec::new()
-            });
-        }
-        // Pass 2: the runs, in order.
-        let mut out = Vec::with_capacity(((last - first) * es64) as usize);
-        for_each_run(shape, &exts, first, last, |p, src, take| {
-            let from = ((src - spans[p].0) * es64) as usize;
-            out.extend_from_slice(&bufs[p][from..from + (take * es64) as usize]);
-        })
-        .ok_or_else(cover)?;
-        let skip = (offset - first * es64) as usize;
-        out.drain(..skip);
-        out.truncate((end_b - offset) as usize);
-        Ok(ReadBuf::Owned(out))
+        assert_eq!(
+            pack(Pos {
+                block: 1 << 23,
+                entry: 0
+            }),
+            None
+        );
+        assert_eq!(
+            pack(Pos {
+                block: 0,
+                entry: 1 << 17
+            }),
+            None
+        );
     }
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::bytes::{ByteSource, FileMeta};
-use crate::format::{FormatError, ReadAt};
+use crate::format::{FormatError, ReadAt, ReadError};
 
 /// What must not change while the file is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,12 +93,12 @@ impl SourceFile {
         self.stamp.len == 0
     }
 
-    fn err(&self, what: impl std::fmt::Display) -> FormatError {
-        FormatError::Read(format!("{}: {what}", self.path.display()))
+    fn io_err(e: io::Error) -> FormatError {
+        FormatError::Read(ReadError::Os(e.raw_os_error().unwrap_or(libc::EIO)))
     }
 
     fn changed_err(&self) -> FormatError {
-        self.err("changed since it was mounted")
+        FormatError::Read(ReadError::Changed)
     }
 
     /// Fails if the file no longer has the size and modification time it was opened with; the
@@ -109,7 +109,7 @@ impl SourceFile {
         }
         let now = match self.file.metadata() {
             Ok(m) => Stamp::of(&m),
-            Err(e) => return Err(self.err(format!("fstat: {e}"))),
+            Err(e) => return Err(Self::io_err(e)),
         };
         if now == self.stamp {
             return Ok(());
@@ -133,10 +133,11 @@ impl SourceFile {
     fn check_range(&self, offset: u64, len: u64) -> Result<(), FormatError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.stamp.len => Ok(()),
-            _ => Err(self.err(format!(
-                "{len} bytes at offset {offset} lie past its end ({} bytes)",
-                self.stamp.len
-            ))),
+            _ => Err(FormatError::Read(ReadError::PastEnd {
+                offset,
+                len,
+                file_len: self.stamp.len,
+            })),
         }
     }
 
@@ -174,10 +175,10 @@ impl SourceFile {
         }
         // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
         let complete = unsafe { self.pread_into(buf.as_mut_ptr(), buf.len(), offset) }
-            .map_err(|e| self.err(format!("read: {e}")))?;
+            .map_err(Self::io_err)?;
         self.check()?;
         if !complete {
-            return Err(self.err("shorter than when it was mounted"));
+            return Err(FormatError::Read(ReadError::Short));
         }
         Ok(())
     }
@@ -192,11 +193,11 @@ impl SourceFile {
         let mut v: Vec<u8> = Vec::with_capacity(len);
         // SAFETY: the capacity is `len` bytes; `pread_into` writes all of them when it returns
         // `Ok(true)`, and only then is the length set.
-        let complete = unsafe { self.pread_into(v.as_mut_ptr(), len, offset) }
-            .map_err(|e| self.err(format!("read: {e}")))?;
+        let complete =
+            unsafe { self.pread_into(v.as_mut_ptr(), len, offset) }.map_err(Self::io_err)?;
         self.check()?;
         if !complete {
-            return Err(self.err("shorter than when it was mounted"));
+            return Err(FormatError::Read(ReadError::Short));
         }
         // SAFETY: see above: all `len` bytes were written.
         unsafe { v.set_len(len) };
@@ -225,6 +226,10 @@ impl ByteSource for SourceFile {
 
     fn changed(&self) -> bool {
         self.changed.load(Ordering::Relaxed)
+    }
+
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+        SourceFile::read_vec(self, offset, len)
     }
 }
 

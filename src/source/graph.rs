@@ -12,11 +12,13 @@ use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 
-use super::checkpoint::FileMeta;
-use super::file::SourceFile;
+use super::bytes::{FileMeta, Store};
 use crate::error::SourceError;
 use crate::format::wire::{self, Field, LEN};
 use crate::format::{FormatError, Result};
+
+/// Graph files larger than protobuf's 2 GiB message limit are refused unread.
+const MAX_GRAPH_FILE: usize = i32::MAX as usize;
 
 /// What the file holds at its top level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,7 +360,11 @@ fn function_item(buf: &[u8], f: &Field) -> Result<Item> {
 
 impl GraphFile {
     /// Opens `path` holding `kind`, binary or (for `.pbtxt` files) text format.
-    pub fn open(path: &Path, kind: GraphKind) -> std::result::Result<GraphFile, SourceError> {
+    pub fn open(
+        store: &dyn Store,
+        path: &Path,
+        kind: GraphKind,
+    ) -> std::result::Result<GraphFile, SourceError> {
         let io = |err| SourceError::Io {
             path: path.to_path_buf(),
             err,
@@ -369,10 +375,13 @@ impl GraphFile {
         };
         // Graph files are read whole when the mount starts: the mount then serves exactly what
         // it opened, whatever happens to the file later (no mapping to lose: see file.rs).
-        let (f, meta) = SourceFile::open(path).map_err(io)?;
+        let f = store.open(path).map_err(io)?;
         let len = usize::try_from(f.len())
-            .map_err(|_| fmt(FormatError::Proto("file too large".into())))?;
+            .ok()
+            .filter(|&l| l <= MAX_GRAPH_FILE)
+            .ok_or_else(|| fmt(FormatError::Proto("file larger than 2 GiB".into())))?;
         let raw = f.read_vec(0, len).map_err(fmt)?;
+        let meta = f.meta();
         let text = path.extension().is_some_and(|e| e == "pbtxt");
         let data = if text {
             let desc = descriptor(kind.type_name())
@@ -405,15 +414,9 @@ impl GraphFile {
                 vec![MetaGraph::graph_only(&data)]
             }
         };
-        if metas.len() > crate::tree::MAX_META_GRAPHS {
-            return Err(SourceError::Invalid {
-                path: path.to_path_buf(),
-                msg: format!("more than {} meta graphs", crate::tree::MAX_META_GRAPHS),
-            });
-        }
         Ok(GraphFile {
             path: path.to_path_buf(),
-            meta: FileMeta::of(&meta),
+            meta,
             kind,
             data,
             metas,

@@ -1,0 +1,497 @@
+//! Building a mount's tree from a probed source (mount time): the fixed directories, one
+//! subtree instance per checkpoint's variables and per meta graph, `names/` symlinks, graph
+//! links and rendered text files, and SavedModel assets passed through. Serving the tree is
+//! the dispatcher's job ([`super::Fs`]); a new view is one new subtree type plus one line here.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::fixed::Fixed;
+use super::graph::{self, GraphTree};
+use super::text::{self, MetaGraphText, Part, Texts, WholeText};
+use super::variables::Variables;
+use super::{Fs, Options};
+use crate::error::SourceError;
+use crate::source::bytes::{FileMeta, LocalStore, Store};
+use crate::source::checkpoint::{Caches, Checkpoint};
+use crate::source::graph::{GraphFile, GraphKind};
+use crate::source::tensors::TensorSet;
+use crate::source::{names, Probed};
+use crate::tree::ino::{Ino, ROOT};
+use crate::tree::{self, FileKind};
+
+/// Most entries a passed-through directory tree may hold (assets are small; this is a guard).
+const MAX_PASSTHROUGH: usize = 100_000;
+
+fn meta_of(store: &dyn Store, path: &Path) -> Result<FileMeta, SourceError> {
+    store.meta(path).map_err(|err| SourceError::Io {
+        path: path.to_path_buf(),
+        err,
+    })
+}
+
+fn too_many(path: &Path) -> SourceError {
+    SourceError::Invalid {
+        path: path.to_path_buf(),
+        msg: format!(
+            "more than {} checkpoints and meta graphs in one mount",
+            crate::tree::ino::MAX_SUBTREES - 1
+        ),
+    }
+}
+
+struct Builder<'a> {
+    fs: Fs,
+    store: &'a dyn Store,
+    opts: &'a Options,
+    texts: Arc<Texts>,
+}
+
+pub fn build(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
+    let store = &LocalStore;
+    let caches = Caches::new(opts.cache_bytes);
+    let mut b = Builder {
+        fs: Fs::empty(caches),
+        store,
+        opts,
+        texts: Arc::new(Texts::new(opts.text_cache_bytes)),
+    };
+    match probed {
+        Probed::Prefix(prefix) => {
+            let ck = b.open_checkpoint(prefix)?;
+            let root = b.add(Fixed::Dir {
+                parent: ROOT,
+                children: Vec::new(),
+                meta: ck.meta(),
+            });
+            b.add_checkpoint(root, String::new(), ck, prefix)?;
+        }
+        Probed::Graph { path, kind } => {
+            let g = GraphFile::open(store, path, *kind)?;
+            let root = b.add(Fixed::Dir {
+                parent: ROOT,
+                children: Vec::new(),
+                meta: g.meta,
+            });
+            b.add_graph(root, g)?;
+        }
+        Probed::CheckpointDir {
+            dir,
+            checkpoints,
+            latest,
+        } => {
+            let meta = meta_of(store, dir)?;
+            let root = b.add(Fixed::Dir {
+                parent: ROOT,
+                children: Vec::new(),
+                meta,
+            });
+            if checkpoints.len() >= crate::tree::ino::MAX_SUBTREES {
+                return Err(too_many(dir));
+            }
+            for (name, prefix) in checkpoints {
+                let ck = b.open_checkpoint(prefix)?;
+                let d = b.add_dir(root, name.as_bytes(), ck.meta());
+                b.add_checkpoint(d, name.clone(), ck, prefix)?;
+            }
+            if let Some(latest) = latest {
+                let l = b.add(Fixed::Symlink {
+                    parent: root,
+                    target: latest.as_bytes().to_vec(),
+                    meta,
+                });
+                b.fs.link(root, b"latest", l);
+            }
+        }
+        Probed::SavedModel { dir, variables } => {
+            let meta = meta_of(store, dir)?;
+            let root = b.add(Fixed::Dir {
+                parent: ROOT,
+                children: Vec::new(),
+                meta,
+            });
+            let pb = dir.join("saved_model.pb");
+            let graph = if store.is_file(&pb) {
+                pb
+            } else {
+                dir.join("saved_model.pbtxt")
+            };
+            let g = GraphFile::open(store, &graph, GraphKind::SavedModel)?;
+            match variables {
+                Some(prefix) => {
+                    let ck = b.open_checkpoint(prefix)?;
+                    b.add_variables(root, String::new(), ck.clone(), prefix)?;
+                    b.add_saved_model_names(root, &ck, &g);
+                }
+                None => {
+                    b.add_dir(root, b"variables", meta);
+                }
+            }
+            b.add_graph(root, g)?;
+            let mut budget = MAX_PASSTHROUGH;
+            for name in ["assets", "assets.extra"] {
+                let p = dir.join(name);
+                if p.is_dir() {
+                    let d = b.add_passthrough_dir(root, &p, &mut budget)?;
+                    b.fs.link(root, name.as_bytes(), d);
+                }
+            }
+        }
+    }
+    Ok(b.fs)
+}
+
+impl Builder<'_> {
+    fn add(&mut self, f: Fixed) -> Ino {
+        self.fs.fixed.add(f)
+    }
+
+    /// A new fixed directory `name` in `parent`.
+    fn add_dir(&mut self, parent: Ino, name: &[u8], meta: FileMeta) -> Ino {
+        let d = self.add(Fixed::Dir {
+            parent,
+            children: Vec::new(),
+            meta,
+        });
+        self.fs.link(parent, name, d);
+        d
+    }
+
+    fn open_checkpoint(&self, prefix: &Path) -> Result<Arc<Checkpoint>, SourceError> {
+        Checkpoint::open(
+            self.store,
+            prefix,
+            self.fs.caches.clone(),
+            self.opts.verify_crc,
+        )
+        .map(Arc::new)
+    }
+
+    /// A checkpoint's tree under `dir`: `variables/`, `names/` (TF2), and its graph when a
+    /// `.meta` is beside it.
+    fn add_checkpoint(
+        &mut self,
+        dir: Ino,
+        name: String,
+        ck: Arc<Checkpoint>,
+        prefix: &Path,
+    ) -> Result<(), SourceError> {
+        self.add_variables(dir, name, ck.clone(), prefix)?;
+        if let Some(tog) = object_graph(&ck) {
+            self.add_names(dir, &ck, names::checkpoint_names(&tog));
+        }
+        self.add_meta_file(dir, prefix)
+    }
+
+    fn add_variables(
+        &mut self,
+        dir: Ino,
+        name: String,
+        set: Arc<dyn TensorSet>,
+        path: &Path,
+    ) -> Result<(), SourceError> {
+        let s = set.clone();
+        let id = self
+            .fs
+            .add_subtree(|id| Variables::new(id, s))
+            .ok_or_else(|| too_many(path))?;
+        let root = Ino::new(id, Variables::root()).ok_or_else(|| too_many(path))?;
+        self.fs.link(dir, b"variables", root);
+        self.fs.checkpoints.push((name, set));
+        Ok(())
+    }
+
+    fn add_saved_model_names(&mut self, dir: Ino, ck: &Checkpoint, g: &GraphFile) {
+        use prost::Message;
+        let Some(tog) = object_graph(ck) else {
+            return;
+        };
+        let buf = g.bytes();
+        for m in &g.metas {
+            if m.object_graph_def.is_empty() {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            for f in &m.object_graph_def {
+                bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
+            }
+            match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
+                Ok(sog) => {
+                    self.add_names(dir, ck, names::saved_model_names(&sog, &tog));
+                    return;
+                }
+                Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
+            }
+        }
+    }
+
+    /// `names/`: symlinks from the names users know to the tensor files in `variables/`.
+    fn add_names(&mut self, parent: Ino, ck: &Checkpoint, pairs: Vec<(String, String)>) {
+        if pairs.is_empty() {
+            return;
+        }
+        let meta = ck.meta();
+        let root = self.add_dir(parent, b"names", meta);
+        let mut dirs: std::collections::HashMap<(Ino, Vec<u8>), Ino> = Default::default();
+        let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
+            let comps: Vec<&[u8]> = s.split(|&b| b == b'/').collect();
+            let last = comps.len() - 1;
+            comps
+                .iter()
+                .enumerate()
+                .map(|(i, c)| tree::escape(c, i < last))
+                .collect()
+        };
+        for (name, key) in pairs {
+            let Ok(Some(t)) = ck.lookup(key.as_bytes()) else {
+                continue;
+            };
+            let comps = escaped_path(name.as_bytes());
+            let mut dir = root;
+            for c in &comps[..comps.len() - 1] {
+                dir = match dirs.get(&(dir, c.clone())) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.add_dir(dir, c, meta);
+                        dirs.insert((dir, c.clone()), d);
+                        d
+                    }
+                };
+            }
+            let mut target = b"../".repeat(comps.len());
+            target.extend_from_slice(b"variables/");
+            target.extend_from_slice(&escaped_path(key.as_bytes()).join(&b'/'));
+            let leaf = &comps[comps.len() - 1];
+            let files: &[FileKind] = super::tensor_files::files(Some(t.entry.dtype));
+            for kind in files {
+                let mut n = leaf.clone();
+                n.extend_from_slice(kind.suffix().as_bytes());
+                let mut tg = target.clone();
+                tg.extend_from_slice(kind.suffix().as_bytes());
+                let l = self.add(Fixed::Symlink {
+                    parent: dir,
+                    target: tg,
+                    meta,
+                });
+                self.fs.link(dir, &n, l);
+            }
+        }
+    }
+
+    /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.
+    fn add_meta_file(&mut self, dir: Ino, prefix: &Path) -> Result<(), SourceError> {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(".meta");
+        let p = PathBuf::from(p);
+        if self.store.is_file(&p) {
+            let g = GraphFile::open(self.store, &p, GraphKind::MetaGraph)?;
+            self.add_graph(dir, g)?;
+        }
+        Ok(())
+    }
+
+    /// Adds `meta_graphs/` for `file` under the fixed directory `parent`, and symlinks in
+    /// `parent` to the default meta graph's entries.
+    fn add_graph(&mut self, parent: Ino, file: GraphFile) -> Result<(), SourceError> {
+        let want_tags = self.opts.tags.as_deref();
+        let file = Arc::new(file);
+        let meta = file.meta;
+        let mgs = self.add_dir(parent, b"meta_graphs", meta);
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut dirs = Vec::new();
+        for (i, m) in file.metas.iter().enumerate() {
+            let (f, texts) = (file.clone(), self.texts.clone());
+            let Some(id) = self.fs.add_subtree(|id| GraphTree::new(id, f, i, texts)) else {
+                log::warn!(
+                    "{}: too many meta graphs in this mount; the rest are not shown",
+                    file.path.display()
+                );
+                break;
+            };
+            let mut name = graph::meta_graph_dir_name(file.kind, &m.tags);
+            if names.contains(&name) {
+                let mut k = 2;
+                while names.contains(&[name.as_slice(), format!("~{k}").as_bytes()].concat()) {
+                    k += 1;
+                }
+                name.extend_from_slice(format!("~{k}").as_bytes());
+            }
+            names.push(name.clone());
+            let dir = self.add_dir(mgs, &name, meta);
+            let mut spaces: Vec<(&[u8], u32)> = Vec::new();
+            if !m.graph_def.is_empty() {
+                spaces.extend([
+                    (&b"graph"[..], graph::SP_NODES),
+                    (b"functions", graph::SP_FUNCS),
+                    (b"constants", graph::SP_CONSTS),
+                ]);
+            }
+            if !m.signatures.is_empty() {
+                spaces.push((b"signatures", graph::SP_SIGS));
+            }
+            if !m.collections.is_empty() {
+                spaces.push((b"collections", graph::SP_COLLS));
+            }
+            for (n, space) in spaces {
+                if let Some(r) = GraphTree::space_root(id, space) {
+                    self.fs.link(dir, n, r);
+                }
+            }
+            let parts: [(&[u8], bool, Part); 4] = [
+                (
+                    b"meta_info_def.pbtxt",
+                    !m.meta_info_def.is_empty(),
+                    Part::MetaInfo,
+                ),
+                (b"saver_def.pbtxt", !m.saver_def.is_empty(), Part::Saver),
+                (
+                    b"object_graph.pbtxt",
+                    !m.object_graph_def.is_empty(),
+                    Part::ObjectGraph,
+                ),
+                (
+                    b"signatures.txt",
+                    file.kind != GraphKind::GraphDef,
+                    Part::Signatures,
+                ),
+            ];
+            for (n, present, part) in parts {
+                if present {
+                    let t = self.add(Fixed::Text {
+                        parent: dir,
+                        text: Arc::new(MetaGraphText {
+                            file: file.clone(),
+                            mg: i,
+                            part,
+                            texts: self.texts.clone(),
+                            id: text::text_id(),
+                        }),
+                        meta,
+                    });
+                    self.fs.link(dir, n, t);
+                }
+            }
+            dirs.push((dir, name, m.tags.clone()));
+        }
+        // The default meta graph: the only one, else the one --tags names, else "serve".
+        let chosen = if dirs.len() == 1 {
+            dirs.first()
+        } else if let Some(want) = want_tags {
+            let mut want: Vec<&str> = want.split(',').filter(|t| !t.is_empty()).collect();
+            want.sort_unstable();
+            dirs.iter().find(|(_, _, tags)| {
+                let mut t: Vec<&str> = tags.iter().map(|s| s.as_str()).collect();
+                t.sort_unstable();
+                t == want
+            })
+        } else {
+            dirs.iter().find(|(_, _, tags)| tags == &["serve"])
+        };
+        if let Some((dir, name, _)) = chosen {
+            for (n, _) in self.fs.fixed.children(*dir) {
+                let mut target = b"meta_graphs/".to_vec();
+                target.extend_from_slice(name);
+                target.push(b'/');
+                target.extend_from_slice(&n);
+                let l = self.add(Fixed::Symlink {
+                    parent,
+                    target,
+                    meta,
+                });
+                self.fs.link(parent, &n, l);
+            }
+        } else if let Some(want) = want_tags {
+            return Err(SourceError::Invalid {
+                path: file.path.clone(),
+                msg: format!(
+                    "no meta graph has the tag set {want:?} (it has: {})",
+                    dirs.iter()
+                        .map(|(_, n, _)| String::from_utf8_lossy(n).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            });
+        }
+        if file.kind == GraphKind::SavedModel {
+            let t = self.add(Fixed::Text {
+                parent,
+                text: Arc::new(WholeText::new(file.clone(), self.texts.clone())),
+                meta,
+            });
+            self.fs.link(parent, b"saved_model.pbtxt", t);
+        }
+        Ok(())
+    }
+
+    fn add_passthrough_dir(
+        &mut self,
+        parent: Ino,
+        path: &Path,
+        budget: &mut usize,
+    ) -> Result<Ino, SourceError> {
+        let io = |err| SourceError::Io {
+            path: path.to_path_buf(),
+            err,
+        };
+        let meta = meta_of(self.store, path)?;
+        let me = self.add(Fixed::Dir {
+            parent,
+            children: Vec::new(),
+            meta,
+        });
+        let mut entries: Vec<_> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(|e| e.ok())
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            if *budget == 0 {
+                log::warn!(
+                    "{}: too many files to pass through; the rest are not shown",
+                    path.display()
+                );
+                break;
+            }
+            *budget -= 1;
+            let name = e.file_name();
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            let child = if ft.is_dir() {
+                self.add_passthrough_dir(me, &p, budget)?
+            } else if ft.is_file() {
+                let m = std::fs::metadata(&p).map_err(|err| SourceError::Io {
+                    path: p.clone(),
+                    err,
+                })?;
+                self.add(Fixed::PassFile {
+                    parent: me,
+                    path: p,
+                    size: m.len(),
+                    meta: FileMeta::of(&m),
+                })
+            } else {
+                log::info!(
+                    "{}: not a regular file or directory; not passed through",
+                    p.display()
+                );
+                continue;
+            };
+            self.fs.link(me, name.as_bytes(), child);
+        }
+        Ok(me)
+    }
+}
+
+/// The object graph a TF2 checkpoint stores as a string tensor.
+fn object_graph(ck: &Checkpoint) -> Option<crate::proto::TrackableObjectGraph> {
+    use prost::Message;
+    let t = ck.lookup(names::OBJECT_GRAPH_KEY).ok()??;
+    let data = ck.open_tensor(&t).ok()?;
+    let bytes = data.read(0, usize::try_from(data.size()).ok()?).ok()?;
+    // One string element: an 8-byte length, then the serialized proto.
+    let proto = bytes.get(8..)?;
+    crate::proto::TrackableObjectGraph::decode(proto)
+        .inspect_err(|e| log::warn!("{}: object graph: {e}", ck.prefix().display()))
+        .ok()
+}

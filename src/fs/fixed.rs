@@ -1,0 +1,237 @@
+//! The fixed nodes of a mount (subtree 0): the root and the directories made at mount time
+//! (`variables`'s parents, `meta_graphs/<tags>/`, `names/`, one directory per checkpoint),
+//! symlinks (`latest`, graph links, `names/`), files passed through from the source (SavedModel
+//! assets) and text files rendered on demand. A fixed directory's children may live in any
+//! subtree.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::Kind;
+use crate::error::{FsError, FsResult};
+use crate::source::bytes::FileMeta;
+use crate::tree::ino::{cookie, Ino, ROOT};
+
+/// A file whose text is rendered when read.
+pub trait TextFile: Send + Sync {
+    /// Its size (rendering it, or a piece table of it, the first time).
+    fn size(&self) -> FsResult<u64>;
+    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>>;
+    /// The raw name behind it, for `user.tfmount.key` (none by default).
+    fn key(&self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+pub enum Fixed {
+    Dir {
+        parent: Ino,
+        children: Vec<(Vec<u8>, Ino)>,
+        meta: FileMeta,
+    },
+    Symlink {
+        parent: Ino,
+        target: Vec<u8>,
+        meta: FileMeta,
+    },
+    /// A regular file of the source directory, read when read (SavedModel assets).
+    PassFile {
+        parent: Ino,
+        path: PathBuf,
+        size: u64,
+        meta: FileMeta,
+    },
+    Text {
+        parent: Ino,
+        text: Arc<dyn TextFile>,
+        meta: FileMeta,
+    },
+}
+
+impl Fixed {
+    fn parent(&self) -> Ino {
+        match self {
+            Fixed::Dir { parent, .. }
+            | Fixed::Symlink { parent, .. }
+            | Fixed::PassFile { parent, .. }
+            | Fixed::Text { parent, .. } => *parent,
+        }
+    }
+
+    fn meta(&self) -> FileMeta {
+        match self {
+            Fixed::Dir { meta, .. }
+            | Fixed::Symlink { meta, .. }
+            | Fixed::PassFile { meta, .. }
+            | Fixed::Text { meta, .. } => *meta,
+        }
+    }
+}
+
+/// The table of fixed nodes; node `i` (from 1) is `nodes[i - 1]`, the root is node 1.
+#[derive(Default)]
+pub struct FixedNodes {
+    nodes: Vec<Fixed>,
+}
+
+impl FixedNodes {
+    /// Adds a node; returns its inode number.
+    pub fn add(&mut self, f: Fixed) -> Ino {
+        self.nodes.push(f);
+        Ino(self.nodes.len() as u64)
+    }
+
+    /// Adds `child` to fixed directory `dir` under `name`.
+    pub fn link(&mut self, dir: Ino, name: &[u8], child: Ino) {
+        if let Some(Fixed::Dir { children, .. }) = self.get_mut(dir.local()) {
+            children.push((name.to_vec(), child));
+        }
+    }
+
+    pub fn get(&self, local: u64) -> FsResult<&Fixed> {
+        (local as usize)
+            .checked_sub(1)
+            .and_then(|i| self.nodes.get(i))
+            .ok_or(FsError::NotFound)
+    }
+
+    fn get_mut(&mut self, local: u64) -> Option<&mut Fixed> {
+        (local as usize)
+            .checked_sub(1)
+            .and_then(|i| self.nodes.get_mut(i))
+    }
+
+    /// The children of a fixed directory.
+    pub fn children(&self, dir: Ino) -> Vec<(Vec<u8>, Ino)> {
+        match self.get(dir.local()) {
+            Ok(Fixed::Dir { children, .. }) => children.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Subtree for FixedNodes {
+    fn attr(&self, local: u64) -> FsResult<NodeAttr> {
+        let f = self.get(local)?;
+        let (kind, size) = match f {
+            Fixed::Dir { .. } => (Kind::Dir, Size::Known(0)),
+            Fixed::Symlink { target, .. } => (Kind::Symlink, Size::Known(target.len() as u64)),
+            Fixed::PassFile { size, .. } => (Kind::File, Size::Known(*size)),
+            Fixed::Text { text, .. } => (Kind::File, text.size().map_or(Size::Broken, Size::Known)),
+        };
+        Ok(NodeAttr {
+            kind,
+            size,
+            meta: f.meta(),
+        })
+    }
+
+    fn kind(&self, local: u64) -> FsResult<Kind> {
+        Ok(match self.get(local)? {
+            Fixed::Dir { .. } => Kind::Dir,
+            Fixed::Symlink { .. } => Kind::Symlink,
+            Fixed::PassFile { .. } | Fixed::Text { .. } => Kind::File,
+        })
+    }
+
+    fn rendered(&self, local: u64) -> bool {
+        matches!(self.get(local), Ok(Fixed::Text { .. }))
+    }
+
+    fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
+        match self.get(dir)? {
+            Fixed::Dir { children, .. } => children
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| *c)
+                .ok_or(FsError::NotFound),
+            _ => Err(FsError::NotDir),
+        }
+    }
+
+    fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
+        if dir == ROOT.local() {
+            return Ok(Some(ROOT));
+        }
+        Ok(Some(self.get(dir)?.parent()))
+    }
+
+    fn readdir(&self, dir: u64, c: u64, add: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
+        let Fixed::Dir { children, .. } = self.get(dir)? else {
+            return Err(FsError::NotDir);
+        };
+        let start = c.saturating_sub(cookie::BASE - 1) as usize;
+        for (n, (name, child)) in children.iter().enumerate().skip(start) {
+            // A child in another subtree: its kind is asked of the dispatcher by the caller; here
+            // the fixed table knows only its own nodes, so it reports what it linked.
+            let e = Entry {
+                ino: *child,
+                name,
+                kind: Kind::Dir, // replaced by the dispatcher (see Fs::readdir)
+                cookie: cookie::BASE + n as u64,
+            };
+            if add(e) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&self, local: u64) -> FsResult<()> {
+        match self.get(local)? {
+            Fixed::Text { text, .. } => text.size().map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        match self.get(local)? {
+            Fixed::PassFile { path, .. } => read_passthrough(path, offset, size),
+            Fixed::Text { text, .. } => text.read(offset, size),
+            Fixed::Symlink { target, .. } => Ok(slice_of(target, offset, size)),
+            Fixed::Dir { .. } => Err(FsError::IsDir),
+        }
+    }
+
+    fn readlink(&self, local: u64) -> FsResult<Vec<u8>> {
+        match self.get(local)? {
+            Fixed::Symlink { target, .. } => Ok(target.clone()),
+            _ => Err(FsError::NotSymlink),
+        }
+    }
+
+    fn xattrs(&self, local: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
+        Ok(match self.get(local)? {
+            Fixed::Text { text, .. } => text
+                .key()
+                .map(|k| vec![(super::KEY_XATTR, k)])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        })
+    }
+}
+
+/// Reads a passed-through file (live, not a snapshot: assets are small and rarely change).
+fn read_passthrough(path: &std::path::Path, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    // Never blocks on a FIFO swapped in for the file.
+    let f = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(FsError::Io(std::io::Error::from_raw_os_error(libc::EIO)));
+    }
+    let mut buf = vec![0u8; size];
+    let mut got = 0;
+    while got < size {
+        let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
+}

@@ -1,0 +1,361 @@
+//! The filesystem core: lookup, getattr, readdir, open, read, readlink and xattrs as plain Rust
+//! results, with no FUSE types, so it is tested without the kernel and serves the CLI too.
+//!
+//! [`Fs`] is one dispatcher: it decodes an inode number once (`subtree | local`, see
+//! [`crate::tree::ino`]) and forwards to the type serving that subtree ([`subtree::Subtree`]):
+//! the fixed nodes ([`fixed`]), a checkpoint's variables ([`variables`]), a meta graph's names
+//! ([`graph`]). Building the tree at mount time ([`build`]) is apart from serving it. Every
+//! failed operation is logged here, once, with what it concerns.
+
+pub mod build;
+pub mod fixed;
+pub mod graph;
+pub mod keyspace;
+pub mod subtree;
+pub mod tensor_files;
+pub mod text;
+pub mod variables;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::cache::Lru;
+use crate::error::{FsError, FsResult, SourceError};
+use crate::source::bytes::FileMeta;
+use crate::source::checkpoint::Caches;
+use crate::source::tensors::TensorSet;
+use crate::source::Probed;
+use crate::tree::ino::{Ino, MAX_SUBTREES};
+use fixed::FixedNodes;
+use subtree::{NodeAttr, Size, Subtree};
+
+pub use crate::tree::ino::ROOT as ROOT_INO;
+/// The root's inode number.
+pub const ROOT: u64 = ROOT_INO.0;
+pub const KEY_XATTR: &str = "user.tfmount.key";
+/// The size a file whose content cannot be produced is listed with: above 0, so that reading
+/// it reaches the daemon (and fails with EIO) even when the kernel opens files without asking.
+pub const BROKEN_SIZE: u64 = 1;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Verify each tensor's CRC-32C the first time it is read.
+    pub verify_crc: bool,
+    /// Bytes of decoded index blocks to keep.
+    pub cache_bytes: usize,
+    /// Bytes of rendered text (`.pbtxt` files) to keep.
+    pub text_cache_bytes: usize,
+    /// The meta graph the top-level `graph`, `functions`, ... links point into, as a
+    /// comma-separated tag set (else the only one, else the one tagged exactly `serve`).
+    pub tags: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            verify_crc: true,
+            cache_bytes: 32 << 20,
+            text_cache_bytes: 16 << 20,
+            tags: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    pub kind: Kind,
+    pub perm: u16,
+    pub mtime: SystemTime,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    pub ino: u64,
+    pub name: Vec<u8>,
+    pub kind: Kind,
+    /// Pass this back to `readdir` to continue after this entry.
+    pub cookie: u64,
+}
+
+/// Inodes whose failures were logged at error level; later failures of the same inode are
+/// logged at debug level (a damaged tensor read a thousand times logs one line).
+const LOGGED_INODES: usize = 4096;
+
+pub struct Fs {
+    fixed: FixedNodes,
+    /// Subtree `s` is `subtrees[s - 1]`.
+    subtrees: Vec<Arc<dyn Subtree>>,
+    /// Where each subtree root is linked (its `..`).
+    linked_at: HashMap<Ino, Ino>,
+    /// The checkpoints of the mount, with the path of their tree's root relative to the mount.
+    checkpoints: Vec<(String, Arc<dyn TensorSet>)>,
+    caches: Arc<Caches>,
+    logged: Lru<u64, ()>,
+}
+
+fn file_perm(meta: &FileMeta) -> u16 {
+    (meta.mode & 0o444) as u16
+}
+
+fn dir_perm(meta: &FileMeta) -> u16 {
+    let r = meta.mode & 0o444;
+    (r | (r >> 2)) as u16
+}
+
+impl Fs {
+    /// Builds the tree of a probed source (see [`build`]).
+    pub fn new(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
+        build::build(probed, opts)
+    }
+
+    fn empty(caches: Arc<Caches>) -> Fs {
+        Fs {
+            fixed: FixedNodes::default(),
+            subtrees: Vec::new(),
+            linked_at: HashMap::new(),
+            checkpoints: Vec::new(),
+            caches,
+            logged: Lru::new(LOGGED_INODES),
+        }
+    }
+
+    /// Registers a subtree instance; `make` gets its id. `None` when the mount holds too many.
+    fn add_subtree<S: Subtree + 'static>(&mut self, make: impl FnOnce(u16) -> S) -> Option<u16> {
+        if self.subtrees.len() + 1 >= MAX_SUBTREES {
+            return None;
+        }
+        let id = (self.subtrees.len() + 1) as u16;
+        self.subtrees.push(Arc::new(make(id)));
+        Some(id)
+    }
+
+    /// Links `child` (of any subtree) into fixed directory `dir` as `name`.
+    fn link(&mut self, dir: Ino, name: &[u8], child: Ino) {
+        self.fixed.link(dir, name, child);
+        if child.subtree() != 0 {
+            self.linked_at.entry(child).or_insert(dir);
+        }
+    }
+
+    fn sub(&self, ino: u64) -> FsResult<(&dyn Subtree, u64)> {
+        let ino = Ino(ino);
+        match ino.subtree() {
+            0 => Ok((&self.fixed, ino.local())),
+            s => self
+                .subtrees
+                .get(s as usize - 1)
+                .map(|t| (&**t, ino.local()))
+                .ok_or(FsError::NotFound),
+        }
+    }
+
+    /// Logs a failed operation once, here.
+    fn logged<T>(&self, op: &str, ino: u64, r: FsResult<T>) -> FsResult<T> {
+        if let Err(e) = &r {
+            if e.is_failure() && self.logged.get(&ino).is_none() {
+                self.logged.insert(ino, (), 1);
+                log::error!("{op}: {e}");
+            } else {
+                log::debug!("{op} {ino:#x}: {e}");
+            }
+        }
+        r
+    }
+
+    fn to_attr(ino: u64, a: NodeAttr) -> Attr {
+        let (size, perm) = match (a.kind, a.size) {
+            (Kind::Dir, _) => (0, dir_perm(&a.meta)),
+            (Kind::Symlink, Size::Known(s)) => (s, 0o777),
+            (_, Size::Known(s)) => (s, file_perm(&a.meta)),
+            (_, Size::Broken) => (BROKEN_SIZE, file_perm(&a.meta)),
+        };
+        Attr {
+            ino,
+            size,
+            kind: a.kind,
+            perm,
+            mtime: a.meta.mtime,
+            uid: a.meta.uid,
+            gid: a.meta.gid,
+        }
+    }
+
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        let (t, local) = self.sub(ino)?;
+        let a = self.logged("getattr", ino, t.attr(local))?;
+        Ok(Self::to_attr(ino, a))
+    }
+
+    fn kind_of(&self, ino: u64) -> FsResult<Kind> {
+        let (t, local) = self.sub(ino)?;
+        t.kind(local)
+    }
+
+    fn parent_of(&self, ino: u64) -> FsResult<u64> {
+        let (t, local) = self.sub(ino)?;
+        match t.parent(local)? {
+            Some(p) => Ok(p.0),
+            None => self
+                .linked_at
+                .get(&Ino(ino))
+                .map(|p| p.0)
+                .ok_or(FsError::NotFound),
+        }
+    }
+
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
+        if name == b"." {
+            return self.getattr(parent);
+        }
+        if name == b".." {
+            return self.getattr(self.parent_of(parent)?);
+        }
+        let (t, local) = self.sub(parent)?;
+        if t.kind(local)? != Kind::Dir {
+            return Err(FsError::NotDir);
+        }
+        let child = self.logged("lookup", parent, t.lookup(local, name))?;
+        self.getattr(child.0)
+    }
+
+    /// Lists `ino` from `cookie` (0 = start). `add` returns true when the reply is full.
+    pub fn readdir(
+        &self,
+        ino: u64,
+        cookie: u64,
+        mut add: impl FnMut(DirEntry) -> bool,
+    ) -> FsResult<()> {
+        let (t, local) = self.sub(ino)?;
+        if t.kind(local)? != Kind::Dir {
+            return Err(FsError::NotDir);
+        }
+        let dot = |name: &[u8], ino, cookie| DirEntry {
+            ino,
+            name: name.to_vec(),
+            kind: Kind::Dir,
+            cookie,
+        };
+        if cookie < 1 && add(dot(b".", ino, 1)) {
+            return Ok(());
+        }
+        if cookie < 2 && add(dot(b"..", self.parent_of(ino)?, 2)) {
+            return Ok(());
+        }
+        let fixed = Ino(ino).subtree() == 0;
+        let mut failed = None;
+        let r = t.readdir(local, cookie, &mut |e| {
+            // The fixed table links nodes of other subtrees: their kind comes from there.
+            let kind = if fixed {
+                match self.kind_of(e.ino.0) {
+                    Ok(k) => k,
+                    Err(err) => {
+                        failed = Some(err);
+                        return true;
+                    }
+                }
+            } else {
+                e.kind
+            };
+            add(DirEntry {
+                ino: e.ino.0,
+                name: e.name.to_vec(),
+                kind,
+                cookie: e.cookie,
+            })
+        });
+        let r = match failed {
+            Some(e) => Err(e),
+            None => r,
+        };
+        self.logged("readdir", ino, r)
+    }
+
+    /// `readdir` with each entry's attributes (for READDIRPLUS, which saves the kernel a lookup
+    /// per name). An entry whose attributes cannot be had comes with `None`, and so does a
+    /// rendered text file: its size means rendering it, and listing a directory must not render
+    /// everything in it. The kernel looks those up (and so renders them) only when used.
+    pub fn readdir_plus(
+        &self,
+        ino: u64,
+        cookie: u64,
+        mut add: impl FnMut(DirEntry, Option<Attr>) -> bool,
+    ) -> FsResult<()> {
+        self.readdir(ino, cookie, |e| {
+            let a = match self.sub(e.ino) {
+                Ok((t, local)) if !t.rendered(local) => {
+                    t.attr(local).ok().map(|a| Self::to_attr(e.ino, a))
+                }
+                _ => None,
+            };
+            add(e, a)
+        })
+    }
+
+    /// Checks that a file can be opened, and returns its attributes. A file whose content cannot
+    /// be produced (a damaged tensor, an unrenderable message) fails here with EIO.
+    pub fn open(&self, ino: u64) -> FsResult<Attr> {
+        let (t, local) = self.sub(ino)?;
+        self.logged("open", ino, t.open(local))?;
+        self.getattr(ino)
+    }
+
+    /// Bytes `[offset, offset + size)` of a file, clamped to its end.
+    pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let (t, local) = self.sub(ino)?;
+        self.logged("read", ino, t.read(local, offset, size))
+    }
+
+    pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        let (t, local) = self.sub(ino)?;
+        t.readlink(local)
+    }
+
+    /// The value of extended attribute `name` (see the README's layout contract).
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        let (t, local) = self.sub(ino)?;
+        t.xattrs(local)?
+            .into_iter()
+            .find(|(n, _)| n.as_bytes() == name)
+            .map(|(_, v)| v)
+            .ok_or(FsError::NoAttr)
+    }
+
+    /// The names of a node's extended attributes, each followed by a NUL.
+    pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
+        let (t, local) = self.sub(ino)?;
+        let mut out = Vec::new();
+        for (n, _) in t.xattrs(local)? {
+            out.extend_from_slice(n.as_bytes());
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Total bytes of the mounted checkpoints' source files, for `statfs`.
+    pub fn total_bytes(&self) -> u64 {
+        self.checkpoints.iter().map(|(_, c)| c.source_bytes()).sum()
+    }
+
+    /// The checkpoints of the mount: the path of each one's tree relative to the mount root
+    /// (empty for the root itself) and its tensors.
+    pub fn checkpoints(&self) -> &[(String, Arc<dyn TensorSet>)] {
+        &self.checkpoints
+    }
+
+    /// Counters of the shared index-block cache.
+    pub fn block_cache_stats(&self) -> crate::cache::CacheStats {
+        self.caches.block_stats()
+    }
+}

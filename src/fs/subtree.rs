@@ -1,0 +1,88 @@
+//! The interface between the dispatcher ([`super::Fs`]) and the types that serve one kind of
+//! subtree (checkpoint variables, a meta graph's names, the fixed nodes). A subtree sees only
+//! its own local node numbers; the dispatcher turns them into inode numbers.
+
+use super::Kind;
+use crate::error::{FsError, FsResult};
+use crate::source::bytes::FileMeta;
+use crate::tree::ino::Ino;
+
+/// A file's size, or that its content cannot be produced (a damaged tensor, an unrenderable
+/// message): such a file is listed, and reading it fails with EIO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Known(u64),
+    Broken,
+}
+
+/// What a node is, as the dispatcher needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeAttr {
+    pub kind: Kind,
+    pub size: Size,
+    /// Times, owner and permission bits (read bits; directories add `x` where `r` is set).
+    pub meta: FileMeta,
+}
+
+/// One entry a subtree lists.
+pub struct Entry<'a> {
+    pub ino: Ino,
+    pub name: &'a [u8],
+    pub kind: Kind,
+    /// Where to continue after this entry (at least [`crate::tree::ino::cookie::BASE`]).
+    pub cookie: u64,
+}
+
+/// Serves one kind of subtree. `local` is the node's number within its subtree instance.
+pub trait Subtree: Send + Sync {
+    /// What `local` is and its size (the size may cost rendering: see [`Subtree::rendered`]).
+    fn attr(&self, local: u64) -> FsResult<NodeAttr>;
+
+    /// Whether `local` is a directory, a file or a symlink, without computing its size.
+    fn kind(&self, local: u64) -> FsResult<Kind>;
+
+    /// Whether a file's size means rendering its content (listings leave its attributes out).
+    fn rendered(&self, _local: u64) -> bool {
+        false
+    }
+
+    /// The child `name` of directory `dir`.
+    fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino>;
+
+    /// The directory above `dir`; `None` for a root of this subtree (its parent is where the
+    /// dispatcher linked it).
+    fn parent(&self, dir: u64) -> FsResult<Option<Ino>>;
+
+    /// Lists `dir` after `cookie` (below `cookie::BASE`: from the first entry). `add` returns
+    /// true when the reply is full.
+    fn readdir(
+        &self,
+        dir: u64,
+        cookie: u64,
+        add: &mut dyn FnMut(Entry<'_>) -> bool,
+    ) -> FsResult<()>;
+
+    /// Checks that a file's content can be produced (a damaged file fails here with EIO).
+    fn open(&self, local: u64) -> FsResult<()>;
+
+    /// Bytes `[offset, offset + size)` of a file, clamped to its end.
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>>;
+
+    fn readlink(&self, _local: u64) -> FsResult<Vec<u8>> {
+        Err(FsError::NotSymlink)
+    }
+
+    /// The extended attributes of a node, `(name, value)`, in listing order.
+    fn xattrs(&self, _local: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Bytes `[offset, offset + size)` of `data`, clamped.
+pub fn slice_of(data: &[u8], offset: u64, size: usize) -> Vec<u8> {
+    let a = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
+    let b = a.saturating_add(size).min(data.len());
+    data[a..b].to_vec()
+}

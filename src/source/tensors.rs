@@ -1,0 +1,90 @@
+//! What the filesystem needs of a checkpoint, whatever its format (V2 bundle, V1 table): a
+//! sorted key space addressed by positions, what the index says of each tensor, and the
+//! tensor's bytes in tfmount's `.bin` layout, resolved once per open.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::bytes::FileMeta;
+use crate::error::FsResult;
+use crate::format::dtype::DType;
+
+/// Positions of a [`TensorSet`] fit in this many bits (the inode layout relies on it).
+pub const POS_BITS: u32 = 40;
+
+/// Where a tensor stored in one piece lies in its data shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub shard: u32,
+    pub offset: u64,
+    pub size: u64,
+    /// The stored CRC-32C of those bytes (unmasked), when the format keeps one.
+    pub crc32c: Option<u32>,
+}
+
+/// What the index says of one tensor; nothing of its data is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub key: Vec<u8>,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    /// `Some` for a tensor stored in one piece.
+    pub stored: Option<Stored>,
+    /// The saved slices of a partitioned tensor (each `Stored` when known), empty otherwise.
+    pub slices: Vec<Option<Stored>>,
+}
+
+impl TensorInfo {
+    /// Elements of the whole tensor (saturating; shapes are checked when parsed).
+    pub fn num_elements(&self) -> u64 {
+        self.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))
+    }
+}
+
+/// A checkpoint's tensors, in key order.
+pub trait TensorSet: Send + Sync {
+    /// The checkpoint's path (prefix or file), for messages and names.
+    fn path(&self) -> &Path;
+    /// Owner, times and read bits every file of the checkpoint shows.
+    fn meta(&self) -> FileMeta;
+    /// Total bytes of its source files.
+    fn source_bytes(&self) -> u64;
+
+    /// The first position whose key is `>= key`.
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>>;
+    /// The position after `pos`.
+    fn next(&self, pos: u64) -> FsResult<Option<u64>>;
+    /// The key at `pos`.
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>>;
+    /// Keys that are not tensors of the model (headers, slice entries): not shown.
+    fn hidden(&self, key: &[u8]) -> bool;
+
+    /// What the index says of the tensor at `pos`.
+    fn info(&self, pos: u64) -> FsResult<TensorInfo>;
+    /// The tensor's bytes, resolved: everything its reads need.
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>>;
+}
+
+/// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
+/// 8-byte length and the bytes of each element).
+pub trait TensorData: Send + Sync {
+    /// Size of the `.bin`.
+    fn size(&self) -> u64;
+    /// Bytes `[offset, offset + len)` of the `.bin`, clamped to its end. Verifies the stored
+    /// checksum before the first bytes are served, when the format has one.
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>>;
+}
+
+/// Every tensor of a set, in key order: `(pos, key)` of each shown tensor. For tools that walk
+/// a whole checkpoint (verify, diff, tensors.tsv).
+pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>) -> FsResult<()> {
+    let mut pos = set.seek(b"")?;
+    while let Some(p) = pos {
+        let key = set.key(p)?;
+        if !set.hidden(&key) && !f(p, &key)? {
+            break;
+        }
+        pos = set.next(p)?;
+    }
+    Ok(())
+}

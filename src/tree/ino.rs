@@ -1,0 +1,163 @@
+//! Inode numbers and readdir cookies: the bit layouts, each written once as a table of fields
+//! whose shifts follow from the field before, with compile-time checks that they fill exactly
+//! 64 bits. Nothing else in the crate shifts or masks an inode number.
+//!
+//! ```text
+//! inode   = subtree:12 | local:52
+//!           subtree 0 is the mount's fixed nodes (root = 1); subtree s > 0 is the s-th subtree
+//!           instance registered at mount (a checkpoint's variables, a meta graph, ...)
+//! local   = the subtree's own layout, one of:
+//!   keyspace node (checkpoint variables):   view:2 | file:3 | depth:7 | pos:40
+//!   graph node (a meta graph's names):      space:18 | file:3 | depth:6 | index:25
+//! cookie  = 3 + (pos:61 | sub:3)     (cookies 1 and 2 are `.` and `..`)
+//! ```
+
+/// One bit field of a packed `u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub shift: u32,
+    pub bits: u32,
+}
+
+impl Field {
+    /// The top field of a layout `total` bits wide.
+    pub const fn top(total: u32, bits: u32) -> Field {
+        Field {
+            shift: total - bits,
+            bits,
+        }
+    }
+
+    /// The field right below `self` (a compile error if it does not fit).
+    pub const fn then(self, bits: u32) -> Field {
+        Field {
+            shift: self.shift - bits,
+            bits,
+        }
+    }
+
+    pub const fn max(self) -> u64 {
+        if self.bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+
+    pub const fn get(self, v: u64) -> u64 {
+        (v >> self.shift) & self.max()
+    }
+
+    /// `x` in place, or `None` if it does not fit.
+    pub const fn put(self, x: u64) -> Option<u64> {
+        if x <= self.max() {
+            Some(x << self.shift)
+        } else {
+            None
+        }
+    }
+}
+
+/// Inode = subtree | local.
+pub const SUBTREE: Field = Field::top(64, 12);
+pub const LOCAL: Field = SUBTREE.then(52);
+const _: () = assert!(LOCAL.shift == 0);
+
+/// An inode number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ino(pub u64);
+
+/// The mount root (a fixed node).
+pub const ROOT: Ino = Ino(1);
+
+impl Ino {
+    pub fn new(subtree: u16, local: u64) -> Option<Ino> {
+        Some(Ino(SUBTREE.put(subtree as u64)? | LOCAL.put(local)?))
+    }
+
+    pub fn subtree(self) -> u16 {
+        SUBTREE.get(self.0) as u16
+    }
+
+    pub fn local(self) -> u64 {
+        LOCAL.get(self.0)
+    }
+}
+
+/// Most subtree instances a mount can hold (subtree 0 is the fixed nodes).
+pub const MAX_SUBTREES: usize = SUBTREE.max() as usize;
+
+/// Local layout of a key-space node (checkpoint variables and the views that mirror them).
+pub mod keyspace {
+    use super::{Field, LOCAL};
+    pub const VIEW: Field = Field::top(LOCAL.bits, 2);
+    pub const FILE: Field = VIEW.then(3);
+    pub const DEPTH: Field = FILE.then(7);
+    pub const POS: Field = DEPTH.then(40);
+    const _: () = assert!(POS.shift == 0);
+}
+
+/// Local layout of a graph node (one meta graph's name spaces).
+pub mod graph {
+    use super::{Field, LOCAL};
+    pub const SPACE: Field = Field::top(LOCAL.bits, 18);
+    pub const FILE: Field = SPACE.then(3);
+    pub const DEPTH: Field = FILE.then(6);
+    pub const INDEX: Field = DEPTH.then(25);
+    const _: () = assert!(INDEX.shift == 0);
+}
+
+/// A readdir cookie: where to continue after an entry. Cookies below [`cookie::BASE`] are the
+/// start, `.` and `..`.
+pub mod cookie {
+    use super::Field;
+    pub const BASE: u64 = 3;
+    pub const POS: Field = Field::top(61, 61);
+    pub const SUB: Field = Field::top(3, 3);
+    const _: () = assert!(SUB.shift == 0 && POS.shift == 0);
+
+    /// The cookie of sub-entry `sub` (0..7) of the item at `pos`.
+    pub fn of(pos: u64, sub: u64) -> Option<u64> {
+        let v = POS.put(pos)?.checked_shl(SUB.bits)? | SUB.put(sub)?;
+        v.checked_add(BASE)
+    }
+
+    /// `(pos, sub)` of a cookie at or above `BASE`.
+    pub fn split(c: u64) -> (u64, u64) {
+        let v = c - BASE;
+        (v >> SUB.bits, SUB.get(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_fill_their_width() {
+        assert_eq!(SUBTREE.bits + LOCAL.bits, 64);
+        assert_eq!(
+            keyspace::VIEW.bits + keyspace::FILE.bits + keyspace::DEPTH.bits + keyspace::POS.bits,
+            LOCAL.bits
+        );
+        assert_eq!(
+            graph::SPACE.bits + graph::FILE.bits + graph::DEPTH.bits + graph::INDEX.bits,
+            LOCAL.bits
+        );
+    }
+
+    #[test]
+    fn inode_and_cookie_roundtrip() {
+        for (s, l) in [(0u16, 1u64), (1, 0), (4095, LOCAL.max()), (7, 12345)] {
+            let i = Ino::new(s, l).unwrap();
+            assert_eq!((i.subtree(), i.local()), (s, l));
+        }
+        assert_eq!(Ino::new(4096, 0), None);
+        assert_eq!(Ino::new(0, 1 << 52), None);
+        for (p, s) in [(0u64, 0u64), (5, 7), (keyspace::POS.max(), 3)] {
+            assert_eq!(cookie::split(cookie::of(p, s).unwrap()), (p, s));
+        }
+        assert_eq!(cookie::of(0, 8), None);
+        assert!(cookie::of(0, 0).unwrap() >= cookie::BASE);
+    }
+}
