@@ -13,7 +13,7 @@ use super::text::{self, MetaGraphText, Part, Texts, WholeText};
 use super::variables::Variables;
 use super::{Fs, Options};
 use crate::error::SourceError;
-use crate::source::bytes::{FileMeta, LocalStore, Store};
+use crate::source::bytes::{FileMeta, Store};
 use crate::source::checkpoint::{Caches, Checkpoint};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::TensorSet;
@@ -48,8 +48,8 @@ struct Builder<'a> {
     texts: Arc<Texts>,
 }
 
-pub fn build(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
-    let store = &LocalStore;
+/// The tree of `probed`, whose files are read from `store`.
+pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
     let caches = Caches::new(opts.cache_bytes);
     let mut b = Builder {
         fs: Fs::empty(caches),
@@ -132,6 +132,7 @@ pub fn build(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
             let mut budget = MAX_PASSTHROUGH;
             for name in ["assets", "assets.extra"] {
                 let p = dir.join(name);
+                // Assets are passed through from the local filesystem only.
                 if p.is_dir() {
                     let d = b.add_passthrough_dir(root, &p, &mut budget)?;
                     b.fs.link(root, name.as_bytes(), d);

@@ -22,7 +22,7 @@ use std::time::SystemTime;
 
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
-use crate::source::bytes::FileMeta;
+use crate::source::bytes::{FileMeta, LocalStore, Store};
 use crate::source::checkpoint::Caches;
 use crate::source::tensors::TensorSet;
 use crate::source::Probed;
@@ -115,9 +115,18 @@ fn dir_perm(meta: &FileMeta) -> u16 {
 }
 
 impl Fs {
-    /// Builds the tree of a probed source (see [`build`]).
+    /// Builds the tree of a probed local source (see [`build`]).
     pub fn new(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
-        build::build(probed, opts)
+        build::build(&LocalStore, probed, opts)
+    }
+
+    /// Builds the tree of a source probed in `store` (see [`crate::source::probe_in`]).
+    pub fn with_store(
+        store: &dyn Store,
+        probed: &Probed,
+        opts: &Options,
+    ) -> Result<Fs, SourceError> {
+        build::build(store, probed, opts)
     }
 
     fn empty(caches: Arc<Caches>) -> Fs {

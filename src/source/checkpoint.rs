@@ -141,24 +141,25 @@ impl Shared {
         check: impl FnOnce() -> Result<(), FormatError>,
     ) -> FsResult<()> {
         let k = (self.id, pos);
+        // Named by the data file the bytes are in.
+        let err = |e| {
+            FsError::corrupt(
+                format!("tensor {}", String::from_utf8_lossy(key)),
+                file.name().display(),
+                e,
+            )
+        };
         let outcome = match self.checked.get(&k) {
             Some(o) => o,
             None => match check() {
-                Err(e @ FormatError::Read(_)) => return Err(self.corrupt(key, e)),
+                Err(e @ FormatError::Read(_)) => return Err(err(e)),
                 o => {
-                    if let Err(e) = &o {
-                        log::error!(
-                            "tensor {} in {}: {e}; reads of it fail with EIO",
-                            String::from_utf8_lossy(key),
-                            file.name().display()
-                        );
-                    }
                     self.checked.insert(k, o.clone(), CHECK_WEIGHT);
                     o
                 }
             },
         };
-        outcome.map_err(|e| self.corrupt(key, e))
+        outcome.map_err(err)
     }
 }
 
@@ -551,15 +552,7 @@ impl TensorSet for Checkpoint {
         let t = self.tensor_at(unpack(pos))?;
         let slices = match &t.entry.data {
             Data::Contiguous { .. } => Vec::new(),
-            Data::Sliced(s) => s
-                .iter()
-                .map(|ext| {
-                    self.lookup(&slice_key::encode(&t.key, ext))
-                        .ok()
-                        .flatten()
-                        .and_then(|st| self.stored_info(&st.entry))
-                })
-                .collect(),
+            Data::Sliced(s) => s.clone(),
         };
         Ok(TensorInfo {
             stored: self.stored_info(&t.entry),
@@ -573,6 +566,18 @@ impl TensorSet for Checkpoint {
     fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
         let t = self.tensor_at(unpack(pos))?;
         self.open_tensor(&t)
+    }
+
+    fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>> {
+        let t = self.tensor_at(unpack(pos))?;
+        let Data::Sliced(slices) = &t.entry.data else {
+            return Ok(Vec::new());
+        };
+        let bad = || self.corrupt(&t.key, FormatError::BadEntry("a slice's entry".into()));
+        self.resolve_slices(&t, slices)?
+            .into_iter()
+            .map(|(_, st)| self.stored_info(&st.entry).ok_or_else(bad))
+            .collect()
     }
 }
 

@@ -12,6 +12,7 @@ pub mod tensors;
 use std::path::{Path, PathBuf};
 
 use crate::error::SourceError;
+use bytes::{LocalStore, Store};
 use checkpoint::index_file_name;
 
 /// What a SOURCE path turned out to be.
@@ -53,19 +54,26 @@ fn as_prefix(path: &Path) -> Option<PathBuf> {
     ok.then(|| PathBuf::from(&s[..i]))
 }
 
+/// What a local SOURCE path is.
 pub fn probe(path: &Path) -> Result<Probed, SourceError> {
-    if path.is_dir() {
-        if path.join("saved_model.pb").is_file() || path.join("saved_model.pbtxt").is_file() {
+    probe_in(&LocalStore, path)
+}
+
+/// What SOURCE `path` of `store` is. Probed in order; the first that matches wins.
+pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
+    let is_file = |p: &Path| store.is_file(p);
+    if store.is_dir(path) {
+        if is_file(&path.join("saved_model.pb")) || is_file(&path.join("saved_model.pbtxt")) {
             let prefix = path.join("variables").join("variables");
-            let variables = index_file_name(&prefix).is_file().then_some(prefix);
+            let variables = is_file(&index_file_name(&prefix)).then_some(prefix);
             return Ok(Probed::SavedModel {
                 dir: path.to_path_buf(),
                 variables,
             });
         }
         let state_file = path.join("checkpoint");
-        if state_file.is_file() {
-            let (checkpoints, latest) = state::resolve(path, &state_file)?;
+        if is_file(&state_file) {
+            let (checkpoints, latest) = state::resolve(store, path, &state_file)?;
             if checkpoints.is_empty() {
                 return Err(SourceError::Invalid {
                     path: state_file,
@@ -78,7 +86,7 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
                 latest,
             });
         }
-        let checkpoints = state::index_files(path)?;
+        let checkpoints = state::index_files(store, path)?;
         if !checkpoints.is_empty() {
             return Ok(Probed::CheckpointDir {
                 dir: path.to_path_buf(),
@@ -90,10 +98,10 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
             path: path.to_path_buf(),
         });
     }
-    if index_file_name(path).is_file() {
+    if is_file(&index_file_name(path)) {
         return Ok(Probed::Prefix(path.to_path_buf()));
     }
-    if path.is_file() {
+    if is_file(path) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name == "saved_model.pb" || name == "saved_model.pbtxt" {
             if let Some(dir) = path.parent() {
@@ -102,13 +110,13 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
                 } else {
                     dir
                 };
-                return probe(dir);
+                return probe_in(store, dir);
             }
         }
         if let Some(prefix) = name.strip_suffix(".meta") {
             // A Saver's .meta: with its checkpoint when that is beside it.
             let p = path.with_file_name(prefix);
-            if !prefix.is_empty() && index_file_name(&p).is_file() {
+            if !prefix.is_empty() && is_file(&index_file_name(&p)) {
                 return Ok(Probed::Prefix(p));
             }
             return Ok(Probed::Graph {
@@ -124,11 +132,11 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
         }
     }
     if let Some(p) = as_prefix(path) {
-        if index_file_name(&p).is_file() {
+        if is_file(&index_file_name(&p)) {
             return Ok(Probed::Prefix(p));
         }
     }
-    if !path.exists() && !index_file_name(path).exists() {
+    if store.kind(path).is_none() && store.kind(&index_file_name(path)).is_none() {
         return Err(SourceError::Io {
             path: path.to_path_buf(),
             err: std::io::Error::from(std::io::ErrorKind::NotFound),

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage};
 
+use super::bytes::Store;
 use super::checkpoint::index_file_name;
 use crate::error::SourceError;
 use crate::proto::CheckpointState;
@@ -37,14 +38,16 @@ fn base_name(p: &str) -> Option<String> {
 
 /// Finds the prefix a state-file path refers to: as written (relative to the directory) if it
 /// exists, else by its base name inside the directory (the directory was moved or copied).
-fn locate(dir: &Path, p: &str) -> Option<(String, PathBuf)> {
+fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
     let name = base_name(p)?;
     let as_written = dir.join(p);
-    if index_file_name(&as_written).is_file() {
+    if store.is_file(&index_file_name(&as_written)) {
         return Some((name, as_written));
     }
     let local = dir.join(&name);
-    index_file_name(&local).is_file().then_some((name, local))
+    store
+        .is_file(&index_file_name(&local))
+        .then_some((name, local))
 }
 
 /// State files larger than this are refused (TensorFlow writes about a hundred bytes a
@@ -52,36 +55,25 @@ fn locate(dir: &Path, p: &str) -> Option<(String, PathBuf)> {
 pub const MAX_STATE_FILE: u64 = 16 << 20;
 
 /// The text of a state file: at most [`MAX_STATE_FILE`] bytes of UTF-8 from a regular file
-/// (opened without blocking, so a FIFO put in its place is refused rather than waited on).
-fn read_state_file(path: &Path) -> Result<String, SourceError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |err| SourceError::Io {
+/// (a FIFO put in its place is refused rather than waited on).
+fn read_state_file(store: &dyn Store, path: &Path) -> Result<String, SourceError> {
+    let bytes = store.read_whole(path, MAX_STATE_FILE).map_err(|err| {
+        if err.kind() == std::io::ErrorKind::InvalidData {
+            SourceError::Invalid {
+                path: path.to_path_buf(),
+                msg: format!("larger than {MAX_STATE_FILE} bytes: not a checkpoint state file"),
+            }
+        } else {
+            SourceError::Io {
+                path: path.to_path_buf(),
+                err,
+            }
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|_| SourceError::Invalid {
         path: path.to_path_buf(),
-        err,
-    };
-    let f = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    if !f.metadata().map_err(io)?.is_file() {
-        return Err(SourceError::Invalid {
-            path: path.to_path_buf(),
-            msg: "not a regular file".into(),
-        });
-    }
-    let mut text = String::new();
-    f.take(MAX_STATE_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(io)?;
-    if text.len() as u64 > MAX_STATE_FILE {
-        return Err(SourceError::Invalid {
-            path: path.to_path_buf(),
-            msg: format!("larger than {MAX_STATE_FILE} bytes: not a checkpoint state file"),
-        });
-    }
-    Ok(text)
+        msg: "not a valid checkpoint state file: not UTF-8 text".into(),
+    })
 }
 
 /// Checkpoints as `(name shown in the mount, prefix)`.
@@ -89,10 +81,11 @@ pub type NamedPrefixes = Vec<(String, PathBuf)>;
 
 /// The checkpoints a state file lists that exist, oldest first, and the current one's name.
 pub fn resolve(
+    store: &dyn Store,
     dir: &Path,
     state_file: &Path,
 ) -> Result<(NamedPrefixes, Option<String>), SourceError> {
-    let text = read_state_file(state_file)?;
+    let text = read_state_file(store, state_file)?;
     let state = parse(&text).map_err(|msg| SourceError::Invalid {
         path: state_file.to_path_buf(),
         msg: format!("not a valid checkpoint state file: {msg}"),
@@ -104,7 +97,7 @@ pub fn resolve(
         .chain(std::iter::once(&state.model_checkpoint_path))
         .filter(|p| !p.is_empty());
     for p in listed {
-        match locate(dir, p) {
+        match locate(store, dir, p) {
             Some((name, prefix)) => {
                 if !out.iter().any(|(n, _)| *n == name) {
                     out.push((name, prefix));
@@ -122,17 +115,18 @@ pub fn resolve(
 }
 
 /// Every `P.index` directly inside `dir`, as `(base name of P, P)`, sorted by name.
-pub fn index_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, SourceError> {
-    let rd = std::fs::read_dir(dir).map_err(|err| SourceError::Io {
+pub fn index_files(store: &dyn Store, dir: &Path) -> Result<Vec<(String, PathBuf)>, SourceError> {
+    let rd = store.list(dir).map_err(|err| SourceError::Io {
         path: dir.to_path_buf(),
         err,
     })?;
     let mut out: Vec<(String, PathBuf)> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
+        .into_iter()
+        .filter_map(|(name, kind)| {
+            let name = name.into_string().ok()?;
             let stem = name.strip_suffix(".index")?.to_string();
-            (!stem.is_empty() && e.path().is_file()).then(|| (stem.clone(), dir.join(stem)))
+            (!stem.is_empty() && kind == super::bytes::EntryKind::File)
+                .then(|| (stem.clone(), dir.join(stem)))
         })
         .collect();
     out.sort();

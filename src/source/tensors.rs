@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::bytes::FileMeta;
 use crate::error::FsResult;
 use crate::format::dtype::DType;
+use crate::format::slice_key::Extent;
 
 /// Positions of a [`TensorSet`] fit in this many bits (the inode layout relies on it).
 pub const POS_BITS: u32 = 40;
@@ -30,8 +31,9 @@ pub struct TensorInfo {
     pub shape: Vec<u64>,
     /// `Some` for a tensor stored in one piece.
     pub stored: Option<Stored>,
-    /// The saved slices of a partitioned tensor (each `Stored` when known), empty otherwise.
-    pub slices: Vec<Option<Stored>>,
+    /// The saved slices of a partitioned tensor (each slice's extent along every dimension),
+    /// empty otherwise.
+    pub slices: Vec<Vec<Extent>>,
 }
 
 impl TensorInfo {
@@ -63,6 +65,8 @@ pub trait TensorSet: Send + Sync {
     fn info(&self, pos: u64) -> FsResult<TensorInfo>;
     /// The tensor's bytes, resolved: everything its reads need.
     fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>>;
+    /// Where each saved slice of a partitioned tensor is stored (in `info().slices` order).
+    fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>>;
 }
 
 /// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
