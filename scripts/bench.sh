@@ -4,21 +4,28 @@
 # Builds the daemon and the `mkckpt` example (release), writes synthetic checkpoints into a
 # temporary directory under /tmp (removed at exit, mounts unmounted by a trap), and measures, each
 # against a baseline taken in the same run, every timing repeated REPS times (median):
-#   1. cold sequential read of a BIG_GIB float32 tensor through a fresh mount, vs `dd` of the same
-#      bytes straight from the .data file (page cache warm for both)    ratio = dd / mount, >= 0.4
-#   2. the second (warm) read of the same mounted file, same ratio                         >= 0.7
+#   1. cold sequential read of a BIG_GIB float32 tensor through a fresh mount, vs the same bytes
+#      read from a fresh mount of `memfuse` (examples/memfuse.rs: a minimal in-memory fuser file,
+#      same kernel settings and read_ahead_kb)                      ratio = memfuse / mount, >= 0.9
+#   2. the second (warm) read of each, same ratio                                          >= 0.9
+#      (`dd` straight from the .data file is printed too, for scale)
 #   3. time from starting `tfmount -f` until `cat MNT/variables/KEY.shape` succeeds, for 1 000
 #      and 1 000 000 tensors                                   1M <= 2 x 1k, and 1M < 0.2 s
-#   4. `find MNT -name '*.shape' | xargs cat` over 100 000 tensors, vs tf.train.list_variables
-#      when a Python with TensorFlow is found ($TF_PYTHON, else /work/tfvenv/bin/python), and
-#      over an ordinary directory tree of the same files (calibration: FUSE cost vs this machine)
+#   4. `find MNT -name '*.shape' | xargs cat` over WALK_TENSORS (20 000) tensors on a fresh mount,
+#      vs the same walk over an ordinary directory tree of the same files (target: mount <= 2x
+#      plain) and over a memfuse mount of that tree (what FUSE alone costs); 100 000 tensors vs
+#      tf.train.list_variables when a Python with TensorFlow is found ($TF_PYTHON, else
+#      /work/tfvenv/bin/python)
 #   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
 #   6. `ls MNT/graph` of a 100 000-node graph (fresh mount: includes indexing the nodes), then
 #      `cat` of one node's .pbtxt, and `ls` of a plain 100 000-file directory for calibration
 # and prints a summary table with PASS/MISS.
 #
-# Environment: REPS (default 3), BIG_GIB (default 1), TF_PYTHON, TFMOUNT_ARGS (extra daemon
-# arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp).
+# Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
+# TFMOUNT_ARGS (extra daemon arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
+# TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
+# `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
+# the same repetitions for figures 1, 2, 4 and 5: a before/after comparison from one run.
 # The machine is probably shared and noisy: compare ratios, not absolute figures, and re-run
 # before believing a MISS.
 
@@ -39,7 +46,15 @@ echo "== building (release)"
 cargo build --release --quiet || die "cargo build --release failed"
 cargo build --release --quiet --example mkckpt || die "building mkckpt failed"
 cargo build --release --quiet --example mkgraph || die "building mkgraph failed"
+cargo build --release --quiet --example memfuse || die "building memfuse failed"
 MKGRAPH=$REPO/target/release/examples/mkgraph
+MEMFUSE=$REPO/target/release/examples/memfuse
+WALK_TENSORS=${WALK_TENSORS:-20000}
+BEFORE=${TFMOUNT_BEFORE:-}
+[ -z "$BEFORE" ] || [ -x "$BEFORE" ] || die "TFMOUNT_BEFORE=$BEFORE is not an executable"
+# The binaries compared: "after" (this tree) and, with TFMOUNT_BEFORE, "before".
+VERSIONS=(after)
+[ -n "$BEFORE" ] && VERSIONS+=(before)
 TFMOUNT=$REPO/target/release/tfmount
 MKCKPT=$REPO/target/release/examples/mkckpt
 [ -x "$TFMOUNT" ] || die "$TFMOUNT missing"
@@ -93,11 +108,29 @@ new_mountpoint() {
     MOUNTS+=("$MP")
 }
 
-# mount_bg SOURCE MNT: the daemonizing form; returns once the mount is ready.
+# mount_bg SOURCE MNT [VERSION]: the daemonizing form; returns once the mount is ready.
 mount_bg() {
+    local bin=$TFMOUNT
+    [ "${3:-after}" = before ] && bin=$BEFORE
     # shellcheck disable=SC2086
-    "$TFMOUNT" $TFMOUNT_ARGS "$1" "$2" || { echo "bench: tfmount $1 $2 failed" >&2; return 1; }
+    "$bin" $TFMOUNT_ARGS "$1" "$2" || { echo "bench: tfmount $1 $2 failed" >&2; return 1; }
     mountpoint -q "$2" || { echo "bench: $2 is not a mount after tfmount returned" >&2; return 1; }
+}
+
+# memfuse_bg SRC MNT: a memfuse mount of SRC (loaded into memory) in the background; sets
+# MEMFUSE_PID; returns once the mount is ready.
+memfuse_bg() {
+    "$MEMFUSE" "$1" "$2" 2>>"$WORK/memfuse.log" &
+    MEMFUSE_PID=$!
+    FG_PIDS+=("$MEMFUSE_PID")
+    local i
+    for i in $(seq 1200); do
+        mountpoint -q "$2" && return 0
+        kill -0 "$MEMFUSE_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "bench: memfuse $1 did not mount" >&2
+    return 1
 }
 
 unmount() {
@@ -154,50 +187,69 @@ mk big --tensors 0 --big-gib "$BIG_GIB"
 mk t1k --tensors 1000
 mk t1m --tensors 1000000
 mk t100k --tensors 100000
+mk twalk --tensors "$WALK_TENSORS"
 BIG_DATA=$WORK/big/ckpt.data-00000-of-00001
 BIG_BYTES=$(stat -c %s "$BIG_DATA")
 
 # ---------------------------------------------------------------------------------------------
 # 1 + 2: sequential reads
 # ---------------------------------------------------------------------------------------------
-echo "== 1/2: sequential read of big/tensor ($BIG_BYTES bytes), bs=1M"
-cat "$BIG_DATA" >/dev/null # warm the page cache for the baseline and for the daemon's reads
+echo "== 1/2: sequential read of big/tensor ($BIG_BYTES bytes), bs=1M, cold (fresh mount) then warm"
+cat "$BIG_DATA" >/dev/null # warm the page cache for the baselines and for the daemon's reads
+declare -A COLD WARM
 base=()
-cold=()
-warm=()
+mcold=()
+mwarm=()
 new_mountpoint
 mnt=$MP
 for r in $(seq "$REPS"); do
-    # The baseline is taken in each repetition, right before the mount's reads, so that both
+    # Baselines are taken in each repetition, right before the mount's reads, so that both
     # sides of a ratio see the same machine load; the page cache is warmed again first (the
     # kernel may have reclaimed some of it since: DAMON, other processes).
     cat "$BIG_DATA" >/dev/null
     t0=$(now)
     dd if="$BIG_DATA" of=/dev/null bs=1M status=none
     base+=("$(sub "$t0" "$(now)")")
-    # A fresh mount per repetition: nothing of the file is in the mount's page cache.
-    mount_bg "$WORK/big/ckpt" "$mnt" || break
-    t0=$(now)
-    dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: cold dd failed" >&2
-    cold+=("$(sub "$t0" "$(now)")")
-    t0=$(now)
-    dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: warm dd failed" >&2
-    warm+=("$(sub "$t0" "$(now)")")
-    [ "$r" = "$REPS" ] && note_rss "big-file mount after the reads" "$mnt"
-    unmount "$mnt"
+    if memfuse_bg "$BIG_DATA" "$mnt"; then
+        t0=$(now)
+        dd if="$mnt/data" of=/dev/null bs=1M status=none || echo "bench: memfuse cold dd failed" >&2
+        mcold+=("$(sub "$t0" "$(now)")")
+        t0=$(now)
+        dd if="$mnt/data" of=/dev/null bs=1M status=none || echo "bench: memfuse warm dd failed" >&2
+        mwarm+=("$(sub "$t0" "$(now)")")
+        unmount "$mnt"
+        wait "$MEMFUSE_PID" 2>/dev/null
+    fi
+    for v in "${VERSIONS[@]}"; do
+        # A fresh mount per repetition: nothing of the file is in the mount's page cache.
+        mount_bg "$WORK/big/ckpt" "$mnt" "$v" || break
+        t0=$(now)
+        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: cold dd failed" >&2
+        COLD[$v]+="$(sub "$t0" "$(now)") "
+        t0=$(now)
+        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: warm dd failed" >&2
+        WARM[$v]+="$(sub "$t0" "$(now)") "
+        [ "$r" = "$REPS" ] && note_rss "big-file mount after the reads ($v)" "$mnt"
+        unmount "$mnt"
+    done
 done
 T_BASE=$(median "${base[@]}")
-if [ ${#cold[@]} -gt 0 ]; then
-    T_COLD=$(median "${cold[@]}")
-    T_WARM=$(median "${warm[@]}")
-    R_COLD=$(div "$T_BASE" "$T_COLD")
-    R_WARM=$(div "$T_BASE" "$T_WARM")
-else
-    T_COLD=nan T_WARM=nan R_COLD=0 R_WARM=0
-fi
-printf '   dd from .data : %s  %s MB/s   (runs: %s)\n' "$(ms "$T_BASE")" "$(mbps "$BIG_BYTES" "$T_BASE")" "${base[*]}"
-printf '   mount, cold   : %s  %s MB/s   ratio %s   (runs: %s)\n' "$(ms "$T_COLD")" "$(mbps "$BIG_BYTES" "$T_COLD")" "$R_COLD" "${cold[*]:-}"
-printf '   mount, warm   : %s  %s MB/s   ratio %s   (runs: %s)\n' "$(ms "$T_WARM")" "$(mbps "$BIG_BYTES" "$T_WARM")" "$R_WARM" "${warm[*]:-}"
+T_MCOLD=$(median "${mcold[@]:-nan}")
+T_MWARM=$(median "${mwarm[@]:-nan}")
+printf '   dd from .data   : %s  %s MB/s   (runs: %s)\n' "$(ms "$T_BASE")" "$(mbps "$BIG_BYTES" "$T_BASE")" "${base[*]}"
+printf '   memfuse, cold   : %s  %s MB/s   (runs: %s)\n' "$(ms "$T_MCOLD")" "$(mbps "$BIG_BYTES" "$T_MCOLD")" "${mcold[*]:-}"
+printf '   memfuse, warm   : %s  %s MB/s   (runs: %s)\n' "$(ms "$T_MWARM")" "$(mbps "$BIG_BYTES" "$T_MWARM")" "${mwarm[*]:-}"
+declare -A R_COLD R_WARM T_COLD T_WARM
+for v in "${VERSIONS[@]}"; do
+    # shellcheck disable=SC2086
+    T_COLD[$v]=$(median ${COLD[$v]:-nan})
+    # shellcheck disable=SC2086
+    T_WARM[$v]=$(median ${WARM[$v]:-nan})
+    R_COLD[$v]=$(div "$T_MCOLD" "${T_COLD[$v]}")
+    R_WARM[$v]=$(div "$T_MWARM" "${T_WARM[$v]}")
+    printf '   tfmount %-6s cold: %s  %s MB/s  memfuse/mount %s (runs: %s)\n' "$v" "$(ms "${T_COLD[$v]}")" "$(mbps "$BIG_BYTES" "${T_COLD[$v]}")" "${R_COLD[$v]}" "${COLD[$v]:-}"
+    printf '   tfmount %-6s warm: %s  %s MB/s  memfuse/mount %s (runs: %s)\n' "$v" "$(ms "${T_WARM[$v]}")" "$(mbps "$BIG_BYTES" "${T_WARM[$v]}")" "${R_WARM[$v]}" "${WARM[$v]:-}"
+done
 
 # ---------------------------------------------------------------------------------------------
 # 3: time to first answer
@@ -253,57 +305,58 @@ printf '   1k tensors: %s   1M tensors: %s   ratio 1M/1k %s\n' "$(ms "$T_1K")" "
 # ---------------------------------------------------------------------------------------------
 # 4: metadata walk
 # ---------------------------------------------------------------------------------------------
-echo "== 4: find MNT -name '*.shape' | xargs cat, 100k tensors (fresh mount per run)"
-walk=()
+echo "== 4: find MNT -name '*.shape' | xargs cat, $WALK_TENSORS tensors (fresh mount per run)"
+# The plain tree: the mount's files copied to $WORK (same names and contents).
+new_mountpoint
+mount_bg "$WORK/twalk/ckpt" "$MP" || die "mount failed"
+cp -r "$MP/variables" "$WORK/plain" || die "copying the walk tree failed"
+unmount "$MP"
+declare -A WALK R_WALK
+plain=()
+mfw=()
 new_mountpoint
 mnt=$MP
 for r in $(seq "$REPS"); do
-    mount_bg "$WORK/t100k/ckpt" "$mnt" || break
     t0=$(now)
-    find "$mnt" -name '*.shape' | xargs cat >/dev/null
-    walk+=("$(sub "$t0" "$(now)")")
-    [ "$r" = "$REPS" ] && note_rss "100k mount after find | xargs cat" "$mnt"
-    unmount "$mnt"
-done
-T_WALK=nan
-[ ${#walk[@]} -gt 0 ] && T_WALK=$(median "${walk[@]}")
-printf '   mount: %s   (runs: %s)\n' "$(ms "$T_WALK")" "${walk[*]:-}"
-# Diagnostic, one run on a fresh mount: the walk alone, then the reads alone.
-if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
-    t0=$(now)
-    find "$mnt" -name '*.shape' >"$WORK/shapes.txt"
-    t1=$(now)
-    xargs cat <"$WORK/shapes.txt" >/dev/null
-    t2=$(now)
-    printf '   breakdown (1 run): find alone %s (%s files), then xargs cat alone %s\n' \
-        "$(ms "$(sub "$t0" "$t1")")" "$(wc -l <"$WORK/shapes.txt")" "$(ms "$(sub "$t1" "$t2")")"
-    unmount "$mnt"
-fi
-# Calibration: the same walk over an ordinary directory tree with the same names and contents
-# (on the file system of $WORK), to tell FUSE/daemon costs from this machine's speed.
-T_PLAIN=nan
-if command -v python3 >/dev/null && [ -s "$WORK/shapes.txt" ]; then
-    python3 -c '
-import os, sys
-mnt, dst = sys.argv[1], sys.argv[2]
-for line in sys.stdin:
-    p = os.path.join(dst, os.path.relpath(line.rstrip("\n"), mnt))
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, "w") as f:
-        f.write("16\n")
-' "$mnt" "$WORK/plain" <"$WORK/shapes.txt"
-    plain=()
-    for r in $(seq "$REPS"); do
+    find "$WORK/plain" -name '*.shape' | xargs cat >/dev/null
+    plain+=("$(sub "$t0" "$(now)")")
+    if memfuse_bg "$WORK/plain" "$mnt"; then
         t0=$(now)
-        find "$WORK/plain" -name '*.shape' | xargs cat >/dev/null
-        plain+=("$(sub "$t0" "$(now)")")
+        find "$mnt" -name '*.shape' | xargs cat >/dev/null
+        mfw+=("$(sub "$t0" "$(now)")")
+        unmount "$mnt"
+        wait "$MEMFUSE_PID" 2>/dev/null
+    fi
+    for v in "${VERSIONS[@]}"; do
+        mount_bg "$WORK/twalk/ckpt" "$mnt" "$v" || break
+        t0=$(now)
+        find "$mnt" -name '*.shape' | xargs cat >/dev/null
+        WALK[$v]+="$(sub "$t0" "$(now)") "
+        [ "$r" = "$REPS" ] && note_rss "$WALK_TENSORS-tensor mount after find | xargs cat ($v)" "$mnt"
+        unmount "$mnt"
     done
-    T_PLAIN=$(median "${plain[@]}")
-    printf '   same walk over a plain directory tree (dentries cached): %s   ratio plain/mount %s\n' \
-        "$(ms "$T_PLAIN")" "$(div "$T_PLAIN" "$T_WALK")"
-fi
+done
+T_PLAIN=$(median "${plain[@]}")
+T_MWALK=$(median "${mfw[@]:-nan}")
+printf '   plain directory tree: %s (runs: %s)\n' "$(ms "$T_PLAIN")" "${plain[*]}"
+printf '   memfuse of that tree: %s  memfuse/plain %s (runs: %s)\n' "$(ms "$T_MWALK")" "$(div "$T_MWALK" "$T_PLAIN")" "${mfw[*]:-}"
+declare -A T_WALKV
+for v in "${VERSIONS[@]}"; do
+    # shellcheck disable=SC2086
+    T_WALKV[$v]=$(median ${WALK[$v]:-nan})
+    R_WALK[$v]=$(div "${T_WALKV[$v]}" "$T_PLAIN")
+    printf '   tfmount %-6s : %s  mount/plain %s  mount/memfuse %s (runs: %s)\n' "$v" "$(ms "${T_WALKV[$v]}")" "${R_WALK[$v]}" "$(div "${T_WALKV[$v]}" "$T_MWALK")" "${WALK[$v]:-}"
+done
+T_WALK=${T_WALKV[after]}
 T_TF=nan
+T_WALK100K=nan
 if [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
+    if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
+        t0=$(now)
+        find "$mnt" -name '*.shape' | xargs cat >/dev/null
+        T_WALK100K=$(sub "$t0" "$(now)")
+        unmount "$mnt"
+    fi
     T_TF=$(TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/t100k/ckpt" "$REPS" <<'EOF' 2>/dev/null
 import statistics, sys, time
 import tensorflow as tf
@@ -316,8 +369,8 @@ assert len(v) == 100000, len(v)
 print(f"{statistics.median(runs):.6f}")
 EOF
     ) || T_TF=nan
-    printf '   tf.train.list_variables (in-process, TF already imported): %s   ratio tf/mount %s\n' \
-        "$(ms "$T_TF")" "$(div "$T_TF" "$T_WALK")"
+    printf '   100k tensors: mount walk %s; tf.train.list_variables (in-process, TF already imported): %s\n' \
+        "$(ms "$T_WALK100K")" "$(ms "$T_TF")"
 else
     echo "   (no Python with TensorFlow at $PY: set TF_PYTHON for the comparison)"
 fi
@@ -371,17 +424,20 @@ echo
 echo "== summary (median of $REPS; noisy machine, load now $(cut -d' ' -f1-3 /proc/loadavg))"
 row() { printf '%-44s %-26s %-14s %s\n' "$@"; }
 row "figure" "value" "target" "result"
-row "1. cold read via mount / dd (.data)" "$R_COLD ($(mbps "$BIG_BYTES" "$T_COLD") vs $(mbps "$BIG_BYTES" "$T_BASE") MB/s)" ">= 0.4" "$(cmp_ok "$R_COLD" '>=' 0.4)"
-row "2. warm read via mount / dd (.data)" "$R_WARM ($(mbps "$BIG_BYTES" "$T_WARM") vs $(mbps "$BIG_BYTES" "$T_BASE") MB/s)" ">= 0.7" "$(cmp_ok "$R_WARM" '>=' 0.7)"
+for v in "${VERSIONS[@]}"; do
+    row "1. cold read, memfuse/mount ($v)" "${R_COLD[$v]} ($(mbps "$BIG_BYTES" "${T_COLD[$v]}") vs $(mbps "$BIG_BYTES" "$T_MCOLD") MB/s)" ">= 0.9" "$(cmp_ok "${R_COLD[$v]}" '>=' 0.9)"
+    row "2. warm read, memfuse/mount ($v)" "${R_WARM[$v]} ($(mbps "$BIG_BYTES" "${T_WARM[$v]}") vs $(mbps "$BIG_BYTES" "$T_MWARM") MB/s)" ">= 0.9" "$(cmp_ok "${R_WARM[$v]}" '>=' 0.9)"
+done
+row "1/2. dd of the .data file (scale)" "$(mbps "$BIG_BYTES" "$T_BASE") MB/s" "-" "info"
 row "3a. start -> cat .shape, 1k tensors" "$(ms "$T_1K")" "-" "info"
 row "3b. start -> cat .shape, 1M tensors" "$(ms "$T_1M")" "< 200 ms" "$(cmp_ok "$T_1M" '<' 0.2)"
 row "3c. 1M / 1k" "$R_START" "<= 2" "$(cmp_ok "$R_START" '<=' 2)"
-row "4. find|xargs cat *.shape, 100k tensors" "$(ms "$T_WALK")" "-" "info"
-if [ "$T_PLAIN" != nan ]; then
-    row "4. same walk, plain directory tree" "$(ms "$T_PLAIN") (plain/mount $(div "$T_PLAIN" "$T_WALK"))" "-" "info"
-fi
+for v in "${VERSIONS[@]}"; do
+    row "4. walk $WALK_TENSORS tensors, mount/plain ($v)" "${R_WALK[$v]} ($(ms "${T_WALKV[$v]}") vs $(ms "$T_PLAIN"))" "<= 2" "$(cmp_ok "${R_WALK[$v]}" '<=' 2)"
+done
+row "4. same walk, memfuse/plain (FUSE floor)" "$(div "$T_MWALK" "$T_PLAIN")" "-" "info"
 if [ "$T_TF" != nan ]; then
-    row "4. tf.train.list_variables, 100k" "$(ms "$T_TF") (tf/mount $(div "$T_TF" "$T_WALK"))" "-" "info"
+    row "4. 100k: walk / tf.train.list_variables" "$(ms "$T_WALK100K") / $(ms "$T_TF")" "-" "info"
 fi
 row "6a. ls graph/, 100k-node graph" "$(ms "$T_GLS") (plain dir $(ms "$T_PLS"))" "-" "info"
 row "6b. then cat one node .pbtxt" "$(ms "$T_GCAT")" "-" "info"
