@@ -120,12 +120,14 @@ mount_bg() {
 # memfuse_bg SRC MNT: a memfuse mount of SRC (loaded into memory) in the background; sets
 # MEMFUSE_PID; returns once the mount is ready.
 memfuse_bg() {
-    "$MEMFUSE" "$1" "$2" 2>>"$WORK/memfuse.log" &
+    local log=$WORK/memfuse.$RANDOM.log
+    "$MEMFUSE" "$1" "$2" 2>"$log" &
     MEMFUSE_PID=$!
     FG_PIDS+=("$MEMFUSE_PID")
     local i
+    # Ready once it says so: after its readahead was raised, as tfmount's daemon form does.
     for i in $(seq 1200); do
-        mountpoint -q "$2" && return 0
+        grep -q ready "$log" 2>/dev/null && mountpoint -q "$2" && return 0
         kill -0 "$MEMFUSE_PID" 2>/dev/null || break
         sleep 0.05
     done

@@ -4,6 +4,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
@@ -13,6 +14,7 @@ use fuser::{
 };
 
 use crate::error::FsError;
+use crate::fs::live::Invalidate;
 use crate::fs::{Attr, Fs, Kind};
 
 /// The mount never changes, so the kernel may cache names and attributes for long.
@@ -26,7 +28,7 @@ const GEN: Generation = Generation(0);
 pub const MAX_READAHEAD: u32 = 1 << 20;
 
 pub struct FuseFs {
-    fs: Fs,
+    fs: Arc<Fs>,
     /// The kernel opens directories without asking (`FUSE_NO_OPENDIR_SUPPORT`).
     no_opendir: bool,
     /// The kernel opens files without asking (`FUSE_NO_OPEN_SUPPORT`).
@@ -34,7 +36,7 @@ pub struct FuseFs {
 }
 
 impl FuseFs {
-    pub fn new(fs: Fs) -> Self {
+    pub fn new(fs: Arc<Fs>) -> Self {
         FuseFs {
             fs,
             no_opendir: false,
@@ -104,9 +106,17 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.fs.lookup(parent.0, name.as_bytes()) {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), GEN),
+            Ok(a) => {
+                // The kernel now holds one more lookup of this inode.
+                self.fs.looked_up(a.ino);
+                reply.entry(&TTL, &file_attr(&a), GEN)
+            }
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -212,7 +222,8 @@ impl Filesystem for FuseFs {
     ) {
         let r = self.fs.readdir_plus(ino.0, offset, |e, a| {
             let name = OsStr::from_bytes(&e.name);
-            match a {
+            let counted = e.name != b"." && e.name != b"..";
+            let full = match a {
                 Some(a) => reply.add(INodeNo(e.ino), e.cookie, name, &TTL, &file_attr(&a), GEN),
                 // Unknown attributes: name and type only, not to be cached.
                 None => {
@@ -228,7 +239,12 @@ impl Filesystem for FuseFs {
                     let zero = Duration::ZERO;
                     reply.add(INodeNo(e.ino), e.cookie, name, &zero, &file_attr(&a), GEN)
                 }
+            };
+            // The kernel links (or forgets) every entry of a READDIRPLUS reply but `.` and `..`.
+            if !full && counted {
+                self.fs.looked_up(e.ino);
             }
+            full
         });
         match r {
             Ok(()) => reply.ok(),
@@ -267,4 +283,23 @@ fn xattr_reply(r: Result<Vec<u8>, FsError>, size: u32, reply: ReplyXattr) {
         Ok(v) => reply.data(&v),
         Err(e) => reply.error(errno(&e)),
     }
+}
+
+/// What a live directory's watcher calls after a change: drops the kernel's cached names,
+/// attributes and listings through fuser's notifier.
+pub fn invalidator(n: fuser::Notifier) -> Box<dyn Fn(Invalidate) + Send> {
+    Box::new(move |inv| {
+        let r = match &inv {
+            Invalidate::Entry { parent, name } => {
+                n.inval_entry(INodeNo(*parent), OsStr::from_bytes(name))
+            }
+            Invalidate::Inode(ino) => n.inval_inode(INodeNo(*ino), 0, 0),
+        };
+        // ENOENT: the kernel had nothing cached for it.
+        if let Err(e) = r {
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                log::debug!("invalidating {inv:?}: {e}");
+            }
+        }
+    })
 }

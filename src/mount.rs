@@ -64,6 +64,7 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
             ("allow_other", None) => s.acl = SessionACL::All,
             ("allow_root", None) => s.acl = SessionACL::RootAndOwner,
             ("nocrc", None) => s.fs.verify_crc = false,
+            ("nolive", None) => s.fs.live = false,
             ("cache_size", Some(v)) => {
                 s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?
             }
@@ -457,7 +458,8 @@ fn serve(
     config.acl = s.acl;
     config.n_threads = Some(s.threads);
     let signals = block_signals();
-    let session = match fuser::Session::new(FuseFs::new(fs), mountpoint, &config) {
+    let fs = std::sync::Arc::new(fs);
+    let session = match fuser::Session::new(FuseFs::new(fs.clone()), mountpoint, &config) {
         Ok(sess) => sess,
         Err(e) => {
             let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -474,6 +476,10 @@ fn serve(
     };
     log::info!("mounted {fsname} on {}", mountpoint.display());
     raise_readahead(mountpoint);
+    if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {
+        log::warn!("cannot follow the checkpoint directory ({e}); it is mounted as a snapshot");
+    }
+    drop(fs);
     let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("signals".into())

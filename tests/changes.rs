@@ -334,7 +334,7 @@ fn index_truncated_or_rewritten_in_place_while_reading() {
 
 /// A `CheckpointManager` directory: while mounted, a new checkpoint is saved, the state file is
 /// replaced (by a rename, as TensorFlow does) and then rewritten in place, and the oldest
-/// checkpoint is deleted (`max_to_keep`). The mount keeps showing the checkpoints it mounted,
+/// checkpoint is deleted (`max_to_keep`). Mounted with `-o nolive`, the mount keeps showing the checkpoints it mounted,
 /// with `latest` where it was, and the deleted one still reads.
 #[test]
 fn checkpoint_directory_changing_keeps_serving_what_was_mounted() {
@@ -352,7 +352,8 @@ fn checkpoint_directory_changing_keeps_serving_what_was_mounted() {
         s
     };
     std::fs::write(dir.join("checkpoint"), state(&[1, 2, 3])).expect("state");
-    let mut m = Mount::start(dir, &[]);
+    // A snapshot mount (`-o nolive`): tests/live.rs covers following the directory.
+    let mut m = Mount::start(dir, &["-o", "nolive"]);
     let mnt = m.path();
     let names = |p: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(p)

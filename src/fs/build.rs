@@ -7,14 +7,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::fixed::Fixed;
+use super::fixed::{Fixed, FixedNodes};
 use super::graph::{self, GraphTree};
-use super::text::{self, MetaGraphText, Part, Texts, WholeText};
+use super::live::Live;
+use super::registry::Prunable;
+use super::subtree::Subtree;
+use super::text::{self, MetaGraphText, Part, WholeText};
 use super::variables::Variables;
-use super::{Fs, Options};
+use super::{Fs, Kind, Options};
 use crate::error::SourceError;
 use crate::source::bytes::{FileMeta, Store};
-use crate::source::checkpoint::{Caches, Checkpoint};
+use crate::source::checkpoint::Checkpoint;
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::TensorSet;
 use crate::source::{names, Probed};
@@ -41,111 +44,70 @@ fn too_many(path: &Path) -> SourceError {
     }
 }
 
-struct Builder<'a> {
-    fs: Fs,
+/// Builds one table of fixed nodes (and the subtrees linked into it) into an [`Fs`].
+pub(super) struct Builder<'a> {
+    fs: &'a Fs,
     store: &'a dyn Store,
-    opts: &'a Options,
-    texts: Arc<Texts>,
+    fixed: FixedNodes,
+    /// Register subtrees behind a [`Prunable`] (a live directory's checkpoints).
+    prunable: bool,
+    /// The subtrees this build registered.
+    pub(super) ids: Vec<u16>,
+    pub(super) prunables: Vec<Arc<Prunable>>,
 }
 
-/// The tree of `probed`, whose files are read from `store`.
 pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
-    let caches = Caches::new(opts.cache_bytes);
-    let mut b = Builder {
-        fs: Fs::empty(caches),
-        store,
-        opts,
-        texts: Arc::new(Texts::new(opts.text_cache_bytes)),
-    };
-    match probed {
-        Probed::Prefix(prefix) => {
-            let ck = b.open_checkpoint(prefix)?;
-            let root = b.add(Fixed::Dir {
-                parent: ROOT,
-                children: Vec::new(),
-                meta: ck.meta(),
-            });
-            b.add_checkpoint(root, String::new(), ck, prefix)?;
-        }
-        Probed::Graph { path, kind } => {
-            let g = GraphFile::open(store, path, *kind)?;
-            let root = b.add(Fixed::Dir {
-                parent: ROOT,
-                children: Vec::new(),
-                meta: g.meta,
-            });
-            b.add_graph(root, g)?;
-        }
-        Probed::CheckpointDir {
-            dir,
-            checkpoints,
-            latest,
-        } => {
-            let meta = meta_of(store, dir)?;
-            let root = b.add(Fixed::Dir {
-                parent: ROOT,
-                children: Vec::new(),
-                meta,
-            });
-            if checkpoints.len() >= crate::tree::ino::MAX_SUBTREES {
-                return Err(too_many(dir));
-            }
-            for (name, prefix) in checkpoints {
-                let ck = b.open_checkpoint(prefix)?;
-                let d = b.add_dir(root, name.as_bytes(), ck.meta());
-                b.add_checkpoint(d, name.clone(), ck, prefix)?;
-            }
-            if let Some(latest) = latest {
-                let l = b.add(Fixed::Symlink {
-                    parent: root,
-                    target: latest.as_bytes().to_vec(),
-                    meta,
-                });
-                b.fs.link(root, b"latest", l);
-            }
-        }
-        Probed::SavedModel { dir, variables } => {
-            let meta = meta_of(store, dir)?;
-            let root = b.add(Fixed::Dir {
-                parent: ROOT,
-                children: Vec::new(),
-                meta,
-            });
-            let pb = dir.join("saved_model.pb");
-            let graph = if store.is_file(&pb) {
-                pb
-            } else {
-                dir.join("saved_model.pbtxt")
-            };
-            let g = GraphFile::open(store, &graph, GraphKind::SavedModel)?;
-            match variables {
-                Some(prefix) => {
-                    let ck = b.open_checkpoint(prefix)?;
-                    b.add_variables(root, String::new(), ck.clone(), prefix)?;
-                    b.add_saved_model_names(root, &ck, &g);
-                }
-                None => {
-                    b.add_dir(root, b"variables", meta);
-                }
-            }
-            b.add_graph(root, g)?;
-            let mut budget = MAX_PASSTHROUGH;
-            for name in ["assets", "assets.extra"] {
-                let p = dir.join(name);
-                // Assets are passed through from the local filesystem only.
-                if p.is_dir() {
-                    let d = b.add_passthrough_dir(root, &p, &mut budget)?;
-                    b.fs.link(root, name.as_bytes(), d);
-                }
-            }
+    let mut fs = Fs::empty(opts);
+    if let Probed::CheckpointDir { dir, .. } = probed {
+        let state_file = dir.join("checkpoint");
+        if opts.live && store.is_file(&state_file) {
+            let live = Live::open(&fs, store, dir, &state_file)?;
+            fs.live = Some(live);
+            return Ok(fs);
         }
     }
-    Ok(b.fs)
+    let id = fs
+        .registry
+        .reserve()
+        .ok_or_else(|| too_many(Path::new("/")))?;
+    let mut b = Builder::new(&fs, store, id, false);
+    b.build_root(probed)?;
+    let fixed = b.finish();
+    fs.registry.set(id, Arc::new(fixed));
+    Ok(fs)
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
+    /// A builder of fixed-node table `id` (already reserved).
+    pub(super) fn new(fs: &'a Fs, store: &'a dyn Store, id: u16, prunable: bool) -> Builder<'a> {
+        Builder {
+            fs,
+            store,
+            fixed: FixedNodes::new(id),
+            prunable,
+            ids: vec![id],
+            prunables: Vec::new(),
+        }
+    }
+
+    /// The finished table.
+    pub(super) fn finish(self) -> FixedNodes {
+        self.fixed
+    }
+
     fn add(&mut self, f: Fixed) -> Ino {
-        self.fs.fixed.add(f)
+        // A table holds at most 2^52 nodes: more would need more memory than any machine has.
+        self.fixed.add(f).unwrap_or(Ino(0))
+    }
+
+    fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+        self.fixed.link(dir, name, child, kind);
+    }
+
+    /// Links one of this table's own nodes.
+    fn link_own(&mut self, dir: Ino, name: &[u8], child: Ino) {
+        let kind = self.fixed.kind_of(child).unwrap_or(Kind::File);
+        self.fixed.link(dir, name, child, kind);
     }
 
     /// A new fixed directory `name` in `parent`.
@@ -155,8 +117,27 @@ impl Builder<'_> {
             children: Vec::new(),
             meta,
         });
-        self.fs.link(parent, name, d);
+        self.link(parent, name, d, Kind::Dir);
         d
+    }
+
+    /// Registers a subtree instance; `make` gets its id.
+    fn register<S: Subtree + 'static>(
+        &mut self,
+        path: &Path,
+        make: impl FnOnce(u16) -> S,
+    ) -> Result<u16, SourceError> {
+        let id = self.fs.registry.reserve().ok_or_else(|| too_many(path))?;
+        let t: Arc<dyn Subtree> = Arc::new(make(id));
+        if self.prunable {
+            let p = Arc::new(Prunable::new(t));
+            self.prunables.push(p.clone());
+            self.fs.registry.set(id, p);
+        } else {
+            self.fs.registry.set(id, t);
+        }
+        self.ids.push(id);
+        Ok(id)
     }
 
     fn open_checkpoint(&self, prefix: &Path) -> Result<Arc<Checkpoint>, SourceError> {
@@ -164,9 +145,110 @@ impl Builder<'_> {
             self.store,
             prefix,
             self.fs.caches.clone(),
-            self.opts.verify_crc,
+            self.fs.opts.verify_crc,
         )
         .map(Arc::new)
+    }
+
+    /// The mount root's table (node 1 is the root) for a probed source.
+    fn build_root(&mut self, probed: &Probed) -> Result<(), SourceError> {
+        let store = self.store;
+        match probed {
+            Probed::Prefix(prefix) => {
+                let ck = self.open_checkpoint(prefix)?;
+                let root = self.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta: ck.meta(),
+                });
+                self.add_checkpoint(root, String::new(), ck, prefix)?;
+            }
+            Probed::Graph { path, kind } => {
+                let g = GraphFile::open(store, path, *kind)?;
+                let root = self.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta: g.meta,
+                });
+                self.add_graph(root, g)?;
+            }
+            Probed::CheckpointDir {
+                dir,
+                checkpoints,
+                latest,
+            } => {
+                let meta = meta_of(store, dir)?;
+                let root = self.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta,
+                });
+                for (name, prefix) in checkpoints {
+                    let ck = self.open_checkpoint(prefix)?;
+                    let d = self.add_dir(root, name.as_bytes(), ck.meta());
+                    self.add_checkpoint(d, name.clone(), ck, prefix)?;
+                }
+                if let Some(latest) = latest {
+                    let l = self.add(Fixed::Symlink {
+                        parent: root,
+                        target: latest.as_bytes().to_vec(),
+                        meta,
+                    });
+                    self.link(root, b"latest", l, Kind::Symlink);
+                }
+            }
+            Probed::SavedModel { dir, variables } => {
+                let meta = meta_of(store, dir)?;
+                let root = self.add(Fixed::Dir {
+                    parent: ROOT,
+                    children: Vec::new(),
+                    meta,
+                });
+                let pb = dir.join("saved_model.pb");
+                let graph = if store.is_file(&pb) {
+                    pb
+                } else {
+                    dir.join("saved_model.pbtxt")
+                };
+                let g = GraphFile::open(store, &graph, GraphKind::SavedModel)?;
+                match variables {
+                    Some(prefix) => {
+                        let ck = self.open_checkpoint(prefix)?;
+                        self.add_variables(root, String::new(), ck.clone(), prefix)?;
+                        self.add_saved_model_names(root, &ck, &g);
+                    }
+                    None => {
+                        self.add_dir(root, b"variables", meta);
+                    }
+                }
+                self.add_graph(root, g)?;
+                let mut budget = MAX_PASSTHROUGH;
+                for name in ["assets", "assets.extra"] {
+                    let p = dir.join(name);
+                    // Assets are passed through from the local filesystem only.
+                    if p.is_dir() {
+                        let d = self.add_passthrough_dir(root, &p, &mut budget)?;
+                        self.link(root, name.as_bytes(), d, Kind::Dir);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One checkpoint of a live directory: its own table, whose node 1 is `<name>/`.
+    pub(super) fn build_checkpoint(
+        &mut self,
+        name: &str,
+        prefix: &Path,
+    ) -> Result<(), SourceError> {
+        let ck = self.open_checkpoint(prefix)?;
+        let root = self.add(Fixed::Dir {
+            parent: ROOT,
+            children: Vec::new(),
+            meta: ck.meta(),
+        });
+        self.add_checkpoint(root, name.to_string(), ck, prefix)
     }
 
     /// A checkpoint's tree under `dir`: `variables/`, `names/` (TF2), and its graph when a
@@ -193,13 +275,14 @@ impl Builder<'_> {
         path: &Path,
     ) -> Result<(), SourceError> {
         let s = set.clone();
-        let id = self
-            .fs
-            .add_subtree(|id| Variables::new(id, s))
-            .ok_or_else(|| too_many(path))?;
+        let id = self.register(path, |id| Variables::new(id, dir, s))?;
         let root = Ino::new(id, Variables::root()).ok_or_else(|| too_many(path))?;
-        self.fs.link(dir, b"variables", root);
-        self.fs.checkpoints.push((name, set));
+        self.link(dir, b"variables", root, Kind::Dir);
+        self.fs
+            .checkpoints
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name, set));
         Ok(())
     }
 
@@ -275,7 +358,7 @@ impl Builder<'_> {
                     target: tg,
                     meta,
                 });
-                self.fs.link(dir, &n, l);
+                self.link(dir, &n, l, Kind::Symlink);
             }
         }
     }
@@ -295,21 +378,14 @@ impl Builder<'_> {
     /// Adds `meta_graphs/` for `file` under the fixed directory `parent`, and symlinks in
     /// `parent` to the default meta graph's entries.
     fn add_graph(&mut self, parent: Ino, file: GraphFile) -> Result<(), SourceError> {
-        let want_tags = self.opts.tags.as_deref();
+        let want_tags = self.fs.opts.tags.clone();
+        let want_tags = want_tags.as_deref();
         let file = Arc::new(file);
         let meta = file.meta;
         let mgs = self.add_dir(parent, b"meta_graphs", meta);
         let mut names: Vec<Vec<u8>> = Vec::new();
         let mut dirs = Vec::new();
         for (i, m) in file.metas.iter().enumerate() {
-            let (f, texts) = (file.clone(), self.texts.clone());
-            let Some(id) = self.fs.add_subtree(|id| GraphTree::new(id, f, i, texts)) else {
-                log::warn!(
-                    "{}: too many meta graphs in this mount; the rest are not shown",
-                    file.path.display()
-                );
-                break;
-            };
             let mut name = graph::meta_graph_dir_name(file.kind, &m.tags);
             if names.contains(&name) {
                 let mut k = 2;
@@ -320,6 +396,8 @@ impl Builder<'_> {
             }
             names.push(name.clone());
             let dir = self.add_dir(mgs, &name, meta);
+            let (f, texts) = (file.clone(), self.fs.texts.clone());
+            let id = self.register(&file.path, |id| GraphTree::new(id, dir, f, i, texts))?;
             let mut spaces: Vec<(&[u8], u32)> = Vec::new();
             if !m.graph_def.is_empty() {
                 spaces.extend([
@@ -336,7 +414,7 @@ impl Builder<'_> {
             }
             for (n, space) in spaces {
                 if let Some(r) = GraphTree::space_root(id, space) {
-                    self.fs.link(dir, n, r);
+                    self.link(dir, n, r, Kind::Dir);
                 }
             }
             let parts: [(&[u8], bool, Part); 4] = [
@@ -365,12 +443,12 @@ impl Builder<'_> {
                             file: file.clone(),
                             mg: i,
                             part,
-                            texts: self.texts.clone(),
+                            texts: self.fs.texts.clone(),
                             id: text::text_id(),
                         }),
                         meta,
                     });
-                    self.fs.link(dir, n, t);
+                    self.link(dir, n, t, Kind::File);
                 }
             }
             dirs.push((dir, name, m.tags.clone()));
@@ -390,7 +468,7 @@ impl Builder<'_> {
             dirs.iter().find(|(_, _, tags)| tags == &["serve"])
         };
         if let Some((dir, name, _)) = chosen {
-            for (n, _) in self.fs.fixed.children(*dir) {
+            for (n, _, _) in self.fixed.children(*dir) {
                 let mut target = b"meta_graphs/".to_vec();
                 target.extend_from_slice(name);
                 target.push(b'/');
@@ -400,7 +478,7 @@ impl Builder<'_> {
                     target,
                     meta,
                 });
-                self.fs.link(parent, &n, l);
+                self.link(parent, &n, l, Kind::Symlink);
             }
         } else if let Some(want) = want_tags {
             return Err(SourceError::Invalid {
@@ -417,10 +495,10 @@ impl Builder<'_> {
         if file.kind == GraphKind::SavedModel {
             let t = self.add(Fixed::Text {
                 parent,
-                text: Arc::new(WholeText::new(file.clone(), self.texts.clone())),
+                text: Arc::new(WholeText::new(file.clone(), self.fs.texts.clone())),
                 meta,
             });
-            self.fs.link(parent, b"saved_model.pbtxt", t);
+            self.link(parent, b"saved_model.pbtxt", t, Kind::File);
         }
         Ok(())
     }
@@ -478,7 +556,7 @@ impl Builder<'_> {
                 );
                 continue;
             };
-            self.fs.link(me, name.as_bytes(), child);
+            self.link_own(me, name.as_bytes(), child);
         }
         Ok(me)
     }

@@ -11,7 +11,7 @@ use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::Kind;
 use crate::error::{FsError, FsResult};
 use crate::source::bytes::FileMeta;
-use crate::tree::ino::{cookie, Ino, ROOT};
+use crate::tree::ino::{cookie, Ino};
 
 /// A file whose text is rendered when read.
 pub trait TextFile: Send + Sync {
@@ -27,7 +27,8 @@ pub trait TextFile: Send + Sync {
 pub enum Fixed {
     Dir {
         parent: Ino,
-        children: Vec<(Vec<u8>, Ino)>,
+        /// Name, inode and kind of each child (children may live in other subtrees).
+        children: Vec<(Vec<u8>, Ino, Kind)>,
         meta: FileMeta,
     },
     Symlink {
@@ -69,24 +70,44 @@ impl Fixed {
     }
 }
 
-/// The table of fixed nodes; node `i` (from 1) is `nodes[i - 1]`, the root is node 1.
-#[derive(Default)]
+/// A table of fixed nodes, one subtree instance (the mount's root table, or one checkpoint's
+/// tree in a live checkpoint directory); node `i` (from 1) is `nodes[i - 1]`. Built at mount
+/// time (or when a checkpoint appears), then never changed.
 pub struct FixedNodes {
+    id: u16,
     nodes: Vec<Fixed>,
 }
 
 impl FixedNodes {
-    /// Adds a node; returns its inode number.
-    pub fn add(&mut self, f: Fixed) -> Ino {
-        self.nodes.push(f);
-        Ino(self.nodes.len() as u64)
+    pub fn new(id: u16) -> FixedNodes {
+        FixedNodes {
+            id,
+            nodes: Vec::new(),
+        }
     }
 
-    /// Adds `child` to fixed directory `dir` under `name`.
-    pub fn link(&mut self, dir: Ino, name: &[u8], child: Ino) {
-        if let Some(Fixed::Dir { children, .. }) = self.get_mut(dir.local()) {
-            children.push((name.to_vec(), child));
+    /// Adds a node; returns its inode number (`None` when the table is full).
+    pub fn add(&mut self, f: Fixed) -> Option<Ino> {
+        self.nodes.push(f);
+        Ino::new(self.id, self.nodes.len() as u64)
+    }
+
+    /// Adds `child` (of kind `kind`) to fixed directory `dir` of this table under `name`.
+    pub fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+        if dir.subtree() != self.id {
+            return;
         }
+        if let Some(Fixed::Dir { children, .. }) = self.get_mut(dir.local()) {
+            children.push((name.to_vec(), child, kind));
+        }
+    }
+
+    /// The kind of one of this table's nodes.
+    pub fn kind_of(&self, ino: Ino) -> Option<Kind> {
+        if ino.subtree() != self.id {
+            return None;
+        }
+        self.kind(ino.local()).ok()
     }
 
     pub fn get(&self, local: u64) -> FsResult<&Fixed> {
@@ -102,8 +123,11 @@ impl FixedNodes {
             .and_then(|i| self.nodes.get_mut(i))
     }
 
-    /// The children of a fixed directory.
-    pub fn children(&self, dir: Ino) -> Vec<(Vec<u8>, Ino)> {
+    /// The children of a fixed directory of this table.
+    pub fn children(&self, dir: Ino) -> Vec<(Vec<u8>, Ino, Kind)> {
+        if dir.subtree() != self.id {
+            return Vec::new();
+        }
         match self.get(dir.local()) {
             Ok(Fixed::Dir { children, .. }) => children.clone(),
             _ => Vec::new(),
@@ -143,17 +167,14 @@ impl Subtree for FixedNodes {
         match self.get(dir)? {
             Fixed::Dir { children, .. } => children
                 .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, c)| *c)
+                .find(|(n, _, _)| n == name)
+                .map(|(_, c, _)| *c)
                 .ok_or(FsError::NotFound),
             _ => Err(FsError::NotDir),
         }
     }
 
     fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
-        if dir == ROOT.local() {
-            return Ok(Some(ROOT));
-        }
         Ok(Some(self.get(dir)?.parent()))
     }
 
@@ -162,13 +183,11 @@ impl Subtree for FixedNodes {
             return Err(FsError::NotDir);
         };
         let start = c.saturating_sub(cookie::BASE - 1) as usize;
-        for (n, (name, child)) in children.iter().enumerate().skip(start) {
-            // A child in another subtree: its kind is asked of the dispatcher by the caller; here
-            // the fixed table knows only its own nodes, so it reports what it linked.
+        for (n, (name, child, kind)) in children.iter().enumerate().skip(start) {
             let e = Entry {
                 ino: *child,
                 name,
-                kind: Kind::Dir, // replaced by the dispatcher (see Fs::readdir)
+                kind: *kind,
                 cookie: cookie::BASE + n as u64,
             };
             if add(e) {

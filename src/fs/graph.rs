@@ -180,6 +180,8 @@ pub fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
 /// One meta graph as mounted.
 pub struct GraphTree {
     id: u16,
+    /// The directory `meta_graphs/<tags>/` the name spaces are linked in.
+    dir: Ino,
     file: Arc<GraphFile>,
     /// Index in `file.metas`.
     mg: usize,
@@ -188,9 +190,10 @@ pub struct GraphTree {
 }
 
 impl GraphTree {
-    pub fn new(id: u16, file: Arc<GraphFile>, mg: usize, texts: Arc<Texts>) -> GraphTree {
+    pub fn new(id: u16, dir: Ino, file: Arc<GraphFile>, mg: usize, texts: Arc<Texts>) -> GraphTree {
         GraphTree {
             id,
+            dir,
             file,
             mg,
             texts,
@@ -424,7 +427,7 @@ impl Subtree for GraphTree {
             return if n.space >= SP_BODY0 {
                 self.ino(Node::root(SP_FUNCS)).map(Some)
             } else {
-                Ok(None)
+                Ok(Some(self.dir))
             };
         }
         let (sp, kind) = self.space(n.space)?;
@@ -437,7 +440,7 @@ impl Subtree for GraphTree {
                     index: p as u32,
                 })
                 .map(Some),
-            None => Ok(None),
+            None => Ok(Some(self.dir)),
         }
     }
 

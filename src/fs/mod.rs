@@ -11,13 +11,14 @@ pub mod build;
 pub mod fixed;
 pub mod graph;
 pub mod keyspace;
+pub mod live;
+pub mod registry;
 pub mod subtree;
 pub mod tensor_files;
 pub mod text;
 pub mod variables;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use crate::cache::Lru;
@@ -26,8 +27,8 @@ use crate::source::bytes::{FileMeta, LocalStore, Store};
 use crate::source::checkpoint::Caches;
 use crate::source::tensors::TensorSet;
 use crate::source::Probed;
-use crate::tree::ino::{Ino, MAX_SUBTREES};
-use fixed::FixedNodes;
+use crate::tree::ino::Ino;
+use registry::Registry;
 use subtree::{NodeAttr, Size, Subtree};
 
 pub use crate::tree::ino::ROOT as ROOT_INO;
@@ -49,6 +50,8 @@ pub struct Options {
     /// The meta graph the top-level `graph`, `functions`, ... links point into, as a
     /// comma-separated tag set (else the only one, else the one tagged exactly `serve`).
     pub tags: Option<String>,
+    /// Follow a checkpoint directory with a state file while mounted (see [`live`]).
+    pub live: bool,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             cache_bytes: 32 << 20,
             text_cache_bytes: 16 << 20,
             tags: None,
+            live: true,
         }
     }
 }
@@ -94,15 +98,16 @@ pub struct DirEntry {
 const LOGGED_INODES: usize = 4096;
 
 pub struct Fs {
-    fixed: FixedNodes,
-    /// Subtree `s` is `subtrees[s - 1]`.
-    subtrees: Vec<Arc<dyn Subtree>>,
-    /// Where each subtree root is linked (its `..`).
-    linked_at: HashMap<Ino, Ino>,
+    /// Every subtree instance, by id; subtree 0 holds the root.
+    registry: Registry,
     /// The checkpoints of the mount, with the path of their tree's root relative to the mount.
-    checkpoints: Vec<(String, Arc<dyn TensorSet>)>,
+    checkpoints: RwLock<Vec<(String, Arc<dyn TensorSet>)>>,
     caches: Arc<Caches>,
+    texts: Arc<text::Texts>,
+    opts: Options,
     logged: Lru<u64, ()>,
+    /// A checkpoint directory followed while mounted (see [`live`]).
+    live: Option<live::Live>,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -129,45 +134,24 @@ impl Fs {
         build::build(store, probed, opts)
     }
 
-    fn empty(caches: Arc<Caches>) -> Fs {
+    fn empty(opts: &Options) -> Fs {
         Fs {
-            fixed: FixedNodes::default(),
-            subtrees: Vec::new(),
-            linked_at: HashMap::new(),
-            checkpoints: Vec::new(),
-            caches,
+            registry: Registry::new(),
+            checkpoints: RwLock::new(Vec::new()),
+            caches: Caches::new(opts.cache_bytes),
+            texts: Arc::new(text::Texts::new(opts.text_cache_bytes)),
+            opts: opts.clone(),
             logged: Lru::new(LOGGED_INODES),
+            live: None,
         }
     }
 
-    /// Registers a subtree instance; `make` gets its id. `None` when the mount holds too many.
-    fn add_subtree<S: Subtree + 'static>(&mut self, make: impl FnOnce(u16) -> S) -> Option<u16> {
-        if self.subtrees.len() + 1 >= MAX_SUBTREES {
-            return None;
-        }
-        let id = (self.subtrees.len() + 1) as u16;
-        self.subtrees.push(Arc::new(make(id)));
-        Some(id)
-    }
-
-    /// Links `child` (of any subtree) into fixed directory `dir` as `name`.
-    fn link(&mut self, dir: Ino, name: &[u8], child: Ino) {
-        self.fixed.link(dir, name, child);
-        if child.subtree() != 0 {
-            self.linked_at.entry(child).or_insert(dir);
-        }
-    }
-
-    fn sub(&self, ino: u64) -> FsResult<(&dyn Subtree, u64)> {
+    fn sub(&self, ino: u64) -> FsResult<(Arc<dyn Subtree>, u64)> {
         let ino = Ino(ino);
-        match ino.subtree() {
-            0 => Ok((&self.fixed, ino.local())),
-            s => self
-                .subtrees
-                .get(s as usize - 1)
-                .map(|t| (&**t, ino.local()))
-                .ok_or(FsError::NotFound),
-        }
+        self.registry
+            .get(ino.subtree())
+            .map(|t| (t, ino.local()))
+            .ok_or(FsError::NotFound)
     }
 
     /// Logs a failed operation once, here.
@@ -207,21 +191,9 @@ impl Fs {
         Ok(Self::to_attr(ino, a))
     }
 
-    fn kind_of(&self, ino: u64) -> FsResult<Kind> {
-        let (t, local) = self.sub(ino)?;
-        t.kind(local)
-    }
-
     fn parent_of(&self, ino: u64) -> FsResult<u64> {
         let (t, local) = self.sub(ino)?;
-        match t.parent(local)? {
-            Some(p) => Ok(p.0),
-            None => self
-                .linked_at
-                .get(&Ino(ino))
-                .map(|p| p.0)
-                .ok_or(FsError::NotFound),
-        }
+        t.parent(local)?.map(|p| p.0).ok_or(FsError::NotFound)
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
@@ -262,32 +234,14 @@ impl Fs {
         if cookie < 2 && add(dot(b"..", self.parent_of(ino)?, 2)) {
             return Ok(());
         }
-        let fixed = Ino(ino).subtree() == 0;
-        let mut failed = None;
         let r = t.readdir(local, cookie, &mut |e| {
-            // The fixed table links nodes of other subtrees: their kind comes from there.
-            let kind = if fixed {
-                match self.kind_of(e.ino.0) {
-                    Ok(k) => k,
-                    Err(err) => {
-                        failed = Some(err);
-                        return true;
-                    }
-                }
-            } else {
-                e.kind
-            };
             add(DirEntry {
                 ino: e.ino.0,
                 name: e.name.to_vec(),
-                kind,
+                kind: e.kind,
                 cookie: e.cookie,
             })
         });
-        let r = match failed {
-            Some(e) => Err(e),
-            None => r,
-        };
         self.logged("readdir", ino, r)
     }
 
@@ -354,13 +308,47 @@ impl Fs {
 
     /// Total bytes of the mounted checkpoints' source files, for `statfs`.
     pub fn total_bytes(&self) -> u64 {
-        self.checkpoints.iter().map(|(_, c)| c.source_bytes()).sum()
+        self.checkpoints()
+            .iter()
+            .map(|(_, c)| c.source_bytes())
+            .sum()
     }
 
-    /// The checkpoints of the mount: the path of each one's tree relative to the mount root
+    /// The checkpoints of the mount now: the path of each one's tree relative to the mount root
     /// (empty for the root itself) and its tensors.
-    pub fn checkpoints(&self) -> &[(String, Arc<dyn TensorSet>)] {
-        &self.checkpoints
+    pub fn checkpoints(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
+        self.checkpoints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The kernel learned of `ino` (a lookup or a listed entry): for freeing pruned
+    /// checkpoints of a live mount once the kernel forgot all their inodes.
+    pub fn looked_up(&self, ino: u64) {
+        self.registry.looked_up(Ino(ino).subtree(), 1);
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.registry.forgot(Ino(ino).subtree(), n);
+    }
+
+    /// Starts following a live checkpoint directory (if this mount is one): `notify` is called
+    /// with each cached name or inode the kernel must drop.
+    pub fn follow(
+        self: &Arc<Self>,
+        notify: Box<dyn Fn(live::Invalidate) + Send>,
+    ) -> std::io::Result<()> {
+        live::follow(self, notify)
+    }
+
+    /// Applies changes of a live checkpoint directory now (what the watcher does on a change).
+    pub fn refresh_live(&self) -> Vec<live::Invalidate> {
+        match &self.live {
+            Some(l) => l.refresh(self, &LocalStore, true),
+            None => Vec::new(),
+        }
     }
 
     /// Counters of the shared index-block cache.

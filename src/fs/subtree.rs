@@ -49,8 +49,8 @@ pub trait Subtree: Send + Sync {
     /// The child `name` of directory `dir`.
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino>;
 
-    /// The directory above `dir`; `None` for a root of this subtree (its parent is where the
-    /// dispatcher linked it).
+    /// The directory above `dir` (a subtree's roots know where they are linked); `None` only
+    /// where there is no parent (never for a node reachable from the mount root).
     fn parent(&self, dir: u64) -> FsResult<Option<Ino>>;
 
     /// Lists `dir` after `cookie` (below `cookie::BASE`: from the first entry). `add` returns

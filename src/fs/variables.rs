@@ -97,15 +97,18 @@ thread_local! {
 
 pub struct Variables {
     id: u16,
+    /// The directory `variables/` is linked in.
+    parent: Ino,
     uid: u64,
     set: Arc<dyn TensorSet>,
     meta: FileMeta,
 }
 
 impl Variables {
-    pub fn new(id: u16, set: Arc<dyn TensorSet>) -> Variables {
+    pub fn new(id: u16, parent: Ino, set: Arc<dyn TensorSet>) -> Variables {
         Variables {
             id,
+            parent,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             meta: set.meta(),
             set,
@@ -230,7 +233,7 @@ impl Subtree for Variables {
             return Err(FsError::NotDir);
         };
         match keyspace::parent(&self.names(), depth, pos)? {
-            None => Ok(None),
+            None => Ok(Some(self.parent)),
             Some((depth, pos)) => self.ino(Node::Dir { depth, pos }).map(Some),
         }
     }

@@ -568,6 +568,11 @@ impl TensorSet for Checkpoint {
         self.open_tensor(&t)
     }
 
+    fn complete(&self) -> bool {
+        self.shards.len() == self.header.num_shards as usize
+            && self.shards.values().all(|s| s.is_ok())
+    }
+
     fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>> {
         let t = self.tensor_at(unpack(pos))?;
         let Data::Sliced(slices) = &t.entry.data else {

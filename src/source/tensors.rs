@@ -67,6 +67,10 @@ pub trait TensorSet: Send + Sync {
     fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>>;
     /// Where each saved slice of a partitioned tensor is stored (in `info().slices` order).
     fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>>;
+    /// Whether every source file the checkpoint needs was there and opened.
+    fn complete(&self) -> bool {
+        true
+    }
 }
 
 /// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an

@@ -1,0 +1,513 @@
+//! Live checkpoint directories: a checkpoint directory with a `checkpoint` state file is
+//! followed while mounted. Its root ([`LiveDir`], subtree 0) lists one directory per checkpoint
+//! the state file names and `latest`; a watcher thread re-reads the state file when the
+//! directory changes (inotify, and a 1 s poll as a fallback), mounts new checkpoints (each a
+//! snapshot of its files taken when it appeared), unlinks pruned ones, moves `latest`, and
+//! tells the kernel which cached names and listings changed.
+//!
+//! A pruned checkpoint's subtrees are freed (files closed, memory released) once the kernel has
+//! forgotten every inode of them; until then files already open keep reading what they opened.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::build::Builder;
+use super::registry::Prunable;
+use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::{Fs, Kind};
+use crate::error::{FsError, FsResult, SourceError};
+use crate::source::bytes::{FileMeta, LocalStore, Store};
+use crate::source::state;
+use crate::source::watch::DirWatch;
+use crate::tree::ino::{cookie, Ino, ROOT};
+
+/// Local node numbers of the live root subtree.
+const ROOT_LOCAL: u64 = 1;
+const LATEST_LOCAL: u64 = 2;
+/// The cookie of `latest`, listed after every checkpoint.
+const LATEST_COOKIE: u64 = 1 << 62;
+/// How often the state file is checked when no change was signalled.
+const POLL: Duration = Duration::from_secs(1);
+/// How long a checkpoint whose data shards are not all there yet is waited for before it is
+/// mounted anyway (its missing parts then fail with EIO).
+const SHARD_GRACE: Duration = Duration::from_secs(10);
+
+/// What the kernel must forget after a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidate {
+    /// The name `name` in directory `parent`.
+    Entry { parent: u64, name: Vec<u8> },
+    /// The cached attributes and contents (a directory's listing, a symlink's target).
+    Inode(u64),
+}
+
+/// One checkpoint as mounted: its directory and the subtrees built for it.
+struct Mounted {
+    name: String,
+    prefix: PathBuf,
+    root: Ino,
+    seq: u64,
+    ids: Vec<u16>,
+    prunables: Vec<Arc<Prunable>>,
+}
+
+#[derive(Default)]
+struct DirState {
+    entries: Vec<Mounted>,
+    latest: Option<String>,
+    next_seq: u64,
+}
+
+/// The root directory of a live checkpoint directory.
+pub struct LiveDir {
+    meta: FileMeta,
+    state: RwLock<DirState>,
+}
+
+impl LiveDir {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, DirState> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, DirState> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Subtree for LiveDir {
+    fn attr(&self, local: u64) -> FsResult<NodeAttr> {
+        let (kind, size) = match local {
+            ROOT_LOCAL => (Kind::Dir, 0),
+            LATEST_LOCAL => (
+                Kind::Symlink,
+                self.read().latest.as_ref().ok_or(FsError::NotFound)?.len() as u64,
+            ),
+            _ => return Err(FsError::NotFound),
+        };
+        Ok(NodeAttr {
+            kind,
+            size: Size::Known(size),
+            meta: self.meta,
+        })
+    }
+
+    fn kind(&self, local: u64) -> FsResult<Kind> {
+        match local {
+            ROOT_LOCAL => Ok(Kind::Dir),
+            LATEST_LOCAL => Ok(Kind::Symlink),
+            _ => Err(FsError::NotFound),
+        }
+    }
+
+    fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
+        if dir != ROOT_LOCAL {
+            return Err(FsError::NotDir);
+        }
+        let st = self.read();
+        if name == b"latest" {
+            return st
+                .latest
+                .as_ref()
+                .and_then(|_| Ino::new(0, LATEST_LOCAL))
+                .ok_or(FsError::NotFound);
+        }
+        st.entries
+            .iter()
+            .find(|m| m.name.as_bytes() == name)
+            .map(|m| m.root)
+            .ok_or(FsError::NotFound)
+    }
+
+    fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
+        match dir {
+            ROOT_LOCAL => Ok(Some(ROOT)),
+            _ => Err(FsError::NotDir),
+        }
+    }
+
+    fn readdir(&self, dir: u64, c: u64, add: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
+        if dir != ROOT_LOCAL {
+            return Err(FsError::NotDir);
+        }
+        let st = self.read();
+        // Cookies are the entries' sequence numbers, so a listing resumed after a change goes
+        // on where it was.
+        let after = c.saturating_sub(cookie::BASE);
+        if c < LATEST_COOKIE {
+            for m in st
+                .entries
+                .iter()
+                .filter(|m| c < cookie::BASE || m.seq > after)
+            {
+                if add(Entry {
+                    ino: m.root,
+                    name: m.name.as_bytes(),
+                    kind: Kind::Dir,
+                    cookie: cookie::BASE + m.seq,
+                }) {
+                    return Ok(());
+                }
+            }
+            if st.latest.is_some() {
+                if let Some(ino) = Ino::new(0, LATEST_LOCAL) {
+                    add(Entry {
+                        ino,
+                        name: b"latest",
+                        kind: Kind::Symlink,
+                        cookie: LATEST_COOKIE,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&self, _local: u64) -> FsResult<()> {
+        Ok(())
+    }
+
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        match local {
+            LATEST_LOCAL => Ok(slice_of(&self.readlink(local)?, offset, size)),
+            _ => Err(FsError::IsDir),
+        }
+    }
+
+    fn readlink(&self, local: u64) -> FsResult<Vec<u8>> {
+        if local != LATEST_LOCAL {
+            return Err(FsError::NotSymlink);
+        }
+        self.read()
+            .latest
+            .as_ref()
+            .map(|l| l.as_bytes().to_vec())
+            .ok_or(FsError::NotFound)
+    }
+}
+
+/// A followed checkpoint directory.
+pub struct Live {
+    dir: PathBuf,
+    state_file: PathBuf,
+    root: Arc<LiveDir>,
+    /// Unlinked checkpoints not yet freed.
+    pruned: Mutex<Vec<Mounted>>,
+    /// Checkpoints named by the state file but waiting for their data shards, since when.
+    waiting: Mutex<Vec<(String, Instant)>>,
+    /// The state file's size and mtime when it was last applied.
+    applied: Mutex<Option<(u64, std::time::SystemTime)>>,
+}
+
+/// The state file's text, if it is complete: it parses, names a current checkpoint, ends with
+/// a newline, and lists the current checkpoint among all of them (TensorFlow writes all of
+/// this). A file caught in the middle of a write fails one of these and is retried later.
+fn complete_state(
+    store: &dyn Store,
+    dir: &Path,
+    state_file: &Path,
+) -> Option<(state::NamedPrefixes, Option<String>)> {
+    let text = store.read_whole(state_file, state::MAX_STATE_FILE).ok()?;
+    if !text.ends_with(b"\n") {
+        return None;
+    }
+    let st = state::parse(std::str::from_utf8(&text).ok()?).ok()?;
+    if st.model_checkpoint_path.is_empty()
+        || (!st.all_model_checkpoint_paths.is_empty()
+            && !st
+                .all_model_checkpoint_paths
+                .contains(&st.model_checkpoint_path))
+    {
+        return None;
+    }
+    state::resolve(store, dir, state_file).ok()
+}
+
+fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+impl Live {
+    /// Mounts the checkpoints the state file names now. Registers the live root as subtree 0.
+    pub fn open(
+        fs: &Fs,
+        store: &dyn Store,
+        dir: &Path,
+        state_file: &Path,
+    ) -> Result<Live, SourceError> {
+        let meta = store.meta(dir).map_err(|err| SourceError::Io {
+            path: dir.to_path_buf(),
+            err,
+        })?;
+        let id = fs.registry.reserve();
+        if id != Some(0) {
+            return Err(SourceError::Invalid {
+                path: dir.to_path_buf(),
+                msg: "the live root must be the first subtree".into(),
+            });
+        }
+        let root = Arc::new(LiveDir {
+            meta,
+            state: RwLock::new(DirState::default()),
+        });
+        fs.registry.set(0, root.clone());
+        let live = Live {
+            dir: dir.to_path_buf(),
+            state_file: state_file.to_path_buf(),
+            root,
+            pruned: Mutex::new(Vec::new()),
+            waiting: Mutex::new(Vec::new()),
+            applied: Mutex::new(None),
+        };
+        // At mount, the state file must be usable (as for a snapshot mount).
+        let (checkpoints, latest) = state::resolve(store, dir, state_file)?;
+        if checkpoints.is_empty() {
+            return Err(SourceError::Invalid {
+                path: state_file.to_path_buf(),
+                msg: "none of the checkpoints this state file lists exists".into(),
+            });
+        }
+        for (name, prefix) in &checkpoints {
+            let m = live.mount_one(fs, store, name, prefix)?;
+            live.root.write().push(m);
+        }
+        live.root.write().latest = latest;
+        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) = stamp(state_file);
+        Ok(live)
+    }
+
+    fn mount_one(
+        &self,
+        fs: &Fs,
+        store: &dyn Store,
+        name: &str,
+        prefix: &Path,
+    ) -> Result<Mounted, SourceError> {
+        let id = fs.registry.reserve().ok_or_else(|| SourceError::Invalid {
+            path: prefix.to_path_buf(),
+            msg: "too many checkpoints over the life of this mount".into(),
+        })?;
+        let mut b = Builder::new(fs, store, id, true);
+        b.build_checkpoint(name, prefix)?;
+        let (ids, mut prunables) = (b.ids.clone(), b.prunables.clone());
+        let fixed = Arc::new(Prunable::new(Arc::new(b.finish())));
+        prunables.push(fixed.clone());
+        fs.registry.set(id, fixed);
+        Ok(Mounted {
+            name: name.to_string(),
+            prefix: prefix.to_path_buf(),
+            root: Ino::new(id, 1).unwrap_or(ROOT),
+            seq: 0,
+            ids,
+            prunables,
+        })
+    }
+
+    /// Applies the state file if it changed; returns what the kernel must forget.
+    pub fn refresh(&self, fs: &Fs, store: &dyn Store, force: bool) -> Vec<Invalidate> {
+        let mut out = Vec::new();
+        self.free_forgotten(fs);
+        let now_stamp = stamp(&self.state_file);
+        let waiting_any = !self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        let unchanged = now_stamp.is_some()
+            && *self.applied.lock().unwrap_or_else(|p| p.into_inner()) == now_stamp;
+        if unchanged && !force && !waiting_any {
+            return out;
+        }
+        // A missing or half-written state file keeps the last complete state.
+        let Some((checkpoints, latest)) = complete_state(store, &self.dir, &self.state_file) else {
+            return out;
+        };
+        let root_ino = ROOT.0;
+        // New checkpoints.
+        let known: Vec<String> = self
+            .root
+            .read()
+            .entries
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        let mut all_ready = true;
+        for (name, prefix) in &checkpoints {
+            if known.contains(name) {
+                continue;
+            }
+            match self.mount_one(fs, store, name, prefix) {
+                Ok(m) => {
+                    if !self.ready(fs, name, &m) {
+                        all_ready = false;
+                        self.unmount(fs, m);
+                        continue;
+                    }
+                    log::info!("{}: checkpoint {name} appeared", self.dir.display());
+                    self.root.write().push(m);
+                    out.push(Invalidate::Entry {
+                        parent: root_ino,
+                        name: name.as_bytes().to_vec(),
+                    });
+                }
+                Err(e) => {
+                    all_ready = false;
+                    log::warn!("{}: checkpoint {name}: {e}; retried", self.dir.display());
+                }
+            }
+        }
+        // Pruned checkpoints.
+        let gone: Vec<Mounted> = {
+            let mut st = self.root.write();
+            let (keep, gone) = std::mem::take(&mut st.entries)
+                .into_iter()
+                .partition(|m| checkpoints.iter().any(|(n, _)| *n == m.name));
+            st.entries = keep;
+            gone
+        };
+        for m in gone {
+            log::info!("{}: checkpoint {} pruned", self.dir.display(), m.name);
+            out.push(Invalidate::Entry {
+                parent: root_ino,
+                name: m.name.as_bytes().to_vec(),
+            });
+            fs.checkpoints
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(n, _)| *n != m.name);
+            self.pruned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(m);
+        }
+        // latest.
+        let latest_changed = {
+            let mut st = self.root.write();
+            let changed = st.latest != latest;
+            st.latest = latest;
+            changed
+        };
+        if latest_changed {
+            out.push(Invalidate::Entry {
+                parent: root_ino,
+                name: b"latest".to_vec(),
+            });
+            if let Some(l) = Ino::new(0, LATEST_LOCAL) {
+                out.push(Invalidate::Inode(l.0));
+            }
+        }
+        if !out.is_empty() {
+            out.push(Invalidate::Inode(root_ino));
+        }
+        if all_ready {
+            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
+        }
+        self.free_forgotten(fs);
+        out
+    }
+
+    /// Whether a new checkpoint's data shards are all there (or it waited long enough).
+    fn ready(&self, fs: &Fs, name: &str, m: &Mounted) -> bool {
+        let complete = fs
+            .checkpoints()
+            .iter()
+            .filter(|(n, _)| n == name)
+            .all(|(_, c)| c.complete());
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if complete {
+            waiting.retain(|(n, _)| n != name);
+            return true;
+        }
+        let since = match waiting.iter().find(|(n, _)| n == name) {
+            Some((_, t)) => *t,
+            None => {
+                waiting.push((name.to_string(), Instant::now()));
+                Instant::now()
+            }
+        };
+        if since.elapsed() >= SHARD_GRACE {
+            log::warn!(
+                "{}: checkpoint {name} is still missing data shards after {} s; mounted as it is",
+                self.dir.display(),
+                SHARD_GRACE.as_secs()
+            );
+            waiting.retain(|(n, _)| n != name);
+            return true;
+        }
+        log::debug!("{}: waiting for its data shards", m.prefix.display());
+        false
+    }
+
+    /// Drops a checkpoint that was built but not shown.
+    fn unmount(&self, fs: &Fs, m: Mounted) {
+        fs.checkpoints
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(n, _)| *n != m.name);
+        for p in &m.prunables {
+            p.free();
+        }
+    }
+
+    /// Frees the pruned checkpoints whose inodes the kernel has all forgotten.
+    fn free_forgotten(&self, fs: &Fs) {
+        let mut pruned = self.pruned.lock().unwrap_or_else(|p| p.into_inner());
+        pruned.retain(|m| {
+            let held: u64 = m.ids.iter().map(|&id| fs.registry.lookups(id)).sum();
+            if held > 0 {
+                return true;
+            }
+            for p in &m.prunables {
+                p.free();
+            }
+            log::debug!("{}: freed", m.prefix.display());
+            false
+        });
+    }
+
+    /// Number of pruned checkpoints not yet freed (for tests and logs).
+    pub fn pending_free(&self) -> usize {
+        self.pruned.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+impl DirState {
+    fn push(&mut self, mut m: Mounted) {
+        self.next_seq += 1;
+        m.seq = self.next_seq;
+        self.entries.push(m);
+    }
+}
+
+/// Follows `fs`'s live directory in a thread until `fs` is dropped, calling `notify` with what
+/// the kernel must forget after each change.
+pub fn follow(fs: &Arc<Fs>, notify: Box<dyn Fn(Invalidate) + Send>) -> std::io::Result<()> {
+    let Some(live) = &fs.live else {
+        return Ok(());
+    };
+    let watch = DirWatch::new(&live.dir)?;
+    let weak: Weak<Fs> = Arc::downgrade(fs);
+    std::thread::Builder::new()
+        .name("live".into())
+        .spawn(move || loop {
+            let changed = match watch.wait(POLL) {
+                Ok(c) => c,
+                Err(e) => {
+                    log::warn!("watching the checkpoint directory: {e}");
+                    std::thread::sleep(POLL);
+                    false
+                }
+            };
+            let Some(fs) = weak.upgrade() else {
+                return;
+            };
+            let Some(live) = &fs.live else {
+                return;
+            };
+            for inv in live.refresh(&fs, &LocalStore, changed) {
+                notify(inv);
+            }
+        })?;
+    Ok(())
+}
