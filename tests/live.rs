@@ -1,0 +1,391 @@
+//! Live checkpoint directories through the kernel: a checkpoint directory with a state file is
+//! followed while mounted. Real TensorFlow writes while mounted (CheckpointManager and a TF1
+//! Saver, both `max_to_keep=2`); state files caught half-written or deleted; a data shard that
+//! appears after its index; 100 saves in quick succession; files open on a pruned checkpoint.
+//!
+//! The TensorFlow tests need a Python with TensorFlow: `$TFMOUNT_TF_PYTHON`, else
+//! `/work/tfvenv/bin/python`, else `python3` (`.ci/run` installs `tensorflow-cpu`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Mount;
+use tfmount::format::dtype::DType;
+
+const DT_FLOAT: DType = DType(1);
+use tfmount::writer::CheckpointWriter;
+
+/// How soon a change must show (the README's promise).
+const WITHIN: Duration = Duration::from_secs(2);
+
+fn names(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .expect("readdir")
+        .map(|e| e.expect("dirent").file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls `f` until it holds or `WITHIN` has passed; returns how long it took.
+fn within(what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < WITHIN, "not within {WITHIN:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Holds for `d`: the mount does not change.
+fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        assert!(f(), "changed: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A checkpoint `dir/name` with one float32 tensor `v` of 4 elements.
+fn write_ckpt(dir: &Path, name: &str, vals: &[f32]) -> PathBuf {
+    let prefix = dir.join(name);
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    w.add(b"v", DT_FLOAT, &[4], &f32_bytes(vals), 0)
+        .expect("add");
+    w.finish().expect("finish");
+    prefix
+}
+
+fn state(names: &[&str]) -> String {
+    let mut s = format!(
+        "model_checkpoint_path: \"{}\"\n",
+        names.last().expect("a checkpoint")
+    );
+    for n in names {
+        s.push_str(&format!("all_model_checkpoint_paths: \"{n}\"\n"));
+    }
+    s
+}
+
+fn write_state(dir: &Path, names: &[&str]) {
+    let tmp = dir.join("checkpoint.tmp");
+    std::fs::write(&tmp, state(names)).expect("state");
+    std::fs::rename(&tmp, dir.join("checkpoint")).expect("rename");
+}
+
+fn prune(dir: &Path, name: &str) {
+    for e in std::fs::read_dir(dir).expect("readdir") {
+        let e = e.expect("dirent");
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("{name}."))
+        {
+            std::fs::remove_file(e.path()).expect("rm");
+        }
+    }
+}
+
+fn latest(mnt: &Path) -> String {
+    std::fs::read_link(mnt.join("latest"))
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_default()
+}
+
+fn tf_python() -> String {
+    let candidates = [
+        std::env::var("TFMOUNT_TF_PYTHON").unwrap_or_default(),
+        "/work/tfvenv/bin/python".to_string(),
+        "python3".to_string(),
+    ];
+    for py in candidates.iter().filter(|p| !p.is_empty()) {
+        let ok = Command::new(py)
+            .args(["-c", "import tensorflow"])
+            .env("TF_CPP_MIN_LOG_LEVEL", "3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return py.clone();
+        }
+    }
+    panic!(
+        "no Python with TensorFlow found ($TFMOUNT_TF_PYTHON, /work/tfvenv/bin/python, python3): \
+         pip install tensorflow-cpu (the live tests write checkpoints with real TensorFlow)"
+    );
+}
+
+/// Real TensorFlow saves three more checkpoints while the directory is mounted; after each the
+/// listing, `latest` and the new checkpoint's values are checked.
+fn tf_saves_while_mounted(mode: &str, key_path: &str) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/live_writer.py");
+    let mut child = Command::new(tf_python())
+        .arg(&script)
+        .arg(mode)
+        .arg(dir)
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("live_writer.py");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert_eq!(line.trim(), "ready", "live_writer.py: {line}");
+    let m = Mount::start(dir, &[]);
+    let mnt = m.path();
+    let first = names(&mnt);
+    assert_eq!(first.len(), 3, "two checkpoints and latest: {first:?}");
+    let mut shown = first;
+    for _ in 0..3 {
+        writeln!(stdin, "next").expect("next");
+        stdin.flush().expect("flush");
+        line.clear();
+        out.read_line(&mut line).expect("saved");
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.first(), Some(&"saved"), "{line}");
+        let name = f[1].to_string();
+        let vals: Vec<f32> = f[2..].iter().map(|v| v.parse().expect("value")).collect();
+        let took = within(&format!("{name} appears and latest moves to it"), || {
+            names(&mnt).contains(&name) && latest(&mnt) == name
+        });
+        eprintln!("{mode}: {name} shown after {took:?}");
+        // max_to_keep=2: the one before the previous is gone.
+        let listing = names(&mnt);
+        assert_eq!(listing.len(), 3, "{listing:?}");
+        assert!(listing.contains(&"latest".to_string()), "{listing:?}");
+        assert_ne!(listing, shown, "the listing changed");
+        shown = listing;
+        let bin = mnt.join(&name).join("variables").join(key_path);
+        assert_eq!(
+            std::fs::read(&bin).expect("new tensor"),
+            f32_bytes(&vals),
+            "{}",
+            bin.display()
+        );
+        assert_eq!(
+            std::fs::read(mnt.join("latest/variables").join(key_path)).expect("via latest"),
+            f32_bytes(&vals)
+        );
+    }
+    drop(stdin);
+    let _ = child.wait();
+}
+
+#[test]
+fn tf2_checkpoint_manager_saves_while_mounted() {
+    tf_saves_while_mounted("tf2", "v/.ATTRIBUTES/VARIABLE_VALUE.bin");
+}
+
+#[test]
+fn tf1_saver_saves_while_mounted() {
+    tf_saves_while_mounted("tf1", "v.bin");
+}
+
+/// A state file written in two halves: the mount keeps the last complete state until the
+/// second half is written. Then the state file is deleted (nothing changes) and written again.
+#[test]
+fn half_written_and_deleted_state_files_keep_the_last_complete_state() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    write_ckpt(dir, "ckpt-1", &[1.0; 4]);
+    write_ckpt(dir, "ckpt-2", &[2.0; 4]);
+    write_state(dir, &["ckpt-1"]);
+    let m = Mount::start(dir, &[]);
+    let mnt = m.path();
+    assert_eq!(names(&mnt), ["ckpt-1", "latest"]);
+    // Two halves, the file closed in between (the worst case for a reader).
+    let text = state(&["ckpt-1", "ckpt-2"]);
+    let half = text.len() / 2;
+    std::fs::write(dir.join("checkpoint"), &text[..half]).expect("half");
+    stays(
+        Duration::from_millis(1500),
+        "a half-written state file",
+        || names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1",
+    );
+    std::fs::write(dir.join("checkpoint"), &text).expect("whole");
+    within("the complete state applies", || {
+        names(&mnt) == ["ckpt-1", "ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    });
+    // Deleted: the mount keeps what it shows.
+    std::fs::remove_file(dir.join("checkpoint")).expect("rm");
+    stays(
+        Duration::from_millis(1500),
+        "the state file deleted",
+        || names(&mnt) == ["ckpt-1", "ckpt-2", "latest"],
+    );
+    write_state(dir, &["ckpt-2"]);
+    within("written again", || {
+        names(&mnt) == ["ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    });
+    assert_eq!(
+        std::fs::read(mnt.join("ckpt-2/variables/v.bin")).expect("read"),
+        f32_bytes(&[2.0; 4])
+    );
+}
+
+/// A checkpoint whose data shard appears after its index (and after the state file names it)
+/// is shown once the shard is there, with its bytes.
+#[test]
+fn data_shard_appearing_after_the_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("run");
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+    write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
+    write_state(&dir, &["ckpt-1"]);
+    let m = Mount::start(&dir, &[]);
+    let mnt = m.path();
+    write_ckpt(&staging, "ckpt-2", &[7.0, 8.0, 9.0, 10.0]);
+    std::fs::copy(staging.join("ckpt-2.index"), dir.join("ckpt-2.index")).expect("index");
+    write_state(&dir, &["ckpt-1", "ckpt-2"]);
+    stays(
+        Duration::from_millis(1200),
+        "ckpt-2 without its data",
+        || !names(&mnt).contains(&"ckpt-2".to_string()),
+    );
+    std::fs::copy(
+        staging.join("ckpt-2.data-00000-of-00001"),
+        dir.join("ckpt-2.data-00000-of-00001"),
+    )
+    .expect("data");
+    within("ckpt-2 appears with its data", || {
+        names(&mnt).contains(&"ckpt-2".to_string())
+    });
+    assert_eq!(
+        std::fs::read(mnt.join("ckpt-2/variables/v.bin")).expect("read"),
+        f32_bytes(&[7.0, 8.0, 9.0, 10.0])
+    );
+}
+
+/// Open files of a pruned checkpoint keep reading what they opened.
+#[test]
+fn files_open_on_a_pruned_checkpoint_keep_reading() {
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    write_ckpt(dir, "ckpt-1", &[1.0, 2.0, 3.0, 4.0]);
+    write_state(dir, &["ckpt-1"]);
+    let m = Mount::start(dir, &[]);
+    let mnt = m.path();
+    let f = std::fs::File::open(mnt.join("ckpt-1/variables/v.bin")).expect("open");
+    write_ckpt(dir, "ckpt-2", &[2.0; 4]);
+    write_state(dir, &["ckpt-2"]);
+    prune(dir, "ckpt-1");
+    within("ckpt-1 leaves the listing", || {
+        names(&mnt) == ["ckpt-2", "latest"]
+    });
+    assert!(
+        std::fs::metadata(mnt.join("ckpt-1")).is_err(),
+        "a pruned name no longer resolves"
+    );
+    let mut buf = [0u8; 16];
+    f.read_exact_at(&mut buf, 0).expect("read of the open file");
+    assert_eq!(buf.to_vec(), f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
+}
+
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// inotify watches held by a process: the `inotify wd:` lines of its inotify descriptors.
+fn inotify_watches(pid: u32) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo") {
+        let text = std::fs::read_to_string(e.expect("fd").path()).unwrap_or_default();
+        n += text
+            .lines()
+            .filter(|l| l.starts_with("inotify wd:"))
+            .count();
+    }
+    n
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// 100 saves in quick succession (max_to_keep=2), each read through the mount: the listing
+/// ends right, the daemon's memory and descriptors stay flat, and it holds one inotify watch.
+#[test]
+fn hundred_saves_in_quick_succession() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    write_ckpt(dir, "ckpt-0", &[0.0; 4]);
+    write_state(dir, &["ckpt-0"]);
+    let m = Mount::start(dir, &[]);
+    let mnt = m.path();
+    let pid = m.pid();
+    let rss0 = proc_status(pid, "RssAnon:");
+    let fds0 = open_fds(pid);
+    for i in 1..=100 {
+        let name = format!("ckpt-{i}");
+        write_ckpt(dir, &name, &[i as f32; 4]);
+        let prev = format!("ckpt-{}", i - 1);
+        write_state(dir, &[&prev, &name]);
+        if i >= 2 {
+            prune(dir, &format!("ckpt-{}", i - 2));
+        }
+        // Every tenth save is read through the mount as soon as it shows.
+        if i % 10 == 0 {
+            within(&format!("{name} shows"), || latest(&mnt) == name);
+            assert_eq!(
+                std::fs::read(mnt.join(&name).join("variables/v.bin")).expect("read"),
+                f32_bytes(&[i as f32; 4])
+            );
+        }
+    }
+    within("the last state applies", || {
+        names(&mnt) == ["ckpt-100", "ckpt-99", "latest"]
+    });
+    // Let the kernel forget the pruned checkpoints' inodes (dropping caches forgets them).
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "2");
+    std::thread::sleep(Duration::from_millis(1500));
+    let rss1 = proc_status(pid, "RssAnon:");
+    let fds1 = open_fds(pid);
+    eprintln!("RssAnon {rss0} -> {rss1} KiB, fds {fds0} -> {fds1}");
+    assert_eq!(inotify_watches(pid), 1, "one inotify watch");
+    assert!(
+        fds1 <= fds0 + 8,
+        "pruned checkpoints' files are closed: {fds0} -> {fds1} descriptors"
+    );
+    assert!(
+        rss1 <= rss0 + 8 * 1024,
+        "memory stays flat: RssAnon {rss0} -> {rss1} KiB"
+    );
+}
+
+/// `-o nolive`: the mount is a snapshot of the directory at mount time.
+#[test]
+fn nolive_is_a_snapshot() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    write_ckpt(dir, "ckpt-1", &[1.0; 4]);
+    write_state(dir, &["ckpt-1"]);
+    let m = Mount::start(dir, &["-o", "nolive"]);
+    let mnt = m.path();
+    write_ckpt(dir, "ckpt-2", &[2.0; 4]);
+    write_state(dir, &["ckpt-2"]);
+    stays(Duration::from_millis(1500), "a nolive mount", || {
+        names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1"
+    });
+}
