@@ -8,7 +8,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::keyspace::{self, Item, Names, SUB_DIR};
+use super::keyspace::{self, Item, Names};
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{dtype_text, npy_header, shape_text, with_header};
 use super::text::{cached, render_error, text_id, Texts};
@@ -332,6 +332,16 @@ impl GraphTree {
         .map_err(|e| render_error(&self.file, &String::from_utf8_lossy(it.name(buf)), e))
     }
 
+    /// The node of a directory inode, with its space and the names there.
+    fn dir_node(&self, dir: u64) -> FsResult<(Node, &Space, SpaceKind)> {
+        let n = Node::decode(dir)?;
+        if n.sub != Sub::Dir {
+            return Err(FsError::NotDir);
+        }
+        let (sp, kind) = self.space(n.space)?;
+        Ok((n, sp, kind))
+    }
+
     fn const_file_size(t: &ConstTensor, k: FileKind) -> u64 {
         match k {
             FileKind::Bin => t.served_size(),
@@ -380,11 +390,7 @@ impl Subtree for GraphTree {
     }
 
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
-        let n = Node::decode(dir)?;
-        if n.sub != Sub::Dir {
-            return Err(FsError::NotDir);
-        }
-        let (sp, kind) = self.space(n.space)?;
+        let (n, sp, kind) = self.dir_node(dir)?;
         let names = self.names(sp, kind);
         let prefix = keyspace::dir_prefix(&names, n.depth, n.index as u64)?;
         // A file?
@@ -461,25 +467,8 @@ impl Subtree for GraphTree {
                     depth: n.depth + 1,
                     index: pos as u32,
                 };
-                let (Ok(ino), Some(c), true) = (
-                    self.ino(node),
-                    cookie::of(pos, SUB_DIR),
-                    pos <= layout::INDEX.max(),
-                ) else {
-                    log::warn!(
-                        "{}: a name is nested too deep or there are too many to show: {}",
-                        path.display(),
-                        String::from_utf8_lossy(comp)
-                    );
-                    return Ok(false);
-                };
-                let name = tree::escape(comp, true);
-                Ok(add(Entry {
-                    ino,
-                    name: &name,
-                    kind: Kind::Dir,
-                    cookie: c,
-                }))
+                let ino = self.ino(node).ok().filter(|_| pos <= layout::INDEX.max());
+                Ok(keyspace::add_dir(path, pos, comp, ino, add))
             }
             Item::Leaf {
                 pos,
@@ -490,35 +479,28 @@ impl Subtree for GraphTree {
                     log::warn!("{}: too many names to list", path.display());
                     return Ok(true);
                 }
-                let stem = tree::escape(comp, false);
-                let files = self.leaf_files(sp, kind, pos as usize);
-                for (s, sub) in files.iter().enumerate().skip(first_sub as usize) {
-                    let mut name = stem.clone();
-                    match sub {
-                        Sub::Tensor(k) => name.extend_from_slice(k.suffix().as_bytes()),
-                        _ => name.extend_from_slice(PBTXT),
-                    }
-                    let ino = self.ino(Node {
+                let subs = self.leaf_files(sp, kind, pos as usize);
+                let files = subs.iter().map(|sub| {
+                    let suffix: &[u8] = match sub {
+                        Sub::Tensor(k) => k.suffix().as_bytes(),
+                        _ => PBTXT,
+                    };
+                    let node = Node {
                         space: n.space,
                         sub: *sub,
                         depth: 0,
                         index: pos as u32,
-                    })?;
-                    let c = cookie::of(pos, s as u64).ok_or(FsError::NotFound)?;
-                    if add(Entry {
-                        ino,
-                        name: &name,
-                        kind: Kind::File,
-                        cookie: c,
-                    }) {
-                        return Ok(true);
-                    }
+                    };
+                    (suffix, self.ino(node))
+                });
+                if keyspace::add_files(pos, comp, first_sub, files, add)? {
+                    return Ok(true);
                 }
                 // A function's body directory follows its file.
-                if kind == SpaceKind::Functions && first_sub <= files.len() as u64 {
+                if kind == SpaceKind::Functions && first_sub <= subs.len() as u64 {
                     if let Some(body) = self.body_space(pos) {
                         let name = tree::escape(comp, true);
-                        let c = cookie::of(pos, files.len() as u64).ok_or(FsError::NotFound)?;
+                        let c = cookie::of(pos, subs.len() as u64).ok_or(FsError::NotFound)?;
                         return Ok(add(Entry {
                             ino: self.ino(Node::root(body))?,
                             name: &name,

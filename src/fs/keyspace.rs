@@ -5,8 +5,12 @@
 //! directories come from names: checkpoint variables (and the views mirroring them) and meta
 //! graph name spaces.
 
+use std::path::Path;
+
+use super::subtree::Entry;
+use super::Kind;
 use crate::error::{FsError, FsResult};
-use crate::tree::ino::cookie;
+use crate::tree::ino::{cookie, Ino};
 use crate::tree::{self, Unescaped};
 
 /// Separates the components of a name.
@@ -219,6 +223,59 @@ pub fn list<N: Names + ?Sized>(
         first_sub = 0;
     }
     Ok(())
+}
+
+/// Adds a subdirectory item as an entry. One that cannot be numbered (`ino` is `None`: nested
+/// too deep, or past what the inode layout addresses) is logged, naming `source`, and left
+/// out. True when the reply is full.
+pub fn add_dir(
+    source: &Path,
+    pos: u64,
+    comp: &[u8],
+    ino: Option<Ino>,
+    add: &mut dyn FnMut(Entry<'_>) -> bool,
+) -> bool {
+    let (Some(ino), Some(c)) = (ino, cookie::of(pos, SUB_DIR)) else {
+        log::warn!(
+            "{}: a name is nested too deep or there are too many to show: {}",
+            source.display(),
+            String::from_utf8_lossy(comp)
+        );
+        return false;
+    };
+    let name = tree::escape(comp, true);
+    add(Entry {
+        ino,
+        name: &name,
+        kind: Kind::Dir,
+        cookie: c,
+    })
+}
+
+/// Adds a leaf's files, `escape(comp) ‖ suffix` each with its inode, from sub-entry `first_sub`
+/// on. True when the reply is full.
+pub fn add_files<'s>(
+    pos: u64,
+    comp: &[u8],
+    first_sub: u64,
+    files: impl IntoIterator<Item = (&'s [u8], FsResult<Ino>)>,
+    add: &mut dyn FnMut(Entry<'_>) -> bool,
+) -> FsResult<bool> {
+    let stem = tree::escape(comp, false);
+    for (sub, (suffix, ino)) in files.into_iter().enumerate().skip(first_sub as usize) {
+        let mut name = stem.clone();
+        name.extend_from_slice(suffix);
+        let c = cookie::of(pos, sub as u64).ok_or(FsError::NotFound)?;
+        if add(Entry {
+            ino: ino?,
+            name: &name,
+            kind: Kind::File,
+            cookie: c,
+        }) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]

@@ -13,15 +13,15 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::keyspace::{self, Item, Names, SUB_DIR};
+use super::keyspace::{self, Item, Names};
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{self, dtype_text, npy_header, shape_text, with_header};
 use super::{Kind, KEY_XATTR};
 use crate::error::{FsError, FsResult};
 use crate::source::bytes::FileMeta;
 use crate::source::tensors::{TensorData, TensorInfo, TensorSet, POS_BITS};
-use crate::tree::ino::{cookie, keyspace as layout, Ino};
-use crate::tree::{self, FileKind};
+use crate::tree::ino::{keyspace as layout, Ino};
+use crate::tree::FileKind;
 
 const _: () = assert!(layout::POS.bits == POS_BITS);
 
@@ -247,49 +247,26 @@ impl Subtree for Variables {
         let path = self.set.path();
         keyspace::list(&names, &prefix, c, |item| match item {
             Item::Dir { pos, comp } => {
-                let (Ok(ino), Some(c)) = (
-                    self.ino(Node::Dir {
+                let ino = self
+                    .ino(Node::Dir {
                         depth: depth + 1,
                         pos,
-                    }),
-                    cookie::of(pos, SUB_DIR),
-                ) else {
-                    log::warn!(
-                        "{}: a key is nested too deep or the index is too large to show: {}",
-                        path.display(),
-                        String::from_utf8_lossy(comp)
-                    );
-                    return Ok(false);
-                };
-                let name = tree::escape(comp, true);
-                Ok(add(Entry {
-                    ino,
-                    name: &name,
-                    kind: Kind::Dir,
-                    cookie: c,
-                }))
+                    })
+                    .ok();
+                Ok(keyspace::add_dir(path, pos, comp, ino, add))
             }
             Item::Leaf {
                 pos,
                 comp,
                 first_sub,
             } => {
-                let stem = tree::escape(comp, false);
-                for (sub, kind) in self.files(pos).iter().enumerate().skip(first_sub as usize) {
-                    let mut name = stem.clone();
-                    name.extend_from_slice(kind.suffix().as_bytes());
-                    let ino = self.ino(Node::File { kind: *kind, pos })?;
-                    let c = cookie::of(pos, sub as u64).ok_or(FsError::NotFound)?;
-                    if add(Entry {
-                        ino,
-                        name: &name,
-                        kind: Kind::File,
-                        cookie: c,
-                    }) {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
+                let files = self.files(pos).iter().map(|k| {
+                    (
+                        k.suffix().as_bytes(),
+                        self.ino(Node::File { kind: *k, pos }),
+                    )
+                });
+                keyspace::add_files(pos, comp, first_sub, files, add)
             }
         })
     }
