@@ -3,6 +3,7 @@
 
 pub mod elem;
 pub mod escape;
+pub mod stats;
 pub mod values;
 
 use std::ops::Range;
