@@ -4,6 +4,7 @@
 pub mod elem;
 pub mod escape;
 pub mod stats;
+pub mod summary;
 pub mod values;
 
 use std::ops::Range;
