@@ -580,7 +580,7 @@ mod tests {
         let l = Layout::build(std::iter::empty()).unwrap();
         assert_eq!(l.size(), l.header().len() as u64);
         assert_eq!(
-            &l.header()[8..l.header().len()].trim_ascii_end()[..],
+            l.header()[8..].trim_ascii_end(),
             br#"{"__metadata__":{"format":"tf"}}"#
         );
         assert_eq!(l.tensors().count(), 0);

@@ -330,32 +330,37 @@ pub enum Value {
     C128(f64, f64),
 }
 
+/// Writes a float: `nan`, `inf`, `-inf`, else `Display` or `LowerExp` by magnitude (module doc).
+/// Formats straight into `out`, allocating nothing else.
+macro_rules! write_float {
+    ($out:expr, $x:expr) => {{
+        let x = $x;
+        if x.is_nan() {
+            $out.extend_from_slice(b"nan");
+        } else if x.is_infinite() {
+            $out.extend_from_slice(if x > 0.0 { b"inf" } else { b"-inf" });
+        } else {
+            let a = x.abs();
+            // Writing to a Vec cannot fail.
+            let _ = if a == 0.0 || (1e-4..1e16).contains(&a) {
+                write!($out, "{x}")
+            } else {
+                write!($out, "{x:e}")
+            };
+        }
+    }};
+}
+
 /// Writes `x` (see the module doc for the form).
 pub fn write_f32(out: &mut Vec<u8>, x: f32) {
-    let a = x.abs();
-    write_float(out, x as f64, a == 0.0 || (1e-4..1e16).contains(&a), || {
-        (format!("{x}"), format!("{x:e}"))
-    });
+    use std::io::Write;
+    write_float!(out, x)
 }
 
 /// Writes `x` (see the module doc for the form).
 pub fn write_f64(out: &mut Vec<u8>, x: f64) {
-    let a = x.abs();
-    write_float(out, x, a == 0.0 || (1e-4..1e16).contains(&a), || {
-        (format!("{x}"), format!("{x:e}"))
-    });
-}
-
-/// `plain`: `Display` form, else `LowerExp`.
-fn write_float(out: &mut Vec<u8>, wide: f64, plain: bool, text: impl FnOnce() -> (String, String)) {
-    if wide.is_nan() {
-        out.extend_from_slice(b"nan");
-    } else if wide.is_infinite() {
-        out.extend_from_slice(if wide > 0.0 { b"inf" } else { b"-inf" });
-    } else {
-        let (p, e) = text();
-        out.extend_from_slice(if plain { p } else { e }.as_bytes());
-    }
+    use std::io::Write;
+    write_float!(out, x)
 }
 
 /// Writes an integer in decimal.
@@ -486,12 +491,12 @@ mod tests {
         }
     }
 
-    /// Every f32 pattern (slow: run with --ignored).
+    /// Every 61st f32 pattern, 70 million (about a minute: run with --ignored).
     #[test]
     #[ignore]
-    fn all_f32_text_survives_f64_parse() {
+    fn strided_f32_text_survives_f64_parse() {
         let mut o = Vec::new();
-        for bits in 0..=u32::MAX {
+        for bits in (0..=u32::MAX).step_by(61) {
             let v = f32::from_bits(bits);
             if v.is_nan() {
                 continue;

@@ -837,7 +837,7 @@ mod tests {
             out.push((dt, (0..n * size).map(|_| r.next() as u8).collect()));
             let b = (0..n)
                 .flat_map(|_| {
-                    let v = (r.next() % 16) as u64 + 3;
+                    let v = r.next() % 16 + 3;
                     v.to_le_bytes()[..size].to_vec()
                 })
                 .collect();
