@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod dtype;
 pub mod npy;
 pub mod partition;
+pub mod safetensors;
 pub mod slice_key;
 pub mod strings;
 pub mod table;

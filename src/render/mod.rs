@@ -1,6 +1,12 @@
 //! Protobuf text renderings of graph messages (prost-reflect's text format over the descriptors
 //! build.rs compiles), and a bounded cache of rendered files.
 
+pub mod elem;
+pub mod escape;
+pub mod stats;
+pub mod summary;
+pub mod values;
+
 use std::ops::Range;
 
 use prost_reflect::text_format::FormatOptions;

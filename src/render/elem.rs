@@ -1,0 +1,569 @@
+//! Tensor elements as numbers: what each dtype's element is in tfmount's `.bin` layout (row-major,
+//! little-endian; int4/uint4/int2/uint2 and float4 one element per byte, value in the low bits),
+//! exact conversions of the narrow float formats (float16, bfloat16, the float8 kinds,
+//! float4_e2m1fn) to the `f32` they stand for, and the text of a number.
+//!
+//! Number text (shared by `text/` and `stats/`): integers in decimal; floats in their shortest
+//! round-trip form — Rust's `Display` (no exponent, no trailing `.0`: `1`, `0.5`, `-0`) when
+//! `1e-4 <= |x| < 1e16` or `x == 0`, else Rust's `LowerExp` (`1e-7`, `1.5e30`), which is also
+//! shortest round-trip. Non-finite values print `nan` (every NaN, whatever its sign or payload),
+//! `inf`, `-inf`. Python's `float()` parses all of these back to the same `f64`; for the
+//! `f32`-valued kinds, `numpy.float32(float(s))` gives back the same `f32` (checked over sampled
+//! `f32` patterns in the tests: the shortest digits of an `f32` survive the detour through `f64`).
+
+use crate::format::dtype::DType;
+
+/// A float format narrower than `f32`, decoded exactly: 1 sign bit, `exp` exponent bits, `man`
+/// mantissa bits, exponent `bias`, and which encodings mean NaN / infinity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mini {
+    pub exp: u32,
+    pub man: u32,
+    pub bias: i32,
+    pub special: Special,
+}
+
+/// How a narrow float format spells its non-finite values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// IEEE 754: all-ones exponent is ±inf (zero mantissa) or NaN.
+    Ieee,
+    /// `fn` ("finite"): no infinities; only all-ones exponent *and* mantissa is NaN (e4m3fn).
+    FiniteNanOnes,
+    /// `fnuz`: no infinities, no negative zero; the "negative zero" pattern is the only NaN.
+    Fnuz,
+    /// No NaN and no infinity at all (float4_e2m1fn).
+    None,
+}
+
+pub const F16: Mini = Mini {
+    exp: 5,
+    man: 10,
+    bias: 15,
+    special: Special::Ieee,
+};
+pub const F8_E5M2: Mini = Mini {
+    exp: 5,
+    man: 2,
+    bias: 15,
+    special: Special::Ieee,
+};
+pub const F8_E4M3FN: Mini = Mini {
+    exp: 4,
+    man: 3,
+    bias: 7,
+    special: Special::FiniteNanOnes,
+};
+pub const F8_E4M3FNUZ: Mini = Mini {
+    exp: 4,
+    man: 3,
+    bias: 8,
+    special: Special::Fnuz,
+};
+pub const F8_E4M3B11FNUZ: Mini = Mini {
+    exp: 4,
+    man: 3,
+    bias: 11,
+    special: Special::Fnuz,
+};
+pub const F8_E5M2FNUZ: Mini = Mini {
+    exp: 5,
+    man: 2,
+    bias: 16,
+    special: Special::Fnuz,
+};
+pub const F4_E2M1FN: Mini = Mini {
+    exp: 2,
+    man: 1,
+    bias: 1,
+    special: Special::None,
+};
+
+/// `2^k` for `k` in the normal `f32` range.
+fn pow2(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+
+impl Mini {
+    /// Bits an element has (the rest of its byte or word is ignored, as ml_dtypes does).
+    pub fn bits(&self) -> u32 {
+        1 + self.exp + self.man
+    }
+
+    /// The exact `f32` value of the encoding `v` (a byte, or a 16-bit word for float16). The
+    /// low `exp + man` bits are the magnitude; the element is negative when any bit above them
+    /// is set — for 8- and 16-bit formats that is the sign bit, for float4 it is how ml_dtypes
+    /// reads a byte whose high bits are not zero.
+    pub fn to_f32(&self, v: u32) -> f32 {
+        let mag_bits = self.exp + self.man;
+        let mag = v & ((1u32 << mag_bits) - 1);
+        let negative = v >> mag_bits != 0;
+        let e = mag >> self.man;
+        let m = mag & ((1 << self.man) - 1);
+        let e_max = (1 << self.exp) - 1;
+        let m_max = (1 << self.man) - 1;
+        let magnitude = match self.special {
+            Special::Fnuz if negative && mag == 0 => return f32::NAN,
+            Special::Ieee if e == e_max && m == 0 => f32::INFINITY,
+            Special::Ieee if e == e_max => return f32::NAN,
+            Special::FiniteNanOnes if e == e_max && m == m_max => return f32::NAN,
+            // Subnormal: m * 2^(1 - bias - man). All formats here have at most 10 mantissa bits
+            // and small biases, so every value is an exact f32.
+            _ if e == 0 => m as f32 * pow2(1 - self.bias - self.man as i32),
+            _ => ((1 << self.man) | m) as f32 * pow2(e as i32 - self.bias - self.man as i32),
+        };
+        if negative {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+}
+
+/// The exact `f32` value of IEEE half-precision bits.
+pub fn f16_to_f32(bits: u16) -> f32 {
+    F16.to_f32(bits as u32)
+}
+
+/// The exact `f32` value of bfloat16 bits (the upper half of an `f32`).
+pub fn bf16_to_f32(bits: u16) -> f32 {
+    f32::from_bits((bits as u32) << 16)
+}
+
+/// `x` rounded to the nearest float16 (ties to even; overflow to ±inf), as an `f32`: what
+/// numpy's float16 arithmetic gives for an operation whose `f32` result is `x`.
+pub fn round_to_f16(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let a = x.abs();
+    let r = if a < pow2(-14) {
+        // Subnormal float16: multiples of 2^-24 (scaling by powers of two is exact).
+        (a * pow2(24)).round_ties_even() * pow2(-24)
+    } else {
+        // Keep 10 of the 23 mantissa bits, rounding to nearest even; a carry moves into the
+        // exponent, which is the right result.
+        let b = a.to_bits();
+        let r = (b + 0xfff + ((b >> 13) & 1)) & !0x1fff;
+        let r = f32::from_bits(r);
+        if r > 65504.0 {
+            f32::INFINITY
+        } else {
+            r
+        }
+    };
+    r.copysign(x)
+}
+
+/// What an element of a dtype is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bool,
+    /// int8..int64, uint8..uint64 and the quantized qint/quint types (plain integers).
+    Int {
+        size: u8,
+        signed: bool,
+    },
+    /// int4, uint4, int2, uint2: one byte per element, value in the low `bits`.
+    SubByte {
+        bits: u8,
+        signed: bool,
+    },
+    F32,
+    F64,
+    /// bfloat16.
+    BF16,
+    /// float16, the float8 kinds and float4_e2m1fn; `size` bytes per element.
+    Mini {
+        fmt: Mini,
+        size: u8,
+    },
+    Complex64,
+    Complex128,
+    /// tfmount's string layout: per element an 8-byte LE length, then the bytes.
+    String,
+}
+
+impl Kind {
+    /// The element kind of `dtype`; `None` for variant, resource, invalid and unknown values.
+    pub fn of(dtype: DType) -> Option<Kind> {
+        let int = |size, signed| Some(Kind::Int { size, signed });
+        match dtype.0 {
+            1 => Some(Kind::F32),
+            2 => Some(Kind::F64),
+            3 | 13 => int(4, true),
+            4 | 12 => int(1, false),
+            5 | 15 => int(2, true),
+            6 | 11 => int(1, true),
+            7 => Some(Kind::String),
+            8 => Some(Kind::Complex64),
+            9 => int(8, true),
+            10 => Some(Kind::Bool),
+            14 => Some(Kind::BF16),
+            16 | 17 => int(2, false),
+            18 => Some(Kind::Complex128),
+            19 => Some(Kind::Mini { fmt: F16, size: 2 }),
+            22 => int(4, false),
+            23 => int(8, false),
+            24 => Some(Kind::Mini {
+                fmt: F8_E5M2,
+                size: 1,
+            }),
+            25 => Some(Kind::Mini {
+                fmt: F8_E4M3FN,
+                size: 1,
+            }),
+            26 => Some(Kind::Mini {
+                fmt: F8_E4M3FNUZ,
+                size: 1,
+            }),
+            27 => Some(Kind::Mini {
+                fmt: F8_E4M3B11FNUZ,
+                size: 1,
+            }),
+            28 => Some(Kind::Mini {
+                fmt: F8_E5M2FNUZ,
+                size: 1,
+            }),
+            29 => Some(Kind::SubByte {
+                bits: 4,
+                signed: true,
+            }),
+            30 => Some(Kind::SubByte {
+                bits: 4,
+                signed: false,
+            }),
+            31 => Some(Kind::SubByte {
+                bits: 2,
+                signed: true,
+            }),
+            32 => Some(Kind::SubByte {
+                bits: 2,
+                signed: false,
+            }),
+            33 => Some(Kind::Mini {
+                fmt: F4_E2M1FN,
+                size: 1,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element; 0 for strings (variable length).
+    pub fn size(&self) -> usize {
+        match *self {
+            Kind::Bool | Kind::SubByte { .. } => 1,
+            Kind::Int { size, .. } | Kind::Mini { size, .. } => size as usize,
+            Kind::F32 => 4,
+            Kind::F64 => 8,
+            Kind::BF16 => 2,
+            Kind::Complex64 => 8,
+            Kind::Complex128 => 16,
+            Kind::String => 0,
+        }
+    }
+
+    /// The value of one element; `bytes` is exactly [`size`](Self::size) long (shorter input
+    /// reads as zero-extended, never panics). Not for strings.
+    pub fn decode(&self, bytes: &[u8]) -> Value {
+        let mut b = [0u8; 16];
+        let n = bytes.len().min(16);
+        b[..n].copy_from_slice(&bytes[..n]);
+        let u64_at = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let lo = u64_at(0);
+        match *self {
+            Kind::Bool => Value::Bool(b[0] != 0),
+            Kind::Int { size, signed } => {
+                let bits = size as u32 * 8;
+                if signed {
+                    let shift = 64 - bits;
+                    Value::Int(((lo << shift) as i64 >> shift) as i128)
+                } else if bits == 64 {
+                    Value::Int(lo as i128)
+                } else {
+                    Value::Int((lo & ((1u64 << bits) - 1)) as i128)
+                }
+            }
+            Kind::SubByte { bits, signed } => {
+                let v = b[0] & ((1u8 << bits) - 1);
+                if signed {
+                    let shift = 8 - bits;
+                    Value::Int(((v << shift) as i8 >> shift) as i128)
+                } else {
+                    Value::Int(v as i128)
+                }
+            }
+            Kind::F32 => Value::F32(f32::from_bits(lo as u32)),
+            Kind::F64 => Value::F64(f64::from_bits(lo)),
+            Kind::BF16 => Value::F32(bf16_to_f32(lo as u16)),
+            Kind::Mini { fmt, size } => {
+                let v = if size == 2 {
+                    lo as u16 as u32
+                } else {
+                    b[0] as u32
+                };
+                Value::F32(fmt.to_f32(v))
+            }
+            Kind::Complex64 => {
+                Value::C64(f32::from_bits(lo as u32), f32::from_bits((lo >> 32) as u32))
+            }
+            Kind::Complex128 => Value::C128(f64::from_bits(lo), f64::from_bits(u64_at(8))),
+            Kind::String => Value::Int(0),
+        }
+    }
+}
+
+/// One decoded element.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Bool(bool),
+    /// Every integer kind (i128 holds int64 and uint64 alike).
+    Int(i128),
+    /// float32, and the narrow kinds as the f32 they stand for.
+    F32(f32),
+    F64(f64),
+    C64(f32, f32),
+    C128(f64, f64),
+}
+
+/// Writes a float: `nan`, `inf`, `-inf`, else `Display` or `LowerExp` by magnitude (module doc).
+/// Formats straight into `out`, allocating nothing else.
+macro_rules! write_float {
+    ($out:expr, $x:expr) => {{
+        let x = $x;
+        if x.is_nan() {
+            $out.extend_from_slice(b"nan");
+        } else if x.is_infinite() {
+            $out.extend_from_slice(if x > 0.0 { b"inf" } else { b"-inf" });
+        } else {
+            let a = x.abs();
+            // Writing to a Vec cannot fail.
+            let _ = if a == 0.0 || (1e-4..1e16).contains(&a) {
+                write!($out, "{x}")
+            } else {
+                write!($out, "{x:e}")
+            };
+        }
+    }};
+}
+
+/// Writes `x` (see the module doc for the form).
+pub fn write_f32(out: &mut Vec<u8>, x: f32) {
+    use std::io::Write;
+    write_float!(out, x)
+}
+
+/// Writes `x` (see the module doc for the form).
+pub fn write_f64(out: &mut Vec<u8>, x: f64) {
+    use std::io::Write;
+    write_float!(out, x)
+}
+
+/// Writes an integer in decimal.
+pub fn write_int(out: &mut Vec<u8>, v: i128) {
+    use std::io::Write;
+    let _ = write!(out, "{v}");
+}
+
+/// Writes a complex number as Python's `complex()` parses it: `re+imj`, `re-imj` (the sign of a
+/// negative or negative-zero imaginary part, then its magnitude), `1+nanj`.
+fn write_complex<T: Copy>(
+    out: &mut Vec<u8>,
+    re: T,
+    im: T,
+    neg: impl Fn(T) -> bool,
+    abs: impl Fn(T) -> T,
+    w: impl Fn(&mut Vec<u8>, T),
+) {
+    w(out, re);
+    if neg(im) {
+        out.push(b'-');
+        w(out, abs(im));
+    } else {
+        out.push(b'+');
+        w(out, im);
+    }
+    out.push(b'j');
+}
+
+/// Writes one value (bools `true`/`false`, complex `re+imj`).
+pub fn write_value(out: &mut Vec<u8>, v: Value) {
+    match v {
+        Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Value::Int(i) => write_int(out, i),
+        Value::F32(x) => write_f32(out, x),
+        Value::F64(x) => write_f64(out, x),
+        Value::C64(re, im) => write_complex(
+            out,
+            re,
+            im,
+            |x: f32| !x.is_nan() && x.is_sign_negative(),
+            f32::abs,
+            write_f32,
+        ),
+        Value::C128(re, im) => write_complex(
+            out,
+            re,
+            im,
+            |x: f64| !x.is_nan() && x.is_sign_negative(),
+            f64::abs,
+            write_f64,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(v: Value) -> String {
+        let mut o = Vec::new();
+        write_value(&mut o, v);
+        String::from_utf8(o).unwrap()
+    }
+
+    #[test]
+    fn float_text_forms() {
+        assert_eq!(text(Value::F32(1.0)), "1");
+        assert_eq!(text(Value::F32(-0.0)), "-0");
+        assert_eq!(text(Value::F32(0.1)), "0.1");
+        assert_eq!(text(Value::F32(f32::NAN)), "nan");
+        assert_eq!(text(Value::F32(-f32::NAN)), "nan");
+        assert_eq!(text(Value::F32(f32::INFINITY)), "inf");
+        assert_eq!(text(Value::F64(f64::NEG_INFINITY)), "-inf");
+        assert_eq!(text(Value::F32(1e-5)), "1e-5");
+        assert_eq!(text(Value::F32(0.0001)), "0.0001");
+        assert_eq!(text(Value::F64(1e16)), "1e16");
+        assert_eq!(text(Value::F64(9999999999999998.0)), "9999999999999998");
+        assert_eq!(text(Value::F32(f32::MAX)), "3.4028235e38");
+        assert_eq!(text(Value::F64(5e-324)), "5e-324");
+        assert_eq!(text(Value::C64(1.5, -2.0)), "1.5-2j");
+        assert_eq!(text(Value::C64(1.0, -0.0)), "1-0j");
+        assert_eq!(text(Value::C128(-0.0, f64::NAN)), "-0+nanj");
+        assert_eq!(text(Value::C128(1e-300, f64::NEG_INFINITY)), "1e-300-infj");
+        assert_eq!(text(Value::Bool(true)), "true");
+        assert_eq!(text(Value::Int(-(1i128 << 63))), "-9223372036854775808");
+        assert_eq!(text(Value::Int(u64::MAX as i128)), "18446744073709551615");
+    }
+
+    #[test]
+    fn sampled_f32_text_survives_f64_parse() {
+        // Python's float() is correctly rounded like Rust's f64 parse, and numpy's
+        // astype(float32) rounds like `as f32`: this is the Python round trip, without Python.
+        let mut x = 0x9e37_79b9u32;
+        let check = |bits: u32| {
+            let v = f32::from_bits(bits);
+            let mut o = Vec::new();
+            write_f32(&mut o, v);
+            let back = std::str::from_utf8(&o).unwrap().parse::<f64>().unwrap() as f32;
+            if v.is_nan() {
+                assert!(back.is_nan());
+            } else {
+                assert_eq!(
+                    back.to_bits(),
+                    bits,
+                    "{v:e} -> {}",
+                    String::from_utf8_lossy(&o)
+                );
+            }
+        };
+        for _ in 0..300_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            check(x);
+        }
+        for bits in [
+            0,
+            1,
+            0x007f_ffff,
+            0x0080_0000,
+            0x7f7f_ffff,
+            0x3f80_0001,
+            0x38d1_b717,
+        ] {
+            check(bits);
+            check(bits | 0x8000_0000);
+        }
+    }
+
+    /// Every 61st f32 pattern, 70 million (about a minute: run with --ignored).
+    #[test]
+    #[ignore]
+    fn strided_f32_text_survives_f64_parse() {
+        let mut o = Vec::new();
+        for bits in (0..=u32::MAX).step_by(61) {
+            let v = f32::from_bits(bits);
+            if v.is_nan() {
+                continue;
+            }
+            o.clear();
+            write_f32(&mut o, v);
+            let back = std::str::from_utf8(&o).unwrap().parse::<f64>().unwrap() as f32;
+            assert_eq!(back.to_bits(), bits);
+        }
+    }
+
+    #[test]
+    fn narrow_floats_known_values() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+        assert_eq!(f16_to_f32(0x7c00), f32::INFINITY);
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(bf16_to_f32(0x3f80), 1.0);
+        assert_eq!(F8_E4M3FN.to_f32(0x7e), 448.0);
+        assert!(F8_E4M3FN.to_f32(0x7f).is_nan());
+        assert_eq!(F8_E4M3FN.to_f32(0x01), 2f32.powi(-9));
+        assert_eq!(F8_E5M2.to_f32(0x7b), 57344.0);
+        assert_eq!(F8_E5M2.to_f32(0x7c), f32::INFINITY);
+        assert!(F8_E4M3FNUZ.to_f32(0x80).is_nan());
+        assert_eq!(F8_E4M3FNUZ.to_f32(0x7f), 240.0);
+        assert_eq!(F8_E5M2FNUZ.to_f32(0x7f), 57344.0);
+        assert_eq!(F8_E4M3B11FNUZ.to_f32(0x7f), 30.0);
+        assert_eq!(F4_E2M1FN.to_f32(0x7), 6.0);
+        assert_eq!(F4_E2M1FN.to_f32(0x11), -0.5); // as ml_dtypes reads non-zero high bits
+        assert_eq!(F4_E2M1FN.to_f32(0x0f), -6.0);
+    }
+
+    #[test]
+    fn rounding_to_f16_matches_the_decoder() {
+        // Every float16 value rounds to itself, and midpoints between neighbours round to even.
+        for bits in 0..0x7c00u16 {
+            let v = f16_to_f32(bits);
+            assert_eq!(round_to_f16(v), v);
+            assert_eq!(round_to_f16(-v), -v);
+            let next = f16_to_f32(bits + 1);
+            let mid = (v as f64 + next as f64) / 2.0;
+            let even = if bits % 2 == 0 { v } else { next };
+            assert_eq!(round_to_f16(mid as f32), even, "{bits:#x}");
+        }
+        assert_eq!(round_to_f16(65519.0), 65504.0);
+        assert_eq!(round_to_f16(65520.0), f32::INFINITY);
+        assert_eq!(round_to_f16(1e-9), 0.0);
+    }
+
+    #[test]
+    fn decodes_integers() {
+        let k = |d| Kind::of(DType(d)).unwrap();
+        assert_eq!(k(6).decode(&[0xff]), Value::Int(-1));
+        assert_eq!(k(4).decode(&[0xff]), Value::Int(255));
+        assert_eq!(k(5).decode(&[0x00, 0x80]), Value::Int(-32768));
+        assert_eq!(k(23).decode(&[0xff; 8]), Value::Int(u64::MAX as i128));
+        assert_eq!(k(9).decode(&[0xff; 8]), Value::Int(-1));
+        assert_eq!(k(29).decode(&[0x0f]), Value::Int(-1));
+        assert_eq!(k(29).decode(&[0xf3]), Value::Int(3));
+        assert_eq!(k(30).decode(&[0x0f]), Value::Int(15));
+        assert_eq!(k(31).decode(&[0x02]), Value::Int(-2));
+        assert_eq!(k(32).decode(&[0x03]), Value::Int(3));
+        assert_eq!(k(10).decode(&[2]), Value::Bool(true));
+        assert_eq!(Kind::of(DType(21)), None);
+        assert_eq!(Kind::of(DType(0)), None);
+    }
+}

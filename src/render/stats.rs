@@ -1,0 +1,1042 @@
+//! Statistics of a numeric tensor (`stats/<key>.txt`), computed in two streaming passes over its
+//! bytes (tfmount's `.bin` layout, pushed in pieces of any size) in constant memory.
+//!
+//! What is computed, and the numpy expression each figure equals (`a` the tensor as a numpy
+//! array, `f = a[np.isfinite(a)]`; tested against numpy on random data):
+//! - `count` = `a.size`; `finite` = `f.size`; `nan`, `+inf`, `-inf` counts; `zeros` =
+//!   `(a == 0).sum()` (`-0` included).
+//! - `min`, `max` = `f.min()`, `f.max()` — over finite values, like `np.nanmin` but also without
+//!   infinities; exact, printed in the dtype's precision (integers exactly, int64/uint64 too).
+//! - `mean`, `std` = `np.mean(f.astype(np.float64))`, `np.std(...)` (population std), computed in
+//!   `f64` by the two-pass method (pass 1: compensated sum — exact for integers — for the mean;
+//!   pass 2: compensated sum of squared deviations from it). They agree with numpy's to within
+//!   `1e-12 ×` the root mean square of the values (the tested tolerance; numpy's pairwise sums
+//!   differ from ours in the last bits).
+//! - the histogram = `np.histogram(f, bins=16, range=(f.min(), f.max()))` exactly: the same 17
+//!   edges and 16 counts. numpy computes it in a "bin dtype" — float16 for float16 data, float32
+//!   for float32 data, float64 for float64 and integer data — and this module repeats its
+//!   arithmetic step by step in that type (`linspace` for the edges, then
+//!   `(x - first) / (last - first) * 16` truncated, corrected by one bin where `x` falls on the
+//!   other side of an edge; for integers `last - first` is the exact unsigned difference). That
+//!   is why there are two passes: the range must be known before any value is binned. Where
+//!   numpy refuses (its edges would not increase strictly: all values equal at a magnitude where
+//!   `± 0.5` is lost, values a few units-in-the-last-place apart, or `max - min` overflowing the
+//!   bin dtype) or there are no finite values, there is no histogram (`histogram: n/a (...)`).
+//!
+//! Dtypes: float16/32/64 as themselves; bfloat16, the float8 kinds and float4_e2m1fn as the
+//! float32 values they stand for (numpy has no such types: `a` is their float32 array); integers
+//! including the quantized types, int4/uint4/int2/uint2 (low bits, as ml_dtypes reads them);
+//! bool as uint8 0/1 (`a.astype(np.uint8)`; numpy cannot histogram bools). Complex, string,
+//! variant and resource tensors have no statistics ([`StatsError::Unsupported`]): complex values
+//! have no order, and a magnitude would be a different tensor.
+//!
+//! Text ([`Stats::to_text`]): one figure per line, `name: value`; floats as in `text/` (shortest
+//! round trip; `nan` for min/max/mean/std when there are no finite values); then `histogram: `
+//! and 16 block characters `▁▂▃▄▅▆▇█` scaled to the largest bin (a space for an empty bin, at
+//! least `▁` for a non-empty one), `edges: ` and the 17 edges, `counts: ` and the 16 counts.
+
+use super::elem::{write_f32, write_f64, write_int, Kind, Value};
+use crate::format::dtype::DType;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatsError {
+    #[error("dtype {0} has no statistics")]
+    Unsupported(String),
+    #[error("bytes end inside an element")]
+    Truncated,
+    #[error("second pass saw {second} elements, first saw {first}")]
+    Changed { first: u64, second: u64 },
+}
+
+/// The type numpy computes a histogram in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinType {
+    F16,
+    F32,
+    F64,
+}
+
+impl BinType {
+    /// Rounds an `f64` result of an operation on values of this type to the type: the result
+    /// numpy's arithmetic in that type gives (rounding an `f64` result to `f32`, or to float16,
+    /// is exact double rounding for +, -, *, / of such operands).
+    fn round(self, x: f64) -> f64 {
+        match self {
+            BinType::F16 => super::elem::round_to_f16(x as f32) as f64,
+            BinType::F32 => x as f32 as f64,
+            BinType::F64 => x,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BinType::F16 => "float16",
+            BinType::F32 => "float32",
+            BinType::F64 => "float64",
+        }
+    }
+}
+
+/// A minimum or maximum, exactly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    Int(i128),
+    Float(f64),
+}
+
+/// 16 counts and their 17 edges (exact values of the bin type, held as `f64`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    pub counts: [u64; 16],
+    pub edges: [f64; 17],
+}
+
+/// The statistics of one tensor; see the module doc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    pub count: u64,
+    pub finite: u64,
+    pub nan: u64,
+    pub pos_inf: u64,
+    pub neg_inf: u64,
+    pub zeros: u64,
+    pub min: Option<Scalar>,
+    pub max: Option<Scalar>,
+    pub mean: Option<f64>,
+    pub std: Option<f64>,
+    pub histogram: Option<Histogram>,
+    /// Why there is no histogram, when there is none.
+    pub no_histogram: Option<String>,
+    /// `f32`-valued dtypes print floats as `f32`.
+    single: bool,
+    bin: BinType,
+}
+
+/// Neumaier's compensated sum.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sum {
+    s: f64,
+    c: f64,
+}
+
+impl Sum {
+    fn add(&mut self, x: f64) {
+        let t = self.s + x;
+        if self.s.abs() >= x.abs() {
+            self.c += (self.s - t) + x;
+        } else {
+            self.c += (x - t) + self.s;
+        }
+        self.s = t;
+    }
+
+    fn value(&self) -> f64 {
+        if self.s.is_finite() {
+            self.s + self.c
+        } else {
+            self.s
+        }
+    }
+}
+
+/// Element decoding shared by both passes.
+#[derive(Debug, Clone)]
+struct Reader {
+    kind: Kind,
+    size: usize,
+    partial: [u8; 16],
+    plen: usize,
+}
+
+/// A number of the tensor: an integer (bools as 0/1) or a float (exact in `f64`).
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    I(i128),
+    F(f64),
+}
+
+impl Reader {
+    fn new(dtype: DType) -> Result<(Reader, BinType, bool), StatsError> {
+        let unsupported = || StatsError::Unsupported(dtype.display_name());
+        let kind = Kind::of(dtype).ok_or_else(unsupported)?;
+        let (bin, single) = match kind {
+            Kind::Complex64 | Kind::Complex128 | Kind::String => return Err(unsupported()),
+            Kind::F64 => (BinType::F64, false),
+            Kind::Mini { fmt, .. } if fmt == super::elem::F16 => (BinType::F16, true),
+            Kind::F32 | Kind::BF16 | Kind::Mini { .. } => (BinType::F32, true),
+            Kind::Bool | Kind::Int { .. } | Kind::SubByte { .. } => (BinType::F64, false),
+        };
+        let r = Reader {
+            kind,
+            size: kind.size(),
+            partial: [0; 16],
+            plen: 0,
+        };
+        Ok((r, bin, single))
+    }
+
+    fn num(&self, el: &[u8]) -> Num {
+        match self.kind.decode(el) {
+            Value::Bool(b) => Num::I(b as i128),
+            Value::Int(i) => Num::I(i),
+            Value::F32(x) => Num::F(x as f64),
+            Value::F64(x) => Num::F(x),
+            // Not constructed: complex kinds are refused in `new`.
+            Value::C64(re, _) => Num::F(re as f64),
+            Value::C128(re, _) => Num::F(re),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8], mut f: impl FnMut(Num)) {
+        let mut rest = bytes;
+        if self.plen > 0 {
+            let take = (self.size - self.plen).min(rest.len());
+            self.partial[self.plen..self.plen + take].copy_from_slice(&rest[..take]);
+            self.plen += take;
+            rest = &rest[take..];
+            if self.plen < self.size {
+                return;
+            }
+            self.plen = 0;
+            f(self.num(&self.partial[..self.size]));
+        }
+        let mut it = rest.chunks_exact(self.size);
+        for el in &mut it {
+            f(self.num(el));
+        }
+        let tail = it.remainder();
+        self.partial[..tail.len()].copy_from_slice(tail);
+        self.plen = tail.len();
+    }
+}
+
+/// What the first pass gathers.
+#[derive(Debug, Clone)]
+struct Acc {
+    count: u64,
+    nan: u64,
+    pos_inf: u64,
+    neg_inf: u64,
+    zeros: u64,
+    fmin: f64,
+    fmax: f64,
+    imin: i128,
+    imax: i128,
+    finite: u64,
+    fsum: Sum,
+    isum: i128,
+}
+
+impl Acc {
+    fn add(&mut self, n: Num) {
+        self.count += 1;
+        match n {
+            Num::I(i) => {
+                self.finite += 1;
+                self.zeros += (i == 0) as u64;
+                self.imin = self.imin.min(i);
+                self.imax = self.imax.max(i);
+                // |i| < 2^64 and fewer than 2^61 elements: no overflow; saturate regardless.
+                self.isum = self.isum.saturating_add(i);
+            }
+            Num::F(x) => {
+                if x.is_nan() {
+                    self.nan += 1;
+                } else if x == f64::INFINITY {
+                    self.pos_inf += 1;
+                } else if x == f64::NEG_INFINITY {
+                    self.neg_inf += 1;
+                } else {
+                    self.finite += 1;
+                    self.zeros += (x == 0.0) as u64;
+                    if x < self.fmin {
+                        self.fmin = x;
+                    }
+                    if x > self.fmax {
+                        self.fmax = x;
+                    }
+                    self.fsum.add(x);
+                }
+            }
+        }
+    }
+}
+
+/// The first pass: counts, range and sum. Push every byte of the tensor, then
+/// [`finish`](Self::finish).
+#[derive(Debug, Clone)]
+pub struct FirstPass {
+    reader: Reader,
+    bin: BinType,
+    single: bool,
+    acc: Acc,
+}
+
+impl FirstPass {
+    /// Errors for dtypes without statistics (see the module doc).
+    pub fn new(dtype: DType) -> Result<FirstPass, StatsError> {
+        let (reader, bin, single) = Reader::new(dtype)?;
+        Ok(FirstPass {
+            reader,
+            bin,
+            single,
+            acc: Acc {
+                count: 0,
+                nan: 0,
+                pos_inf: 0,
+                neg_inf: 0,
+                zeros: 0,
+                fmin: f64::INFINITY,
+                fmax: f64::NEG_INFINITY,
+                imin: i128::MAX,
+                imax: i128::MIN,
+                finite: 0,
+                fsum: Sum::default(),
+                isum: 0,
+            },
+        })
+    }
+
+    /// The next piece of the tensor's bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        let acc = &mut self.acc;
+        self.reader.push(bytes, |n| acc.add(n));
+    }
+
+    /// Ends the first pass; an error if the bytes ended inside an element.
+    pub fn finish(self) -> Result<SecondPass, StatsError> {
+        if self.reader.plen > 0 {
+            return Err(StatsError::Truncated);
+        }
+        let a = &self.acc;
+        let is_int = matches!(
+            self.reader.kind,
+            Kind::Bool | Kind::Int { .. } | Kind::SubByte { .. }
+        );
+        let has = a.finite > 0;
+        let mean = has.then(|| {
+            if is_int {
+                a.isum as f64 / a.finite as f64
+            } else {
+                a.fsum.value() / a.finite as f64
+            }
+        });
+        let (min, max) = match (has, is_int) {
+            (false, _) => (None, None),
+            (true, true) => (Some(Scalar::Int(a.imin)), Some(Scalar::Int(a.imax))),
+            (true, false) => (Some(Scalar::Float(a.fmin)), Some(Scalar::Float(a.fmax))),
+        };
+        let plan = match (min, max) {
+            (Some(lo), Some(hi)) => Plan::new(self.bin, lo, hi),
+            _ => Err("no finite values".to_string()),
+        };
+        let stats = Stats {
+            count: a.count,
+            finite: a.finite,
+            nan: a.nan,
+            pos_inf: a.pos_inf,
+            neg_inf: a.neg_inf,
+            zeros: a.zeros,
+            min,
+            max,
+            mean,
+            std: None,
+            histogram: None,
+            no_histogram: None,
+            single: self.single,
+            bin: self.bin,
+        };
+        Ok(SecondPass {
+            reader: self.reader,
+            stats,
+            plan,
+            seen: 0,
+            m2: Sum::default(),
+            counts: [0; 16],
+        })
+    }
+}
+
+/// numpy's uniform-bin histogram, set up from the range: edges, first edge and denominator in
+/// the bin type.
+#[derive(Debug, Clone)]
+struct Plan {
+    bin: BinType,
+    first: f64,
+    denom: f64,
+    edges: [f64; 17],
+}
+
+impl Plan {
+    fn new(bin: BinType, lo: Scalar, hi: Scalar) -> Result<Plan, String> {
+        let r = |x| bin.round(x);
+        // numpy's _get_outer_edges: an empty range grows by 0.5 each way, in the range's type
+        // (integers become float64).
+        let (first, last, denom) = match (lo, hi) {
+            (Scalar::Int(a), Scalar::Int(b)) if a == b => {
+                let (f, l) = (a as f64 - 0.5, b as f64 + 0.5);
+                (f, l, l - f)
+            }
+            // _unsigned_subtract: the exact difference as an unsigned integer, then float64.
+            (Scalar::Int(a), Scalar::Int(b)) => (a as f64, b as f64, (b - a) as u128 as f64),
+            (Scalar::Float(a), Scalar::Float(b)) => {
+                let (f, l) = if a == b {
+                    (r(a - 0.5), r(b + 0.5))
+                } else {
+                    (a, b)
+                };
+                (f, l, r(l - f))
+            }
+            _ => return Err("mixed range".into()),
+        };
+        // np.linspace(first, last, 17) in the bin type.
+        let delta = r(last - first);
+        let step = r(delta / 16.0);
+        let mut edges = [0f64; 17];
+        for (k, e) in edges.iter_mut().enumerate() {
+            let y = k as f64;
+            let y = if step == 0.0 {
+                r(r(y / 16.0) * delta)
+            } else {
+                r(y * step)
+            };
+            *e = r(y + first);
+        }
+        edges[16] = last;
+        if edges.windows(2).any(|w| w[0] >= w[1]) || edges.iter().any(|e| e.is_nan()) {
+            return Err(format!(
+                "the range cannot be split into 16 bins in {}",
+                bin.name()
+            ));
+        }
+        Ok(Plan {
+            bin,
+            first,
+            denom,
+            edges,
+        })
+    }
+
+    /// The bin of a finite value `x` (already exact in the bin type; for integers, `x as f64`).
+    fn bin_of(&self, x: f64) -> usize {
+        let r = |v| self.bin.round(v);
+        let f = r(r(r(x - self.first) / self.denom) * 16.0);
+        // astype(intp) truncates; values are in [first, last], so f is in [0, 16].
+        let mut i = if f.is_nan() {
+            0
+        } else {
+            f.clamp(0.0, 16.0) as usize
+        };
+        if i == 16 {
+            i = 15;
+        }
+        if x < self.edges[i] && i > 0 {
+            i -= 1;
+        }
+        if x >= self.edges[i + 1] && i != 15 {
+            i += 1;
+        }
+        i
+    }
+}
+
+/// The second pass: deviations from the mean, and the histogram. Push the same bytes again,
+/// then [`finish`](Self::finish).
+#[derive(Debug, Clone)]
+pub struct SecondPass {
+    reader: Reader,
+    stats: Stats,
+    plan: Result<Plan, String>,
+    seen: u64,
+    m2: Sum,
+    counts: [u64; 16],
+}
+
+impl SecondPass {
+    /// The next piece of the tensor's bytes (the same bytes as the first pass).
+    pub fn push(&mut self, bytes: &[u8]) {
+        let mean = self.stats.mean.unwrap_or(0.0);
+        let plan = self.plan.as_ref().ok();
+        let (seen, m2, counts) = (&mut self.seen, &mut self.m2, &mut self.counts);
+        self.reader.push(bytes, |n| {
+            *seen += 1;
+            let x = match n {
+                Num::I(i) => i as f64,
+                Num::F(x) if x.is_finite() => x,
+                Num::F(_) => return,
+            };
+            let d = x - mean;
+            m2.add(d * d);
+            if let Some(p) = plan {
+                if let Some(c) = counts.get_mut(p.bin_of(x)) {
+                    *c += 1;
+                }
+            }
+        });
+    }
+
+    /// The statistics; an error if the bytes ended inside an element or held a different
+    /// number of elements than in the first pass.
+    pub fn finish(self) -> Result<Stats, StatsError> {
+        if self.reader.plen > 0 {
+            return Err(StatsError::Truncated);
+        }
+        if self.seen != self.stats.count {
+            return Err(StatsError::Changed {
+                first: self.stats.count,
+                second: self.seen,
+            });
+        }
+        let mut s = self.stats;
+        if s.finite > 0 {
+            s.std = Some((self.m2.value() / s.finite as f64).sqrt());
+        }
+        match self.plan {
+            Ok(p) => {
+                s.histogram = Some(Histogram {
+                    counts: self.counts,
+                    edges: p.edges,
+                })
+            }
+            Err(why) => s.no_histogram = Some(why),
+        }
+        Ok(s)
+    }
+}
+
+/// Both passes over bytes held in memory.
+pub fn compute(dtype: DType, bytes: &[u8]) -> Result<Stats, StatsError> {
+    let mut p = FirstPass::new(dtype)?;
+    p.push(bytes);
+    let mut q = p.finish()?;
+    q.push(bytes);
+    q.finish()
+}
+
+const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+impl Stats {
+    fn write_float(&self, out: &mut Vec<u8>, x: f64) {
+        if self.single {
+            write_f32(out, x as f32)
+        } else {
+            write_f64(out, x)
+        }
+    }
+
+    fn write_scalar(&self, out: &mut Vec<u8>, s: Option<Scalar>) {
+        match s {
+            Some(Scalar::Int(i)) => write_int(out, i),
+            Some(Scalar::Float(x)) => self.write_float(out, x),
+            None => out.extend_from_slice(b"nan"),
+        }
+    }
+
+    /// The 16 block characters of the histogram.
+    pub fn bars(counts: &[u64; 16]) -> String {
+        let top = counts.iter().copied().max().unwrap_or(0) as u128;
+        counts
+            .iter()
+            .map(|&c| {
+                if c == 0 || top == 0 {
+                    ' '
+                } else {
+                    let level = (c as u128 * 8).div_ceil(top).clamp(1, 8);
+                    BLOCKS[level as usize - 1]
+                }
+            })
+            .collect()
+    }
+
+    /// `stats/<key>.txt` (see the module doc).
+    pub fn to_text(&self) -> Vec<u8> {
+        use std::io::Write;
+        let mut o = Vec::new();
+        let _ = writeln!(o, "count: {}", self.count);
+        let _ = writeln!(o, "finite: {}", self.finite);
+        let _ = writeln!(o, "nan: {}", self.nan);
+        let _ = writeln!(o, "+inf: {}", self.pos_inf);
+        let _ = writeln!(o, "-inf: {}", self.neg_inf);
+        let _ = writeln!(o, "zeros: {}", self.zeros);
+        o.extend_from_slice(b"min: ");
+        self.write_scalar(&mut o, self.min);
+        o.extend_from_slice(b"\nmax: ");
+        self.write_scalar(&mut o, self.max);
+        for (name, v) in [("mean", self.mean), ("std", self.std)] {
+            let _ = write!(o, "\n{name}: ");
+            write_f64(&mut o, v.unwrap_or(f64::NAN));
+        }
+        o.push(b'\n');
+        match &self.histogram {
+            Some(h) => {
+                let _ = writeln!(o, "histogram: {}", Stats::bars(&h.counts));
+                o.extend_from_slice(b"edges:");
+                for &e in &h.edges {
+                    o.push(b' ');
+                    match self.bin {
+                        BinType::F64 => write_f64(&mut o, e),
+                        BinType::F32 | BinType::F16 => write_f32(&mut o, e as f32),
+                    }
+                }
+                o.extend_from_slice(b"\ncounts:");
+                for c in h.counts {
+                    let _ = write!(o, " {c}");
+                }
+                o.push(b'\n');
+            }
+            None => {
+                let why = self.no_histogram.as_deref().unwrap_or("none");
+                let _ = writeln!(o, "histogram: n/a ({why})");
+            }
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn small_float32_by_hand() {
+        // Values 0..=16 plus NaN, +inf, -inf, -0: range [-0, 16] (min is the first zero seen),
+        // edges k (exact), every integer k < 16 in bin k, 16 in the last bin with 15.
+        let mut v: Vec<f32> = (0..=16).map(|i| i as f32).collect();
+        v.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0]);
+        let s = compute(DType(1), &f32s(&v)).unwrap();
+        assert_eq!(s.count, 21);
+        assert_eq!(s.finite, 18);
+        assert_eq!((s.nan, s.pos_inf, s.neg_inf, s.zeros), (1, 1, 1, 2));
+        assert_eq!(s.min, Some(Scalar::Float(0.0)));
+        assert_eq!(s.max, Some(Scalar::Float(16.0)));
+        // mean = 136 / 18; std by hand: sum of squares 1496, E[x^2] = 1496/18.
+        let mean = 136.0 / 18.0;
+        assert!((s.mean.unwrap() - mean).abs() < 1e-15);
+        let var = 1496.0 / 18.0 - mean * mean;
+        assert!((s.std.unwrap() - var.sqrt()).abs() < 1e-13);
+        let h = s.histogram.as_ref().unwrap();
+        let mut want = [1u64; 16];
+        want[0] = 2; // 0 and -0
+        want[15] = 2; // 15 and 16
+        assert_eq!(h.counts, want);
+        let edges: Vec<f64> = (0..=16).map(|i| i as f64).collect();
+        assert_eq!(h.edges.to_vec(), edges);
+        let text = String::from_utf8(s.to_text()).unwrap();
+        let want_text = format!(
+            "count: 21\nfinite: 18\nnan: 1\n+inf: 1\n-inf: 1\nzeros: 2\nmin: 0\nmax: 16\n\
+             mean: {}\nstd: {}\nhistogram: █▄▄▄▄▄▄▄▄▄▄▄▄▄▄█\n\
+             edges: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n\
+             counts: 2 1 1 1 1 1 1 1 1 1 1 1 1 1 1 2\n",
+            s.mean.unwrap(),
+            s.std.unwrap()
+        );
+        assert_eq!(text, want_text);
+    }
+
+    #[test]
+    fn integers_by_hand() {
+        // int8 [-128, 127, 0, 0]: min/max exact, denominator 255, edges -128 + k * 255/16.
+        let s = compute(DType(6), &[0x80, 0x7f, 0, 0]).unwrap();
+        assert_eq!(s.min, Some(Scalar::Int(-128)));
+        assert_eq!(s.max, Some(Scalar::Int(127)));
+        assert_eq!(s.zeros, 2);
+        assert_eq!(s.mean, Some(-0.25));
+        let h = s.histogram.unwrap();
+        assert_eq!(h.edges[1], -128.0 + 255.0 / 16.0);
+        // 0 is at (128/255)*16 = 8.03: bin 8.
+        assert_eq!(h.counts, [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1]);
+        // A single value: range v ± 0.5, all in the middle bin (numpy: index 8).
+        let s = compute(DType(9), &7i64.to_le_bytes()).unwrap();
+        let h = s.histogram.unwrap();
+        assert_eq!(h.edges[0], 6.5);
+        assert_eq!(h.edges[16], 7.5);
+        assert_eq!(h.counts[8], 1);
+        assert_eq!(s.std, Some(0.0));
+        // uint64 extremes: exact min/max.
+        let mut b = u64::MAX.to_le_bytes().to_vec();
+        b.extend_from_slice(&0u64.to_le_bytes());
+        let s = compute(DType(23), &b).unwrap();
+        assert_eq!(s.max, Some(Scalar::Int(u64::MAX as i128)));
+        let t = String::from_utf8(s.to_text()).unwrap();
+        assert!(t.contains("\nmax: 18446744073709551615\n"), "{t}");
+        // bool as 0/1.
+        let s = compute(DType(10), &[1, 0, 1, 1]).unwrap();
+        assert_eq!(s.mean, Some(0.75));
+        assert_eq!(s.histogram.unwrap().counts[15], 3);
+    }
+
+    #[test]
+    fn no_finite_values() {
+        let s = compute(DType(1), &f32s(&[f32::NAN, f32::INFINITY])).unwrap();
+        assert_eq!(s.finite, 0);
+        assert_eq!(s.histogram, None);
+        assert_eq!(
+            String::from_utf8(s.to_text()).unwrap(),
+            "count: 2\nfinite: 0\nnan: 1\n+inf: 1\n-inf: 0\nzeros: 0\nmin: nan\nmax: nan\n\
+             mean: nan\nstd: nan\nhistogram: n/a (no finite values)\n"
+        );
+        let s = compute(DType(3), &[]).unwrap();
+        assert_eq!((s.count, s.min, s.mean), (0, None, None));
+    }
+
+    #[test]
+    fn narrow_ranges_have_no_histogram() {
+        // float16 2048: 2048 ± 0.5 rounds back to 2048, numpy refuses.
+        let s = compute(DType(19), &0x6800u16.to_le_bytes()).unwrap();
+        assert_eq!(s.min, Some(Scalar::Float(2048.0)));
+        assert!(s.histogram.is_none());
+        assert!(s.no_histogram.unwrap().contains("float16"));
+        // float32 1 and the next float: 16 bins do not fit.
+        let s = compute(DType(1), &f32s(&[1.0, f32::from_bits(0x3f80_0001)])).unwrap();
+        assert!(s.histogram.is_none());
+        // float32 extremes: max - min overflows float32.
+        let s = compute(DType(1), &f32s(&[f32::MIN, f32::MAX])).unwrap();
+        assert!(s.histogram.is_none());
+    }
+
+    #[test]
+    fn chunking_does_not_matter_and_errors() {
+        let v: Vec<f32> = (0..100).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b = f32s(&v);
+        let whole = compute(DType(1), &b).unwrap();
+        for step in [1, 3, 5, 7, 64] {
+            let mut p = FirstPass::new(DType(1)).unwrap();
+            b.chunks(step).for_each(|c| p.push(c));
+            let mut q = p.finish().unwrap();
+            b.chunks(step + 2).for_each(|c| q.push(c));
+            assert_eq!(q.finish().unwrap(), whole);
+        }
+        assert_eq!(compute(DType(1), &b[..7]), Err(StatsError::Truncated));
+        let mut p = FirstPass::new(DType(1)).unwrap();
+        p.push(&b);
+        let mut q = p.finish().unwrap();
+        q.push(&b[..8]);
+        assert!(matches!(q.finish(), Err(StatsError::Changed { .. })));
+        for dt in [7, 8, 18, 20, 21, 0, 99] {
+            assert!(matches!(
+                FirstPass::new(DType(dt)),
+                Err(StatsError::Unsupported(_))
+            ));
+        }
+    }
+
+    /// A deterministic xorshift generator.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        /// Uniform in [0, 1).
+        fn unit(&mut self) -> f64 {
+            (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Element bytes of `v` (a value exact or rounded in the dtype) for the float dtypes tested.
+    fn float_bytes(dtype: i32, v: f64) -> Vec<u8> {
+        match dtype {
+            1 => (v as f32).to_le_bytes().to_vec(),
+            2 => v.to_le_bytes().to_vec(),
+            // float16 / bfloat16: the nearest value by search over the patterns (test-only).
+            19 => {
+                // The nearest float16, then its bits from the f32 holding it exactly.
+                let r = crate::render::elem::round_to_f16(v as f32);
+                let sign = if r.is_sign_negative() { 0x8000u16 } else { 0 };
+                let a = r.abs();
+                let bits = if a.is_nan() {
+                    0x7e00
+                } else if a.is_infinite() {
+                    0x7c00
+                } else if a < 2f32.powi(-14) {
+                    (a * 2f32.powi(24)) as u16
+                } else {
+                    let b = a.to_bits();
+                    ((((b >> 23) + 15 - 127) << 10) | ((b >> 13) & 0x3ff)) as u16
+                };
+                assert_eq!(
+                    crate::render::elem::f16_to_f32(bits | sign).to_bits(),
+                    r.to_bits()
+                );
+                (bits | sign).to_le_bytes().to_vec()
+            }
+            14 => (((v as f32).to_bits() >> 16) as u16).to_le_bytes().to_vec(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Test tensors: (dtype, bytes) for every supported kind and several value patterns.
+    fn cases() -> Vec<(i32, Vec<u8>)> {
+        let mut r = Rng(0xdead_beef_cafe_f00d);
+        let n = 3000;
+        let mut out = Vec::new();
+        for dt in [1, 2, 19, 14] {
+            let size = if dt == 2 {
+                8
+            } else if dt == 1 {
+                4
+            } else {
+                2
+            };
+            // Raw bit patterns: every kind of value, NaN and infinities included.
+            out.push((dt, (0..n * size).map(|_| r.next() as u8).collect()));
+            // Ordinary values with NaN, ±inf, zeros and -0 sprinkled in.
+            let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
+            let mut b = Vec::new();
+            for i in 0..n {
+                let v = if i % 37 == 0 {
+                    special[(i / 37) % special.len()]
+                } else {
+                    (r.unit() * 2.0 - 1.0) * (r.unit() * 6.0).exp()
+                };
+                b.extend(float_bytes(dt, v));
+            }
+            out.push((dt, b));
+            // A grid: many values exactly on bin edges.
+            let b = (0..n)
+                .flat_map(|_| float_bytes(dt, (r.next() % 129) as f64 / 8.0 - 8.0))
+                .collect();
+            out.push((dt, b));
+            // Positive values only, a range not starting at zero.
+            let b = (0..n)
+                .flat_map(|_| float_bytes(dt, 100.0 + r.unit() * 3.0))
+                .collect();
+            out.push((dt, b));
+            // One value repeated; one value at 2048 (float16: numpy refuses); two neighbours.
+            out.push((dt, (0..50).flat_map(|_| float_bytes(dt, 3.0)).collect()));
+            out.push((dt, (0..5).flat_map(|_| float_bytes(dt, 2048.0)).collect()));
+            let mut b = float_bytes(dt, 1.0);
+            let mut next = b.clone();
+            next[0] = next[0].wrapping_add(1);
+            b.extend(next);
+            out.push((dt, b));
+            // All NaN; empty.
+            out.push((dt, (0..4).flat_map(|_| float_bytes(dt, f64::NAN)).collect()));
+            out.push((dt, Vec::new()));
+        }
+        // Integers (size, dtype): full range, a small range, one value, extremes only.
+        for (dt, size) in [
+            (6, 1),
+            (5, 2),
+            (3, 4),
+            (9, 8),
+            (4, 1),
+            (17, 2),
+            (22, 4),
+            (23, 8),
+            (10, 1),
+            (29, 1),
+            (30, 1),
+        ] {
+            out.push((dt, (0..n * size).map(|_| r.next() as u8).collect()));
+            let b = (0..n)
+                .flat_map(|_| {
+                    let v = r.next() % 16 + 3;
+                    v.to_le_bytes()[..size].to_vec()
+                })
+                .collect();
+            out.push((dt, b));
+            out.push((
+                dt,
+                (0..7)
+                    .flat_map(|_| 5u64.to_le_bytes()[..size].to_vec())
+                    .collect(),
+            ));
+            let mut lo = vec![0u8; size];
+            let mut hi = vec![0xffu8; size];
+            if matches!(dt, 6 | 5 | 3 | 9) {
+                lo[size - 1] = 0x80;
+                hi[size - 1] = 0x7f;
+            }
+            out.push((dt, [lo.clone(), hi, lo, vec![0; size]].concat()));
+            out.push((dt, Vec::new()));
+        }
+        out
+    }
+
+    const NUMPY_STATS: &str = r#"
+import sys, json, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+names = {1: "<f4", 2: "<f8", 19: "<f2", 6: "i1", 5: "<i2", 3: "<i4", 9: "<i8",
+         4: "u1", 17: "<u2", 22: "<u4", 23: "<u8"}
+def load(code, raw):
+    if code == 14:  # bfloat16: its float32 values
+        return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+    if code == 10:  # bool as uint8 0/1
+        return (np.frombuffer(raw, np.uint8) != 0).astype(np.uint8)
+    if code == 29:  # int4: low 4 bits, signed
+        return ((np.frombuffer(raw, np.uint8) & 15) ^ 8).astype(np.int8) - 8
+    if code == 30:
+        return np.frombuffer(raw, np.uint8) & 15
+    return np.frombuffer(raw, names[code])
+out = []
+for path, code in json.load(open(sys.argv[1])):
+    a = load(code, open(path, "rb").read())
+    isf = a.dtype.kind == "f"
+    f = a[np.isfinite(a)] if isf else a
+    num = (lambda x: repr(float(x))) if isf else (lambda x: int(x))
+    res = {"count": int(a.size), "finite": int(f.size),
+           "nan": int(np.isnan(a).sum()) if isf else 0,
+           "pinf": int((a == np.inf).sum()) if isf else 0,
+           "ninf": int((a == -np.inf).sum()) if isf else 0,
+           "zeros": int((a == 0).sum()), "hist": None}
+    if f.size:
+        g = f.astype(np.float64)
+        res.update(min=num(f.min()), max=num(f.max()), mean=repr(float(np.mean(g))),
+                   std=repr(float(np.std(g))), rms=repr(float(np.sqrt(np.mean(g * g)))))
+        try:
+            n, e = np.histogram(f, bins=16, range=(f.min(), f.max()))
+            res["hist"] = {"counts": [int(c) for c in n], "edges": [repr(float(x)) for x in e],
+                           "dtype": str(e.dtype)}
+        except ValueError:
+            pass
+    out.append(res)
+print(json.dumps(out))
+"#;
+
+    /// Every figure against numpy (`python3` with numpy; CI has it).
+    #[test]
+    fn matches_numpy() {
+        let cases = cases();
+        let dir = tempfile::tempdir().unwrap();
+        let mut manifest = Vec::new();
+        for (i, (dt, bytes)) in cases.iter().enumerate() {
+            let p = dir.path().join(format!("{i}.bin"));
+            std::fs::write(&p, bytes).unwrap();
+            manifest.push(serde_json::json!([p, dt]));
+        }
+        let m = dir.path().join("cases.json");
+        std::fs::write(&m, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(NUMPY_STATS)
+            .arg(&m)
+            .output()
+            .expect("python3 (with numpy) must be installed");
+        assert!(
+            out.status.success(),
+            "python3 failed (CI needs numpy):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let f = |v: &serde_json::Value| v.as_str().unwrap().parse::<f64>().unwrap();
+        let int = |v: &serde_json::Value| {
+            v.as_i64()
+                .map(|x| x as i128)
+                .or(v.as_u64().map(|x| x as i128))
+                .unwrap()
+        };
+        let (mut histograms, mut refused) = (0, 0);
+        for (i, ((dt, bytes), w)) in cases.iter().zip(&want).enumerate() {
+            let s = compute(DType(*dt), bytes).unwrap();
+            let ctx = format!("case {i} dtype {dt}");
+            assert_eq!(s.count, w["count"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.finite, w["finite"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.nan, w["nan"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.pos_inf, w["pinf"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.neg_inf, w["ninf"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.zeros, w["zeros"].as_u64().unwrap(), "{ctx}");
+            if s.finite == 0 {
+                assert!(s.min.is_none() && s.mean.is_none() && s.histogram.is_none());
+                continue;
+            }
+            for (ours, theirs) in [(s.min, &w["min"]), (s.max, &w["max"])] {
+                match ours.unwrap() {
+                    Scalar::Int(v) => assert_eq!(v, int(theirs), "{ctx}"),
+                    Scalar::Float(v) => assert_eq!(v, f(theirs), "{ctx}"),
+                }
+            }
+            let rms = f(&w["rms"]);
+            if rms.is_finite() {
+                let tol = 1e-12 * rms;
+                let (m, sd) = (s.mean.unwrap(), s.std.unwrap());
+                assert!(
+                    (m - f(&w["mean"])).abs() <= tol,
+                    "{ctx}: mean {m} vs {}",
+                    w["mean"]
+                );
+                assert!(
+                    (sd - f(&w["std"])).abs() <= tol,
+                    "{ctx}: std {sd} vs {}",
+                    w["std"]
+                );
+            }
+            match (&s.histogram, w["hist"].is_null()) {
+                (None, true) => refused += 1,
+                (Some(h), false) => {
+                    histograms += 1;
+                    let wc: Vec<u64> = w["hist"]["counts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c.as_u64().unwrap())
+                        .collect();
+                    assert_eq!(h.counts.to_vec(), wc, "{ctx}");
+                    let we: Vec<f64> = w["hist"]["edges"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(f)
+                        .collect();
+                    assert_eq!(h.edges.to_vec(), we, "{ctx}");
+                    let bin = match s.bin {
+                        BinType::F16 => "float16",
+                        BinType::F32 => "float32",
+                        BinType::F64 => "float64",
+                    };
+                    assert_eq!(w["hist"]["dtype"], bin, "{ctx}");
+                }
+                (h, _) => panic!("{ctx}: ours {h:?}, numpy {}", w["hist"]),
+            }
+            // The text says the same: every figure parses back to the value.
+            let text = String::from_utf8(s.to_text()).unwrap();
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
+                    .unwrap()
+                    .to_string()
+            };
+            let back = |x: String| x.parse::<f64>().unwrap();
+            match s.min.unwrap() {
+                Scalar::Int(v) => assert_eq!(field("min").parse::<i128>().unwrap(), v),
+                Scalar::Float(v) if s.single => {
+                    assert_eq!(back(field("min")) as f32, v as f32, "{ctx}")
+                }
+                Scalar::Float(v) => assert_eq!(back(field("min")), v, "{ctx}"),
+            }
+            assert_eq!(back(field("mean")).to_bits(), s.mean.unwrap().to_bits());
+            if let Some(h) = &s.histogram {
+                let edges: Vec<f64> = field("edges")
+                    .split(' ')
+                    .map(|e| match s.bin {
+                        BinType::F64 => back(e.into()),
+                        _ => back(e.into()) as f32 as f64,
+                    })
+                    .collect();
+                assert_eq!(edges, h.edges.to_vec(), "{ctx}");
+            }
+        }
+        // The cases exercise both outcomes.
+        assert!(histograms > 40 && refused > 5, "{histograms} {refused}");
+    }
+
+    #[test]
+    fn bars_scale_to_the_largest_bin() {
+        let mut c = [0u64; 16];
+        c[0] = 8;
+        c[1] = 1;
+        c[2] = 4;
+        c[3] = 7;
+        c[15] = 1000;
+        assert_eq!(Stats::bars(&c), format!("▁▁▁▁{}█", " ".repeat(11)));
+        let c = [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 8];
+        assert_eq!(Stats::bars(&c), format!("▁▂▃▄▅▆▇█{}█", " ".repeat(7)));
+    }
+}
