@@ -44,7 +44,8 @@ pub fn run(args: &DiffArgs) -> i32 {
         let s = &d.stats;
         eprintln!(
             "diff: A {} tensors, B {} tensors; added {}, deleted {}, type {}, modified {}, equal {}; \
-decided by index {}, by bytes {}; data bytes read {} (A {}, B {}); {:.3} s",
+decided by index {}, by bytes {}; data bytes read {} (A {}, B {}); {:.3} s; \
+process read {} bytes in all (rchar: indexes included)",
             s.in_a,
             s.in_b,
             s.added,
@@ -57,7 +58,8 @@ decided by index {}, by bytes {}; data bytes read {} (A {}, B {}); {:.3} s",
             a.data_bytes_read() + b.data_bytes_read(),
             a.data_bytes_read(),
             b.data_bytes_read(),
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64(),
+            rchar().map_or("?".to_string(), |n| n.to_string())
         );
     }
     if d.trouble {
@@ -65,6 +67,15 @@ decided by index {}, by bytes {}; data bytes read {} (A {}, B {}); {:.3} s",
     } else {
         i32::from(d.differ)
     }
+}
+
+/// Bytes this process has read with read(2) and friends (`rchar` of /proc/self/io): a check of
+/// the data-byte count that does not depend on it.
+fn rchar() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/io").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 #[derive(Default)]
