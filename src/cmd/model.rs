@@ -473,8 +473,8 @@ impl Ckpt {
         self.data_read.load(Ordering::Relaxed)
     }
 
-    fn count(&self, n: usize) {
-        self.data_read.fetch_add(n as u64, Ordering::Relaxed);
+    fn count(&self, n: u64) {
+        self.data_read.fetch_add(n, Ordering::Relaxed);
     }
 
     fn checked(&self) -> Result<&Checkpoint, String> {
@@ -625,7 +625,7 @@ impl Ckpt {
                 bare(e, &self.prefix, &p.tensor.key)
             )
         })?;
-        self.count(b.len());
+        self.count(b.len() as u64);
         Ok(f(&b))
     }
 
@@ -641,7 +641,7 @@ impl Ckpt {
         } else {
             ck.read(&p.tensor, 0, 0).map(|_| ())
         };
-        self.count(p.nbytes as usize);
+        self.count(p.nbytes);
         r.map_err(|e| {
             format!(
                 "{}: {}",
@@ -665,7 +665,7 @@ impl Ckpt {
             .raw
             .read(&t.tensor, offset, len)
             .map_err(|e| bare(e, &self.prefix, &t.key))?;
-        self.count(b.len());
+        self.count(b.len() as u64);
         Ok(b.to_vec())
     }
 }
