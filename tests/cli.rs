@@ -595,6 +595,35 @@ fn diff_reads_no_data_where_the_index_decides() {
 }
 
 #[test]
+fn diff_takes_any_kind_of_checkpoint_source() {
+    // A SavedModel, its variables prefix, and the path of its .index are one checkpoint.
+    for (a, b) in [
+        ("demo_savedmodel", "demo_savedmodel/variables/variables"),
+        (
+            "demo_savedmodel/saved_model.pb",
+            "demo_savedmodel/variables/variables.index",
+        ),
+        ("tf1_adam", "tf1_adam/model.ckpt-3"),
+    ] {
+        let o = tfmount(&["diff", "-s", a, b]);
+        assert_eq!(code(&o), 0, "diff {a} {b}: {}", text(&o.stderr));
+        let l = lines(&o.stdout);
+        assert!(
+            !l.is_empty() && l.iter().all(|l| l.starts_with(b"=\t")),
+            "{a} {b}"
+        );
+    }
+    // tf1_adam's latest is model.ckpt-3: against model.ckpt-2 every variable moved.
+    let o = tfmount(&["diff", "tf1_adam/model.ckpt-2", "tf1_adam"]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        text(&o.stdout).contains("M\tdense/kernel\n"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
 fn diff_exit_status_two_on_trouble() {
     for (a, b) in [
         ("run/ckpt-1", "no/such/ckpt"),
@@ -872,6 +901,41 @@ fn ls_and_cat_exit_codes() {
         if *want != 0 {
             assert!(!o.stderr.is_empty(), "tfmount {args:?}: silent failure");
         }
+    }
+}
+
+#[test]
+fn ls_of_a_damaged_index_fails_where_a_mount_fails() {
+    let e = expected();
+    let d = damaged_copy(&variant(&e, "damaged_index_block"));
+    // Listing `variables` needs the damaged block (as readdir on a mount does: EIO).
+    let o = tfmount_in(
+        d.path(),
+        &[OsStr::new("ls"), OsStr::new("-R"), OsStr::new("ckpt")],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "variables\n");
+    let err = text(&o.stderr);
+    assert!(err.starts_with("tfmount ls: variables: "), "{err}");
+    // A directory whose keys all lie in the readable block lists.
+    let o = tfmount_in(
+        d.path(),
+        &[
+            OsStr::new("ls"),
+            OsStr::new("ckpt"),
+            OsStr::new("variables/a_filler/000"),
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    // (A 480-byte component: its first 200 bytes, then a hash; see the README.)
+    let out = text(&o.stdout);
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 4, "{out}");
+    for (n, suffix) in names.iter().zip([".bin", ".shape", ".dtype", ".npy"]) {
+        assert!(
+            n.starts_with(&"w".repeat(200)) && n.ends_with(suffix),
+            "{n}"
+        );
     }
 }
 
