@@ -106,27 +106,51 @@ pub struct Cli {
     pub command: Command,
 }
 
+const LS_LONG: &str =
+    "List the entries of PATH (default: the root) in the tree a mount of SOURCE would \
+show, one name per line in readdir order. Symbolic links on the way to PATH are followed.";
+const CAT_LONG: &str =
+    "Write the bytes of each PATH of the tree a mount of SOURCE would show to stdout, \
+byte-identical to reading the mounted file (.bin, .npy, .shape, .dtype, .pbtxt, signatures.txt, \
+assets, ...). A file whose reading would fail with EIO in a mount (a CRC mismatch, a missing or \
+truncated data file) gives a one-line error naming the tensor and the checkpoint instead.";
+const VERIFY_LONG: &str =
+    "Read every tensor of every checkpoint in SOURCE and check that every byte is there \
+(data files present and long enough) and matches the CRC-32C stored in the index; index blocks \
+that cannot be read are reported with the keys they hold. One line per problem on stdout, \
+KEY<TAB>REASON (KEY as TensorFlow names the tensor; in a checkpoint directory prefixed by the \
+checkpoint's name and /); a progress bar on stderr when it is a terminal, and one summary line \
+on stderr.";
+const DIFF_LONG: &str = "List the tensors that differ between the checkpoints A and B (a prefix, the path \
+of one of its files, a SavedModel, or a checkpoint directory: its latest checkpoint), sorted by key: \
+A<TAB>KEY only in B (added), D<TAB>KEY only in A (deleted), T<TAB>KEY dtype or shape differ, \
+M<TAB>KEY same dtype and shape, different bytes. By default the index decides: the same dtype, \
+shape, size and stored CRC-32C mean equal, and no tensor data is read. Bytes are read only where \
+the index cannot decide (partitioned tensors sliced differently) or with --exact.";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
     Mount(Args),
     /// List the tree a mount of SOURCE would show, without mounting.
+    #[command(long_about = LS_LONG)]
     Ls(LsArgs),
     /// Write files of the tree a mount of SOURCE would show to stdout, without mounting.
+    #[command(long_about = CAT_LONG)]
     Cat(CatArgs),
     /// Check every tensor of every checkpoint in SOURCE against its stored CRC-32C.
+    #[command(long_about = VERIFY_LONG)]
     Verify(VerifyArgs),
     /// List the tensors that differ between two checkpoints.
+    #[command(long_about = DIFF_LONG)]
     Diff(DiffArgs),
 }
 
 #[derive(Debug, clap::Args)]
 #[command(
-    long_about = "List the entries of PATH (default: the root) in the tree a mount of SOURCE would \
-show, one name per line in readdir order. Symbolic links on the way to PATH are followed.",
     after_help = concat!(
         "OUTPUT:\n  NAME per line; with -l: TYPE<TAB>SIZE<TAB>NAME, TYPE one of d (directory), \
-f (file), l (symbolic link, followed by <TAB>TARGET); with -R: paths relative to PATH.\n",
+f (file), l (symbolic link, followed by <TAB>TARGET); with -R: paths relative to PATH.\n\n",
         escapes!(),
         "EXAMPLES:\n  tfmount ls model/ variables/dense\n  tfmount ls -l train/ckpt-42\n  \
 tfmount ls -R train/ latest/variables | grep kernel\n\n",
@@ -149,10 +173,6 @@ pub struct LsArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    long_about = "Write the bytes of each PATH of the tree a mount of SOURCE would show to stdout, \
-byte-identical to reading the mounted file (.bin, .npy, .shape, .dtype, .pbtxt, signatures.txt, \
-assets, ...). A file whose reading would fail with EIO in a mount (a CRC mismatch, a missing or \
-truncated data file) gives a one-line error naming the tensor and the checkpoint instead.",
     after_help = "EXAMPLES:\n  tfmount cat model/ variables/dense/kernel.shape\n  \
 tfmount cat train/ckpt-42 variables/dense/kernel.npy > kernel.npy\n  \
 tfmount cat train/ latest/variables/global_step.bin | od -An -td8\n\n\
@@ -170,12 +190,6 @@ pub struct CatArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    long_about = "Read every tensor of every checkpoint in SOURCE and check that every byte is there \
-(data files present and long enough) and matches the CRC-32C stored in the index; index blocks \
-that cannot be read are reported with the keys they hold. One line per problem on stdout, \
-KEY<TAB>REASON (KEY as TensorFlow names the tensor; in a checkpoint directory prefixed by the \
-checkpoint's name and /); a progress bar on stderr when it is a terminal, and one summary line \
-on stderr.",
     after_help = concat!(
         "EXAMPLES:\n  tfmount verify train/ckpt-42\n  tfmount verify saved_model_dir/ && echo intact\n  \
 tfmount verify train/ | cut -f1      # the damaged tensors\n\n",
@@ -194,12 +208,6 @@ pub struct VerifyArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    long_about = "List the tensors that differ between the checkpoints A and B (a prefix, the path \
-of one of its files, a SavedModel, or a checkpoint directory: its latest checkpoint), sorted by key: \
-A<TAB>KEY only in B (added), D<TAB>KEY only in A (deleted), T<TAB>KEY dtype or shape differ, \
-M<TAB>KEY same dtype and shape, different bytes. By default the index decides: the same dtype, \
-shape, size and stored CRC-32C mean equal, and no tensor data is read. Bytes are read only where \
-the index cannot decide (partitioned tensors sliced differently) or with --exact.",
     after_help = concat!(
         "EXAMPLES:\n  tfmount diff train/ckpt-1000 train/ckpt-2000\n  \
 tfmount diff --stats old_model/ new_model/ | grep -c '^M'\n  \
