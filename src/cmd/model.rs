@@ -10,9 +10,10 @@
 //!
 //! When the core is restructured, only this file needs to follow.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::BlockCache;
 use crate::error::FsError;
@@ -362,6 +363,8 @@ pub struct Ckpt {
     num_shards: u32,
     /// The index block's separator keys (block `b` holds the keys in `(sep[b-1], sep[b]]`).
     separators: OnceLock<Option<Vec<Vec<u8>>>>,
+    /// Length of each data file looked at so far (or why it has none), by shard number.
+    shard_len: Mutex<HashMap<u32, Result<u64, String>>>,
     data_read: AtomicU64,
 }
 
@@ -414,6 +417,7 @@ pub struct Piece {
     /// that cannot be read) rather than read with [`Ckpt::read_piece`] and CRC-checked by the
     /// caller.
     pub checked_by_core: bool,
+    shard: u32,
     offset: u64,
     tensor: Tensor,
 }
@@ -460,6 +464,7 @@ impl Ckpt {
             checked: OnceLock::new(),
             num_shards,
             separators: OnceLock::new(),
+            shard_len: Mutex::new(HashMap::new()),
             data_read: AtomicU64::new(0),
         })
     }
@@ -543,6 +548,7 @@ impl Ckpt {
             crc: Some(crate::format::unmask_crc(crc)),
             file: data_file_name(&self.prefix, shard, self.num_shards),
             checked_by_core: d == DT_STRING || d == DT_VARIANT || d.elem_size().is_none(),
+            shard,
             offset,
             tensor: t,
         })
@@ -580,33 +586,31 @@ impl Ckpt {
     }
 
     /// Checks that a piece's data file is there and holds the piece's bytes; the error names
-    /// the file.
+    /// the file. Each data file is looked at once (`stat`); reading the piece finds any other
+    /// trouble.
     pub fn piece_present(&self, p: &Piece) -> Result<(), String> {
         let end = p.offset.saturating_add(p.nbytes);
-        match std::fs::metadata(&p.file) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(format!("data file {} is missing", p.file.display()))
-            }
-            Err(e) => return Err(format!("data file {}: {e}", p.file.display())),
-            Ok(m) if m.len() < end => {
-                return Err(format!(
-                    "data file {} is truncated: {} bytes, the tensor is stored at bytes {}..{}",
-                    p.file.display(),
-                    m.len(),
-                    p.offset,
-                    end
-                ))
-            }
-            Ok(_) => {}
+        let len = {
+            let mut known = self.shard_len.lock().unwrap_or_else(|e| e.into_inner());
+            known
+                .entry(p.shard)
+                .or_insert_with(|| match std::fs::metadata(&p.file) {
+                    Ok(m) => Ok(m.len()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Err(format!("data file {} is missing", p.file.display()))
+                    }
+                    Err(e) => Err(format!("data file {}: {e}", p.file.display())),
+                })
+                .clone()?
+        };
+        if len < end {
+            return Err(format!(
+                "data file {} is truncated: {len} bytes, the tensor is stored at bytes {}..{end}",
+                p.file.display(),
+                p.offset,
+            ));
         }
-        if p.checked_by_core {
-            return Ok(());
-        }
-        // The core's own view (the shard as it was opened); reads nothing.
-        self.raw
-            .read(&p.tensor, 0, 0)
-            .map(|_| ())
-            .map_err(|e| bare(e, &self.prefix, &p.tensor.key))
+        Ok(())
     }
 
     /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`),

@@ -23,6 +23,9 @@ const CHUNK: u64 = 8 << 20;
 /// Bytes read at a time within a unit: small enough to be checksummed while still in the
 /// CPU's cache after the copy from the page cache.
 const READ: u64 = 256 << 10;
+/// Chunks a thread takes at once: one of at least this many bytes, or up to this many.
+const GROUP_BYTES: u64 = 1 << 20;
+const GROUP_CHUNKS: usize = 256;
 /// Tensors and stored bytes planned at a time (bounds memory whatever the checkpoint's size).
 const BATCH_TENSORS: usize = 4096;
 const BATCH_BYTES: u64 = 512 << 20;
@@ -275,22 +278,44 @@ impl Verifier {
         }
         let results: Vec<OnceLock<Result<u32, String>>> =
             (0..chunks.len()).map(|_| OnceLock::new()).collect();
+        // Threads take groups of consecutive chunks (one large chunk, or up to GROUP_CHUNKS
+        // small ones adding up to GROUP_BYTES), so that small tensors do not make every thread
+        // meet on shared counters for each one.
+        let mut groups = Vec::new();
+        let mut from = 0;
+        let mut bytes = 0u64;
+        for (i, c) in chunks.iter().enumerate() {
+            bytes += if c.len == 0 {
+                batch[c.tensor].pieces[c.piece].nbytes
+            } else {
+                c.len
+            };
+            if bytes >= GROUP_BYTES || i + 1 - from >= GROUP_CHUNKS || i + 1 == chunks.len() {
+                groups.push(from..i + 1);
+                from = i + 1;
+                bytes = 0;
+            }
+        }
         let next = AtomicUsize::new(0);
         let work = || loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(c) = chunks.get(i) else { break };
-            let p = &batch[c.tensor].pieces[c.piece];
-            let r = if p.checked_by_core {
-                ck.check_piece(p).map(|()| 0)
-            } else {
-                chunk_crc(ck, p, c.start, c.len)
-            };
-            let n = if p.checked_by_core { p.nbytes } else { c.len };
-            self.bytes.fetch_add(n, Ordering::Relaxed);
-            self.progress.inc(n);
-            let _ = results[i].set(r);
+            let g = next.fetch_add(1, Ordering::Relaxed);
+            let Some(range) = groups.get(g) else { break };
+            let mut done = 0u64;
+            for i in range.clone() {
+                let c = &chunks[i];
+                let p = &batch[c.tensor].pieces[c.piece];
+                let r = if p.checked_by_core {
+                    ck.check_piece(p).map(|()| 0)
+                } else {
+                    chunk_crc(ck, p, c.start, c.len)
+                };
+                done += if p.checked_by_core { p.nbytes } else { c.len };
+                let _ = results[i].set(r);
+            }
+            self.bytes.fetch_add(done, Ordering::Relaxed);
+            self.progress.inc(done);
         };
-        let threads = self.threads.min(chunks.len()).max(1);
+        let threads = self.threads.min(groups.len()).max(1);
         std::thread::scope(|s| {
             for _ in 1..threads {
                 s.spawn(work);
