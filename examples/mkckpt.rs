@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example mkckpt -- PREFIX --tensors N \
-//!     [--elems E] [--big-gib G] [--depth D] [--shards S] [--snappy]
+//!     [--elems E] [--big-gib G] [--depth D] [--shards S] [--snappy] [--alter-every K]
 //! ```
 //!
 //! N float32 tensors of E elements each, named in a model-like hierarchy of D path components,
@@ -10,7 +10,9 @@
 //! more `sub_k` levels beyond 3). Leaves cycle through kernel/bias/gamma/beta, each `sub_k`
 //! level has 8 entries, and consecutive tensors go to consecutive shards. Contents are
 //! deterministic pseudo-random values in [-1, 1). `--big-gib G` adds `big/tensor`, a float32
-//! tensor of G GiB written streamed in 1 MiB pieces (shard 0).
+//! tensor of G GiB written streamed in 1 MiB pieces (shard 0). `--alter-every K` gives every
+//! K-th tensor (i % K == K - 1) other values: with the same other arguments, a checkpoint that
+//! differs from the default one in 1/K of its tensors (`tfmount diff` benchmarks).
 //!
 //! Prints what it wrote, the time taken, and `first_key=` / `last_key=` lines (bytewise order)
 //! that scripts can parse.
@@ -50,6 +52,9 @@ struct Args {
     /// Snappy-compress index blocks (TensorFlow does not; tests the reader's Snappy path)
     #[arg(long)]
     snappy: bool,
+    /// Give every K-th tensor (i % K == K - 1) other values (0: none)
+    #[arg(long, default_value_t = 0)]
+    alter_every: u64,
 }
 
 /// The name of tensor `i` with `depth` path components.
@@ -121,7 +126,8 @@ fn main() -> io::Result<()> {
     for i in 0..args.tensors {
         let name = tensor_name(i, args.depth, width);
         buf.clear();
-        Rng(i).fill_f32(&mut buf, args.elems);
+        let altered = args.alter_every > 0 && i % args.alter_every == args.alter_every - 1;
+        Rng(if altered { i ^ (1 << 63) } else { i }).fill_f32(&mut buf, args.elems);
         w.add(
             name.as_bytes(),
             FLOAT,

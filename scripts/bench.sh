@@ -19,6 +19,8 @@
 #   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
 #   6. `ls MNT/graph` of a 100 000-node graph (fresh mount: includes indexing the nodes), then
 #      `cat` of one node's .pbtxt, and `ls` of a plain 100 000-file directory for calibration
+#   7. the subcommands without FUSE (bench_cli, at the end): verify vs dd, diff of 100k-tensor
+#      checkpoints (time, data bytes read), ls -R vs find over a fresh mount
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
@@ -444,3 +446,75 @@ fi
 row "6a. ls graph/, 100k-node graph" "$(ms "$T_GLS") (plain dir $(ms "$T_PLS"))" "-" "info"
 row "6b. then cat one node .pbtxt" "$(ms "$T_GCAT")" "-" "info"
 row "5. daemon RssAnon (largest, after 1-4)" "$RSS_MIB MiB" "<= 64 MiB" "$(cmp_ok "$RSS_MIB" '<=' 64)"
+
+# ---------------------------------------------------------------------------------------------
+# 7: the subcommands without FUSE (verify, diff, ls -R)
+# ---------------------------------------------------------------------------------------------
+# bench_cli: after the summary above, its own figures and summary rows:
+#   7a. `tfmount verify` of the BIG_GIB single-tensor checkpoint (big/) vs `dd` of its data
+#       file, page cache warm for both                                ratio = dd / verify >= 0.5
+#   7b. `tfmount diff --stats` of two 100 000-tensor checkpoints (t100k/ and a copy written with
+#       `mkckpt --alter-every 100`: 1% of the tensors differ): time < 1 s, data bytes read = 0
+#       (the count tfmount prints; the process's whole rchar, indexes included, is shown too)
+#   7c. `tfmount ls -R` of the 100 000-tensor checkpoint vs `find` over a fresh mount of it
+# Uses $WORK/big and $WORK/t100k written in "data" above, and the helpers of this script.
+bench_cli() {
+    local r t0 out n base=() ver=() dif=() lsr=() fnd=() mnt lines_ls lines_find
+    echo "== 7: subcommands (no FUSE): verify, diff, ls -R"
+    # 7a
+    "$TFMOUNT" verify "$WORK/big/ckpt" >/dev/null 2>"$WORK/verify.err" # warms the page cache
+    for r in $(seq "$REPS"); do
+        cat "$BIG_DATA" >/dev/null
+        t0=$(now)
+        dd if="$BIG_DATA" of=/dev/null bs=1M status=none
+        base+=("$(sub "$t0" "$(now)")")
+        t0=$(now)
+        "$TFMOUNT" verify "$WORK/big/ckpt" >"$WORK/verify.out" 2>"$WORK/verify.err"
+        n=$?
+        ver+=("$(sub "$t0" "$(now)")")
+        [ "$n" = 0 ] && [ ! -s "$WORK/verify.out" ] || echo "bench: verify found problems (exit $n)" >&2
+    done
+    T7_DD=$(median "${base[@]}")
+    T7_VERIFY=$(median "${ver[@]}")
+    R7_VERIFY=$(div "$T7_DD" "$T7_VERIFY")
+    printf '   dd of .data: %s  %s MB/s   verify: %s  %s MB/s   ratio %s   (%s)\n' \
+        "$(ms "$T7_DD")" "$(mbps "$BIG_BYTES" "$T7_DD")" "$(ms "$T7_VERIFY")" \
+        "$(mbps "$BIG_BYTES" "$T7_VERIFY")" "$R7_VERIFY" "$(cat "$WORK/verify.err")"
+    # 7b
+    mk t100k_b --tensors 100000 --alter-every 100
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        out=$("$TFMOUNT" diff --stats "$WORK/t100k/ckpt" "$WORK/t100k_b/ckpt" 2>"$WORK/diff.err" | wc -l)
+        dif+=("$(sub "$t0" "$(now)")")
+    done
+    T7_DIFF=$(median "${dif[@]}")
+    B7_DIFF=$(sed -n 's/.*data bytes read \([0-9]*\).*/\1/p' "$WORK/diff.err")
+    B7_DIFF=${B7_DIFF:-nan}
+    [ "$out" = 1000 ] || echo "bench: diff printed $out lines, expected 1000" >&2
+    printf '   diff: %s lines in %s   (runs: %s)\n   %s\n' "$out" "$(ms "$T7_DIFF")" "${dif[*]}" "$(cat "$WORK/diff.err")"
+    # 7c
+    new_mountpoint
+    mnt=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        lines_ls=$("$TFMOUNT" ls -R "$WORK/t100k/ckpt" | wc -l)
+        lsr+=("$(sub "$t0" "$(now)")")
+        mount_bg "$WORK/t100k/ckpt" "$mnt" || break
+        t0=$(now)
+        lines_find=$(find "$mnt" -mindepth 1 | wc -l)
+        fnd+=("$(sub "$t0" "$(now)")")
+        unmount "$mnt"
+    done
+    T7_LS=$(median "${lsr[@]}")
+    T7_FIND=nan
+    [ ${#fnd[@]} -gt 0 ] && T7_FIND=$(median "${fnd[@]}")
+    [ "$lines_ls" = "${lines_find:-}" ] || echo "bench: ls -R listed $lines_ls paths, find $lines_find" >&2
+    printf '   ls -R: %s (%s paths)   find over a fresh mount: %s   ratio find/ls %s\n' \
+        "$(ms "$T7_LS")" "$lines_ls" "$(ms "$T7_FIND")" "$(div "$T7_FIND" "$T7_LS")"
+    echo
+    row "7a. verify 1 GiB tensor / dd (.data)" "$R7_VERIFY ($(mbps "$BIG_BYTES" "$T7_VERIFY") vs $(mbps "$BIG_BYTES" "$T7_DD") MB/s)" ">= 0.5" "$(cmp_ok "$R7_VERIFY" '>=' 0.5)"
+    row "7b. diff 100k vs 100k (1% differ)" "$(ms "$T7_DIFF")" "< 1000 ms" "$(cmp_ok "$T7_DIFF" '<' 1)"
+    row "7b. diff: data bytes read" "$B7_DIFF" "0" "$(cmp_ok "$B7_DIFF" '<=' 0)"
+    row "7c. ls -R 100k (find, fresh mount)" "$(ms "$T7_LS") ($(ms "$T7_FIND"))" "-" "info"
+}
+bench_cli

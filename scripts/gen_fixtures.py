@@ -990,8 +990,8 @@ def main(argv):
         return 2
     out = os.path.abspath(argv[1])
     if os.path.exists(out):
-        for fn in os.listdir(out):  # graphs/ belongs to scripts/gen_graph_fixtures.py: keep it
-            if fn != "graphs":
+        for fn in os.listdir(out):  # graphs/ and cli/ belong to other scripts: keep them
+            if fn not in ("graphs", "cli"):  # cli/: scripts/gen_cli_fixtures.py
                 p = os.path.join(out, fn)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
     os.makedirs(out, exist_ok=True)

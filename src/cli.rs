@@ -1,8 +1,11 @@
-//! Command-line definitions.
+//! Command-line definitions: the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` ([`Args`]) and
+//! the subcommands `mount`, `ls`, `cat`, `verify`, `diff` ([`Cli`]), chosen when the first
+//! argument names one (see [`is_subcommand`]).
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,6 +24,13 @@ or *.index files), or a checkpoint prefix such as dir/model.ckpt-1000 (a path to
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
 fusermount3 -u /mnt/m                  # unmount\n\n\
+SUBCOMMANDS (no FUSE needed; `tfmount SUBCOMMAND --help` for each):\n  \
+mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
+ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
+cat     write files of that tree to stdout       tfmount cat model/ variables/dense/kernel.npy\n  \
+verify  check every tensor's bytes and CRC-32C    tfmount verify train/ckpt-42\n  \
+diff    list the tensors that differ              tfmount diff train/ckpt-1 train/ckpt-2\n\
+A SOURCE named like a subcommand (a directory called `ls`) is written ./ls.\n\n\
 EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   2 usage error\n  \
 3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable"
 )]
@@ -67,6 +77,162 @@ pub struct Args {
     pub log_file: Option<PathBuf>,
 }
 
+/// The subcommand names: a first argument equal to one of these selects [`Cli`].
+pub const SUBCOMMANDS: [&str; 6] = ["mount", "ls", "cat", "verify", "diff", "help"];
+
+/// Whether the first argument (after the program name) selects a subcommand. Anything else,
+/// options included, is the mount form, so every command line that mounted before still does.
+pub fn is_subcommand(first: Option<&OsStr>) -> bool {
+    first.is_some_and(|a| SUBCOMMANDS.iter().any(|s| OsStr::new(s) == a))
+}
+
+/// The escaping rule, said in every line-oriented subcommand's help.
+macro_rules! escapes {
+    () => {
+        "Keys and names containing a tab, a newline or a backslash are written with the escapes \\t, \\n and \\\\.\n\n"
+    };
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tfmount",
+    version,
+    about = "Mount, list, read, verify and compare TensorFlow checkpoints and SavedModels",
+    after_help = "The mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` works without a subcommand \
+(see `tfmount --help`). A SOURCE named like a subcommand (a directory called `ls`) is written ./ls."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const LS_LONG: &str =
+    "List the entries of PATH (default: the root) in the tree a mount of SOURCE would \
+show, one name per line in readdir order. Symbolic links on the way to PATH are followed.";
+const CAT_LONG: &str =
+    "Write the bytes of each PATH of the tree a mount of SOURCE would show to stdout, \
+byte-identical to reading the mounted file (.bin, .npy, .shape, .dtype, .pbtxt, signatures.txt, \
+assets, ...). A file whose reading would fail with EIO in a mount (a CRC mismatch, a missing or \
+truncated data file) gives a one-line error naming the tensor and the checkpoint instead.";
+const VERIFY_LONG: &str =
+    "Read every tensor of every checkpoint in SOURCE and check that every byte is there \
+(data files present and long enough) and matches the CRC-32C stored in the index; index blocks \
+that cannot be read are reported with the keys they hold. One line per problem on stdout, \
+KEY<TAB>REASON (KEY as TensorFlow names the tensor; in a checkpoint directory prefixed by the \
+checkpoint's name and /); a progress bar on stderr when it is a terminal, and one summary line \
+on stderr.";
+const DIFF_LONG: &str = "List the tensors that differ between the checkpoints A and B (a prefix, the path \
+of one of its files, a SavedModel, or a checkpoint directory: its latest checkpoint), sorted by key: \
+A<TAB>KEY only in B (added), D<TAB>KEY only in A (deleted), T<TAB>KEY dtype or shape differ, \
+M<TAB>KEY same dtype and shape, different bytes. By default the index decides: the same dtype, \
+shape, size and stored CRC-32C mean equal, and no tensor data is read. Bytes are read only where \
+the index cannot decide (partitioned tensors sliced differently) or with --exact.";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
+    Mount(Args),
+    /// List the tree a mount of SOURCE would show, without mounting.
+    #[command(long_about = LS_LONG)]
+    Ls(LsArgs),
+    /// Write files of the tree a mount of SOURCE would show to stdout, without mounting.
+    #[command(long_about = CAT_LONG)]
+    Cat(CatArgs),
+    /// Check every tensor of every checkpoint in SOURCE against its stored CRC-32C.
+    #[command(long_about = VERIFY_LONG)]
+    Verify(VerifyArgs),
+    /// List the tensors that differ between two checkpoints.
+    #[command(long_about = DIFF_LONG)]
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = concat!(
+        "OUTPUT:\n  NAME per line; with -l: TYPE<TAB>SIZE<TAB>NAME, TYPE one of d (directory), \
+f (file), l (symbolic link, followed by <TAB>TARGET); with -R: paths relative to PATH.\n\n",
+        escapes!(),
+        "EXAMPLES:\n  tfmount ls model/ variables/dense\n  tfmount ls -l train/ckpt-42\n  \
+tfmount ls -R train/ latest/variables | grep kernel\n\n",
+        "EXIT CODES:\n  0 listed   1 PATH missing or unreadable   2 usage error   3 SOURCE unusable\n\n\
+SOURCE is anything tfmount mounts. A SOURCE named like a subcommand is written ./ls."
+    )
+)]
+pub struct LsArgs {
+    /// Add the type and size of each entry.
+    #[arg(short = 'l')]
+    pub long: bool,
+    /// List subdirectories recursively (paths relative to PATH).
+    #[arg(short = 'R')]
+    pub recursive: bool,
+    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file.
+    pub source: PathBuf,
+    /// A directory (or file) of the tree, relative to its root.
+    pub path: Option<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  tfmount cat model/ variables/dense/kernel.shape\n  \
+tfmount cat train/ckpt-42 variables/dense/kernel.npy > kernel.npy\n  \
+tfmount cat train/ latest/variables/global_step.bin | od -An -td8\n\n\
+EXIT CODES:\n  0 every file written   1 a PATH missing, a directory, or unreadable (EIO)\n  \
+2 usage error   3 SOURCE unusable\n\n\
+A SOURCE named like a subcommand is written ./ls."
+)]
+pub struct CatArgs {
+    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file.
+    pub source: PathBuf,
+    /// Files of the tree, relative to its root.
+    #[arg(required = true)]
+    pub paths: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = concat!(
+        "EXAMPLES:\n  tfmount verify train/ckpt-42\n  tfmount verify saved_model_dir/ && echo intact\n  \
+tfmount verify train/ | cut -f1      # the damaged tensors\n\n",
+        escapes!(),
+        "EXIT CODES:\n  0 every tensor intact   1 problems found   2 usage error   3 SOURCE unusable\n\n\
+A SOURCE named like a subcommand is written ./ls."
+    )
+)]
+pub struct VerifyArgs {
+    /// SavedModel directory, checkpoint directory, or checkpoint prefix.
+    pub source: PathBuf,
+    /// Threads reading and checking (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = concat!(
+        "EXAMPLES:\n  tfmount diff train/ckpt-1000 train/ckpt-2000\n  \
+tfmount diff --stats old_model/ new_model/ | grep -c '^M'\n  \
+tfmount diff -s --exact a/ckpt b/ckpt\n\n",
+        escapes!(),
+        "EXIT CODES (as diff(1)):\n  0 no differences   1 differences   2 trouble (usage, unusable source, \
+unreadable index)\n\nA SOURCE named like a subcommand is written ./ls."
+    )
+)]
+pub struct DiffArgs {
+    /// Also print equal tensors, as =<TAB>KEY.
+    #[arg(short = 's', long = "report-identical")]
+    pub same: bool,
+    /// Compare the bytes of every tensor present in both, whatever the index says.
+    #[arg(long)]
+    pub exact: bool,
+    /// Print one line of counts on stderr: tensors, how each was decided, data bytes read.
+    #[arg(long)]
+    pub stats: bool,
+    /// The old checkpoint.
+    pub a: PathBuf,
+    /// The new checkpoint.
+    pub b: PathBuf,
+}
+
 /// Parses sizes like `4096`, `64K`, `32M`, `1G`.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
@@ -91,6 +257,18 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subcommand_selection() {
+        assert!(is_subcommand(Some(OsStr::new("ls"))));
+        assert!(is_subcommand(Some(OsStr::new("mount"))));
+        assert!(!is_subcommand(Some(OsStr::new("./ls"))));
+        assert!(!is_subcommand(Some(OsStr::new("-f"))));
+        assert!(!is_subcommand(None));
+        Cli::try_parse_from(["tfmount", "ls", "-lR", "src", "a/b"]).expect("ls parses");
+        Cli::try_parse_from(["tfmount", "mount", "-f", "src", "mnt"]).expect("mount parses");
+        assert!(Cli::try_parse_from(["tfmount", "cat", "src"]).is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -4,6 +4,7 @@ pub mod proto {
 }
 pub mod cache;
 pub mod cli;
+pub mod cmd;
 pub mod error;
 pub mod format;
 pub mod fs;

@@ -490,6 +490,16 @@ impl Checkpoint {
         }
     }
 
+    /// Size of the tensor's `.bin`.
+    pub fn served_size(&self, t: &Tensor) -> FsResult<u64> {
+        Ok(self.open_tensor(t)?.size())
+    }
+
+    /// Bytes `[offset, offset + len)` of the tensor's `.bin` (checked as its reads are).
+    pub fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.open_tensor(t)?.read(offset, len)
+    }
+
     /// Stored location and CRC of a contiguous tensor.
     fn stored_info(&self, e: &Entry) -> Option<Stored> {
         match e.data {

@@ -1,0 +1,316 @@
+//! `tfmount diff A B`: the tensors that differ between two checkpoints, sorted by key, decided
+//! from the indexes where they can decide (same dtype, shape, size and stored CRC-32C means
+//! equal; a different CRC means different bytes), by reading bytes where they cannot
+//! (partitioned tensors sliced differently, a stored CRC missing) or with `--exact`.
+//!
+//! Both indexes are walked once, side by side, in key order.
+
+use std::cmp::Ordering;
+use std::iter::Peekable;
+use std::time::Instant;
+
+use super::model::{one_checkpoint, Ckpt, Item, Walk};
+use super::{closed, escape, Lines};
+use crate::cli::DiffArgs;
+
+/// Bytes compared at a time when the bytes decide.
+const CHUNK: usize = 4 << 20;
+
+pub fn run(args: &DiffArgs) -> i32 {
+    let start = Instant::now();
+    let open =
+        |p: &std::path::Path| one_checkpoint(p).inspect_err(|e| eprintln!("tfmount diff: {e}"));
+    let (Ok(a), Ok(b)) = (open(&args.a), open(&args.b)) else {
+        return 2;
+    };
+    let mut d = Diff {
+        a: &a,
+        b: &b,
+        args,
+        out: Lines::new(),
+        stats: Stats::default(),
+        trouble: false,
+        differ: false,
+        closed: false,
+    };
+    d.walk();
+    if let Err(e) = d.out.flush() {
+        if !closed(&e) {
+            eprintln!("tfmount diff: stdout: {e}");
+            d.trouble = true;
+        }
+    }
+    if args.stats {
+        let s = &d.stats;
+        eprintln!(
+            "diff: A {} tensors, B {} tensors; added {}, deleted {}, type {}, modified {}, equal {}; \
+decided by index {}, by bytes {}; data bytes read {} (A {}, B {}); {:.3} s; \
+process read {} bytes in all (rchar: indexes included)",
+            s.in_a,
+            s.in_b,
+            s.added,
+            s.deleted,
+            s.typed,
+            s.modified,
+            s.equal,
+            s.by_index,
+            s.by_bytes,
+            a.data_bytes_read() + b.data_bytes_read(),
+            a.data_bytes_read(),
+            b.data_bytes_read(),
+            start.elapsed().as_secs_f64(),
+            rchar().map_or("?".to_string(), |n| n.to_string())
+        );
+    }
+    if d.trouble {
+        2
+    } else {
+        i32::from(d.differ)
+    }
+}
+
+/// Bytes this process has read with read(2) and friends (`rchar` of /proc/self/io): a check of
+/// the data-byte count that does not depend on it.
+fn rchar() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/io").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[derive(Default)]
+struct Stats {
+    in_a: u64,
+    in_b: u64,
+    added: u64,
+    deleted: u64,
+    typed: u64,
+    modified: u64,
+    equal: u64,
+    by_index: u64,
+    by_bytes: u64,
+}
+
+struct Diff<'c> {
+    a: &'c Ckpt,
+    b: &'c Ckpt,
+    args: &'c DiffArgs,
+    out: Lines,
+    stats: Stats,
+    trouble: bool,
+    differ: bool,
+    closed: bool,
+}
+
+/// The key of a walk's next item that has one (tensors and unreadable entries).
+fn key_of(item: &Item) -> Option<&[u8]> {
+    match item {
+        Item::Tensor(t) => Some(&t.key),
+        Item::BadEntry { key, .. } => Some(key),
+        Item::BadBlock { .. } => None,
+    }
+}
+
+impl<'c> Diff<'c> {
+    fn line(&mut self, tag: &[u8], key: &[u8]) {
+        if tag != b"=" {
+            self.differ = true;
+        }
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self.out.fields(&[tag, key]) {
+            if !closed(&e) {
+                eprintln!("tfmount diff: stdout: {e}");
+                self.trouble = true;
+            }
+            self.closed = true;
+        }
+    }
+
+    fn trouble(&mut self, side: &str, ck: &Ckpt, what: &str) {
+        eprintln!("tfmount diff: {side} ({}): {what}", ck.prefix().display());
+        self.trouble = true;
+    }
+
+    /// Takes the next item of `w`, reporting unreadable blocks (which hold no known key) as
+    /// trouble, until one with a key.
+    fn skip_blocks(&mut self, w: &mut Peekable<Walk<'c>>, side: &str, ck: &'c Ckpt) {
+        while let Some(item) = w.peek() {
+            if key_of(item).is_some() {
+                return;
+            }
+            if let Some(Item::BadBlock {
+                block,
+                blocks,
+                reason,
+                ..
+            }) = w.next()
+            {
+                self.trouble(
+                    side,
+                    ck,
+                    &format!("index block {}/{blocks} unreadable: {reason}", block + 1),
+                );
+            }
+        }
+    }
+
+    fn walk(&mut self) {
+        let mut wa = self.a.walk().peekable();
+        let mut wb = self.b.walk().peekable();
+        loop {
+            self.skip_blocks(&mut wa, "A", self.a);
+            self.skip_blocks(&mut wb, "B", self.b);
+            let order = match (wa.peek().and_then(key_of), wb.peek().and_then(key_of)) {
+                (None, None) => return,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(x), Some(y)) => x.cmp(y),
+            };
+            let (ia, ib) = match order {
+                Ordering::Less => (wa.next(), None),
+                Ordering::Greater => (None, wb.next()),
+                Ordering::Equal => (wa.next(), wb.next()),
+            };
+            self.pair(ia, ib);
+            if self.closed {
+                return;
+            }
+        }
+    }
+
+    fn pair(&mut self, ia: Option<Item>, ib: Option<Item>) {
+        let (ta, tb) = match (ia, ib) {
+            (Some(Item::BadEntry { key, reason }), _) => {
+                let what = format!("{}: {reason}", show(&key));
+                return self.trouble("A", self.a, &what);
+            }
+            (_, Some(Item::BadEntry { key, reason })) => {
+                let what = format!("{}: {reason}", show(&key));
+                return self.trouble("B", self.b, &what);
+            }
+            (Some(Item::Tensor(t)), None) => {
+                self.stats.in_a += 1;
+                self.stats.deleted += 1;
+                return self.line(b"D", &t.key);
+            }
+            (None, Some(Item::Tensor(t))) => {
+                self.stats.in_b += 1;
+                self.stats.added += 1;
+                return self.line(b"A", &t.key);
+            }
+            (Some(Item::Tensor(a)), Some(Item::Tensor(b))) => (a, b),
+            _ => return,
+        };
+        self.stats.in_a += 1;
+        self.stats.in_b += 1;
+        if ta.dtype != tb.dtype || ta.shape != tb.shape {
+            self.stats.typed += 1;
+            return self.line(b"T", &ta.key);
+        }
+        let by_index = if self.args.exact {
+            None
+        } else {
+            match self.index_equal(&ta, &tb) {
+                Ok(v) => v,
+                Err(e) => return self.trouble("A/B", self.a, &format!("{}: {e}", show(&ta.key))),
+            }
+        };
+        let equal = match by_index {
+            Some(eq) => {
+                self.stats.by_index += 1;
+                eq
+            }
+            None => {
+                self.stats.by_bytes += 1;
+                match self.bytes_equal(&ta, &tb) {
+                    Ok(eq) => eq,
+                    Err(e) => {
+                        return self.trouble("A/B", self.a, &format!("{}: {e}", show(&ta.key)))
+                    }
+                }
+            }
+        };
+        if equal {
+            self.stats.equal += 1;
+            if self.args.same {
+                self.line(b"=", &ta.key);
+            }
+        } else {
+            self.stats.modified += 1;
+            self.line(b"M", &ta.key);
+        }
+    }
+
+    /// What the indexes say of two tensors of the same dtype and shape: `Some(equal)`, or
+    /// `None` when they cannot tell.
+    fn index_equal(
+        &self,
+        ta: &super::model::TensorInfo,
+        tb: &super::model::TensorInfo,
+    ) -> Result<Option<bool>, String> {
+        match (ta.partitioned, tb.partitioned) {
+            (false, false) => Ok(match (ta.crc, tb.crc) {
+                (Some(x), Some(y)) => Some(x == y && ta.nbytes == tb.nbytes),
+                _ => None,
+            }),
+            (true, true) => {
+                // The same slicing: slice by slice. Otherwise only the bytes can tell.
+                let mut pa = self.a.pieces(ta).map_err(|e| format!("A: {e}"))?;
+                let mut pb = self.b.pieces(tb).map_err(|e| format!("B: {e}"))?;
+                pa.sort_by(|x, y| x.extent.cmp(&y.extent));
+                pb.sort_by(|x, y| x.extent.cmp(&y.extent));
+                if pa.len() != pb.len() || pa.iter().zip(&pb).any(|(x, y)| x.extent != y.extent) {
+                    return Ok(None);
+                }
+                let mut equal = true;
+                for (x, y) in pa.iter().zip(&pb) {
+                    match (x.crc, y.crc) {
+                        (Some(cx), Some(cy)) => equal &= cx == cy && x.nbytes == y.nbytes,
+                        _ => return Ok(None),
+                    }
+                }
+                Ok(Some(equal))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Compares the served bytes (partitioned tensors reassembled) chunk by chunk.
+    fn bytes_equal(
+        &self,
+        ta: &super::model::TensorInfo,
+        tb: &super::model::TensorInfo,
+    ) -> Result<bool, String> {
+        let na = self.a.served_size(ta).map_err(|e| format!("A: {e}"))?;
+        let nb = self.b.served_size(tb).map_err(|e| format!("B: {e}"))?;
+        if na != nb {
+            return Ok(false);
+        }
+        let mut off = 0u64;
+        while off < na {
+            let n = (na - off).min(CHUNK as u64) as usize;
+            let x = self
+                .a
+                .read_served(ta, off, n)
+                .map_err(|e| format!("A: {e}"))?;
+            let y = self
+                .b
+                .read_served(tb, off, n)
+                .map_err(|e| format!("B: {e}"))?;
+            if x.len() != n || y.len() != n {
+                return Err(format!("short read at byte {off}"));
+            }
+            if x != y {
+                return Ok(false);
+            }
+            off += n as u64;
+        }
+        Ok(true)
+    }
+}
+
+fn show(key: &[u8]) -> String {
+    String::from_utf8_lossy(&escape(key)).into_owned()
+}

@@ -1,0 +1,115 @@
+//! `tfmount ls [-l] [-R] SOURCE [PATH]`: the entries of a directory of the tree a mount would
+//! show, in readdir order; `-l` adds type and size, `-R` recurses (paths relative to PATH).
+
+use std::io;
+
+use super::model::{Node, NodeKind, Tree};
+use super::{arg_bytes, closed, escape, Lines};
+use crate::cli::LsArgs;
+
+pub fn run(args: &LsArgs) -> i32 {
+    let tree = match Tree::open(&args.source) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tfmount ls: {e}");
+            return 3;
+        }
+    };
+    let path = args.path.as_deref().map(arg_bytes).unwrap_or(b"");
+    let shown = String::from_utf8_lossy(&escape(path)).into_owned();
+    let node = match tree.resolve(path, true) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("tfmount ls: {shown}: {e}");
+            return 1;
+        }
+    };
+    let mut ls = Ls {
+        tree: &tree,
+        long: args.long,
+        out: Lines::new(),
+        failed: false,
+    };
+    let r = if node.kind == NodeKind::Dir {
+        ls.dir(node, &[], args.recursive, &shown)
+    } else {
+        // Like ls(1): a file is listed as itself.
+        let name = path
+            .rsplit(|&b| b == b'/')
+            .find(|c| !c.is_empty())
+            .unwrap_or(path);
+        ls.entry(name, node)
+    };
+    match r.and_then(|()| ls.out.flush()) {
+        Ok(()) => i32::from(ls.failed),
+        Err(e) if closed(&e) => i32::from(ls.failed),
+        Err(e) => {
+            eprintln!("tfmount ls: stdout: {e}");
+            1
+        }
+    }
+}
+
+struct Ls<'t> {
+    tree: &'t Tree,
+    long: bool,
+    out: Lines,
+    failed: bool,
+}
+
+impl Ls<'_> {
+    /// Prints one entry; `name` is its name or its path relative to PATH.
+    fn entry(&mut self, name: &[u8], node: Node) -> io::Result<()> {
+        if !self.long {
+            return self.out.fields(&[name]);
+        }
+        let size = match self.tree.size(node) {
+            Ok(s) => s.to_string(),
+            Err(e) => {
+                eprintln!(
+                    "tfmount ls: {}: {e}",
+                    String::from_utf8_lossy(&escape(name))
+                );
+                self.failed = true;
+                "?".to_string()
+            }
+        };
+        match node.kind {
+            NodeKind::Dir => self.out.fields(&[b"d", size.as_bytes(), name]),
+            NodeKind::File => self.out.fields(&[b"f", size.as_bytes(), name]),
+            NodeKind::Symlink => {
+                let target = self.tree.readlink(node).unwrap_or_default();
+                self.out.fields(&[b"l", size.as_bytes(), name, &target])
+            }
+        }
+    }
+
+    /// Lists directory `dir`, whose path relative to PATH is `rel` (empty for PATH itself).
+    fn dir(&mut self, dir: Node, rel: &[u8], recursive: bool, shown: &str) -> io::Result<()> {
+        let entries = match self.tree.list(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                let at = if rel.is_empty() {
+                    shown.to_string()
+                } else {
+                    String::from_utf8_lossy(&escape(rel)).into_owned()
+                };
+                eprintln!("tfmount ls: {at}: {e}");
+                self.failed = true;
+                return Ok(());
+            }
+        };
+        for e in entries {
+            let path = if rel.is_empty() {
+                e.name.clone()
+            } else {
+                [rel, b"/", &e.name].concat()
+            };
+            self.entry(if recursive { &path } else { &e.name }, e.node)?;
+            if recursive && e.node.kind == NodeKind::Dir {
+                self.dir(e.node, &path, true, shown)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,99 @@
+//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`), and what they share:
+//! the escaping of keys and names in line-oriented output, and writing to a stdout that may be
+//! closed early (`tfmount cat ... | head -c 10` ends quietly).
+//!
+//! The commands reach the rest of the crate only through [`model`].
+
+mod cat;
+mod diff;
+mod ls;
+pub mod model;
+mod verify;
+
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cli::Command;
+
+/// Runs a subcommand; returns the process exit status.
+pub fn run(cmd: Command) -> i32 {
+    match cmd {
+        Command::Mount(args) => crate::mount::run(args),
+        Command::Ls(a) => ls::run(&a),
+        Command::Cat(a) => cat::run(&a),
+        Command::Verify(a) => verify::run(&a),
+        Command::Diff(a) => diff::run(&a),
+    }
+}
+
+/// Appends `raw` with `\` written `\\`, tab `\t` and newline `\n`; every other byte as is.
+pub fn escape_into(out: &mut Vec<u8>, raw: &[u8]) {
+    for &b in raw {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b => out.push(b),
+        }
+    }
+}
+
+pub fn escape(raw: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(raw.len());
+    escape_into(&mut v, raw);
+    v
+}
+
+/// A path given on the command line, as bytes.
+fn arg_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    s.as_bytes()
+}
+
+/// Whether a write failed because the reader of stdout went away (EPIPE: Rust ignores SIGPIPE,
+/// so the write returns the error instead of the process being killed).
+fn closed(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe
+}
+
+/// Buffered stdout for line-oriented output.
+struct Lines {
+    w: io::BufWriter<io::StdoutLock<'static>>,
+    line: Vec<u8>,
+}
+
+impl Lines {
+    fn new() -> Lines {
+        Lines {
+            w: io::BufWriter::with_capacity(64 << 10, io::stdout().lock()),
+            line: Vec::new(),
+        }
+    }
+
+    /// Writes the fields, each escaped, separated by tabs, and a newline.
+    fn fields(&mut self, fields: &[&[u8]]) -> io::Result<()> {
+        self.line.clear();
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b'\t');
+            }
+            escape_into(&mut self.line, f);
+        }
+        self.line.push(b'\n');
+        self.w.write_all(&self.line)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(escape(b"a\tb\nc\\d e"), b"a\\tb\\nc\\\\d e".to_vec());
+        assert_eq!(escape(b"\xff\x00"), b"\xff\x00".to_vec());
+    }
+}

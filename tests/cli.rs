@@ -1,0 +1,1057 @@
+//! Black-box tests of the subcommands `ls`, `cat`, `verify` and `diff`: the built binary is run
+//! on the fixtures. `cat` and `ls` are compared with the filesystem core (`Fs`, no kernel);
+//! `diff` and `verify` with what TensorFlow's reader says (`tests/fixtures/cli/expected.json`,
+//! written by `scripts/gen_cli_fixtures.py`).
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn cli_dir() -> PathBuf {
+    fixtures().join("cli")
+}
+
+fn json(path: &Path) -> Value {
+    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn expected() -> Value {
+    json(&cli_dir().join("expected.json"))
+}
+
+/// Runs `tfmount ARGS` in `dir`.
+fn tfmount_in(dir: &Path, args: &[&OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tfmount")
+}
+
+fn tfmount(args: &[&str]) -> Output {
+    let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    tfmount_in(&fixtures(), &a)
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed by a signal")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The escaping of line-oriented output, written out independently of the program's.
+fn esc(raw: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for &b in raw {
+        match b {
+            b'\\' => v.extend_from_slice(b"\\\\"),
+            b'\t' => v.extend_from_slice(b"\\t"),
+            b'\n' => v.extend_from_slice(b"\\n"),
+            b => v.push(b),
+        }
+    }
+    v
+}
+
+fn unesc(s: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\' && i + 1 < s.len() {
+            v.push(match s[i + 1] {
+                b't' => b'\t',
+                b'n' => b'\n',
+                b'\\' => b'\\',
+                other => panic!("unknown escape \\{}", other as char),
+            });
+            i += 2;
+        } else {
+            v.push(s[i]);
+            i += 1;
+        }
+    }
+    v
+}
+
+fn lines(out: &[u8]) -> Vec<Vec<u8>> {
+    out.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| l.to_vec())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference: the tree as the filesystem core serves it
+// ---------------------------------------------------------------------------------------------
+
+/// Every source the fixtures mount: the main manifest, the graph manifest, and the CLI ones
+/// (relative to tests/fixtures).
+fn all_sources() -> Vec<String> {
+    let mut v = Vec::new();
+    for m in json(&fixtures().join("manifest.json"))
+        .as_array()
+        .expect("list")
+    {
+        v.push(m["source"].as_str().expect("source").to_string());
+    }
+    for m in json(&fixtures().join("graphs/manifest.json"))
+        .as_array()
+        .expect("list")
+    {
+        let s = m["source"].as_str().expect("source");
+        let p = Path::new("graphs").join(s);
+        // `../tf2_keras/ckpt-1` and the like are already in the main manifest.
+        if !s.starts_with("..") {
+            v.push(p.to_str().expect("utf-8").to_string());
+        }
+    }
+    for s in [
+        "cli/run",
+        "cli/run/ckpt-1",
+        "cli/unrelated/ckpt-1",
+        "cli/pair/a",
+        "cli/pair/b",
+        "cli/verify/ckpt",
+    ] {
+        v.push(s.to_string());
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn open_fs(source: &str) -> Fs {
+    let p = fixtures().join(source);
+    let probed = tfmount::source::probe(&p).unwrap_or_else(|e| panic!("{source}: {e}"));
+    Fs::new(&probed, &Options::default()).unwrap_or_else(|e| panic!("{source}: {e}"))
+}
+
+fn readdir(fs: &Fs, ino: u64) -> Vec<(Vec<u8>, u64, Kind)> {
+    let mut v = Vec::new();
+    fs.readdir(ino, 0, |e| {
+        if e.name != b"." && e.name != b".." {
+            v.push((e.name, e.ino, e.kind));
+        }
+        false
+    })
+    .expect("readdir");
+    v
+}
+
+/// A whole file as a mount reads it: open, then reads until its size or an empty read.
+fn fs_read(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
+    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let r = fs
+            .read(ino, out.len() as u64, 128 << 10)
+            .map_err(|e| e.to_string())?;
+        if r.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&r);
+    }
+    Ok(out)
+}
+
+struct Walked {
+    /// Every node in pre-order (readdir order), with its path, inode and kind.
+    nodes: Vec<(Vec<u8>, u64, Kind)>,
+    /// Directories, with their paths (the root is the empty path).
+    dirs: Vec<(Vec<u8>, u64)>,
+}
+
+fn walk(fs: &Fs) -> Walked {
+    fn rec(fs: &Fs, ino: u64, path: &[u8], w: &mut Walked) {
+        w.dirs.push((path.to_vec(), ino));
+        for (name, child, kind) in readdir(fs, ino) {
+            let p = if path.is_empty() {
+                name.clone()
+            } else {
+                [path, b"/", &name].concat()
+            };
+            w.nodes.push((p.clone(), child, kind));
+            if kind == Kind::Dir {
+                rec(fs, child, &p, w);
+            }
+        }
+    }
+    let mut w = Walked {
+        nodes: Vec::new(),
+        dirs: Vec::new(),
+    };
+    rec(fs, ROOT, b"", &mut w);
+    w
+}
+
+/// Resolves `path` (relative, `/`-separated) through `Fs::lookup`, following symbolic links.
+fn fs_resolve(fs: &Fs, path: &[u8], depth: usize) -> Option<u64> {
+    assert!(depth < 40, "symlink loop at {}", text(path));
+    let mut cur = ROOT;
+    let comps: Vec<&[u8]> = path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .collect();
+    for (i, c) in comps.iter().enumerate() {
+        let a = fs.lookup(cur, c).ok()?;
+        if a.kind == Kind::Symlink {
+            let target = fs.readlink(a.ino).ok()?;
+            let dir: Vec<&[u8]> = comps[..i].to_vec();
+            let mut joined = dir.join(&b'/');
+            joined.push(b'/');
+            joined.extend_from_slice(&target);
+            // Normalise `..` lexically (the targets tfmount makes are relative, in-tree).
+            let mut stack: Vec<&[u8]> = Vec::new();
+            for part in joined.split(|&b| b == b'/') {
+                match part {
+                    b"" | b"." => {}
+                    b".." => {
+                        stack.pop();
+                    }
+                    p => stack.push(p),
+                }
+            }
+            let mut rest = stack.join(&b'/');
+            for more in &comps[i + 1..] {
+                rest.push(b'/');
+                rest.extend_from_slice(more);
+            }
+            return fs_resolve(fs, &rest, depth + 1);
+        }
+        cur = a.ino;
+    }
+    Some(cur)
+}
+
+// ---------------------------------------------------------------------------------------------
+// cat
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `tfmount cat SOURCE PATHS...` and checks its output is the concatenation of `want`;
+/// on a mismatch, finds the first file that differs.
+fn check_cat_batch(source: &str, batch: &[(Vec<u8>, Vec<u8>)]) {
+    let mut args: Vec<&OsStr> = vec![OsStr::new("cat"), OsStr::new(source)];
+    args.extend(batch.iter().map(|(p, _)| OsStr::from_bytes(p)));
+    let o = tfmount_in(&fixtures(), &args);
+    let want: Vec<u8> = batch.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    assert_eq!(code(&o), 0, "{source}: cat: {}", text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{source}: {}", text(&o.stderr));
+    if o.stdout != want {
+        for (p, b) in batch {
+            let one = tfmount_in(
+                &fixtures(),
+                &[OsStr::new("cat"), OsStr::new(source), OsStr::from_bytes(p)],
+            );
+            assert_eq!(
+                one.stdout.len(),
+                b.len(),
+                "{source}: cat {}: length",
+                text(p)
+            );
+            assert!(one.stdout == *b, "{source}: cat {}: bytes differ", text(p));
+        }
+        panic!("{source}: concatenated output differs");
+    }
+}
+
+#[test]
+fn cat_of_every_file_equals_the_core() {
+    let mut files_total = 0;
+    let mut failing_total = 0;
+    for source in all_sources() {
+        let fs = open_fs(&source);
+        let w = walk(&fs);
+        let mut ok: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut failing: Vec<Vec<u8>> = Vec::new();
+        for (path, ino, kind) in &w.nodes {
+            match kind {
+                Kind::File => match fs_read(&fs, *ino) {
+                    Ok(b) => ok.push((path.clone(), b)),
+                    Err(_) => failing.push(path.clone()),
+                },
+                // A path through each symbolic link (to a file, or to a file in the directory
+                // it names) reads the target's bytes.
+                Kind::Symlink => {
+                    let Some(t) = fs_resolve(&fs, path, 0) else {
+                        continue;
+                    };
+                    let a = fs.getattr(t).expect("getattr");
+                    if a.kind == Kind::File {
+                        if let Ok(b) = fs_read(&fs, t) {
+                            ok.push((path.clone(), b));
+                        }
+                    } else if a.kind == Kind::Dir {
+                        if let Some((name, ino, _)) = readdir(&fs, t)
+                            .into_iter()
+                            .find(|(_, _, k)| *k == Kind::File)
+                        {
+                            if let Ok(b) = fs_read(&fs, ino) {
+                                ok.push(([path.as_slice(), b"/", &name].concat(), b));
+                            }
+                        }
+                    }
+                }
+                Kind::Dir => {}
+            }
+        }
+        files_total += ok.len();
+        failing_total += failing.len();
+        for batch in ok.chunks(400) {
+            check_cat_batch(&source, batch);
+        }
+        // Files a mount answers with EIO: exit 1, nothing on stdout, one line on stderr.
+        for p in failing.iter().take(20) {
+            let o = tfmount_in(
+                &fixtures(),
+                &[OsStr::new("cat"), OsStr::new(&source), OsStr::from_bytes(p)],
+            );
+            assert_eq!(code(&o), 1, "{source}: cat {}", text(p));
+            assert!(o.stdout.is_empty());
+            assert_eq!(lines(&o.stderr).len(), 1, "{}", text(&o.stderr));
+        }
+    }
+    assert!(files_total > 3000, "only {files_total} files compared");
+    eprintln!("{files_total} files compared, {failing_total} failing in the core too");
+}
+
+#[test]
+fn cat_of_a_damaged_tensor_fails_with_one_line_naming_it() {
+    let e = expected();
+    let v = variant(&e, "flipped_byte");
+    let d = damaged_copy(&v);
+    let src = d.path().join("ckpt");
+    let good = fixtures().join("cli/verify/ckpt");
+    for (path, key) in [
+        ("variables/model/dense/kernel.bin", "model/dense/kernel"),
+        ("variables/model/dense/kernel.npy", "model/dense/kernel"),
+        ("variables/model/emb.bin", "model/emb"),
+        ("variables/model/words.bin", "model/words"),
+    ] {
+        let o = tfmount_in(
+            d.path(),
+            &[OsStr::new("cat"), src.as_os_str(), OsStr::new(path)],
+        );
+        assert_eq!(code(&o), 1, "{path}");
+        assert!(o.stdout.is_empty(), "{path}: partial output");
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{path}: {err}");
+        assert!(err.contains(key), "{path}: {err} does not name {key}");
+        assert!(err.contains(&*src.to_string_lossy()), "{path}: {err}");
+        // The .shape of a damaged tensor and the clean copy read fine.
+        let shape = path.rsplit_once('.').expect("suffix").0.to_string() + ".shape";
+        let o = tfmount_in(
+            d.path(),
+            &[OsStr::new("cat"), src.as_os_str(), OsStr::new(&shape)],
+        );
+        assert_eq!(code(&o), 0, "{shape}");
+        let o = tfmount_in(
+            d.path(),
+            &[OsStr::new("cat"), good.as_os_str(), OsStr::new(path)],
+        );
+        assert_eq!(code(&o), 0, "clean {path}");
+    }
+    // The other paths of one command still come out, the status is 1.
+    let o = tfmount_in(
+        d.path(),
+        &[
+            OsStr::new("cat"),
+            src.as_os_str(),
+            OsStr::new("variables/model/dense/kernel.bin"),
+            OsStr::new("variables/model/step.bin"),
+        ],
+    );
+    assert_eq!(code(&o), 1);
+    assert_eq!(o.stdout, 1234i64.to_le_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
+// ls
+// ---------------------------------------------------------------------------------------------
+
+fn kind_letter(k: Kind) -> &'static [u8] {
+    match k {
+        Kind::Dir => b"d",
+        Kind::File => b"f",
+        Kind::Symlink => b"l",
+    }
+}
+
+fn long_line(fs: &Fs, name: &[u8], ino: u64, kind: Kind) -> Vec<u8> {
+    let size = fs.getattr(ino).expect("getattr").size.to_string();
+    let mut l = [kind_letter(kind), b"\t", size.as_bytes(), b"\t", &esc(name)].concat();
+    if kind == Kind::Symlink {
+        l.push(b'\t');
+        l.extend_from_slice(&esc(&fs.readlink(ino).expect("readlink")));
+    }
+    l
+}
+
+#[test]
+fn ls_matches_the_core_readdir() {
+    for source in all_sources() {
+        let fs = open_fs(&source);
+        let w = walk(&fs);
+        // Each directory (the first 25 of each source, and the root).
+        for (dir, ino) in w.dirs.iter().take(25) {
+            let entries = readdir(&fs, *ino);
+            let mut args = vec![OsStr::new("ls"), OsStr::new(&source)];
+            if !dir.is_empty() {
+                args.push(OsStr::from_bytes(dir));
+            }
+            let o = tfmount_in(&fixtures(), &args);
+            assert_eq!(
+                code(&o),
+                0,
+                "{source} ls {}: {}",
+                text(dir),
+                text(&o.stderr)
+            );
+            let want: Vec<Vec<u8>> = entries.iter().map(|(n, _, _)| esc(n)).collect();
+            assert_eq!(lines(&o.stdout), want, "{source} ls {}", text(dir));
+            args.insert(1, OsStr::new("-l"));
+            let o = tfmount_in(&fixtures(), &args);
+            assert_eq!(code(&o), 0, "{source} ls -l {}", text(dir));
+            let want: Vec<Vec<u8>> = entries
+                .iter()
+                .map(|(n, i, k)| long_line(&fs, n, *i, *k))
+                .collect();
+            assert_eq!(lines(&o.stdout), want, "{source} ls -l {}", text(dir));
+        }
+        // ls -R of the root: every path in pre-order.
+        let o = tfmount(&["ls", "-R", &source]);
+        assert_eq!(code(&o), 0, "{source} ls -R");
+        let want: Vec<Vec<u8>> = w.nodes.iter().map(|(p, _, _)| esc(p)).collect();
+        assert_eq!(lines(&o.stdout), want, "{source} ls -R");
+        // ls -lR of a subdirectory: paths relative to it.
+        if let Some((dir, _)) = w.dirs.iter().find(|(p, _)| !p.is_empty()) {
+            let o = tfmount_in(
+                &fixtures(),
+                &[
+                    OsStr::new("ls"),
+                    OsStr::new("-lR"),
+                    OsStr::new(&source),
+                    OsStr::from_bytes(dir),
+                ],
+            );
+            assert_eq!(code(&o), 0, "{source} ls -lR {}", text(dir));
+            let pre = [dir.as_slice(), b"/"].concat();
+            let want: Vec<Vec<u8>> = w
+                .nodes
+                .iter()
+                .filter_map(|(p, i, k)| Some(long_line(&fs, p.strip_prefix(&pre[..])?, *i, *k)))
+                .collect();
+            assert_eq!(lines(&o.stdout), want, "{source} ls -lR {}", text(dir));
+        }
+    }
+}
+
+#[test]
+fn ls_follows_symlinks_and_lists_files_as_themselves() {
+    let o = tfmount(&["ls", "cli/run", "latest/variables/step"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), ".ATTRIBUTES\n");
+    let o = tfmount(&["ls", "-l", "cli/run"]);
+    assert_eq!(
+        text(&o.stdout),
+        "d\t0\tckpt-1\nd\t0\tckpt-2\nl\t6\tlatest\tckpt-2\n"
+    );
+    let o = tfmount(&[
+        "ls",
+        "-l",
+        "cli/run",
+        "ckpt-1/variables/step/.ATTRIBUTES/VARIABLE_VALUE.bin",
+    ]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(text(&o.stdout), "f\t8\tVARIABLE_VALUE.bin\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// diff
+// ---------------------------------------------------------------------------------------------
+
+fn diff_lines(e: &Value, with_equal: bool) -> Vec<Vec<u8>> {
+    let mut v: Vec<(Vec<u8>, Vec<u8>)> = e["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .map(|l| {
+            (
+                l[1].as_str().expect("key").as_bytes().to_vec(),
+                l[0].as_str().expect("tag").as_bytes().to_vec(),
+            )
+        })
+        .collect();
+    if with_equal {
+        for k in e["equal"].as_array().expect("equal") {
+            v.push((k.as_str().expect("key").as_bytes().to_vec(), b"=".to_vec()));
+        }
+    }
+    v.sort();
+    v.into_iter()
+        .map(|(k, tag)| [tag.as_slice(), b"\t", &esc(&k)].concat())
+        .collect()
+}
+
+fn data_bytes_read(stderr: &[u8]) -> u64 {
+    let s = text(stderr);
+    let i = s.find("data bytes read ").expect("stats line") + "data bytes read ".len();
+    s[i..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number")
+}
+
+#[test]
+fn diff_equals_tensorflow() {
+    let e = expected();
+    let diffs = e["diff"].as_array().expect("diff");
+    assert!(diffs.len() >= 6);
+    for d in diffs {
+        let (a, b) = (d["a"].as_str().expect("a"), d["b"].as_str().expect("b"));
+        for (flags, with_equal) in [
+            (&[][..], false),
+            (&["-s"][..], true),
+            (&["--exact"][..], false),
+            (&["-s", "--exact", "--stats"][..], true),
+        ] {
+            let mut args: Vec<&OsStr> = vec![OsStr::new("diff")];
+            args.extend(flags.iter().map(OsStr::new));
+            args.extend([OsStr::new(a), OsStr::new(b)]);
+            let o = tfmount_in(&cli_dir(), &args);
+            let want = diff_lines(d, with_equal);
+            assert_eq!(
+                lines(&o.stdout),
+                want,
+                "diff {flags:?} {a} {b}: {}",
+                text(&o.stderr)
+            );
+            let differs = !d["lines"].as_array().expect("lines").is_empty();
+            assert_eq!(code(&o), i32::from(differs), "diff {flags:?} {a} {b}");
+        }
+    }
+}
+
+#[test]
+fn diff_reads_no_data_where_the_index_decides() {
+    // One training run: every tensor decided by its stored CRC; nothing read.
+    let o = tfmount_in(
+        &cli_dir(),
+        &[
+            OsStr::new("diff"),
+            OsStr::new("--stats"),
+            OsStr::new("run/ckpt-1"),
+            OsStr::new("run/ckpt-2"),
+        ],
+    );
+    assert_eq!(code(&o), 1);
+    assert_eq!(data_bytes_read(&o.stderr), 0, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("by bytes 0;"),
+        "{}",
+        text(&o.stderr)
+    );
+    // --exact reads both sides of every tensor present in both.
+    let o = tfmount_in(
+        &cli_dir(),
+        &[
+            OsStr::new("diff"),
+            OsStr::new("--stats"),
+            OsStr::new("--exact"),
+            OsStr::new("run/ckpt-1"),
+            OsStr::new("run/ckpt-2"),
+        ],
+    );
+    assert!(data_bytes_read(&o.stderr) > 0, "{}", text(&o.stderr));
+    // The pair: only the differently partitioned tensors (4 of them) are read.
+    let o = tfmount_in(
+        &cli_dir(),
+        &[
+            OsStr::new("diff"),
+            OsStr::new("--stats"),
+            OsStr::new("pair/a"),
+            OsStr::new("pair/b"),
+        ],
+    );
+    let s = text(&o.stderr);
+    assert!(s.contains("by bytes 4;"), "{s}");
+    // 6x4, 4x6, 6x2 and 6x4 float32, both sides, stopping at the first difference at worst.
+    let n = data_bytes_read(&o.stderr);
+    assert!(n > 0 && n <= 2 * 4 * (24 + 24 + 12 + 24), "{s}");
+}
+
+#[test]
+fn diff_takes_any_kind_of_checkpoint_source() {
+    // A SavedModel, its variables prefix, and the path of its .index are one checkpoint.
+    for (a, b) in [
+        ("demo_savedmodel", "demo_savedmodel/variables/variables"),
+        (
+            "demo_savedmodel/saved_model.pb",
+            "demo_savedmodel/variables/variables.index",
+        ),
+        ("tf1_adam", "tf1_adam/model.ckpt-3"),
+    ] {
+        let o = tfmount(&["diff", "-s", a, b]);
+        assert_eq!(code(&o), 0, "diff {a} {b}: {}", text(&o.stderr));
+        let l = lines(&o.stdout);
+        assert!(
+            !l.is_empty() && l.iter().all(|l| l.starts_with(b"=\t")),
+            "{a} {b}"
+        );
+    }
+    // tf1_adam's latest is model.ckpt-3: against model.ckpt-2 every variable moved.
+    let o = tfmount(&["diff", "tf1_adam/model.ckpt-2", "tf1_adam"]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        text(&o.stdout).contains("M\tdense/kernel\n"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn diff_exit_status_two_on_trouble() {
+    for (a, b) in [
+        ("run/ckpt-1", "no/such/ckpt"),
+        ("no/such", "run/ckpt-1"),
+        ("../graphs/frozen/graph.pb", "run/ckpt-1"),
+    ] {
+        let o = tfmount_in(
+            &cli_dir(),
+            &[OsStr::new("diff"), OsStr::new(a), OsStr::new(b)],
+        );
+        assert_eq!(code(&o), 2, "diff {a} {b}");
+        assert!(o.stdout.is_empty());
+        assert_eq!(lines(&o.stderr).len(), 1, "{}", text(&o.stderr));
+    }
+    // A damaged index block is trouble too.
+    let e = expected();
+    let d = damaged_copy(&variant(&e, "damaged_index_block"));
+    let o = tfmount_in(
+        d.path(),
+        &[
+            OsStr::new("diff"),
+            fixtures().join("cli/verify/ckpt").as_os_str(),
+            OsStr::new("ckpt"),
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("index block 2/2"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Usage errors.
+    assert_eq!(code(&tfmount(&["diff", "cli/run"])), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify
+// ---------------------------------------------------------------------------------------------
+
+fn variant(e: &Value, name: &str) -> Value {
+    e["verify"]["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("variant {name}"))
+        .clone()
+}
+
+/// A copy of the clean `cli/verify/ckpt` with the variant's damage applied, in a temporary
+/// directory (as `ckpt.*`).
+fn damaged_copy(v: &Value) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    for f in std::fs::read_dir(cli_dir().join("verify")).expect("verify dir") {
+        let f = f.expect("entry");
+        std::fs::copy(f.path(), d.path().join(f.file_name())).expect("copy");
+    }
+    for op in v["ops"].as_array().expect("ops") {
+        let p = d.path().join(op["file"].as_str().expect("file"));
+        match op["op"].as_str().expect("op") {
+            "flip" => {
+                let mut b = std::fs::read(&p).expect("read");
+                let at = op["offset"].as_u64().expect("offset") as usize;
+                b[at] ^= 0xff;
+                std::fs::write(&p, b).expect("write");
+            }
+            "truncate" => {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .expect("open");
+                f.set_len(op["length"].as_u64().expect("length"))
+                    .expect("truncate");
+            }
+            "delete" => std::fs::remove_file(&p).expect("delete"),
+            other => panic!("unknown op {other}"),
+        }
+    }
+    d
+}
+
+fn tf_fails(v: &Value) -> BTreeSet<Vec<u8>> {
+    v["tf_fails"]
+        .as_array()
+        .expect("tf_fails")
+        .iter()
+        .map(|k| k.as_str().expect("key").as_bytes().to_vec())
+        .collect()
+}
+
+/// `(key, reason)` of each line of verify's output.
+fn verify_lines(out: &[u8]) -> Vec<(Vec<u8>, String)> {
+    lines(out)
+        .iter()
+        .map(|l| {
+            let tabs = l.iter().filter(|&&b| b == b'\t').count();
+            assert_eq!(tabs, 1, "not KEY<TAB>REASON: {}", text(l));
+            let i = l.iter().position(|&b| b == b'\t').expect("tab");
+            (unesc(&l[..i]), text(&l[i + 1..]))
+        })
+        .collect()
+}
+
+#[test]
+fn verify_of_clean_sources_is_quiet() {
+    for source in all_sources() {
+        let Ok(probed) = tfmount::source::probe(&fixtures().join(&source)) else {
+            continue;
+        };
+        let o = tfmount(&["verify", &source]);
+        if matches!(probed, tfmount::source::Probed::Graph { .. }) {
+            assert_eq!(code(&o), 3, "verify {source}");
+            continue;
+        }
+        assert_eq!(code(&o), 0, "verify {source}: {}", text(&o.stdout));
+        assert!(o.stdout.is_empty(), "verify {source}");
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("verify: ") && err.contains(" 0 problems"),
+            "{err}"
+        );
+    }
+    let o = tfmount(&["verify", "cli/verify/ckpt"]);
+    let err = text(&o.stderr);
+    let n = expected()["verify"]["num_keys"].as_u64().expect("num_keys");
+    assert!(err.starts_with(&format!("verify: {n} tensors, ")), "{err}");
+}
+
+#[test]
+fn verify_names_exactly_the_tensors_tensorflow_fails_on() {
+    let e = expected();
+    for v in e["verify"]["variants"].as_array().expect("variants") {
+        let name = v["name"].as_str().expect("name");
+        let want = tf_fails(v);
+        assert!(!want.is_empty(), "{name}: TensorFlow read everything");
+        let d = damaged_copy(v);
+        // As a prefix, and as a checkpoint directory (keys prefixed by the checkpoint's name).
+        for (source, prefix) in [("ckpt", &b""[..]), (".", &b"ckpt/"[..])] {
+            let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new(source)]);
+            assert_eq!(code(&o), 1, "{name} {source}: {}", text(&o.stderr));
+            let err = text(&o.stderr);
+            assert_eq!(err.lines().count(), 1, "{name}: {err}");
+            let mut named = BTreeSet::new();
+            for (key, reason) in verify_lines(&o.stdout) {
+                let key = key
+                    .strip_prefix(prefix)
+                    .unwrap_or_else(|| panic!("{name}: {} lacks {prefix:?}", text(&key)))
+                    .to_vec();
+                if key.starts_with(b"[index block") {
+                    // The damaged block, with the keys it holds: exactly TensorFlow's failures.
+                    let lo = v["block_keys_after"].as_str().expect("after").as_bytes();
+                    let hi = v["block_keys_up_to"].as_str().expect("up to").as_bytes();
+                    let tail = format!(
+                        "it holds the keys in ({}, {}]",
+                        text(&esc(lo)),
+                        text(&esc(hi))
+                    );
+                    assert!(reason.ends_with(&tail), "{name}: {reason}");
+                    assert_eq!(
+                        text(&key),
+                        format!(
+                            "[index block {}/2]",
+                            v["block"].as_u64().expect("block") + 1
+                        )
+                    );
+                    for k in &want {
+                        assert!(
+                            lo < k.as_slice() && k.as_slice() <= hi,
+                            "{name}: {} outside",
+                            text(k)
+                        );
+                    }
+                    named.extend(want.iter().cloned());
+                } else {
+                    assert!(!reason.is_empty());
+                    assert!(named.insert(key.clone()), "{name}: {} twice", text(&key));
+                }
+            }
+            assert_eq!(
+                named.iter().map(|k| text(k)).collect::<Vec<_>>(),
+                want.iter().map(|k| text(k)).collect::<Vec<_>>(),
+                "{name} {source}"
+            );
+        }
+    }
+}
+
+#[test]
+fn verify_reasons_name_the_data_file() {
+    let e = expected();
+    let d = damaged_copy(&variant(&e, "missing_shard"));
+    let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new("ckpt")]);
+    for (_, reason) in verify_lines(&o.stdout) {
+        assert!(reason.contains("ckpt.data-00001-of-00002"), "{reason}");
+        assert!(reason.contains("missing"), "{reason}");
+    }
+    let d = damaged_copy(&variant(&e, "flipped_byte"));
+    let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new("ckpt")]);
+    let l = verify_lines(&o.stdout);
+    let (_, r) = l
+        .iter()
+        .find(|(k, _)| k == b"model/dense/kernel")
+        .expect("kernel");
+    assert!(
+        r.contains("CRC-32C mismatch") && r.contains("ckpt.data-00000-of-00002"),
+        "{r}"
+    );
+    let (_, r) = l.iter().find(|(k, _)| k == b"model/emb").expect("emb");
+    assert!(r.starts_with("slice 0,3:0,4: "), "{r}");
+}
+
+#[test]
+fn verify_exit_status_three_for_unusable_sources() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(d.path().join("x.index"), b"not an sstable").expect("write");
+    for src in [
+        "no/such/source".to_string(),
+        "graphs/frozen/graph.pb".to_string(),
+        d.path().join("x").to_string_lossy().into_owned(),
+    ] {
+        let o = tfmount(&["verify", &src]);
+        assert_eq!(code(&o), 3, "verify {src}");
+        assert!(o.stdout.is_empty());
+        assert_eq!(lines(&o.stderr).len(), 1, "{}", text(&o.stderr));
+    }
+    // In a directory, a checkpoint that cannot be opened is a problem line; the others are
+    // verified.
+    std::fs::copy(
+        fixtures().join("cli/run/ckpt-1.index"),
+        d.path().join("good.index"),
+    )
+    .expect("copy");
+    std::fs::copy(
+        fixtures().join("cli/run/ckpt-1.data-00000-of-00001"),
+        d.path().join("good.data-00000-of-00001"),
+    )
+    .expect("copy");
+    let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new(".")]);
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    let l = verify_lines(&o.stdout);
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0].0, b"x/[checkpoint]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// exit codes, escaping, pipes, the command line
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn ls_and_cat_exit_codes() {
+    let cases: &[(&[&str], i32)] = &[
+        (&["ls", "cli/run"], 0),
+        (&["ls", "cli/run", "no/such/dir"], 1),
+        (&["ls", "no/such/source"], 3),
+        (&["ls"], 2),
+        (&["ls", "-x", "cli/run"], 2),
+        (
+            &[
+                "cat",
+                "cli/run",
+                "ckpt-1/variables/step/.ATTRIBUTES/VARIABLE_VALUE.shape",
+            ],
+            0,
+        ),
+        (&["cat", "cli/run", "ckpt-1/variables"], 1),
+        (&["cat", "cli/run", "ckpt-1/nothing.bin"], 1),
+        (&["cat", "no/such/source", "x"], 3),
+        (&["cat", "cli/run"], 2),
+        (&["verify"], 2),
+    ];
+    for (args, want) in cases {
+        let o = tfmount(args);
+        assert_eq!(code(&o), *want, "tfmount {args:?}: {}", text(&o.stderr));
+        if *want != 0 {
+            assert!(!o.stderr.is_empty(), "tfmount {args:?}: silent failure");
+        }
+    }
+}
+
+#[test]
+fn ls_of_a_damaged_index_fails_where_a_mount_fails() {
+    let e = expected();
+    let d = damaged_copy(&variant(&e, "damaged_index_block"));
+    // Listing `variables` needs the damaged block (as readdir on a mount does: EIO).
+    let o = tfmount_in(
+        d.path(),
+        &[OsStr::new("ls"), OsStr::new("-R"), OsStr::new("ckpt")],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "variables\n");
+    let err = text(&o.stderr);
+    assert!(err.starts_with("tfmount ls: variables: "), "{err}");
+    // A directory whose keys all lie in the readable block lists.
+    let o = tfmount_in(
+        d.path(),
+        &[
+            OsStr::new("ls"),
+            OsStr::new("ckpt"),
+            OsStr::new("variables/a_filler/000"),
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    // (A 480-byte component: its first 200 bytes, then a hash; see the README.)
+    let out = text(&o.stdout);
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 4, "{out}");
+    for (n, suffix) in names.iter().zip([".bin", ".shape", ".dtype", ".npy"]) {
+        assert!(
+            n.starts_with(&"w".repeat(200)) && n.ends_with(suffix),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn keys_with_tabs_newlines_and_backslashes_are_escaped() {
+    let o = tfmount(&["ls", "cli/pair/a", "variables/esc"]);
+    assert_eq!(
+        text(&o.stdout),
+        "back\\\\slash.bin\nback\\\\slash.shape\nback\\\\slash.dtype\nback\\\\slash.npy\n\
+new\\nline.bin\nnew\\nline.shape\nnew\\nline.dtype\nnew\\nline.npy\n\
+tab\\there.bin\ntab\\there.shape\ntab\\there.dtype\ntab\\there.npy\n"
+    );
+    let o = tfmount(&["diff", "cli/pair/a", "cli/pair/b"]);
+    let out = text(&o.stdout);
+    for l in [
+        "M\tesc/back\\\\slash\n",
+        "M\tesc/new\\nline\n",
+        "M\tesc/tab\\there\n",
+    ] {
+        assert!(out.contains(l), "{l:?} not in {out:?}");
+    }
+    // cat takes the raw name (a real tab, newline, backslash in the argument).
+    let o = tfmount(&["cat", "cli/pair/a", "variables/esc/tab\there.shape"]);
+    assert_eq!(text(&o.stdout), "3\n");
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let kernel = "variables/model/dense/kernel.bin";
+    let mut cat: Vec<&str> = vec!["cat", "cli/verify/ckpt"];
+    cat.extend(std::iter::repeat_n(kernel, 2000)); // 512 KiB, far more than a pipe holds
+    for args in [
+        cat,
+        vec!["ls", "-R", "cli/verify/ckpt"],
+        vec!["ls", "-lR", "graphs/tf1_two_tags"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .args(&args)
+            .current_dir(fixtures())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut first = [0u8; 10];
+        child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_exact(&mut first)
+            .expect("10 bytes");
+        // The reading end is closed here (as `head -c 10` exits).
+        let o = child.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(0), "{:?}: {:?}", &args[..2], o.status);
+        assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    }
+    // Through a shell, as users write it.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} cat cli/verify/ckpt {} {} {} | head -c 10 | wc -c",
+            env!("CARGO_BIN_EXE_tfmount"),
+            kernel,
+            kernel,
+            "variables/model/head/kernel.bin"
+        ))
+        .current_dir(fixtures())
+        .output()
+        .expect("bash");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), "10");
+}
+
+#[test]
+fn the_mount_form_is_unchanged_and_subcommand_names_need_dot_slash() {
+    // Both spellings reach the mount code: a missing mount point is exit 4 (no FUSE needed).
+    for args in [
+        vec!["cli/run", "/nonexistent/mountpoint"],
+        vec!["mount", "cli/run", "/nonexistent/mountpoint"],
+        vec!["-o", "nocrc", "cli/run", "/nonexistent/mountpoint"],
+    ] {
+        let o = tfmount(&args);
+        assert_eq!(code(&o), 4, "tfmount {args:?}: {}", text(&o.stderr));
+    }
+    // A source named like a subcommand is reached as ./ls: a directory called `ls`.
+    let d = tempfile::tempdir().expect("tempdir");
+    let ls = d.path().join("ls");
+    std::fs::create_dir(&ls).expect("mkdir");
+    for f in ["ckpt-1.index", "ckpt-1.data-00000-of-00001"] {
+        std::fs::copy(fixtures().join("cli/run").join(f), ls.join(f)).expect("copy");
+    }
+    let o = tfmount_in(
+        d.path(),
+        &[OsStr::new("./ls"), OsStr::new("/nonexistent/mountpoint")],
+    );
+    assert_eq!(code(&o), 4, "{}", text(&o.stderr));
+    let o = tfmount_in(d.path(), &[OsStr::new("ls"), OsStr::new("./ls")]);
+    assert_eq!(text(&o.stdout), "ckpt-1\n");
+    // --help of the mount form names the subcommands and the ./ls rule; each subcommand's
+    // --help has an example.
+    let o = tfmount(&["--help"]);
+    let h = text(&o.stdout);
+    assert_eq!(code(&o), 0);
+    for w in ["verify", "diff", "ls", "cat", "./ls"] {
+        assert!(h.contains(w), "--help lacks {w}");
+    }
+    for sub in ["mount", "ls", "cat", "verify", "diff"] {
+        let o = tfmount(&[sub, "--help"]);
+        assert_eq!(code(&o), 0, "{sub} --help");
+        let h = text(&o.stdout);
+        assert!(h.contains(&format!("tfmount {sub}")), "{sub} --help: {h}");
+        if sub != "mount" {
+            assert!(
+                h.contains("EXAMPLES") && h.contains("EXIT CODES"),
+                "{sub} --help: {h}"
+            );
+        }
+    }
+}
