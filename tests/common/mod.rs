@@ -1,5 +1,9 @@
-//! Shared test helpers: fixture manifest, real mounts of the built binary.
+//! Shared test helpers: fixture manifest, real mounts of the built binary, the one tree walker
+//! ([`walk`]), an NPY header reader ([`npy`]), the tests' random generator.
 #![allow(dead_code)]
+
+pub mod npy;
+pub mod walk;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -158,21 +162,14 @@ pub fn with_suffix(dir: &Path, stem: &[u8], suffix: &str) -> PathBuf {
     dir.join(std::ffi::OsStr::from_bytes(&b))
 }
 
-/// Every regular file under `dir`, relative, sorted.
+/// Every regular file under `dir`, relative, sorted (the shared walker over `std::fs`).
 pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
-            let e = e.expect("dirent");
-            let ft = e.file_type().expect("file type");
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                out.push(e.path().strip_prefix(dir).expect("prefix").to_path_buf());
-            }
-        }
-    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut out: Vec<PathBuf> = walk::walk(&walk::Dir::new(dir), &walk::Walk::default())
+        .into_iter()
+        .filter(|(_, n)| n.kind == tfmount::fs::Kind::File)
+        .map(|(p, _)| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+        .collect();
     out.sort();
     out
 }
