@@ -225,10 +225,7 @@ fn core_walk_equals_tensorflow_record() {
                     (".dtype", format!("{}\n", w.dtype)),
                 ] {
                     let p = file(suffix);
-                    match tree
-                        .get(&p)
-                        .map(|f| read_all(&fs, f.handle, 3, usize::MAX))
-                    {
+                    match tree.get(&p).map(|f| read_all(&fs, f.handle, 3, usize::MAX)) {
                         Some(Ok(b)) if b == text.as_bytes() => {}
                         other => {
                             errs.push(format!("{name}: {}: {other:?} want {text:?}", show(&p)))
@@ -1863,7 +1860,13 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     ));
     entries.push((
         b"bad/slice_missing".to_vec(),
-        sliced(&[4], vec![raw_slice_proto(&[(0, Some(2))]), raw_slice_proto(&[(2, Some(2))])]),
+        sliced(
+            &[4],
+            vec![
+                raw_slice_proto(&[(0, Some(2))]),
+                raw_slice_proto(&[(2, Some(2))]),
+            ],
+        ),
     ));
     entries.push((
         slice_key::encode(
@@ -1891,7 +1894,13 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     ));
     entries.push((
         b"bad/slice_overlap".to_vec(),
-        sliced(&[4], vec![raw_slice_proto(&[(0, Some(3))]), raw_slice_proto(&[(1, Some(3))])]),
+        sliced(
+            &[4],
+            vec![
+                raw_slice_proto(&[(0, Some(3))]),
+                raw_slice_proto(&[(1, Some(3))]),
+            ],
+        ),
     ));
     // A key nested deeper than inode numbers can encode, and a very long component.
     let deep: Vec<u8> = std::iter::repeat_n(&b"d/"[..], 140)

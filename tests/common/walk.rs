@@ -40,8 +40,12 @@ pub trait Tree {
     fn id(&self, h: &Self::Handle) -> u64;
 
     /// The entries of directory `dir` (at `path`, below `parent`), without `.` and `..`.
-    fn list(&self, dir: &Self::Handle, parent: &Self::Handle, path: &[u8])
-        -> Vec<Listed<Self::Handle>>;
+    fn list(
+        &self,
+        dir: &Self::Handle,
+        parent: &Self::Handle,
+        path: &[u8],
+    ) -> Vec<Listed<Self::Handle>>;
 
     /// A whole file whose listed size is `size`.
     fn read(&self, file: &Self::Handle, size: u64) -> Result<Vec<u8>, String>;
