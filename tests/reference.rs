@@ -19,7 +19,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::walk::{self, show, Core, Resume, Walk};
-use common::{npy, Rng};
+use common::{fnv1a_64, npy, Rng};
 use tfmount::format::dtype::{DType, DT_STRING};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tfmount::source::probe;
@@ -33,13 +33,6 @@ use tfmount::writer::CheckpointWriter;
 const DIR_SUFFIXES: [&str; 5] = [".bin", ".shape", ".dtype", ".npy", ".pbtxt"];
 /// Rule 4: components longer than this (after rules 1–3) are cut to it and hashed.
 const KEEP: usize = 200;
-
-/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 2^40 + 2^8 + 0xb3).
-fn fnv1a_64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
 
 /// One key component as a path component (README "Name escaping", rules 1–4).
 fn model_escape(raw: &[u8], is_dir: bool) -> Vec<u8> {

@@ -232,6 +232,14 @@ pub fn name_path(name: &[u8]) -> Vec<u8> {
         .join(&b'/')
 }
 
+/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 2^40 + 2^8 + 0xb3), written from its
+/// definition (the README's hash of long name components).
+pub fn fnv1a_64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 /// xorshift64*: deterministic for a given seed, no dependency (the tests' random inputs).
 pub struct Rng(pub u64);
 
