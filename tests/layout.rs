@@ -502,7 +502,7 @@ fn escaping_examples(rules: &[String]) -> Vec<(Vec<u8>, String)> {
                 "NUL" => vec![0],
                 "an empty component" => Vec::new(),
                 s if s.starts_with('`') && s.ends_with('`') && s.len() >= 2 => {
-                    s[1..s.len() - 1].as_bytes().to_vec()
+                    s.as_bytes()[1..s.len() - 1].to_vec()
                 }
                 _ => continue,
             };

@@ -501,7 +501,7 @@ fn random_key_sets_match_the_model() {
     } else {
         tempfile::tempdir().expect("tmp")
     };
-    let mut rng = Rng(0x5eed_0f_7f_0a11);
+    let mut rng = Rng(0x5eed_0f7f_0a11);
     let (mut paths, mut hidden, mut hashed) = (0, 0, 0);
     for i in 0..sets {
         let seed = rng.next();
