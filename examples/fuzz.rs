@@ -99,14 +99,6 @@ const INTERESTING: &[u64] = &[
     u64::MAX,
 ];
 
-fn put_varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// One random edit of `buf` (splicing from `other`).
 fn mutate_once(rng: &mut Rng, buf: &mut Vec<u8>, other: &[u8], max_len: usize) {
     let len = buf.len();
@@ -169,7 +161,7 @@ fn mutate_once(rng: &mut Rng, buf: &mut Vec<u8>, other: &[u8], max_len: usize) {
             let end = (end + 1).min(len);
             let mut v = Vec::new();
             let x = INTERESTING[rng.below(INTERESTING.len())];
-            put_varint(x.wrapping_add(rng.below(3) as u64), &mut v);
+            tfmount::format::varint::encode_u64(x.wrapping_add(rng.below(3) as u64), &mut v);
             buf.splice(i..end, v);
         }
         10 if !other.is_empty() => {

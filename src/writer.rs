@@ -1,7 +1,8 @@
-//! A test-only writer of V2 checkpoints ("tensor bundles"), byte-compatible with TensorFlow's
-//! `BundleWriter` (tf-format.md §1, §2, §3, §4, §5). Feature `writer`; the daemon never uses it.
+//! A test-support writer of V2 checkpoints ("tensor bundles"), byte-compatible with TensorFlow's
+//! `BundleWriter` (tf-format.md §1, §2, §3, §4, §5). Always built (a `#[doc(hidden)]` module);
+//! the daemon never uses it. Tests, the fuzz harness and `examples/mkckpt.rs` use it.
 //!
-//! Two layers:
+//! Three layers:
 //! * [`TableBuilder`] writes one SSTable the way TensorFlow's `table::TableBuilder` does: data
 //!   blocks of a target size (262144 bytes), restart interval 16 with prefix-compressed keys, the
 //!   TF rule that an entry of `key.len + value.len >= 2 * block_size` starts a new block, an empty
@@ -14,6 +15,13 @@
 //!   TensorFlow), index entries are buffered compactly (one arena, 16 bytes of bookkeeping per
 //!   entry), sorted bytewise in [`CheckpointWriter::finish`] and streamed out block by block.
 //!   Writing a million small tensors needs tens of MiB, not one allocation per entry.
+//! * The raw pieces, for crafted and hostile inputs that no well-behaved writer produces:
+//!   [`encode_block`] (entries exactly as given: unsorted, duplicated), [`append_block`] /
+//!   [`append_block_with_trailer`] (any block kind, any trailer), [`finish_table`] (an index of
+//!   handles pointing anywhere), [`encode_footer`], [`fix_block_crc`] / [`fix_table_crcs`]
+//!   (recompute checksums after damaging a block), the readers [`block_handles`] and
+//!   [`table_entries`], and unchecked protobuf builders ([`raw_entry`], [`raw_shape_proto`],
+//!   [`raw_slice_proto`], [`tensor_entry`]).
 //!
 //! Protobuf values are encoded with prost, which, like TensorFlow's C++ protobuf, emits fields in
 //! field-number order and omits proto3 defaults; the shape field is always present (a scalar is
@@ -40,8 +48,8 @@ use prost::Message;
 use crate::format::bundle::slice_shape;
 use crate::format::dtype::{DType, DT_STRING};
 use crate::format::slice_key::{self, Extent};
-use crate::format::table::MAGIC;
-use crate::format::{mask_crc, varint};
+use crate::format::table::{parse_footer, read_block, Block, BlockHandle, FOOTER_LEN, MAGIC};
+use crate::format::{mask_crc, varint, FormatError};
 use crate::proto::tensor_shape_proto::Dim;
 use crate::proto::tensor_slice_proto::extent::HasLength;
 use crate::proto::tensor_slice_proto::Extent as ExtentProto;
@@ -250,12 +258,8 @@ impl<W: Write> TableBuilder<W> {
                 kind = 1;
             }
         }
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&contents), &[kind]);
-        let mut trailer = [0u8; BLOCK_TRAILER_LEN];
-        trailer[0] = kind;
-        trailer[1..].copy_from_slice(&mask_crc(crc).to_le_bytes());
         self.out.write_all(&contents)?;
-        self.out.write_all(&trailer)?;
+        self.out.write_all(&block_trailer(&contents, kind))?;
         let handle = (self.offset, contents.len() as u64);
         self.offset += (contents.len() + BLOCK_TRAILER_LEN) as u64;
         Ok(handle)
@@ -280,15 +284,269 @@ impl<W: Write> TableBuilder<W> {
         }
         let index = self.index.finish();
         let index_handle = self.write_block(index)?;
-        let mut footer = Vec::with_capacity(48);
-        encode_handle(meta_handle.0, meta_handle.1, &mut footer);
-        encode_handle(index_handle.0, index_handle.1, &mut footer);
-        footer.resize(2 * MAX_HANDLE_LEN, 0);
-        footer.extend_from_slice(&(MAGIC as u32).to_le_bytes());
-        footer.extend_from_slice(&((MAGIC >> 32) as u32).to_le_bytes());
-        self.out.write_all(&footer)?;
+        let handle = |(offset, size)| BlockHandle { offset, size };
+        self.out
+            .write_all(&encode_footer(handle(meta_handle), handle(index_handle)))?;
         self.out.flush()?;
         Ok((self.out, self.blocks))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw tables: the pieces, for crafted and hostile inputs
+// ---------------------------------------------------------------------------------------------
+
+/// The 5-byte trailer of a stored block: `kind` (0 raw, 1 Snappy) and the masked CRC-32C of the
+/// stored contents followed by the kind byte.
+pub fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
+    let mut trailer = [0u8; BLOCK_TRAILER_LEN];
+    trailer[0] = kind;
+    trailer[1..].copy_from_slice(&mask_crc(crc).to_le_bytes());
+    trailer
+}
+
+/// Appends `contents` as stored (nothing is compressed here, whatever `kind` says) and a valid
+/// trailer for them; returns the block's handle.
+pub fn append_block(file: &mut Vec<u8>, contents: &[u8], kind: u8) -> BlockHandle {
+    append_block_with_trailer(file, contents, block_trailer(contents, kind))
+}
+
+/// Appends `contents` followed by `trailer` exactly as given (any kind byte, any checksum);
+/// returns the block's handle.
+pub fn append_block_with_trailer(
+    file: &mut Vec<u8>,
+    contents: &[u8],
+    trailer: [u8; BLOCK_TRAILER_LEN],
+) -> BlockHandle {
+    let h = BlockHandle {
+        offset: file.len() as u64,
+        size: contents.len() as u64,
+    };
+    file.extend_from_slice(contents);
+    file.extend_from_slice(&trailer);
+    h
+}
+
+/// One block's contents holding `entries` exactly in the order given (unsorted and duplicate keys
+/// are written as such): every key stored whole (no shared prefix), a restart point at the first
+/// entry and then every `restart_interval` entries (0: at the first entry only). An empty block
+/// has the one restart point 0, as LevelDB writes it.
+pub fn encode_block<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    entries: &[(K, V)],
+    restart_interval: usize,
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    let mut restarts = vec![0u32];
+    for (i, (k, v)) in entries.iter().enumerate() {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        if i > 0 && restart_interval > 0 && i % restart_interval == 0 {
+            restarts.push(b.len() as u32);
+        }
+        varint::encode_u64(0, &mut b);
+        varint::encode_u64(k.len() as u64, &mut b);
+        varint::encode_u64(v.len() as u64, &mut b);
+        b.extend_from_slice(k);
+        b.extend_from_slice(v);
+    }
+    for r in &restarts {
+        b.extend_from_slice(&r.to_le_bytes());
+    }
+    b.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+    b
+}
+
+/// A block handle as stored: two varints.
+pub fn handle_bytes(h: BlockHandle) -> Vec<u8> {
+    let mut v = Vec::with_capacity(MAX_HANDLE_LEN);
+    encode_handle(h.offset, h.size, &mut v);
+    v
+}
+
+/// The 48-byte footer naming the metaindex and index blocks (handles as given: they may point
+/// anywhere).
+pub fn encode_footer(metaindex: BlockHandle, index: BlockHandle) -> Vec<u8> {
+    let mut footer = Vec::with_capacity(FOOTER_LEN);
+    encode_handle(metaindex.offset, metaindex.size, &mut footer);
+    encode_handle(index.offset, index.size, &mut footer);
+    footer.resize(2 * MAX_HANDLE_LEN, 0);
+    footer.extend_from_slice(&MAGIC.to_le_bytes());
+    footer
+}
+
+/// Ends a table whose data blocks are already in `file`: appends an empty metaindex block, an
+/// index block holding `index` (key, handle) in the order given (restart interval 1, as
+/// TensorFlow writes index blocks; handles may point anywhere), and the footer.
+pub fn finish_table(mut file: Vec<u8>, index: &[(Vec<u8>, BlockHandle)]) -> Vec<u8> {
+    let empty: &[(&[u8], &[u8])] = &[];
+    let meta = append_block(&mut file, &encode_block(empty, 1), 0);
+    let entries: Vec<(&[u8], Vec<u8>)> = index
+        .iter()
+        .map(|(k, h)| (k.as_slice(), handle_bytes(*h)))
+        .collect();
+    let idx = append_block(&mut file, &encode_block(&entries, 1), 0);
+    file.extend_from_slice(&encode_footer(meta, idx));
+    file
+}
+
+/// A whole table with one data block per element of `blocks`, each holding its entries exactly
+/// as given ([`encode_block`], restart interval 1), indexed by the block's last key (an empty
+/// block by the empty key).
+pub fn table_of_blocks<K: AsRef<[u8]>, V: AsRef<[u8]>>(blocks: &[&[(K, V)]]) -> Vec<u8> {
+    let mut file = Vec::new();
+    let mut index = Vec::with_capacity(blocks.len());
+    for entries in blocks {
+        let h = append_block(&mut file, &encode_block(entries, 1), 0);
+        let last = entries.last().map_or(&[][..], |(k, _)| k.as_ref());
+        index.push((last.to_vec(), h));
+    }
+    finish_table(file, &index)
+}
+
+/// Every stored block of a table: the metaindex block, the index block, then the data blocks in
+/// index order.
+pub fn block_handles(file: &[u8]) -> Result<Vec<BlockHandle>, FormatError> {
+    let footer = parse_footer(file)?;
+    let index = Block::parse(read_block(file, footer.index)?)?;
+    let mut out = vec![footer.metaindex, footer.index];
+    for i in 0..index.len() {
+        out.push(BlockHandle::decode(index.value(i))?.0);
+    }
+    Ok(out)
+}
+
+/// (key, value) pairs of a table, in order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every (key, value) of a table's data blocks, in index order (the table must be valid: sorted
+/// keys, good checksums).
+pub fn table_entries(file: &[u8]) -> Result<Entries, FormatError> {
+    let mut out = Vec::new();
+    for h in block_handles(file)?.into_iter().skip(2) {
+        let blk = Block::parse(read_block(file, h)?)?;
+        out.extend((0..blk.len()).map(|i| (blk.key(i).to_vec(), blk.value(i).to_vec())));
+    }
+    Ok(out)
+}
+
+/// Recomputes the trailer checksum of the stored block at `h` from its contents and kind byte as
+/// they are now (after a test damaged them). Returns false, changing nothing, if the block and
+/// its trailer do not fit in `file`.
+pub fn fix_block_crc(file: &mut [u8], h: BlockHandle) -> bool {
+    let (Ok(start), Ok(size)) = (usize::try_from(h.offset), usize::try_from(h.size)) else {
+        return false;
+    };
+    let Some(end) = start
+        .checked_add(size)
+        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN))
+    else {
+        return false;
+    };
+    if end > file.len() {
+        return false;
+    }
+    let crc = mask_crc(crc32c::crc32c(&file[start..=start + size]));
+    file[start + size + 1..end].copy_from_slice(&crc.to_le_bytes());
+    true
+}
+
+/// Most data blocks whose checksums [`fix_table_crcs`] recomputes (bounds its time on hostile
+/// index blocks naming huge overlapping blocks).
+pub const FIX_CRC_MAX_BLOCKS: usize = 20_000;
+
+/// Recomputes the trailer checksums of every block the footer and the index block name (the
+/// index block's first, so its entries are read), best effort: handles that do not fit the file,
+/// and everything when the footer or the index block does not parse, are left alone.
+pub fn fix_table_crcs(file: &mut [u8]) {
+    let Ok(footer) = parse_footer(file) else {
+        return;
+    };
+    fix_block_crc(file, footer.metaindex);
+    fix_block_crc(file, footer.index);
+    let Ok(index) = read_block(file, footer.index).and_then(Block::parse) else {
+        return;
+    };
+    for i in 0..index.len().min(FIX_CRC_MAX_BLOCKS) {
+        if let Ok((h, _)) = BlockHandle::decode(index.value(i)) {
+            fix_block_crc(file, h);
+        }
+    }
+}
+
+/// A shape message with `dims` as given (negative or huge dims are written as such).
+pub fn raw_shape_proto(dims: &[i64]) -> TensorShapeProto {
+    TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&size| Dim {
+                size,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: false,
+    }
+}
+
+/// A slice message with extents as given: `(start, Some(length))` carries both (any values),
+/// `(start, None)` has no length (a full extent when `start` is 0).
+pub fn raw_slice_proto(extents: &[(i64, Option<i64>)]) -> TensorSliceProto {
+    TensorSliceProto {
+        extent: extents
+            .iter()
+            .map(|&(start, length)| ExtentProto {
+                start,
+                has_length: length.map(HasLength::Length),
+            })
+            .collect(),
+    }
+}
+
+/// A contiguous tensor's entry with every field as given (shard 0, no slices; nothing checked).
+pub fn raw_entry(
+    dtype: i32,
+    dims: &[i64],
+    offset: i64,
+    size: i64,
+    masked_crc: u32,
+) -> BundleEntryProto {
+    BundleEntryProto {
+        dtype,
+        shape: Some(raw_shape_proto(dims)),
+        shard_id: 0,
+        offset,
+        size,
+        crc32c: masked_crc,
+        slices: Vec::new(),
+    }
+}
+
+/// The entry of a contiguous tensor whose stored bytes `stored` lie at `offset` of data shard
+/// `shard`: size and masked CRC-32C from `stored`, as `BundleWriter` writes them (the shape is
+/// not checked against the size).
+pub fn tensor_entry(
+    dtype: DType,
+    shape: &[u64],
+    shard: u32,
+    offset: u64,
+    stored: &[u8],
+) -> BundleEntryProto {
+    let at = Placed {
+        shard,
+        offset,
+        size: stored.len() as u64,
+    };
+    contiguous_entry(dtype, shape, at, mask_crc(crc32c::crc32c(stored)))
+}
+
+fn contiguous_entry(dtype: DType, shape: &[u64], at: Placed, masked_crc: u32) -> BundleEntryProto {
+    BundleEntryProto {
+        dtype: dtype.0,
+        shape: Some(shape_proto(shape)),
+        shard_id: at.shard as i32,
+        offset: at.offset as i64,
+        size: at.size as i64,
+        crc32c: masked_crc,
+        slices: Vec::new(),
     }
 }
 
@@ -549,15 +807,7 @@ impl CheckpointWriter {
         at: Placed,
         masked_crc: u32,
     ) -> io::Result<()> {
-        let e = BundleEntryProto {
-            dtype: dtype.0,
-            shape: Some(shape_proto(shape)),
-            shard_id: at.shard as i32,
-            offset: at.offset as i64,
-            size: at.size as i64,
-            crc32c: masked_crc,
-            slices: Vec::new(),
-        };
+        let e = contiguous_entry(dtype, shape, at, masked_crc);
         self.push_entry(key, &e.encode_to_vec(), false)
     }
 

@@ -18,17 +18,19 @@ use tfmount::format::bundle::{check_tiling, parse_entry, parse_header, slice_ele
 use tfmount::format::mask_crc;
 use tfmount::format::slice_key::{self, Extent};
 use tfmount::format::strings::StringLayout;
-use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, FOOTER_LEN, MAGIC};
+use tfmount::format::table::Block;
 use tfmount::fs::{Attr, DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
-use tfmount::proto::tensor_shape_proto::Dim;
-use tfmount::proto::tensor_slice_proto::extent::HasLength;
-use tfmount::proto::tensor_slice_proto::Extent as ProtoExtent;
 use tfmount::proto::{
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };
 use tfmount::source::{probe, Probed};
 use tfmount::tree::ino::{keyspace, Ino};
 use tfmount::tree::{self, FileKind};
+use tfmount::writer::{
+    block_handles, data_path, fix_block_crc, index_path, raw_entry, raw_shape_proto,
+    raw_slice_proto, table_entries, table_of_blocks, CheckpointWriter,
+};
+use walk::{join, show, Core, Node, Walk};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -104,20 +106,6 @@ fn wants(expected: &Value) -> BTreeMap<Vec<u8>, Want> {
     out
 }
 
-fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
-    if dir.is_empty() {
-        return name.to_vec();
-    }
-    let mut p = dir.to_vec();
-    p.push(b'/');
-    p.extend_from_slice(name);
-    p
-}
-
-fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// One-shot listing.
 fn list(fs: &Fs, ino: u64) -> Result<Vec<DirEntry>, FsError> {
     let mut v = Vec::new();
@@ -154,88 +142,11 @@ fn lookup_path(fs: &Fs, path: &[u8]) -> Result<Attr, FsError> {
     Ok(attr)
 }
 
-/// A node found by a strict walk.
-#[derive(Debug, Clone)]
-struct Found {
-    attr: Attr,
-    link: Option<Vec<u8>>,
-}
-
-/// Walks the whole tree from ROOT through `readdir` + `lookup`, checking that every listed name
-/// resolves to the listed inode and kind, `.`/`..` are right, and getattr agrees with lookup.
-fn walk_strict(fs: &Fs) -> BTreeMap<Vec<u8>, Found> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![(Vec::new(), ROOT, ROOT)];
-    while let Some((path, ino, parent)) = stack.pop() {
-        let entries = list(fs, ino).unwrap_or_else(|e| panic!("readdir {}: {e}", show(&path)));
-        let dots: Vec<_> = entries
-            .iter()
-            .filter(|e| e.name == b"." || e.name == b"..")
-            .collect();
-        assert_eq!(dots.len(), 2, "{}: . and .. once each", show(&path));
-        assert_eq!(
-            (&dots[0].name[..], dots[0].ino),
-            (&b"."[..], ino),
-            "{}",
-            show(&path)
-        );
-        assert_eq!(
-            (&dots[1].name[..], dots[1].ino),
-            (&b".."[..], parent),
-            "{}",
-            show(&path)
-        );
-        assert_eq!(
-            fs.lookup(ino, b"..").expect("..").ino,
-            parent,
-            "{}: lookup ..",
-            show(&path)
-        );
-        assert_eq!(fs.lookup(ino, b".").expect(".").ino, ino);
-        let mut names = HashSet::new();
-        for e in entries
-            .into_iter()
-            .filter(|e| e.name != b"." && e.name != b"..")
-        {
-            assert!(
-                names.insert(e.name.clone()),
-                "{}: duplicate name {}",
-                show(&path),
-                show(&e.name)
-            );
-            let p = join(&path, &e.name);
-            let attr = fs
-                .lookup(ino, &e.name)
-                .unwrap_or_else(|err| panic!("lookup {} after readdir: {err}", show(&p)));
-            assert_eq!(
-                attr.ino,
-                e.ino,
-                "{}: lookup and readdir disagree on the inode",
-                show(&p)
-            );
-            assert_eq!(attr.kind, e.kind, "{}: kind", show(&p));
-            let ga = fs.getattr(e.ino).expect("getattr");
-            assert_eq!(
-                (ga.size, ga.kind),
-                (attr.size, attr.kind),
-                "{}: getattr vs lookup",
-                show(&p)
-            );
-            if attr.kind != Kind::Symlink {
-                assert_eq!(attr.perm & 0o222, 0, "{}: no write bits", show(&p));
-            }
-            let link = match attr.kind {
-                Kind::Dir => {
-                    stack.push((p.clone(), e.ino, ino));
-                    None
-                }
-                Kind::Symlink => Some(fs.readlink(e.ino).expect("readlink")),
-                Kind::File => None,
-            };
-            out.insert(p, Found { attr, link });
-        }
-    }
-    out
+/// Walks the whole tree from ROOT through `readdir` + `lookup` (the shared walker, strict):
+/// every listed name resolves to the listed inode and kind, `.`/`..` are right, and getattr
+/// agrees with lookup. Handles are inode numbers.
+fn walk_strict(fs: &Fs) -> BTreeMap<Vec<u8>, Node<u64>> {
+    walk::walk(&Core::strict(fs), &Walk::default())
 }
 
 fn kind_of(name: &[u8]) -> Option<&'static str> {
@@ -280,7 +191,7 @@ fn core_walk_equals_tensorflow_record() {
                     errs.push(format!("{name}: {} not listed", show(&bin)));
                     continue;
                 };
-                let ino = found.attr.ino;
+                let ino = found.handle;
                 assert_eq!(
                     fs.getxattr(ino, KEY_XATTR.as_bytes()).ok().as_deref(),
                     Some(&key[..])
@@ -300,11 +211,11 @@ fn core_walk_equals_tensorflow_record() {
                         Err(e) => errs.push(format!("{name}: {}: {e}", show(&bin))),
                     }
                 }
-                if found.attr.size != w.len {
+                if found.size != w.len {
                     errs.push(format!(
                         "{name}: {} size {} want {}",
                         show(&bin),
-                        found.attr.size,
+                        found.size,
                         w.len
                     ));
                 }
@@ -314,10 +225,7 @@ fn core_walk_equals_tensorflow_record() {
                     (".dtype", format!("{}\n", w.dtype)),
                 ] {
                     let p = file(suffix);
-                    match tree
-                        .get(&p)
-                        .map(|f| read_all(&fs, f.attr.ino, 3, usize::MAX))
-                    {
+                    match tree.get(&p).map(|f| read_all(&fs, f.handle, 3, usize::MAX)) {
                         Some(Ok(b)) if b == text.as_bytes() => {}
                         other => {
                             errs.push(format!("{name}: {}: {other:?} want {text:?}", show(&p)))
@@ -329,7 +237,7 @@ fn core_walk_equals_tensorflow_record() {
                     let f = tree
                         .get(&npy)
                         .unwrap_or_else(|| panic!("{name}: {} missing", show(&npy)));
-                    let n = read_all(&fs, f.attr.ino, 7, usize::MAX).expect("npy");
+                    let n = read_all(&fs, f.handle, 7, usize::MAX).expect("npy");
                     let bin = read_all(&fs, ino, 4096, usize::MAX).expect("bin");
                     assert!(
                         n.starts_with(b"\x93NUMPY\x01\x00") && n.ends_with(&bin),
@@ -337,7 +245,7 @@ fn core_walk_equals_tensorflow_record() {
                         show(&npy)
                     );
                     assert_eq!((n.len() - bin.len()) % 64, 0);
-                    assert_eq!(f.attr.size, n.len() as u64);
+                    assert_eq!(f.size, n.len() as u64);
                 } else if tree.contains_key(&npy) {
                     errs.push(format!("{name}: {} shown for {}", show(&npy), w.dtype));
                 }
@@ -348,7 +256,7 @@ fn core_walk_equals_tensorflow_record() {
             let got_bins: BTreeSet<Vec<u8>> = tree
                 .keys()
                 .filter(|p| p.starts_with(&prefix) && kind_of(p) == Some(".bin"))
-                .filter(|p| tree[*p].attr.kind == Kind::File)
+                .filter(|p| tree[*p].kind == Kind::File)
                 .cloned()
                 .collect();
             if got_bins != want_bins {
@@ -383,9 +291,9 @@ fn core_walk_equals_tensorflow_record() {
             let f = tree
                 .get(file.as_bytes())
                 .unwrap_or_else(|| panic!("{name}: {file} not shown"));
-            let b = read_all(&fs, f.attr.ino, 7, usize::MAX).expect("passthrough read");
+            let b = read_all(&fs, f.handle, 7, usize::MAX).expect("passthrough read");
             assert_eq!(sha256_hex(&b), sha.as_str().expect("sha"), "{name}: {file}");
-            assert_eq!(f.attr.size, b.len() as u64);
+            assert_eq!(f.size, b.len() as u64);
         }
     }
     assert!(bins_checked > 150, "only {bins_checked} tensors checked");
@@ -831,27 +739,15 @@ fn copy_checkpoint(prefix: &Path, dir: &Path) -> (PathBuf, Vec<u8>) {
         }
     }
     let np = dir.join(base);
-    let index = std::fs::read(index_of(&np)).expect("index");
+    let index = std::fs::read(index_path(&np)).expect("index");
     (np, index)
-}
-
-fn index_of(prefix: &Path) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(".index");
-    PathBuf::from(s)
-}
-
-fn data_of(prefix: &Path, shard: u32, n: u32) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(format!(".data-{shard:05}-of-{n:05}"));
-    PathBuf::from(s)
 }
 
 /// Replaces the index file atomically (a reader of the old file never sees the new bytes).
 fn put_index(prefix: &Path, bytes: &[u8]) {
     let tmp = prefix.with_extension("tmp-index");
     std::fs::write(&tmp, bytes).expect("write");
-    std::fs::rename(&tmp, index_of(prefix)).expect("rename");
+    std::fs::rename(&tmp, index_path(prefix)).expect("rename");
 }
 
 /// Opens the checkpoint at `prefix` with its current index and exercises it. A panic is caught
@@ -897,26 +793,6 @@ fn try_variant(
             tally.problems.push(format!("{what}: PANIC: {msg}"));
         }
     }
-}
-
-/// The byte ranges `[offset, offset+size)` of every block's stored contents (metaindex, index,
-/// data blocks), each followed by its 5-byte trailer.
-fn block_ranges(index: &[u8]) -> Vec<BlockHandle> {
-    let footer = parse_footer(index).expect("footer");
-    let ib = Block::parse(read_block(index, footer.index).expect("index block"))
-        .expect("parse index block");
-    let mut out = vec![footer.metaindex, footer.index];
-    for i in 0..ib.len() {
-        out.push(BlockHandle::decode(ib.value(i)).expect("handle").0);
-    }
-    out
-}
-
-/// Recomputes the trailer CRC of the block `h` in `file` after its contents changed.
-fn fix_block_crc(file: &mut [u8], h: BlockHandle) {
-    let (s, n) = (h.offset as usize, h.size as usize);
-    let crc = mask_crc(crc32c::crc32c(&file[s..=s + n]));
-    file[s + n + 1..s + n + 5].copy_from_slice(&crc.to_le_bytes());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1020,7 +896,7 @@ fn slice_entry_shas(prefix: &Path, expected: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for s in expected["slice_entries"].as_array().into_iter().flatten() {
         let st = &s["stored"];
-        let shard = std::fs::read(data_of(
+        let shard = std::fs::read(data_path(
             prefix,
             st["shard_id"].as_u64().expect("shard") as u32,
             n_shards,
@@ -1080,7 +956,11 @@ fn hostile_index_flips_past_the_block_crc() {
             let (prefix, orig) = copy_checkpoint(&fixtures().join(src), tmp.path());
             let stride = STRIDE.iter().find(|s| s.0 == src).map_or(1, |s| s.1);
             let mut t = Tally::default();
-            for (n, h) in block_ranges(&orig).into_iter().enumerate() {
+            for (n, h) in block_handles(&orig)
+                .expect("blocks")
+                .into_iter()
+                .enumerate()
+            {
                 // Blocks 0 and 1 are the metaindex and index blocks; the rest hold the entries.
                 let step = if full || n < 2 { 1 } else { stride };
                 for pos in (h.offset as usize..=(h.offset + h.size) as usize).step_by(step) {
@@ -1122,16 +1002,6 @@ fn hostile_index_flips_past_the_block_crc() {
     );
 }
 
-/// Every (key, value) of an index, in order (all fixtures' entries fit the test's own writer).
-fn index_entries(index: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    for h in block_ranges(index).into_iter().skip(2) {
-        let blk = Block::parse(read_block(index, h).expect("block")).expect("parse");
-        out.extend((0..blk.len()).map(|i| (blk.key(i).to_vec(), blk.value(i).to_vec())));
-    }
-    out
-}
-
 /// Regression (found by the full sweep): an index whose entry for a variant tensor points at the
 /// wrong bytes (a single flipped bit in the offset varint, e.g. all_dtypes/ckpt.index byte 955
 /// bit 3 with the block CRC recomputed) must give EIO with `verify_crc` on, not wrong bytes.
@@ -1171,7 +1041,7 @@ fn variant_tensor_crc_is_checked() {
     // An index whose variant entry points 8 bytes further into the shard.
     let tmp = tempfile::tempdir().expect("tmp");
     let (prefix, orig) = copy_checkpoint(&fixtures().join("all_dtypes/ckpt"), tmp.path());
-    let mut entries = index_entries(&orig);
+    let mut entries = table_entries(&orig).expect("entries");
     for (k, v) in entries.iter_mut() {
         if k == b"dtypes/variant" {
             let mut e = BundleEntryProto::decode(&v[..]).expect("entry");
@@ -1179,7 +1049,7 @@ fn variant_tensor_crc_is_checked() {
             *v = e.encode_to_vec();
         }
     }
-    put_index(&prefix, &encode_index(entries));
+    put_index(&prefix, &table_of_blocks(&[&entries]));
     let fs = open_prefix(&prefix, true);
     let a = lookup_path(&fs, b"variables/dtypes/variant.bin").expect("variant.bin");
     match read_all(&fs, a.ino, 4096, usize::MAX) {
@@ -1267,7 +1137,7 @@ fn hostile_data_flipped_byte_truncated_shard_missing_shard() {
     let (loc, _) = stored_locations(&expected);
     let tmp = tempfile::tempdir().expect("tmp");
     let (prefix, _) = copy_checkpoint(&fixtures().join("all_dtypes/ckpt"), tmp.path());
-    let data = data_of(&prefix, 0, 1);
+    let data = data_path(&prefix, 0, 1);
     let orig = std::fs::read(&data).expect("data");
 
     // A flipped byte inside one tensor: that tensor fails with EIO, every other one reads.
@@ -1357,7 +1227,7 @@ fn hostile_data_flipped_byte_truncated_shard_missing_shard() {
     for missing in 0..3u32 {
         let tmp = tempfile::tempdir().expect("tmp");
         let (prefix, _) = copy_checkpoint(&fixtures().join("sharded/model.ckpt"), tmp.path());
-        std::fs::remove_file(data_of(&prefix, missing, 3)).expect("rm shard");
+        std::fs::remove_file(data_path(&prefix, missing, 3)).expect("rm shard");
         let fs = open_prefix(&prefix, true);
         let (mut ok, mut eio) = (0, 0);
         for (key, w) in &want {
@@ -1393,28 +1263,7 @@ fn hostile_data_flipped_byte_truncated_shard_missing_shard() {
 // ---------------------------------------------------------------------------------------------
 
 fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
-    Some(TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&size| Dim {
-                size,
-                name: String::new(),
-            })
-            .collect(),
-        unknown_rank: false,
-    })
-}
-
-fn slice(ext: &[(i64, Option<i64>)]) -> TensorSliceProto {
-    TensorSliceProto {
-        extent: ext
-            .iter()
-            .map(|&(start, len)| ProtoExtent {
-                start,
-                has_length: len.map(HasLength::Length),
-            })
-            .collect(),
-    }
+    Some(raw_shape_proto(dims))
 }
 
 /// Checks the invariants an accepted entry promises its users (no overflow later).
@@ -1599,56 +1448,56 @@ fn hostile_protobuf_values() {
         (
             "slice outside the shape",
             BundleEntryProto {
-                slices: vec![slice(&[(2, Some(5)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(2, Some(5)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice with negative start",
             BundleEntryProto {
-                slices: vec![slice(&[(-1, Some(2)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(-1, Some(2)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice start past the end",
             BundleEntryProto {
-                slices: vec![slice(&[(i64::MAX, Some(1)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(i64::MAX, Some(1)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice start + length overflows",
             BundleEntryProto {
-                slices: vec![slice(&[(1, Some(i64::MAX)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(1, Some(i64::MAX)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice length -2",
             BundleEntryProto {
-                slices: vec![slice(&[(0, Some(-2)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(0, Some(-2)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice of i64::MIN length",
             BundleEntryProto {
-                slices: vec![slice(&[(0, Some(i64::MIN)), (0, None)])],
+                slices: vec![raw_slice_proto(&[(0, Some(i64::MIN)), (0, None)])],
                 ..ok.clone()
             },
         ),
         (
             "slice rank differs",
             BundleEntryProto {
-                slices: vec![slice(&[(0, Some(1))])],
+                slices: vec![raw_slice_proto(&[(0, Some(1))])],
                 ..ok.clone()
             },
         ),
         (
             "5000 slices",
             BundleEntryProto {
-                slices: vec![slice(&[(0, None), (0, None)]); 5000],
+                slices: vec![raw_slice_proto(&[(0, None), (0, None)]); 5000],
                 ..ok.clone()
             },
         ),
@@ -1719,8 +1568,8 @@ fn hostile_protobuf_values() {
             dtype: 3,
             shape: shape(&[6, 4]),
             slices: vec![
-                slice(&[(0, Some(3)), (0, None)]),
-                slice(&[(3, Some(3)), (0, None)]),
+                raw_slice_proto(&[(0, Some(3)), (0, None)]),
+                raw_slice_proto(&[(3, Some(3)), (0, None)]),
             ],
             ..Default::default()
         }
@@ -1935,88 +1784,11 @@ fn hostile_inode_numbers() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Crafted indexes: a minimal SSTable writer, to put absurd entries in front of the whole core
+// Crafted indexes: absurd entries in front of the whole core (tables from `tfmount::writer`)
 // ---------------------------------------------------------------------------------------------
 
-fn put_varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn encode_block(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    let mut restarts = Vec::new();
-    for (k, v) in entries {
-        restarts.push(b.len() as u32);
-        put_varint(0, &mut b);
-        put_varint(k.len() as u64, &mut b);
-        put_varint(v.len() as u64, &mut b);
-        b.extend_from_slice(k);
-        b.extend_from_slice(v);
-    }
-    if restarts.is_empty() {
-        restarts.push(0);
-    }
-    for r in &restarts {
-        b.extend_from_slice(&r.to_le_bytes());
-    }
-    b.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
-    b
-}
-
-fn append_block(file: &mut Vec<u8>, block: &[u8]) -> (u64, u64) {
-    let off = file.len() as u64;
-    file.extend_from_slice(block);
-    file.push(0);
-    let crc = mask_crc(crc32c::crc32c(&file[off as usize..]));
-    file.extend_from_slice(&crc.to_le_bytes());
-    (off, block.len() as u64)
-}
-
-/// An index with the given entries (sorted here) in one data block.
-fn encode_index(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<u8> {
-    let n = entries.len().max(1);
-    encode_index_blocks(entries, n)
-}
-
-/// An index with the given entries (sorted here), `per_block` entries to a data block.
-fn encode_index_blocks(mut entries: Vec<(Vec<u8>, Vec<u8>)>, per_block: usize) -> Vec<u8> {
-    entries.sort();
-    let mut file = Vec::new();
-    let mut index = Vec::new();
-    for chunk in entries.chunks(per_block) {
-        let (doff, dsize) = append_block(&mut file, &encode_block(chunk));
-        let mut handle = Vec::new();
-        put_varint(doff, &mut handle);
-        put_varint(dsize, &mut handle);
-        index.push((chunk[chunk.len() - 1].0.clone(), handle));
-    }
-    let (moff, msize) = append_block(&mut file, &encode_block(&[]));
-    let (ioff, isize) = append_block(&mut file, &encode_block(&index));
-    let mut footer = Vec::new();
-    for v in [moff, msize, ioff, isize] {
-        put_varint(v, &mut footer);
-    }
-    footer.resize(FOOTER_LEN - 8, 0);
-    footer.extend_from_slice(&MAGIC.to_le_bytes());
-    file.extend_from_slice(&footer);
-    file
-}
-
 fn entry(dtype: i32, dims: &[i64], offset: i64, size: i64, crc: u32) -> Vec<u8> {
-    BundleEntryProto {
-        dtype,
-        shape: shape(dims),
-        shard_id: 0,
-        offset,
-        size,
-        crc32c: crc,
-        slices: vec![],
-    }
-    .encode_to_vec()
+    raw_entry(dtype, dims, offset, size, crc).encode_to_vec()
 }
 
 /// Absurd entries in an otherwise valid index: the mount opens, lists them, and reading them
@@ -2026,18 +1798,10 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     let tmp = tempfile::tempdir().expect("tmp");
     let prefix = tmp.path().join("crafted");
     let data: Vec<u8> = (0..64u8).collect();
-    std::fs::write(data_of(&prefix, 0, 1), &data).expect("data");
+    std::fs::write(data_path(&prefix, 0, 1), &data).expect("data");
     let crc = |a: usize, b: usize| mask_crc(crc32c::crc32c(&data[a..b]));
-    let header = BundleHeaderProto {
-        num_shards: 1,
-        endianness: 0,
-        version: Some(VersionDef {
-            producer: 1,
-            ..Default::default()
-        }),
-    };
     let mut entries: Vec<(Vec<u8>, Vec<u8>)> = vec![
-        (Vec::new(), header.encode_to_vec()),
+        (Vec::new(), CheckpointWriter::header_bytes(1)),
         (b"good".to_vec(), entry(1, &[2], 8, 8, crc(8, 16))),
         (b"bad/crc".to_vec(), entry(1, &[2], 8, 8, crc(8, 16) ^ 1)),
         (
@@ -2068,7 +1832,7 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
             b"bad/shard7".to_vec(),
             BundleEntryProto {
                 shard_id: 7,
-                ..BundleEntryProto::decode(&entry(1, &[2], 0, 8, crc(0, 8))[..]).expect("decode")
+                ..raw_entry(1, &[2], 0, 8, crc(0, 8))
             }
             .encode_to_vec(),
         ),
@@ -2092,11 +1856,17 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     };
     entries.push((
         b"bad/slice_outside".to_vec(),
-        sliced(&[4], vec![slice(&[(2, Some(5))])]),
+        sliced(&[4], vec![raw_slice_proto(&[(2, Some(5))])]),
     ));
     entries.push((
         b"bad/slice_missing".to_vec(),
-        sliced(&[4], vec![slice(&[(0, Some(2))]), slice(&[(2, Some(2))])]),
+        sliced(
+            &[4],
+            vec![
+                raw_slice_proto(&[(0, Some(2))]),
+                raw_slice_proto(&[(2, Some(2))]),
+            ],
+        ),
     ));
     entries.push((
         slice_key::encode(
@@ -2110,7 +1880,7 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     ));
     entries.push((
         b"bad/slice_shape".to_vec(),
-        sliced(&[4], vec![slice(&[(0, Some(4))])]),
+        sliced(&[4], vec![raw_slice_proto(&[(0, Some(4))])]),
     ));
     entries.push((
         slice_key::encode(
@@ -2124,7 +1894,13 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     ));
     entries.push((
         b"bad/slice_overlap".to_vec(),
-        sliced(&[4], vec![slice(&[(0, Some(3))]), slice(&[(1, Some(3))])]),
+        sliced(
+            &[4],
+            vec![
+                raw_slice_proto(&[(0, Some(3))]),
+                raw_slice_proto(&[(1, Some(3))]),
+            ],
+        ),
     ));
     // A key nested deeper than inode numbers can encode, and a very long component.
     let deep: Vec<u8> = std::iter::repeat_n(&b"d/"[..], 140)
@@ -2135,7 +1911,8 @@ fn crafted_index_entries_fail_reads_not_the_mount() {
     entries.push((deep.clone(), entry(1, &[2], 8, 8, crc(8, 16))));
     let long: Vec<u8> = std::iter::repeat_n(b'%', 600).collect();
     entries.push((long.clone(), entry(1, &[2], 8, 8, crc(8, 16))));
-    put_index(&prefix, &encode_index(entries));
+    entries.sort();
+    put_index(&prefix, &table_of_blocks(&[&entries]));
 
     let fs = open_prefix(&prefix, true);
     let vars = fs.lookup(ROOT, b"variables").expect("variables");
@@ -2412,7 +2189,7 @@ fn child_process_scenarios() {
             for w in want.values() {
                 assert_eq!(sha256_hex(&read_bin(&fs, w).expect("read")), w.sha);
             }
-            truncate_in_place(&data_of(&prefix, 0, 1), 700);
+            truncate_in_place(&data_path(&prefix, 0, 1), 700);
             for (key, w) in &want {
                 if w.len == 0 {
                     continue; // nothing to read
@@ -2426,9 +2203,13 @@ fn child_process_scenarios() {
             // blocks are read on demand after the truncation (as for any large index whose
             // blocks are not all in the block cache).
             let (prefix, orig) = copy_checkpoint(&fixtures().join("all_dtypes/ckpt"), tmp.path());
-            put_index(&prefix, &encode_index_blocks(index_entries(&orig), 1));
+            let entries = table_entries(&orig).expect("entries");
+            put_index(
+                &prefix,
+                &table_of_blocks(&entries.chunks(1).collect::<Vec<_>>()),
+            );
             let fs = open_prefix(&prefix, true);
-            truncate_in_place(&index_of(&prefix), 0);
+            truncate_in_place(&index_path(&prefix), 0);
             println!("truncated");
             let r = lookup_path(&fs, b"variables/dtypes/int32.bin").map(|a| a.ino);
             println!("lookup after truncation: {r:?}");

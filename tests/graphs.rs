@@ -174,16 +174,7 @@ fn deeply_nested_and_oversized_graph_messages_fail_cleanly() {
     let splat = |name: &str, dims: Vec<i64>| {
         let t = TensorProto {
             dtype: 1,
-            tensor_shape: Some(TensorShapeProto {
-                dim: dims
-                    .into_iter()
-                    .map(|size| tensor_shape_proto::Dim {
-                        size,
-                        name: String::new(),
-                    })
-                    .collect(),
-                unknown_rank: false,
-            }),
+            tensor_shape: Some(tfmount::writer::raw_shape_proto(&dims)),
             float_val: vec![1.0],
             ..Default::default()
         };

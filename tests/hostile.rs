@@ -21,14 +21,16 @@ use prost::Message;
 use tfmount::error::FsError;
 use tfmount::format::bundle::{parse_entry, parse_header, MAX_SHARDS};
 use tfmount::format::dtype::{DType, DT_STRING};
-use tfmount::format::mask_crc;
 use tfmount::format::strings::StringLayout;
 use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, MAGIC};
-use tfmount::format::varint::decode_u64;
+use tfmount::format::varint::{decode_u64, encode_u64};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
-use tfmount::proto::{BundleEntryProto, BundleHeaderProto, TensorShapeProto, VersionDef};
+use tfmount::proto::BundleEntryProto;
 use tfmount::source::{probe, Probed};
-use tfmount::writer::{data_path, index_path, CheckpointWriter, TableBuilder};
+use tfmount::writer::{
+    append_block, block_handles, data_path, encode_block, encode_footer, finish_table,
+    fix_block_crc, index_path, tensor_entry, CheckpointWriter, TableBuilder,
+};
 
 // ---------------------------------------------------------------------------------------------
 // An allocator that refuses allocations sized by what an input claims
@@ -84,93 +86,14 @@ static ALLOC: Capped = Capped;
 
 const F32: DType = DType(1);
 
-fn put_varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// The bundle header TensorFlow writes for `num_shards` shards.
+fn header(num_shards: u32) -> Vec<u8> {
+    CheckpointWriter::header_bytes(num_shards)
 }
 
-/// One block: entries with no shared prefix, one restart point.
-fn encode_block(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    for (k, v) in entries {
-        put_varint(0, &mut b);
-        put_varint(k.len() as u64, &mut b);
-        put_varint(v.len() as u64, &mut b);
-        b.extend_from_slice(k);
-        b.extend_from_slice(v);
-    }
-    b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    b
-}
-
-/// Appends a stored block (`kind` 0 raw, 1 snappy, contents as given) with a valid trailer.
-fn append_block(file: &mut Vec<u8>, contents: &[u8], kind: u8) -> BlockHandle {
-    let h = BlockHandle {
-        offset: file.len() as u64,
-        size: contents.len() as u64,
-    };
-    file.extend_from_slice(contents);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
-    file.push(kind);
-    file.extend_from_slice(&mask_crc(crc).to_le_bytes());
-    h
-}
-
-fn handle_bytes(h: BlockHandle) -> Vec<u8> {
-    let mut v = Vec::new();
-    put_varint(h.offset, &mut v);
-    put_varint(h.size, &mut v);
-    v
-}
-
-/// A table from stored data blocks: `blocks` = (last key of the block, handle) for the index.
-fn finish_table(mut file: Vec<u8>, index: &[(Vec<u8>, BlockHandle)]) -> Vec<u8> {
-    let meta = append_block(&mut file, &encode_block(&[]), 0);
-    let entries: Vec<(Vec<u8>, Vec<u8>)> = index
-        .iter()
-        .map(|(k, h)| (k.clone(), handle_bytes(*h)))
-        .collect();
-    let idx = append_block(&mut file, &encode_block(&entries), 0);
-    let mut footer = handle_bytes(meta);
-    footer.extend_from_slice(&handle_bytes(idx));
-    footer.resize(40, 0);
-    footer.extend_from_slice(&MAGIC.to_le_bytes());
-    file.extend_from_slice(&footer);
-    file
-}
-
-fn header(num_shards: i32) -> Vec<u8> {
-    BundleHeaderProto {
-        num_shards,
-        endianness: 0,
-        version: Some(VersionDef {
-            producer: 1,
-            ..Default::default()
-        }),
-    }
-    .encode_to_vec()
-}
-
-fn f32_entry(offset: i64, data: &[u8]) -> Vec<u8> {
-    BundleEntryProto {
-        dtype: 1,
-        shape: Some(TensorShapeProto {
-            dim: vec![tfmount::proto::tensor_shape_proto::Dim {
-                size: (data.len() / 4) as i64,
-                name: String::new(),
-            }],
-            unknown_rank: false,
-        }),
-        offset,
-        size: data.len() as i64,
-        crc32c: mask_crc(crc32c::crc32c(data)),
-        ..Default::default()
-    }
-    .encode_to_vec()
+/// The entry of a float32 vector stored as `data` at `offset` of shard 0.
+fn f32_entry(offset: u64, data: &[u8]) -> Vec<u8> {
+    tensor_entry(F32, &[data.len() as u64 / 4], 0, offset, data).encode_to_vec()
 }
 
 fn open_fs(prefix: &Path) -> Result<Fs, String> {
@@ -262,7 +185,7 @@ fn snappy_bombs_are_refused_before_allocating() {
         1 << 40,
     ] {
         let mut contents = Vec::new();
-        put_varint(claimed, &mut contents);
+        encode_u64(claimed, &mut contents);
         contents.extend_from_slice(&[0x00, b'x', 0xfe, 0x01, 0x00]); // a literal, a copy
         let mut file = Vec::new();
         let h = append_block(&mut file, &contents, 1);
@@ -288,16 +211,19 @@ fn snappy_bombs_are_refused_before_allocating() {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = [7u8; 16];
     let mut bomb = Vec::new();
-    put_varint(250 << 20, &mut bomb);
+    encode_u64(250 << 20, &mut bomb);
     bomb.extend_from_slice(&[0x00, b'x']);
     for bomb_first in [true, false] {
         let prefix = tmp.path().join(format!("bomb{bomb_first}"));
         std::fs::write(data_path(&prefix, 0, 1), data).expect("data");
         let mut file = Vec::new();
-        let good = encode_block(&[
-            (Vec::new(), header(1)),
-            (b"a".to_vec(), f32_entry(0, &data)),
-        ]);
+        let good = encode_block(
+            &[
+                (Vec::new(), header(1)),
+                (b"a".to_vec(), f32_entry(0, &data)),
+            ],
+            0,
+        );
         let mut index = Vec::new();
         if bomb_first {
             index.push((b"a".to_vec(), append_block(&mut file, &bomb, 1)));
@@ -359,9 +285,9 @@ fn huge_varints_are_refused() {
         (0, 1, 1 << 40),
     ] {
         let mut b = Vec::new();
-        put_varint(shared, &mut b);
-        put_varint(non_shared, &mut b);
-        put_varint(value, &mut b);
+        encode_u64(shared, &mut b);
+        encode_u64(non_shared, &mut b);
+        encode_u64(value, &mut b);
         b.extend_from_slice(b"kv");
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(&1u32.to_le_bytes());
@@ -369,17 +295,17 @@ fn huge_varints_are_refused() {
     }
     // A protobuf field whose length claims 2^62 bytes; a tag of 2^61.
     let mut shape_field = vec![0x12];
-    put_varint(1 << 62, &mut shape_field);
+    encode_u64(1 << 62, &mut shape_field);
     shape_field.extend_from_slice(&[0; 8]);
     assert!(parse_entry(&shape_field).is_err());
     let mut tag = Vec::new();
-    put_varint(1 << 61, &mut tag);
+    encode_u64(1 << 61, &mut tag);
     tag.push(0);
     assert!(parse_entry(&tag).is_err());
     // A string tensor whose first length is 2^60, and one of 5 elements of which the lengths
     // are eleven-byte varints.
     let mut s = Vec::new();
-    put_varint(1 << 60, &mut s);
+    encode_u64(1 << 60, &mut s);
     s.extend_from_slice(&[0; 16]);
     assert!(StringLayout::parse(&s, 1, None).is_err());
     assert!(StringLayout::parse(&[0xff; 60], 5, None).is_err());
@@ -398,21 +324,21 @@ fn deeply_nested_protobuf_is_refused() {
     assert!(parse_header(&groups).is_err());
     // The same inside the shape message (field 2), and inside a dimension (field 2 of it).
     let mut shape = vec![0x12];
-    put_varint(groups.len() as u64, &mut shape);
+    encode_u64(groups.len() as u64, &mut shape);
     shape.extend_from_slice(&groups);
     assert!(parse_entry(&shape).is_err());
     let mut dim = vec![0x12];
-    put_varint(groups.len() as u64, &mut dim);
+    encode_u64(groups.len() as u64, &mut dim);
     dim.extend_from_slice(&groups);
     let mut shape2 = vec![0x12];
-    put_varint(dim.len() as u64, &mut shape2);
+    encode_u64(dim.len() as u64, &mut shape2);
     shape2.extend_from_slice(&dim);
     assert!(parse_entry(&shape2).is_err());
     // Nested length-delimited unknown fields are skipped whole, whatever they hold.
     let mut nested = Vec::new();
     for _ in 0..1000 {
         let mut outer = vec![0x7a]; // field 15, length-delimited
-        put_varint(nested.len() as u64, &mut outer);
+        encode_u64(nested.len() as u64, &mut outer);
         outer.extend_from_slice(&nested);
         nested = outer;
     }
@@ -425,11 +351,14 @@ fn deeply_nested_protobuf_is_refused() {
     let prefix = tmp.path().join("nested");
     std::fs::write(data_path(&prefix, 0, 1), [0u8; 8]).expect("data");
     let mut file = Vec::new();
-    let blk = encode_block(&[
-        (Vec::new(), header(1)),
-        (b"deep".to_vec(), groups.clone()),
-        (b"fine".to_vec(), f32_entry(0, &[0u8; 8])),
-    ]);
+    let blk = encode_block(
+        &[
+            (Vec::new(), header(1)),
+            (b"deep".to_vec(), groups.clone()),
+            (b"fine".to_vec(), f32_entry(0, &[0u8; 8])),
+        ],
+        0,
+    );
     let h = append_block(&mut file, &blk, 0);
     std::fs::write(
         index_path(&prefix),
@@ -443,7 +372,7 @@ fn deeply_nested_protobuf_is_refused() {
     assert_eq!(read_all(&fs, a.ino).expect("read"), [0u8; 8]);
     // The header itself nested: a clean mount-time error.
     let mut file = Vec::new();
-    let blk = encode_block(&[(Vec::new(), groups)]);
+    let blk = encode_block(&[(Vec::new(), groups)], 0);
     let h = append_block(&mut file, &blk, 0);
     std::fs::write(
         index_path(&prefix),
@@ -469,7 +398,7 @@ fn table_checkpoint(prefix: &Path, keys: &[&[u8]], block_size: usize) -> Vec<u8>
             .iter()
             .flat_map(|f| f.to_le_bytes())
             .collect();
-        let off = data.len() as i64;
+        let off = data.len() as u64;
         data.extend_from_slice(&bytes);
         tb.add(k, &f32_entry(off, &bytes)).expect("add");
     }
@@ -571,10 +500,13 @@ fn block_handles_outside_the_file() {
     let mut file = Vec::new();
     let good = append_block(
         &mut file,
-        &encode_block(&[
-            (Vec::new(), header(1)),
-            (b"a".to_vec(), f32_entry(0, &data)),
-        ]),
+        &encode_block(
+            &[
+                (Vec::new(), header(1)),
+                (b"a".to_vec(), f32_entry(0, &data)),
+            ],
+            0,
+        ),
         0,
     );
     let len = file.len() as u64;
@@ -618,10 +550,7 @@ fn block_handles_outside_the_file() {
     // The footer's own handles outside the file: a mount-time error naming the file.
     let mut bytes = std::fs::read(index_path(&prefix)).expect("read");
     let n = bytes.len();
-    let mut footer = handle_bytes(bad[0]);
-    footer.extend_from_slice(&handle_bytes(bad[1]));
-    footer.resize(40, 0);
-    bytes[n - 48..n - 8].copy_from_slice(&footer);
+    bytes[n - 48..].copy_from_slice(&encode_footer(bad[0], bad[1]));
     std::fs::write(index_path(&prefix), &bytes).expect("index");
     let e = open_fs(&prefix).err().expect("bad footer accepted");
     assert!(e.contains("outside the file"), "{e}");
@@ -650,13 +579,16 @@ fn absurd_shard_count() {
     let mut file = Vec::new();
     let h = append_block(
         &mut file,
-        &encode_block(&[
-            (Vec::new(), header(MAX_SHARDS)),
-            (b"in0".to_vec(), in_shard(0)),
-            (b"in7".to_vec(), in_shard(7)),
-            (b"last".to_vec(), in_shard(MAX_SHARDS - 1)),
-            (b"past".to_vec(), in_shard(MAX_SHARDS)),
-        ]),
+        &encode_block(
+            &[
+                (Vec::new(), header(MAX_SHARDS as u32)),
+                (b"in0".to_vec(), in_shard(0)),
+                (b"in7".to_vec(), in_shard(7)),
+                (b"last".to_vec(), in_shard(MAX_SHARDS - 1)),
+                (b"past".to_vec(), in_shard(MAX_SHARDS)),
+            ],
+            0,
+        ),
         0,
     );
     std::fs::write(
@@ -714,35 +646,24 @@ fn damaged_entries_fail_to_open_through_the_kernel() {
     let prefix = tmp.path().join("damaged");
     let data: Vec<u8> = (0..32u8).collect();
     std::fs::write(data_path(&prefix, 0, 1), &data).expect("data");
-    let strings = BundleEntryProto {
-        dtype: 7,
-        shape: Some(TensorShapeProto {
-            dim: vec![tfmount::proto::tensor_shape_proto::Dim {
-                size: 3,
-                name: String::new(),
-            }],
-            unknown_rank: false,
-        }),
-        offset: 0,
-        size: 32,
-        crc32c: mask_crc(crc32c::crc32c(&data)),
-        ..Default::default()
-    }
-    .encode_to_vec();
+    let strings = tensor_entry(DT_STRING, &[3], 0, 0, &data).encode_to_vec();
     let mut file = Vec::new();
     let h = append_block(
         &mut file,
-        &encode_block(&[
-            (Vec::new(), header(1)),
-            (b"bad_proto".to_vec(), vec![0xff, 0xff, 0xff]),
-            (b"bad_strings".to_vec(), strings),
-            (b"good".to_vec(), f32_entry(0, &data[..8])),
-            (b"unknown_dtype".to_vec(), {
-                let mut e = BundleEntryProto::decode(&f32_entry(0, &data[..8])[..]).expect("e");
-                e.dtype = 99;
-                e.encode_to_vec()
-            }),
-        ]),
+        &encode_block(
+            &[
+                (Vec::new(), header(1)),
+                (b"bad_proto".to_vec(), vec![0xff, 0xff, 0xff]),
+                (b"bad_strings".to_vec(), strings),
+                (b"good".to_vec(), f32_entry(0, &data[..8])),
+                (b"unknown_dtype".to_vec(), {
+                    let mut e = BundleEntryProto::decode(&f32_entry(0, &data[..8])[..]).expect("e");
+                    e.dtype = 99;
+                    e.encode_to_vec()
+                }),
+            ],
+            0,
+        ),
         0,
     );
     std::fs::write(
@@ -903,16 +824,9 @@ fn snappy_index_bit_flips_past_the_block_crc() {
         served.extend_from_slice(s);
     }
     written.insert(served);
-    let _ = DT_STRING;
     w.finish().expect("finish");
     let orig = std::fs::read(index_path(&prefix)).expect("index");
-    // The blocks: decode the footer and the index block to find each stored block.
-    let footer = parse_footer(&orig).expect("footer");
-    let index = Block::parse(read_block(&orig, footer.index).expect("index block")).expect("parse");
-    let mut blocks = vec![footer.index, footer.metaindex];
-    for i in 0..index.len() {
-        blocks.push(BlockHandle::decode(index.value(i)).expect("handle").0);
-    }
+    let blocks = block_handles(&orig).expect("blocks");
     let compressed = blocks
         .iter()
         .filter(|h| orig[(h.offset + h.size) as usize] == 1)
@@ -927,9 +841,7 @@ fn snappy_index_bit_flips_past_the_block_crc() {
         for pos in (a..b).step_by(3) {
             let mut bytes = orig.clone();
             bytes[pos] ^= 1 << (pos % 8);
-            let kind = bytes[b];
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[a..b]), &[kind]);
-            bytes[b + 1..b + 5].copy_from_slice(&mask_crc(crc).to_le_bytes());
+            assert!(fix_block_crc(&mut bytes, *h));
             std::fs::write(index_path(&prefix), &bytes).expect("write");
             variants += 1;
             let Ok(fs) = open_fs(&prefix) else { continue };

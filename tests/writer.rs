@@ -892,3 +892,147 @@ fn byte_identical_to_a_large_tensorflow_checkpoint() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The raw pieces (crafted and hostile tables)
+// ---------------------------------------------------------------------------------------------
+
+/// The raw table API builds what the reader reads, and breaks what the tests mean to break:
+/// blocks exactly as given (restart points where asked, unsorted keys refused by the reader),
+/// trailers as given (a bad checksum refused, then repaired by `fix_block_crc`), the footer and
+/// entries `TableBuilder` and `CheckpointWriter` write.
+#[test]
+fn raw_pieces_build_what_the_reader_reads() {
+    use tfmount::writer::{
+        append_block, append_block_with_trailer, block_handles, block_trailer, encode_block,
+        encode_footer, finish_table, fix_block_crc, fix_table_crcs, raw_entry, table_entries,
+        table_of_blocks, tensor_entry, TableBuilder,
+    };
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..10u8)
+        .map(|i| (vec![b'k', b'0' + i], vec![i; i as usize]))
+        .collect();
+    // Restart points: one per `interval` entries (0: only the first), each entry whole.
+    for (interval, restarts) in [(0usize, 1u32), (1, 10), (3, 4), (16, 1)] {
+        let b = encode_block(&entries, interval);
+        let n = b.len();
+        assert_eq!(
+            u32::from_le_bytes(b[n - 4..].try_into().unwrap()),
+            restarts,
+            "interval {interval}"
+        );
+        let blk = Block::parse(b).expect("parse");
+        let got: Vec<_> = (0..blk.len())
+            .map(|i| (blk.key(i).to_vec(), blk.value(i).to_vec()))
+            .collect();
+        assert_eq!(got, entries);
+    }
+    let empty: &[(&[u8], &[u8])] = &[];
+    assert_eq!(encode_block(empty, 1), [0, 0, 0, 0, 1, 0, 0, 0]);
+    // Entries as given: a block with keys out of order is written, and the reader refuses it.
+    let mut swapped = entries.clone();
+    swapped.swap(2, 3);
+    assert!(Block::parse(encode_block(&swapped, 1)).is_err());
+
+    // A table of blocks reads back entry by entry through `Table`, and through the writer's own
+    // `table_entries`; `block_handles` names the metaindex, the index and each data block.
+    let chunks: Vec<&[(Vec<u8>, Vec<u8>)]> = entries.chunks(4).collect();
+    let file = table_of_blocks(&chunks);
+    let handles = block_handles(&file).expect("handles");
+    assert_eq!(handles.len(), 2 + 3);
+    let t = Table::open(Arc::new(file.clone()), Caches::new(1 << 20)).expect("open");
+    assert_eq!(t.num_blocks(), 3);
+    let mut walked = Vec::new();
+    let mut p = t.seek(b"").unwrap();
+    while let Some(pos) = p {
+        let (blk, i) = t.entry(pos).unwrap();
+        walked.push((blk.key(i).to_vec(), blk.value(i).to_vec()));
+        p = t.next(pos).unwrap();
+    }
+    assert_eq!(walked, entries);
+    assert_eq!(table_entries(&file).expect("entries"), entries);
+
+    // Trailers as given: a wrong checksum is refused until recomputed.
+    let contents = encode_block(&entries[..2], 1);
+    let mut bad = block_trailer(&contents, 0);
+    bad[1] ^= 1;
+    let mut f = Vec::new();
+    let h = append_block_with_trailer(&mut f, &contents, bad);
+    assert!(read_block(&f, h).is_err());
+    assert!(fix_block_crc(&mut f, h));
+    assert_eq!(read_block(&f, h).expect("repaired"), contents);
+    assert!(!fix_block_crc(
+        &mut f,
+        BlockHandle {
+            offset: 1,
+            size: 1 << 40
+        }
+    ));
+    // A Snappy block stored as given.
+    let packed = snap::raw::Encoder::new().compress_vec(&contents).unwrap();
+    let h = append_block(&mut f, &packed, 1);
+    assert_eq!(read_block(&f, h).expect("snappy"), contents);
+    // fix_table_crcs repairs every block of a damaged table: the index block's first.
+    let mut damaged = file.clone();
+    for h in &handles {
+        damaged[h.offset as usize] ^= 0x40;
+    }
+    for h in &handles {
+        assert!(read_block(&damaged, *h).is_err());
+    }
+    // Undo the damage to the contents but not to the trailers' view of them: flip back, then
+    // break only the checksums, which fix_table_crcs must restore.
+    for h in &handles {
+        damaged[h.offset as usize] ^= 0x40;
+        let at = (h.offset + h.size + 1) as usize;
+        damaged[at] ^= 0xff;
+    }
+    fix_table_crcs(&mut damaged);
+    assert_eq!(damaged, file);
+
+    // finish_table with handles pointing anywhere; the footer is TableBuilder's.
+    let mut f = Vec::new();
+    let good = append_block(&mut f, &encode_block(&entries, 16), 0);
+    let far = BlockHandle {
+        offset: 1 << 40,
+        size: 7,
+    };
+    let file = finish_table(f, &[(b"k9".to_vec(), good), (b"z".to_vec(), far)]);
+    let footer = parse_footer(&file).expect("footer");
+    assert_eq!(
+        file[file.len() - 48..],
+        encode_footer(footer.metaindex, footer.index)[..]
+    );
+    assert_eq!(block_handles(&file).expect("handles")[3], far);
+    let mut tb = TableBuilder::new(Vec::new());
+    for (k, v) in &entries {
+        tb.add(k, v).unwrap();
+    }
+    let (built, _) = tb.finish().unwrap();
+    let footer = parse_footer(&built).expect("footer");
+    assert_eq!(
+        built[built.len() - 48..],
+        encode_footer(footer.metaindex, footer.index)[..]
+    );
+
+    // tensor_entry is the entry CheckpointWriter writes; raw_entry writes fields as given.
+    let dir = tempdir();
+    let prefix = dir.path().join("e");
+    let mut w = CheckpointWriter::new(&prefix, 2).unwrap();
+    w.add_raw_data(1, &[9; 5]).unwrap();
+    let bytes = f32_bytes(&[1.0, 2.0, 3.0]);
+    w.add(b"t", DType(1), &[3], &bytes, 1).unwrap();
+    w.finish().unwrap();
+    let rb = ReadBack::open(&prefix);
+    let stored = &rb.entries[rb.by_key[&b"t".to_vec()]].2;
+    assert_eq!(
+        stored,
+        &prost::Message::encode_to_vec(&tensor_entry(DType(1), &[3], 1, 5, &bytes))
+    );
+    let e = raw_entry(1, &[-3, i64::MAX], -1, 12, 7);
+    let shape = e.shape.as_ref().expect("shape");
+    assert_eq!(
+        shape.dim.iter().map(|d| d.size).collect::<Vec<_>>(),
+        [-3, i64::MAX]
+    );
+    assert_eq!((e.offset, e.size, e.crc32c, e.shard_id), (-1, 12, 7, 0));
+}

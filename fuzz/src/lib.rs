@@ -8,7 +8,9 @@
 //!   includes it with `#[path]`;
 //! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way.
 //!
-//! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`.
+//! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`. It includes
+//! the tests' tree walker (`tests/common/walk.rs`) the same way, and repairs table checksums
+//! with `tfmount::writer`.
 //!
 //! Block checksums: by default the harness recomputes the CRCs of the blocks an `.index` input
 //! names, so mutations reach the parsers behind the checksum; a flag bit in each input keeps the
@@ -18,18 +20,26 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use tfmount::error::FsError;
 use tfmount::format::bundle::{self, Data};
 use tfmount::format::dtype::{DT_STRING, DT_VARIANT};
 use tfmount::format::slice_key::{self, Extent};
 use tfmount::format::strings::{self, StringLayout};
-use tfmount::format::table::{self, Block, BlockHandle, Table};
+use tfmount::format::table::{self, Block, Table};
 use tfmount::format::{mask_crc, varint};
-use tfmount::fs::{DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
+use tfmount::fs::{Fs, Kind, Options};
 use tfmount::source::checkpoint::Caches;
 use tfmount::source::checkpoint::{data_file_name, index_file_name};
 use tfmount::source::{probe, state, Probed};
 use tfmount::tree::{self, FileKind};
+/// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
+/// the regression tests, which call it as `targets::fix_table_crcs`.
+pub use tfmount::writer::fix_table_crcs;
+
+#[allow(dead_code)]
+#[path = "../../tests/common/walk.rs"]
+mod walk;
+
+use walk::assert_same;
 
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
@@ -73,42 +83,6 @@ pub fn table(data: &[u8]) {
     if let Ok(t) = Table::open(Arc::new(file), cache) {
         walk_table(&t);
     }
-}
-
-/// Recomputes the trailer CRC of every block the footer and the index block name (best
-/// effort: handles that do not fit the file are left alone).
-pub fn fix_table_crcs(file: &mut [u8]) {
-    let Ok(footer) = table::parse_footer(file) else {
-        return;
-    };
-    fix_block_crc(file, footer.metaindex);
-    fix_block_crc(file, footer.index);
-    let Ok(raw) = table::read_block(file, footer.index) else {
-        return;
-    };
-    let Ok(index) = Block::parse(raw) else {
-        return;
-    };
-    for i in 0..index.len().min(MAX_ENTRIES) {
-        if let Ok((h, _)) = BlockHandle::decode(index.value(i)) {
-            fix_block_crc(file, h);
-        }
-    }
-}
-
-fn fix_block_crc(file: &mut [u8], h: BlockHandle) {
-    let (Ok(start), Ok(size)) = (usize::try_from(h.offset), usize::try_from(h.size)) else {
-        return;
-    };
-    let Some(end) = start.checked_add(size).and_then(|e| e.checked_add(5)) else {
-        return;
-    };
-    if end > file.len() {
-        return;
-    }
-    // The CRC covers the stored bytes and the compression-type byte after them.
-    let crc = mask_crc(crc32c::crc32c(&file[start..=start + size]));
-    file[start + size + 1..end].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A parsed block's keys are strictly increasing and `seek` finds each of them.
@@ -642,99 +616,41 @@ pub fn scratch_dir() -> tempfile::TempDir {
 /// Most nodes and bytes one input is walked through (bounds the time of one run).
 const MAX_NODES: usize = 1_000;
 const MAX_FILE_BYTES: u64 = 256 << 10;
-const MAX_READS_PER_FILE: u64 = 256;
 
-/// Walks the whole mount checking the invariants of [`checkpoint`]; with `key_names`, also
-/// that each name under a checkpoint view is the escaped last component of its key.
+/// Walks the whole mount with the shared walker (`tests/common/walk.rs`, lenient: listings
+/// resumed from their first, middle and last cookies, every listed name looked up, every file
+/// read in `read_size` pieces and whole) checking the invariants of [`checkpoint`]; with
+/// `key_names`, also that each name under a checkpoint view is the escaped last component of
+/// its key.
 fn walk_fs(fs: &Fs, read_size: usize, key_names: bool) {
-    let mut stack = vec![(ROOT, ROOT)];
-    let mut seen = HashSet::new();
-    let mut nodes = 0usize;
-    while let Some((dir, parent)) = stack.pop() {
-        if !seen.insert(dir) || nodes >= MAX_NODES {
-            continue;
-        }
-        if let Ok(a) = fs.getattr(dir) {
-            assert_eq!(a.kind, Kind::Dir, "getattr of a directory");
-            assert_eq!(a.ino, dir);
-        }
-        if let Ok(a) = fs.lookup(dir, b"..") {
-            assert_eq!(a.ino, parent, "`..` of {dir:#x}");
-        }
-        let mut entries: Vec<DirEntry> = Vec::new();
-        let listed = fs.readdir(dir, 0, |e| {
-            entries.push(e);
-            entries.len() >= MAX_NODES
-        });
-        if listed.is_ok() && entries.len() < MAX_NODES {
-            check_resume(fs, dir, &entries);
-        }
-        let mut names = HashSet::new();
-        for e in &entries {
-            let fresh = names.insert(&e.name[..]);
-            assert!(fresh, "{:?} listed twice", String::from_utf8_lossy(&e.name));
-        }
-        let mut files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for e in entries {
-            nodes += 1;
-            if nodes > MAX_NODES {
-                break;
-            }
-            if e.name == b"." {
-                assert_eq!(e.ino, dir);
-                continue;
-            }
-            if e.name == b".." {
-                continue;
-            }
-            // A listed name looks up, or fails as damaged (EIO: an unrenderable graph file's
-            // size is unknown); never "not found".
-            let a = match fs.lookup(dir, &e.name) {
-                Ok(a) => a,
-                Err(FsError::Corrupt { .. }) => continue,
-                Err(err) => panic!(
-                    "{:?} is listed in {dir:#x} but does not look up: {err}",
-                    String::from_utf8_lossy(&e.name)
-                ),
-            };
-            assert_eq!(
-                (a.ino, a.kind),
-                (e.ino, e.kind),
-                "lookup of {:?} disagrees with readdir",
-                String::from_utf8_lossy(&e.name)
-            );
-            let _ = fs.listxattr(a.ino);
-            if let Ok(key) = fs.getxattr(a.ino, KEY_XATTR.as_bytes()) {
-                if key_names {
-                    check_name(&e.name, &key, a.kind);
-                }
-            }
-            let _ = fs.getxattr(a.ino, b"user.other");
-            match a.kind {
-                Kind::Dir => stack.push((a.ino, dir)),
-                Kind::Symlink => {
-                    assert!(fs.readlink(a.ino).is_ok(), "readlink of a listed symlink");
-                }
-                Kind::File => {
-                    if let Some(bytes) = read_file(fs, a.ino, a.size, read_size) {
-                        files.push((e.name.clone(), bytes));
-                    }
-                }
-            }
+    let core = walk::Core {
+        read_size,
+        max_file_bytes: MAX_FILE_BYTES,
+        max_entries: MAX_NODES,
+        ..walk::Core::lenient(fs)
+    };
+    let opts = walk::Walk {
+        max_nodes: MAX_NODES,
+        read: true,
+        keys: key_names,
+    };
+    let nodes = walk::walk(&core, &opts);
+    for (path, node) in &nodes {
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        if let Some(key) = &node.key {
+            check_name(name, key, node.kind);
         }
         // An `.npy` file is an NPY header followed by exactly the `.bin` bytes.
-        for (name, npy) in &files {
-            let Some(stem) = name.strip_suffix(b".npy") else {
-                continue;
-            };
-            let bin_name = [stem, b".bin"].concat();
-            if let Some((_, bin)) = files.iter().find(|(n, _)| *n == bin_name) {
-                assert!(
-                    npy.len() >= bin.len() && npy.ends_with(bin),
-                    ".npy data differs from .bin"
-                );
-                assert!(npy.starts_with(b"\x93NUMPY"), ".npy header");
-            }
+        let (Some(stem), Some(Ok(npy))) = (path.strip_suffix(b".npy"), &node.data) else {
+            continue;
+        };
+        let bin_path = [stem, b".bin"].concat();
+        if let Some(Some(Ok(bin))) = nodes.get(&bin_path).map(|n| &n.data) {
+            assert!(
+                npy.len() >= bin.len() && npy.ends_with(bin),
+                ".npy data differs from .bin"
+            );
+            assert!(npy.starts_with(b"\x93NUMPY"), ".npy header");
         }
     }
 }
@@ -756,86 +672,6 @@ fn check_name(name: &[u8], key: &[u8], kind: Kind) {
         "name of key {:?}",
         String::from_utf8_lossy(key)
     );
-}
-
-/// Listing again from each entry's cookie gives exactly the entries after it.
-fn check_resume(fs: &Fs, dir: u64, entries: &[DirEntry]) {
-    let picks = [0, entries.len() / 2, entries.len().saturating_sub(1)];
-    for &k in picks.iter().filter(|&&k| k < entries.len()) {
-        let mut again = Vec::new();
-        if fs
-            .readdir(dir, entries[k].cookie, |e| {
-                again.push((e.name, e.ino));
-                false
-            })
-            .is_ok()
-        {
-            let want: Vec<_> = entries[k + 1..]
-                .iter()
-                .map(|e| (e.name.clone(), e.ino))
-                .collect();
-            assert_eq!(again, want, "readdir resumed after entry {k} of {dir:#x}");
-        }
-    }
-}
-
-/// Equal byte strings, or a panic naming the first difference (not the whole buffers).
-fn assert_same(a: &[u8], b: &[u8], what: &str) {
-    if a == b {
-        return;
-    }
-    let at = a
-        .iter()
-        .zip(b)
-        .position(|(x, y)| x != y)
-        .unwrap_or(a.len().min(b.len()));
-    let show = |s: &[u8]| {
-        String::from_utf8_lossy(&s[at.min(s.len())..(at + 40).min(s.len())]).into_owned()
-    };
-    panic!(
-        "{what}: differ at byte {at} (lengths {} and {}): {:?} vs {:?}",
-        a.len(),
-        b.len(),
-        show(a),
-        show(b)
-    );
-}
-
-/// Reads a file in `read_size` pieces (up to a cap); `None` if a read failed or the file is
-/// larger than the cap. A complete read must have the size `getattr` gave.
-fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> {
-    let cap = size.min(MAX_FILE_BYTES);
-    let step = (read_size as u64).max(cap / MAX_READS_PER_FILE + 1) as usize;
-    let _ = fs.read(ino, u64::MAX - 1, 16);
-    let mut out = Vec::new();
-    loop {
-        let piece = fs.read(ino, out.len() as u64, step).ok()?;
-        assert!(piece.len() <= step, "read returned more than asked");
-        if piece.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&piece);
-        assert!(
-            out.len() as u64 <= size,
-            "reads return more than the getattr size {size}"
-        );
-        if out.len() as u64 > MAX_FILE_BYTES {
-            return None;
-        }
-    }
-    assert_eq!(
-        out.len() as u64,
-        size,
-        "getattr size differs from the bytes read"
-    );
-    if let Ok(whole) = fs.read(ino, 0, out.len() + 1) {
-        assert_same(
-            &whole,
-            &out,
-            &format!("inode {ino:#x}: one read vs reads of {step} bytes"),
-        );
-    }
-    Some(out)
 }
 
 // ---------------------------------------------------------------------------------------------

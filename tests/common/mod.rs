@@ -1,5 +1,9 @@
-//! Shared test helpers: fixture manifest, real mounts of the built binary.
+//! Shared test helpers: fixture manifest, real mounts of the built binary, the one tree walker
+//! ([`walk`]), an NPY header reader ([`npy`]), the tests' random generator.
 #![allow(dead_code)]
+
+pub mod npy;
+pub mod walk;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -158,21 +162,14 @@ pub fn with_suffix(dir: &Path, stem: &[u8], suffix: &str) -> PathBuf {
     dir.join(std::ffi::OsStr::from_bytes(&b))
 }
 
-/// Every regular file under `dir`, relative, sorted.
+/// Every regular file under `dir`, relative, sorted (the shared walker over `std::fs`).
 pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
-            let e = e.expect("dirent");
-            let ft = e.file_type().expect("file type");
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                out.push(e.path().strip_prefix(dir).expect("prefix").to_path_buf());
-            }
-        }
-    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut out: Vec<PathBuf> = walk::walk(&walk::Dir::new(dir), &walk::Walk::default())
+        .into_iter()
+        .filter(|(_, n)| n.kind == tfmount::fs::Kind::File)
+        .map(|(p, _)| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
+        .collect();
     out.sort();
     out
 }
@@ -233,6 +230,14 @@ pub fn name_path(name: &[u8]) -> Vec<u8> {
         .map(|(i, c)| tfmount::tree::escape(c, i < last))
         .collect::<Vec<_>>()
         .join(&b'/')
+}
+
+/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 2^40 + 2^8 + 0xb3), written from its
+/// definition (the README's hash of long name components).
+pub fn fnv1a_64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// xorshift64*: deterministic for a given seed, no dependency (the tests' random inputs).

@@ -1,0 +1,684 @@
+//! The README's layout contract, executed. At test time this reads `README.md`, takes the code
+//! block under "## The layout contract" (one `MOUNT/...` line per file kind), the `.npy` dtype
+//! list of its "Dtypes" bullet, the "Strings" bullet, and the numbered rules of "### Name
+//! escaping" with their examples, and checks each against mounts in the filesystem core (`Fs`,
+//! no kernel):
+//!
+//! * every tensor of TensorFlow-written fixtures has exactly the files the block lists (no
+//!   more: a file kind the README drops fails here), `.npy` only for the dtypes the README names;
+//! * each line's description is checked as stated: `.bin` is numpy's `tobytes()` of TensorFlow's
+//!   value (`tests/fixtures/expected`), `.shape` and `.dtype` texts, `.npy` an NPY 1.0 header then
+//!   the `.bin` bytes; a description this test does not know how to check fails the test, so a
+//!   change of the contract needs a change here;
+//! * the escaping examples (`%` → `%25`, ..., `odd/name.bin/leaf`, the 200-byte limit and hash)
+//!   hold for a checkpoint written with `tfmount::writer`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::walk::{self, show, Core, Walk};
+use common::*;
+use serde_json::Value;
+use tfmount::format::dtype::DType;
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::source::probe;
+use tfmount::writer::CheckpointWriter;
+
+// ---------------------------------------------------------------------------------------------
+// Reading the README
+// ---------------------------------------------------------------------------------------------
+
+fn readme() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The text under `heading` (a whole line), up to the next heading of the same or a higher level.
+fn section<'a>(text: &'a str, heading: &str) -> &'a str {
+    let level = heading.bytes().take_while(|&b| b == b'#').count();
+    let start = text
+        .lines()
+        .position(|l| l.trim_end() == heading)
+        .unwrap_or_else(|| panic!("README has no {heading:?} heading"));
+    let lines: Vec<&str> = text.lines().collect();
+    let mut in_code = false;
+    let mut end = lines.len();
+    for (i, l) in lines.iter().enumerate().skip(start + 1) {
+        if l.starts_with("```") {
+            in_code = !in_code;
+        }
+        let hashes = l.bytes().take_while(|&b| b == b'#').count();
+        if !in_code && hashes > 0 && hashes <= level && l[hashes..].starts_with(' ') {
+            end = i;
+            break;
+        }
+    }
+    let from = lines[..=start].iter().map(|l| l.len() + 1).sum::<usize>();
+    let to = lines[..end].iter().map(|l| l.len() + 1).sum::<usize>();
+    &text[from.min(text.len())..to.min(text.len())]
+}
+
+/// The lines of the first fenced code block in `text`.
+fn first_code_block(text: &str) -> Vec<&str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("```"));
+    lines.next().expect("a code block");
+    lines.take_while(|l| !l.starts_with("```")).collect()
+}
+
+/// `text` with every run of whitespace (line breaks and indentation included) as one space.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Every `` `token` `` of `text`, in order.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// Every `"token"` of `text`, in order.
+fn quoted(text: &str) -> Vec<&str> {
+    text.split('"').skip(1).step_by(2).collect()
+}
+
+/// One line of the contract block: `MOUNT/<path with <key>>  <description>`.
+#[derive(Debug)]
+struct Line {
+    /// The path relative to the mount, split around `<key>` (`None` for a path without it).
+    before: String,
+    after: Option<String>,
+    desc: String,
+}
+
+fn contract_lines(readme: &str) -> Vec<Line> {
+    let block = first_code_block(section(readme, "## The layout contract"));
+    assert!(!block.is_empty(), "the layout contract block is empty");
+    block
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (path, desc) = l
+                .split_once("  ")
+                .unwrap_or_else(|| panic!("contract line without a description: {l:?}"));
+            let path = path
+                .strip_prefix("MOUNT/")
+                .unwrap_or_else(|| panic!("contract line not under MOUNT/: {l:?}"));
+            let (before, after) = match path.split_once("<key>") {
+                Some((b, a)) => (b.to_string(), Some(a.to_string())),
+                None => (path.to_string(), None),
+            };
+            assert!(
+                !before.contains('<') && !after.as_deref().unwrap_or("").contains('<'),
+                "contract line with a placeholder this test does not know: {l:?}"
+            );
+            Line {
+                before,
+                after,
+                desc: desc.trim().to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Expands the README's dtype shorthand: `float16/32/64`, `int8..64`, `bool`.
+fn expand_dtypes(list: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for item in list
+        .split([',', ' '])
+        .filter(|s| !s.is_empty() && *s != "and")
+    {
+        let stem: String = item
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        let rest = &item[stem.len()..];
+        if rest.is_empty() {
+            out.insert(stem);
+        } else if let Some((lo, hi)) = rest.split_once("..") {
+            let (lo, hi): (u32, u32) = (lo.parse().expect("bits"), hi.parse().expect("bits"));
+            let mut b = lo;
+            while b <= hi {
+                out.insert(format!("{stem}{b}"));
+                b *= 2;
+            }
+        } else {
+            for bits in rest.split('/') {
+                out.insert(format!("{stem}{bits}"));
+            }
+        }
+    }
+    out
+}
+
+/// The dtypes the "Dtypes" bullet says get an `.npy` ("`.npy` exists for X, Y and Z only").
+fn npy_dtypes(readme: &str) -> BTreeSet<String> {
+    let text = flat(section(readme, "## The layout contract"));
+    let start = text
+        .find("`.npy` exists for ")
+        .expect("the Dtypes bullet says which dtypes get an .npy")
+        + "`.npy` exists for ".len();
+    let end = start + text[start..].find(" only").expect("... only");
+    expand_dtypes(&text[start..end])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fixtures as TensorFlow recorded them
+// ---------------------------------------------------------------------------------------------
+
+/// One tensor of a fixture as TensorFlow's record gives it.
+struct Rec {
+    key: Vec<u8>,
+    stem: Vec<u8>,
+    dtype: String,
+    shape: Vec<u64>,
+    /// sha256 of numpy's `tobytes()` of TF's value (`None` for strings and variants).
+    numpy_sha: Option<String>,
+    /// sha256 of the bytes the layout gives them (strings: 8-byte lengths and bytes).
+    layout_sha: String,
+}
+
+fn hex_bytes(h: &str) -> Vec<u8> {
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn records(expected: &Value) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let key = |rec: &Value| {
+        if rec["key_is_hex"].as_bool() == Some(true) {
+            hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
+        } else {
+            rec["key"].as_str().expect("key").as_bytes().to_vec()
+        }
+    };
+    let shape = |rec: &Value| -> Vec<u64> {
+        rec["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|d| d.as_u64().expect("dim"))
+            .collect()
+    };
+    for rec in expected["tensors"].as_array().expect("tensors") {
+        out.push(Rec {
+            key: key(rec),
+            stem: stem_path(rec),
+            dtype: rec["dtype"].as_str().expect("dtype").to_string(),
+            shape: shape(rec),
+            numpy_sha: rec["sha256_tf_numpy"].as_str().map(str::to_string),
+            layout_sha: rec["sha256"].as_str().expect("sha256").to_string(),
+        });
+    }
+    // Tensors TensorFlow cannot return (variant) are served as stored.
+    for rec in expected["unreadable_entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        out.push(Rec {
+            key: key(rec),
+            stem: stem_path(rec),
+            dtype: rec["dtype"].as_str().expect("dtype").to_string(),
+            shape: shape(rec),
+            numpy_sha: None,
+            layout_sha: rec["stored"]["sha256"].as_str().expect("sha").to_string(),
+        });
+    }
+    out
+}
+
+const FIXTURES: [(&str, &str); 2] = [
+    ("all_dtypes/ckpt", "expected/all_dtypes.json"),
+    ("partitioned/model.ckpt", "expected/partitioned.json"),
+];
+
+// ---------------------------------------------------------------------------------------------
+// The contract block
+// ---------------------------------------------------------------------------------------------
+
+/// Phrases a line's description must keep for this test's check of it to be the check of what
+/// it says (by the line's file suffix). A line whose description loses one, or a suffix not
+/// listed here, fails the test: the README changed, and so must this test.
+const CHECKED: &[(&str, &[&str])] = &[
+    (
+        ".bin",
+        &["row-major", "little-endian", "exactly numpy's tobytes()"],
+    ),
+    (
+        ".shape",
+        &[
+            "dims separated by one space, then \"\\n\"",
+            "(scalar: just \"\\n\")",
+        ],
+    ),
+    (".dtype", &["TensorFlow's dtype name", "+ \"\\n\""]),
+    (
+        ".npy",
+        &[
+            "NPY 1.0",
+            "a header, then the same bytes as .bin",
+            "only for dtypes numpy has natively",
+        ],
+    ),
+];
+
+fn check_text(got: &[u8], want: &str, what: &str, errs: &mut Vec<String>) {
+    if got != want.as_bytes() {
+        errs.push(format!("{what}: {:?}, want {want:?}", show(got)));
+    }
+}
+
+#[test]
+fn the_layout_contract_block_holds() {
+    let text = readme();
+    let lines = contract_lines(&text);
+    let npy_set = npy_dtypes(&text);
+    let numpy_native: BTreeSet<String> = npy::DESCR.iter().map(|(n, _)| n.to_string()).collect();
+    assert!(
+        npy_set.is_subset(&numpy_native) && npy_set.len() >= 10,
+        "README's .npy dtypes {npy_set:?} are not all numpy-native ({numpy_native:?})"
+    );
+    // The Strings bullet: checked by the `.bin` check below (TensorFlow's record of a string
+    // tensor is the sha256 of exactly this layout) and by `string` missing from the .npy list.
+    let contract = flat(section(&text, "## The layout contract"));
+    let strings = contract
+        .split("- **")
+        .find(|b| b.starts_with("Strings.**"))
+        .expect("the Strings bullet");
+    for p in [
+        "each element as an 8-byte little-endian length followed by its bytes",
+        "in row-major order",
+        "No `.npy`",
+    ] {
+        assert!(
+            strings.contains(p),
+            "the Strings bullet no longer says {p:?}: update tests/layout.rs"
+        );
+    }
+    assert!(!npy_set.contains("string"));
+    for l in &lines {
+        let Some(after) = &l.after else { continue };
+        if l.before != "variables/" {
+            panic!("contract line outside variables/ with a key: {l:?}");
+        }
+        match CHECKED.iter().find(|(s, _)| s == after) {
+            Some((_, phrases)) => {
+                for p in *phrases {
+                    assert!(
+                        l.desc.contains(p),
+                        "README's {after} line no longer says {p:?} (it says {:?}): update \
+                         tests/layout.rs to check what it says now",
+                        l.desc
+                    );
+                }
+            }
+            None => panic!(
+                "README's layout contract names MOUNT/variables/<key>{after}, which \
+                 tests/layout.rs does not check: add a check"
+            ),
+        }
+    }
+    let suffixes: Vec<&str> = lines.iter().filter_map(|l| l.after.as_deref()).collect();
+    // The .dtype line's quoted examples must be dtype names the fixtures' files show.
+    let dtype_line = lines.iter().find(|l| l.after.as_deref() == Some(".dtype"));
+    let dtype_examples: Vec<String> = dtype_line
+        .map(|l| quoted(&l.desc))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|q| !q.starts_with('\\') && !q.contains(' '))
+        .map(str::to_string)
+        .collect();
+    let mut dtypes_seen = BTreeSet::new();
+
+    let mut errs = Vec::new();
+    let mut checked = 0;
+    for (src, json) in FIXTURES {
+        let fs = Fs::new(
+            &probe(&fixtures().join(src)).expect("probe"),
+            &Options::default(),
+        )
+        .expect("Fs::new");
+        let walked = walk::walk(
+            &Core::strict(&fs),
+            &Walk {
+                read: true,
+                keys: true,
+                ..Walk::default()
+            },
+        );
+        // Lines without `<key>`: the path exists.
+        for l in lines.iter().filter(|l| l.after.is_none()) {
+            if !walked.contains_key(l.before.trim_end_matches('/').as_bytes()) {
+                errs.push(format!("{src}: MOUNT/{} is not there", l.before));
+            }
+        }
+        // The files each key has, by its user.tfmount.key.
+        let mut by_key: BTreeMap<&[u8], BTreeSet<Vec<u8>>> = BTreeMap::new();
+        for (p, n) in &walked {
+            if n.kind == Kind::File && p.starts_with(b"variables/") {
+                if let Some(k) = &n.key {
+                    by_key.entry(k).or_default().insert(p.clone());
+                }
+            }
+        }
+        for rec in records(&load_json(json)) {
+            let what = format!("{src}: {}", show(&rec.key));
+            let path = |suffix: &str| [&b"variables/"[..], &rec.stem, suffix.as_bytes()].concat();
+            let has_npy = npy_set.contains(&rec.dtype);
+            let want: BTreeSet<Vec<u8>> = suffixes
+                .iter()
+                .filter(|s| **s != ".npy" || has_npy)
+                .map(|s| path(s))
+                .collect();
+            let got = by_key.remove(&rec.key[..]).unwrap_or_default();
+            if got != want {
+                errs.push(format!(
+                    "{what}: files {:?}, the contract says {:?}",
+                    got.iter().map(|p| show(p)).collect::<Vec<_>>(),
+                    want.iter().map(|p| show(p)).collect::<Vec<_>>()
+                ));
+                continue;
+            }
+            let read = |suffix: &str| match &walked[&path(suffix)].data {
+                Some(Ok(b)) => b.clone(),
+                other => panic!("{what}{suffix}: {other:?}"),
+            };
+            dtypes_seen.insert(rec.dtype.clone());
+            for suffix in &suffixes {
+                if *suffix == ".npy" && !has_npy {
+                    continue;
+                }
+                let bytes = read(suffix);
+                match *suffix {
+                    ".bin" => {
+                        // numpy's tobytes() of TF's value; strings and variants as laid out.
+                        let want = rec.numpy_sha.as_ref().unwrap_or(&rec.layout_sha);
+                        if &sha256_hex(&bytes) != want {
+                            errs.push(format!("{what}.bin: not numpy's tobytes()"));
+                        }
+                    }
+                    ".shape" => {
+                        let dims: Vec<String> = rec.shape.iter().map(|d| d.to_string()).collect();
+                        let want = format!("{}\n", dims.join(" "));
+                        check_text(&bytes, &want, &format!("{what}.shape"), &mut errs);
+                    }
+                    ".dtype" => {
+                        let want = format!("{}\n", rec.dtype);
+                        check_text(&bytes, &want, &format!("{what}.dtype"), &mut errs);
+                    }
+                    ".npy" => match npy::parse(&bytes) {
+                        Ok(h) => {
+                            let descr = npy::descr_of(&rec.dtype).expect("numpy-native");
+                            if (h.descr.as_str(), h.fortran_order, &h.shape)
+                                != (descr, false, &rec.shape)
+                            {
+                                errs.push(format!("{what}.npy: header {h:?}"));
+                            }
+                            if bytes[h.data_offset..] != read(".bin")[..] {
+                                errs.push(format!("{what}.npy: data differs from .bin"));
+                            }
+                        }
+                        Err(e) => errs.push(format!("{what}.npy: {e}")),
+                    },
+                    _ => unreachable!("every suffix has a check (see CHECKED)"),
+                }
+            }
+            checked += 1;
+        }
+        if !by_key.is_empty() {
+            errs.push(format!(
+                "{src}: files of keys TensorFlow never wrote: {:?}",
+                by_key.keys().map(|k| show(k)).collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(
+        errs.is_empty(),
+        "{} errors:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
+    assert!(checked > 80, "only {checked} tensors checked");
+    for name in &dtype_examples {
+        assert!(
+            dtypes_seen.contains(name),
+            "README's .dtype example {name:?} is not a dtype name any fixture's .dtype reads"
+        );
+    }
+    assert!(dtype_examples.len() >= 3, "{dtype_examples:?}");
+    // Every dtype the README's .npy list names occurs in the fixtures (so each was checked).
+    for d in &npy_set {
+        assert!(dtypes_seen.contains(d), "no fixture tensor of dtype {d}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Name escaping
+// ---------------------------------------------------------------------------------------------
+
+/// The numbered rules of "### Name escaping", each as one line of text, and the text after them.
+fn escaping_rules(readme: &str) -> (Vec<String>, String) {
+    let sec = section(readme, "### Name escaping");
+    let mut rules: Vec<String> = Vec::new();
+    let mut rest = String::new();
+    for l in sec.lines() {
+        let t = l.trim();
+        let numbered = t
+            .split_once(". ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if numbered {
+            rules.push(t.split_once(". ").map(|(_, r)| r).unwrap_or(t).to_string());
+        } else if !t.is_empty() && l.starts_with("   ") && !rules.is_empty() && rest.is_empty() {
+            let last = rules.last_mut().expect("a rule");
+            last.push(' ');
+            last.push_str(t);
+        } else if !rules.is_empty() {
+            rest.push_str(t);
+            rest.push(' ');
+        }
+    }
+    assert!(rules.len() >= 4, "found {} escaping rules", rules.len());
+    (rules, rest)
+}
+
+/// The "X is written `Y`" / "`X` is `Y`" examples of the rules, as (raw component, escaped).
+fn escaping_examples(rules: &[String]) -> Vec<(Vec<u8>, String)> {
+    let mut out = Vec::new();
+    for rule in rules {
+        for clause in rule.split([';', ',', '(']) {
+            let Some((subject, object)) = clause
+                .split_once(" is written ")
+                .or_else(|| clause.split_once(" is "))
+            else {
+                continue;
+            };
+            let Some(esc) = backticked(object).first().map(|s| s.to_string()) else {
+                continue;
+            };
+            let subject = subject.trim();
+            let raw = match subject {
+                "NUL" => vec![0],
+                "an empty component" => Vec::new(),
+                s if s.starts_with('`') && s.ends_with('`') && s.len() >= 2 => {
+                    s.as_bytes()[1..s.len() - 1].to_vec()
+                }
+                _ => continue,
+            };
+            out.push((raw, esc));
+        }
+    }
+    out
+}
+
+fn f32_bytes(v: f32) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
+fn lookup_path(fs: &Fs, path: &[u8]) -> Option<tfmount::fs::Attr> {
+    let mut a = fs.getattr(ROOT).ok()?;
+    for c in path.split(|&b| b == b'/') {
+        a = fs.lookup(a.ino, c).ok()?;
+    }
+    Some(a)
+}
+
+#[test]
+fn the_name_escaping_rules_hold() {
+    let text = readme();
+    let (rules, rest) = escaping_rules(&text);
+    let examples = escaping_examples(&rules);
+    for (raw, esc) in [
+        (&b"%"[..], "%25"),
+        (b"\0", "%00"),
+        (b"", "%"),
+        (b".", "%2E"),
+        (b"..", "%2E%2E"),
+    ] {
+        assert!(
+            examples.iter().any(|(r, e)| r == raw && e == esc),
+            "the escaping rules no longer give {} -> {esc} (parsed: {examples:?})",
+            show(raw)
+        );
+    }
+    // Rule 3: the suffixes a directory component may not end in, and its example.
+    let rule3 = rules
+        .iter()
+        .find(|r| r.contains("has its last `.` written `%2E`"))
+        .expect("the directory-suffix rule");
+    let (ending, _) = rule3
+        .split_once(" has its last ")
+        .expect("... has its last ...");
+    let dir_suffixes: Vec<&str> = backticked(ending.split_once("ending in").expect("ending in").1);
+    assert!(dir_suffixes.len() >= 4 && dir_suffixes.iter().all(|s| s.starts_with('.')));
+    let example = backticked(rule3)
+        .into_iter()
+        .find(|t| t.matches('/').count() == 2)
+        .expect("rule 3's example key");
+    // Rule 4: the length kept, and the hash.
+    let rule4 = rules
+        .iter()
+        .find(|r| r.contains("FNV-1a-64"))
+        .expect("the long-name rule");
+    let keep: usize = rule4
+        .split_once("longer than ")
+        .and_then(|(_, r)| r.split_once(' '))
+        .and_then(|(n, _)| n.parse().ok())
+        .expect("longer than N bytes");
+    assert!(
+        rule4.contains(&format!("keeps its first {keep} bytes"))
+            && rule4.contains("`%#` and the 16 lowercase hex digits of the FNV-1a-64 hash of")
+            && rule4.contains("raw component"),
+        "rule 4 changed: update tests/layout.rs ({rule4:?})"
+    );
+    // "other spellings (`%61`, lowercase hex) do not resolve".
+    let other = backticked(
+        rest.split_once("other spellings")
+            .expect("other spellings")
+            .1,
+    )
+    .first()
+    .map(|s| s.to_string())
+    .expect("an example of another spelling");
+    let other_byte = u8::from_str_radix(&other[1..], 16).expect("a %XX example");
+
+    // A checkpoint holding every example, as a directory component and as a tensor name.
+    let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+    for (raw, _) in &examples {
+        keys.insert([&b"e/"[..], raw, b"/t"].concat());
+        keys.insert([&b"f/"[..], raw].concat());
+    }
+    for s in &dir_suffixes {
+        keys.insert(format!("g/x{s}/leaf").into_bytes());
+        keys.insert(format!("g/x{s}").into_bytes());
+    }
+    let (ex_dir, ex_leaf) = example.rsplit_once('/').expect("a/b/c");
+    let ex_tensor = ex_dir.rsplit_once('.').expect("a suffix").0;
+    keys.insert(example.as_bytes().to_vec());
+    keys.insert(ex_tensor.as_bytes().to_vec());
+    let short = vec![b'q'; keep];
+    let long = vec![b'q'; keep + 1];
+    keys.insert([&b"h/"[..], &short].concat());
+    keys.insert([&b"h/"[..], &long].concat());
+    keys.insert(vec![b'o', b'/', other_byte]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("names");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    for (i, k) in keys.iter().enumerate() {
+        w.add(k, DType(1), &[1], &f32_bytes(i as f32), 0)
+            .expect("add");
+    }
+    w.finish().expect("finish");
+    let fs = Fs::new(&probe(&prefix).expect("probe"), &Options::default()).expect("Fs::new");
+    let names = |dir: &str| -> BTreeSet<Vec<u8>> {
+        let a = lookup_path(&fs, dir.as_bytes()).unwrap_or_else(|| panic!("{dir}"));
+        let mut v = BTreeSet::new();
+        fs.readdir(a.ino, 0, |e| {
+            v.insert(e.name);
+            false
+        })
+        .expect("readdir");
+        v.remove(&b"."[..]);
+        v.remove(&b".."[..]);
+        v
+    };
+    // Rules 1 and 2: the same spelling as a directory and as a tensor's stem.
+    let want_dirs: BTreeSet<Vec<u8>> = examples
+        .iter()
+        .map(|(_, e)| e.as_bytes().to_vec())
+        .collect();
+    assert_eq!(names("variables/e"), want_dirs, "escaped directory names");
+    for (raw, esc) in &examples {
+        let p = format!("variables/f/{esc}.bin");
+        let a = lookup_path(&fs, p.as_bytes()).unwrap_or_else(|| panic!("{p} missing"));
+        let key = fs.getxattr(a.ino, b"user.tfmount.key").expect("key");
+        assert_eq!(key, [&b"f/"[..], raw].concat(), "{p}");
+    }
+    // Rule 3.
+    for s in &dir_suffixes {
+        let (stem, ext) = s.rsplit_once('.').expect("a dot");
+        let dir = format!("variables/g/x{stem}%2E{ext}");
+        assert!(
+            lookup_path(&fs, format!("{dir}/leaf.bin").as_bytes()).is_some(),
+            "{dir}"
+        );
+        assert!(lookup_path(&fs, format!("variables/g/x{s}.bin").as_bytes()).is_some());
+        assert!(lookup_path(&fs, format!("variables/g/x{s}/leaf.bin").as_bytes()).is_none());
+    }
+    let (d_stem, d_ext) = ex_dir.rsplit_once('.').expect("dot");
+    let p = format!("variables/{d_stem}%2E{d_ext}/{ex_leaf}.bin");
+    assert!(lookup_path(&fs, p.as_bytes()).is_some(), "{p}");
+    let p = format!("variables/{ex_tensor}.bin");
+    let a = lookup_path(&fs, p.as_bytes()).expect("the example's tensor");
+    assert_eq!(
+        fs.getxattr(a.ino, b"user.tfmount.key").expect("key"),
+        ex_tensor.as_bytes()
+    );
+    // Rule 4.
+    let h = names("variables/h");
+    let short_name = [&short[..], b".bin"].concat();
+    assert!(
+        h.contains(&short_name),
+        "a {keep}-byte component is kept whole"
+    );
+    let mut hashed = long[..keep].to_vec();
+    hashed.extend_from_slice(format!("%#{:016x}", fnv1a_64(&long)).as_bytes());
+    hashed.extend_from_slice(b".bin");
+    assert!(
+        h.contains(&hashed),
+        "{:?}",
+        h.iter().map(|n| show(n)).collect::<Vec<_>>()
+    );
+    let a = lookup_path(&fs, &[&b"variables/h/"[..], &hashed].concat()).expect("hashed");
+    assert_eq!(
+        fs.getxattr(a.ino, b"user.tfmount.key").expect("key"),
+        [&b"h/"[..], &long].concat()
+    );
+    // One spelling: `%61` for the byte it escapes, and lowercase hex, do not resolve.
+    let plain = [&b"variables/o/"[..], &[other_byte], b".bin"].concat();
+    assert!(lookup_path(&fs, &plain).is_some());
+    assert!(lookup_path(&fs, format!("variables/o/{other}.bin").as_bytes()).is_none());
+    assert!(lookup_path(&fs, b"variables/f/%2e.bin").is_none());
+    assert!(lookup_path(&fs, b"variables/f/%2E.bin").is_some());
+}
