@@ -7,6 +7,7 @@ pub mod file;
 pub mod graph;
 pub mod names;
 pub mod state;
+pub mod v1;
 
 use std::path::{Path, PathBuf};
 

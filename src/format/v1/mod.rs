@@ -178,4 +178,4 @@ fn has_meta<R: ReadAt + ?Sized>(src: &R, offset: u64, len: u64) -> Result<bool> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
