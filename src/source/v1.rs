@@ -505,18 +505,20 @@ impl V1Checkpoint {
         if let Some(r) = self.lock_located().lru.get(&i) {
             return r.clone();
         }
-        let t = &self.tensors[i];
+        let t = self
+            .tensors
+            .get(i)
+            .ok_or_else(|| FormatError::BadEntry(format!("no tensor {i}")))?;
         let r = self.locate(t).map(Arc::new);
         if let Err(e) = &r {
             if matches!(e, FormatError::Read(_)) {
                 // The file's own state decides later reads (it changed, or an I/O error).
                 return r;
             }
+            let file = t.slices.first().and_then(|s| self.shards.get(s.file));
             log::error!(
                 "{}: tensor {}: {e}; reads of it fail with EIO",
-                self.shards
-                    .first()
-                    .map_or(String::new(), |s| s.path.display().to_string()),
+                file.map_or(String::new(), |s| s.path.display().to_string()),
                 String::from_utf8_lossy(&t.name)
             );
         }

@@ -4,10 +4,12 @@
 //! own, so a 1 GiB tensor is one 1 GiB block. Blocks up to [`SMALL_BLOCK`] bytes, and every
 //! Snappy-compressed block (raw Snappy cannot be read from the middle; bounded by
 //! [`table::MAX_BLOCK_LEN`] and Snappy's expansion ratio), are read whole, CRC-checked and
-//! searched in memory. A larger uncompressed block is CRC-checked once by streaming it in
-//! [`CRC_CHUNK`] pieces ([`verify_block`]; the caller remembers the outcome), then searched through
-//! [`ReadAt`]: a binary search of its restart array, then a walk of at most one restart interval
-//! reading entry headers and key bytes only. The value is then located by offset, never read.
+//! searched in memory. A larger uncompressed block is CRC-checked by streaming it in
+//! [`CRC_CHUNK`] pieces ([`verify_block`]), then searched through [`ReadAt`]: a binary search of
+//! its restart array, then a walk of at most one restart interval reading entry headers and key
+//! bytes only. The value is then located by offset, never read. The caller remembers which
+//! blocks it has seen verified; an uncompressed block it vouches for is searched through
+//! [`ReadAt`] directly, whatever its size.
 
 use std::sync::Arc;
 
@@ -91,9 +93,10 @@ pub fn verify_block<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> 
     Ok(trailer[0])
 }
 
-/// Finds `key` in data block `h` of `file`. The block's CRC is verified first unless
-/// `crc_known_good` (a large uncompressed block verified before; small and compressed blocks are
-/// always read whole and checked).
+/// Finds `key` in data block `h` of `file`. Unless `crc_known_good` (the caller verified this
+/// block before), the block's CRC is verified first: a block of at most [`SMALL_BLOCK`] bytes is
+/// read whole and searched in memory, a larger one is verified by streaming and searched through
+/// `file`. A Snappy block is always read whole, checked and decompressed (bounded).
 pub fn find_in_table_block<R: ReadAt + ?Sized>(
     file: &R,
     h: BlockHandle,
@@ -101,6 +104,10 @@ pub fn find_in_table_block<R: ReadAt + ?Sized>(
     crc_known_good: bool,
 ) -> Result<Option<Value>> {
     let kind = block_type(file, h)?;
+    let in_file = |(start, len)| Value::File { offset: start, len };
+    if kind == RAW && crc_known_good {
+        return Ok(find_in_block(file, h.offset, h.size, key)?.map(in_file));
+    }
     if h.size <= SMALL_BLOCK || kind != RAW {
         let data = table::read_block_at(file, h)?;
         let found = find_in_block(&data[..], 0, data.len() as u64, key)?;
@@ -119,11 +126,8 @@ pub fn find_in_table_block<R: ReadAt + ?Sized>(
             }
         }));
     }
-    if !crc_known_good {
-        verify_block(file, h)?;
-    }
-    Ok(find_in_block(file, h.offset, h.size, key)?
-        .map(|(start, len)| Value::File { offset: start, len }))
+    verify_block(file, h)?;
+    Ok(find_in_block(file, h.offset, h.size, key)?.map(in_file))
 }
 
 /// One entry's header: `(shared, non_shared, value_len)` and where its key delta starts.
@@ -389,6 +393,31 @@ pub(crate) mod tests {
         assert!(matches!(
             find_in_table_block(&file[..], past, b"big", false),
             Err(FormatError::BadHandle { .. })
+        ));
+    }
+
+    #[test]
+    fn small_blocks_are_checked_unless_vouched_for() {
+        let block = build_block(&[(b"a", b"xyz"), (b"b", b"uvw")], 16);
+        let mut file = with_trailer(&block, RAW);
+        let h = BlockHandle {
+            offset: 0,
+            size: block.len() as u64,
+        };
+        let at = match find_in_table_block(&file[..], h, b"b", false).unwrap() {
+            Some(Value::File { offset, len: 3 }) => offset as usize,
+            v => panic!("{v:?}"),
+        };
+        assert_eq!(&file[at..at + 3], b"uvw");
+        file[at] = b'U';
+        assert!(matches!(
+            find_in_table_block(&file[..], h, b"b", false),
+            Err(FormatError::BlockCrc { .. })
+        ));
+        // Vouched for: searched through the file without reading the block whole.
+        assert!(matches!(
+            find_in_table_block(&file[..], h, b"b", true),
+            Ok(Some(Value::File { len: 3, .. }))
         ));
     }
 

@@ -98,8 +98,8 @@ impl V1Table {
     }
 
     /// Finds the entry `key` (a slice key): the block it is in, and where its value is. The
-    /// block's CRC is verified unless `crc_known_good(block)` says it was before (only large
-    /// uncompressed blocks are ever skipped; see [`block`]).
+    /// block's CRC is verified unless `crc_known_good(block)` says it was before (Snappy blocks
+    /// are always checked: they are decompressed whole; see [`block`]).
     pub fn find<R: ReadAt + ?Sized>(
         &self,
         file: &R,

@@ -260,7 +260,7 @@ impl<'a, R: ReadAt + ?Sized> Scanner<'a, R> {
             FIXED32 => at + 4,
             LEN => {
                 let (len, payload) = self.win.varint(at, self.end)?;
-                payload.checked_add(len).unwrap_or(u64::MAX)
+                payload.saturating_add(len)
             }
             _ => return Err(bad("unsupported wire type (group or invalid)")),
         };

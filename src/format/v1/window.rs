@@ -31,10 +31,7 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
     /// to the end). `pos` past the end is an error.
     pub fn get(&mut self, pos: u64, want: usize) -> Result<&[u8]> {
         if pos > self.end {
-            return Err(FormatError::Read(format!(
-                "offset {pos} past the end ({})",
-                self.end
-            )));
+            return Err(FormatError::BadBlock("read past the end of its range"));
         }
         let need = pos.saturating_add(want as u64).min(self.end);
         let have_end = self.at + self.buf.len() as u64;
