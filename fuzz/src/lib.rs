@@ -31,6 +31,8 @@ use tfmount::source::checkpoint::{data_file_name, index_file_name};
 use tfmount::source::{probe, state, Probed};
 use tfmount::tree::{self, FileKind};
 
+pub mod v1;
+
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
 
@@ -42,6 +44,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("checkpoint_state", checkpoint_state),
     ("checkpoint", checkpoint),
     ("graph", graph),
+    ("v1", v1::v1),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -953,6 +956,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
             out.push(("checkpoint_state", d.to_string(), text));
         }
     }
+    out.extend(v1::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",
