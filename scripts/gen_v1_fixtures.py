@@ -27,8 +27,8 @@ What is written (directory names are part of the test contract)
   strings: per element an 8-byte little-endian length then the bytes), ``hex`` of those bytes and ``values``
   for tensors of at most 64 elements, and ``expected_from``: ``tf_reader`` (``tf.train.load_checkpoint(p)
   .get_tensor``), ``tf_restore_op`` (``tf.raw_ops.Restore``, where the reader says "Sliced checkpoints are
-  not supported") or ``written`` (the values this script wrote, where TensorFlow refuses to read them back:
-  "Data type not supported"). Wherever TensorFlow reads a tensor back, the script asserts it equals what was
+  not supported" or "Data type not supported": float16, complex64, complex128, uint16) or ``written`` (the
+  values this script wrote, should both refuse). Wherever TensorFlow reads a tensor back, the script asserts it equals what was
   written. ``tables`` describes each file as parsed by a small independent SSTable reader here (blocks,
   entries, which typed TensorProto field holds each slice's values).
 """
@@ -505,10 +505,13 @@ tf.compat.v1.train.SaverDef.V1)`, graph mode) -- do not edit by hand. Regenerate
 
 `expected/<name>.json` holds, per checkpoint, the file list and every tensor's key, dtype, shape, nbytes and
 sha256 of tfmount's `.bin` bytes (plus `hex` and `values` for tensors of at most 64 elements), where the
-values come from (`expected_from`: TensorFlow's checkpoint reader, its `Restore` op for partitioned tensors,
-or the values written where TensorFlow refuses to read them: float16, complex64, complex128, uint16 --
-"Data type not supported"), and `tables`: each file as parsed by the script's own small SSTable reader
-(blocks, entries, which typed `TensorProto` field holds each slice's values).
+values come from (`expected_from`): TensorFlow's checkpoint reader (`tf.train.load_checkpoint`), else its
+`Restore` op where the reader refuses -- partitioned tensors ("Sliced checkpoints are not supported") and
+float16, complex64, complex128, uint16 ("Data type not supported"; `tf_refused` lists them) -- else the
+values written (with TensorFlow 2.21 the Restore op reads every fixture tensor). `tables` describes each file
+as parsed by the script's own small SSTable reader (blocks, entries, which typed `TensorProto` field holds
+each slice's values). Snappy-compressed V1 tables (2015 writers) cannot be written by current TensorFlow;
+the Rust tests re-encode these fixtures with Snappy blocks instead.
 """
 
 
