@@ -2,14 +2,56 @@
 //! `tfmount::source::v1::V1Checkpoint` and compared with TensorFlow's own view recorded in
 //! `tests/fixtures/v1/expected/*.json`: tensor names, dtypes, shapes, sizes, the sha256 of every
 //! tensor's bytes and, for small tensors, the bytes and values. Reads at random offsets and
-//! lengths, and sequential reads in odd chunk sizes, must equal slices of the whole. No FUSE.
+//! lengths, and sequential reads in odd chunk sizes, must equal slices of the whole. Hostile
+//! variants of the fixtures (truncations, bit flips and runs of 0xff with the block CRCs
+//! recomputed) must fail cleanly without any large allocation. No FUSE.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tfmount::format::mask_crc;
+use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle};
 use tfmount::source::bytes::LocalStore;
 use tfmount::source::v1::{v1_files, V1Checkpoint};
+
+/// Records the largest single allocation of the current thread.
+struct Tracking;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = LARGEST.try_with(|m| m.set(m.get().max(size)));
+}
+
+unsafe impl GlobalAlloc for Tracking {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from the system allocator with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Tracking = Tracking;
 
 fn v1_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")
@@ -201,4 +243,93 @@ fn entries_far_over_the_block_size() {
     assert!(table["largest_block"].as_u64().unwrap() > 8 * 262_144);
     assert!(table["data_blocks"].as_u64().unwrap() >= 3);
     check("large.json");
+}
+
+/// Recomputes the trailer CRC of every block the footer and the index name (best effort).
+fn fix_crcs(file: &mut [u8]) {
+    let fix = |file: &mut [u8], h: BlockHandle| {
+        let (Ok(s), Ok(n)) = (usize::try_from(h.offset), usize::try_from(h.size)) else {
+            return;
+        };
+        if s.checked_add(n)
+            .and_then(|e| e.checked_add(5))
+            .is_none_or(|e| e > file.len())
+        {
+            return;
+        }
+        let crc = mask_crc(crc32c::crc32c(&file[s..=s + n]));
+        file[s + n + 1..s + n + 5].copy_from_slice(&crc.to_le_bytes());
+    };
+    let Ok(footer) = parse_footer(file) else {
+        return;
+    };
+    fix(file, footer.metaindex);
+    fix(file, footer.index);
+    let Ok(index) = read_block(file, footer.index).and_then(Block::parse) else {
+        return;
+    };
+    for i in 0..index.len() {
+        if let Ok((h, _)) = BlockHandle::decode(index.value(i)) {
+            fix(file, h);
+        }
+    }
+}
+
+/// Opens `bytes` as a single-file V1 checkpoint and reads every tensor (sizes, whole, a range);
+/// returns the largest single allocation made. Reads that succeed have the served size.
+fn open_and_read_all(dir: &Path, bytes: &[u8]) -> usize {
+    let p = dir.join("model.ckpt");
+    std::fs::write(&p, bytes).unwrap();
+    LARGEST.with(|m| m.set(0));
+    if let Some(files) = v1_files(&LocalStore, &p) {
+        if let Ok(ck) = V1Checkpoint::open(&LocalStore, &files) {
+            for i in 0..ck.tensors().len() {
+                let Ok(size) = ck.served_size(i) else {
+                    continue;
+                };
+                if let Ok(b) = ck.read(i, 0, 1 << 20) {
+                    assert_eq!(b.len() as u64, size.min(1 << 20));
+                }
+                let _ = ck.read(i, size / 2, 100);
+            }
+        }
+    }
+    LARGEST.with(|m| m.get())
+}
+
+/// Every truncation, a bit flip at every byte, and a run of 0xff bytes (huge varints and
+/// lengths) at every 3rd byte of two fixtures, block CRCs recomputed: never a panic, never a
+/// single allocation of 256 KiB or more (the files are 2-3 KB; anything bigger would be sized by a
+/// claim in the input).
+#[test]
+fn hostile_variants_fail_cleanly_without_large_allocations() {
+    // In tmpfs where there is one: thousands of small files are written.
+    let shm = Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let mut worst = 0usize;
+    for rel in ["dtypes/model.ckpt", "partitioned/model.ckpt"] {
+        let clean = std::fs::read(v1_dir().join(rel)).unwrap();
+        for cut in 0..clean.len() {
+            worst = worst.max(open_and_read_all(tmp.path(), &clean[..cut]));
+        }
+        for i in 0..clean.len() {
+            let mut b = clean.clone();
+            b[i] ^= 1 << (i % 8);
+            fix_crcs(&mut b);
+            worst = worst.max(open_and_read_all(tmp.path(), &b));
+            if i % 3 == 0 {
+                let mut b = clean.clone();
+                let end = (i + 1 + i % 11).min(b.len());
+                b[i..end].fill(0xff);
+                fix_crcs(&mut b);
+                worst = worst.max(open_and_read_all(tmp.path(), &b));
+            }
+        }
+    }
+    eprintln!("largest single allocation: {worst} bytes");
+    assert!(worst < 256 << 10, "largest allocation {worst} bytes");
 }
