@@ -397,16 +397,26 @@ pub struct Expect<'a> {
 }
 
 impl Expect<'_> {
-    /// Elements of the slice.
-    pub fn elements(&self) -> u64 {
+    /// Elements of the slice; `None` if an extent lies outside the shape or the count overflows.
+    pub fn elements(&self) -> Option<u64> {
+        if self.shape.len() != self.slice.len() {
+            return None;
+        }
         self.shape
             .iter()
             .zip(self.slice)
-            .map(|(&d, x)| {
-                let (a, b) = extent_range(x, d);
-                b - a
+            .try_fold(1u64, |n, (&d, x)| {
+                let len = if x.length == -1 {
+                    d
+                } else {
+                    let end = x.start.checked_add(x.length)?;
+                    if x.start < 0 || x.length < 0 || end as u64 > d {
+                        return None;
+                    }
+                    x.length as u64
+                };
+                n.checked_mul(len)
             })
-            .product()
     }
 }
 
@@ -420,6 +430,9 @@ pub fn scan<R: ReadAt + ?Sized>(
     len: u64,
     want: Expect<'_>,
 ) -> Result<SliceValues> {
+    let elements = want
+        .elements()
+        .ok_or_else(|| FormatError::BadEntry("slice outside the shape".into()))?;
     let enc = encoding(want.dtype).ok_or_else(|| {
         FormatError::BadEntry(format!(
             "dtype {} cannot be read from a V1 checkpoint",
@@ -463,12 +476,14 @@ pub fn scan<R: ReadAt + ?Sized>(
         Ok(())
     })?;
     let mismatch = |m: &str| FormatError::SliceMismatch(m.to_string());
+    // (proto3 leaves an empty name out.)
     match name {
         Some((a, b)) if b - a == want.name.len() as u64 => {
             if win.exact(a, want.name.len())? != want.name {
                 return Err(mismatch("another tensor's name"));
             }
         }
+        None if want.name.is_empty() => {}
         _ => return Err(mismatch("another tensor's name")),
     }
     let proto: TensorSliceProto = match (slices, slice) {
@@ -495,8 +510,7 @@ pub fn scan<R: ReadAt + ?Sized>(
         (1, Some(r)) => r,
         _ => return Err(mismatch("several TensorProtos")),
     };
-    let expected = want
-        .elements()
+    let expected = elements
         .checked_mul(enc.per_elem)
         .ok_or_else(|| FormatError::BadEntry("element count overflows".into()))?;
     scan_values(src, ts, te, enc, expected)
@@ -1092,6 +1106,35 @@ pub(crate) mod tests {
         assert!(scan(&e[..], 0, e.len() as u64, expect(b"w", &shape, &other, 1)).is_err());
         assert!(scan(&e[..], 0, e.len() as u64, expect(b"w", &shape, &two, 99)).is_err());
         assert!(scan(&e[..], 0, e.len() as u64 + 1, expect(b"w", &shape, &two, 1)).is_err());
+        // Extents outside the shape, or overflowing, are refused, not computed with.
+        for bad_ext in [
+            Extent {
+                start: 3,
+                length: 2,
+            },
+            Extent {
+                start: -1,
+                length: 2,
+            },
+            Extent {
+                start: i64::MAX,
+                length: i64::MAX,
+            },
+        ] {
+            let ext = [bad_ext];
+            assert!(scan(&e[..], 0, e.len() as u64, expect(b"w", &shape, &ext, 1)).is_err());
+        }
+        // proto3 leaves an empty name out: a tensor named "" still matches.
+        let mut saved = Vec::new();
+        len_field(2, &[], &mut saved);
+        let mut tp = Vec::new();
+        len_field(10, &[7], &mut tp);
+        len_field(3, &tp, &mut saved);
+        let mut e = Vec::new();
+        len_field(2, &saved, &mut e);
+        let v = scan(&e[..], 0, e.len() as u64, expect(b"", &[], &[], 9)).unwrap();
+        assert_eq!(read_all(&v, &e), 7u64.to_le_bytes());
+        assert!(scan(&e[..], 0, e.len() as u64, expect(b"x", &[], &[], 9)).is_err());
     }
 
     #[test]
