@@ -12,7 +12,6 @@
 //! tensors are assembled per request, one read per slice span.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -222,9 +221,7 @@ impl V1Checkpoint {
                 path: path.clone(),
                 src,
                 table,
-                good: Mutex::new(LruCache::new(
-                    NonZeroUsize::new(GOOD_BLOCKS).unwrap_or(NonZeroUsize::MIN),
-                )),
+                good: Mutex::new(LruCache::unbounded()),
             });
         }
         let mut merged: BTreeMap<Vec<u8>, V1Tensor> = BTreeMap::new();
@@ -559,7 +556,13 @@ impl V1Checkpoint {
                 .table
                 .find(&*shard.src, &key, known)?
                 .ok_or_else(|| FormatError::MissingSlice(slice_text(t, &s.extents)))?;
-            shard.good().put(h.offset, ());
+            {
+                let mut good = shard.good();
+                good.put(h.offset, ());
+                if good.len() > GOOD_BLOCKS {
+                    good.pop_lru();
+                }
+            }
             let want = Expect {
                 name: &t.name,
                 shape: &t.shape,

@@ -14,6 +14,28 @@ fn fixtures() -> PathBuf {
 }
 
 #[test]
+fn a_checkpoint_is_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<V1Checkpoint>();
+    let ck = open(&[fixtures().join("v1/large/model.ckpt")]);
+    let i = ck.find(b"big/int64").unwrap();
+    let whole = ck.read(i, 0, 4 << 20).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..4u64 {
+            let (ck, whole) = (&ck, &whole);
+            s.spawn(move || {
+                let mut off = k * 4099;
+                while off < whole.len() as u64 {
+                    let got = ck.read(i, off, 65536).unwrap();
+                    assert_eq!(got[..], whole[off as usize..off as usize + got.len()]);
+                    off += 65536 * 3 + k;
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn shard_names_as_tensorflow_spells_them() {
     assert_eq!(
         shard_name(b"model.ckpt-00001-of-00003"),
