@@ -96,7 +96,11 @@ impl FsError {
                 | FormatError::BadSliceKey
                 | FormatError::BadString(_)
                 | FormatError::TensorCrc { .. }
-                | FormatError::Text(_) => libc::EIO,
+                | FormatError::Text(_)
+                | FormatError::NotV1(_)
+                | FormatError::MissingSlice(_)
+                | FormatError::SliceMismatch(_)
+                | FormatError::ValueCount { .. } => libc::EIO,
             },
             FsError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         }

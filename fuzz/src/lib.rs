@@ -41,6 +41,8 @@ mod walk;
 
 use walk::assert_same;
 
+pub mod v1;
+
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
 
@@ -52,6 +54,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("checkpoint_state", checkpoint_state),
     ("checkpoint", checkpoint),
     ("graph", graph),
+    ("v1", v1::v1),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -789,6 +792,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
             out.push(("checkpoint_state", d.to_string(), text));
         }
     }
+    out.extend(v1::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",

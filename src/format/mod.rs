@@ -11,6 +11,7 @@ pub mod slice_key;
 pub mod strings;
 pub mod table;
 pub mod tensor_proto;
+pub mod v1;
 pub mod varint;
 pub mod wire;
 
@@ -55,6 +56,18 @@ pub enum FormatError {
     TensorCrc { stored: u32, computed: u32 },
     #[error("text format: {0}")]
     Text(String),
+    /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
+    #[error("not a V1 checkpoint: {0}")]
+    NotV1(String),
+    /// A V1 slice's entry is absent from the table its meta names.
+    #[error("the entry of saved slice {0} is missing")]
+    MissingSlice(String),
+    /// A V1 slice's entry does not hold the slice its key names.
+    #[error("saved slice does not match its key: {0}")]
+    SliceMismatch(String),
+    /// A V1 slice holds a different number of values than its extent needs.
+    #[error("saved slice holds {found} values, its extent needs {expected}")]
+    ValueCount { expected: u64, found: u64 },
     /// The bytes could not be read (the file changed, shrank, or an I/O error).
     #[error("{0}")]
     Read(#[from] ReadError),

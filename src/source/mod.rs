@@ -8,6 +8,7 @@ pub mod graph;
 pub mod names;
 pub mod state;
 pub mod tensors;
+pub mod v1;
 pub mod watch;
 
 use std::path::{Path, PathBuf};

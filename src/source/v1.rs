@@ -1,0 +1,623 @@
+//! A V1 checkpoint (tf-format.md §7): one table file, or one per shard
+//! (`P-00000-of-00003`, ...), each with its own meta. The tensors of all files are merged by
+//! name (a partitioned variable saved by several devices has its slices in several files) and
+//! served in tfmount's layout: `.bin` bytes are the row-major little-endian bytes numpy's
+//! `tobytes()` gives, strings as an 8-byte length then the bytes per element.
+//!
+//! Opening reads each file's footer, index block and meta entry (through the byte-source seam,
+//! [`Store`]). A tensor is located on first access: each slice's entry is found, its block's CRC
+//! verified, its values scanned and counted ([`crate::format::v1::values`]); the outcome (a small
+//! structure of positions, or the error) is kept in a byte-bounded LRU so later reads skip all of
+//! that. A damaged slice fails its tensor only. Reads decode only what they cover; partitioned
+//! tensors are assembled per request, one read per slice span.
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lru::LruCache;
+
+use super::bytes::{ByteSource, EntryKind, FileMeta, Store};
+use crate::error::SourceError;
+use crate::format::bundle::{check_tiling, MAX_SLICES};
+use crate::format::dtype::DType;
+use crate::format::partition::for_each_run;
+use crate::format::slice_key::{self, Extent};
+use crate::format::table::BlockHandle;
+use crate::format::v1::block::Value;
+use crate::format::v1::values::{self, emit_string, Cursor, Encoding, Expect, Kind, SliceValues};
+use crate::format::v1::{self as fv1, V1Table};
+use crate::format::{FormatError, ReadAt, Result};
+
+/// Bytes of located-tensor state kept (positions, marks, decompressed Snappy values).
+const LOCATED_BYTES: usize = 32 << 20;
+/// Large blocks whose CRC was verified, remembered per file.
+const GOOD_BLOCKS: usize = 1024;
+/// Elements walked per step when assembling a partitioned string tensor.
+const STRING_STEP: u64 = 4096;
+
+/// One saved slice of a tensor and the file (index into the checkpoint's files) that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct V1Slice {
+    pub extents: Vec<Extent>,
+    pub file: usize,
+}
+
+/// A tensor of the checkpoint, merged from the metas of all its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct V1Tensor {
+    pub name: Vec<u8>,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub slices: Vec<V1Slice>,
+    /// Why the tensor cannot be served (its meta makes no sense), if it cannot.
+    pub error: Option<FormatError>,
+}
+
+impl V1Tensor {
+    pub fn num_elements(&self) -> u64 {
+        // Checked when the meta was parsed (at most i64::MAX).
+        self.shape.iter().product()
+    }
+}
+
+/// One opened file.
+struct Shard {
+    path: PathBuf,
+    src: Arc<dyn ByteSource>,
+    table: V1Table,
+    /// Offsets of large blocks whose CRC has been verified.
+    good: Mutex<LruCache<u64, ()>>,
+}
+
+impl Shard {
+    fn good(&self) -> MutexGuard<'_, LruCache<u64, ()>> {
+        self.good.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Where one slice's values are, found on first access.
+struct LocatedSlice {
+    values: SliceValues,
+    /// The value's bytes when they come from a Snappy block (then positions are into these).
+    mem: Option<Arc<Vec<u8>>>,
+    file: usize,
+    /// Where the last read of this slice stopped (sequential reads continue from it).
+    hint: Mutex<Option<Cursor>>,
+}
+
+struct Located {
+    slices: Vec<LocatedSlice>,
+    bytes: usize,
+}
+
+struct LocatedCache {
+    lru: LruCache<usize, std::result::Result<Arc<Located>, FormatError>>,
+    bytes: usize,
+}
+
+/// The bytes a located slice reads: its file, or its decompressed value.
+enum Src<'a> {
+    File(&'a dyn ByteSource),
+    Mem(&'a [u8]),
+}
+
+impl ReadAt for Src<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Src::File(f) => f.len(),
+            Src::Mem(m) => m.len() as u64,
+        }
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        match self {
+            Src::File(f) => f.read_exact_at(buf, offset),
+            Src::Mem(m) => m.read_exact_at(buf, offset),
+        }
+    }
+}
+
+pub struct V1Checkpoint {
+    shards: Vec<Shard>,
+    tensors: Vec<V1Tensor>,
+    located: Mutex<LocatedCache>,
+}
+
+/// `NAME-<5+ digits or ?????>-of-<5+ digits>`: `(NAME, shard number or None for ?????, count)`,
+/// spelled exactly as TensorFlow spells it (`%05d`).
+fn shard_name(name: &[u8]) -> Option<(&[u8], Option<u32>, u32)> {
+    let cut = name.windows(4).rposition(|w| w == b"-of-")?;
+    let count = std::str::from_utf8(&name[cut + 4..]).ok()?;
+    let n: u32 = count
+        .parse()
+        .ok()
+        .filter(|_| count.bytes().all(|b| b.is_ascii_digit()))?;
+    if format!("{n:05}") != count || n == 0 {
+        return None;
+    }
+    let left = &name[..cut];
+    let dash = left.iter().rposition(|&b| b == b'-')?;
+    let (stem, id) = (&left[..dash], &left[dash + 1..]);
+    if stem.is_empty() {
+        return None;
+    }
+    if id == b"?????" {
+        return Some((stem, None, n));
+    }
+    let id_s = std::str::from_utf8(id).ok()?;
+    let i: u32 = id_s
+        .parse()
+        .ok()
+        .filter(|_| id_s.bytes().all(|b| b.is_ascii_digit()))?;
+    (format!("{i:05}") == id_s && i < n).then_some((stem, Some(i), n))
+}
+
+fn is_v1(store: &dyn Store, path: &Path) -> bool {
+    store.open(path).is_ok_and(|f| fv1::probe(&*f))
+}
+
+/// The files of the V1 checkpoint `path` names, if its bytes are V1 (probed by content): the
+/// shards of `x-?????-of-00003` (the pattern TensorFlow's state file writes) or of any one shard
+/// `x-00001-of-00003`, in shard order (the shards present; a warning is logged for missing ones);
+/// or `path` itself, a single-file checkpoint.
+pub fn v1_files(store: &dyn Store, path: &Path) -> Option<Vec<PathBuf>> {
+    let name = path.file_name()?.as_bytes();
+    let Some((stem, id, n)) = shard_name(name) else {
+        return (store.is_file(path) && is_v1(store, path)).then(|| vec![path.to_path_buf()]);
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut found: Vec<(u32, PathBuf)> = store
+        .list(dir)
+        .ok()?
+        .into_iter()
+        .filter(|(_, k)| *k == EntryKind::File)
+        .filter_map(|(f, _)| match shard_name(f.as_bytes()) {
+            Some((s, Some(i), m)) if s == stem && m == n => Some((i, dir.join(&f))),
+            _ => None,
+        })
+        .collect();
+    found.sort();
+    found.dedup_by_key(|(i, _)| *i);
+    let probe = match id {
+        Some(i) => found.iter().find(|(j, _)| *j == i)?.1.clone(),
+        None => found.first()?.1.clone(),
+    };
+    if !is_v1(store, &probe) {
+        return None;
+    }
+    if found.len() < n as usize {
+        log::warn!(
+            "{}: {} of {n} shards missing; tensors stored in them are not shown",
+            path.display(),
+            n as usize - found.len()
+        );
+    }
+    Some(found.into_iter().map(|(_, p)| p).collect())
+}
+
+impl V1Checkpoint {
+    /// Opens the V1 table files `files` (see [`v1_files`]): reads each one's footer, index block
+    /// and meta, and merges their tensors by name.
+    pub fn open(
+        store: &dyn Store,
+        files: &[PathBuf],
+    ) -> std::result::Result<V1Checkpoint, SourceError> {
+        let mut shards = Vec::with_capacity(files.len());
+        for path in files {
+            let src = store.open(path).map_err(|err| SourceError::Io {
+                path: path.clone(),
+                err,
+            })?;
+            let table = V1Table::open(&*src).map_err(|err| SourceError::Format {
+                path: path.clone(),
+                err,
+            })?;
+            shards.push(Shard {
+                path: path.clone(),
+                src,
+                table,
+                good: Mutex::new(LruCache::unbounded()),
+            });
+        }
+        let mut merged: BTreeMap<Vec<u8>, V1Tensor> = BTreeMap::new();
+        for (file, shard) in shards.iter().enumerate() {
+            for m in shard.table.tensors() {
+                let slices = m.slices.iter().map(|e| V1Slice {
+                    extents: e.clone(),
+                    file,
+                });
+                match merged.get_mut(&m.name) {
+                    None => {
+                        merged.insert(
+                            m.name.clone(),
+                            V1Tensor {
+                                name: m.name.clone(),
+                                dtype: m.dtype,
+                                shape: m.shape.clone(),
+                                slices: slices.collect(),
+                                error: m.error.clone(),
+                            },
+                        );
+                    }
+                    Some(t) if t.error.is_some() => {}
+                    Some(t) => {
+                        if let Some(e) = &m.error {
+                            t.error = Some(e.clone());
+                        } else if (t.dtype, &t.shape) != (m.dtype, &m.shape) {
+                            t.error = Some(FormatError::BadEntry(format!(
+                                "saved as {} {:?} and as {} {:?}",
+                                t.dtype.display_name(),
+                                t.shape,
+                                m.dtype.display_name(),
+                                m.shape
+                            )));
+                        } else if t.slices.len() + m.slices.len() > MAX_SLICES {
+                            t.error = Some(FormatError::BadEntry(format!(
+                                "more than {MAX_SLICES} slices"
+                            )));
+                        } else {
+                            t.slices.extend(slices);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(V1Checkpoint {
+            shards,
+            tensors: merged.into_values().collect(),
+            located: Mutex::new(LocatedCache {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+            }),
+        })
+    }
+
+    /// Every tensor, sorted by name bytes.
+    pub fn tensors(&self) -> &[V1Tensor] {
+        &self.tensors
+    }
+
+    /// The index of the tensor named `name`.
+    pub fn find(&self, name: &[u8]) -> Option<usize> {
+        self.tensors
+            .binary_search_by(|t| t.name.as_slice().cmp(name))
+            .ok()
+    }
+
+    /// The files, in the order `V1Slice::file` counts them.
+    pub fn files(&self) -> impl Iterator<Item = (&Path, &Arc<dyn ByteSource>)> {
+        self.shards.iter().map(|s| (s.path.as_path(), &s.src))
+    }
+
+    /// Bytes of all files, as opened.
+    pub fn source_bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.src.len()).sum()
+    }
+
+    /// The first file's owner and times, with only the read bits every file grants.
+    pub fn meta(&self) -> Option<FileMeta> {
+        let mut m = self.shards.first()?.src.meta();
+        for s in &self.shards {
+            m.mode &= s.src.meta().mode | !0o777;
+        }
+        Some(m)
+    }
+
+    fn tensor(&self, i: usize) -> Result<(&V1Tensor, Encoding)> {
+        let t = self
+            .tensors
+            .get(i)
+            .ok_or_else(|| FormatError::BadEntry(format!("no tensor {i}")))?;
+        if let Some(e) = &t.error {
+            return Err(e.clone());
+        }
+        let enc = values::encoding(t.dtype).ok_or_else(|| {
+            FormatError::BadEntry(format!("unsupported dtype {}", t.dtype.display_name()))
+        })?;
+        Ok((t, enc))
+    }
+
+    /// Size of the served `.bin` file of tensor `i`. For strings this locates the tensor.
+    pub fn served_size(&self, i: usize) -> Result<u64> {
+        let (t, enc) = self.tensor(i)?;
+        let n = t.num_elements();
+        if enc.kind != Kind::Bytes {
+            return n
+                .checked_mul(enc.per_elem * enc.width)
+                .ok_or_else(|| FormatError::BadEntry("size overflows".into()));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let loc = self.located(i)?;
+        Ok(loc.slices.iter().map(|s| s.values.served_len()).sum())
+    }
+
+    /// Bytes `[offset, offset+len)` (clamped to the end) of the served `.bin` file of tensor `i`.
+    pub fn read(&self, i: usize, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let (t, enc) = self.tensor(i)?;
+        if t.num_elements() == 0 || len == 0 {
+            return Ok(Vec::new());
+        }
+        if enc.kind == Kind::Bytes {
+            let loc = self.located(i)?;
+            return if let [only] = &loc.slices[..] {
+                let src = self.src(only);
+                let mut out = Vec::new();
+                let hint = *lock(&only.hint);
+                let h = only
+                    .values
+                    .read_strings(&src, offset, len as u64, hint, &mut out)?;
+                *lock(&only.hint) = h;
+                Ok(out)
+            } else {
+                self.read_sliced_strings(t, &loc, offset, len as u64)
+            };
+        }
+        let total = self.served_size(i)?;
+        let end = total.min(offset.saturating_add(len as u64));
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let loc = self.located(i)?;
+        self.read_fixed(t, enc, &loc, offset, end)
+    }
+
+    fn src<'a>(&'a self, s: &'a LocatedSlice) -> Src<'a> {
+        match (&s.mem, self.shards.get(s.file)) {
+            (Some(m), _) => Src::Mem(&m[..]),
+            (None, Some(sh)) => Src::File(&*sh.src),
+            (None, None) => Src::Mem(&[]),
+        }
+    }
+
+    /// Appends the served bytes of values `[lo, hi)` of slice `s` to `out`.
+    fn slice_values(&self, s: &LocatedSlice, lo: u64, hi: u64, out: &mut Vec<u8>) -> Result<()> {
+        let hint = *lock(&s.hint);
+        let h = s.values.read_values(&self.src(s), lo, hi, hint, out)?;
+        if h.is_some() {
+            *lock(&s.hint) = h;
+        }
+        Ok(())
+    }
+
+    /// Served bytes `[offset, end)` of a fixed-width tensor: the elements they cover, one read
+    /// per slice span, assembled in row-major order.
+    fn read_fixed(
+        &self,
+        t: &V1Tensor,
+        enc: Encoding,
+        loc: &Located,
+        offset: u64,
+        end: u64,
+    ) -> Result<Vec<u8>> {
+        let (pe, es) = (enc.per_elem, enc.per_elem * enc.width);
+        let first = offset / es;
+        let last = end.div_ceil(es);
+        let skip = (offset - first * es) as usize;
+        let want = (end - offset) as usize;
+        if let [only] = &loc.slices[..] {
+            let mut out = Vec::new();
+            self.slice_values(only, first * pe, last * pe, &mut out)?;
+            out.drain(..skip.min(out.len()));
+            out.truncate(want);
+            return Ok(out);
+        }
+        let exts: Vec<&[Extent]> = t.slices.iter().map(|s| &s.extents[..]).collect();
+        let cover = || FormatError::BadEntry("slices do not cover the tensor".into());
+        let mut spans = vec![(u64::MAX, 0u64); exts.len()];
+        for_each_run(&t.shape, &exts, first, last, |p, src, take| {
+            let sp = &mut spans[p];
+            *sp = (sp.0.min(src), sp.1.max(src + take));
+        })
+        .ok_or_else(cover)?;
+        let mut bufs = Vec::with_capacity(spans.len());
+        for (s, &(lo, hi)) in loc.slices.iter().zip(&spans) {
+            let mut b = Vec::new();
+            if lo < hi {
+                self.slice_values(s, lo * pe, hi * pe, &mut b)?;
+            }
+            bufs.push(b);
+        }
+        let mut out = Vec::with_capacity(((last - first) * es) as usize);
+        let mut bad = false;
+        for_each_run(&t.shape, &exts, first, last, |p, src, take| {
+            let from = ((src - spans[p].0) * es) as usize;
+            match bufs[p].get(from..from + (take * es) as usize) {
+                Some(b) => out.extend_from_slice(b),
+                None => bad = true,
+            }
+        })
+        .ok_or_else(cover)?;
+        if bad {
+            return Err(cover());
+        }
+        out.drain(..skip.min(out.len()));
+        out.truncate(want);
+        Ok(out)
+    }
+
+    /// A partitioned string tensor, walked element by element in row-major order up to the end
+    /// of the range (each slice's elements are visited in its own order, so one sequential
+    /// reader per slice suffices); only the overlapped elements' bytes are read.
+    fn read_sliced_strings(
+        &self,
+        t: &V1Tensor,
+        loc: &Located,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>> {
+        let end = offset.saturating_add(len);
+        let exts: Vec<&[Extent]> = t.slices.iter().map(|s| &s.extents[..]).collect();
+        let srcs: Vec<Src<'_>> = loc.slices.iter().map(|s| self.src(s)).collect();
+        let mut els = loc
+            .slices
+            .iter()
+            .zip(&srcs)
+            .map(|(s, src)| s.values.elements(src))
+            .collect::<Result<Vec<_>>>()?;
+        let n = t.num_elements();
+        let mut out = Vec::new();
+        let (mut pos, mut e) = (0u64, 0u64);
+        let cover = || FormatError::BadEntry("slices do not cover the tensor".into());
+        'walk: while e < n && pos < end {
+            let stop = (e + STRING_STEP).min(n);
+            let mut runs = Vec::new();
+            for_each_run(&t.shape, &exts, e, stop, |p, local, take| {
+                runs.push((p, local, take))
+            })
+            .ok_or_else(cover)?;
+            for (p, local, take) in runs {
+                let it = els.get_mut(p).ok_or_else(cover)?;
+                if it.index() != local {
+                    return Err(cover());
+                }
+                for _ in 0..take {
+                    let (at, l) = it.next_element()?.ok_or_else(cover)?;
+                    if pos + 8 + l > offset {
+                        emit_string(&srcs[p], pos, at, l, offset, end, &mut out)?;
+                    }
+                    pos += 8 + l;
+                    if pos >= end {
+                        break 'walk;
+                    }
+                }
+            }
+            e = stop;
+        }
+        Ok(out)
+    }
+
+    fn lock_located(&self) -> MutexGuard<'_, LocatedCache> {
+        self.located.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tensor `i` located: from the cache, or now (and then cached, with the outcome).
+    fn located(&self, i: usize) -> Result<Arc<Located>> {
+        if let Some(r) = self.lock_located().lru.get(&i) {
+            return r.clone();
+        }
+        let t = self
+            .tensors
+            .get(i)
+            .ok_or_else(|| FormatError::BadEntry(format!("no tensor {i}")))?;
+        let r = self.locate(t).map(Arc::new);
+        if let Err(e) = &r {
+            if matches!(e, FormatError::Read(_)) {
+                // The file's own state decides later reads (it changed, or an I/O error).
+                return r;
+            }
+            let file = t.slices.first().and_then(|s| self.shards.get(s.file));
+            log::error!(
+                "{}: tensor {}: {e}; reads of it fail with EIO",
+                file.map_or(String::new(), |s| s.path.display().to_string()),
+                String::from_utf8_lossy(&t.name)
+            );
+        }
+        let size = match &r {
+            Ok(l) => l.bytes,
+            Err(_) => 256,
+        };
+        if size <= LOCATED_BYTES {
+            let mut c = self.lock_located();
+            if let Some(old) = c.lru.put(i, r.clone()) {
+                c.bytes -= old.map_or(256, |l| l.bytes);
+            }
+            c.bytes += size;
+            while c.bytes > LOCATED_BYTES {
+                match c.lru.pop_lru() {
+                    Some((_, old)) => c.bytes -= old.map_or(256, |l| l.bytes),
+                    None => break,
+                }
+            }
+        }
+        r
+    }
+
+    /// Finds every slice of `t`: its entry, its block's CRC, its values.
+    fn locate(&self, t: &V1Tensor) -> Result<Located> {
+        let exts: Vec<Vec<Extent>> = t.slices.iter().map(|s| s.extents.clone()).collect();
+        check_tiling(&t.shape, &exts)?;
+        let mut slices = Vec::with_capacity(t.slices.len());
+        let mut bytes = std::mem::size_of::<Located>();
+        for s in &t.slices {
+            let shard = self
+                .shards
+                .get(s.file)
+                .ok_or_else(|| FormatError::BadEntry("slice in no file".into()))?;
+            let key = slice_key::encode(&t.name, &s.extents);
+            let known = |h: BlockHandle| shard.good().get(&h.offset).is_some();
+            let (h, value) = shard
+                .table
+                .find(&*shard.src, &key, known)?
+                .ok_or_else(|| FormatError::MissingSlice(slice_text(t, &s.extents)))?;
+            {
+                let mut good = shard.good();
+                good.put(h.offset, ());
+                if good.len() > GOOD_BLOCKS {
+                    good.pop_lru();
+                }
+            }
+            let want = Expect {
+                name: &t.name,
+                shape: &t.shape,
+                slice: &s.extents,
+                dtype: t.dtype,
+            };
+            let (values, mem) = match value {
+                Value::File { offset, len } => {
+                    (values::scan(&*shard.src, offset, len, want)?, None)
+                }
+                Value::Memory { block, start, len } => {
+                    // A small value is copied out so the rest of its block is not kept.
+                    let (mem, start) = if len < block.len() as u64 / 2 {
+                        let v = block
+                            .get(start as usize..(start + len) as usize)
+                            .ok_or(FormatError::BadBlock("value outside its block"))?;
+                        (Arc::new(v.to_vec()), 0)
+                    } else {
+                        (block, start)
+                    };
+                    (values::scan(&mem[..], start, len, want)?, Some(mem))
+                }
+            };
+            bytes += values.mem_size()
+                + mem.as_ref().map_or(0, |m| m.capacity())
+                + std::mem::size_of::<LocatedSlice>();
+            slices.push(LocatedSlice {
+                values,
+                mem,
+                file: s.file,
+                hint: Mutex::new(None),
+            });
+        }
+        Ok(Located { slices, bytes })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `name[0,2:-]` for messages.
+fn slice_text(t: &V1Tensor, exts: &[Extent]) -> String {
+    let dims: Vec<String> = exts
+        .iter()
+        .map(|e| {
+            if e.length < 0 {
+                "-".to_string()
+            } else {
+                format!("{},{}", e.start, e.length)
+            }
+        })
+        .collect();
+    format!("{}[{}]", String::from_utf8_lossy(&t.name), dims.join(":"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! Tests of [`V1Checkpoint`] and [`v1_files`]: shard names, probing by content, a damaged tensor
+//! failing alone, bit flips of a sharded TensorFlow checkpoint, the located-state bound.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::format::slice_key::FULL;
+use crate::format::v1::tests::{build_table, entries_of, fix_crcs, meta_value};
+use crate::format::v1::values::tests::{entry, len_field};
+use crate::source::bytes::LocalStore;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+#[test]
+fn a_checkpoint_is_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<V1Checkpoint>();
+    let ck = open(&[fixtures().join("v1/large/model.ckpt")]);
+    let i = ck.find(b"big/int64").unwrap();
+    let whole = ck.read(i, 0, 4 << 20).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..4u64 {
+            let (ck, whole) = (&ck, &whole);
+            s.spawn(move || {
+                let mut off = k * 4099;
+                while off < whole.len() as u64 {
+                    let got = ck.read(i, off, 65536).unwrap();
+                    assert_eq!(got[..], whole[off as usize..off as usize + got.len()]);
+                    off += 65536 * 3 + k;
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn shard_names_as_tensorflow_spells_them() {
+    assert_eq!(
+        shard_name(b"model.ckpt-00001-of-00003"),
+        Some((&b"model.ckpt"[..], Some(1), 3))
+    );
+    assert_eq!(
+        shard_name(b"m-7-?????-of-00010"),
+        Some((&b"m-7"[..], None, 10))
+    );
+    assert_eq!(
+        shard_name(b"x-123456-of-200000"),
+        Some((&b"x"[..], Some(123456), 200000))
+    );
+    for bad in [
+        &b"model.ckpt-3-of-3"[..],
+        b"model.ckpt-00003-of-00003",
+        b"model.ckpt-00001-of-00000",
+        b"-00001-of-00003",
+        b"model.ckpt-0001a-of-00003",
+        b"model.ckpt-00001-of-0003",
+        b"model.ckpt-+0001-of-00003",
+        b"model.ckpt",
+        b"model.ckpt-????-of-00003",
+    ] {
+        assert_eq!(shard_name(bad), None, "{}", String::from_utf8_lossy(bad));
+    }
+}
+
+#[test]
+fn files_of_each_source_form() {
+    let store = LocalStore;
+    let d = fixtures().join("v1");
+    let single = d.join("single/model.ckpt-2");
+    assert_eq!(v1_files(&store, &single), Some(vec![single.clone()]));
+    let shards: Vec<PathBuf> = (0..3)
+        .map(|i| d.join(format!("sharded/model.ckpt-{i:05}-of-00003")))
+        .collect();
+    assert_eq!(
+        v1_files(&store, &d.join("sharded/model.ckpt-?????-of-00003")),
+        Some(shards.clone())
+    );
+    assert_eq!(v1_files(&store, &shards[2]), Some(shards.clone()));
+    // Not V1 by content: a graph, a V2 index, a state file, a directory, nothing.
+    for p in [
+        d.join("single/model.ckpt-2.meta"),
+        d.join("single/checkpoint"),
+        fixtures().join("all_dtypes/ckpt.index"),
+        d.join("single"),
+        d.join("single/model.ckpt-3"),
+        d.join("sharded/model.ckpt-?????-of-00004"),
+    ] {
+        assert_eq!(v1_files(&store, &p), None, "{}", p.display());
+    }
+    // A V2 data shard named like a V1 shard is not V1 either.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixtures().join("all_dtypes/ckpt.index"),
+        tmp.path().join("x-00000-of-00001"),
+    )
+    .unwrap();
+    assert_eq!(v1_files(&store, &tmp.path().join("x-?????-of-00001")), None);
+}
+
+fn open(files: &[PathBuf]) -> V1Checkpoint {
+    V1Checkpoint::open(&LocalStore, files).unwrap()
+}
+
+#[test]
+fn sharded_partitioned_tensor_is_merged_across_files() {
+    let store = LocalStore;
+    let files = v1_files(
+        &store,
+        &fixtures().join("v1/sharded/model.ckpt-?????-of-00003"),
+    )
+    .unwrap();
+    let ck = open(&files);
+    let names: Vec<&[u8]> = ck.tensors().iter().map(|t| &t.name[..]).collect();
+    assert_eq!(
+        names,
+        [
+            &b"counter"[..],
+            b"emb",
+            b"layer0/b",
+            b"layer0/w",
+            b"layer1/b",
+            b"layer1/w",
+            b"layer2/b",
+            b"layer2/w"
+        ]
+    );
+    let emb = &ck.tensors()[1];
+    let mut files_of: Vec<usize> = emb.slices.iter().map(|s| s.file).collect();
+    files_of.sort();
+    assert_eq!(files_of, [0, 1, 2]);
+    assert_eq!(ck.served_size(1).unwrap(), 9 * 2 * 4);
+    assert_eq!(ck.read(1, 0, 1 << 20).unwrap().len(), 72);
+    assert_eq!(ck.find(b"layer1/w"), Some(5));
+    assert_eq!(ck.find(b"nope"), None);
+    assert_eq!(
+        ck.source_bytes(),
+        files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum::<u64>()
+    );
+}
+
+/// Writes a V1 file with tensors `ok` (float32 [3]), `short` (float32 [3] holding 2 values),
+/// `gone` (in the meta, no entry) and `words` (string [2]).
+fn damaged_file(dir: &Path) -> PathBuf {
+    let meta = meta_value(&[
+        (b"gone", &[1], 1, 1),
+        (b"ok", &[3], 1, 1),
+        (b"short", &[3], 1, 1),
+        (b"words", &[2], 7, 1),
+    ]);
+    let floats = |n: usize| {
+        let v: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let mut tp = Vec::new();
+        len_field(5, &v, &mut tp);
+        tp
+    };
+    let mut words = Vec::new();
+    len_field(8, b"ab", &mut words);
+    len_field(8, b"\x00", &mut words);
+    let entries = vec![
+        (Vec::new(), meta),
+        (
+            slice_key::encode(b"ok", &[FULL]),
+            entry(b"ok", &[(0, -1)], &floats(3)),
+        ),
+        (
+            slice_key::encode(b"short", &[FULL]),
+            entry(b"short", &[(0, -1)], &floats(2)),
+        ),
+        (
+            slice_key::encode(b"words", &[FULL]),
+            entry(b"words", &[(0, -1)], &words),
+        ),
+    ];
+    let p = dir.join("model.ckpt");
+    std::fs::write(&p, build_table(&entries, 1 << 20, false)).unwrap();
+    p
+}
+
+#[test]
+fn a_damaged_tensor_fails_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = damaged_file(tmp.path());
+    assert_eq!(v1_files(&LocalStore, &p), Some(vec![p.clone()]));
+    let ck = open(&[p]);
+    let i = |n: &[u8]| ck.find(n).unwrap();
+    assert_eq!(
+        ck.read(i(b"ok"), 4, 100).unwrap(),
+        [1f32.to_le_bytes(), 2f32.to_le_bytes()].concat()
+    );
+    for _ in 0..2 {
+        assert!(matches!(
+            ck.read(i(b"short"), 0, 4),
+            Err(FormatError::ValueCount {
+                expected: 3,
+                found: 2
+            })
+        ));
+        assert!(matches!(
+            ck.read(i(b"gone"), 0, 4),
+            Err(FormatError::MissingSlice(_))
+        ));
+    }
+    assert_eq!(ck.served_size(i(b"words")).unwrap(), 8 + 2 + 8 + 1);
+    assert_eq!(ck.read(i(b"words"), 7, 5).unwrap(), [0, b'a', b'b', 1, 0]);
+    assert!(ck.read(i(b"ok"), 12, 10).unwrap().is_empty());
+}
+
+#[test]
+fn bit_flips_of_a_sharded_checkpoint_fail_per_tensor() {
+    let src = fixtures().join("v1/sharded");
+    let tmp = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..3)
+        .map(|i| format!("model.ckpt-{i:05}-of-00003"))
+        .collect();
+    let clean: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| std::fs::read(src.join(n)).unwrap())
+        .collect();
+    let files: Vec<PathBuf> = names.iter().map(|n| tmp.path().join(n)).collect();
+    let reference = open(&names.iter().map(|n| src.join(n)).collect::<Vec<_>>());
+    let want: Vec<Vec<u8>> = (0..reference.tensors().len())
+        .map(|i| reference.read(i, 0, 1 << 20).unwrap())
+        .collect();
+    let mut damaged_reads = 0;
+    for i in 0..clean[1].len() {
+        for (k, f) in files.iter().enumerate() {
+            let mut b = clean[k].clone();
+            if k == 1 {
+                b[i] ^= 1 << (i % 8);
+                fix_crcs(&mut b);
+            }
+            std::fs::write(f, &b).unwrap();
+        }
+        let Ok(ck) = V1Checkpoint::open(&LocalStore, &files) else {
+            continue;
+        };
+        for (j, t) in ck.tensors().iter().enumerate() {
+            let Ok(size) = ck.served_size(j) else {
+                continue;
+            };
+            match ck.read(j, 0, 1 << 20) {
+                Ok(bytes) => {
+                    assert_eq!(
+                        bytes.len() as u64,
+                        size,
+                        "{}",
+                        String::from_utf8_lossy(&t.name)
+                    );
+                    // Tensors held only by the intact shards read exactly as before.
+                    if t.slices.iter().all(|s| s.file != 1) {
+                        let r = reference.find(&t.name).unwrap();
+                        assert_eq!(bytes, want[r]);
+                    }
+                }
+                Err(_) => damaged_reads += 1,
+            }
+        }
+    }
+    assert!(damaged_reads > 0);
+}
+
+#[test]
+fn snappy_tables_read_like_raw_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let raw = fixtures().join("v1/partitioned/model.ckpt");
+    let entries = entries_of(&std::fs::read(&raw).unwrap());
+    let p = tmp.path().join("snappy.ckpt");
+    std::fs::write(&p, build_table(&entries, 512, true)).unwrap();
+    let (a, b) = (open(&[raw]), open(&[p]));
+    assert_eq!(a.tensors(), b.tensors());
+    for i in 0..a.tensors().len() {
+        let size = a.served_size(i).unwrap();
+        assert_eq!(b.served_size(i).unwrap(), size);
+        for (off, len) in [
+            (0, 1 << 20),
+            (3, 5),
+            (size / 2, 7),
+            (size.saturating_sub(1), 9),
+        ] {
+            assert_eq!(a.read(i, off, len).unwrap(), b.read(i, off, len).unwrap());
+        }
+    }
+}
+
+#[test]
+fn located_state_stays_within_its_budget() {
+    let files = vec![fixtures().join("v1/dtypes/model.ckpt")];
+    let ck = open(&files);
+    for i in 0..ck.tensors().len() {
+        let _ = ck.read(i, 0, 64);
+    }
+    let c = ck.lock_located();
+    assert_eq!(c.lru.len(), ck.tensors().len() - 4); // the 4 empty tensors are never located
+    assert!(c.bytes > 0 && c.bytes <= LOCATED_BYTES);
+    let sum: usize = c
+        .lru
+        .iter()
+        .map(|(_, r)| r.as_ref().map_or(256, |l| l.bytes))
+        .sum();
+    assert_eq!(sum, c.bytes);
+}
