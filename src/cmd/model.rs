@@ -302,6 +302,10 @@ impl CheckpointSet {
                 "{}: a graph file, which holds no checkpoint",
                 path.display()
             ))),
+            Probed::V1 { path, .. } => Err(SourceProblem::Unusable(format!(
+                "{}: a V1 checkpoint (not yet supported here)",
+                path.display()
+            ))),
         }
     }
 }
@@ -345,6 +349,12 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
         Probed::Graph { path, .. } => {
             return Err(format!(
                 "{}: a graph file, which holds no checkpoint",
+                path.display()
+            ))
+        }
+        Probed::V1 { path, .. } => {
+            return Err(format!(
+                "{}: a V1 checkpoint (not yet supported here)",
                 path.display()
             ))
         }

@@ -17,9 +17,10 @@ use super::variables::Variables;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
 use crate::source::bytes::{FileMeta, Store};
-use crate::source::checkpoint::Checkpoint;
+use crate::source::checkpoint::{index_file_name, Checkpoint};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::TensorSet;
+use crate::source::v1::{self, V1Set};
 use crate::source::{names, Probed};
 use crate::tree::ino::{Ino, ROOT};
 use crate::tree::{self, FileKind};
@@ -154,8 +155,13 @@ impl<'a> Builder<'a> {
     fn build_root(&mut self, probed: &Probed) -> Result<(), SourceError> {
         let store = self.store;
         match probed {
-            Probed::Prefix(prefix) => {
-                let ck = self.open_checkpoint(prefix)?;
+            Probed::Prefix(prefix) | Probed::V1 { path: prefix, .. } => {
+                let ck = match probed {
+                    Probed::V1 { path, files } => {
+                        Opened::V1(Arc::new(V1Set::open(store, path, files)?))
+                    }
+                    _ => Opened::V2(self.open_checkpoint(prefix)?),
+                };
                 let root = self.add(Fixed::Dir {
                     parent: ROOT,
                     children: Vec::new(),
@@ -184,7 +190,7 @@ impl<'a> Builder<'a> {
                     meta,
                 });
                 for (name, prefix) in checkpoints {
-                    let ck = self.open_checkpoint(prefix)?;
+                    let ck = self.open_any(prefix)?;
                     let d = self.add_dir(root, name.as_bytes(), ck.meta());
                     self.add_checkpoint(d, name.clone(), ck, prefix)?;
                 }
@@ -242,7 +248,7 @@ impl<'a> Builder<'a> {
         name: &str,
         prefix: &Path,
     ) -> Result<(), SourceError> {
-        let ck = self.open_checkpoint(prefix)?;
+        let ck = self.open_any(prefix)?;
         let root = self.add(Fixed::Dir {
             parent: ROOT,
             children: Vec::new(),
@@ -257,14 +263,33 @@ impl<'a> Builder<'a> {
         &mut self,
         dir: Ino,
         name: String,
-        ck: Arc<Checkpoint>,
+        ck: Opened,
         prefix: &Path,
     ) -> Result<(), SourceError> {
-        self.add_variables(dir, name, ck.clone(), prefix)?;
-        if let Some(tog) = object_graph(&ck) {
-            self.add_names(dir, &ck, names::checkpoint_names(&tog));
+        match ck {
+            Opened::V2(ck) => {
+                self.add_variables(dir, name, ck.clone(), prefix)?;
+                if let Some(tog) = object_graph(&ck) {
+                    self.add_names(dir, &ck, names::checkpoint_names(&tog));
+                }
+                self.add_meta_file(dir, prefix)
+            }
+            Opened::V1(set) => {
+                self.add_variables(dir, name, set, prefix)?;
+                // TF1's Saver writes the .meta beside the checkpoint's name without its shards.
+                self.add_meta_file(dir, &v1::checkpoint_stem(prefix))
+            }
         }
-        self.add_meta_file(dir, prefix)
+    }
+
+    /// The checkpoint at `path`: V2 when `path.index` exists, else V1 when its bytes say so.
+    fn open_any(&self, path: &Path) -> Result<Opened, SourceError> {
+        if !self.store.is_file(&index_file_name(path)) {
+            if let Some(files) = v1::v1_files(self.store, path) {
+                return V1Set::open(self.store, path, &files).map(|s| Opened::V1(Arc::new(s)));
+            }
+        }
+        self.open_checkpoint(path).map(Opened::V2)
     }
 
     fn add_variables(
@@ -559,6 +584,21 @@ impl<'a> Builder<'a> {
             self.link_own(me, name.as_bytes(), child);
         }
         Ok(me)
+    }
+}
+
+/// A checkpoint as opened: V2 (with what only V2 has: an object graph) or V1.
+enum Opened {
+    V2(Arc<Checkpoint>),
+    V1(Arc<V1Set>),
+}
+
+impl Opened {
+    fn meta(&self) -> FileMeta {
+        match self {
+            Opened::V2(c) => c.meta(),
+            Opened::V1(c) => c.meta(),
+        }
     }
 }
 

@@ -39,6 +39,43 @@ pub enum Probed {
         path: PathBuf,
         kind: graph::GraphKind,
     },
+    /// A V1 checkpoint (one table file, or every shard): `path` as given (a file, a shard, a
+    /// `?????` pattern), `files` its table files.
+    V1 { path: PathBuf, files: Vec<PathBuf> },
+}
+
+/// A checkpoint SOURCE path's kind: V2 (`P.index` exists) or V1 (probed by content).
+pub fn checkpoint_at(store: &dyn Store, path: &Path) -> Option<Probed> {
+    if store.is_file(&index_file_name(path)) {
+        return Some(Probed::Prefix(path.to_path_buf()));
+    }
+    v1::v1_files(store, path).map(|files| Probed::V1 {
+        path: path.to_path_buf(),
+        files,
+    })
+}
+
+/// A TF Serving legacy session bundle directory: `export.meta` beside `export-NNNNN-of-NNNNN`
+/// V1 shards.
+fn session_bundle(store: &dyn Store, dir: &Path) -> Option<Probed> {
+    if !store.is_file(&dir.join("export.meta")) {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let shard = store
+        .list(dir)
+        .ok()?
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.as_bytes().starts_with(b"export-"))
+        .min()?;
+    match checkpoint_at(store, &dir.join(shard))? {
+        Probed::V1 { files, .. } => Some(Probed::V1 {
+            path: dir.join("export"),
+            files,
+        }),
+        _ => None,
+    }
 }
 
 /// Strips a trailing `.index` or `.data-NNNNN-of-NNNNN` so a tab-completed file works as a prefix.
@@ -88,6 +125,9 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
                 latest,
             });
         }
+        if let Some(b) = session_bundle(store, path) {
+            return Ok(b);
+        }
         let checkpoints = state::index_files(store, path)?;
         if !checkpoints.is_empty() {
             return Ok(Probed::CheckpointDir {
@@ -118,8 +158,10 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         if let Some(prefix) = name.strip_suffix(".meta") {
             // A Saver's .meta: with its checkpoint when that is beside it.
             let p = path.with_file_name(prefix);
-            if !prefix.is_empty() && is_file(&index_file_name(&p)) {
-                return Ok(Probed::Prefix(p));
+            if !prefix.is_empty() {
+                if let Some(c) = checkpoint_at(store, &p) {
+                    return Ok(c);
+                }
             }
             return Ok(Probed::Graph {
                 path: path.to_path_buf(),
@@ -132,6 +174,11 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
                 kind: graph::GraphKind::GraphDef,
             });
         }
+    }
+    // A V1 checkpoint: a table file, one of its shards, or the `?????` pattern of its shards
+    // (never decided by name alone: the bytes are probed).
+    if let Some(c @ Probed::V1 { .. }) = checkpoint_at(store, path) {
+        return Ok(c);
     }
     if let Some(p) = as_prefix(path) {
         if is_file(&index_file_name(&p)) {

@@ -40,14 +40,19 @@ fn base_name(p: &str) -> Option<String> {
 /// exists, else by its base name inside the directory (the directory was moved or copied).
 fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
     let name = base_name(p)?;
+    let exists = |path: &Path| {
+        store.is_file(&index_file_name(path)) || super::v1::v1_files(store, path).is_some()
+    };
+    // A V1 checkpoint is shown under its name without the shard part.
+    let shown = |path: &Path| {
+        base_name(&super::v1::checkpoint_stem(path).to_string_lossy()).unwrap_or(name.clone())
+    };
     let as_written = dir.join(p);
-    if store.is_file(&index_file_name(&as_written)) {
-        return Some((name, as_written));
+    if exists(&as_written) {
+        return Some((shown(&as_written), as_written));
     }
     let local = dir.join(&name);
-    store
-        .is_file(&index_file_name(&local))
-        .then_some((name, local))
+    exists(&local).then(|| (shown(&local), local))
 }
 
 /// State files larger than this are refused (TensorFlow writes about a hundred bytes a
@@ -109,8 +114,9 @@ pub fn resolve(
             ),
         }
     }
-    let latest =
-        base_name(&state.model_checkpoint_path).filter(|n| out.iter().any(|(m, _)| m == n));
+    let latest = locate(store, dir, &state.model_checkpoint_path)
+        .map(|(n, _)| n)
+        .filter(|n| out.iter().any(|(m, _)| m == n));
     Ok((out, latest))
 }
 

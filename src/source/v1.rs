@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lru::LruCache;
 
 use super::bytes::{ByteSource, EntryKind, FileMeta, Store};
+use super::tensors::{Stored, TensorData, TensorInfo, TensorSet};
 use crate::error::SourceError;
+use crate::error::{FsError, FsResult};
 use crate::format::bundle::{check_tiling, MAX_SLICES};
 use crate::format::dtype::DType;
 use crate::format::partition::for_each_run;
@@ -152,6 +154,17 @@ fn shard_name(name: &[u8]) -> Option<(&[u8], Option<u32>, u32)> {
         .ok()
         .filter(|_| id_s.bytes().all(|b| b.is_ascii_digit()))?;
     (format!("{i:05}") == id_s && i < n).then_some((stem, Some(i), n))
+}
+
+/// The checkpoint a V1 path names, without its shard part: `d/model.ckpt-5-?????-of-00003`
+/// and `d/model.ckpt-5-00001-of-00003` give `d/model.ckpt-5` (where TF1's Saver puts the
+/// `.meta`, and the name the checkpoint gets in a mount); a single file gives itself.
+pub fn checkpoint_stem(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+    match shard_name(name) {
+        Some((stem, _, _)) => path.with_file_name(std::ffi::OsStr::from_bytes(stem)),
+        None => path.to_path_buf(),
+    }
 }
 
 fn is_v1(store: &dyn Store, path: &Path) -> bool {
@@ -621,3 +634,143 @@ fn slice_text(t: &V1Tensor, exts: &[Extent]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// A V1 checkpoint as a [`TensorSet`]: positions are indexes into [`V1Checkpoint::tensors`].
+/// V1 keeps no per-tensor CRC: reads are checked by the CRC-32C of the table blocks they come
+/// from.
+pub struct V1Set {
+    ck: Arc<V1Checkpoint>,
+    path: PathBuf,
+    meta: FileMeta,
+}
+
+impl V1Set {
+    /// Opens the checkpoint `path` names (a file, a shard or a `?????` pattern) from `files`.
+    pub fn open(
+        store: &dyn Store,
+        path: &Path,
+        files: &[PathBuf],
+    ) -> std::result::Result<V1Set, SourceError> {
+        let ck = V1Checkpoint::open(store, files)?;
+        let meta = ck.meta().ok_or_else(|| SourceError::Invalid {
+            path: path.to_path_buf(),
+            msg: "no table files".into(),
+        })?;
+        Ok(V1Set {
+            ck: Arc::new(ck),
+            path: path.to_path_buf(),
+            meta,
+        })
+    }
+
+    pub fn checkpoint(&self) -> &V1Checkpoint {
+        &self.ck
+    }
+
+    fn tensor(&self, pos: u64) -> FsResult<&V1Tensor> {
+        usize::try_from(pos)
+            .ok()
+            .and_then(|i| self.ck.tensors.get(i))
+            .ok_or(FsError::NotFound)
+    }
+}
+
+fn corrupt(path: &Path, name: &[u8], e: FormatError) -> FsError {
+    FsError::corrupt(
+        format!("tensor {}", String::from_utf8_lossy(name)),
+        path.display(),
+        e,
+    )
+}
+
+impl TensorSet for V1Set {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+
+    fn source_bytes(&self) -> u64 {
+        self.ck.source_bytes()
+    }
+
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+        let i = self.ck.tensors.partition_point(|t| t.name.as_slice() < key);
+        Ok((i < self.ck.tensors.len()).then_some(i as u64))
+    }
+
+    fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+        let n = pos.saturating_add(1);
+        Ok((n < self.ck.tensors.len() as u64).then_some(n))
+    }
+
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
+        Ok(self.tensor(pos)?.name.clone())
+    }
+
+    fn hidden(&self, _key: &[u8]) -> bool {
+        // The meta entry and the slice entries are not in the list of tensors.
+        false
+    }
+
+    fn info(&self, pos: u64) -> FsResult<TensorInfo> {
+        let t = self.tensor(pos)?;
+        if let Some(e) = &t.error {
+            return Err(corrupt(&self.path, &t.name, e.clone()));
+        }
+        // One slice covering the whole tensor is how V1 saves an unpartitioned one.
+        let whole = |s: &V1Slice| s.extents.iter().all(|x| x.length < 0);
+        let slices = match t.slices.as_slice() {
+            [s] if whole(s) => Vec::new(),
+            s => s.iter().map(|s| s.extents.clone()).collect(),
+        };
+        Ok(TensorInfo {
+            key: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            stored: None,
+            slices,
+        })
+    }
+
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        let i = usize::try_from(pos).map_err(|_| FsError::NotFound)?;
+        let t = self.tensor(pos)?;
+        let size = self
+            .ck
+            .served_size(i)
+            .map_err(|e| corrupt(&self.path, &t.name, e))?;
+        Ok(Arc::new(V1Data {
+            ck: self.ck.clone(),
+            i,
+            size,
+            path: self.path.clone(),
+        }))
+    }
+
+    fn slice_locations(&self, _pos: u64) -> FsResult<Vec<Stored>> {
+        Ok(Vec::new())
+    }
+}
+
+struct V1Data {
+    ck: Arc<V1Checkpoint>,
+    i: usize,
+    size: u64,
+    path: PathBuf,
+}
+
+impl TensorData for V1Data {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.ck.read(self.i, offset, len).map_err(|e| {
+            let name = self.ck.tensors.get(self.i).map_or(&[][..], |t| &t.name);
+            corrupt(&self.path, name, e)
+        })
+    }
+}
