@@ -1,7 +1,7 @@
 //! Fuzz body for V1 checkpoints (`tfmount::format::v1`, `tfmount::source::v1`): one input split
 //! into up to 4 table files, written as a single file or as shards `ck-0000N-of-0000M`, resolved
-//! with `v1_files`, opened with `V1Checkpoint` and every tensor read whole, in pieces and at a
-//! few other ranges. Invariants: tensors sorted by unique names; probing agrees with opening;
+//! with `v1_files`, mounted through `Fs` and walked (every file read), then opened with
+//! `V1Checkpoint` and every tensor read whole, in pieces and at a few other ranges. Invariants: tensors sorted by unique names; probing agrees with opening;
 //! reads never exceed the served size; a fixed-width tensor that reads has exactly elements ×
 //! element-size bytes; pieces and ranges equal the same bytes of the whole.
 //!
@@ -64,10 +64,21 @@ pub fn v1(data: &[u8]) {
         return;
     };
     assert_eq!(paths.len(), n, "every shard is found");
+    // Through the whole filesystem: probed by content, mounted in the core, every directory
+    // listed and resumed, every name looked up, every file read (the shared walker's checks).
+    if let Ok(probed) = tfmount::source::probe(&source) {
+        let opts = tfmount::fs::Options {
+            live: false,
+            ..Default::default()
+        };
+        if let Ok(fs) = tfmount::fs::Fs::new(&probed, &opts) {
+            super::walk_fs(&fs, piece_size(flags), true);
+        }
+    }
     let Ok(ck) = V1Checkpoint::open(&LocalStore, &paths) else {
         return;
     };
-    let piece = [4096usize, 1, 7, 64, 100, 512, 8191, 1 << 16][((flags >> 2) & 7) as usize];
+    let piece = piece_size(flags);
     let tensors = ck.tensors();
     for w in tensors.windows(2) {
         assert!(w[0].name < w[1].name, "tensors sorted by unique names");
@@ -110,6 +121,11 @@ pub fn v1(data: &[u8]) {
             }
         }
     }
+}
+
+/// The read size bits 2..4 of the flags pick.
+fn piece_size(flags: u8) -> usize {
+    [4096usize, 1, 7, 64, 100, 512, 8191, 1 << 16][((flags >> 2) & 7) as usize]
 }
 
 /// Seeds from `tests/fixtures/v1` (the checkpoints of at most 64 KiB): each file set as it is.
