@@ -518,3 +518,75 @@ bench_cli() {
     row "7c. ls -R 100k (find, fresh mount)" "$(ms "$T7_LS") ($(ms "$T7_FIND"))" "-" "info"
 }
 bench_cli
+
+# ---------------------------------------------------------------------------------------------
+# 8: V1 checkpoints (needs a Python with TensorFlow: the V1 files are written by its V1 Saver)
+# ---------------------------------------------------------------------------------------------
+# A float32 tensor of V1_MIB MiB (packed fixed-width values, served by offset) and an int64
+# tensor of V1_MIB/4 MiB (varints, decoded from position marks), saved by TensorFlow as one V1
+# file and as a V2 checkpoint. Each is read sequentially (bs=1M) through a fresh mount and
+# compared with `dd` of the V1 file (warm page cache) and with the same tensor in the V2 mount.
+bench_v1() {
+    echo "== 8: V1 checkpoints: sequential reads of large V1 tensors"
+    if ! { [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; }; then
+        echo "   (no Python with TensorFlow at $PY: set TF_PYTHON)"
+        return
+    fi
+    local mib=${V1_MIB:-1024}
+    TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/v1" "$mib" <<'PYEOF' || { echo "bench: writing V1 failed" >&2; return; }
+import os, sys
+import numpy as np
+import tensorflow as tf
+out, mib = sys.argv[1], int(sys.argv[2])
+os.makedirs(out, exist_ok=True)
+tf.compat.v1.disable_eager_execution()
+f = np.arange(mib * (1 << 18), dtype=np.float32) * np.float32(0.5)
+i = (np.arange(mib * (1 << 16), dtype=np.int64) * 2654435761) - (1 << 40)
+vf = tf.compat.v1.get_variable("f32", initializer=f)
+vi = tf.compat.v1.get_variable("i64", initializer=i)
+with tf.compat.v1.Session() as s:
+    s.run(tf.compat.v1.global_variables_initializer())
+    tf.compat.v1.train.Saver(write_version=tf.compat.v1.train.SaverDef.V1).save(
+        s, os.path.join(out, "v1.ckpt"), write_meta_graph=False)
+    tf.compat.v1.train.Saver().save(s, os.path.join(out, "v2.ckpt"), write_meta_graph=False)
+PYEOF
+    local v1file=$WORK/v1/v1.ckpt key r t0 v
+    new_mountpoint
+    local m1=$MP
+    new_mountpoint
+    local m2=$MP
+    declare -A T8
+    for key in f32 i64; do
+        local d1=() d2=() dd=()
+        for r in $(seq "$REPS"); do
+            cat "$v1file" "$WORK/v1/v2.ckpt.data-00000-of-00001" >/dev/null
+            t0=$(now)
+            dd if="$v1file" of=/dev/null bs=1M status=none
+            dd+=("$(sub "$t0" "$(now)")")
+            mount_bg "$v1file" "$m1" || return
+            t0=$(now)
+            dd if="$m1/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V1 read failed" >&2
+            d1+=("$(sub "$t0" "$(now)")")
+            [ "$r" = "$REPS" ] && note_rss "V1 mount after reading $key" "$m1"
+            unmount "$m1"
+            mount_bg "$WORK/v1/v2.ckpt" "$m2" || return
+            t0=$(now)
+            dd if="$m2/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V2 read failed" >&2
+            d2+=("$(sub "$t0" "$(now)")")
+            unmount "$m2"
+        done
+        local bytes
+        bytes=$(stat -c %s "$WORK/v1/v2.ckpt.data-00000-of-00001")
+        T8[$key.v1]=$(median "${d1[@]}")
+        T8[$key.v2]=$(median "${d2[@]}")
+        T8[$key.dd]=$(median "${dd[@]}")
+        printf '   %s: V1 mount %s, V2 mount %s, dd of the whole V1 file (%s bytes) %s   V2/V1 %s\n' \
+            "$key" "$(ms "${T8[$key.v1]}")" "$(ms "${T8[$key.v2]}")" "$(stat -c %s "$v1file")" \
+            "$(ms "${T8[$key.dd]}")" "$(div "${T8[$key.v2]}" "${T8[$key.v1]}")"
+    done
+    echo
+    row "8a. V1 float32 ${mib} MiB read (V2: same tensor)" "$(ms "${T8[f32.v1]}") (V2 $(ms "${T8[f32.v2]}"), V2/V1 $(div "${T8[f32.v2]}" "${T8[f32.v1]}"))" "-" "info"
+    row "8b. V1 int64 $((mib / 4)) MiB (varints)" "$(ms "${T8[i64.v1]}") (V2 $(ms "${T8[i64.v2]}"), V2/V1 $(div "${T8[i64.v2]}" "${T8[i64.v1]}"))" "-" "info"
+    row "8. dd of the whole V1 file" "$(ms "${T8[f32.dd]}")" "-" "info"
+}
+bench_v1
