@@ -25,6 +25,9 @@ pub mod stats;
 pub mod store;
 pub mod url;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::RemoteConfig;
 pub use file::RemoteFile;
 pub use prefetch::Reader;

@@ -207,7 +207,7 @@ impl Reader {
             st.parts.clear();
             st.ahead_end = offset;
         }
-        if let Err(e) = self.schedule(&mut st, end, deadline) {
+        if let Err(e) = self.schedule(&mut st, offset, end, deadline) {
             st.reset();
             return Err(e);
         }
@@ -247,12 +247,13 @@ impl Reader {
         Ok(())
     }
 
-    /// Schedules parts so that `[.., consumed_end)` is covered and read-ahead reaches up to a
-    /// window past it; grows the window while the reader keeps up, shrinks it when the budget
-    /// refuses.
+    /// Schedules parts so that the read `[offset, consumed_end)` is covered and read-ahead
+    /// reaches a window past it (a first window counts from `offset`); grows the window while
+    /// the reader keeps up, shrinks it when the budget refuses.
     fn schedule(
         &self,
         st: &mut State,
+        offset: u64,
         consumed_end: u64,
         deadline: Instant,
     ) -> Result<(), RemoteError> {
@@ -269,7 +270,8 @@ impl Reader {
         if continuing && st.ahead_end < limit {
             st.window = (st.window * 2).min(MAX_WINDOW);
         }
-        let mut target = consumed_end.max(limit.min(consumed_end + st.window));
+        let base = if continuing { consumed_end } else { offset };
+        let mut target = consumed_end.max(limit.min(base + st.window));
         while st.ahead_end < target {
             let need = st.ahead_end < consumed_end;
             let want = MAX_PART.min(target - st.ahead_end);
@@ -288,7 +290,7 @@ impl Reader {
                         break;
                     }
                     st.window /= 2;
-                    target = consumed_end.max(limit.min(consumed_end + st.window));
+                    target = consumed_end.max(limit.min(base + st.window));
                     continue;
                 }
             };
