@@ -412,20 +412,38 @@ impl RemoteStore {
     /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell.
     pub fn try_kind(&self, path: &Path) -> Result<Option<EntryKind>, RemoteError> {
         let key = key_of(path)?;
+        if self.ctx.scheme == Scheme::Http {
+            // A directory's HEAD may fail (a redirect to `path/`, then 403): ask `path/` then.
+            let head = self.head(&key);
+            if let Ok(Some(_)) = head {
+                return Ok(Some(EntryKind::File));
+            }
+            if key.as_ref().is_empty() || self.http_dir(&key)? {
+                return Ok(Some(EntryKind::Dir));
+            }
+            return head.map(|_| None);
+        }
         if self.head(&key)?.is_some() {
             return Ok(Some(EntryKind::File));
-        }
-        if self.ctx.scheme == Scheme::Http {
-            return Ok((key.as_ref().is_empty() || self.http_dir(&key)?).then_some(EntryKind::Dir));
         }
         match self.list_keys(&key, 1) {
             Ok(v) if !v.is_empty() || key.as_ref().is_empty() => Ok(Some(EntryKind::Dir)),
             Ok(_) => Ok(None),
-            Err(RemoteError::NotFound { .. }) => Err(RemoteError::Request {
-                url: self.ctx.prefix.clone(),
-                msg: "no such bucket".into(),
-            }),
+            // A listing in a bucket that exists never answers 404.
+            Err(RemoteError::NotFound { .. }) => Err(self.no_bucket()),
+            Err(RemoteError::Request { msg, .. })
+                if msg.contains("NoSuchBucket") || msg.contains("404 Not Found") =>
+            {
+                Err(self.no_bucket())
+            }
             Err(e) => Err(e),
+        }
+    }
+
+    fn no_bucket(&self) -> RemoteError {
+        RemoteError::Request {
+            url: self.ctx.prefix.clone(),
+            msg: "no such bucket".into(),
         }
     }
 
