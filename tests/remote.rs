@@ -175,6 +175,18 @@ fn check_listing(store: &RemoteStore) {
         .collect();
     want.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(l, want);
+    // Opening a listed object costs no HEAD: the listing's ETag serves for If-Match.
+    let heads = store.stats().heads;
+    for (name, _) in &l {
+        let key = Path::new("up/sharded").join(name);
+        let f = store.open_file(&key).unwrap();
+        let local = std::fs::read(fixtures_dir().join("sharded").join(name)).unwrap();
+        let mut b = vec![0u8; local.len()];
+        f.read_at(&mut b, 0)
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        assert!(b == local, "{name:?}");
+    }
+    assert_eq!(store.stats().heads, heads);
     let l = store.list(Path::new("up/demo_savedmodel")).unwrap();
     assert!(l.contains(&("variables".into(), EntryKind::Dir)), "{l:?}");
     assert!(

@@ -25,6 +25,8 @@
 //!
 //! HTTP(S): no credentials.
 //!
+//! All: `HTTPS_PROXY` / `HTTP_PROXY` (and `NO_PROXY`), upper or lower case.
+//!
 //! Every request is bounded: connect timeout 5 s, request timeout and retry budget
 //! `remote_timeout`, and every operation is also wrapped in `remote_timeout` by the callers.
 
@@ -160,15 +162,43 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 /// The client options and retry policy every store gets.
 fn client_options(cfg: &RemoteConfig, allow_http: bool) -> (ClientOptions, RetryConfig) {
     let connect = cfg.timeout.min(Duration::from_secs(5));
-    let opts = ClientOptions::new()
+    let mut opts = ClientOptions::new()
         .with_timeout(cfg.timeout)
         .with_connect_timeout(connect)
         .with_allow_http(allow_http);
+    if let Some((p, no)) = proxy(&cfg.env) {
+        opts = opts.with_proxy_url(p);
+        if let Some(no) = no {
+            opts = opts.with_proxy_excludes(no);
+        }
+    }
     let retry = RetryConfig {
         retry_timeout: cfg.timeout,
         ..Default::default()
     };
     (opts, retry)
+}
+
+/// The proxy from `HTTPS_PROXY` / `HTTP_PROXY`, and `NO_PROXY`.
+fn proxy(env: &Env) -> Option<(&str, Option<&str>)> {
+    let var = |k: &str| env.get(k).or(env.get(&k.to_ascii_lowercase()));
+    let p = var("HTTPS_PROXY").or(var("HTTP_PROXY"))?;
+    Some((p, var("NO_PROXY")))
+}
+
+/// The plain client that tells directories over HTTP (a HEAD of `path/`).
+fn http_probe_client(cfg: &RemoteConfig) -> reqwest::Result<reqwest::Client> {
+    let mut b = reqwest::Client::builder()
+        .timeout(cfg.timeout)
+        .connect_timeout(cfg.timeout.min(Duration::from_secs(5)));
+    if let Some((p, no)) = proxy(&cfg.env) {
+        let mut px = reqwest::Proxy::all(p)?;
+        if let Some(no) = no {
+            px = px.no_proxy(reqwest::NoProxy::from_string(no));
+        }
+        b = b.proxy(px);
+    }
+    b.build()
 }
 
 /// rustls needs a process-wide crypto provider (reqwest is built without a bundled one).
@@ -186,6 +216,8 @@ pub struct Built {
     pub store: Arc<dyn ObjectStore>,
     /// Listing page by page (S3, GCS).
     pub lister: Option<Arc<dyn PaginatedListStore>>,
+    /// Plain HTTP: the client that asks whether `path/` is a directory.
+    pub dir_probe: Option<reqwest::Client>,
     pub credentials: String,
 }
 
@@ -204,9 +236,12 @@ pub fn build(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> 
                 .with_retry(retry)
                 .build()
                 .map_err(|e| RemoteError::Config(format!("{}: {e}", url.store_prefix())))?;
+            let probe = http_probe_client(cfg)
+                .map_err(|e| RemoteError::Config(format!("{}: {e}", url.store_prefix())))?;
             Ok(Built {
                 store: Arc::new(store),
                 lister: None,
+                dir_probe: Some(probe),
                 credentials: "none (plain HTTP)".into(),
             })
         }
@@ -340,6 +375,7 @@ fn build_s3(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
     Ok(Built {
         store: store.clone(),
         lister: Some(store),
+        dir_probe: None,
         credentials,
     })
 }
@@ -445,6 +481,7 @@ fn build_gcs(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> 
     Ok(Built {
         store: store.clone(),
         lister: Some(store),
+        dir_probe: None,
         credentials,
     })
 }

@@ -57,7 +57,7 @@ impl Object {
             key: meta.location.clone(),
             url,
             size: meta.size,
-            etag: meta.e_tag.clone(),
+            etag: meta.e_tag.as_deref().map(quoted_etag),
             last_modified: meta.last_modified,
             changed: AtomicBool::new(false),
             id,
@@ -105,7 +105,7 @@ impl Object {
     /// Fails (marking the object changed) if an answer describes another version.
     fn check_meta(&self, meta: &ObjectMeta) -> Result<(), RemoteError> {
         if let (Some(a), Some(b)) = (&self.etag, &meta.e_tag) {
-            if a != b {
+            if bare_etag(a) != bare_etag(b) {
                 return Err(self.mark_changed(&format!("ETag {a} -> {b}")));
             }
         }
@@ -114,6 +114,23 @@ impl Object {
         }
         Ok(())
     }
+}
+
+/// An ETag as `If-Match` wants it: quoted (listings of some stores give it bare).
+fn quoted_etag(e: &str) -> String {
+    if e.starts_with('"') || e.starts_with("W/") {
+        e.to_string()
+    } else {
+        format!("\"{e}\"")
+    }
+}
+
+/// An ETag without weakness mark and quotes, for comparing.
+fn bare_etag(e: &str) -> &str {
+    let e = e.strip_prefix("W/").unwrap_or(e);
+    e.strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(e)
 }
 
 /// A store error as a [`RemoteError`] about `url`.
@@ -168,10 +185,13 @@ pub(crate) async fn fetch(
         return Ok(Vec::new());
     }
     obj.check_range(range.start, len)?;
+    // A weak ETag never matches strongly: such objects are pinned by time (and the answer's
+    // ETag is compared below in both cases).
+    let strong = obj.etag.clone().filter(|e| !e.starts_with("W/"));
     let opts = GetOptions {
         range: Some(GetRange::Bounded(range.clone())),
-        if_match: obj.etag.clone(),
-        if_unmodified_since: obj.etag.is_none().then_some(obj.last_modified),
+        if_unmodified_since: strong.is_none().then_some(obj.last_modified),
+        if_match: strong,
         ..Default::default()
     };
     Counters::add(&io.counters.gets, 1);
@@ -394,5 +414,21 @@ impl ByteSource for RemoteFile {
 
     fn changed(&self) -> bool {
         self.obj.changed.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_compare_without_quotes() {
+        assert_eq!(quoted_etag("abc"), "\"abc\"");
+        assert_eq!(quoted_etag("\"abc\""), "\"abc\"");
+        assert_eq!(quoted_etag("W/\"abc\""), "W/\"abc\"");
+        assert_eq!(bare_etag("\"abc\""), "abc");
+        assert_eq!(bare_etag("W/\"abc\""), "abc");
+        assert_eq!(bare_etag("abc"), "abc");
+        assert_eq!(bare_etag("\""), "\"");
     }
 }

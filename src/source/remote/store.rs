@@ -8,12 +8,13 @@
 //! Plain HTTP cannot list: [`Store::list`] fails with `Unsupported`, and a path is a directory
 //! when `path/` answers (2xx, or 403 as servers answer for a directory without an index).
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -21,7 +22,7 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::{Path as Key, PathPart};
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::budget::Budget;
 use super::config::{self, RemoteConfig};
@@ -35,11 +36,8 @@ use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 
 /// Most entries one directory listing may return.
 pub const MAX_LIST: usize = 200_000;
-
-/// How a plain-HTTP store tells a directory: a HEAD of `path/`.
-pub(crate) struct DirProbe {
-    pub client: reqwest::Client,
-}
+/// Most listed objects whose metadata is kept for their open.
+const MAX_LISTED: usize = 50_000;
 
 /// What every file of a store shares.
 pub(crate) struct Ctx {
@@ -53,7 +51,10 @@ pub(crate) struct Ctx {
     pub scheme: Scheme,
     pub credentials: String,
     lister: Option<Arc<dyn PaginatedListStore>>,
-    dir_probe: Option<DirProbe>,
+    /// Plain HTTP: tells a directory by a HEAD of `path/`.
+    dir_probe: Option<reqwest::Client>,
+    /// Metadata of objects seen in listings, taken by the next open of each (no HEAD then).
+    listed: Mutex<HashMap<String, ObjectMeta>>,
     next_id: AtomicU64,
     uid: u32,
     gid: u32,
@@ -161,20 +162,10 @@ impl RemoteStore {
     /// The store of a parsed URL's bucket or host.
     pub fn new(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<RemoteStore, RemoteError> {
         let built = config::build(url, cfg)?;
-        let dir_probe = match url.scheme {
-            Scheme::Http => Some(DirProbe {
-                client: reqwest::Client::builder()
-                    .timeout(cfg.timeout)
-                    .connect_timeout(cfg.timeout.min(Duration::from_secs(5)))
-                    .build()
-                    .map_err(|e| RemoteError::Config(format!("{}: {e}", url.store_prefix())))?,
-            }),
-            _ => None,
-        };
         Self::build(
             built.store,
             built.lister,
-            dir_probe,
+            built.dir_probe,
             url.store_prefix(),
             url.scheme,
             built.credentials,
@@ -203,7 +194,7 @@ impl RemoteStore {
     fn build(
         store: Arc<dyn ObjectStore>,
         lister: Option<Arc<dyn PaginatedListStore>>,
-        dir_probe: Option<DirProbe>,
+        dir_probe: Option<reqwest::Client>,
         prefix: String,
         scheme: Scheme,
         credentials: String,
@@ -229,6 +220,7 @@ impl RemoteStore {
                 credentials,
                 lister,
                 dir_probe,
+                listed: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
                 uid,
                 gid,
@@ -346,6 +338,7 @@ impl RemoteStore {
                     for o in &page.result.objects {
                         out.extend(name_of(&o.location).map(|n| (n, false)));
                     }
+                    self.remember(&page.result.objects);
                     if out.len() >= max {
                         out.truncate(max);
                         break;
@@ -374,6 +367,7 @@ impl RemoteStore {
                         .iter()
                         .filter_map(|o| name_of(&o.location).map(|n| (n, false))),
                 );
+                self.remember(&r.objects);
                 out.truncate(max);
             }
         }
@@ -395,7 +389,6 @@ impl RemoteStore {
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             let r = probe
-                .client
                 .head(&u)
                 .send()
                 .await
@@ -409,26 +402,45 @@ impl RemoteStore {
     }
 
     /// What `path` is: a file (an object), a directory (a key prefix with objects under it, or
-    /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell.
+    /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell. Takes
+    /// at most `remote_timeout` when the store does not answer.
     pub fn try_kind(&self, path: &Path) -> Result<Option<EntryKind>, RemoteError> {
-        let key = key_of(path)?;
+        Ok(self.stat(&key_of(path)?)?.map(|(k, _)| k))
+    }
+
+    /// What `key` is, with the object's metadata if it is one.
+    fn stat(
+        &self,
+        key: &Key,
+    ) -> Result<Option<(EntryKind, Option<object_store::ObjectMeta>)>, RemoteError> {
+        match self.head(key) {
+            Ok(Some(m)) => return Ok(Some((EntryKind::File, Some(m)))),
+            Ok(None) => {}
+            // Over HTTP a directory's HEAD may fail (a redirect to `path/`, then 403).
+            Err(e)
+                if self.ctx.scheme == Scheme::Http && !matches!(e, RemoteError::Timeout { .. }) =>
+            {
+                return match self.is_dir(key)? {
+                    true => Ok(Some((EntryKind::Dir, None))),
+                    false => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(self.is_dir(key)?.then_some((EntryKind::Dir, None)))
+    }
+
+    /// Whether `key` (not an object) is a directory: the root, or a prefix with objects under
+    /// it (over HTTP: `key/` answers).
+    fn is_dir(&self, key: &Key) -> Result<bool, RemoteError> {
+        if key.as_ref().is_empty() && self.ctx.scheme == Scheme::Http {
+            return Ok(true);
+        }
         if self.ctx.scheme == Scheme::Http {
-            // A directory's HEAD may fail (a redirect to `path/`, then 403): ask `path/` then.
-            let head = self.head(&key);
-            if let Ok(Some(_)) = head {
-                return Ok(Some(EntryKind::File));
-            }
-            if key.as_ref().is_empty() || self.http_dir(&key)? {
-                return Ok(Some(EntryKind::Dir));
-            }
-            return head.map(|_| None);
+            return self.http_dir(key);
         }
-        if self.head(&key)?.is_some() {
-            return Ok(Some(EntryKind::File));
-        }
-        match self.list_keys(&key, 1) {
-            Ok(v) if !v.is_empty() || key.as_ref().is_empty() => Ok(Some(EntryKind::Dir)),
-            Ok(_) => Ok(None),
+        match self.list_keys(key, 1) {
+            Ok(v) => Ok(!v.is_empty() || key.as_ref().is_empty()),
             // A listing in a bucket that exists never answers 404.
             Err(RemoteError::NotFound { .. }) => Err(self.no_bucket()),
             Err(RemoteError::Request { msg, .. })
@@ -465,10 +477,34 @@ impl RemoteStore {
             .collect())
     }
 
-    /// Opens an object: one HEAD (size, ETag, modification time).
+    /// Keeps the metadata of listed objects for their open (bounded; complete entries only).
+    fn remember(&self, objects: &[ObjectMeta]) {
+        let mut m = self.ctx.listed.lock().unwrap_or_else(|e| e.into_inner());
+        for o in objects {
+            if m.len() >= MAX_LISTED {
+                break;
+            }
+            if o.e_tag.is_some() {
+                m.insert(o.location.as_ref().to_string(), o.clone());
+            }
+        }
+    }
+
+    /// Opens an object: size, ETag and modification time from the listing that showed it, if
+    /// one did since the last open, else from one HEAD.
     pub fn open_file(&self, path: &Path) -> Result<Arc<RemoteFile>, RemoteError> {
         let key = key_of(path)?;
-        match self.head(&key)? {
+        let listed = self
+            .ctx
+            .listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key.as_ref());
+        let meta = match listed {
+            Some(m) => Some(m),
+            None => self.head(&key)?,
+        };
+        match meta {
             Some(meta) => Ok(Arc::new(RemoteFile::new(
                 Arc::clone(&self.ctx),
                 self.new_object(&meta),
@@ -614,19 +650,17 @@ impl Store for RemoteStore {
 
     fn meta(&self, path: &Path) -> io::Result<FileMeta> {
         let key = key_of(path)?;
-        match self.head(&key)? {
-            Some(m) => Ok(self.ctx.file_meta(Some(m.last_modified))),
-            None => match self.try_kind(path)? {
-                Some(_) => {
-                    let mut m = self.ctx.file_meta(None);
-                    m.mode = libc::S_IFDIR | 0o555;
-                    Ok(m)
-                }
-                None => Err(RemoteError::NotFound {
-                    url: self.ctx.url(&key),
-                }
-                .into()),
-            },
+        match self.stat(&key)? {
+            Some((_, Some(m))) => Ok(self.ctx.file_meta(Some(m.last_modified))),
+            Some((_, None)) => {
+                let mut m = self.ctx.file_meta(None);
+                m.mode = libc::S_IFDIR | 0o555;
+                Ok(m)
+            }
+            None => Err(RemoteError::NotFound {
+                url: self.ctx.url(&key),
+            }
+            .into()),
         }
     }
 

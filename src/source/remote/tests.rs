@@ -488,6 +488,15 @@ fn kinds_listing_and_whole_reads() {
     .map(|(n, k)| (n.into(), *k))
     .collect();
     assert_eq!(l, want);
+    // Listed objects open without a HEAD, once; a second open asks again.
+    let heads = store.stats().heads;
+    let f = store.open_file(Path::new("run/ckpt-2.index")).unwrap();
+    assert_eq!(store.stats().heads, heads);
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, 0).unwrap();
+    assert_eq!(&b, b"i");
+    store.open_file(Path::new("run/ckpt-2.index")).unwrap();
+    assert_eq!(store.stats().heads, heads + 1);
     let s = store.read_whole(Path::new("run/checkpoint"), 100).unwrap();
     assert_eq!(s, b"model_checkpoint_path: \"ckpt-2\"\n");
     let e = store
