@@ -129,14 +129,18 @@ impl PartCache {
     }
 }
 
-fn copy_overlap(buf: &mut [u8], offset: u64, data_start: u64, data: &[u8]) {
+/// Copies the part of `data` (object bytes from `data_start`) that overlaps `buf` (object
+/// bytes from `offset`) into `buf`; returns how many bytes that was.
+pub(crate) fn copy_overlap(buf: &mut [u8], offset: u64, data_start: u64, data: &[u8]) -> u64 {
     let end = offset + buf.len() as u64;
     let data_end = data_start + data.len() as u64;
     let (from, to) = (offset.max(data_start), end.min(data_end));
-    if from < to {
-        let d = &data[(from - data_start) as usize..(to - data_start) as usize];
-        buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(d);
+    if from >= to {
+        return 0;
     }
+    let d = &data[(from - data_start) as usize..(to - data_start) as usize];
+    buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(d);
+    to - from
 }
 
 /// One GET of consecutive blocks in flight.
@@ -164,7 +168,9 @@ pub(crate) fn read_blocks(
         let (bs, be) = block_range(b);
         let (from, to) = (bs.max(offset), be.min(end));
         match ctx.cache.get(obj.id, b, from, to) {
-            Some((start, data)) => copy_overlap(buf, offset, start, &data),
+            Some((start, data)) => {
+                copy_overlap(buf, offset, start, &data);
+            }
             None => missing.push(b),
         }
     }

@@ -27,6 +27,7 @@ use bytes::Bytes;
 
 use super::budget::Reservation;
 use super::file::{Pending, RemoteFile};
+use super::parts::copy_overlap;
 use super::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
@@ -89,18 +90,6 @@ impl std::fmt::Debug for Reader {
             .field("range", &self.range)
             .finish()
     }
-}
-
-fn copy_overlap(buf: &mut [u8], offset: u64, data_start: u64, data: &[u8]) -> u64 {
-    let end = offset + buf.len() as u64;
-    let data_end = data_start + data.len() as u64;
-    let (from, to) = (offset.max(data_start), end.min(data_end));
-    if from >= to {
-        return 0;
-    }
-    let d = &data[(from - data_start) as usize..(to - data_start) as usize];
-    buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(d);
-    to - from
 }
 
 impl Reader {
