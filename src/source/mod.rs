@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod file;
 pub mod graph;
 pub mod names;
+pub mod remote;
 pub mod state;
 pub mod tensors;
 pub mod v1;

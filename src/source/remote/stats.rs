@@ -1,0 +1,50 @@
+//! Request and byte counters of one remote store, for benchmarks, tests and the lead's logs.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Request counters of one store (for benchmarks and tests).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub(crate) gets: AtomicU64,
+    pub(crate) heads: AtomicU64,
+    pub(crate) lists: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+}
+
+/// A snapshot of a store's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// GET requests sent (ranged reads).
+    pub gets: u64,
+    /// HEAD requests sent (opening files, probing paths).
+    pub heads: u64,
+    /// LIST requests sent (one per page).
+    pub lists: u64,
+    /// Body bytes received by GETs.
+    pub bytes_fetched: u64,
+    /// Bytes of read-ahead and cached parts held now, and the most ever held at once.
+    pub budget_used: u64,
+    pub budget_peak: u64,
+}
+
+impl Stats {
+    /// All requests sent.
+    pub fn requests(&self) -> u64 {
+        self.gets + self.heads + self.lists
+    }
+}
+
+impl Counters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> (u64, u64, u64, u64) {
+        (
+            self.gets.load(Ordering::Relaxed),
+            self.heads.load(Ordering::Relaxed),
+            self.lists.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}

@@ -1,0 +1,675 @@
+//! [`RemoteStore`]: one bucket (or HTTP host) as a [`Store`]: what a key is (HEAD, or a
+//! delimited listing for "directories"), directory listings, opening objects, reading small
+//! objects whole. Owns the runtime, the memory budget, the block cache and the counters that
+//! every [`RemoteFile`] of it shares.
+//!
+//! Paths are keys relative to the bucket (or host) root, written as relative paths
+//! (`run/ckpt-1000.index`); `RemoteStore::open_url` gives the store and the path its URL names.
+//! Plain HTTP cannot list: [`Store::list`] fails with `Unsupported`, and a path is a directory
+//! when `path/` answers (2xx, or 403 as servers answer for a directory without an index).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::future::Future;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::path::{Path as Key, PathPart};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+
+use super::budget::Budget;
+use super::config::{self, RemoteConfig};
+use super::file::{map_err, Io, Object, RemoteFile};
+use super::parts::{PartCache, BLOCK};
+use super::runtime::Rt;
+use super::stats::{Counters, Stats};
+use super::url::{self as rurl, RemoteUrl, Scheme};
+use super::{one_line, RemoteError};
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
+
+/// Most entries one directory listing may return.
+pub const MAX_LIST: usize = 200_000;
+/// Most listed objects whose metadata is kept for their open.
+const MAX_LISTED: usize = 50_000;
+
+/// What every file of a store shares.
+pub(crate) struct Ctx {
+    pub rt: Rt,
+    pub io: Arc<Io>,
+    pub budget: Arc<Budget>,
+    pub cache: PartCache,
+    pub timeout: Duration,
+    /// `s3://bucket/`, `https://host/`: URLs of keys are this + key.
+    pub prefix: String,
+    pub scheme: Scheme,
+    pub credentials: String,
+    lister: Option<Arc<dyn PaginatedListStore>>,
+    /// Plain HTTP: tells a directory by a HEAD of `path/`.
+    dir_probe: Option<reqwest::Client>,
+    /// Metadata of objects seen in listings, taken by the next open of each (no HEAD then).
+    listed: Mutex<HashMap<String, ObjectMeta>>,
+    next_id: AtomicU64,
+    uid: u32,
+    gid: u32,
+}
+
+impl Ctx {
+    pub fn timeout_err(&self, url: &str) -> RemoteError {
+        RemoteError::Timeout {
+            url: url.to_string(),
+            secs: self.timeout.as_secs(),
+        }
+    }
+
+    /// Runs `fut` on the runtime from synchronous code, bounded by `remote_timeout`.
+    pub fn run<T: Send>(
+        &self,
+        url: &str,
+        fut: impl Future<Output = Result<T, RemoteError>> + Send,
+    ) -> Result<T, RemoteError> {
+        let t = self.timeout;
+        self.rt
+            .block_on(async move { tokio::time::timeout(t, fut).await })
+            .unwrap_or_else(|_| Err(self.timeout_err(url)))
+    }
+
+    /// Owner and mode shown for remote files and directories: the daemon's user, read-only.
+    pub fn file_meta(&self, mtime: Option<DateTime<Utc>>) -> FileMeta {
+        let mtime = mtime
+            .and_then(|t| {
+                let secs = u64::try_from(t.timestamp()).ok()?;
+                let d = Duration::new(secs, t.timestamp_subsec_nanos());
+                std::time::UNIX_EPOCH.checked_add(d)
+            })
+            .unwrap_or(std::time::UNIX_EPOCH);
+        FileMeta {
+            mtime,
+            uid: self.uid,
+            gid: self.gid,
+            mode: libc::S_IFREG | 0o444,
+        }
+    }
+
+    fn url(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_ref())
+    }
+}
+
+/// One bucket or HTTP host.
+pub struct RemoteStore {
+    ctx: Arc<Ctx>,
+}
+
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore")
+            .field("prefix", &self.ctx.prefix)
+            .field("credentials", &self.ctx.credentials)
+            .finish()
+    }
+}
+
+/// The key a store path names: relative components, `.` dropped, `..` taken lexically.
+fn key_of(path: &Path) -> Result<Key, RemoteError> {
+    let bad = |why: &str| RemoteError::Config(format!("{}: {why}", path.display()));
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(s) => {
+                let s = s.to_str().ok_or_else(|| bad("not UTF-8"))?;
+                PathPart::parse(s).map_err(|e| bad(&e.to_string()))?;
+                parts.push(s);
+            }
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    Key::parse(parts.join("/")).map_err(|e| bad(&e.to_string()))
+}
+
+/// Percent-encodes one URL path segment.
+fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl RemoteStore {
+    /// The store a URL names and the path of its key in it (`s3://b/run/ckpt` gives the store of
+    /// bucket `b` and `run/ckpt`). Fails (one line) on a bad URL or missing credentials;
+    /// sends no request.
+    pub fn open_url(url: &str, cfg: &RemoteConfig) -> Result<(RemoteStore, PathBuf), RemoteError> {
+        let u = rurl::parse(url)?;
+        let store = RemoteStore::new(&u, cfg)?;
+        Ok((store, PathBuf::from(&u.key)))
+    }
+
+    /// The store of a parsed URL's bucket or host.
+    pub fn new(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<RemoteStore, RemoteError> {
+        let built = config::build(url, cfg)?;
+        Self::build(
+            built.store,
+            built.lister,
+            built.dir_probe,
+            url.store_prefix(),
+            url.scheme,
+            built.credentials,
+            cfg,
+        )
+    }
+
+    /// A store over any `object_store` client (tests: `InMemory`, `ThrottledStore`). Listing
+    /// goes through `ObjectStore::list_with_delimiter`.
+    pub fn with_object_store(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        cfg: &RemoteConfig,
+    ) -> Result<RemoteStore, RemoteError> {
+        Self::build(
+            store,
+            None,
+            None,
+            prefix.to_string(),
+            Scheme::S3,
+            "given".into(),
+            cfg,
+        )
+    }
+
+    fn build(
+        store: Arc<dyn ObjectStore>,
+        lister: Option<Arc<dyn PaginatedListStore>>,
+        dir_probe: Option<reqwest::Client>,
+        prefix: String,
+        scheme: Scheme,
+        credentials: String,
+        cfg: &RemoteConfig,
+    ) -> Result<RemoteStore, RemoteError> {
+        let rt = Rt::new().map_err(|e| {
+            RemoteError::Config(format!("{prefix}: cannot start the I/O runtime: {e}"))
+        })?;
+        // SAFETY: getuid/getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(RemoteStore {
+            ctx: Arc::new(Ctx {
+                rt,
+                io: Arc::new(Io {
+                    store,
+                    counters: Arc::new(Counters::default()),
+                }),
+                budget: Budget::new(cfg.cache_bytes),
+                cache: PartCache::new(cfg.cache_bytes / 4),
+                timeout: cfg.timeout,
+                prefix,
+                scheme,
+                credentials,
+                lister,
+                dir_probe,
+                listed: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                uid,
+                gid,
+            }),
+        })
+    }
+
+    /// `s3://bucket/`, `gs://bucket/` or `https://host/`.
+    pub fn prefix(&self) -> &str {
+        &self.ctx.prefix
+    }
+
+    /// Where the credentials come from (for a log line at mount).
+    pub fn credentials(&self) -> &str {
+        &self.ctx.credentials
+    }
+
+    /// The URL of a path of this store.
+    pub fn url_of(&self, path: &Path) -> String {
+        match key_of(path) {
+            Ok(k) => self.ctx.url(&k),
+            Err(_) => format!("{}{}", self.ctx.prefix, path.display()),
+        }
+    }
+
+    /// Requests made and bytes fetched so far, and the budget in use.
+    pub fn stats(&self) -> Stats {
+        let (gets, heads, lists, bytes) = self.ctx.io.counters.snapshot();
+        Stats {
+            gets,
+            heads,
+            lists,
+            bytes_fetched: bytes,
+            budget_used: self.ctx.budget.used(),
+            budget_peak: self.ctx.budget.peak(),
+        }
+    }
+
+    /// Bytes held by the block cache now.
+    pub fn cached_bytes(&self) -> u64 {
+        self.ctx.cache.bytes()
+    }
+
+    /// The underlying `object_store` client (tests, benchmarks: uploads).
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        Arc::clone(&self.ctx.io.store)
+    }
+
+    fn new_object(&self, meta: &object_store::ObjectMeta) -> Object {
+        let id = self.ctx.next_id.fetch_add(1, Ordering::Relaxed);
+        Object::new(meta, self.ctx.url(&meta.location), id)
+    }
+
+    /// HEAD of `key`: `Ok(None)` if there is no such object.
+    fn head(&self, key: &Key) -> Result<Option<object_store::ObjectMeta>, RemoteError> {
+        if key.as_ref().is_empty() {
+            return Ok(None);
+        }
+        let url = self.ctx.url(key);
+        let io = &self.ctx.io;
+        self.ctx.run(&url, async {
+            Counters::add(&io.counters.heads, 1);
+            match io.store.head(key).await {
+                Ok(m) => Ok(Some(m)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(map_err(&url, e)),
+            }
+        })
+    }
+
+    /// Entries directly under `dir` (at most `max`): `(name, is_dir)`.
+    fn list_keys(&self, dir: &Key, max: usize) -> Result<Vec<(String, bool)>, RemoteError> {
+        let url = self.ctx.url(dir);
+        if self.ctx.scheme == Scheme::Http {
+            return Err(RemoteError::Unsupported {
+                url,
+                what: "plain HTTP cannot list directories (give the checkpoint prefix, or a SavedModel directory)".into(),
+            });
+        }
+        let io = &self.ctx.io;
+        let name_of = |p: &Key| -> Option<String> {
+            let rest = p.prefix_match(dir)?;
+            let parts: Vec<_> = rest.collect();
+            match parts.as_slice() {
+                [one] => Some(one.as_ref().to_string()),
+                _ => None,
+            }
+        };
+        let mut out = Vec::new();
+        match &self.ctx.lister {
+            Some(lister) => {
+                let prefix = if dir.as_ref().is_empty() {
+                    None
+                } else {
+                    Some(format!("{}/", dir.as_ref()))
+                };
+                let mut token = None;
+                loop {
+                    let opts = PaginatedListOptions {
+                        delimiter: Some("/".into()),
+                        max_keys: Some(1000.min(max.max(1))),
+                        page_token: token.take(),
+                        ..Default::default()
+                    };
+                    let page = self.ctx.run(&url, async {
+                        Counters::add(&io.counters.lists, 1);
+                        lister
+                            .list_paginated(prefix.as_deref(), opts)
+                            .await
+                            .map_err(|e| map_err(&url, e))
+                    })?;
+                    for p in &page.result.common_prefixes {
+                        out.extend(name_of(p).map(|n| (n, true)));
+                    }
+                    for o in &page.result.objects {
+                        out.extend(name_of(&o.location).map(|n| (n, false)));
+                    }
+                    self.remember(&page.result.objects);
+                    if out.len() >= max {
+                        out.truncate(max);
+                        break;
+                    }
+                    match page.page_token {
+                        Some(t) => token = Some(t),
+                        None => break,
+                    }
+                }
+            }
+            None => {
+                let r = self.ctx.run(&url, async {
+                    Counters::add(&io.counters.lists, 1);
+                    io.store
+                        .list_with_delimiter(Some(dir))
+                        .await
+                        .map_err(|e| map_err(&url, e))
+                })?;
+                out.extend(
+                    r.common_prefixes
+                        .iter()
+                        .filter_map(|p| name_of(p).map(|n| (n, true))),
+                );
+                out.extend(
+                    r.objects
+                        .iter()
+                        .filter_map(|o| name_of(&o.location).map(|n| (n, false))),
+                );
+                self.remember(&r.objects);
+                out.truncate(max);
+            }
+        }
+        Ok(out)
+    }
+
+    /// HTTP: does `key/` answer like a directory?
+    fn http_dir(&self, key: &Key) -> Result<bool, RemoteError> {
+        let Some(probe) = &self.ctx.dir_probe else {
+            return Ok(false);
+        };
+        let mut u = self.ctx.prefix.clone();
+        for p in key.parts() {
+            u.push_str(&encode_segment(p.as_ref()));
+            u.push('/');
+        }
+        let url = self.ctx.url(key);
+        let io = &self.ctx.io;
+        self.ctx.run(&url, async {
+            Counters::add(&io.counters.heads, 1);
+            let r = probe
+                .head(&u)
+                .send()
+                .await
+                .map_err(|e| RemoteError::Request {
+                    url: url.clone(),
+                    msg: one_line(&e.to_string()),
+                })?;
+            let s = r.status();
+            Ok(s.is_success() || s == reqwest::StatusCode::FORBIDDEN)
+        })
+    }
+
+    /// What `path` is: a file (an object), a directory (a key prefix with objects under it, or
+    /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell. Takes
+    /// at most `remote_timeout` when the store does not answer.
+    pub fn try_kind(&self, path: &Path) -> Result<Option<EntryKind>, RemoteError> {
+        Ok(self.stat(&key_of(path)?)?.map(|(k, _)| k))
+    }
+
+    /// What `key` is, with the object's metadata if it is one.
+    fn stat(
+        &self,
+        key: &Key,
+    ) -> Result<Option<(EntryKind, Option<object_store::ObjectMeta>)>, RemoteError> {
+        match self.head(key) {
+            Ok(Some(m)) => return Ok(Some((EntryKind::File, Some(m)))),
+            Ok(None) => {}
+            // Over HTTP a directory's HEAD may fail (a redirect to `path/`, then 403).
+            Err(e)
+                if self.ctx.scheme == Scheme::Http && !matches!(e, RemoteError::Timeout { .. }) =>
+            {
+                return match self.is_dir(key)? {
+                    true => Ok(Some((EntryKind::Dir, None))),
+                    false => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(self.is_dir(key)?.then_some((EntryKind::Dir, None)))
+    }
+
+    /// Whether `key` (not an object) is a directory: the root, or a prefix with objects under
+    /// it (over HTTP: `key/` answers).
+    fn is_dir(&self, key: &Key) -> Result<bool, RemoteError> {
+        if key.as_ref().is_empty() && self.ctx.scheme == Scheme::Http {
+            return Ok(true);
+        }
+        if self.ctx.scheme == Scheme::Http {
+            return self.http_dir(key);
+        }
+        match self.list_keys(key, 1) {
+            Ok(v) => Ok(!v.is_empty() || key.as_ref().is_empty()),
+            // A listing in a bucket that exists never answers 404.
+            Err(RemoteError::NotFound { .. }) => Err(self.no_bucket()),
+            Err(RemoteError::Request { msg, .. })
+                if msg.contains("NoSuchBucket") || msg.contains("404 Not Found") =>
+            {
+                Err(self.no_bucket())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn no_bucket(&self) -> RemoteError {
+        RemoteError::Request {
+            url: self.ctx.prefix.clone(),
+            msg: "no such bucket".into(),
+        }
+    }
+
+    /// The entries of directory `path` (not sorted); an error over plain HTTP.
+    pub fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
+        let key = key_of(path)?;
+        let v = self.list_keys(&key, MAX_LIST + 1)?;
+        if v.len() > MAX_LIST {
+            return Err(RemoteError::Unsupported {
+                url: self.ctx.url(&key),
+                what: format!("more than {MAX_LIST} entries in one directory"),
+            });
+        }
+        Ok(v.into_iter()
+            .map(|(n, d)| {
+                let k = if d { EntryKind::Dir } else { EntryKind::File };
+                (OsString::from(n), k)
+            })
+            .collect())
+    }
+
+    /// Keeps the metadata of listed objects for their open (bounded; complete entries only).
+    fn remember(&self, objects: &[ObjectMeta]) {
+        let mut m = self.ctx.listed.lock().unwrap_or_else(|e| e.into_inner());
+        for o in objects {
+            if m.len() >= MAX_LISTED {
+                break;
+            }
+            if o.e_tag.is_some() {
+                m.insert(o.location.as_ref().to_string(), o.clone());
+            }
+        }
+    }
+
+    /// Opens an object: size, ETag and modification time from the listing that showed it, if
+    /// one did since the last open, else from one HEAD.
+    pub fn open_file(&self, path: &Path) -> Result<Arc<RemoteFile>, RemoteError> {
+        let key = key_of(path)?;
+        let listed = self
+            .ctx
+            .listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key.as_ref());
+        let meta = match listed {
+            Some(m) => Some(m),
+            None => self.head(&key)?,
+        };
+        match meta {
+            Some(meta) => Ok(Arc::new(RemoteFile::new(
+                Arc::clone(&self.ctx),
+                self.new_object(&meta),
+            ))),
+            None => Err(RemoteError::NotFound {
+                url: self.ctx.url(&key),
+            }),
+        }
+    }
+
+    /// Opens an object with one GET of its last `tail` bytes instead of a HEAD (an `.index`:
+    /// its footer and, often, all of it); those bytes go to the block cache, so reading them
+    /// next costs no request.
+    pub fn open_tail(&self, path: &Path, tail: u64) -> Result<Arc<RemoteFile>, RemoteError> {
+        let key = key_of(path)?;
+        let url = self.ctx.url(&key);
+        let tail = tail.clamp(1, 8 * BLOCK);
+        let ctx = &self.ctx;
+        let deadline = std::time::Instant::now() + ctx.timeout;
+        let res = ctx
+            .budget
+            .reserve(tail, deadline)
+            .ok_or_else(|| ctx.timeout_err(&url))?;
+        let (meta, start, data) = ctx.run(&url, async {
+            Counters::add(&ctx.io.counters.gets, 1);
+            let opts = GetOptions {
+                range: Some(GetRange::Suffix(tail)),
+                ..Default::default()
+            };
+            let r = ctx
+                .io
+                .store
+                .get_opts(&key, opts)
+                .await
+                .map_err(|e| map_err(&url, e))?;
+            let (meta, range) = (r.meta.clone(), r.range.clone());
+            let want = range.end.saturating_sub(range.start);
+            if want > tail || range.end != meta.size {
+                return Err(RemoteError::Request {
+                    url: url.clone(),
+                    msg: format!(
+                        "asked for the last {tail} bytes, got bytes {range:?} of {}",
+                        meta.size
+                    ),
+                });
+            }
+            let data = collect(&ctx.io, &url, r.into_stream(), want).await?;
+            Ok((meta, range.start, data))
+        })?;
+        let obj = self.new_object(&meta);
+        // Cut into cache blocks (the first may start inside its block).
+        let mut at = start;
+        let mut rest = data.freeze();
+        while !rest.is_empty() {
+            let block = at / BLOCK;
+            let n = ((block + 1) * BLOCK - at).min(rest.len() as u64) as usize;
+            let piece = rest.split_to(n);
+            ctx.cache.insert(&ctx.budget, obj.id, block, at, piece);
+            at += n as u64;
+        }
+        drop(res);
+        Ok(Arc::new(RemoteFile::new(Arc::clone(ctx), obj)))
+    }
+
+    /// A whole object of at most `max` bytes in one GET (no HEAD). Larger objects are refused
+    /// after the answer's headers, their body unread.
+    pub fn read_whole_object(&self, path: &Path, max: u64) -> Result<Vec<u8>, RemoteError> {
+        let key = key_of(path)?;
+        let url = self.ctx.url(&key);
+        let ctx = &self.ctx;
+        ctx.run(&url, async {
+            Counters::add(&ctx.io.counters.gets, 1);
+            let r = ctx
+                .io
+                .store
+                .get_opts(&key, GetOptions::default())
+                .await
+                .map_err(|e| map_err(&url, e))?;
+            if r.meta.size > max {
+                return Err(RemoteError::Unsupported {
+                    url: url.clone(),
+                    what: format!("{} bytes, more than the {max}-byte limit", r.meta.size),
+                });
+            }
+            let size = r.meta.size;
+            Ok(collect(&ctx.io, &url, r.into_stream(), size)
+                .await?
+                .to_vec())
+        })
+    }
+}
+
+/// Collects exactly `len` bytes of a body (no more is ever buffered).
+async fn collect(
+    io: &Io,
+    url: &str,
+    mut stream: futures_util::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>,
+    len: u64,
+) -> Result<BytesMut, RemoteError> {
+    let cap = usize::try_from(len).map_err(|_| RemoteError::Request {
+        url: url.into(),
+        msg: format!("{len} bytes do not fit in memory"),
+    })?;
+    let mut out = BytesMut::with_capacity(cap);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| map_err(url, e))?;
+        Counters::add(&io.counters.bytes, chunk.len() as u64);
+        if out.len() + chunk.len() > cap {
+            return Err(RemoteError::Request {
+                url: url.into(),
+                msg: format!("the server sent more than the {len} bytes it announced"),
+            });
+        }
+        out.extend_from_slice(&chunk);
+    }
+    if out.len() != cap {
+        return Err(RemoteError::Request {
+            url: url.into(),
+            msg: format!("the answer ended after {} of {len} bytes", out.len()),
+        });
+    }
+    Ok(out)
+}
+
+impl Store for RemoteStore {
+    fn kind(&self, path: &Path) -> Option<EntryKind> {
+        match self.try_kind(path) {
+            Ok(k) => k,
+            Err(e) => {
+                log::warn!("{e}");
+                None
+            }
+        }
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<(OsString, EntryKind)>> {
+        Ok(self.try_list(dir)?)
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn ByteSource>> {
+        Ok(self.open_file(path)?)
+    }
+
+    fn meta(&self, path: &Path) -> io::Result<FileMeta> {
+        let key = key_of(path)?;
+        match self.stat(&key)? {
+            Some((_, Some(m))) => Ok(self.ctx.file_meta(Some(m.last_modified))),
+            Some((_, None)) => {
+                let mut m = self.ctx.file_meta(None);
+                m.mode = libc::S_IFDIR | 0o555;
+                Ok(m)
+            }
+            None => Err(RemoteError::NotFound {
+                url: self.ctx.url(&key),
+            }
+            .into()),
+        }
+    }
+
+    fn read_whole(&self, path: &Path, max: u64) -> io::Result<Vec<u8>> {
+        self.read_whole_object(path, max).map_err(|e| match e {
+            RemoteError::Unsupported { .. } => {
+                io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+            }
+            e => e.into(),
+        })
+    }
+}

@@ -1,0 +1,515 @@
+//! Unit tests of the remote read path on `object_store`'s in-memory store: read-ahead windows,
+//! random reads, the memory budget with many readers, `If-Match`, timeouts, listing. A
+//! recording wrapper counts the GETs and their ranges, and can stop answering.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path as Key;
+use object_store::throttle::{ThrottleConfig, ThrottledStore};
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+use super::budget::OVERDRAFT;
+use super::prefetch::{FIRST_WINDOW, MAX_PART, MAX_WINDOW};
+use super::{RemoteConfig, RemoteError, RemoteStore};
+use crate::format::ReadAt;
+use crate::source::bytes::{ByteSource, EntryKind, Store};
+
+const MIB: u64 = 1 << 20;
+
+/// Delegates to an inner store; records the range of every GET; can stop answering GETs.
+#[derive(Debug)]
+struct Rec {
+    inner: Arc<dyn ObjectStore>,
+    gets: Mutex<Vec<Range<u64>>>,
+    hang: AtomicBool,
+}
+
+impl std::fmt::Display for Rec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rec({})", self.inner)
+    }
+}
+
+impl Rec {
+    fn new(inner: Arc<dyn ObjectStore>) -> Arc<Rec> {
+        Arc::new(Rec {
+            inner,
+            gets: Mutex::new(Vec::new()),
+            hang: AtomicBool::new(false),
+        })
+    }
+
+    fn take(&self) -> Vec<Range<u64>> {
+        std::mem::take(&mut *self.gets.lock().unwrap())
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Rec {
+    async fn put_opts(
+        &self,
+        l: &Key,
+        p: PutPayload,
+        o: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(l, p, o).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        l: &Key,
+        o: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(l, o).await
+    }
+
+    async fn get_opts(&self, l: &Key, o: GetOptions) -> object_store::Result<GetResult> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if !o.head {
+            if let Some(GetRange::Bounded(r)) = &o.range {
+                self.gets.lock().unwrap().push(r.clone());
+            }
+        }
+        self.inner.get_opts(l, o).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Key>>,
+    ) -> BoxStream<'static, object_store::Result<Key>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Key>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Key>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Key, to: &Key, o: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, o).await
+    }
+}
+
+/// Deterministic bytes (xorshift).
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn cfg(cache: u64, timeout: Duration) -> RemoteConfig {
+    RemoteConfig {
+        cache_bytes: cache,
+        timeout,
+        ..Default::default()
+    }
+}
+
+/// A store over `inner` with objects `(key, bytes)` uploaded.
+fn store_with(
+    inner: Arc<dyn ObjectStore>,
+    objects: &[(&str, &[u8])],
+    c: &RemoteConfig,
+) -> (RemoteStore, Arc<Rec>) {
+    let rec = Rec::new(inner);
+    let store = RemoteStore::with_object_store(rec.clone(), "mem://b/", c).unwrap();
+    put(&store, objects);
+    (store, rec)
+}
+
+fn put(store: &RemoteStore, objects: &[(&str, &[u8])]) {
+    let os = store.object_store();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for (k, v) in objects {
+        rt.block_on(os.put(&Key::from(*k), PutPayload::from(v.to_vec())))
+            .unwrap();
+    }
+}
+
+#[test]
+fn sequential_reads_double_the_window_in_parts_of_at_most_8_mib() {
+    let obj = data(48 << 20, 1);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let r = f.reader(0..f.size());
+    let mut seen = Vec::with_capacity(obj.len());
+    let mut windows = vec![];
+    for off in (0..obj.len() as u64).step_by(128 << 10) {
+        seen.extend(r.read(off, 128 << 10).unwrap());
+        windows.push(r.window());
+    }
+    assert!(seen == obj, "bytes differ");
+    let mut gets = rec.take();
+    // Parts in flight together may start in any order.
+    gets.sort_by_key(|g| g.start);
+    // Contiguous parts from 0 to the end, each fetched once: no byte twice, none past the end.
+    let mut at = 0;
+    for g in &gets {
+        assert_eq!(g.start, at, "{gets:?}");
+        assert!(g.end - g.start <= MAX_PART, "{gets:?}");
+        at = g.end;
+    }
+    assert_eq!(at, obj.len() as u64);
+    assert_eq!(store.stats().bytes_fetched, obj.len() as u64);
+    // The first part is the first window; then the parts grow.
+    assert_eq!(gets[0], 0..FIRST_WINDOW);
+    assert!(gets[1].end - gets[1].start > FIRST_WINDOW, "{gets:?}");
+    // Few requests: 48 MiB in 8 MiB parts plus the ramp.
+    assert!(gets.len() <= 12, "{} GETs: {gets:?}", gets.len());
+    // The window doubled from 1 MiB, never past 64 MiB.
+    assert_eq!(windows[0], FIRST_WINDOW);
+    let mut prev = FIRST_WINDOW;
+    for &w in &windows {
+        assert!(w == prev || w == prev * 2, "{windows:?}");
+        prev = w;
+    }
+    assert!((32 * MIB..=MAX_WINDOW).contains(&prev), "{prev}");
+}
+
+#[test]
+fn a_small_range_is_one_get() {
+    let obj = data(20 << 20, 2);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let range = 3 * MIB + 17..8 * MIB + 5;
+    let r = f.reader(range.clone());
+    for off in range.clone().step_by(128 << 10) {
+        let n = (range.end - off).min(128 << 10) as usize;
+        let got = r.read(off, n).unwrap();
+        assert!(got[..] == obj[off as usize..off as usize + n]);
+    }
+    assert_eq!(rec.take(), vec![range.clone()]);
+    // Served whole once: its memory is released.
+    assert_eq!(store.stats().budget_used, 0);
+    // A 16 KiB tensor costs 16 KiB.
+    let before = store.stats().bytes_fetched;
+    let r = f.reader(100..100 + 16384);
+    assert_eq!(r.read(100, 16384).unwrap(), obj[100..100 + 16384]);
+    assert_eq!(store.stats().bytes_fetched - before, 16384);
+}
+
+#[test]
+fn random_reads_fetch_whole_aligned_mib_and_hit_the_cache() {
+    let obj = data(20 << 20, 3);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let r = f.reader(0..f.size());
+    let offsets = [
+        15 * MIB + 4096,
+        2 * MIB + 77,
+        19 * MIB + 12345,
+        7 * MIB,
+        15 * MIB + 999_000,
+        2 * MIB + 500_000,
+    ];
+    for &o in &offsets {
+        assert_eq!(r.read(o, 4096).unwrap(), obj[o as usize..o as usize + 4096]);
+        assert_eq!(r.window(), FIRST_WINDOW);
+    }
+    let gets = rec.take();
+    for g in &gets {
+        assert_eq!(g.start % MIB, 0, "{gets:?}");
+        assert!(
+            g.end - g.start == MIB || g.end == obj.len() as u64,
+            "{gets:?}"
+        );
+    }
+    // The last two reads fell in blocks already fetched.
+    assert_eq!(gets.len(), 4, "{gets:?}");
+    // A read across a block boundary: one GET of both blocks.
+    let o = 10 * MIB - 100;
+    assert_eq!(r.read(o, 200).unwrap(), obj[o as usize..o as usize + 200]);
+    assert_eq!(rec.take(), vec![9 * MIB..11 * MIB]);
+}
+
+#[test]
+fn read_exact_at_reads_blocks_once() {
+    let obj = data(3 * MIB as usize + 1000, 4);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("a.index", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("a.index")).unwrap();
+    assert_eq!(f.len(), obj.len() as u64);
+    // The footer: the last (short) block.
+    let mut b = vec![0u8; 48];
+    let end = obj.len() as u64;
+    f.read_exact_at(&mut b, end - 48).unwrap();
+    assert!(b[..] == obj[obj.len() - 48..]);
+    assert_eq!(rec.take(), vec![3 * MIB..end]);
+    f.read_exact_at(&mut b, end - 100).unwrap();
+    assert!(rec.take().is_empty());
+    // Past the end: an error, no request.
+    assert!(f.read_exact_at(&mut b, end - 10).is_err());
+    assert!(rec.take().is_empty());
+    // open_tail: one GET, and the bytes it brought are cached.
+    let before = store.stats();
+    let f = store.open_tail(Path::new("a.index"), 64 << 10).unwrap();
+    f.read_exact_at(&mut b, end - 48).unwrap();
+    assert!(b[..] == obj[obj.len() - 48..]);
+    let after = store.stats();
+    assert_eq!(
+        (after.gets - before.gets, after.heads - before.heads),
+        (1, 0)
+    );
+}
+
+#[test]
+fn budget_holds_with_16_concurrent_readers() {
+    let budget = 24 * MIB;
+    let objs: Vec<Vec<u8>> = (0..4).map(|i| data(24 << 20, 10 + i)).collect();
+    // Slow answers, so that readers overlap.
+    let slow = ThrottledStore::new(
+        InMemory::new(),
+        ThrottleConfig {
+            wait_get_per_call: Duration::from_millis(2),
+            ..Default::default()
+        },
+    );
+    let names: Vec<String> = (0..4).map(|i| format!("d/shard-{i}")).collect();
+    let list: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(|n| n.as_str())
+        .zip(objs.iter().map(|o| &o[..]))
+        .collect();
+    let (store, _rec) = store_with(Arc::new(slow), &list, &cfg(budget, Duration::from_secs(30)));
+    let store = Arc::new(store);
+    let objs = Arc::new(objs);
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            let objs = Arc::clone(&objs);
+            std::thread::spawn(move || {
+                let i = t % 4;
+                let f = store.open_file(Path::new(&format!("d/shard-{i}"))).unwrap();
+                let r = f.reader(0..f.size());
+                let step = 256 << 10;
+                for off in (0..f.size()).step_by(step) {
+                    let got = r.read(off, step).unwrap();
+                    assert!(got[..] == objs[i][off as usize..off as usize + got.len()]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = store.stats();
+    assert!(
+        s.budget_peak <= budget + OVERDRAFT,
+        "peak {} > {}",
+        s.budget_peak,
+        budget + OVERDRAFT
+    );
+    // The budget was what limited them (16 readers want up to 16 x 64 MiB).
+    assert!(s.budget_peak >= budget, "peak {}", s.budget_peak);
+    assert_eq!(s.budget_used, store.cached_bytes());
+    assert!(s.gets >= 16);
+}
+
+#[test]
+fn a_rewritten_object_fails_and_never_mixes() {
+    let v1 = data(4 << 20, 5);
+    let v2 = data(4 << 20, 6);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("ckpt.data-00000-of-00001", &v1)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store
+        .open_file(Path::new("ckpt.data-00000-of-00001"))
+        .unwrap();
+    let mut b = vec![0u8; 100];
+    f.read_exact_at(&mut b, 0).unwrap();
+    assert!(b[..] == v1[..100]);
+    put(&store, &[("ckpt.data-00000-of-00001", &v2)]);
+    // Cached block: still the old bytes (the version that was opened).
+    f.read_exact_at(&mut b, 50).unwrap();
+    assert!(b[..] == v1[50..150]);
+    // A new GET carries If-Match and fails.
+    let e = f.read_at(&mut b, 3 * MIB).unwrap_err();
+    assert!(matches!(e, RemoteError::Changed { .. }), "{e}");
+    assert!(f.changed());
+    // Every later read fails, cached or not, through read_exact_at or a reader.
+    assert!(f.read_exact_at(&mut b, 0).is_err());
+    let r = f.reader(0..f.size());
+    assert!(matches!(r.read(0, 10), Err(RemoteError::Changed { .. })));
+    assert_eq!(rec.take().len(), 2);
+    // A file opened now reads the new version.
+    let f2 = store
+        .open_file(Path::new("ckpt.data-00000-of-00001"))
+        .unwrap();
+    f2.read_exact_at(&mut b, 3 * MIB).unwrap();
+    assert!(b[..] == v2[3 * MIB as usize..3 * MIB as usize + 100]);
+}
+
+#[test]
+fn a_get_that_never_answers_fails_within_the_timeout_then_reads_resume() {
+    let obj = data(20 << 20, 7);
+    let timeout = Duration::from_millis(400);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, timeout),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let r = f.reader(0..f.size());
+    assert_eq!(r.read(0, 4096).unwrap(), obj[..4096]);
+    rec.hang.store(true, Ordering::SeqCst);
+    // Read past what was fetched ahead.
+    let t = Instant::now();
+    let e = r.read(12 * MIB, 4096).unwrap_err();
+    assert!(matches!(e, RemoteError::Timeout { .. }), "{e}");
+    let e2 = f.read_at(&mut [0u8; 10], 15 * MIB).unwrap_err();
+    assert!(matches!(e2, RemoteError::Timeout { .. }), "{e2}");
+    assert!(
+        t.elapsed() < timeout * 2 + Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(store.open_file(Path::new("shard")).is_err());
+    assert!(!f.changed());
+    // The store answers again: so do reads.
+    rec.hang.store(false, Ordering::SeqCst);
+    assert_eq!(
+        r.read(12 * MIB, 4096).unwrap(),
+        obj[12 << 20..(12 << 20) + 4096]
+    );
+    let mut b = [0u8; 10];
+    f.read_at(&mut b, 15 * MIB).unwrap();
+    assert_eq!(b[..], obj[15 << 20..(15 << 20) + 10]);
+}
+
+#[test]
+fn slow_answers_within_the_timeout_succeed() {
+    let obj = data(2 << 20, 8);
+    let slow = ThrottledStore::new(
+        InMemory::new(),
+        ThrottleConfig {
+            wait_get_per_call: Duration::from_millis(100),
+            ..Default::default()
+        },
+    );
+    let (store, _) = store_with(
+        Arc::new(slow),
+        &[("x", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(5)),
+    );
+    let f = store.open_file(Path::new("x")).unwrap();
+    let r = f.reader(0..f.size());
+    assert!(r.read(0, obj.len()).unwrap() == obj);
+    // Slower than the timeout: fails in time.
+    let slower = ThrottledStore::new(
+        InMemory::new(),
+        ThrottleConfig {
+            wait_get_per_call: Duration::from_secs(3600),
+            ..Default::default()
+        },
+    );
+    let c = cfg(256 * MIB, Duration::from_millis(300));
+    let store = RemoteStore::with_object_store(Arc::new(slower), "mem://s/", &c).unwrap();
+    let t = Instant::now();
+    assert!(store.open_file(Path::new("x")).is_err());
+    assert!(store.kind(Path::new("x")).is_none());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[test]
+fn kinds_listing_and_whole_reads() {
+    let (store, _) = store_with(
+        Arc::new(InMemory::new()),
+        &[
+            ("run/checkpoint", b"model_checkpoint_path: \"ckpt-2\"\n"),
+            ("run/ckpt-2.index", b"i"),
+            ("run/ckpt-2.data-00000-of-00001", b"d"),
+            ("run/sub/x", b"x"),
+            ("runaway", b"r"),
+        ],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    assert_eq!(store.kind(Path::new("run")), Some(EntryKind::Dir));
+    assert_eq!(store.kind(Path::new("run/")), Some(EntryKind::Dir));
+    assert_eq!(
+        store.kind(Path::new("run/ckpt-2.index")),
+        Some(EntryKind::File)
+    );
+    assert_eq!(
+        store.kind(Path::new("./run/sub/../ckpt-2.index")),
+        Some(EntryKind::File)
+    );
+    assert_eq!(store.kind(Path::new("ru")), None);
+    assert_eq!(store.kind(Path::new("")), Some(EntryKind::Dir));
+    let mut l = store.list(Path::new("run")).unwrap();
+    l.sort_by(|a, b| a.0.cmp(&b.0));
+    let want: Vec<(std::ffi::OsString, EntryKind)> = [
+        ("checkpoint", EntryKind::File),
+        ("ckpt-2.data-00000-of-00001", EntryKind::File),
+        ("ckpt-2.index", EntryKind::File),
+        ("sub", EntryKind::Dir),
+    ]
+    .iter()
+    .map(|(n, k)| (n.into(), *k))
+    .collect();
+    assert_eq!(l, want);
+    // Listed objects open without a HEAD, once; a second open asks again.
+    let heads = store.stats().heads;
+    let f = store.open_file(Path::new("run/ckpt-2.index")).unwrap();
+    assert_eq!(store.stats().heads, heads);
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, 0).unwrap();
+    assert_eq!(&b, b"i");
+    store.open_file(Path::new("run/ckpt-2.index")).unwrap();
+    assert_eq!(store.stats().heads, heads + 1);
+    let s = store.read_whole(Path::new("run/checkpoint"), 100).unwrap();
+    assert_eq!(s, b"model_checkpoint_path: \"ckpt-2\"\n");
+    let e = store
+        .read_whole(Path::new("run/checkpoint"), 10)
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    let Err(e) = store.open(Path::new("run/nope")) else {
+        panic!("opened a missing object")
+    };
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    let m = store.meta(Path::new("run")).unwrap();
+    assert_eq!(m.mode & libc::S_IFMT, libc::S_IFDIR);
+    let f = store.open(Path::new("run/ckpt-2.index")).unwrap();
+    assert_eq!(f.name(), Path::new("mem://b/run/ckpt-2.index"));
+    assert_eq!(f.meta().mode & libc::S_IFMT, libc::S_IFREG);
+}

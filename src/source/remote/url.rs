@@ -1,0 +1,231 @@
+//! Source URLs: `s3://bucket/key`, `gs://bucket/key`, `http://host/path`, `https://host/path`,
+//! split into the store they name and the key (path) inside it.
+//!
+//! `s3://` and `gs://` keys are taken verbatim, as the AWS and gcloud command lines take them
+//! (no percent-decoding); an `http(s)://` path is percent-decoded, since it is a URL path. A
+//! trailing `/` is dropped: a "directory" is a key prefix.
+
+use super::RemoteError;
+
+/// Which kind of object store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    S3,
+    Gcs,
+    Http,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::S3 => "s3",
+            Scheme::Gcs => "gs",
+            Scheme::Http => "http",
+        }
+    }
+}
+
+/// A parsed source URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteUrl {
+    pub scheme: Scheme,
+    /// The bucket (`s3`, `gs`), or for `http(s)` the origin `scheme://host[:port]`.
+    pub bucket: String,
+    /// The key inside the store, no leading or trailing `/` (`""` for the bucket or host root).
+    pub key: String,
+}
+
+impl RemoteUrl {
+    /// `s3://bucket/` or `https://host/`: the prefix shown before a key in messages.
+    pub fn store_prefix(&self) -> String {
+        match self.scheme {
+            Scheme::S3 | Scheme::Gcs => format!("{}://{}/", self.scheme.as_str(), self.bucket),
+            Scheme::Http => format!("{}/", self.bucket),
+        }
+    }
+}
+
+/// True if `s` is written as a URL this module parses (whether or not it is valid).
+pub fn is_remote(s: &str) -> bool {
+    ["s3://", "gs://", "http://", "https://"].iter().any(|p| {
+        s.as_bytes()
+            .get(..p.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes()))
+    })
+}
+
+fn bad(url: &str, why: &str) -> RemoteError {
+    RemoteError::Config(format!("{url}: not a usable URL: {why}"))
+}
+
+/// Parses a source URL.
+pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
+    let (scheme_str, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad(url, "expected s3://, gs://, http:// or https://"))?;
+    let scheme = match scheme_str.to_ascii_lowercase().as_str() {
+        "s3" => Scheme::S3,
+        "gs" => Scheme::Gcs,
+        "http" | "https" => Scheme::Http,
+        _ => return Err(bad(url, "expected s3://, gs://, http:// or https://")),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    if authority.is_empty() {
+        return Err(bad(
+            url,
+            if scheme == Scheme::Http {
+                "no host"
+            } else {
+                "no bucket"
+            },
+        ));
+    }
+    match scheme {
+        Scheme::S3 | Scheme::Gcs => {
+            let ok = authority
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !ok || authority.len() > 255 {
+                return Err(bad(
+                    url,
+                    "the bucket name has characters a bucket cannot have",
+                ));
+            }
+            Ok(RemoteUrl {
+                scheme,
+                bucket: authority.to_string(),
+                key: clean_key(url, path)?,
+            })
+        }
+        Scheme::Http => {
+            if authority.contains('@') {
+                return Err(bad(
+                    url,
+                    "user names or passwords in the URL are not supported",
+                ));
+            }
+            if path.contains(['?', '#']) || authority.contains(['?', '#']) {
+                return Err(bad(url, "queries and fragments are not supported"));
+            }
+            let ok = authority.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':' | b'[' | b']')
+            });
+            if !ok {
+                return Err(bad(url, "the host has characters a host cannot have"));
+            }
+            let decoded =
+                percent_decode(path).ok_or_else(|| bad(url, "bad %-escape in the path"))?;
+            Ok(RemoteUrl {
+                scheme,
+                bucket: format!("{}://{}", scheme_str.to_ascii_lowercase(), authority),
+                key: clean_key(url, &decoded)?,
+            })
+        }
+    }
+}
+
+/// Drops empty and `.` segments and a trailing `/`; refuses `..` and control characters.
+fn clean_key(url: &str, path: &str) -> Result<String, RemoteError> {
+    let mut parts = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return Err(bad(url, "`..` in the path")),
+            s if s.chars().any(|c| c.is_control()) => {
+                return Err(bad(url, "control characters in the path"))
+            }
+            s => parts.push(s),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c == b'%' {
+            let hi = hex(*b.get(i + 1)?)?;
+            let lo = hex(*b.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> RemoteUrl {
+        match parse(s) {
+            Ok(u) => u,
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    #[test]
+    fn s3_and_gs() {
+        let u = p("s3://my-bucket/run/ckpt-1000");
+        assert_eq!(u.scheme, Scheme::S3);
+        assert_eq!(u.bucket, "my-bucket");
+        assert_eq!(u.key, "run/ckpt-1000");
+        assert_eq!(u.store_prefix(), "s3://my-bucket/");
+        let u = p("gs://b.example/dir/sub/");
+        assert_eq!((u.scheme, u.key.as_str()), (Scheme::Gcs, "dir/sub"));
+        let u = p("S3://b");
+        assert_eq!((u.bucket.as_str(), u.key.as_str()), ("b", ""));
+        // Keys are verbatim: no percent-decoding.
+        assert_eq!(p("s3://b/a%20b//./c").key, "a%20b/c");
+    }
+
+    #[test]
+    fn http() {
+        let u = p("https://host.example:8443/models/m%20v1/");
+        assert_eq!(u.scheme, Scheme::Http);
+        assert_eq!(u.bucket, "https://host.example:8443");
+        assert_eq!(u.key, "models/m v1");
+        assert_eq!(u.store_prefix(), "https://host.example:8443/");
+        assert_eq!(p("http://127.0.0.1:9").key, "");
+    }
+
+    #[test]
+    fn refused() {
+        for s in [
+            "s3:/b/k",
+            "s3:///k",
+            "ftp://h/k",
+            "s3://b/../k",
+            "s3://b a/k",
+            "https://u:p@h/k",
+            "https://h/k?x=1",
+            "https://h/k%zz",
+            "https://h/k%ff",
+            "gs://b/k\u{1}",
+            "/local/path",
+        ] {
+            assert!(parse(s).is_err(), "{s} accepted");
+        }
+        assert!(is_remote("HTTPS://x"));
+        assert!(!is_remote("/s3://x"));
+        assert!(!is_remote("s3:"));
+        assert!(!is_remote("s\u{e9}://x"));
+    }
+}
