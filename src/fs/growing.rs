@@ -199,8 +199,10 @@ impl GrowingText {
 
     /// Text bytes `[offset, offset + size)`, clamped to the end of the text.
     pub fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        // No text is longer than this: nothing to render for a read beyond it.
+        let most = self.data.size().saturating_mul(MAX_TEXT_PER_BYTE as u64);
         let mut st = self.lock();
-        if st.total.is_some_and(|t| offset >= t) || size == 0 {
+        if st.total.is_some_and(|t| offset >= t) || offset >= most || size == 0 {
             return Ok(Vec::new());
         }
         let mut c = self.take_cursor(&mut st, offset)?;
