@@ -971,3 +971,45 @@ fn views_through_a_real_mount() {
     std::io::Read::read_to_end(&mut f, &mut got).expect("read");
     assert!(got == core);
 }
+
+/// A directory component ending in `.txt` is escaped everywhere (rule 3), so the key `a.txt/b`
+/// cannot collide with `text/a.txt`, the text of the tensor `a`.
+#[test]
+fn txt_directories_do_not_collide_with_text_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prefix = dir.path().join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let one = 1.0f32.to_le_bytes();
+    let two = 2.0f32.to_le_bytes();
+    w.add(b"a", DType(1), &[], &one, 0).expect("add");
+    w.add(b"a.txt/b", DType(1), &[], &two, 0).expect("add");
+    w.finish().expect("finish");
+    let fs = open_fs(&prefix);
+    for view in ["variables", "text", "stats"] {
+        let d = lookup_path(&fs, view.as_bytes()).expect("view");
+        let mut names = Vec::new();
+        fs.readdir(d.ino, 0, |e| {
+            names.push(show(&e.name));
+            false
+        })
+        .expect("readdir");
+        names.retain(|n| !n.starts_with('.'));
+        names.sort();
+        let want: Vec<&str> = match view {
+            "variables" => vec!["a%2Etxt", "a.bin", "a.dtype", "a.npy", "a.shape"],
+            _ => vec!["a%2Etxt", "a.txt"],
+        };
+        assert_eq!(names, want, "{view}");
+    }
+    assert_eq!(read_path(&fs, b"text/a.txt").expect("a"), b"1\n");
+    assert_eq!(read_path(&fs, b"text/a%2Etxt/b.txt").expect("b"), b"2\n");
+    assert!(lookup_path(&fs, b"text/a.txt/b.txt").is_err());
+    assert!(lookup_path(&fs, b"variables/a.txt").is_err());
+    assert!(lookup_path(&fs, b"text/a.bin").is_err());
+    let tsv = read_path(&fs, b"tensors.tsv").expect("tsv");
+    assert!(
+        show(&tsv).contains("\tvariables/a%2Etxt/b.bin\t"),
+        "{}",
+        show(&tsv)
+    );
+}
