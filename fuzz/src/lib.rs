@@ -716,7 +716,7 @@ fn walk_fs(fs: &Fs, read_size: usize, key_names: bool) {
                     assert!(fs.readlink(a.ino).is_ok(), "readlink of a listed symlink");
                 }
                 Kind::File => {
-                    if let Some(bytes) = read_file(fs, a.ino, a.size, read_size) {
+                    if let Some(bytes) = read_file(fs, a.ino, a.size, a.volatile, read_size) {
                         files.push((e.name.clone(), bytes));
                     }
                 }
@@ -803,7 +803,13 @@ fn assert_same(a: &[u8], b: &[u8], what: &str) {
 
 /// Reads a file in `read_size` pieces (up to a cap); `None` if a read failed or the file is
 /// larger than the cap. A complete read must have the size `getattr` gave.
-fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> {
+fn read_file(
+    fs: &Fs,
+    ino: u64,
+    mut size: u64,
+    volatile: bool,
+    read_size: usize,
+) -> Option<Vec<u8>> {
     let cap = size.min(MAX_FILE_BYTES);
     let step = (read_size as u64).max(cap / MAX_READS_PER_FILE + 1) as usize;
     let _ = fs.read(ino, u64::MAX - 1, 16);
@@ -815,13 +821,23 @@ fn read_file(fs: &Fs, ino: u64, size: u64, read_size: usize) -> Option<Vec<u8>> 
             break;
         }
         out.extend_from_slice(&piece);
+        // A growing file (a `text/` file not rendered to its end) has at least its size.
         assert!(
-            out.len() as u64 <= size,
+            volatile || out.len() as u64 <= size,
             "reads return more than the getattr size {size}"
         );
         if out.len() as u64 > MAX_FILE_BYTES {
             return None;
         }
+    }
+    if volatile {
+        // Read to its end: the size is exact now.
+        let a = fs.getattr(ino).ok()?;
+        assert!(
+            !a.volatile && a.size >= size,
+            "a growing file read to its end"
+        );
+        size = a.size;
     }
     assert_eq!(
         out.len() as u64,

@@ -9,13 +9,16 @@
 //!   `spacing` text bytes apart, at most [`MAX_CHECKPOINTS`] (when full, every other one is
 //!   dropped and the spacing doubles). A read at any offset renders from the nearest checkpoint
 //!   before it ([`TextRenderer::at_element`]).
-//! - *cursors*: up to [`MAX_CURSORS`] renderers where reads left off, each with the text it
-//!   rendered past the end of the last read (at most one step of [`STEP`] `.bin` bytes, or the
-//!   text rendered ahead): a sequential read continues exactly where the previous one stopped.
+//! - *cursors*: up to [`MAX_CURSORS`] renderers where reads left off, each with a window of the
+//!   text it rendered last: up to [`BEHIND`] bytes before the last read (the kernel's readahead
+//!   sends neighbouring reads in any order, and reads a page again after the size changed) and
+//!   what was rendered past it (one step of [`STEP`] `.bin` bytes, or the text rendered ahead).
+//!   A sequential read continues exactly where the previous one stopped.
 //! - the furthest text offset rendered and the furthest read end, and the total once known.
 //!
-//! Memory: checkpoints are 24 bytes each; the cursors' pending text is bounded by
-//! [`AHEAD`] + one step of text. Files are kept in the byte-bounded LRU of their subtree.
+//! Memory: checkpoints are 24 bytes each; a cursor's window is bounded by [`BEHIND`] + [`AHEAD`]
+//! + one step of text (+ the size of the read being served). Files are kept in the byte-bounded
+//! LRU of their subtree.
 
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +40,10 @@ pub const MAX_CHECKPOINTS: usize = 2048;
 const FIRST_SPACING: u64 = 256 << 10;
 /// Most cursors kept per file.
 pub const MAX_CURSORS: usize = 2;
+/// Text kept before the last read in a cursor's window.
+pub const BEHIND: u64 = 1 << 20;
+/// Text dropped from the front of a window at once (fewer, larger moves).
+const TRIM: u64 = 256 << 10;
 
 /// How far a file was rendered: what its size was reported as, and its total once known. Kept
 /// apart from the file's state (which may be dropped), so that a new state never reports less.
@@ -58,7 +65,7 @@ struct Checkpoint {
 struct Cursor {
     /// Text offset of `pending[0]`.
     text: u64,
-    /// Text rendered and not yet read.
+    /// The window: text rendered last, up to where the renderer is.
     pending: Vec<u8>,
     /// `.bin` offset the renderer has consumed up to.
     bin: u64,
@@ -70,11 +77,14 @@ impl Cursor {
         self.text + self.pending.len() as u64
     }
 
-    /// Drops pending text before `at` (`at` within `[text, end]`).
-    fn skip_to(&mut self, at: u64) {
+    /// Drops window text before `at`, lazily: only once there is [`TRIM`] of it, or all of the
+    /// window.
+    fn trim(&mut self, at: u64) {
         let n = (at.saturating_sub(self.text) as usize).min(self.pending.len());
-        self.pending.drain(..n);
-        self.text += n as u64;
+        if n as u64 >= TRIM || n == self.pending.len() {
+            self.pending.drain(..n);
+            self.text += n as u64;
+        }
     }
 }
 
@@ -156,7 +166,7 @@ impl GrowingText {
     pub fn weight(&self) -> usize {
         let bin = self.data.size();
         let text = bin.saturating_mul(MAX_TEXT_PER_BYTE as u64);
-        let per_cursor = text.min(AHEAD + 2 * STEP * MAX_TEXT_PER_BYTE as u64);
+        let per_cursor = text.min(BEHIND + TRIM + AHEAD + 2 * STEP * MAX_TEXT_PER_BYTE as u64);
         let checkpoints = (text / FIRST_SPACING + 1).min(MAX_CHECKPOINTS as u64);
         (512 + MAX_CURSORS as u64 * per_cursor + checkpoints * 24) as usize
     }
@@ -185,8 +195,8 @@ impl GrowingText {
         if st.rendered_to < target {
             let start = st.rendered_to;
             let mut c = self.take_cursor(&mut st, start)?;
-            // Text before the furthest read was read already: not kept.
-            let keep_from = st.read_to;
+            // Text well before the furthest read was read already: not kept.
+            let keep_from = st.read_to.saturating_sub(BEHIND);
             let r = self.render_until(&mut st, &mut c, target, keep_from);
             Self::put_cursor(&mut st, c);
             r?;
@@ -207,13 +217,14 @@ impl GrowingText {
         }
         let mut c = self.take_cursor(&mut st, offset)?;
         let want = offset.saturating_add(size as u64);
-        let out = self.render_until(&mut st, &mut c, want, offset).map(|()| {
-            c.skip_to(offset);
-            let n = size.min(c.pending.len());
-            let out: Vec<u8> = c.pending.drain(..n).collect();
-            c.text += n as u64;
-            out
-        });
+        let keep_from = offset.saturating_sub(BEHIND);
+        let out = self
+            .render_until(&mut st, &mut c, want, keep_from)
+            .map(|()| {
+                let a = (offset.saturating_sub(c.text) as usize).min(c.pending.len());
+                let b = a.saturating_add(size).min(c.pending.len());
+                c.pending[a..b].to_vec()
+            });
         if let Ok(out) = &out {
             st.read_to = st.read_to.max(offset + out.len() as u64);
         }
@@ -263,7 +274,7 @@ impl GrowingText {
         keep_from: u64,
     ) -> FsResult<()> {
         let size = self.data.size();
-        c.skip_to(keep_from.min(c.end()));
+        c.trim(keep_from);
         while c.end() < target {
             if c.bin >= size {
                 c.r.finish().map_err(|e| self.error(e.to_string()))?;
@@ -288,7 +299,7 @@ impl GrowingText {
             if c.r.at_boundary() {
                 self.checkpoint(st, end, c.r.elements_done(), c.bin);
             }
-            c.skip_to(keep_from.min(end));
+            c.trim(keep_from);
         }
         if c.bin >= size && c.r.at_boundary() {
             // Everything was rendered: the end is known without another step.
@@ -321,15 +332,18 @@ mod tests {
     use super::*;
     use crate::render::values::render_all;
 
-    /// A tensor held in memory.
-    struct Mem(Vec<u8>);
+    /// A tensor held in memory, counting the bytes read from it.
+    struct Mem(Vec<u8>, Arc<std::sync::atomic::AtomicU64>);
 
     impl TensorData for Mem {
         fn size(&self) -> u64 {
             self.0.len() as u64
         }
         fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-            Ok(super::super::subtree::slice_of(&self.0, offset, len))
+            let r = super::super::subtree::slice_of(&self.0, offset, len);
+            self.1
+                .fetch_add(r.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(r)
         }
     }
 
@@ -346,14 +360,24 @@ mod tests {
     }
 
     fn file(dtype: i32, shape: &[u64], bytes: Vec<u8>) -> GrowingText {
-        GrowingText::new(
+        counted(dtype, shape, bytes).0
+    }
+
+    fn counted(
+        dtype: i32,
+        shape: &[u64],
+        bytes: Vec<u8>,
+    ) -> (GrowingText, Arc<std::sync::atomic::AtomicU64>) {
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let g = GrowingText::new(
             DType(dtype),
             shape.to_vec(),
-            Arc::new(Mem(bytes)),
+            Arc::new(Mem(bytes, n.clone())),
             "tensor t".into(),
             "test".into(),
         )
-        .unwrap()
+        .unwrap();
+        (g, n)
     }
 
     /// Reads like the kernel does: stat, read while below the size, stat again at the end.
@@ -399,6 +423,47 @@ mod tests {
             .collect();
         assert!(vals.windows(2).all(|w| w[0] <= w[1]), "{vals:?}");
         assert_eq!(g.size().unwrap(), Size::Known(whole.len() as u64));
+    }
+
+    /// Reads as the kernel sends them under readahead: neighbouring ranges out of order, the
+    /// page at the old end again after each size change. Every value is rendered once.
+    #[test]
+    fn out_of_order_reads_render_each_value_once() {
+        let bytes = floats(500_000);
+        let whole = render_all(DType(1), &[500_000], &bytes).unwrap();
+        let (g, read) = counted(1, &[500_000], bytes.clone());
+        let mut at = 0u64;
+        let mut size = match g.size().unwrap() {
+            Size::Growing(s) => s,
+            other => panic!("{other:?}"),
+        };
+        let w = 128u64 << 10;
+        loop {
+            // Two neighbouring windows, the later one first, both within the reported size.
+            let second = (at + w).min(size);
+            let end = (at + 2 * w).min(size);
+            let b = g.read(second, (end - second) as usize).unwrap();
+            let a = g.read(at, (second - at) as usize).unwrap();
+            assert_eq!(a, &whole[at as usize..second as usize]);
+            assert_eq!(b, &whole[second as usize..end as usize]);
+            at = end;
+            if at == size {
+                // The page holding the old end is read again, then the size asked for.
+                let page = at & !4095;
+                assert_eq!(
+                    g.read(page, 4096).unwrap(),
+                    &whole[page as usize..(page as usize + 4096).min(whole.len())]
+                );
+                match g.size().unwrap() {
+                    Size::Known(t) if t == at => break,
+                    Size::Known(t) | Size::Growing(t) => size = t,
+                    Size::Broken => panic!("broken"),
+                }
+            }
+        }
+        assert_eq!(at, whole.len() as u64);
+        let n = read.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(n, bytes.len() as u64, "bytes read from the tensor");
     }
 
     #[test]
