@@ -16,9 +16,9 @@
 //!   A sequential read continues exactly where the previous one stopped.
 //! - the furthest text offset rendered and the furthest read end, and the total once known.
 //!
-//! Memory: checkpoints are 24 bytes each; a cursor's window is bounded by [`BEHIND`] + [`AHEAD`]
-//! + one step of text (+ the size of the read being served). Files are kept in the byte-bounded
-//! LRU of their subtree.
+//! Memory: checkpoints are 24 bytes each; a cursor's window is bounded by [`BEHIND`], [`AHEAD`]
+//! and one step of text together (plus the size of the read being served). Files are kept in the
+//! byte-bounded LRU of their subtree.
 
 use std::sync::{Arc, Mutex};
 
