@@ -956,6 +956,27 @@ fn views_through_a_real_mount() {
     assert_eq!(jobs.len(), 4);
     let checked = check_safetensors(&jobs);
     assert!(checked > 60, "{checked}");
+    // A live checkpoint directory: the root files through `latest` too.
+    let adam = jobs
+        .iter()
+        .find(|(p, _)| p.to_string_lossy().contains("model.ckpt-3"))
+        .expect("tf1_adam");
+    let latest = adam
+        .0
+        .parent()
+        .and_then(Path::parent)
+        .expect("mount")
+        .join("latest");
+    for f in [
+        "model.safetensors",
+        "tensors.tsv",
+        "summary.txt",
+        "stats/dense/kernel.txt",
+    ] {
+        let via = std::fs::read(latest.join(f)).expect("via latest");
+        let direct = std::fs::read(adam.0.parent().expect("ckpt").join(f)).expect("direct");
+        assert!(!via.is_empty() && via == direct, "latest/{f}");
+    }
     // And a plain sequential read of one equals the core's bytes.
     let c = checkpoints()
         .into_iter()
