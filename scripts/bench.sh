@@ -21,6 +21,10 @@
 #      `cat` of one node's .pbtxt, and `ls` of a plain 100 000-file directory for calibration
 #   7. the subcommands without FUSE (bench_cli, at the end): verify vs dd, diff of 100k-tensor
 #      checkpoints (time, data bytes read), ls -R vs find over a fresh mount
+#   8. V1 checkpoints (bench_v1): large V1 tensors read vs dd of the V1 file and vs V2
+#   9. the views (bench_views): big/tensor read through model.safetensors vs its .bin (>= 0.9),
+#      the header of model.safetensors of 100 000 tensors (< 1 s), stats/ and text/ of
+#      big/tensor (time, throughput, RssAnon)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
@@ -590,3 +594,114 @@ PYEOF
     row "8. dd of the whole V1 file" "$(ms "${T8[f32.dd]}")" "-" "info"
 }
 bench_v1
+
+# ---------------------------------------------------------------------------------------------
+# 9: the views (model.safetensors, text/, stats/)
+# ---------------------------------------------------------------------------------------------
+# 9a. sequential read (dd bs=1M, fresh mount) of big/tensor's bytes through model.safetensors
+#     vs its .bin, same repetitions                                      ratio bin/st >= 0.9
+# 9b. model.safetensors of the 100 000-tensor checkpoint on a fresh mount: stat, then read its
+#     header (8-byte length + JSON)                                                  < 1 s
+# 9c. cat stats/big/tensor.txt on a fresh mount (two passes over the bytes), and RssAnon after
+# 9d. text/big/tensor.txt on a fresh mount: time to its first 100 bytes (head -c 100), then the
+#     throughput of `cat` of the whole text (once), and RssAnon after
+bench_views() {
+    echo
+    echo "== 9: views of big/tensor and of the 100k-tensor checkpoint (fresh mount per run)"
+    new_mountpoint
+    vmnt=$MP
+    st_runs=()
+    bin_runs=()
+    hdr_runs=()
+    stats_runs=()
+    head_runs=()
+    V_RSS_STATS=nan
+    V_RSS_TEXT=nan
+    # unmount_wait MOUNTPOINT: unmounts, then waits for the daemon (and its watchdog) to exit: the
+    # next mount on the same path must not race with the old watchdog's cleanup.
+    unmount_wait() {
+        local i
+        unmount "$1"
+        for i in $(seq 200); do
+            [ -z "$(mount_pids "$1")" ] && return 0
+            sleep 0.05
+        done
+        echo "bench: the daemon of $1 is still running" >&2
+    }
+    rss_mib() { # rss_mib MOUNTPOINT: summed RssAnon of the mount's processes, MiB
+        local pid kib total=0
+        for pid in $(mount_pids "$1"); do
+            kib=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+            [ -n "$kib" ] && total=$((total + kib))
+        done
+        awk -v k="$total" 'BEGIN { printf "%.1f", k / 1024 }'
+    }
+    for r in $(seq "$REPS"); do
+        cat "$BIG_DATA" >/dev/null
+        mount_bg "$WORK/big/ckpt" "$vmnt" || break
+        t0=$(now)
+        dd if="$vmnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: dd .bin failed" >&2
+        bin_runs+=("$(sub "$t0" "$(now)")")
+        unmount_wait "$vmnt"
+        mount_bg "$WORK/big/ckpt" "$vmnt" || break
+        t0=$(now)
+        dd if="$vmnt/model.safetensors" of=/dev/null bs=1M status=none || echo "bench: dd model.safetensors failed" >&2
+        st_runs+=("$(sub "$t0" "$(now)")")
+        unmount_wait "$vmnt"
+        mount_bg "$WORK/t100k/ckpt" "$vmnt" || break
+        t0=$(now)
+        size=$(stat -c %s "$vmnt/model.safetensors")
+        hlen=$(od -An -t u8 -N8 "$vmnt/model.safetensors" | tr -d ' ')
+        head -c $((8 + hlen)) "$vmnt/model.safetensors" | tail -c 1 >/dev/null
+        hdr_runs+=("$(sub "$t0" "$(now)")")
+        [ "$r" = 1 ] && echo "   100k: model.safetensors $size bytes, header $hlen bytes"
+        unmount_wait "$vmnt"
+        mount_bg "$WORK/big/ckpt" "$vmnt" || break
+        t0=$(now)
+        cat "$vmnt/stats/big/tensor.txt" >"$WORK/stats.txt" || echo "bench: cat stats failed" >&2
+        stats_runs+=("$(sub "$t0" "$(now)")")
+        [ "$r" = "$REPS" ] && V_RSS_STATS=$(rss_mib "$vmnt")
+        unmount_wait "$vmnt"
+        mount_bg "$WORK/big/ckpt" "$vmnt" || break
+        t0=$(now)
+        head -c 100 "$vmnt/text/big/tensor.txt" >/dev/null || echo "bench: head of text failed" >&2
+        head_runs+=("$(sub "$t0" "$(now)")")
+        unmount_wait "$vmnt"
+    done
+    T_ST=$(median "${st_runs[@]:-nan}")
+    T_STBIN=$(median "${bin_runs[@]:-nan}")
+    T_HDR=$(median "${hdr_runs[@]:-nan}")
+    T_STATS=$(median "${stats_runs[@]:-nan}")
+    T_HEAD=$(median "${head_runs[@]:-nan}")
+    R_ST=$(div "$T_STBIN" "$T_ST")
+    sed 's/^/   stats: /' "$WORK/stats.txt" | head -12
+    # The whole text once: its size, time and the daemon's memory at the end.
+    T_TEXT=nan
+    TEXT_BYTES=0
+    if mount_bg "$WORK/big/ckpt" "$vmnt"; then
+        first=$(stat -c %s "$vmnt/text/big/tensor.txt")
+        t0=$(now)
+        TEXT_BYTES=$(cat "$vmnt/text/big/tensor.txt" | wc -c)
+        T_TEXT=$(sub "$t0" "$(now)")
+        last=$(stat -c %s "$vmnt/text/big/tensor.txt")
+        V_RSS_TEXT=$(rss_mib "$vmnt")
+        echo "   text/big/tensor.txt: stat $first before, $last after reading $TEXT_BYTES bytes"
+        [ "$last" = "$TEXT_BYTES" ] || echo "bench: text size after cat ($last) != bytes read ($TEXT_BYTES)" >&2
+        unmount_wait "$vmnt"
+    fi
+    printf '   .bin via mount     : %s  %s MB/s (runs: %s)\n' "$(ms "$T_STBIN")" "$(mbps "$BIG_BYTES" "$T_STBIN")" "${bin_runs[*]:-}"
+    printf '   model.safetensors  : %s  %s MB/s  bin/safetensors %s (runs: %s)\n' "$(ms "$T_ST")" "$(mbps "$BIG_BYTES" "$T_ST")" "$R_ST" "${st_runs[*]:-}"
+    printf '   100k header        : %s (runs: %s)\n' "$(ms "$T_HDR")" "${hdr_runs[*]:-}"
+    printf '   stats/ of big      : %s  %s MB/s of .bin (runs: %s), RssAnon after %s MiB\n' "$(ms "$T_STATS")" "$(mbps "$BIG_BYTES" "$T_STATS")" "${stats_runs[*]:-}" "$V_RSS_STATS"
+    printf '   text/: first 100 B : %s (runs: %s)\n' "$(ms "$T_HEAD")" "${head_runs[*]:-}"
+    printf '   text/: whole cat   : %s  %s MB/s of text, %s MB/s of .bin, RssAnon after %s MiB\n' "$(ms "$T_TEXT")" "$(mbps "$TEXT_BYTES" "$T_TEXT")" "$(mbps "$BIG_BYTES" "$T_TEXT")" "$V_RSS_TEXT"
+    echo
+    echo "== summary of 7"
+    row "figure" "value" "target" "result"
+    row "9a. seq read, .bin/model.safetensors" "$R_ST ($(mbps "$BIG_BYTES" "$T_ST") vs $(mbps "$BIG_BYTES" "$T_STBIN") MB/s)" ">= 0.9" "$(cmp_ok "$R_ST" '>=' 0.9)"
+    row "9b. 100k tensors: stat + header" "$(ms "$T_HDR")" "< 1 s" "$(cmp_ok "$T_HDR" '<' 1)"
+    row "9c. stats/ of big/tensor" "$(ms "$T_STATS"), $V_RSS_STATS MiB" "-" "info"
+    row "9d. text/: first 100 bytes" "$(ms "$T_HEAD")" "-" "info"
+    row "9d. text/: cat throughput" "$(mbps "$TEXT_BYTES" "$T_TEXT") MB/s, $V_RSS_TEXT MiB" "-" "info"
+}
+bench_views

@@ -46,7 +46,7 @@ NUMPY_NATIVE = {
 }
 
 MAX_COMPONENT = 200
-_DIR_SUFFIXES = (b".bin", b".shape", b".dtype", b".npy", b".pbtxt")
+_DIR_SUFFIXES = (b".bin", b".shape", b".dtype", b".npy", b".pbtxt", b".txt")
 
 
 def fnv1a64(b):

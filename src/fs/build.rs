@@ -13,7 +13,8 @@ use super::live::Live;
 use super::registry::Prunable;
 use super::subtree::Subtree;
 use super::text::{self, MetaGraphText, Part, WholeText};
-use super::variables::Variables;
+use super::variables::{Variables, View};
+use super::views;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
 use crate::source::bytes::{FileMeta, Store};
@@ -299,10 +300,21 @@ impl<'a> Builder<'a> {
         set: Arc<dyn TensorSet>,
         path: &Path,
     ) -> Result<(), SourceError> {
-        let s = set.clone();
-        let id = self.register(path, |id| Variables::new(id, dir, s))?;
-        let root = Ino::new(id, Variables::root()).ok_or_else(|| too_many(path))?;
-        self.link(dir, b"variables", root, Kind::Dir);
+        let (s, texts) = (set.clone(), self.fs.texts.clone());
+        let id = self.register(path, |id| Variables::new(id, dir, s, texts))?;
+        for view in [View::Variables, View::Text, View::Stats] {
+            let root = Ino::new(id, Variables::view_root(view)).ok_or_else(|| too_many(path))?;
+            self.link(dir, view.name(), root, Kind::Dir);
+        }
+        for (name, file) in views::root_files(&set) {
+            let meta = set.meta();
+            let f = self.add(Fixed::Text {
+                parent: dir,
+                text: file,
+                meta,
+            });
+            self.link(dir, name, f, Kind::File);
+        }
         self.fs
             .checkpoints
             .write()

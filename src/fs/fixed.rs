@@ -1,8 +1,8 @@
 //! The fixed nodes of a mount (subtree 0): the root and the directories made at mount time
 //! (`variables`'s parents, `meta_graphs/<tags>/`, `names/`, one directory per checkpoint),
 //! symlinks (`latest`, graph links, `names/`), files passed through from the source (SavedModel
-//! assets) and text files rendered on demand. A fixed directory's children may live in any
-//! subtree.
+//! assets) and files generated on demand (rendered text, `model.safetensors`). A fixed
+//! directory's children may live in any subtree.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,9 +13,10 @@ use crate::error::{FsError, FsResult};
 use crate::source::bytes::FileMeta;
 use crate::tree::ino::{cookie, Ino};
 
-/// A file whose text is rendered when read.
-pub trait TextFile: Send + Sync {
-    /// Its size (rendering it, or a piece table of it, the first time).
+/// A file whose content is generated when read (text rendered from a graph file, a checkpoint's
+/// `model.safetensors`, `tensors.tsv`, `summary.txt`).
+pub trait Generated: Send + Sync {
+    /// Its size (generating it, or a piece table of it, the first time).
     fn size(&self) -> FsResult<u64>;
     fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>>;
     /// The raw name behind it, for `user.tfmount.key` (none by default).
@@ -43,9 +44,10 @@ pub enum Fixed {
         size: u64,
         meta: FileMeta,
     },
+    /// A generated file.
     Text {
         parent: Ino,
-        text: Arc<dyn TextFile>,
+        text: Arc<dyn Generated>,
         meta: FileMeta,
     },
 }

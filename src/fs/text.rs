@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::fixed::TextFile;
+use super::fixed::Generated;
 use super::subtree::slice_of;
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
@@ -91,7 +91,7 @@ impl MetaGraphText {
     }
 }
 
-impl TextFile for MetaGraphText {
+impl Generated for MetaGraphText {
     fn size(&self) -> FsResult<u64> {
         Ok(self.text()?.len() as u64)
     }
@@ -144,7 +144,7 @@ impl WholeText {
     }
 }
 
-impl TextFile for WholeText {
+impl Generated for WholeText {
     fn size(&self) -> FsResult<u64> {
         Ok(self.pieces()?.ends.last().copied().unwrap_or(0))
     }

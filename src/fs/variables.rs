@@ -1,9 +1,18 @@
 //! `variables/`: a checkpoint's tensors as files (`<key>.bin`, `.shape`, `.dtype`, `.npy`),
-//! `/` in keys making directories, over any [`TensorSet`] (V2 bundle, V1 table).
+//! `/` in keys making directories, over any [`TensorSet`] (V2 bundle, V1 table); and the two
+//! views that mirror it name for name, one `<key>.txt` per tensor: `text/` (its values as text,
+//! a growing file: see [`super::growing`]) and `stats/` (its statistics, numeric dtypes only,
+//! computed in two streaming passes and kept in the mount's text cache).
 //!
 //! Local node numbers use the key-space layout (`view | file | depth | pos`, see
-//! [`crate::tree::ino::keyspace`]): a directory is the first key under it, a file its tensor's
-//! position, so the subtree holds no per-file state.
+//! [`crate::tree::ino::keyspace`]): `view` picks the tree ([`View`]), a directory is the first
+//! key under it, a file its tensor's position; the only per-file state is the bounded caches
+//! of rendered text.
+//!
+//! Every tensor file carries extended attributes: `user.tfmount.key` (the raw key), `.dtype`,
+//! `.shape`, `.crc32c` (the stored CRC-32C, unmasked, 8 hex digits), `.shard` and `.offset`
+//! (where the bytes are stored; a partitioned tensor has one value per saved slice, one per
+//! line; `-` where there is none).
 //!
 //! The read path keeps, per serving thread, the last tensor it resolved (its index entry and
 //! its opened bytes), so a sequential read of a large tensor does no index lookup, no protobuf
@@ -11,54 +20,162 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::growing::{GrowingText, Progress};
 use super::keyspace::{self, Item, Names};
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{self, dtype_text, npy_header, shape_text, with_header};
+use super::text::{text_id, Texts};
 use super::{Kind, KEY_XATTR};
+use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
+use crate::format::FormatError;
+use crate::render::stats::FirstPass;
+use crate::render::values::TextRenderer;
 use crate::source::bytes::FileMeta;
-use crate::source::tensors::{TensorData, TensorInfo, TensorSet, POS_BITS};
+use crate::source::tensors::{Stored, TensorData, TensorInfo, TensorSet, POS_BITS};
 use crate::tree::ino::{keyspace as layout, Ino};
+use crate::tree::names::TXT;
 use crate::tree::FileKind;
 
 const _: () = assert!(layout::POS.bits == POS_BITS);
 
-/// The `file` field of a local node: a directory, or one of the tensor's files.
+pub const DTYPE_XATTR: &str = "user.tfmount.dtype";
+pub const SHAPE_XATTR: &str = "user.tfmount.shape";
+pub const CRC_XATTR: &str = "user.tfmount.crc32c";
+pub const SHARD_XATTR: &str = "user.tfmount.shard";
+pub const OFFSET_XATTR: &str = "user.tfmount.offset";
+
+/// Bytes of `text/` file state (checkpoints, renderers, text read ahead) kept per checkpoint.
+const TEXT_STATE_BYTES: usize = 32 << 20;
+/// Bytes of `text/` sizes kept per checkpoint once their state was dropped (so that a size the
+/// kernel was told never shrinks): about 20,000 files.
+const TEXT_SIZE_BYTES: usize = 1 << 20;
+/// `.bin` bytes read at a time when computing statistics.
+const STATS_CHUNK: u64 = 1 << 20;
+
+/// The `file` field of a local node: a directory, one of the tensor's files in `variables/`
+/// (its [`FileKind`] value), or the `.txt` of `text/` and `stats/`.
 const FILE_DIR: u64 = 0;
+const FILE_TXT: u64 = 6;
+
+/// A file of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum File {
+    Tensor(FileKind),
+    /// `text/<key>.txt`, `stats/<key>.txt`.
+    Txt,
+}
+
+/// `variables/`'s files in [`FileKind::ALL`] order.
+const TENSOR_FILES: [File; 4] = [
+    File::Tensor(FileKind::Bin),
+    File::Tensor(FileKind::Shape),
+    File::Tensor(FileKind::Dtype),
+    File::Tensor(FileKind::Npy),
+];
+
+impl File {
+    fn code(self) -> u64 {
+        match self {
+            File::Tensor(k) => k as u64,
+            File::Txt => FILE_TXT,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<File> {
+        if c == FILE_TXT {
+            return Some(File::Txt);
+        }
+        FileKind::ALL
+            .into_iter()
+            .find(|k| *k as u64 == c)
+            .map(File::Tensor)
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            File::Tensor(k) => k.suffix(),
+            File::Txt => TXT,
+        }
+    }
+
+    /// Splits a file name into its stem and the file its suffix names.
+    fn split(name: &[u8]) -> Option<(&[u8], File)> {
+        if let Some(stem) = name.strip_suffix(TXT.as_bytes()) {
+            return Some((stem, File::Txt));
+        }
+        FileKind::split(name).map(|(stem, k)| (stem, File::Tensor(k)))
+    }
+}
+
+/// Which tree of the key space a node is in (the `view` field of its local number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// `variables/`: `.bin`, `.shape`, `.dtype`, `.npy`.
+    Variables = 0,
+    /// `text/`: `.txt`, the values as text.
+    Text = 1,
+    /// `stats/`: `.txt`, statistics.
+    Stats = 2,
+}
+
+impl View {
+    const ALL: [View; 3] = [View::Variables, View::Text, View::Stats];
+
+    /// The name the view's root is linked under, beside `variables`.
+    pub fn name(self) -> &'static [u8] {
+        match self {
+            View::Variables => b"variables",
+            View::Text => b"text",
+            View::Stats => b"stats",
+        }
+    }
+}
 
 /// A node of the subtree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Node {
-    Dir { depth: u16, pos: u64 },
-    File { kind: FileKind, pos: u64 },
+    Dir { view: View, depth: u16, pos: u64 },
+    File { view: View, kind: File, pos: u64 },
 }
 
 impl Node {
     fn decode(local: u64) -> FsResult<Node> {
         let pos = layout::POS.get(local);
+        let view = View::ALL
+            .into_iter()
+            .find(|v| *v as u64 == layout::VIEW.get(local))
+            .ok_or(FsError::NotFound)?;
         Ok(match layout::FILE.get(local) {
             FILE_DIR => Node::Dir {
+                view,
                 depth: layout::DEPTH.get(local) as u16,
                 pos,
             },
-            c => Node::File {
-                kind: FileKind::ALL
-                    .into_iter()
-                    .find(|k| *k as u64 == c)
-                    .ok_or(FsError::NotFound)?,
-                pos,
-            },
+            c => {
+                let kind = File::from_code(c).ok_or(FsError::NotFound)?;
+                // Each view has its own kinds of files.
+                if (view == View::Variables) == (kind == File::Txt) {
+                    return Err(FsError::NotFound);
+                }
+                Node::File { view, kind, pos }
+            }
         })
     }
 
     fn encode(self) -> Option<u64> {
-        let (file, depth, pos) = match self {
-            Node::Dir { depth, pos } => (FILE_DIR, depth as u64, pos),
-            Node::File { kind, pos } => (kind as u64, 0, pos),
+        let (view, file, depth, pos) = match self {
+            Node::Dir { view, depth, pos } => (view, FILE_DIR, depth as u64, pos),
+            Node::File { view, kind, pos } => (view, kind.code(), 0, pos),
         };
-        Some(layout::FILE.put(file)? | layout::DEPTH.put(depth)? | layout::POS.put(pos)?)
+        Some(
+            layout::VIEW.put(view as u64)?
+                | layout::FILE.put(file)?
+                | layout::DEPTH.put(depth)?
+                | layout::POS.put(pos)?,
+        )
     }
 }
 
@@ -97,27 +214,46 @@ thread_local! {
 
 pub struct Variables {
     id: u16,
-    /// The directory `variables/` is linked in.
+    /// The directory `variables/` (and `text/`, `stats/`) is linked in.
     parent: Ino,
     uid: u64,
     set: Arc<dyn TensorSet>,
     meta: FileMeta,
+    /// The mount's text cache (`stats/` texts, under `stats_id`).
+    texts: Arc<Texts>,
+    stats_id: u64,
+    /// `text/` files being read, by position.
+    text_files: Lru<u64, Arc<GrowingText>>,
+    /// How far each `text/` file was rendered, kept longer than its state.
+    text_sizes: Lru<u64, Progress>,
+    /// Held while a `text/` file's state is made (one per file).
+    making: Mutex<()>,
 }
 
 impl Variables {
-    pub fn new(id: u16, parent: Ino, set: Arc<dyn TensorSet>) -> Variables {
+    pub fn new(id: u16, parent: Ino, set: Arc<dyn TensorSet>, texts: Arc<Texts>) -> Variables {
         Variables {
             id,
             parent,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             meta: set.meta(),
             set,
+            texts,
+            stats_id: text_id(),
+            text_files: Lru::new(TEXT_STATE_BYTES),
+            text_sizes: Lru::new(TEXT_SIZE_BYTES),
+            making: Mutex::new(()),
         }
     }
 
-    /// The root directory's local number.
+    /// The root directory's local number (`variables/`).
     pub fn root() -> u64 {
-        0
+        Self::view_root(View::Variables)
+    }
+
+    /// The local number of a view's root directory.
+    pub fn view_root(view: View) -> u64 {
+        layout::VIEW.put(view as u64).unwrap_or(0)
     }
 
     fn ino(&self, n: Node) -> FsResult<Ino> {
@@ -164,9 +300,21 @@ impl Variables {
         Ok(d)
     }
 
-    fn file_size(&self, kind: FileKind, pos: u64) -> FsResult<u64> {
+    fn file_size(&self, view: View, kind: File, pos: u64) -> FsResult<Size> {
+        if view == View::Text {
+            let g = self.text_file(pos)?;
+            let size = g.size();
+            self.text_sizes.insert(pos, g.progress(), PROGRESS_WEIGHT);
+            return size;
+        }
+        if view == View::Stats {
+            return Ok(Size::Known(self.stats_text(pos)?.len() as u64));
+        }
+        let File::Tensor(kind) = kind else {
+            return Err(FsError::NotFound);
+        };
         let info = self.info(pos)?;
-        Ok(match kind {
+        Ok(Size::Known(match kind {
             FileKind::Shape => shape_text(&info.shape).len() as u64,
             FileKind::Dtype => dtype_text(info.dtype).len() as u64,
             FileKind::Bin => self.data(pos)?.size(),
@@ -174,23 +322,141 @@ impl Variables {
                 let h = npy_header(info.dtype, &info.shape).ok_or(FsError::NotFound)?;
                 h.len() as u64 + self.data(pos)?.size()
             }
+        }))
+    }
+
+    /// The files the tensor at `pos` shows in `view`. A tensor whose entry is damaged shows
+    /// what it can (reading fails).
+    fn files(&self, view: View, pos: u64) -> &'static [File] {
+        let dtype = self.info(pos).ok().map(|i| i.dtype);
+        let txt = match view {
+            View::Variables => return &TENSOR_FILES[..tensor_files::files(dtype).len()],
+            View::Text => dtype.is_none_or(|d| TextRenderer::new(d, &[]).is_ok()),
+            View::Stats => dtype.is_none_or(|d| FirstPass::new(d).is_ok()),
+        };
+        if txt {
+            &[File::Txt]
+        } else {
+            &[]
+        }
+    }
+
+    /// A damaged item of the tensor at `pos`.
+    fn corrupt(&self, pos: u64, msg: String) -> FsError {
+        let key = self.set.key(pos).unwrap_or_default();
+        FsError::corrupt(
+            format!("tensor {}", String::from_utf8_lossy(&key)),
+            self.set.path().display(),
+            FormatError::Text(msg),
+        )
+    }
+
+    /// The `text/` file of the tensor at `pos` (its state kept in a bounded LRU).
+    fn text_file(&self, pos: u64) -> FsResult<Arc<GrowingText>> {
+        if let Some(g) = self.text_files.get(&pos) {
+            return Ok(g);
+        }
+        let _one = self.making.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = self.text_files.get(&pos) {
+            return Ok(g);
+        }
+        let info = self.info(pos)?;
+        let data = self.set.open(pos)?;
+        let what = format!("tensor {}", String::from_utf8_lossy(&info.key));
+        let file = self.set.path().display().to_string();
+        let mut g = GrowingText::new(info.dtype, info.shape.clone(), data, what, file)?;
+        if let Some(p) = self.text_sizes.get(&pos) {
+            g = g.resume(p);
+        }
+        let g = Arc::new(g);
+        self.text_files.insert(pos, g.clone(), g.weight());
+        Ok(g)
+    }
+
+    /// The `stats/` text of the tensor at `pos`: two passes over its bytes, read in chunks.
+    fn stats_text(&self, pos: u64) -> FsResult<Arc<Vec<u8>>> {
+        self.texts.get_or_insert_with((self.stats_id, pos), || {
+            let info = self.info(pos)?;
+            let data = self.set.open(pos)?;
+            let bad = |e: crate::render::stats::StatsError| self.corrupt(pos, e.to_string());
+            let mut first = FirstPass::new(info.dtype).map_err(bad)?;
+            self.each_chunk(pos, &*data, |b| first.push(b))?;
+            let mut second = first.finish().map_err(bad)?;
+            self.each_chunk(pos, &*data, |b| second.push(b))?;
+            let text = second.finish().map_err(bad)?.to_text();
+            let w = text.len();
+            Ok((Arc::new(text), w))
         })
     }
 
-    /// The files the tensor at `pos` shows.
-    fn files(&self, pos: u64) -> &'static [FileKind] {
-        tensor_files::files(self.info(pos).ok().map(|i| i.dtype))
+    /// Feeds every byte of `data` to `f`, [`STATS_CHUNK`] bytes at a time.
+    fn each_chunk(
+        &self,
+        pos: u64,
+        data: &dyn TensorData,
+        mut f: impl FnMut(&[u8]),
+    ) -> FsResult<()> {
+        let size = data.size();
+        let mut at = 0;
+        while at < size {
+            let len = STATS_CHUNK.min(size - at) as usize;
+            let b = data.read(at, len)?;
+            if b.len() != len {
+                return Err(self.corrupt(pos, format!("short read at offset {at}")));
+            }
+            f(&b);
+            at += len as u64;
+        }
+        Ok(())
+    }
+
+    /// The extended attributes of the tensor at `pos` (its key only if its entry is damaged).
+    fn tensor_xattrs(&self, pos: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
+        let key = self.set.key(pos)?;
+        let Ok(info) = self.info(pos) else {
+            return Ok(vec![(KEY_XATTR, key)]);
+        };
+        let dims: Vec<String> = info.shape.iter().map(|d| d.to_string()).collect();
+        let stored: Vec<Stored> = match info.stored {
+            Some(s) => vec![s],
+            None => self.set.slice_locations(pos).unwrap_or_default(),
+        };
+        let lines = |f: &dyn Fn(&Stored) -> String| -> Vec<u8> {
+            if stored.is_empty() {
+                return b"-".to_vec();
+            }
+            stored
+                .iter()
+                .map(f)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into_bytes()
+        };
+        Ok(vec![
+            (KEY_XATTR, key),
+            (DTYPE_XATTR, info.dtype.display_name().into_bytes()),
+            (SHAPE_XATTR, dims.join(" ").into_bytes()),
+            (
+                CRC_XATTR,
+                lines(&|s| s.crc32c.map_or("-".into(), |c| format!("{c:08x}"))),
+            ),
+            (SHARD_XATTR, lines(&|s| s.shard.to_string())),
+            (OFFSET_XATTR, lines(&|s| s.offset.to_string())),
+        ])
     }
 }
+
+/// LRU weight of one [`Progress`] record.
+const PROGRESS_WEIGHT: usize = 48;
 
 impl Subtree for Variables {
     fn attr(&self, local: u64) -> FsResult<NodeAttr> {
         let (kind, size) = match Node::decode(local)? {
             Node::Dir { .. } => (Kind::Dir, Size::Known(0)),
             // A tensor whose entry or data is damaged is still listed; reading it fails.
-            Node::File { kind, pos } => (
+            Node::File { view, kind, pos } => (
                 Kind::File,
-                self.file_size(kind, pos).map_or(Size::Broken, Size::Known),
+                self.file_size(view, kind, pos).unwrap_or(Size::Broken),
             ),
         };
         Ok(NodeAttr {
@@ -207,39 +473,50 @@ impl Subtree for Variables {
         })
     }
 
+    fn rendered(&self, local: u64) -> bool {
+        matches!(
+            Node::decode(local),
+            Ok(Node::File {
+                view: View::Text | View::Stats,
+                ..
+            })
+        )
+    }
+
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
-        let Node::Dir { depth, pos } = Node::decode(dir)? else {
+        let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
         let names = self.names();
         let prefix = keyspace::dir_prefix(&names, depth, pos)?;
-        if let Some((stem, kind)) = FileKind::split(name) {
+        if let Some((stem, kind)) = File::split(name) {
             if let Some(p) = keyspace::resolve(&names, &prefix, stem, false)? {
-                if self.files(p).contains(&kind) {
-                    return self.ino(Node::File { kind, pos: p });
+                if self.files(view, p).contains(&kind) {
+                    return self.ino(Node::File { view, kind, pos: p });
                 }
             }
             return Err(FsError::NotFound);
         }
         let p = keyspace::resolve(&names, &prefix, name, true)?.ok_or(FsError::NotFound)?;
         self.ino(Node::Dir {
+            view,
             depth: depth + 1,
             pos: p,
         })
     }
 
     fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
-        let Node::Dir { depth, pos } = Node::decode(dir)? else {
+        let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
         match keyspace::parent(&self.names(), depth, pos)? {
             None => Ok(Some(self.parent)),
-            Some((depth, pos)) => self.ino(Node::Dir { depth, pos }).map(Some),
+            Some((depth, pos)) => self.ino(Node::Dir { view, depth, pos }).map(Some),
         }
     }
 
     fn readdir(&self, dir: u64, c: u64, add: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
-        let Node::Dir { depth, pos } = Node::decode(dir)? else {
+        let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
         let names = self.names();
@@ -249,6 +526,7 @@ impl Subtree for Variables {
             Item::Dir { pos, comp } => {
                 let ino = self
                     .ino(Node::Dir {
+                        view,
                         depth: depth + 1,
                         pos,
                     })
@@ -260,10 +538,14 @@ impl Subtree for Variables {
                 comp,
                 first_sub,
             } => {
-                let files = self.files(pos).iter().map(|k| {
+                let files = self.files(view, pos).iter().map(|k| {
                     (
                         k.suffix().as_bytes(),
-                        self.ino(Node::File { kind: *k, pos }),
+                        self.ino(Node::File {
+                            view,
+                            kind: *k,
+                            pos,
+                        }),
                     )
                 });
                 keyspace::add_files(pos, comp, first_sub, files, add)
@@ -274,34 +556,87 @@ impl Subtree for Variables {
     fn open(&self, local: u64) -> FsResult<()> {
         match Node::decode(local)? {
             Node::Dir { .. } => Ok(()),
-            Node::File { kind, pos } => self.file_size(kind, pos).map(|_| ()),
+            Node::File { view, kind, pos } => self.file_size(view, kind, pos).map(|_| ()),
         }
     }
 
     fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
-        let Node::File { kind, pos } = Node::decode(local)? else {
+        let Node::File { view, kind, pos } = Node::decode(local)? else {
             return Err(FsError::IsDir);
         };
-        match kind {
-            FileKind::Bin => self.data(pos)?.read(offset, size),
-            FileKind::Shape => Ok(slice_of(&shape_text(&self.info(pos)?.shape), offset, size)),
-            FileKind::Dtype => Ok(slice_of(&dtype_text(self.info(pos)?.dtype), offset, size)),
-            FileKind::Npy => {
+        match (view, kind) {
+            (View::Text, _) => {
+                let g = self.text_file(pos)?;
+                let r = g.read(offset, size);
+                self.text_sizes.insert(pos, g.progress(), PROGRESS_WEIGHT);
+                r
+            }
+            (View::Stats, _) => Ok(slice_of(&self.stats_text(pos)?, offset, size)),
+            (_, File::Tensor(FileKind::Bin)) => self.data(pos)?.read(offset, size),
+            (_, File::Tensor(FileKind::Shape)) => {
+                Ok(slice_of(&shape_text(&self.info(pos)?.shape), offset, size))
+            }
+            (_, File::Tensor(FileKind::Dtype)) => {
+                Ok(slice_of(&dtype_text(self.info(pos)?.dtype), offset, size))
+            }
+            (_, File::Tensor(FileKind::Npy)) => {
                 let info = self.info(pos)?;
                 let h = npy_header(info.dtype, &info.shape).ok_or(FsError::NotFound)?;
                 let data = self.data(pos)?;
                 with_header(&h, offset, size, |o, n| data.read(o, n))
             }
+            (_, File::Txt) => Err(FsError::NotFound),
         }
     }
 
     fn xattrs(&self, local: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
         Ok(match Node::decode(local)? {
             Node::Dir { depth: 0, .. } => Vec::new(),
-            Node::Dir { depth, pos } => {
+            Node::Dir { depth, pos, .. } => {
                 vec![(KEY_XATTR, keyspace::dir_prefix(&self.names(), depth, pos)?)]
             }
-            Node::File { pos, .. } => vec![(KEY_XATTR, self.set.key(pos)?)],
+            Node::File { pos, .. } => self.tensor_xattrs(pos)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_codes_and_suffixes() {
+        for (f, k) in TENSOR_FILES.iter().zip(FileKind::ALL) {
+            assert_eq!(*f, File::Tensor(k));
+        }
+        for f in TENSOR_FILES.into_iter().chain([File::Txt]) {
+            assert_eq!(File::from_code(f.code()), Some(f));
+            let name = format!("x{}", f.suffix());
+            assert_eq!(File::split(name.as_bytes()), Some((&b"x"[..], f)));
+        }
+        assert_eq!(File::from_code(FILE_DIR), None);
+        assert_eq!(File::from_code(1), None);
+        assert_eq!(File::from_code(7), None);
+        for view in View::ALL {
+            let root = Node::decode(Variables::view_root(view)).unwrap();
+            assert_eq!(
+                root,
+                Node::Dir {
+                    view,
+                    depth: 0,
+                    pos: 0
+                }
+            );
+            for f in TENSOR_FILES.into_iter().chain([File::Txt]) {
+                let n = Node::File {
+                    view,
+                    kind: f,
+                    pos: 9,
+                };
+                let ok = (view == View::Variables) != (f == File::Txt);
+                assert_eq!(Node::decode(n.encode().unwrap()).ok(), ok.then_some(n));
+            }
+        }
+        assert!(Node::decode(layout::VIEW.put(3).unwrap()).is_err());
     }
 }

@@ -19,8 +19,10 @@
 //! arrives, never held). Each input byte yields at most [`MAX_TEXT_PER_BYTE`] output bytes.
 //!
 //! There is no random access into the text: a line's position depends on every value before it,
-//! so serving `[offset, offset+len)` means rendering from the start (keep the renderer of an open
-//! file and resume while reads are sequential, restart on a backward seek).
+//! so serving `[offset, offset+len)` means rendering from the start or from a remembered point.
+//! Such a point is cheap to keep: between two elements ([`TextRenderer::at_boundary`]) the
+//! renderer's whole state is the number of elements done, and [`TextRenderer::at_element`] makes
+//! the renderer that continues from there (given the `.bin` bytes from that element on).
 
 use super::elem::{write_value, Kind};
 use super::escape::Escaper;
@@ -94,6 +96,25 @@ impl TextRenderer {
             str_pos: StrPos::Len { have: 0 },
             escaper: Escaper::new(true),
         })
+    }
+
+    /// A renderer that continues after the first `k` elements, as if their bytes had been pushed:
+    /// push the bytes from element `k`'s first byte on and it appends exactly the text that
+    /// follows theirs. An error if the tensor has fewer than `k` elements.
+    pub fn at_element(dtype: DType, shape: &[u64], k: u64) -> Result<TextRenderer, ValuesError> {
+        let mut r = TextRenderer::new(dtype, shape)?;
+        if k > r.total {
+            return Err(ValuesError::TooLong(r.total));
+        }
+        r.done = k;
+        r.col = k.checked_rem(r.row).unwrap_or(0);
+        Ok(r)
+    }
+
+    /// Whether the renderer stands between two elements (no partial element held, every byte
+    /// pushed so far rendered): `at_element(.., elements_done())` continues from here.
+    pub fn at_boundary(&self) -> bool {
+        self.plen == 0 && matches!(self.str_pos, StrPos::Len { have: 0 })
     }
 
     /// Elements rendered so far.
@@ -315,6 +336,44 @@ mod tests {
                 assert_eq!(out, whole, "dtype {dt} step {step}");
             }
         }
+    }
+
+    /// Starting at any element boundary with `at_element` continues the text exactly.
+    #[test]
+    fn resumes_at_any_element() {
+        let f = f32s(&[1.0, 2.5, -0.0, f32::NAN, f32::INFINITY, -1e-7]);
+        let s = strings(&[b"ab", b"", b"\xe2\x9c\x93x", b"tail\n"]);
+        let cases: [(i32, &[u64], &[u8], usize); 4] = [
+            (1, &[2, 3], &f, 4),
+            (1, &[6], &f, 4),
+            (10, &[3, 1, 2], &[0, 1, 1, 0, 2, 0], 1),
+            (7, &[2, 2], &s, 0),
+        ];
+        for (dt, shape, bytes, es) in cases {
+            let whole = render_all(DType(dt), shape, bytes).unwrap();
+            // Walk element by element, noting (bin offset, text offset) at each boundary.
+            let mut r = TextRenderer::new(DType(dt), shape).unwrap();
+            let mut out = Vec::new();
+            let mut marks = vec![(0usize, 0usize, 0u64)];
+            for (i, b) in bytes.iter().enumerate() {
+                r.push(std::slice::from_ref(b), &mut out).unwrap();
+                if r.at_boundary() {
+                    marks.push((i + 1, out.len(), r.elements_done()));
+                } else {
+                    assert!(es == 0 || (i + 1) % es != 0, "dtype {dt}: boundary missed");
+                }
+            }
+            assert_eq!(marks.len() as u64 - 1, r.elements_done());
+            for (bin, text, k) in marks {
+                let mut r = TextRenderer::at_element(DType(dt), shape, k).unwrap();
+                let mut rest = Vec::new();
+                r.push(&bytes[bin..], &mut rest).unwrap();
+                r.finish().unwrap();
+                assert_eq!(rest, &whole[text..], "dtype {dt} from element {k}");
+            }
+        }
+        assert!(TextRenderer::at_element(DType(1), &[2], 3).is_err());
+        assert!(TextRenderer::at_element(DType(1), &[2, 0], 0).is_ok());
     }
 
     #[test]

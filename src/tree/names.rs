@@ -5,8 +5,8 @@
 //! 1. `%` becomes `%25`, NUL becomes `%00` and `/` becomes `%2F` (only names that are one
 //!    component, such as function and signature names, can hold a `/`);
 //! 2. an empty component is written `%`, `.` is `%2E`, `..` is `%2E%2E`;
-//! 3. a *directory* component whose name ends in `.bin`, `.shape`, `.dtype`, `.npy` or `.pbtxt` has its last
-//!    `.` written `%2E` (so it cannot collide with a tensor's file);
+//! 3. a *directory* component whose name ends in `.bin`, `.shape`, `.dtype`, `.npy`, `.pbtxt` or
+//!    `.txt` has its last `.` written `%2E` (so it cannot collide with a tensor's file);
 //! 4. a component longer than 200 bytes after steps 1–3 keeps its first 200 bytes (never cutting
 //!    a `%XX` or a UTF-8 sequence), followed by `%#` and the 16-hex-digit FNV-1a-64 hash of the raw component; the
 //!    full key is in the `user.tfmount.key` extended attribute.
@@ -14,7 +14,7 @@
 //! Every name has exactly one spelling: lookups of non-canonical spellings fail.
 
 /// File suffixes of the mount: a directory whose name ends in one gets its last `.` escaped.
-pub const SUFFIXES: [&str; 5] = [".bin", ".shape", ".dtype", ".npy", ".pbtxt"];
+pub const SUFFIXES: [&str; 6] = [".bin", ".shape", ".dtype", ".npy", ".pbtxt", ".txt"];
 const MAX_ESCAPED: usize = 200;
 
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -116,7 +116,7 @@ pub fn unescape(name: &[u8], is_dir: bool) -> Option<Unescaped> {
     }
 }
 
-/// Which file of a tensor.
+/// Which file of a tensor (the value is the `file` field of its inode: 0 is a directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
     Bin = 2,
@@ -125,7 +125,11 @@ pub enum FileKind {
     Npy = 5,
 }
 
+/// The suffix of the one file per tensor of `text/` and `stats/`.
+pub const TXT: &str = ".txt";
+
 impl FileKind {
+    /// The files of a tensor in `variables/` (and of a graph constant), in listing order.
     pub const ALL: [FileKind; 4] = [
         FileKind::Bin,
         FileKind::Shape,
@@ -134,7 +138,17 @@ impl FileKind {
     ];
 
     pub fn suffix(self) -> &'static str {
-        SUFFIXES[self as usize - 2]
+        match self {
+            FileKind::Bin => ".bin",
+            FileKind::Shape => ".shape",
+            FileKind::Dtype => ".dtype",
+            FileKind::Npy => ".npy",
+        }
+    }
+
+    /// The kind whose `file` code is `code`.
+    pub fn from_code(code: u64) -> Option<FileKind> {
+        FileKind::ALL.into_iter().find(|k| *k as u64 == code)
     }
 
     /// Splits `name` into a stem and the file kind its suffix names.
@@ -162,6 +176,16 @@ mod tests {
         assert_eq!(escape(b"name.bin", true), b"name%2Ebin");
         assert_eq!(escape(b"name.bin", false), b"name.bin");
         assert_eq!(escape(b"x.npy.shape", true), b"x.npy%2Eshape");
+        assert_eq!(escape(b"notes.txt", true), b"notes%2Etxt");
+        assert_eq!(escape(b"notes.txt", false), b"notes.txt");
+        assert_eq!(escape(b"n.pbtxt.txt", true), b"n.pbtxt%2Etxt");
+        for s in SUFFIXES {
+            let name = format!("a{s}");
+            assert!(
+                !escape(name.as_bytes(), true).ends_with(s.as_bytes()),
+                "{s}"
+            );
+        }
         let long = vec![b'a'; 300];
         let e = escape(&long, false);
         assert_eq!(e.len(), 200 + 2 + 16);
@@ -197,6 +221,12 @@ mod tests {
         assert_eq!(unescape(b"%61", false), None); // "a" is spelled "a"
         assert_eq!(unescape(b"%2e", false), None); // lowercase hex is not canonical
         assert_eq!(unescape(b"name.bin", true), None); // dirs never end in .bin
+        assert_eq!(unescape(b"name.txt", true), None); // nor in .txt
+        assert_eq!(
+            FileKind::split(b"a.txt.bin"),
+            Some((&b"a.txt"[..], FileKind::Bin))
+        );
+        assert_eq!(FileKind::split(b"a.bin.txt"), None);
         assert_eq!(unescape(b"%zz", false), None);
         assert_eq!(unescape(b"%", false), Some(Unescaped::Exact(vec![])));
         let long = vec![b'q'; 300];

@@ -1,0 +1,447 @@
+//! The generated files at the root of every checkpoint's tree, beside `variables/`:
+//! `model.safetensors` (every tensor safetensors can hold, as one file served piece by piece from
+//! the tensors' own bytes), `tensors.tsv` (one line per tensor, streamed) and `summary.txt`
+//! (totals and tables), over any [`TensorSet`].
+//!
+//! Nothing is computed until a file's size is first asked for; then one pass over the index
+//! (`info` of each tensor, no tensor data read — except the served size of string and variant
+//! tensors, which `tensors.tsv` and `summary.txt` show and which only their data gives). What the
+//! pass yields is kept: the safetensors layout (header bytes and 16 bytes per tensor), sparse
+//! marks into `tensors.tsv` (one per [`TSV_MARK_EVERY`] lines), the text of `summary.txt`.
+//! A tensor whose index entry is damaged is left out of all three (and logged).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::fixed::Generated;
+use super::subtree::slice_of;
+use crate::error::{FsError, FsResult};
+use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
+use crate::format::FormatError;
+use crate::render::summary::{tsv_line, Summary, TensorRecord, TSV_HEADER};
+use crate::source::tensors::{walk, TensorData, TensorInfo, TensorSet};
+use crate::tree;
+
+/// `tensors.tsv` keeps where every this many lines start.
+pub const TSV_MARK_EVERY: u64 = 512;
+/// Opened tensors `model.safetensors` keeps (the ones being streamed).
+const OPEN_TENSORS: usize = 4;
+
+/// The root files of a checkpoint's tree, by name, in listing order.
+pub fn root_files(set: &Arc<dyn TensorSet>) -> Vec<(&'static [u8], Arc<dyn Generated>)> {
+    vec![
+        (
+            &b"model.safetensors"[..],
+            Arc::new(Safetensors::new(set.clone())) as Arc<dyn Generated>,
+        ),
+        (b"tensors.tsv", Arc::new(Tsv::new(set.clone()))),
+        (b"summary.txt", Arc::new(SummaryFile::new(set.clone()))),
+    ]
+}
+
+/// A failure of generating `file` of the checkpoint at `set`'s path.
+fn failed(set: &dyn TensorSet, file: &str, msg: String) -> FsError {
+    FsError::corrupt(file, set.path().display(), FormatError::Text(msg))
+}
+
+/// The path of a tensor's `.bin` relative to its checkpoint's root: `variables/` and the escaped
+/// key (each `/`-separated component escaped as a directory, the last as a file).
+pub fn bin_path(key: &[u8]) -> Vec<u8> {
+    let mut p = b"variables/".to_vec();
+    let comps: Vec<&[u8]> = key.split(|&b| b == b'/').collect();
+    let last = comps.len() - 1;
+    for (i, c) in comps.iter().enumerate() {
+        p.extend_from_slice(&tree::escape(c, i < last));
+        p.push(if i < last { b'/' } else { b'.' });
+    }
+    p.extend_from_slice(b"bin");
+    p
+}
+
+/// One tensor as `tensors.tsv` and `summary.txt` show it.
+struct Rec {
+    info: TensorInfo,
+    nbytes: u64,
+    path: Vec<u8>,
+}
+
+impl Rec {
+    fn record(&self) -> TensorRecord<'_> {
+        let stored = self.info.stored;
+        TensorRecord {
+            key: &self.info.key,
+            dtype: self.info.dtype,
+            shape: &self.info.shape,
+            nbytes: self.nbytes,
+            path: &self.path,
+            crc32c: stored.and_then(|s| s.crc32c),
+            shard: stored.map(|s| s.shard),
+            offset: stored.map(|s| s.offset),
+        }
+    }
+}
+
+/// The size of a tensor's `.bin` from its index entry: elements × element size. `None` for
+/// dtypes without a fixed element size (string, variant: only their data gives the size).
+fn fixed_nbytes(info: &TensorInfo) -> Option<u64> {
+    let es = info.dtype.elem_size()? as u64;
+    Some(
+        info.shape
+            .iter()
+            .try_fold(es, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX),
+    )
+}
+
+/// The record of the tensor at `pos`; `None` when its entry (or, for a string or variant
+/// tensor, its data) cannot be read.
+fn record(set: &dyn TensorSet, pos: u64) -> Option<Rec> {
+    let info = set
+        .info(pos)
+        .inspect_err(|e| log::debug!("{}: left out of the root files: {e}", set.path().display()))
+        .ok()?;
+    let nbytes = match fixed_nbytes(&info) {
+        Some(n) => n,
+        None => set
+            .open(pos)
+            .inspect_err(|e| {
+                log::debug!("{}: left out of the root files: {e}", set.path().display())
+            })
+            .ok()?
+            .size(),
+    };
+    Some(Rec {
+        path: bin_path(&info.key),
+        info,
+        nbytes,
+    })
+}
+
+/// Logs once how many tensors a root file leaves out.
+fn log_left_out(set: &dyn TensorSet, file: &str, n: u64) {
+    if n > 0 {
+        log::warn!(
+            "{}: {file}: {n} tensor(s) with damaged entries left out",
+            set.path().display()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// model.safetensors
+// ---------------------------------------------------------------------------------------------
+
+/// `model.safetensors`: the layout of [`crate::format::safetensors`] over the checkpoint's
+/// tensors, bytes read through each tensor's [`TensorData`] (CRC-checked, partitioned tensors
+/// assembled per request).
+pub struct Safetensors {
+    set: Arc<dyn TensorSet>,
+    built: OnceLock<Result<Built, String>>,
+    /// The tensors read last, by input index: a sequential read of a large tensor resolves it
+    /// once.
+    open: Mutex<VecDeque<(usize, Arc<dyn TensorData>)>>,
+}
+
+struct Built {
+    layout: Layout,
+    /// The set position of each input record.
+    pos: Vec<u64>,
+}
+
+impl Safetensors {
+    pub fn new(set: Arc<dyn TensorSet>) -> Safetensors {
+        Safetensors {
+            set,
+            built: OnceLock::new(),
+            open: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn built(&self) -> FsResult<&Built> {
+        self.built
+            .get_or_init(|| self.build())
+            .as_ref()
+            .map_err(|e| failed(&*self.set, "model.safetensors", e.clone()))
+    }
+
+    /// One pass over the index: names, dtypes and shapes into two arenas, then the layout.
+    fn build(&self) -> Result<Built, String> {
+        let set = &*self.set;
+        let mut keys: Vec<u8> = Vec::new();
+        let mut dims: Vec<u64> = Vec::new();
+        // Per record: key end, dims end, dtype, nbytes.
+        let mut recs: Vec<(usize, usize, crate::format::dtype::DType, u64)> = Vec::new();
+        let mut pos = Vec::new();
+        let mut left_out = 0;
+        walk(set, |p, _| {
+            match set.info(p) {
+                Ok(info) => {
+                    keys.extend_from_slice(&info.key);
+                    dims.extend_from_slice(&info.shape);
+                    // Dtypes without a fixed size are left out by the layout whatever the size.
+                    let nbytes = fixed_nbytes(&info).unwrap_or(0);
+                    recs.push((keys.len(), dims.len(), info.dtype, nbytes));
+                    pos.push(p);
+                }
+                Err(e) => {
+                    log::debug!("{}: model.safetensors: {e}", set.path().display());
+                    left_out += 1;
+                }
+            }
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+        log_left_out(set, "model.safetensors", left_out);
+        let mut k0 = 0;
+        let mut d0 = 0;
+        let records = recs.iter().map(|&(k1, d1, dtype, nbytes)| {
+            let r = StRecord {
+                name: &keys[k0..k1],
+                dtype,
+                shape: &dims[d0..d1],
+                nbytes,
+            };
+            (k0, d0) = (k1, d1);
+            r
+        });
+        let layout = Layout::build(records).map_err(|e| e.to_string())?;
+        Ok(Built { layout, pos })
+    }
+
+    /// The opened tensor of input record `index`.
+    fn data(&self, b: &Built, index: usize) -> FsResult<Arc<dyn TensorData>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, d)) = open.iter().find(|(i, _)| *i == index) {
+            return Ok(d.clone());
+        }
+        let &p = b.pos.get(index).ok_or(FsError::NotFound)?;
+        let d = self.set.open(p)?;
+        if open.len() >= OPEN_TENSORS {
+            open.pop_front();
+        }
+        open.push_back((index, d.clone()));
+        Ok(d)
+    }
+
+    /// Exactly `len` bytes from `offset` of input record `index`'s tensor.
+    fn tensor_bytes(&self, b: &Built, index: usize, offset: u64, len: u64) -> FsResult<Vec<u8>> {
+        let len = usize::try_from(len).map_err(|_| FsError::NotFound)?;
+        let bytes = self.data(b, index)?.read(offset, len)?;
+        if bytes.len() != len {
+            let key = b.pos.get(index).and_then(|&p| self.set.key(p).ok());
+            return Err(failed(
+                &*self.set,
+                "model.safetensors",
+                format!(
+                    "tensor {}: {} bytes where its shape needs {len}",
+                    String::from_utf8_lossy(&key.unwrap_or_default()),
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+impl Generated for Safetensors {
+    fn size(&self) -> FsResult<u64> {
+        Ok(self.built()?.layout.size())
+    }
+
+    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let b = self.built()?;
+        let mut parts = b.layout.locate(offset, size as u64);
+        let first = parts.next();
+        let second = parts.next();
+        match (first, second) {
+            (None, _) => Ok(Vec::new()),
+            // The whole read inside one tensor (most reads of large tensors): no copy.
+            (Some(Part::Tensor { index, offset, len }), None) => {
+                self.tensor_bytes(b, index, offset, len)
+            }
+            (Some(first), second) => {
+                let mut out = Vec::with_capacity(size.min(1 << 20));
+                for part in [first].into_iter().chain(second).chain(parts) {
+                    match part {
+                        Part::Header(h) => out.extend_from_slice(h),
+                        Part::Tensor { index, offset, len } => {
+                            out.extend_from_slice(&self.tensor_bytes(b, index, offset, len)?)
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tensors.tsv
+// ---------------------------------------------------------------------------------------------
+
+/// `tensors.tsv`: its size from one pass generating every line (and counting bytes), then reads
+/// generate lines from the nearest mark before them.
+pub struct Tsv {
+    set: Arc<dyn TensorSet>,
+    index: OnceLock<Result<TsvIndex, String>>,
+}
+
+struct TsvIndex {
+    size: u64,
+    /// `(file offset, set position)` of every [`TSV_MARK_EVERY`]-th tensor line.
+    marks: Vec<(u64, u64)>,
+}
+
+impl Tsv {
+    pub fn new(set: Arc<dyn TensorSet>) -> Tsv {
+        Tsv {
+            set,
+            index: OnceLock::new(),
+        }
+    }
+
+    fn index(&self) -> FsResult<&TsvIndex> {
+        self.index
+            .get_or_init(|| self.build())
+            .as_ref()
+            .map_err(|e| failed(&*self.set, "tensors.tsv", e.clone()))
+    }
+
+    fn build(&self) -> Result<TsvIndex, String> {
+        let set = &*self.set;
+        let mut off = TSV_HEADER.len() as u64;
+        let mut marks = Vec::new();
+        let mut n = 0u64;
+        let mut left_out = 0;
+        let mut line = Vec::new();
+        walk(set, |p, _| {
+            match record(set, p) {
+                Some(r) => {
+                    if n % TSV_MARK_EVERY == 0 {
+                        marks.push((off, p));
+                    }
+                    line.clear();
+                    tsv_line(&r.record(), &mut line);
+                    off += line.len() as u64;
+                    n += 1;
+                }
+                None => left_out += 1,
+            }
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+        log_left_out(set, "tensors.tsv", left_out);
+        Ok(TsvIndex { size: off, marks })
+    }
+}
+
+impl Generated for Tsv {
+    fn size(&self) -> FsResult<u64> {
+        Ok(self.index()?.size)
+    }
+
+    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let idx = self.index()?;
+        let end = offset.saturating_add(size as u64).min(idx.size);
+        let mut out = slice_of(TSV_HEADER.as_bytes(), offset, size);
+        let mut at = offset + out.len() as u64;
+        if at >= end {
+            return Ok(out);
+        }
+        // The last mark at or before `at`.
+        let i = idx.marks.partition_point(|&(o, _)| o <= at);
+        let Some(&(mut off, first)) = i.checked_sub(1).and_then(|i| idx.marks.get(i)) else {
+            return Ok(out);
+        };
+        let set = &*self.set;
+        let mut pos = Some(first);
+        let mut line = Vec::new();
+        while let Some(p) = pos {
+            if at >= end {
+                break;
+            }
+            if !set.hidden(&set.key(p)?) {
+                if let Some(r) = record(set, p) {
+                    line.clear();
+                    tsv_line(&r.record(), &mut line);
+                    let line_end = off + line.len() as u64;
+                    if line_end > at {
+                        let from = (at - off) as usize;
+                        let to = (end.min(line_end) - off) as usize;
+                        out.extend_from_slice(&line[from..to]);
+                        at = off + to as u64;
+                    }
+                    off = line_end;
+                }
+            }
+            pos = set.next(p)?;
+        }
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// summary.txt
+// ---------------------------------------------------------------------------------------------
+
+/// `summary.txt`, rendered by one pass and kept (its size is bounded by
+/// [`crate::render::summary::MAX_SCOPES`] rows).
+pub struct SummaryFile {
+    set: Arc<dyn TensorSet>,
+    text: OnceLock<Result<Vec<u8>, String>>,
+}
+
+impl SummaryFile {
+    pub fn new(set: Arc<dyn TensorSet>) -> SummaryFile {
+        SummaryFile {
+            set,
+            text: OnceLock::new(),
+        }
+    }
+
+    fn text(&self) -> FsResult<&[u8]> {
+        self.text
+            .get_or_init(|| {
+                let set = &*self.set;
+                let mut s = Summary::new();
+                let mut left_out = 0;
+                walk(set, |p, _| {
+                    match record(set, p) {
+                        Some(r) => s.add(&r.record()),
+                        None => left_out += 1,
+                    }
+                    Ok(true)
+                })
+                .map_err(|e| e.to_string())?;
+                log_left_out(set, "summary.txt", left_out);
+                Ok(s.to_text())
+            })
+            .as_ref()
+            .map(|t| t.as_slice())
+            .map_err(|e| failed(&*self.set, "summary.txt", e.clone()))
+    }
+}
+
+impl Generated for SummaryFile {
+    fn size(&self) -> FsResult<u64> {
+        Ok(self.text()?.len() as u64)
+    }
+
+    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        Ok(slice_of(self.text()?, offset, size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bin_paths_escape_each_component() {
+        assert_eq!(bin_path(b"dense/kernel"), b"variables/dense/kernel.bin");
+        assert_eq!(bin_path(b"x"), b"variables/x.bin");
+        assert_eq!(bin_path(b"a.bin/b.txt"), b"variables/a%2Ebin/b.txt.bin");
+        assert_eq!(bin_path(b"/lead//x"), b"variables/%/lead/%/x.bin");
+        assert_eq!(bin_path(b"odd/../z"), b"variables/odd/%2E%2E/z.bin");
+    }
+}

@@ -1,0 +1,1036 @@
+//! The views beside `variables/` in every checkpoint's tree — `model.safetensors`, `tensors.tsv`,
+//! `summary.txt`, `text/`, `stats/` and the tensor xattrs — checked against TensorFlow's record
+//! of every fixture (tests/fixtures/expected/*.json), with the `safetensors` package and numpy
+//! as the judges, through the core `Fs` and through real mounts.
+//!
+//! Needs a Python with numpy and safetensors (`python3`, else `/work/tfvenv/bin/python`; CI
+//! installs both); ml_dtypes, when that Python has it, also judges the float8/float4 text.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::{json, Value};
+use tfmount::error::FsError;
+use tfmount::format::dtype::DType;
+use tfmount::fs::growing::AHEAD;
+use tfmount::fs::{Attr, Fs, Kind, Options, ROOT};
+use tfmount::render::values::render_all;
+use tfmount::source::probe;
+use tfmount::writer::CheckpointWriter;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A Python with numpy and safetensors, one that also has ml_dtypes if there is one.
+fn python() -> String {
+    static PY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        let has = |py: &str, modules: &str| {
+            Command::new(py)
+                .args(["-c", &format!("import {modules}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let candidates = ["python3", "/work/tfvenv/bin/python"];
+        for modules in ["numpy, safetensors, ml_dtypes", "numpy, safetensors"] {
+            if let Some(py) = candidates.iter().find(|py| has(py, modules)) {
+                return py.to_string();
+            }
+        }
+        panic!("no Python with numpy and safetensors (python3, /work/tfvenv/bin/python)");
+    })
+    .clone()
+}
+
+/// Runs `script` with `args`; returns stdout, panicking with stderr on failure.
+fn run_python(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn hex_bytes(h: &str) -> Vec<u8> {
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// The raw key of a record.
+fn rec_key(rec: &Value) -> Vec<u8> {
+    if rec["key_is_hex"].as_bool() == Some(true) {
+        hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
+    } else {
+        rec["key"].as_str().expect("key").as_bytes().to_vec()
+    }
+}
+
+fn shape_of(rec: &Value) -> Vec<u64> {
+    rec["shape"]
+        .as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim"))
+        .collect()
+}
+
+/// TensorFlow's CRC mask undone (the checksum as computed).
+fn unmask(m: u32) -> u32 {
+    let r = m.wrapping_sub(0xa282_ead8);
+    r.rotate_right(17)
+}
+
+/// One checkpoint of a fixture: where its tree is in the mount, and TensorFlow's record.
+struct Ckpt {
+    fixture: String,
+    source: PathBuf,
+    /// The checkpoint tree's path relative to the mount root (empty: the root itself).
+    root: Vec<u8>,
+    expected_path: PathBuf,
+    expected: Value,
+}
+
+impl Ckpt {
+    fn name(&self) -> String {
+        format!("{}/{}", self.fixture, String::from_utf8_lossy(&self.root))
+    }
+
+    /// Every tensor the record has: the readable ones and those served as stored (variant).
+    fn records(&self) -> Vec<&Value> {
+        let t = self.expected["tensors"].as_array().expect("tensors");
+        let u = self.expected["unreadable_entries"].as_array();
+        t.iter().chain(u.into_iter().flatten()).collect()
+    }
+
+    fn path(&self, rel: &[u8]) -> Vec<u8> {
+        if self.root.is_empty() {
+            return rel.to_vec();
+        }
+        [&self.root[..], b"/", rel].concat()
+    }
+}
+
+fn checkpoints() -> Vec<Ckpt> {
+    let mut out = Vec::new();
+    for entry in manifest() {
+        for (view, json) in entry["views"].as_object().expect("views") {
+            let root = view
+                .strip_suffix("variables")
+                .expect("a variables view")
+                .trim_end_matches('/');
+            let rel = json.as_str().expect("json");
+            out.push(Ckpt {
+                fixture: entry["name"].as_str().expect("name").to_string(),
+                source: fixtures().join(entry["source"].as_str().expect("source")),
+                root: root.as_bytes().to_vec(),
+                expected_path: fixtures().join(rel),
+                expected: load_json(rel),
+            });
+        }
+    }
+    assert!(out.len() >= 9, "manifest lists {} checkpoints", out.len());
+    out
+}
+
+fn open_fs(source: &Path) -> Fs {
+    let probed = probe(source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+    Fs::new(&probed, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", source.display()))
+}
+
+fn lookup_path(fs: &Fs, path: &[u8]) -> Result<Attr, FsError> {
+    let mut attr = fs.getattr(ROOT)?;
+    if path.is_empty() {
+        return Ok(attr);
+    }
+    for comp in path.split(|&b| b == b'/') {
+        attr = fs.lookup(attr.ino, comp)?;
+    }
+    Ok(attr)
+}
+
+/// A whole file through the core, `chunk` bytes at a time, until a read returns nothing.
+fn read_all(fs: &Fs, ino: u64, chunk: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let r = fs.read(ino, out.len() as u64, chunk).expect("read");
+        assert!(r.len() <= chunk);
+        if r.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&r);
+    }
+}
+
+fn read_path(fs: &Fs, path: &[u8]) -> Option<Vec<u8>> {
+    let a = lookup_path(fs, path).ok()?;
+    Some(read_all(fs, a.ino, 65536))
+}
+
+/// The path of a record's tensor file in view `view` with `suffix`.
+fn view_path(c: &Ckpt, rec: &Value, view: &str, suffix: &str) -> Vec<u8> {
+    let mut p = format!("{view}/").into_bytes();
+    p.extend_from_slice(&stem_path(rec));
+    p.extend_from_slice(suffix.as_bytes());
+    c.path(&p)
+}
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// model.safetensors
+// ---------------------------------------------------------------------------------------------
+
+/// Checks `model.safetensors` files against TensorFlow's records: `argv[1]` is a JSON list of
+/// `[file, record json]`. The header is validated by `safe_open` (which maps the file), every
+/// included tensor's bytes (by the header's offsets, read with `read()`) have TensorFlow's
+/// sha256, tensors numpy holds are loaded through the map by `get_tensor` and, when every dtype
+/// of the file is numpy's, by `safetensors.numpy.load_file`; everything else is absent and named
+/// in `__metadata__`. Prints the number of tensors checked.
+const SAFETENSORS_CHECK: &str = r#"
+import sys, json, hashlib, struct
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file
+ST = {"float32": "F32", "float64": "F64", "int32": "I32", "uint8": "U8", "int16": "I16",
+      "int8": "I8", "complex64": "C64", "int64": "I64", "bool": "BOOL", "bfloat16": "BF16",
+      "uint16": "U16", "float16": "F16", "uint32": "U32", "uint64": "U64",
+      "float8_e5m2": "F8_E5M2", "float8_e4m3fn": "F8_E4M3", "float8_e4m3fnuz": "F8_E4M3FNUZ",
+      "float8_e5m2fnuz": "F8_E5M2FNUZ"}
+NUMPY = {"F32", "F64", "I32", "U8", "I16", "I8", "C64", "I64", "BOOL", "U16", "F16", "U32", "U64"}
+sha = lambda b: hashlib.sha256(b).hexdigest()
+checked = 0
+for path, exp_path in json.load(open(sys.argv[1])):
+    exp = json.load(open(exp_path))
+    recs = exp["tensors"] + (exp.get("unreadable_entries") or [])
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert n % 8 == 0 and raw[8:9] == b"{", path
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    spans = sorted(tuple(v["data_offsets"]) for k, v in header.items() if k != "__metadata__")
+    end = 0
+    for a, b in spans:
+        assert a == end, (path, "hole or overlap", a, end)
+        end = b
+    assert base + end == len(raw), (path, "data does not end the file")
+    with safe_open(path, "np") as f:
+        keys = set(f.keys())
+        meta = f.metadata()
+        assert meta["format"] == "tf"
+        excluded = json.loads(meta.get("tfmount.excluded", "[]"))
+        named = {e.get("key", e.get("key_hex")): e for e in excluded}
+        want = set()
+        for r in recs:
+            k, dt = r["key"], r["dtype"]
+            if dt in ST and not r.get("key_is_hex"):
+                want.add(k)
+                h = header[k]
+                assert h["dtype"] == ST[dt] and h["shape"] == r["shape"], (path, k, h)
+                a, b = h["data_offsets"]
+                assert sha(raw[base + a:base + b]) == r["sha256"], (path, k, "bytes")
+                if h["dtype"] in NUMPY:
+                    t = f.get_tensor(k)
+                    assert list(t.shape) == r["shape"], (path, k)
+                    assert sha(np.ascontiguousarray(t).tobytes()) == r["sha256"], (path, k)
+                checked += 1
+            else:
+                assert k not in keys, (path, k, "should be left out")
+                assert k in named and named[k]["dtype"] == dt, (path, k, "not named")
+        assert keys == want, (path, keys ^ want)
+    if all(header[k]["dtype"] in NUMPY for k in keys):
+        d = load_file(path)
+        assert set(d) == keys
+        for r in recs:
+            if r["key"] in d:
+                assert sha(np.ascontiguousarray(d[r["key"]]).tobytes()) == r["sha256"]
+print(checked)
+"#;
+
+fn check_safetensors(jobs: &[(PathBuf, PathBuf)]) -> u64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let list = dir.path().join("jobs.json");
+    std::fs::write(&list, serde_json::to_vec(&json!(jobs)).expect("json")).expect("write");
+    let out = run_python(SAFETENSORS_CHECK, &[list.as_os_str()]);
+    out.trim().parse().expect("a count")
+}
+
+/// `model.safetensors` of every fixture's checkpoints, read through the core, opens with the
+/// `safetensors` package and equals TensorFlow's record tensor by tensor (bfloat16 and float8
+/// by bytes, float16, bool, complex64, partitioned variables whole); strings and the other
+/// dtypes safetensors lacks are absent and named in `__metadata__`.
+#[test]
+fn safetensors_of_every_fixture_equals_tensorflow_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut jobs = Vec::new();
+    let mut st_dtypes = std::collections::BTreeSet::new();
+    for (i, c) in checkpoints().into_iter().enumerate() {
+        let fs = open_fs(&c.source);
+        let a = lookup_path(&fs, &c.path(b"model.safetensors")).expect("model.safetensors");
+        assert_eq!(a.kind, Kind::File);
+        assert!(!a.volatile);
+        // Odd chunk sizes: reads cross the header and tensor boundaries everywhere.
+        let bytes = read_all(&fs, a.ino, 1000);
+        assert_eq!(bytes.len() as u64, a.size, "{}: size", c.name());
+        assert_eq!(read_all(&fs, a.ino, 7), bytes, "{}: 7-byte reads", c.name());
+        let p = dir.path().join(format!("{i}.safetensors"));
+        std::fs::write(&p, &bytes).expect("write");
+        jobs.push((p, c.expected_path.clone()));
+        for r in c.records() {
+            st_dtypes.insert(r["dtype"].as_str().expect("dtype").to_string());
+        }
+    }
+    for dt in [
+        "bfloat16",
+        "float16",
+        "bool",
+        "string",
+        "float8_e4m3fn",
+        "complex64",
+    ] {
+        assert!(st_dtypes.contains(dt), "no fixture has {dt}");
+    }
+    let checked = check_safetensors(&jobs);
+    assert!(checked > 100, "only {checked} tensors checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// tensors.tsv and summary.txt
+// ---------------------------------------------------------------------------------------------
+
+/// Undoes the TSV field escaping (`\t`, `\n`, `\r`, `\\`, `\xHH`).
+fn tsv_unescape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\' {
+            match s.get(i + 1) {
+                Some(b't') => out.push(b'\t'),
+                Some(b'n') => out.push(b'\n'),
+                Some(b'r') => out.push(b'\r'),
+                Some(b'\\') => out.push(b'\\'),
+                Some(b'x') => {
+                    let h = std::str::from_utf8(&s[i + 2..i + 4]).expect("hex");
+                    out.push(u8::from_str_radix(h, 16).expect("hex"));
+                    i += 2;
+                }
+                other => panic!("bad escape {other:?}"),
+            }
+            i += 2;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Reads `summary.txt`'s `name: 1,234` line as a number.
+fn summary_number(text: &str, name: &str) -> u128 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{text}"));
+    let num: String = line[name.len() + 2..]
+        .split(' ')
+        .next()
+        .expect("number")
+        .replace(',', "");
+    num.parse().expect("number")
+}
+
+/// `tensors.tsv` of every fixture's checkpoints, parsed, equals TensorFlow's record (key,
+/// dtype, shape, nbytes, path, stored CRC-32C unmasked, shard, offset; `-` for partitioned
+/// tensors), one line per tensor in key order; `summary.txt` totals equal the record's sums.
+#[test]
+fn tsv_and_summary_equal_tensorflow_record() {
+    let mut lines_checked = 0;
+    for c in checkpoints() {
+        let name = c.name();
+        let fs = open_fs(&c.source);
+        let tsv = read_path(&fs, &c.path(b"tensors.tsv")).expect("tensors.tsv");
+        // Chunked reads (from the marks) give the same bytes.
+        let a = lookup_path(&fs, &c.path(b"tensors.tsv")).expect("tsv");
+        assert_eq!(a.size, tsv.len() as u64);
+        assert_eq!(read_all(&fs, a.ino, 13), tsv);
+        let mut lines = tsv.split(|&b| b == b'\n').collect::<Vec<_>>();
+        assert_eq!(lines.pop(), Some(&b""[..]), "{name}: ends in a newline");
+        assert_eq!(
+            lines[0],
+            b"key\tdtype\tshape\tnbytes\tpath\tcrc32c\tshard\toffset"
+        );
+        let mut by_key: BTreeMap<Vec<u8>, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut order = Vec::new();
+        for l in &lines[1..] {
+            let f: Vec<Vec<u8>> = l.split(|&b| b == b'\t').map(|x| x.to_vec()).collect();
+            assert_eq!(f.len(), 8, "{name}: {}", show(l));
+            let key = tsv_unescape(&f[0]);
+            order.push(key.clone());
+            by_key.insert(key, f);
+        }
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "{name}: key order");
+        let recs = c.records();
+        assert_eq!(by_key.len(), recs.len(), "{name}: one line per tensor");
+        let (mut bytes, mut params) = (0u128, 0u128);
+        for r in &recs {
+            let key = rec_key(r);
+            let f = by_key
+                .get(&key)
+                .unwrap_or_else(|| panic!("{name}: no line for {}", show(&key)));
+            let dtype = r["dtype"].as_str().expect("dtype");
+            let shape = shape_of(r);
+            let nbytes = r["nbytes"]
+                .as_u64()
+                .or_else(|| r["stored"]["size"].as_u64())
+                .expect("nbytes");
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            assert_eq!(show(&f[1]), dtype, "{name}: {}", show(&key));
+            assert_eq!(show(&f[2]), dims.join(" "), "{name}: {}", show(&key));
+            assert_eq!(show(&f[3]), nbytes.to_string(), "{name}: {}", show(&key));
+            let mut path = b"variables/".to_vec();
+            path.extend_from_slice(&stem_path(r));
+            path.extend_from_slice(b".bin");
+            assert_eq!(tsv_unescape(&f[4]), path, "{name}: path");
+            let stored = &r["stored"];
+            let (crc, shard, offset) = match stored["crc32c_masked"].as_u64() {
+                Some(m) => (
+                    format!("{:08x}", unmask(m as u32)),
+                    stored["shard_id"].as_u64().expect("shard").to_string(),
+                    stored["offset"].as_u64().expect("offset").to_string(),
+                ),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
+            assert_eq!(
+                (show(&f[5]), show(&f[6]), show(&f[7])),
+                (crc, shard, offset),
+                "{name}: {}",
+                show(&key)
+            );
+            lines_checked += 1;
+            bytes += nbytes as u128;
+            if !["string", "variant", "resource"].contains(&dtype) {
+                params += shape.iter().map(|&d| d as u128).product::<u128>();
+            }
+        }
+        let summary = read_path(&fs, &c.path(b"summary.txt")).expect("summary.txt");
+        let summary = String::from_utf8(summary).expect("utf-8");
+        assert_eq!(summary_number(&summary, "tensors"), recs.len() as u128);
+        assert_eq!(summary_number(&summary, "parameters"), params, "{name}");
+        assert_eq!(summary_number(&summary, "bytes"), bytes, "{name}");
+    }
+    assert!(lines_checked > 150, "{lines_checked}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// text/ and stats/
+// ---------------------------------------------------------------------------------------------
+
+/// Parses `text/` files back and recomputes `stats/` with numpy: `argv[1]` is a JSON list of
+/// `{dtype, shape, bin, text, stats}` (paths; `text`/`stats` null where the view has no file).
+/// Values are decoded from the `.bin` bytes (whose sha256 the caller checked against
+/// TensorFlow's record) by numpy, and ml_dtypes where it is installed (float8, float4, int4...:
+/// without it those text files are skipped). Prints `texts stats skipped`.
+const VALUES_CHECK: &str = r#"
+import sys, json, codecs, math, struct, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+try:
+    import ml_dtypes as m
+except ImportError:
+    m = None
+PLAIN = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int8": "i1", "int16": "<i2",
+         "int32": "<i4", "int64": "<i8", "uint8": "u1", "uint16": "<u2", "uint32": "<u4",
+         "uint64": "<u8", "qint8": "i1", "quint8": "u1", "qint16": "<i2", "quint16": "<u2",
+         "qint32": "<i4", "complex64": "<c8", "complex128": "<c16"}
+ML = ["float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz",
+      "float8_e4m3b11fnuz", "float4_e2m1fn", "int4", "uint4", "int2", "uint2"]
+def values(dt, raw):
+    """The tensor's values as numpy holds them, or None if this Python cannot decode them."""
+    if dt in PLAIN:
+        return np.frombuffer(raw, PLAIN[dt])
+    if dt == "bool":
+        return np.frombuffer(raw, np.uint8) != 0
+    if dt == "bfloat16":
+        if m is not None:
+            return np.frombuffer(raw, m.bfloat16).astype(np.float32)
+        return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+    if dt in ML and m is not None:
+        v = np.frombuffer(raw, getattr(m, dt))
+        return v.astype(np.int64 if "int" in dt else np.float32)
+    return None
+def same_float(got, want, ft):
+    # The text is the shortest form that reads back to the value in `ft`.
+    got, want = ft(got), ft(want)
+    if np.isnan(want):
+        return bool(np.isnan(got))
+    return got == want and math.copysign(1, got) == math.copysign(1, want)
+def strings(raw):
+    out, i = [], 0
+    while i < len(raw):
+        (n,) = struct.unpack_from("<Q", raw, i); i += 8
+        out.append(raw[i:i + n]); i += n
+    return out
+texts = stats = skipped = 0
+for job in json.load(open(sys.argv[1])):
+    dt, shape = job["dtype"], job["shape"]
+    raw = open(job["bin"], "rb").read()
+    n = math.prod(shape)
+    where = job["bin"]
+    if job["text"] is not None:
+        text = open(job["text"], "rb").read().decode("utf-8")
+        if dt == "string":
+            lines = text.split("\n")
+            assert lines[-1] == "" and len(lines) == n + 1, where
+            want = strings(raw)
+            assert [codecs.escape_decode(l.encode())[0] for l in lines[:-1]] == want, where
+            texts += 1
+        else:
+            v = values(dt, raw)
+            if v is None:
+                skipped += 1
+            else:
+                assert v.size == n, where
+                lines = text.split("\n")
+                assert lines[-1] == "", where
+                lines = lines[:-1]
+                row = shape[-1] if shape else 1
+                assert len(lines) == (n // row if n else 0), (where, len(lines))
+                toks = [t for l in lines for t in l.split(" ")]
+                assert all(len(l.split(" ")) == row for l in lines), where
+                assert len(toks) == n, where
+                ft = np.float64 if dt in ("float64", "complex128") else np.float32
+                for tok, want in zip(toks, v.tolist()):
+                    if dt == "bool":
+                        assert tok == ("true" if want else "false"), (where, tok)
+                    elif isinstance(want, complex):
+                        got = complex(tok)
+                        assert same_float(got.real, want.real, ft), (where, tok, want)
+                        assert same_float(got.imag, want.imag, ft), (where, tok, want)
+                    elif isinstance(want, float):
+                        assert same_float(float(tok), want, ft), (where, tok, want)
+                    else:
+                        assert int(tok) == want, (where, tok, want)
+                texts += 1
+    if job["stats"] is not None:
+        got = {}
+        for l in open(job["stats"], encoding="utf-8").read().splitlines():
+            k, _, val = l.partition(": ")
+            got[k] = val
+        a = values(dt, raw)
+        if a is None:
+            skipped += 1
+            continue
+        if dt == "bool":
+            a = a.astype(np.uint8)
+        isf = a.dtype.kind == "f"
+        f = a[np.isfinite(a)] if isf else a
+        assert int(got["count"]) == a.size and int(got["finite"]) == f.size, where
+        if isf:
+            assert int(got["nan"]) == int(np.isnan(a).sum()), where
+            assert int(got["+inf"]) == int((a == np.inf).sum()), where
+            assert int(got["-inf"]) == int((a == -np.inf).sum()), where
+        assert int(got["zeros"]) == int((a == 0).sum()), where
+        if f.size:
+            conv = (lambda s: a.dtype.type(float(s))) if isf else int
+            assert conv(got["min"]) == f.min() and conv(got["max"]) == f.max(), (where, got)
+            g = f.astype(np.float64)
+            rms = float(np.sqrt(np.mean(g * g)))
+            for k, want in (("mean", float(np.mean(g))), ("std", float(np.std(g)))):
+                x = float(got[k])
+                assert x == want or abs(x - want) <= 1e-12 * rms, (where, dt, k, x, want)
+            try:
+                counts, edges = np.histogram(f, bins=16, range=(f.min(), f.max()))
+            except ValueError:
+                counts = None
+        else:
+            assert got["min"] == "nan" and got["mean"] == "nan", where
+            counts = None
+        if counts is None:
+            assert got["histogram"].startswith("n/a"), (where, got["histogram"])
+        else:
+            assert [int(c) for c in got["counts"].split(" ")] == [int(c) for c in counts], where
+            assert [edges.dtype.type(float(e)) for e in got["edges"].split(" ")] == list(edges), where
+            assert len(got["histogram"]) == 16, where
+        stats += 1
+print(texts, stats, skipped)
+"#;
+
+/// Every fixture's `text/` parses back (Python) to the values of TensorFlow's bytes (floats
+/// exactly, strings through their escapes), and every `stats/` file equals numpy's figures on
+/// them; each view has a file exactly for the dtypes it supports.
+#[test]
+fn text_and_stats_equal_numpy_on_tensorflow_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut jobs = Vec::new();
+    let mut n = 0;
+    for c in checkpoints() {
+        let name = c.name();
+        let fs = open_fs(&c.source);
+        for r in c.records() {
+            let dtype = r["dtype"].as_str().expect("dtype").to_string();
+            let Some(sha) = r["sha256"].as_str() else {
+                continue; // variant: served as stored, no values
+            };
+            let bin = read_path(&fs, &view_path(&c, r, "variables", ".bin")).expect("bin");
+            assert_eq!(sha256_hex(&bin), sha, "{name}: TensorFlow's bytes");
+            let text = read_path(&fs, &view_path(&c, r, "text", ".txt"));
+            let stats = read_path(&fs, &view_path(&c, r, "stats", ".txt"));
+            let has_stats = !["string", "complex64", "complex128", "variant"].contains(&&*dtype);
+            assert_eq!(
+                (text.is_some(), stats.is_some()),
+                (dtype != "variant", has_stats),
+                "{name}: {} ({dtype})",
+                show(&rec_key(r))
+            );
+            let mut paths = Vec::new();
+            for (what, b) in [("bin", Some(bin)), ("text", text), ("stats", stats)] {
+                paths.push(b.map(|b| {
+                    let p = dir.path().join(format!("{n}.{what}"));
+                    std::fs::write(&p, b).expect("write");
+                    p
+                }));
+            }
+            jobs.push(json!({
+                "dtype": dtype,
+                "shape": shape_of(r),
+                "bin": paths[0],
+                "text": paths[1],
+                "stats": paths[2],
+            }));
+            n += 1;
+        }
+    }
+    let list = dir.path().join("jobs.json");
+    std::fs::write(&list, serde_json::to_vec(&jobs).expect("json")).expect("write");
+    let out = run_python(VALUES_CHECK, &[list.as_os_str()]);
+    let counts: Vec<u64> = out
+        .split_whitespace()
+        .map(|x| x.parse().expect("count"))
+        .collect();
+    eprintln!(
+        "text files checked {}, stats {}, skipped (no ml_dtypes) {}",
+        counts[0], counts[1], counts[2]
+    );
+    // Without ml_dtypes (CI) 14 text and 14 stats files of narrow dtypes are skipped.
+    assert!(counts[0] >= 140 && counts[1] >= 125, "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// xattrs
+// ---------------------------------------------------------------------------------------------
+
+/// Every tensor file (`.bin`, `.npy`, `.shape`, `.dtype`, `text/` and `stats/` `.txt`) lists
+/// the six attributes, with TensorFlow's key, dtype, shape and stored location (per slice for
+/// partitioned tensors, from the record's slice entries).
+#[test]
+fn xattrs_carry_dtype_shape_and_stored_location() {
+    let names = [
+        "user.tfmount.key",
+        "user.tfmount.dtype",
+        "user.tfmount.shape",
+        "user.tfmount.crc32c",
+        "user.tfmount.shard",
+        "user.tfmount.offset",
+    ];
+    let mut checked = 0;
+    for c in checkpoints() {
+        let name = c.name();
+        let fs = open_fs(&c.source);
+        let slices = c.expected["slice_entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for r in c.records() {
+            let key = rec_key(r);
+            let dims: Vec<String> = shape_of(r).iter().map(|d| d.to_string()).collect();
+            // (crc, shard, offset) of each stored piece.
+            let mut want: Vec<(String, String, String)> =
+                match r["stored"]["crc32c_masked"].as_u64() {
+                    Some(m) => vec![(
+                        format!("{:08x}", unmask(m as u32)),
+                        r["stored"]["shard_id"].to_string(),
+                        r["stored"]["offset"].to_string(),
+                    )],
+                    None => slices
+                        .iter()
+                        .filter(|s| s["of"].as_str().map(str::as_bytes) == Some(&key[..]))
+                        .map(|s| {
+                            let st = &s["stored"];
+                            (
+                                format!(
+                                    "{:08x}",
+                                    unmask(st["crc32c_masked"].as_u64().expect("crc") as u32)
+                                ),
+                                st["shard_id"].to_string(),
+                                st["offset"].to_string(),
+                            )
+                        })
+                        .collect(),
+                };
+            want.sort();
+            assert!(!want.is_empty(), "{name}: {}: no stored pieces", show(&key));
+            let files = [
+                ("variables", ".bin"),
+                ("variables", ".shape"),
+                ("variables", ".dtype"),
+                ("variables", ".npy"),
+                ("text", ".txt"),
+                ("stats", ".txt"),
+            ];
+            for (view, suffix) in files {
+                let Ok(a) = lookup_path(&fs, &view_path(&c, r, view, suffix)) else {
+                    continue;
+                };
+                let list = fs.listxattr(a.ino).expect("listxattr");
+                let listed: Vec<&[u8]> =
+                    list.split(|&b| b == 0).filter(|s| !s.is_empty()).collect();
+                let want_names: Vec<&[u8]> = names.iter().map(|s| s.as_bytes()).collect();
+                assert_eq!(listed, want_names, "{name}: {}{suffix}", show(&key));
+                let get = |n: &str| show(&fs.getxattr(a.ino, n.as_bytes()).expect("getxattr"));
+                assert_eq!(fs.getxattr(a.ino, names[0].as_bytes()).expect("key"), key);
+                assert_eq!(get(names[1]), r["dtype"].as_str().expect("dtype"));
+                assert_eq!(get(names[2]), dims.join(" "));
+                let (crc, shard, off) = (get(names[3]), get(names[4]), get(names[5]));
+                let split = |s: &str| s.split('\n').map(str::to_string).collect::<Vec<_>>();
+                let (crc, shard, off) = (split(&crc), split(&shard), split(&off));
+                assert!(crc.len() == shard.len() && crc.len() == off.len());
+                let mut got: Vec<_> = (0..crc.len())
+                    .map(|i| (crc[i].clone(), shard[i].clone(), off[i].clone()))
+                    .collect();
+                got.sort();
+                assert_eq!(got, want, "{name}: {}{suffix}", show(&key));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 600, "{checked}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Growing text files
+// ---------------------------------------------------------------------------------------------
+
+/// A checkpoint with a float32 tensor whose text is several times [`AHEAD`], a string tensor
+/// and a small tensor. Returns the prefix and `(key, dtype, shape, bytes)` of each.
+/// A tensor written: key, dtype, shape, `.bin` bytes.
+type Written = (&'static str, DType, Vec<u64>, Vec<u8>);
+
+fn write_big(dir: &Path) -> (PathBuf, Vec<Written>) {
+    let prefix = dir.join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let big: Vec<u8> = (0..1_000_000)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (f32::from_bits((x >> 32) as u32 & 0x3fff_ffff) - 1.0).to_le_bytes()
+        })
+        .collect();
+    w.add(b"big/weights", DType(1), &[1000, 1000], &big, 0)
+        .expect("add");
+    let strs: Vec<Vec<u8>> = (0..100_000u32)
+        .map(|i| format!("word {i}\n\t{}", "é".repeat((i % 5) as usize)).into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = strs.iter().map(|s| s.as_slice()).collect();
+    w.add_strings(b"vocab", &[100_000], &refs, 0)
+        .expect("strings");
+    let small = [1.5f32, -2.0, 0.25]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect::<Vec<_>>();
+    w.add(b"small", DType(1), &[3], &small, 0).expect("add");
+    w.finish().expect("finish");
+    let mut served = Vec::new();
+    for s in &strs {
+        served.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        served.extend_from_slice(s);
+    }
+    let tensors = vec![
+        ("big/weights", DType(1), vec![1000, 1000], big),
+        ("vocab", DType(7), vec![100_000], served),
+        ("small", DType(1), vec![3], small),
+    ];
+    (prefix, tensors)
+}
+
+/// Through the core: a large tensor's `text/` file reports a growing size (marked volatile)
+/// that never shrinks, reads like the kernel's (up to the reported size, then asking again)
+/// give the whole rendering, random reads equal its slices, and once read to the end the size
+/// is exact. Listings leave the views' attributes out.
+#[test]
+fn text_files_grow_until_rendered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, tensors) = write_big(dir.path());
+    let fs = open_fs(&prefix);
+    for (key, dtype, shape, bytes) in &tensors {
+        let whole = render_all(*dtype, shape, bytes).expect("render");
+        let path = format!("text/{key}.txt");
+        let a = lookup_path(&fs, path.as_bytes()).expect("lookup");
+        if whole.len() as u64 <= AHEAD {
+            assert!(
+                !a.volatile && a.size == whole.len() as u64,
+                "{key}: small: exact"
+            );
+            continue;
+        }
+        assert!(a.volatile, "{key}");
+        assert!(
+            a.size >= AHEAD && a.size < whole.len() as u64,
+            "{key}: {}",
+            a.size
+        );
+        assert_eq!(
+            fs.getattr(a.ino).expect("getattr").size,
+            a.size,
+            "stable without reads"
+        );
+        let mut out = Vec::new();
+        let mut size = a.size;
+        let mut asked = 0;
+        loop {
+            if (out.len() as u64) < size {
+                let n = (size - out.len() as u64).min(128 << 10) as usize;
+                let r = fs.read(a.ino, out.len() as u64, n).expect("read");
+                assert_eq!(r.len(), n, "{key}: bytes below the reported size");
+                out.extend_from_slice(&r);
+                continue;
+            }
+            let g = fs.getattr(a.ino).expect("getattr");
+            asked += 1;
+            assert!(g.size >= size, "{key}: the size shrank");
+            size = g.size;
+            if !g.volatile && size == out.len() as u64 {
+                break;
+            }
+            assert!(asked < 10_000, "{key}: no end");
+        }
+        assert_eq!(out, whole, "{key}");
+        assert!(asked >= 2, "{key}: asked {asked} times");
+        let mut x = 7u64;
+        for _ in 0..50 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let off = (x >> 16) % (whole.len() as u64);
+            let n = ((x >> 40) % 300_000) as usize;
+            let got = fs.read(a.ino, off, n).expect("read");
+            let end = (off as usize + n).min(whole.len());
+            assert_eq!(got, &whole[off as usize..end], "{key}: read({off}, {n})");
+        }
+        assert_eq!(fs.read(a.ino, whole.len() as u64, 10).expect("read"), b"");
+    }
+    // READDIRPLUS leaves the views' files out (their size means rendering).
+    for dir in ["text/big", "stats/big"] {
+        let d = lookup_path(&fs, dir.as_bytes()).expect("dir");
+        let mut files = 0;
+        fs.readdir_plus(d.ino, 0, |e, a| {
+            if e.kind == Kind::File {
+                files += 1;
+                assert!(a.is_none(), "{dir}: attributes of {}", show(&e.name));
+            }
+            false
+        })
+        .expect("readdirplus");
+        assert_eq!(files, 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through real mounts
+// ---------------------------------------------------------------------------------------------
+
+/// The kernel reads a growing `text/` file to its end with `cat`, `head -c`, `cat > file` and
+/// Python's `open().read()`, each equal to the core's rendering; stat is exact afterwards.
+/// `model.safetensors` of the fixtures is read by `safe_open` through the mount (mmap), and the
+/// xattrs list through the kernel.
+#[test]
+fn views_through_a_real_mount() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, tensors) = write_big(dir.path());
+    let m = Mount::start(&prefix, &[]);
+    let mnt = m.path();
+    for (key, dtype, shape, bytes) in &tensors {
+        let whole = render_all(*dtype, shape, bytes).expect("render");
+        let p = mnt.join(format!("text/{key}.txt"));
+        let first = std::fs::metadata(&p).expect("stat").len();
+        if whole.len() as u64 > AHEAD {
+            assert!(first < whole.len() as u64, "{key}: {first}");
+        } else {
+            assert_eq!(first, whole.len() as u64);
+        }
+        let head = Command::new("head")
+            .args(["-c", "1000"])
+            .arg(&p)
+            .output()
+            .expect("head");
+        assert_eq!(head.stdout, &whole[..1000.min(whole.len())], "{key}: head");
+        let cat = Command::new("cat").arg(&p).output().expect("cat");
+        assert!(cat.status.success());
+        assert_eq!(cat.stdout.len(), whole.len(), "{key}: cat length");
+        assert!(cat.stdout == whole, "{key}: cat content");
+        let copy = dir.path().join("copy.txt");
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg("cat \"$1\" > \"$2\"")
+            .arg("sh")
+            .arg(&p)
+            .arg(&copy)
+            .status()
+            .expect("cat > file");
+        assert!(st.success());
+        assert!(
+            std::fs::read(&copy).expect("copy") == whole,
+            "{key}: cat > file"
+        );
+        let py = run_python(
+            "import sys, hashlib\nprint(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())\nprint(len(open(sys.argv[1], encoding='utf-8').read().encode()))",
+            &[p.as_os_str()],
+        );
+        let mut lines = py.lines();
+        assert_eq!(
+            lines.next(),
+            Some(sha256_hex(&whole).as_str()),
+            "{key}: python"
+        );
+        assert_eq!(
+            lines.next(),
+            Some(whole.len().to_string().as_str()),
+            "{key}: text mode"
+        );
+        assert_eq!(
+            std::fs::metadata(&p).expect("stat").len(),
+            whole.len() as u64,
+            "{key}: exact"
+        );
+        // A fresh Rust read of the whole file.
+        assert!(
+            std::fs::read(&p).expect("read") == whole,
+            "{key}: std::fs::read"
+        );
+    }
+    // xattrs through the kernel.
+    let x = run_python(
+        "import os, sys\nfor n in os.listxattr(sys.argv[1]): print(n, os.getxattr(sys.argv[1], n).decode())",
+        &[mnt.join("stats/big/weights.txt").as_os_str()],
+    );
+    let want_prefix = "user.tfmount.key big/weights\nuser.tfmount.dtype float32\nuser.tfmount.shape 1000 1000\nuser.tfmount.crc32c ";
+    assert!(x.starts_with(want_prefix), "{x}");
+    assert!(
+        x.contains("\nuser.tfmount.shard 0\nuser.tfmount.offset 0\n"),
+        "{x}"
+    );
+    drop(m);
+
+    // model.safetensors of fixtures through mounts: safe_open maps the file.
+    let mut jobs = Vec::new();
+    let mut mounts = Vec::new();
+    for c in checkpoints() {
+        if !["all_dtypes", "partitioned", "tf1_adam"].contains(&c.fixture.as_str()) {
+            continue;
+        }
+        let m = Mount::start(&c.source, &[]);
+        let mut p = m.path();
+        if !c.root.is_empty() {
+            p = p.join(std::ffi::OsStr::from_bytes(&c.root));
+        }
+        jobs.push((p.join("model.safetensors"), c.expected_path.clone()));
+        mounts.push(m);
+    }
+    assert_eq!(jobs.len(), 4);
+    let checked = check_safetensors(&jobs);
+    assert!(checked > 60, "{checked}");
+    // A live checkpoint directory: the root files through `latest` too.
+    let adam = jobs
+        .iter()
+        .find(|(p, _)| p.to_string_lossy().contains("model.ckpt-3"))
+        .expect("tf1_adam");
+    let latest = adam
+        .0
+        .parent()
+        .and_then(Path::parent)
+        .expect("mount")
+        .join("latest");
+    for f in [
+        "model.safetensors",
+        "tensors.tsv",
+        "summary.txt",
+        "stats/dense/kernel.txt",
+    ] {
+        let via = std::fs::read(latest.join(f)).expect("via latest");
+        let direct = std::fs::read(adam.0.parent().expect("ckpt").join(f)).expect("direct");
+        assert!(!via.is_empty() && via == direct, "latest/{f}");
+    }
+    // And a plain sequential read of one equals the core's bytes.
+    let c = checkpoints()
+        .into_iter()
+        .find(|c| c.fixture == "all_dtypes")
+        .expect("all_dtypes");
+    let core = read_path(&open_fs(&c.source), b"model.safetensors").expect("core");
+    let all = jobs
+        .iter()
+        .find(|(_, e)| *e == c.expected_path)
+        .expect("job");
+    let mut f = std::fs::File::open(&all.0).expect("open");
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut f, &mut got).expect("read");
+    assert!(got == core);
+}
+
+/// A directory component ending in `.txt` is escaped everywhere (rule 3), so the key `a.txt/b`
+/// cannot collide with `text/a.txt`, the text of the tensor `a`.
+#[test]
+fn txt_directories_do_not_collide_with_text_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prefix = dir.path().join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let one = 1.0f32.to_le_bytes();
+    let two = 2.0f32.to_le_bytes();
+    w.add(b"a", DType(1), &[], &one, 0).expect("add");
+    w.add(b"a.txt/b", DType(1), &[], &two, 0).expect("add");
+    w.finish().expect("finish");
+    let fs = open_fs(&prefix);
+    for view in ["variables", "text", "stats"] {
+        let d = lookup_path(&fs, view.as_bytes()).expect("view");
+        let mut names = Vec::new();
+        fs.readdir(d.ino, 0, |e| {
+            names.push(show(&e.name));
+            false
+        })
+        .expect("readdir");
+        names.retain(|n| !n.starts_with('.'));
+        names.sort();
+        let want: Vec<&str> = match view {
+            "variables" => vec!["a%2Etxt", "a.bin", "a.dtype", "a.npy", "a.shape"],
+            _ => vec!["a%2Etxt", "a.txt"],
+        };
+        assert_eq!(names, want, "{view}");
+    }
+    assert_eq!(read_path(&fs, b"text/a.txt").expect("a"), b"1\n");
+    assert_eq!(read_path(&fs, b"text/a%2Etxt/b.txt").expect("b"), b"2\n");
+    assert!(lookup_path(&fs, b"text/a.txt/b.txt").is_err());
+    assert!(lookup_path(&fs, b"variables/a.txt").is_err());
+    assert!(lookup_path(&fs, b"text/a.bin").is_err());
+    let tsv = read_path(&fs, b"tensors.tsv").expect("tsv");
+    assert!(
+        show(&tsv).contains("\tvariables/a%2Etxt/b.bin\t"),
+        "{}",
+        show(&tsv)
+    );
+}
