@@ -53,6 +53,19 @@ pub trait ByteSource: ReadAt + Send + Sync {
         self.read_exact_at(&mut v, offset)?;
         Ok(v)
     }
+
+    /// A reader of the bytes `range` that fetches ahead while it is read in order (one per
+    /// opened tensor), where the source benefits from one (a remote object); `None` for local
+    /// files, which the kernel reads ahead.
+    fn range_reader(self: Arc<Self>, _range: std::ops::Range<u64>) -> Option<Arc<dyn RangeReader>> {
+        None
+    }
+}
+
+/// Sequential reads of one range of a [`ByteSource`] (see [`ByteSource::range_reader`]).
+pub trait RangeReader: Send + Sync {
+    /// Fills `buf` from absolute offset `offset`.
+    fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError>;
 }
 
 /// What a path names in a [`Store`].

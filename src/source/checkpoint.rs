@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::bytes::{ByteSource, FileMeta, Store};
+use super::bytes::{ByteSource, FileMeta, RangeReader, Store};
 use super::tensors::{self, Stored, TensorData, TensorInfo, TensorSet};
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
@@ -378,6 +378,7 @@ impl Checkpoint {
             dtype_variant: t.entry.dtype == DT_VARIANT,
             n: t.entry.num_elements(),
             verified: AtomicBool::new(false),
+            reader: std::sync::OnceLock::new(),
         })
     }
 
@@ -624,6 +625,24 @@ struct StoredBytes {
     n: u64,
     /// Set once this handle saw a successful check: later reads skip the shared cache.
     verified: AtomicBool,
+    /// A read-ahead reader of the stored range, where the source has one (remote objects).
+    reader: std::sync::OnceLock<Option<Arc<dyn RangeReader>>>,
+}
+
+/// The stored range of a tensor as a [`crate::format::ReadAt`] through its reader.
+struct ThroughReader<'a>(&'a StoredBytes);
+
+impl crate::format::ReadAt for ThroughReader<'_> {
+    fn len(&self) -> u64 {
+        self.0.file.len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+        match self.0.reader() {
+            Some(r) => r.read_into(buf, offset),
+            None => self.0.file.read_exact_at(buf, offset),
+        }
+    }
 }
 
 impl StoredBytes {
@@ -652,7 +671,7 @@ impl StoredBytes {
                     strings::verify_variant_at(file, start, size, self.n, self.crc)
                 } else {
                     let mut computed = 0u32;
-                    for_each_chunk(file, start, size, CRC_CHUNK, |c| {
+                    for_each_chunk(&ThroughReader(self), start, size, CRC_CHUNK, |c| {
                         computed = crc32c::crc32c_append(computed, c);
                         Ok(())
                     })?;
@@ -671,11 +690,22 @@ impl StoredBytes {
         Ok(())
     }
 
+    fn reader(&self) -> Option<&Arc<dyn RangeReader>> {
+        self.reader
+            .get_or_init(|| self.file.clone().range_reader(self.start..self.end))
+            .as_ref()
+    }
+
     /// Bytes `[a, b)` of the stored range (already clamped by the caller).
     fn read(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.file
-            .read_vec(self.start + a, len)
-            .map_err(|e| self.shared.corrupt(&self.key, e))
+        let r = match self.reader() {
+            Some(r) => {
+                let mut v = vec![0u8; len];
+                r.read_into(&mut v, self.start + a).map(|()| v)
+            }
+            None => self.file.read_vec(self.start + a, len),
+        };
+        r.map_err(|e| self.shared.corrupt(&self.key, e))
     }
 }
 

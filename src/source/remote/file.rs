@@ -415,6 +415,19 @@ impl ByteSource for RemoteFile {
     fn changed(&self) -> bool {
         self.obj.changed.load(Ordering::Relaxed)
     }
+
+    fn range_reader(
+        self: Arc<Self>,
+        range: std::ops::Range<u64>,
+    ) -> Option<Arc<dyn crate::source::bytes::RangeReader>> {
+        Some(Arc::new(self.reader(range)))
+    }
+}
+
+impl crate::source::bytes::RangeReader for super::Reader {
+    fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), crate::format::FormatError> {
+        super::Reader::read_into(self, buf, offset).map_err(Into::into)
+    }
 }
 
 #[cfg(test)]
