@@ -117,16 +117,19 @@ truncated data file) gives a one-line error naming the tensor and the checkpoint
 const VERIFY_LONG: &str =
     "Read every tensor of every checkpoint in SOURCE and check that every byte is there \
 (data files present and long enough) and matches the CRC-32C stored in the index; index blocks \
-that cannot be read are reported with the keys they hold. One line per problem on stdout, \
+that cannot be read are reported with the keys they hold. A V1 checkpoint stores no per-tensor \
+CRC: every byte is read, checked against its table block's CRC-32C. One line per problem on stdout, \
 KEY<TAB>REASON (KEY as TensorFlow names the tensor; in a checkpoint directory prefixed by the \
 checkpoint's name and /); a progress bar on stderr when it is a terminal, and one summary line \
 on stderr.";
 const DIFF_LONG: &str = "List the tensors that differ between the checkpoints A and B (a prefix, the path \
-of one of its files, a SavedModel, or a checkpoint directory: its latest checkpoint), sorted by key: \
+of one of its files, a V1 checkpoint, a SavedModel, or a checkpoint directory: its latest checkpoint), \
+sorted by key: \
 A<TAB>KEY only in B (added), D<TAB>KEY only in A (deleted), T<TAB>KEY dtype or shape differ, \
 M<TAB>KEY same dtype and shape, different bytes. By default the index decides: the same dtype, \
 shape, size and stored CRC-32C mean equal, and no tensor data is read. Bytes are read only where \
-the index cannot decide (partitioned tensors sliced differently) or with --exact.";
+the index cannot decide (partitioned tensors sliced differently; every tensor of a V1 checkpoint, \
+which stores no CRC) or with --exact.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -1055,3 +1055,308 @@ fn the_mount_form_is_unchanged_and_subcommand_names_need_dot_slash() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// V1 checkpoints (tests/fixtures/v1, tests/fixtures/cli_v1: scripts/gen_cli_v1_fixtures.py)
+// ---------------------------------------------------------------------------------------------
+
+fn expected_v1() -> Value {
+    json(&fixtures().join("cli_v1/expected.json"))
+}
+
+/// `(tensors, bytes)` of verify's summary line.
+fn verify_summary(stderr: &[u8]) -> (u64, u64) {
+    let s = text(stderr);
+    let rest = s
+        .strip_prefix("verify: ")
+        .unwrap_or_else(|| panic!("no summary: {s}"));
+    let mut w = rest.split(' ');
+    let tensors = w.next().and_then(|n| n.parse().ok()).expect("tensors");
+    assert_eq!(w.next(), Some("tensors,"), "{s}");
+    let bytes = w.next().and_then(|n| n.parse().ok()).expect("bytes");
+    (tensors, bytes)
+}
+
+/// `(number of tensors, their bytes in tfmount's layout)` of a checkpoint, as TensorFlow read it
+/// (tests/fixtures/v1/expected/NAME.json).
+fn v1_totals(name: &str) -> (u64, u64) {
+    let e = json(&fixtures().join(format!("v1/expected/{name}.json")));
+    let t = e["tensors"].as_array().expect("tensors");
+    let bytes = t
+        .iter()
+        .map(|t| t["nbytes"].as_u64().expect("nbytes"))
+        .sum();
+    (t.len() as u64, bytes)
+}
+
+#[test]
+fn verify_of_clean_v1_sources_is_quiet_and_reads_every_byte() {
+    let (s1, s2) = (
+        v1_totals("single.model.ckpt-1"),
+        v1_totals("single.model.ckpt-2"),
+    );
+    let keys = expected_v1()["verify"]["keys"].clone();
+    let keys = keys.as_array().expect("keys");
+    let cli = (
+        keys.len() as u64,
+        keys.iter().map(|k| k[3].as_u64().expect("nbytes")).sum(),
+    );
+    let cases: Vec<(&str, (u64, u64))> = vec![
+        ("v1/single", (s1.0 + s2.0, s1.1 + s2.1)),
+        ("v1/single/model.ckpt-1", s1),
+        ("v1/single/model.ckpt-2.meta", s2),
+        ("v1/sharded", v1_totals("sharded")),
+        ("v1/sharded/model.ckpt-?????-of-00003", v1_totals("sharded")),
+        ("v1/sharded/model.ckpt-00002-of-00003", v1_totals("sharded")),
+        ("v1/partitioned/model.ckpt", v1_totals("partitioned")),
+        ("v1/dtypes/model.ckpt", v1_totals("dtypes")),
+        ("v1/large/model.ckpt", v1_totals("large")),
+        ("cli_v1/verify/model.ckpt", cli),
+        ("cli_v1/verify", cli),
+    ];
+    for (source, (tensors, bytes)) in cases {
+        for threads in ["1", "3"] {
+            let o = tfmount(&["verify", "--threads", threads, source]);
+            assert_eq!(code(&o), 0, "verify {source}: {}", text(&o.stdout));
+            assert!(o.stdout.is_empty(), "verify {source}");
+            let err = text(&o.stderr);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(" 0 problems"), "{err}");
+            assert_eq!(
+                verify_summary(&o.stderr),
+                (tensors, bytes),
+                "{source}: {err}"
+            );
+        }
+    }
+    for source in ["cli_v1/pair/v1", "cli_v1/pair/v1/model.ckpt"] {
+        let o = tfmount(&["verify", source]);
+        assert_eq!(code(&o), 0, "verify {source}: {}", text(&o.stdout));
+        assert!(o.stdout.is_empty());
+    }
+}
+
+/// A copy of the variant's `copy` directory with its damage applied.
+fn damaged_v1_copy(v: &Value) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let src = fixtures().join(v["copy"].as_str().expect("copy"));
+    for f in std::fs::read_dir(&src).expect("dir") {
+        let f = f.expect("entry");
+        std::fs::copy(f.path(), d.path().join(f.file_name())).expect("copy");
+    }
+    for op in v["ops"].as_array().expect("ops") {
+        let p = d.path().join(op["file"].as_str().expect("file"));
+        match op["op"].as_str().expect("op") {
+            "flip" => {
+                let mut b = std::fs::read(&p).expect("read");
+                let at = op["offset"].as_u64().expect("offset") as usize;
+                b[at] ^= 0xff;
+                std::fs::write(&p, b).expect("write");
+            }
+            "truncate" => {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .expect("open");
+                f.set_len(op["length"].as_u64().expect("length"))
+                    .expect("truncate");
+            }
+            "delete" => std::fs::remove_file(&p).expect("delete"),
+            other => panic!("unknown op {other}"),
+        }
+    }
+    d
+}
+
+fn str_set(v: &Value) -> BTreeSet<Vec<u8>> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|k| k.as_str().expect("key").as_bytes().to_vec())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn verify_names_exactly_the_v1_tensors_tensorflow_fails_on() {
+    let e = expected_v1();
+    let variants = e["verify"]["variants"].as_array().expect("variants");
+    assert!(variants.len() >= 8);
+    for v in variants {
+        let name = v["name"].as_str().expect("name");
+        let d = damaged_v1_copy(v);
+        let tf_fails = str_set(&v["tf_fails"]);
+        let lost = str_set(&v["lost_keys"]);
+        assert!(!tf_fails.is_empty(), "{name}: TensorFlow read everything");
+        let member = format!("{}/", v["checkpoint_name"].as_str().expect("name"));
+        for source in v["sources"].as_array().expect("sources") {
+            let source = source.as_str().expect("source");
+            let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new(source)]);
+            let what = format!("{name}: verify {source}: {}", text(&o.stderr));
+            let prefix = if source == "." {
+                member.as_bytes()
+            } else {
+                b""
+            };
+            if v["tf_open_failed"].as_bool().expect("tf_open_failed") {
+                // TensorFlow cannot open the checkpoint: every tensor fails. The source is
+                // unusable; in a directory the checkpoint is one failed member, unless the damage
+                // left its file no V1 table at all (the footer or the index block lost: probing,
+                // by content, no longer finds it, and the state file names nothing that exists).
+                let unrecognised = match name {
+                    "truncated_file" | "damaged_index_block" => true,
+                    "damaged_meta_block" | "sharded_truncated_shard" => false,
+                    other => panic!("no expectation for variant {other}"),
+                };
+                if source == "." && !unrecognised {
+                    assert_eq!(code(&o), 1, "{what}");
+                    let l = verify_lines(&o.stdout);
+                    assert_eq!(l.len(), 1, "{what}");
+                    assert_eq!(l[0].0, [prefix, b"[checkpoint]"].concat(), "{what}");
+                    assert_eq!(verify_summary(&o.stderr).0, 0, "{what}");
+                } else {
+                    assert_eq!(code(&o), 3, "{what}");
+                    assert!(o.stdout.is_empty(), "{what}");
+                    assert_eq!(lines(&o.stderr).len(), 1, "{what}");
+                }
+                continue;
+            }
+            assert_eq!(code(&o), 1, "{what}");
+            let mut named = BTreeSet::new();
+            let mut shards = Vec::new();
+            for (key, reason) in verify_lines(&o.stdout) {
+                let key = key
+                    .strip_prefix(prefix)
+                    .unwrap_or_else(|| panic!("{what}: {} lacks the prefix", text(&key)))
+                    .to_vec();
+                assert!(!reason.is_empty(), "{what}");
+                if key.starts_with(b"[shard ") {
+                    shards.push((key, reason));
+                } else {
+                    assert!(named.insert(key.clone()), "{what}: {} twice", text(&key));
+                }
+            }
+            // What TensorFlow fails on: the named tensors, and the tensors stored only in a
+            // missing shard (unknown without it: the shard is named instead).
+            assert!(named.is_disjoint(&lost), "{what}");
+            let all: BTreeSet<Vec<u8>> = named.union(&lost).cloned().collect();
+            assert_eq!(
+                all.iter().map(|k| text(k)).collect::<Vec<_>>(),
+                tf_fails.iter().map(|k| text(k)).collect::<Vec<_>>(),
+                "{what}"
+            );
+            match v["missing_shard"].as_str() {
+                Some(file) => {
+                    assert_eq!(shards.len(), 1, "{what}");
+                    assert_eq!(shards[0].0, b"[shard 2/3]", "{what}");
+                    assert!(shards[0].1.contains(file), "{what}");
+                    assert!(shards[0].1.contains("missing"), "{what}");
+                }
+                None => assert!(shards.is_empty(), "{what}"),
+            }
+            // Every tensor still known was looked at.
+            let known = if v["copy"] == "v1/sharded" {
+                e["verify"]["sharded_keys"].as_array().expect("keys").len()
+            } else {
+                e["verify"]["keys"].as_array().expect("keys").len()
+            } - lost.len();
+            assert_eq!(verify_summary(&o.stderr).0, known as u64, "{what}");
+        }
+    }
+}
+
+#[test]
+fn verify_reasons_of_v1_name_the_file_and_the_block_checksum() {
+    let e = expected_v1();
+    let v = e["verify"]["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .find(|v| v["name"] == "damaged_block")
+        .expect("damaged_block")
+        .clone();
+    let d = damaged_v1_copy(&v);
+    let o = tfmount_in(d.path(), &[OsStr::new("verify"), OsStr::new("model.ckpt")]);
+    let l = verify_lines(&o.stdout);
+    assert!(!l.is_empty());
+    for (key, reason) in &l {
+        assert!(
+            reason.starts_with("model.ckpt: block checksum mismatch (stored 0x"),
+            "{}: {reason}",
+            text(key)
+        );
+    }
+}
+
+#[test]
+fn diff_of_v1_checkpoints_equals_tensorflow() {
+    let e = expected_v1();
+    let diffs = e["diff"].as_array().expect("diff");
+    assert!(diffs.len() >= 8);
+    for d in diffs {
+        let (a, b) = (d["a"].as_str().expect("a"), d["b"].as_str().expect("b"));
+        for (flags, with_equal) in [
+            (&[][..], false),
+            (&["-s"][..], true),
+            (&["--exact"][..], false),
+            (&["-s", "--stats"][..], true),
+        ] {
+            let mut args = vec!["diff"];
+            args.extend(flags);
+            args.extend([a, b]);
+            let o = tfmount(&args);
+            assert_eq!(
+                lines(&o.stdout),
+                diff_lines(d, with_equal),
+                "diff {flags:?} {a} {b}: {}",
+                text(&o.stderr)
+            );
+            let differs = !d["lines"].as_array().expect("lines").is_empty();
+            assert_eq!(code(&o), i32::from(differs), "diff {flags:?} {a} {b}");
+            if flags.contains(&"--stats") {
+                // No stored CRC on a V1 side: every tensor in both is decided by its bytes.
+                let s = text(&o.stderr);
+                assert!(s.contains("decided by index 0, "), "{a} {b}: {s}");
+                let common = d["equal"].as_array().expect("equal").len()
+                    + d["lines"]
+                        .as_array()
+                        .expect("lines")
+                        .iter()
+                        .filter(|l| l[0] == "M")
+                        .count();
+                assert!(s.contains(&format!(", by bytes {common};")), "{a} {b}: {s}");
+                if common > 0 {
+                    assert!(data_bytes_read(&o.stderr) > 0, "{a} {b}: {s}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn diff_of_a_v1_checkpoint_with_a_missing_shard_is_trouble() {
+    let e = expected_v1();
+    let v = e["verify"]["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .find(|v| v["name"] == "sharded_missing_shard")
+        .expect("variant")
+        .clone();
+    let d = damaged_v1_copy(&v);
+    let o = tfmount_in(
+        d.path(),
+        &[
+            OsStr::new("diff"),
+            fixtures().join("v1/sharded").as_os_str(),
+            OsStr::new("."),
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("model.ckpt-00001-of-00003 is missing"),
+        "{err}"
+    );
+}

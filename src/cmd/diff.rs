@@ -1,7 +1,8 @@
 //! `tfmount diff A B`: the tensors that differ between two checkpoints, sorted by key, decided
 //! from the indexes where they can decide (same dtype, shape, size and stored CRC-32C means
 //! equal; a different CRC means different bytes), by reading bytes where they cannot
-//! (partitioned tensors sliced differently, a stored CRC missing) or with `--exact`.
+//! (partitioned tensors sliced differently, a stored CRC missing: every V1 tensor) or with
+//! `--exact`.
 //!
 //! Both indexes are walked once, side by side, in key order.
 
@@ -107,7 +108,7 @@ fn key_of(item: &Item) -> Option<&[u8]> {
     match item {
         Item::Tensor(t) => Some(&t.key),
         Item::BadEntry { key, .. } => Some(key),
-        Item::BadBlock { .. } => None,
+        Item::BadBlock { .. } | Item::MissingShard { .. } => None,
     }
 }
 
@@ -133,25 +134,30 @@ impl<'c> Diff<'c> {
         self.trouble = true;
     }
 
-    /// Takes the next item of `w`, reporting unreadable blocks (which hold no known key) as
-    /// trouble, until one with a key.
+    /// Takes the next item of `w`, reporting unreadable blocks and missing V1 shards (which
+    /// hold no known key) as trouble, until one with a key.
     fn skip_blocks(&mut self, w: &mut Peekable<Walk<'c>>, side: &str, ck: &'c Ckpt) {
         while let Some(item) = w.peek() {
             if key_of(item).is_some() {
                 return;
             }
-            if let Some(Item::BadBlock {
-                block,
-                blocks,
-                reason,
-                ..
-            }) = w.next()
-            {
-                self.trouble(
+            match w.next() {
+                Some(Item::BadBlock {
+                    block,
+                    blocks,
+                    reason,
+                    ..
+                }) => self.trouble(
                     side,
                     ck,
                     &format!("index block {}/{blocks} unreadable: {reason}", block + 1),
-                );
+                ),
+                Some(Item::MissingShard { file, .. }) => self.trouble(
+                    side,
+                    ck,
+                    &format!("checkpoint file {} is missing", file.display()),
+                ),
+                _ => {}
             }
         }
     }

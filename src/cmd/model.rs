@@ -8,7 +8,12 @@
 //!   [`Piece`]s (one per slice for a partitioned tensor), and the reads `verify` and `diff` need.
 //!   Every byte read from a data shard through a `Ckpt` is counted ([`Ckpt::data_bytes_read`]).
 //!
-//! When the core is restructured, only this file needs to follow.
+//! V2 bundles are read through their index (stored CRC-32Cs, data shards); V1 checkpoints
+//! through the core's tensor set ([`v1`]).
+//!
+//! When the core is restructured, only this file (and [`v1`]) needs to follow.
+
+mod v1;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -240,6 +245,7 @@ pub struct CheckpointSet {
 
 pub struct Member {
     pub name: String,
+    /// The checkpoint's path: a V2 prefix, or a V1 file, shard or `?????` pattern.
     pub prefix: PathBuf,
     pub opened: Result<Ckpt, String>,
 }
@@ -262,27 +268,29 @@ impl std::fmt::Display for SourceProblem {
 }
 
 impl CheckpointSet {
-    /// Every checkpoint of SOURCE: a prefix, the variables of a SavedModel (none if it has no
-    /// variables), or every checkpoint of a checkpoint directory. A single checkpoint that
-    /// cannot be opened makes the source unusable; in a directory it is a failed member.
+    /// Every checkpoint of SOURCE: a prefix, a V1 checkpoint, the variables of a SavedModel (none
+    /// if it has no variables), or every checkpoint (V2 or V1) of a checkpoint directory. A
+    /// single checkpoint that cannot be opened makes the source unusable; in a directory it is a
+    /// failed member.
     pub fn open(source: &Path) -> Result<CheckpointSet, SourceProblem> {
         let probed = source::probe(source).map_err(|e| SourceProblem::Unusable(e.to_string()))?;
         let cache = Caches::new(CACHE_BYTES);
-        let single = |prefix: &Path| -> Result<CheckpointSet, SourceProblem> {
-            let ck = Ckpt::open_with(prefix, cache.clone()).map_err(SourceProblem::Unusable)?;
-            Ok(CheckpointSet {
-                members: vec![Member {
-                    name: String::new(),
-                    prefix: prefix.to_path_buf(),
-                    opened: Ok(ck),
-                }],
-            })
-        };
+        let single =
+            |prefix: &Path, opened: Result<Ckpt, String>| -> Result<CheckpointSet, SourceProblem> {
+                let ck = opened.map_err(SourceProblem::Unusable)?;
+                Ok(CheckpointSet {
+                    members: vec![Member {
+                        name: String::new(),
+                        prefix: prefix.to_path_buf(),
+                        opened: Ok(ck),
+                    }],
+                })
+            };
         match probed {
-            Probed::Prefix(p) => single(&p),
+            Probed::Prefix(p) => single(&p, Ckpt::open_with(&p, cache.clone())),
             Probed::SavedModel {
                 variables: Some(p), ..
-            } => single(&p),
+            } => single(&p, Ckpt::open_with(&p, cache.clone())),
             Probed::SavedModel {
                 variables: None, ..
             } => Ok(CheckpointSet {
@@ -292,7 +300,7 @@ impl CheckpointSet {
                 members: checkpoints
                     .into_iter()
                     .map(|(name, prefix)| Member {
-                        opened: Ckpt::open_with(&prefix, cache.clone()),
+                        opened: Ckpt::open_member(&prefix, cache.clone()),
                         name: format!("{name}/"),
                         prefix,
                     })
@@ -302,17 +310,14 @@ impl CheckpointSet {
                 "{}: a graph file, which holds no checkpoint",
                 path.display()
             ))),
-            Probed::V1 { path, .. } => Err(SourceProblem::Unusable(format!(
-                "{}: a V1 checkpoint (not yet supported here)",
-                path.display()
-            ))),
+            Probed::V1 { path, files } => single(&path, Ckpt::open_v1(&path, &files)),
         }
     }
 }
 
 /// The one checkpoint a SOURCE stands for in a comparison: a prefix (or the path of one of its
-/// files), a SavedModel's variables, or a checkpoint directory's `latest` (its only checkpoint
-/// if it has no state file).
+/// files), a V1 checkpoint (a file, any one of its shards, the `?????` pattern), a SavedModel's
+/// variables, or a checkpoint directory's `latest` (its only checkpoint if it has no state file).
 pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
     let probed = source::probe(source).map_err(|e| e.to_string())?;
     let cache = Caches::new(CACHE_BYTES);
@@ -335,7 +340,7 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 None => None,
             };
             match pick {
-                Some((_, p)) => p.clone(),
+                Some((_, p)) => return Ckpt::open_member(p, cache),
                 None => {
                     let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
                     return Err(format!(
@@ -352,19 +357,27 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 path.display()
             ))
         }
-        Probed::V1 { path, .. } => {
-            return Err(format!(
-                "{}: a V1 checkpoint (not yet supported here)",
-                path.display()
-            ))
-        }
+        Probed::V1 { path, files } => return Ckpt::open_v1(&path, &files),
     };
     Ckpt::open_with(&prefix, cache)
 }
 
-/// One opened checkpoint.
+/// One opened checkpoint: a V2 bundle, read through its index (stored CRC-32Cs, data shards), or
+/// a V1 checkpoint, read through the core's tensor set ([`v1`]: no stored CRC; the bytes read
+/// are checked by the CRC-32C of the table blocks they come from).
 pub struct Ckpt {
     prefix: PathBuf,
+    data_read: AtomicU64,
+    format: Format,
+}
+
+enum Format {
+    V2(Box<Bundle>),
+    V1(v1::V1Ckpt),
+}
+
+/// A V2 bundle.
+struct Bundle {
     cache: Arc<Caches>,
     /// Reads bytes as stored, with no CRC check (the callers check them or compare them).
     raw: Checkpoint,
@@ -376,7 +389,6 @@ pub struct Ckpt {
     separators: OnceLock<Option<Vec<Vec<u8>>>>,
     /// Length of each data file looked at so far (or why it has none), by shard number.
     shard_len: Mutex<HashMap<u32, Result<u64, String>>>,
-    data_read: AtomicU64,
 }
 
 /// What a walk over a checkpoint's keys meets, in key order.
@@ -396,6 +408,14 @@ pub enum Item {
         up_to: Option<Vec<u8>>,
         reason: String,
     },
+    /// A file of a sharded V1 checkpoint that is not there (met first, before any tensor): its
+    /// number (from 0), the number of shards, its path. The tensors stored only in it are not
+    /// known (each V1 shard lists only its own).
+    MissingShard {
+        shard: u32,
+        shards: u32,
+        file: PathBuf,
+    },
 }
 
 /// A tensor as its index entry describes it.
@@ -407,31 +427,51 @@ pub struct TensorInfo {
     pub shape: Vec<u64>,
     /// Stored as slices under their own keys (see [`Ckpt::pieces`]).
     pub partitioned: bool,
-    /// Stored bytes (a whole tensor; 0 for a partitioned one).
+    /// Stored bytes (a whole tensor; 0 for a partitioned one). V1 stores values, not bytes: its
+    /// fixed-width whole tensors give their served size, its strings 0.
     pub nbytes: u64,
-    /// The stored CRC-32C (unmasked) of a whole tensor; `None` when partitioned.
+    /// The stored CRC-32C (unmasked) of a whole tensor; `None` when partitioned, and in V1.
     pub crc: Option<u32>,
-    tensor: Tensor,
+    handle: Handle,
 }
 
-/// One stored piece of a tensor: the whole tensor, or one slice of a partitioned one.
+#[derive(Debug, Clone)]
+enum Handle {
+    V2(Tensor),
+    V1(v1::Handle),
+}
+
+/// One stored piece of a tensor: the whole tensor, or one slice of a partitioned one. A V1
+/// tensor is one piece, its served bytes (partitioned ones assembled).
 #[derive(Debug, Clone)]
 pub struct Piece {
     /// The slice, per dimension `(start, length)`; empty for a whole tensor.
     pub extent: Vec<(u64, u64)>,
     pub nbytes: u64,
-    /// Stored CRC-32C (unmasked).
+    /// Stored CRC-32C (unmasked); `None` in V1, whose reads are checked by the core.
     pub crc: Option<u32>,
-    /// The data file it is stored in.
+    /// The data file it is stored in (V1: the checkpoint's path).
     pub file: PathBuf,
     /// Whether its bytes are checked by [`Ckpt::check_piece`] (strings, variants, and dtypes
     /// that cannot be read) rather than read with [`Ckpt::read_piece`] and CRC-checked by the
     /// caller.
     pub checked_by_core: bool,
-    shard: u32,
-    offset: u64,
-    tensor: Tensor,
+    at: At,
 }
+
+/// Where a piece's bytes come from.
+#[derive(Debug, Clone)]
+enum At {
+    V2 {
+        shard: u32,
+        offset: u64,
+        tensor: Tensor,
+    },
+    V1(v1::Handle),
+}
+
+/// A tensor or piece of one checkpoint given to another.
+const FOREIGN: &str = "a tensor of another checkpoint";
 
 /// A core error message without the `PREFIX: tensor KEY: ` the caller already shows.
 fn bare(e: FsError, prefix: &Path, key: &[u8]) -> String {
@@ -456,6 +496,24 @@ impl Ckpt {
         Ckpt::open_with(prefix, Caches::new(CACHE_BYTES))
     }
 
+    /// A checkpoint directory's member: a V1 checkpoint when its path is one (by content), else
+    /// a V2 prefix.
+    fn open_member(prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
+        match source::checkpoint_at(&LocalStore, prefix) {
+            Some(Probed::V1 { path, files }) => Ckpt::open_v1(&path, &files),
+            _ => Ckpt::open_with(prefix, cache),
+        }
+    }
+
+    /// The V1 checkpoint `path` names (a file, a shard, a `?????` pattern), made of `files`.
+    fn open_v1(path: &Path, files: &[PathBuf]) -> Result<Ckpt, String> {
+        Ok(Ckpt {
+            prefix: path.to_path_buf(),
+            data_read: AtomicU64::new(0),
+            format: Format::V1(v1::V1Ckpt::open(path, files)?),
+        })
+    }
+
     fn open_with(prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
         let raw = Checkpoint::open(&LocalStore, prefix, cache.clone(), false)
             .map_err(|e| e.to_string())?;
@@ -471,13 +529,15 @@ impl Ckpt {
         .ok_or_else(|| format!("{}: cannot read the bundle header", index.display()))?;
         Ok(Ckpt {
             prefix: prefix.to_path_buf(),
-            cache,
-            raw,
-            checked: OnceLock::new(),
-            num_shards,
-            separators: OnceLock::new(),
-            shard_len: Mutex::new(HashMap::new()),
             data_read: AtomicU64::new(0),
+            format: Format::V2(Box::new(Bundle {
+                cache,
+                raw,
+                checked: OnceLock::new(),
+                num_shards,
+                separators: OnceLock::new(),
+                shard_len: Mutex::new(HashMap::new()),
+            })),
         })
     }
 
@@ -485,7 +545,7 @@ impl Ckpt {
         &self.prefix
     }
 
-    /// Bytes read from data shards so far through this checkpoint.
+    /// Bytes read from data shards so far through this checkpoint (V1: tensor bytes served).
     pub fn data_bytes_read(&self) -> u64 {
         self.data_read.load(Ordering::Relaxed)
     }
@@ -494,18 +554,165 @@ impl Ckpt {
         self.data_read.fetch_add(n, Ordering::Relaxed);
     }
 
-    fn checked(&self) -> Result<&Checkpoint, String> {
-        self.checked
+    /// The tensors of the checkpoint in key order (the header and slice entries are not
+    /// tensors), with the entries and index blocks that cannot be read (V1: first its missing
+    /// shards).
+    pub fn walk(&self) -> Walk<'_> {
+        Walk(match &self.format {
+            Format::V2(b) => Walks::V2(BundleWalk {
+                ck: self,
+                b,
+                block: 0,
+                entry: 0,
+                current: None,
+            }),
+            Format::V1(s) => Walks::V1(s.walk()),
+        })
+    }
+
+    /// The stored pieces of a tensor: itself, or its slices (checked to tile the tensor, each
+    /// present in the index with the tensor's dtype and the slice's shape). A V1 tensor is one
+    /// piece (partitioned ones assembled by the core).
+    pub fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
+        match (&self.format, &t.handle) {
+            (Format::V2(b), Handle::V2(tensor)) => self.v2_pieces(b, t, tensor),
+            (Format::V1(s), Handle::V1(h)) => Ok(vec![s.piece(h)?]),
+            _ => Err(FOREIGN.into()),
+        }
+    }
+
+    /// Checks that a piece's data file is there and holds the piece's bytes; the error names
+    /// the file. Each data file is looked at once (`stat`); reading the piece finds any other
+    /// trouble. (V1 files were all opened with the checkpoint.)
+    pub fn piece_present(&self, p: &Piece) -> Result<(), String> {
+        let (b, shard, offset) = match (&self.format, &p.at) {
+            (Format::V2(b), At::V2 { shard, offset, .. }) => (b, *shard, *offset),
+            (Format::V1(_), At::V1(_)) => return Ok(()),
+            _ => return Err(FOREIGN.into()),
+        };
+        let end = offset.saturating_add(p.nbytes);
+        let len = {
+            let mut known = b.shard_len.lock().unwrap_or_else(|e| e.into_inner());
+            known
+                .entry(shard)
+                .or_insert_with(|| match std::fs::metadata(&p.file) {
+                    Ok(m) => Ok(m.len()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Err(format!("data file {} is missing", p.file.display()))
+                    }
+                    Err(e) => Err(format!("data file {}: {e}", p.file.display())),
+                })
+                .clone()?
+        };
+        if len < end {
+            return Err(format!(
+                "data file {} is truncated: {len} bytes, the tensor is stored at bytes {offset}..{end}",
+                p.file.display(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`),
+    /// unchecked, to `f`. (V1: the served bytes, checked by the core as they are read.)
+    pub fn read_piece<R>(
+        &self,
+        p: &Piece,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, String> {
+        let b = match (&self.format, &p.at) {
+            (Format::V2(b), At::V2 { tensor, .. }) => {
+                b.raw.read(tensor, offset, len).map_err(|e| {
+                    format!(
+                        "{}: {}",
+                        p.file.display(),
+                        bare(e, &self.prefix, &tensor.key)
+                    )
+                })?
+            }
+            (Format::V1(s), At::V1(h)) => s.read(h, offset, len)?,
+            _ => return Err(FOREIGN.into()),
+        };
+        self.count(b.len() as u64);
+        Ok(f(&b))
+    }
+
+    /// Reads a `checked_by_core` piece whole and checks it against its stored CRC-32C (V1:
+    /// reads it whole, which checks it).
+    pub fn check_piece(&self, p: &Piece) -> Result<(), String> {
+        let (b, tensor) = match (&self.format, &p.at) {
+            (Format::V2(b), At::V2 { tensor, .. }) => (b, tensor),
+            (Format::V1(s), At::V1(h)) => {
+                let n = s.read_all(h)?;
+                self.count(n);
+                return Ok(());
+            }
+            _ => return Err(FOREIGN.into()),
+        };
+        let d = tensor.entry.dtype;
+        if d != DT_STRING && d != DT_VARIANT {
+            return Err(format!("dtype {} cannot be read", d.display_name()));
+        }
+        let ck = self.checked(b)?;
+        let r = if d == DT_STRING {
+            ck.served_size(tensor).map(|_| ())
+        } else {
+            ck.read(tensor, 0, 0).map(|_| ())
+        };
+        self.count(p.nbytes);
+        r.map_err(|e| {
+            format!(
+                "{}: {}",
+                p.file.display(),
+                bare(e, &self.prefix, &tensor.key)
+            )
+        })
+    }
+
+    /// Size of the tensor's served bytes (its `.bin` file).
+    pub fn served_size(&self, t: &TensorInfo) -> Result<u64, String> {
+        match (&self.format, &t.handle) {
+            (Format::V2(b), Handle::V2(tensor)) => b
+                .raw
+                .served_size(tensor)
+                .map_err(|e| bare(e, &self.prefix, &t.key)),
+            (Format::V1(s), Handle::V1(h)) => Ok(s.data(h)?.size()),
+            _ => Err(FOREIGN.into()),
+        }
+    }
+
+    /// Bytes `[offset, offset + len)` of the tensor's served bytes (its `.bin` file, partitioned
+    /// tensors reassembled), not CRC-checked (V1: checked by the core as they are read).
+    pub fn read_served(&self, t: &TensorInfo, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+        let b = match (&self.format, &t.handle) {
+            (Format::V2(b), Handle::V2(tensor)) => b
+                .raw
+                .read(tensor, offset, len)
+                .map_err(|e| bare(e, &self.prefix, &t.key))?
+                .to_vec(),
+            (Format::V1(s), Handle::V1(h)) => s.read(h, offset, len)?,
+            _ => return Err(FOREIGN.into()),
+        };
+        self.count(b.len() as u64);
+        Ok(b)
+    }
+
+    // -- V2 ----------------------------------------------------------------------------------
+
+    fn checked<'b>(&self, b: &'b Bundle) -> Result<&'b Checkpoint, String> {
+        b.checked
             .get_or_init(|| {
-                Checkpoint::open(&LocalStore, &self.prefix, self.cache.clone(), true)
+                Checkpoint::open(&LocalStore, &self.prefix, b.cache.clone(), true)
                     .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| e.clone())
     }
 
-    fn separators(&self) -> Option<&Vec<Vec<u8>>> {
-        self.separators
+    fn separators<'b>(&self, b: &'b Bundle) -> Option<&'b Vec<Vec<u8>>> {
+        b.separators
             .get_or_init(|| {
                 let (f, _) = SourceFile::open(&index_file_name(&self.prefix)).ok()?;
                 let footer = sstable::read_footer(&*f).ok()?;
@@ -513,17 +720,6 @@ impl Ckpt {
                 Some((0..blk.len()).map(|i| blk.key(i).to_vec()).collect())
             })
             .as_ref()
-    }
-
-    /// The tensors of the checkpoint in key order (the header and slice entries are not
-    /// tensors), with the entries and index blocks that cannot be read.
-    pub fn walk(&self) -> Walk<'_> {
-        Walk {
-            ck: self,
-            block: 0,
-            entry: 0,
-            current: None,
-        }
     }
 
     fn info(&self, t: Tensor) -> TensorInfo {
@@ -540,11 +736,11 @@ impl Ckpt {
             partitioned,
             nbytes,
             crc,
-            tensor: t,
+            handle: Handle::V2(t),
         }
     }
 
-    fn piece(&self, t: Tensor, extent: Vec<(u64, u64)>) -> Result<Piece, String> {
+    fn piece(&self, b: &Bundle, t: Tensor, extent: Vec<(u64, u64)>) -> Result<Piece, String> {
         let Data::Contiguous {
             shard,
             offset,
@@ -559,19 +755,21 @@ impl Ckpt {
             extent,
             nbytes: size,
             crc: Some(crate::format::unmask_crc(crc)),
-            file: data_file_name(&self.prefix, shard, self.num_shards),
+            file: data_file_name(&self.prefix, shard, b.num_shards),
             checked_by_core: d == DT_STRING || d == DT_VARIANT || d.elem_size().is_none(),
-            shard,
-            offset,
-            tensor: t,
+            at: At::V2 {
+                shard,
+                offset,
+                tensor: t,
+            },
         })
     }
 
-    /// The stored pieces of a tensor: itself, or its slices (checked to tile the tensor, each
-    /// present in the index with the tensor's dtype and the slice's shape).
-    pub fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
-        let slices = match &t.tensor.entry.data {
-            Data::Contiguous { .. } => return Ok(vec![self.piece(t.tensor.clone(), Vec::new())?]),
+    fn v2_pieces(&self, b: &Bundle, t: &TensorInfo, tensor: &Tensor) -> Result<Vec<Piece>, String> {
+        let slices = match &tensor.entry.data {
+            Data::Contiguous { .. } => {
+                return Ok(vec![self.piece(b, tensor.clone(), Vec::new())?])
+            }
             Data::Sliced(s) => s,
         };
         let shape = &t.shape;
@@ -580,12 +778,12 @@ impl Ckpt {
         for s in slices {
             let extent = extent_of(shape, s);
             let what = || format!("slice {}", show_extent(&extent));
-            let st = self
+            let st = b
                 .raw
                 .lookup(&slice_key::encode(&t.key, s))
                 .map_err(|e| format!("{}: {}", what(), bare(e, &self.prefix, &t.key)))?
                 .ok_or_else(|| format!("{}: its entry is missing from the index", what()))?;
-            if st.entry.dtype != t.tensor.entry.dtype
+            if st.entry.dtype != tensor.entry.dtype
                 || st.entry.shape != bundle::slice_shape(shape, s)
             {
                 return Err(format!(
@@ -593,97 +791,9 @@ impl Ckpt {
                     what()
                 ));
             }
-            out.push(self.piece(st, extent)?);
+            out.push(self.piece(b, st, extent)?);
         }
         Ok(out)
-    }
-
-    /// Checks that a piece's data file is there and holds the piece's bytes; the error names
-    /// the file. Each data file is looked at once (`stat`); reading the piece finds any other
-    /// trouble.
-    pub fn piece_present(&self, p: &Piece) -> Result<(), String> {
-        let end = p.offset.saturating_add(p.nbytes);
-        let len = {
-            let mut known = self.shard_len.lock().unwrap_or_else(|e| e.into_inner());
-            known
-                .entry(p.shard)
-                .or_insert_with(|| match std::fs::metadata(&p.file) {
-                    Ok(m) => Ok(m.len()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        Err(format!("data file {} is missing", p.file.display()))
-                    }
-                    Err(e) => Err(format!("data file {}: {e}", p.file.display())),
-                })
-                .clone()?
-        };
-        if len < end {
-            return Err(format!(
-                "data file {} is truncated: {len} bytes, the tensor is stored at bytes {}..{end}",
-                p.file.display(),
-                p.offset,
-            ));
-        }
-        Ok(())
-    }
-
-    /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`),
-    /// unchecked, to `f`.
-    pub fn read_piece<R>(
-        &self,
-        p: &Piece,
-        offset: u64,
-        len: usize,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R, String> {
-        let b = self.raw.read(&p.tensor, offset, len).map_err(|e| {
-            format!(
-                "{}: {}",
-                p.file.display(),
-                bare(e, &self.prefix, &p.tensor.key)
-            )
-        })?;
-        self.count(b.len() as u64);
-        Ok(f(&b))
-    }
-
-    /// Reads a `checked_by_core` piece whole and checks it against its stored CRC-32C.
-    pub fn check_piece(&self, p: &Piece) -> Result<(), String> {
-        let d = p.tensor.entry.dtype;
-        if d != DT_STRING && d != DT_VARIANT {
-            return Err(format!("dtype {} cannot be read", d.display_name()));
-        }
-        let ck = self.checked()?;
-        let r = if d == DT_STRING {
-            ck.served_size(&p.tensor).map(|_| ())
-        } else {
-            ck.read(&p.tensor, 0, 0).map(|_| ())
-        };
-        self.count(p.nbytes);
-        r.map_err(|e| {
-            format!(
-                "{}: {}",
-                p.file.display(),
-                bare(e, &self.prefix, &p.tensor.key)
-            )
-        })
-    }
-
-    /// Size of the tensor's served bytes (its `.bin` file).
-    pub fn served_size(&self, t: &TensorInfo) -> Result<u64, String> {
-        self.raw
-            .served_size(&t.tensor)
-            .map_err(|e| bare(e, &self.prefix, &t.key))
-    }
-
-    /// Bytes `[offset, offset + len)` of the tensor's served bytes (its `.bin` file, partitioned
-    /// tensors reassembled), not CRC-checked.
-    pub fn read_served(&self, t: &TensorInfo, offset: u64, len: usize) -> Result<Vec<u8>, String> {
-        let b = self
-            .raw
-            .read(&t.tensor, offset, len)
-            .map_err(|e| bare(e, &self.prefix, &t.key))?;
-        self.count(b.len() as u64);
-        Ok(b.to_vec())
     }
 }
 
@@ -708,19 +818,39 @@ pub fn show_extent(e: &[(u64, u64)]) -> String {
     v.join(":")
 }
 
-/// Iterator of [`Ckpt::walk`]: one index block at a time.
-pub struct Walk<'a> {
-    ck: &'a Ckpt,
-    block: u32,
-    entry: u32,
-    current: Option<Arc<Block>>,
+/// Iterator of [`Ckpt::walk`].
+pub struct Walk<'a>(Walks<'a>);
+
+enum Walks<'a> {
+    V2(BundleWalk<'a>),
+    V1(v1::V1Walk<'a>),
 }
 
 impl Iterator for Walk<'_> {
     type Item = Item;
 
     fn next(&mut self) -> Option<Item> {
-        let table = self.ck.raw.table();
+        match &mut self.0 {
+            Walks::V2(w) => w.next(),
+            Walks::V1(w) => w.next(),
+        }
+    }
+}
+
+/// A V2 walk: one index block at a time.
+struct BundleWalk<'a> {
+    ck: &'a Ckpt,
+    b: &'a Bundle,
+    block: u32,
+    entry: u32,
+    current: Option<Arc<Block>>,
+}
+
+impl Iterator for BundleWalk<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        let table = self.b.raw.table();
         let blocks = u32::try_from(table.num_blocks()).unwrap_or(u32::MAX);
         loop {
             if self.block >= blocks {
@@ -737,7 +867,7 @@ impl Iterator for Walk<'_> {
                     Err(e) => {
                         let b = self.block;
                         self.block += 1;
-                        let seps = self.ck.separators();
+                        let seps = self.ck.separators(self.b);
                         let sep = |i: usize| seps.and_then(|s| s.get(i).cloned());
                         return Some(Item::BadBlock {
                             block: b,
@@ -763,7 +893,7 @@ impl Iterator for Walk<'_> {
                 block: self.block,
                 entry: i as u32,
             };
-            return Some(match self.ck.raw.tensor_at(pos) {
+            return Some(match self.b.raw.tensor_at(pos) {
                 Ok(t) => Item::Tensor(self.ck.info(t)),
                 Err(e) => Item::BadEntry {
                     key: key.to_vec(),

@@ -1,5 +1,6 @@
 //! `tfmount verify SOURCE`: reads every tensor of every checkpoint in SOURCE and checks its
-//! bytes against the CRC-32C stored in the index. One `KEY<TAB>REASON` line per problem on
+//! bytes against the CRC-32C stored in the index (V1, which stores none: reads every byte, which
+//! the core checks against its table block's CRC-32C). One `KEY<TAB>REASON` line per problem on
 //! stdout, a progress bar on stderr when it is a terminal, one summary line on stderr.
 //!
 //! Tensors are taken in batches, in key order; the stored pieces of a batch (whole tensors and
@@ -205,6 +206,18 @@ impl Verifier {
                         what.as_bytes(),
                         &format!("unreadable index block: {reason}{range}"),
                     );
+                }
+                Item::MissingShard {
+                    shard,
+                    shards,
+                    file,
+                } => {
+                    let what = format!("[shard {}/{}]", shard + 1, shards);
+                    let reason = format!(
+                        "checkpoint file {} is missing (the tensors stored only in it are not known)",
+                        file.display()
+                    );
+                    self.problem(name, what.as_bytes(), &reason);
                 }
             }
             if self.closed {

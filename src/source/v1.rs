@@ -352,8 +352,13 @@ impl V1Checkpoint {
     }
 
     /// Bytes `[offset, offset+len)` (clamped to the end) of the served `.bin` file of tensor `i`.
+    /// An empty tensor has no bytes, but its entries are located (their blocks' CRCs verified)
+    /// by any read of a byte or more, as TensorFlow reads them.
     pub fn read(&self, i: usize, offset: u64, len: usize) -> Result<Vec<u8>> {
         let (t, enc) = self.tensor(i)?;
+        if t.num_elements() == 0 && len > 0 {
+            self.located(i)?;
+        }
         if t.num_elements() == 0 || len == 0 {
             return Ok(Vec::new());
         }

@@ -211,6 +211,42 @@ fn a_damaged_tensor_fails_alone() {
 }
 
 #[test]
+fn an_empty_tensor_read_checks_its_entry() {
+    // `gone` is empty and has no entry; `none` is empty with its entry.
+    let meta = meta_value(&[(b"gone", &[0, 2], 1, 2), (b"none", &[2, 0], 1, 2)]);
+    let entries = vec![
+        (Vec::new(), meta),
+        (
+            slice_key::encode(b"none", &[FULL, FULL]),
+            entry(b"none", &[(0, -1), (0, -1)], &[]),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("model.ckpt");
+    std::fs::write(&p, build_table(&entries, 1 << 20, false)).unwrap();
+    let ck = open(&[p]);
+    let i = |n: &[u8]| ck.find(n).unwrap();
+    assert_eq!(ck.served_size(i(b"gone")).unwrap(), 0);
+    assert!(ck.read(i(b"gone"), 0, 0).unwrap().is_empty());
+    assert!(matches!(
+        ck.read(i(b"gone"), 0, 1),
+        Err(FormatError::MissingSlice(_))
+    ));
+    assert!(ck.read(i(b"none"), 0, 1).unwrap().is_empty());
+    // TensorFlow's empty tensors read back empty.
+    let ck = open(&[fixtures().join("v1/dtypes/model.ckpt")]);
+    let empties = ck
+        .tensors()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.num_elements() == 0)
+        .map(|(j, _)| ck.read(j, 0, 1).map(|b| b.len()))
+        .collect::<Result<Vec<_>>>()
+        .unwrap();
+    assert_eq!(empties, [0, 0, 0, 0]);
+}
+
+#[test]
 fn bit_flips_of_a_sharded_checkpoint_fail_per_tensor() {
     let src = fixtures().join("v1/sharded");
     let tmp = tempfile::tempdir().unwrap();
@@ -295,7 +331,8 @@ fn located_state_stays_within_its_budget() {
         let _ = ck.read(i, 0, 64);
     }
     let c = ck.lock_located();
-    assert_eq!(c.lru.len(), ck.tensors().len() - 4); // the 4 empty tensors are never located
+    // Every tensor, the 4 empty ones too (a read of one byte or more checks their entries).
+    assert_eq!(c.lru.len(), ck.tensors().len());
     assert!(c.bytes > 0 && c.bytes <= LOCATED_BYTES);
     let sum: usize = c
         .lru
