@@ -14,6 +14,8 @@ use crate::cli::{parse_size, Args};
 use crate::fs::{Fs, Options};
 use crate::fuse::FuseFs;
 use crate::source;
+use crate::source::remote::config as remote_config;
+use crate::source::remote::RemoteConfig;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_RUNTIME: i32 = 1;
@@ -41,6 +43,8 @@ pub struct Settings {
     pub fs: Options,
     pub acl: SessionACL,
     pub threads: usize,
+    /// Object-storage sources: timeouts, memory budget, credentials.
+    pub remote: RemoteConfig,
 }
 
 /// Interprets `-o` options and the equivalent flags.
@@ -49,6 +53,7 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
         fs: Options::default(),
         acl: SessionACL::Owner,
         threads: 2,
+        remote: RemoteConfig::from_env(),
     };
     for opt in args.options.iter().flat_map(|o| o.split(',')) {
         let (k, v) = match opt.split_once('=') {
@@ -65,6 +70,23 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
             ("allow_root", None) => s.acl = SessionACL::RootAndOwner,
             ("nocrc", None) => s.fs.verify_crc = false,
             ("nolive", None) => s.fs.live = false,
+            ("remote_cache", Some(v)) => {
+                s.remote.cache_bytes = remote_config::parse_size(v).ok_or_else(|| {
+                    fail(
+                        EXIT_USAGE,
+                        format!("remote_cache={v}: expected a size like 256M"),
+                    )
+                })?
+            }
+            ("remote_timeout", Some(v)) => {
+                s.remote.timeout = remote_config::parse_duration(v).ok_or_else(|| {
+                    fail(
+                        EXIT_USAGE,
+                        format!("remote_timeout={v}: expected a duration like 60s"),
+                    )
+                })?
+            }
+            ("anonymous", None) => s.remote.anonymous = true,
             ("cache_size", Some(v)) => {
                 s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?
             }
@@ -265,23 +287,48 @@ fn init_logging(args: &Args) {
     let _ = b.try_init();
 }
 
+/// Opens SOURCE and builds its tree (a URL is not followed live).
+fn open_fs(args: &Args, settings: &Settings) -> Result<(Fs, String), Failure> {
+    let src = source::open(&args.source, &settings.remote)
+        .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    let mut opts = settings.fs.clone();
+    if src.remote {
+        opts.live = false;
+    }
+    let fsname = if src.remote {
+        src.name.clone()
+    } else {
+        std::fs::canonicalize(&args.source)
+            .unwrap_or_else(|_| args.source.clone())
+            .to_string_lossy()
+            .into_owned()
+    };
+    let fs = Fs::with_store(src.store, &src.probed, &opts)
+        .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    Ok((fs, fsname))
+}
+
 fn run_inner(args: Args) -> Result<(), Failure> {
     let settings = settings(&args)?;
-    let probed = source::probe(&args.source).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     check_fuse()?;
     raise_fd_limit();
-    // Open the source before forking, so its errors reach the user with the right exit code.
-    let fs = Fs::new(&probed, &settings.fs).map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
-    let fsname = std::fs::canonicalize(&args.source)
-        .unwrap_or_else(|_| args.source.clone())
-        .to_string_lossy()
-        .into_owned();
-
     if args.foreground {
+        let (fs, fsname) = open_fs(&args, &settings)?;
         init_logging(&args);
         return serve(fs, &mountpoint, &fsname, &settings, None);
     }
+    // Open the source before forking, so its errors reach the user with the right exit code.
+    // A remote store runs threads, which do not survive fork(): it is opened here to check it,
+    // and again in the daemon.
+    let (fs, fsname) = open_fs(&args, &settings)?;
+    let fs = if remote {
+        drop(fs);
+        None
+    } else {
+        Some(fs)
+    };
     let (mut ready_r, ready_w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
     match unsafe { libc::fork() } {
         -1 => Err(fail(
@@ -293,7 +340,19 @@ fn run_inner(args: Args) -> Result<(), Failure> {
             unsafe { libc::setsid() };
             init_logging(&args);
             detach_stdio();
-            let code = match serve(fs, &mountpoint, &fsname, &settings, Some(ready_w)) {
+            let opened = match fs {
+                Some(fs) => Ok(fs),
+                None => open_fs(&args, &settings).map(|(fs, _)| fs),
+            };
+            let served = match opened {
+                Ok(fs) => serve(fs, &mountpoint, &fsname, &settings, Some(ready_w)),
+                Err(f) => {
+                    let mut w = ready_w;
+                    let _ = writeln!(w, "{}:{}", f.code, f.msg);
+                    Err(f)
+                }
+            };
+            let code = match served {
                 Ok(()) => EXIT_OK,
                 Err(f) => {
                     log::error!("{}", f.msg);

@@ -26,10 +26,9 @@ use crate::format::dtype::{DT_STRING, DT_VARIANT};
 use crate::format::slice_key::{self, Extent};
 use crate::format::table::{self as sstable, Block, Pos};
 use crate::fs::{Fs, Kind, Options, ROOT};
-use crate::source::bytes::LocalStore;
+use crate::source::bytes::{LocalStore, Store};
 use crate::source::checkpoint::Caches;
 use crate::source::checkpoint::{data_file_name, index_file_name, Checkpoint, Tensor};
-use crate::source::file::SourceFile;
 use crate::source::{self, Probed};
 
 /// Bytes of decoded index blocks kept per source.
@@ -118,12 +117,13 @@ impl Tree {
     /// Opens SOURCE as a mount would (tensor CRCs checked when read). The error is one line
     /// naming the path.
     pub fn open(source: &Path) -> Result<Tree, String> {
-        let probed = source::probe(source).map_err(|e| e.to_string())?;
+        let src = open_source(source)?;
         let opts = Options {
             cache_bytes: CACHE_BYTES,
+            live: false,
             ..Options::default()
         };
-        let fs = Fs::new(&probed, &opts).map_err(|e| e.to_string())?;
+        let fs = Fs::with_store(src.store, &src.probed, &opts).map_err(|e| e.to_string())?;
         Ok(Tree { fs })
     }
 
@@ -273,7 +273,8 @@ impl CheckpointSet {
     /// single checkpoint that cannot be opened makes the source unusable; in a directory it is a
     /// failed member.
     pub fn open(source: &Path) -> Result<CheckpointSet, SourceProblem> {
-        let probed = source::probe(source).map_err(|e| SourceProblem::Unusable(e.to_string()))?;
+        let src = open_source(source).map_err(SourceProblem::Unusable)?;
+        let (store, probed) = (src.store, src.probed);
         let cache = Caches::new(CACHE_BYTES);
         let single =
             |prefix: &Path, opened: Result<Ckpt, String>| -> Result<CheckpointSet, SourceProblem> {
@@ -287,10 +288,10 @@ impl CheckpointSet {
                 })
             };
         match probed {
-            Probed::Prefix(p) => single(&p, Ckpt::open_with(&p, cache.clone())),
+            Probed::Prefix(p) => single(&p, Ckpt::open_with(store.clone(), &p, cache.clone())),
             Probed::SavedModel {
                 variables: Some(p), ..
-            } => single(&p, Ckpt::open_with(&p, cache.clone())),
+            } => single(&p, Ckpt::open_with(store.clone(), &p, cache.clone())),
             Probed::SavedModel {
                 variables: None, ..
             } => Ok(CheckpointSet {
@@ -300,7 +301,7 @@ impl CheckpointSet {
                 members: checkpoints
                     .into_iter()
                     .map(|(name, prefix)| Member {
-                        opened: Ckpt::open_member(&prefix, cache.clone()),
+                        opened: Ckpt::open_member(store.clone(), &prefix, cache.clone()),
                         name: format!("{name}/"),
                         prefix,
                     })
@@ -310,7 +311,9 @@ impl CheckpointSet {
                 "{}: a graph file, which holds no checkpoint",
                 path.display()
             ))),
-            Probed::V1 { path, files } => single(&path, Ckpt::open_v1(&path, &files)),
+            Probed::V1 { path, files } => {
+                single(&path, Ckpt::open_v1(store.clone(), &path, &files))
+            }
         }
     }
 }
@@ -319,7 +322,8 @@ impl CheckpointSet {
 /// files), a V1 checkpoint (a file, any one of its shards, the `?????` pattern), a SavedModel's
 /// variables, or a checkpoint directory's `latest` (its only checkpoint if it has no state file).
 pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
-    let probed = source::probe(source).map_err(|e| e.to_string())?;
+    let src = open_source(source)?;
+    let (store, probed) = (src.store, src.probed);
     let cache = Caches::new(CACHE_BYTES);
     let prefix = match probed {
         Probed::Prefix(p) => p,
@@ -340,7 +344,7 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 None => None,
             };
             match pick {
-                Some((_, p)) => return Ckpt::open_member(p, cache),
+                Some((_, p)) => return Ckpt::open_member(store, p, cache),
                 None => {
                     let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
                     return Err(format!(
@@ -357,9 +361,15 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 path.display()
             ))
         }
-        Probed::V1 { path, files } => return Ckpt::open_v1(&path, &files),
+        Probed::V1 { path, files } => return Ckpt::open_v1(store, &path, &files),
     };
-    Ckpt::open_with(&prefix, cache)
+    Ckpt::open_with(store, &prefix, cache)
+}
+
+/// SOURCE opened as the mount opens it: a local path or an object-store URL.
+fn open_source(source: &Path) -> Result<source::Source, String> {
+    source::open(source, &crate::source::remote::RemoteConfig::from_env())
+        .map_err(|e| e.to_string())
 }
 
 /// One opened checkpoint: a V2 bundle, read through its index (stored CRC-32Cs, data shards), or
@@ -367,6 +377,8 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
 /// are checked by the CRC-32C of the table blocks they come from).
 pub struct Ckpt {
     prefix: PathBuf,
+    /// Where its files live.
+    store: Arc<dyn Store>,
     data_read: AtomicU64,
     format: Format,
 }
@@ -493,30 +505,35 @@ fn hidden(key: &[u8]) -> bool {
 
 impl Ckpt {
     pub fn open(prefix: &Path) -> Result<Ckpt, String> {
-        Ckpt::open_with(prefix, Caches::new(CACHE_BYTES))
+        Ckpt::open_with(Arc::new(LocalStore), prefix, Caches::new(CACHE_BYTES))
     }
 
     /// A checkpoint directory's member: a V1 checkpoint when its path is one (by content), else
     /// a V2 prefix.
-    fn open_member(prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
-        match source::checkpoint_at(&LocalStore, prefix) {
-            Some(Probed::V1 { path, files }) => Ckpt::open_v1(&path, &files),
-            _ => Ckpt::open_with(prefix, cache),
+    fn open_member(
+        store: Arc<dyn Store>,
+        prefix: &Path,
+        cache: Arc<Caches>,
+    ) -> Result<Ckpt, String> {
+        match source::checkpoint_at(&*store, prefix) {
+            Some(Probed::V1 { path, files }) => Ckpt::open_v1(store, &path, &files),
+            _ => Ckpt::open_with(store, prefix, cache),
         }
     }
 
     /// The V1 checkpoint `path` names (a file, a shard, a `?????` pattern), made of `files`.
-    fn open_v1(path: &Path, files: &[PathBuf]) -> Result<Ckpt, String> {
+    fn open_v1(store: Arc<dyn Store>, path: &Path, files: &[PathBuf]) -> Result<Ckpt, String> {
         Ok(Ckpt {
             prefix: path.to_path_buf(),
+            format: Format::V1(v1::V1Ckpt::open(&*store, path, files)?),
+            store,
             data_read: AtomicU64::new(0),
-            format: Format::V1(v1::V1Ckpt::open(path, files)?),
         })
     }
 
-    fn open_with(prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
-        let raw = Checkpoint::open(&LocalStore, prefix, cache.clone(), false)
-            .map_err(|e| e.to_string())?;
+    fn open_with(store: Arc<dyn Store>, prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
+        let raw =
+            Checkpoint::open(&*store, prefix, cache.clone(), false).map_err(|e| e.to_string())?;
         let index = index_file_name(prefix);
         // The header (the entry under the empty key) was parsed by `open`; its shard count is
         // needed to name data files.
@@ -529,6 +546,7 @@ impl Ckpt {
         .ok_or_else(|| format!("{}: cannot read the bundle header", index.display()))?;
         Ok(Ckpt {
             prefix: prefix.to_path_buf(),
+            store,
             data_read: AtomicU64::new(0),
             format: Format::V2(Box::new(Bundle {
                 cache,
@@ -595,8 +613,8 @@ impl Ckpt {
             let mut known = b.shard_len.lock().unwrap_or_else(|e| e.into_inner());
             known
                 .entry(shard)
-                .or_insert_with(|| match std::fs::metadata(&p.file) {
-                    Ok(m) => Ok(m.len()),
+                .or_insert_with(|| match self.store.open(&p.file) {
+                    Ok(f) => Ok(f.len()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         Err(format!("data file {} is missing", p.file.display()))
                     }
@@ -704,7 +722,7 @@ impl Ckpt {
     fn checked<'b>(&self, b: &'b Bundle) -> Result<&'b Checkpoint, String> {
         b.checked
             .get_or_init(|| {
-                Checkpoint::open(&LocalStore, &self.prefix, b.cache.clone(), true)
+                Checkpoint::open(&*self.store, &self.prefix, b.cache.clone(), true)
                     .map_err(|e| e.to_string())
             })
             .as_ref()
@@ -714,7 +732,7 @@ impl Ckpt {
     fn separators<'b>(&self, b: &'b Bundle) -> Option<&'b Vec<Vec<u8>>> {
         b.separators
             .get_or_init(|| {
-                let (f, _) = SourceFile::open(&index_file_name(&self.prefix)).ok()?;
+                let f = self.store.open(&index_file_name(&self.prefix)).ok()?;
                 let footer = sstable::read_footer(&*f).ok()?;
                 let blk = Block::parse(sstable::read_block_at(&*f, footer.index).ok()?).ok()?;
                 Some((0..blk.len()).map(|i| blk.key(i).to_vec()).collect())

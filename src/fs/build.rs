@@ -17,7 +17,7 @@ use super::variables::{Variables, View};
 use super::views;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
-use crate::source::bytes::{FileMeta, Store};
+use crate::source::bytes::{EntryKind, FileMeta, Store};
 use crate::source::checkpoint::{index_file_name, Checkpoint};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::TensorSet;
@@ -232,8 +232,7 @@ impl<'a> Builder<'a> {
                 let mut budget = MAX_PASSTHROUGH;
                 for name in ["assets", "assets.extra"] {
                     let p = dir.join(name);
-                    // Assets are passed through from the local filesystem only.
-                    if p.is_dir() {
+                    if store.is_dir(&p) {
                         let d = self.add_passthrough_dir(root, &p, &mut budget)?;
                         self.link(root, name.as_bytes(), d, Kind::Dir);
                     }
@@ -556,12 +555,9 @@ impl<'a> Builder<'a> {
             children: Vec::new(),
             meta,
         });
-        let mut entries: Vec<_> = std::fs::read_dir(path)
-            .map_err(io)?
-            .filter_map(|e| e.ok())
-            .collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
+        let mut entries = self.store.list(path).map_err(io)?;
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in entries {
             if *budget == 0 {
                 log::warn!(
                     "{}: too many files to pass through; the rest are not shown",
@@ -570,28 +566,29 @@ impl<'a> Builder<'a> {
                 break;
             }
             *budget -= 1;
-            let name = e.file_name();
-            let p = e.path();
-            let Ok(ft) = e.file_type() else { continue };
-            let child = if ft.is_dir() {
-                self.add_passthrough_dir(me, &p, budget)?
-            } else if ft.is_file() {
-                let m = std::fs::metadata(&p).map_err(|err| SourceError::Io {
-                    path: p.clone(),
-                    err,
-                })?;
-                self.add(Fixed::PassFile {
-                    parent: me,
-                    path: p,
-                    size: m.len(),
-                    meta: FileMeta::of(&m),
-                })
-            } else {
-                log::info!(
-                    "{}: not a regular file or directory; not passed through",
-                    p.display()
-                );
-                continue;
+            let p = path.join(&name);
+            let child = match kind {
+                EntryKind::Dir => self.add_passthrough_dir(me, &p, budget)?,
+                EntryKind::File => {
+                    // Opened now: served as it was when mounted, like every source file.
+                    let file = self.store.open(&p).map_err(|err| SourceError::Io {
+                        path: p.clone(),
+                        err,
+                    })?;
+                    let meta = file.meta();
+                    self.add(Fixed::PassFile {
+                        parent: me,
+                        file,
+                        meta,
+                    })
+                }
+                EntryKind::Other => {
+                    log::info!(
+                        "{}: not a regular file or directory; not passed through",
+                        p.display()
+                    );
+                    continue;
+                }
             };
             self.link_own(me, name.as_bytes(), child);
         }

@@ -4,13 +4,12 @@
 //! assets) and files generated on demand (rendered text, `model.safetensors`). A fixed
 //! directory's children may live in any subtree.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::Kind;
 use crate::error::{FsError, FsResult};
-use crate::source::bytes::FileMeta;
+use crate::source::bytes::{ByteSource, FileMeta};
 use crate::tree::ino::{cookie, Ino};
 
 /// A file whose content is generated when read (text rendered from a graph file, a checkpoint's
@@ -37,11 +36,10 @@ pub enum Fixed {
         target: Vec<u8>,
         meta: FileMeta,
     },
-    /// A regular file of the source directory, read when read (SavedModel assets).
+    /// A regular file of the source directory (SavedModel assets), opened at mount.
     PassFile {
         parent: Ino,
-        path: PathBuf,
-        size: u64,
+        file: Arc<dyn ByteSource>,
         meta: FileMeta,
     },
     /// A generated file.
@@ -143,7 +141,7 @@ impl Subtree for FixedNodes {
         let (kind, size) = match f {
             Fixed::Dir { .. } => (Kind::Dir, Size::Known(0)),
             Fixed::Symlink { target, .. } => (Kind::Symlink, Size::Known(target.len() as u64)),
-            Fixed::PassFile { size, .. } => (Kind::File, Size::Known(*size)),
+            Fixed::PassFile { file, .. } => (Kind::File, Size::Known(file.len())),
             Fixed::Text { text, .. } => (Kind::File, text.size().map_or(Size::Broken, Size::Known)),
         };
         Ok(NodeAttr {
@@ -208,7 +206,12 @@ impl Subtree for FixedNodes {
 
     fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
         match self.get(local)? {
-            Fixed::PassFile { path, .. } => read_passthrough(path, offset, size),
+            Fixed::PassFile { file, .. } => {
+                let a = offset.min(file.len());
+                let n = (file.len() - a).min(size as u64) as usize;
+                file.read_vec(a, n)
+                    .map_err(|e| FsError::corrupt("asset", file.name().display(), e))
+            }
             Fixed::Text { text, .. } => text.read(offset, size),
             Fixed::Symlink { target, .. } => Ok(slice_of(target, offset, size)),
             Fixed::Dir { .. } => Err(FsError::IsDir),
@@ -231,28 +234,4 @@ impl Subtree for FixedNodes {
             _ => Vec::new(),
         })
     }
-}
-
-/// Reads a passed-through file (live, not a snapshot: assets are small and rarely change).
-fn read_passthrough(path: &std::path::Path, offset: u64, size: usize) -> FsResult<Vec<u8>> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    // Never blocks on a FIFO swapped in for the file.
-    let f = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(FsError::Io(std::io::Error::from_raw_os_error(libc::EIO)));
-    }
-    let mut buf = vec![0u8; size];
-    let mut got = 0;
-    while got < size {
-        let n = f.read_at(&mut buf[got..], offset + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    buf.truncate(got);
-    Ok(buf)
 }

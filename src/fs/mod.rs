@@ -113,6 +113,8 @@ pub struct Fs {
     logged: Lru<u64, ()>,
     /// A checkpoint directory followed while mounted (see [`live`]).
     live: Option<live::Live>,
+    /// Where the source files live (kept for as long as the files it opened are served).
+    store: Option<Arc<dyn Store>>,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -127,16 +129,19 @@ fn dir_perm(meta: &FileMeta) -> u16 {
 impl Fs {
     /// Builds the tree of a probed local source (see [`build`]).
     pub fn new(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
-        build::build(&LocalStore, probed, opts)
+        Fs::with_store(Arc::new(LocalStore), probed, opts)
     }
 
-    /// Builds the tree of a source probed in `store` (see [`crate::source::probe_in`]).
+    /// Builds the tree of a source probed in `store` (see [`crate::source::open`]). Only local
+    /// checkpoint directories are followed live.
     pub fn with_store(
-        store: &dyn Store,
+        store: Arc<dyn Store>,
         probed: &Probed,
         opts: &Options,
     ) -> Result<Fs, SourceError> {
-        build::build(store, probed, opts)
+        let mut fs = build::build(&*store, probed, opts)?;
+        fs.store = Some(store);
+        Ok(fs)
     }
 
     fn empty(opts: &Options) -> Fs {
@@ -148,6 +153,7 @@ impl Fs {
             opts: opts.clone(),
             logged: Lru::new(LOGGED_INODES),
             live: None,
+            store: None,
         }
     }
 

@@ -99,6 +99,47 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
     probe_in(&LocalStore, path)
 }
 
+/// A SOURCE as given on the command line, opened: where its files live (the local filesystem,
+/// or an object store for `s3://`, `gs://`, `http(s)://` URLs) and what it is.
+pub struct Source {
+    pub store: std::sync::Arc<dyn Store>,
+    pub probed: Probed,
+    /// How to name it to the user (the path, or the URL).
+    pub name: String,
+    pub remote: bool,
+}
+
+/// Opens SOURCE: a local path, or a URL of an object store (configured from the standard
+/// environment and `cfg`). A URL whose bucket or credentials are unusable fails here, with one
+/// line naming what was looked for.
+pub fn open(source: &Path, cfg: &remote::RemoteConfig) -> Result<Source, SourceError> {
+    let text = source.to_string_lossy();
+    if !remote::url::is_remote(&text) {
+        return Ok(Source {
+            store: std::sync::Arc::new(LocalStore),
+            probed: probe(source)?,
+            name: source.display().to_string(),
+            remote: false,
+        });
+    }
+    let bad = |msg: String| SourceError::Invalid {
+        path: source.to_path_buf(),
+        msg,
+    };
+    let (store, root) =
+        remote::RemoteStore::open_url(&text, cfg).map_err(|e| bad(e.to_string()))?;
+    // The one request that tells a missing bucket, refused credentials or a store that does
+    // not answer from a SOURCE that is merely not an object itself (a checkpoint prefix).
+    store.try_kind(&root).map_err(|e| bad(e.to_string()))?;
+    let probed = probe_in(&store, &root)?;
+    Ok(Source {
+        store: std::sync::Arc::new(store),
+        probed,
+        name: text.into_owned(),
+        remote: true,
+    })
+}
+
 /// What SOURCE `path` of `store` is. Probed in order; the first that matches wins.
 pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     let is_file = |p: &Path| store.is_file(p);

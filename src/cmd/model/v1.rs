@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{bare, At, Handle as AnyHandle, Item, Piece, TensorInfo};
 use crate::error::FsError;
-use crate::source::bytes::LocalStore;
+use crate::source::bytes::Store;
 use crate::source::tensors::{self, TensorData, TensorSet};
 use crate::source::v1::V1Set;
 
@@ -53,8 +53,12 @@ impl std::fmt::Debug for Handle {
 
 impl V1Ckpt {
     /// The V1 checkpoint `path` names (a file, a shard, a `?????` pattern), made of `files`.
-    pub(super) fn open(path: &Path, files: &[PathBuf]) -> Result<V1Ckpt, String> {
-        let set = V1Set::open(&LocalStore, path, files).map_err(|e| e.to_string())?;
+    pub(super) fn open(
+        store: &dyn Store,
+        path: &Path,
+        files: &[PathBuf],
+    ) -> Result<V1Ckpt, String> {
+        let set = V1Set::open(store, path, files).map_err(|e| e.to_string())?;
         Ok(V1Ckpt {
             set: Box::new(set),
             missing: missing_shards(files),
