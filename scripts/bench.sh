@@ -705,3 +705,90 @@ bench_views() {
     row "9d. text/: cat throughput" "$(mbps "$TEXT_BYTES" "$T_TEXT") MB/s, $V_RSS_TEXT MiB" "-" "info"
 }
 bench_views
+
+# ---------------------------------------------------------------------------------------------
+# 10: object storage (S3 on moto_server, 127.0.0.1): requests, bytes, read speed
+# ---------------------------------------------------------------------------------------------
+# 10a. mount of a WALK_TENSORS-tensor checkpoint on S3 to the first successful stat of a
+#      tensor's .shape: time and requests (the daemon logs its request counts at unmount)
+# 10b. cat of one 16 KiB tensor of a checkpoint that also holds the BIG_GIB tensor: bytes fetched
+#      (target: under 1 MiB plus the index)
+# 10c. sequential read (bs=1M) of the BIG_GIB tensor through the mount vs one ranged GET of the
+#      same bytes with curl from the same server: ratio curl/mount (target >= 0.8), RssAnon
+# 10d. tfmount diff of two WALK_TENSORS-tensor checkpoints on S3 (1% differ): time, data bytes
+bench_remote() {
+    echo "== 10: object storage (moto_server on 127.0.0.1)"
+    command -v moto_server >/dev/null || { echo "   (moto_server not found: scripts/install-test-servers.sh)"; return; }
+    local port home url log t0 r
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    moto_server -H 127.0.0.1 -p "$port" >"$WORK/moto.log" 2>&1 &
+    FG_PIDS+=("$!")
+    for r in $(seq 100); do curl -s "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+    url=http://127.0.0.1:$port
+    curl -s -X PUT "$url/bench" >/dev/null
+    home=$WORK/home
+    mkdir -p "$home"
+    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 \
+        AWS_ENDPOINT_URL=$url AWS_EC2_METADATA_DISABLED=true HOME=$home
+    mk mix --tensors 1 --elems 4096 --big-gib "$BIG_GIB"
+    mk twalk_b --tensors "$WALK_TENSORS" --alter-every 100
+    put() { curl -s -f -X PUT --upload-file "$1" "$url/bench/$2" >/dev/null || echo "bench: upload $2 failed" >&2; }
+    local f
+    for f in "$WORK"/twalk/ckpt.* "$WORK"/twalk_b/ckpt.* "$WORK"/mix/ckpt.*; do
+        put "$f" "${f#"$WORK"/}"
+    done
+    new_mountpoint
+    local mnt=$MP key small off size
+    key=$(key_of "$WORK/twalk.out" last_key)
+    # 10a
+    log=$WORK/remote_a.log
+    t0=$(now)
+    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/twalk/ckpt "$mnt" || return
+    stat "$mnt/variables/$key.shape" >/dev/null
+    T10A=$(sub "$t0" "$(now)")
+    unmount "$mnt"
+    sleep 0.5
+    R10A=$(sed -n 's/.*requests \([0-9]*\).*/\1/p' "$log" | tail -1)
+    printf '   10a: mount to first stat, %s tensors: %s, requests %s\n' "$WALK_TENSORS" "$(ms "$T10A")" "${R10A:-nan}"
+    # 10b
+    small=$(key_of "$WORK/mix.out" first_key)
+    log=$WORK/remote_b.log
+    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/mix/ckpt "$mnt" || return
+    cat "$mnt/variables/$small.bin" >/dev/null
+    unmount "$mnt"
+    sleep 0.5
+    B10B=$(sed -n 's/.*bytes fetched \([0-9]*\).*/\1/p' "$log" | tail -1)
+    printf '   10b: cat of the 16 KiB tensor %s: bytes fetched %s (index %s bytes)\n' "$small" "${B10B:-nan}" "$(stat -c %s "$WORK/mix/ckpt.index")"
+    # 10c: where big/tensor lies in its shard (tensors.tsv: shard and offset columns).
+    read -r off size < <("$TFMOUNT" cat "$WORK/mix/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
+    local cur=() mnt_t=() rss=nan
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        curl -s -r "$off-$((off + size - 1))" "$url/bench/mix/ckpt.data-00000-of-00001" -o /dev/null
+        cur+=("$(sub "$t0" "$(now)")")
+        "$TFMOUNT" s3://bench/mix/ckpt "$mnt" || break
+        t0=$(now)
+        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
+        local ddp=$!
+        sleep 1
+        rss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
+        wait "$ddp"
+        mnt_t+=("$(sub "$t0" "$(now)")")
+        unmount "$mnt"
+    done
+    T10C_CURL=$(median "${cur[@]}")
+    T10C_MNT=$(median "${mnt_t[@]:-nan}")
+    printf '   10c: %s bytes: curl %s, mount %s, curl/mount %s, daemon RssAnon during the read %s MiB\n' \
+        "$size" "$(ms "$T10C_CURL")" "$(ms "$T10C_MNT")" "$(div "$T10C_CURL" "$T10C_MNT")" "$rss"
+    # 10d
+    t0=$(now)
+    "$TFMOUNT" diff --stats s3://bench/twalk/ckpt s3://bench/twalk_b/ckpt >"$WORK/rdiff.out" 2>"$WORK/rdiff.err"
+    T10D=$(sub "$t0" "$(now)")
+    printf '   10d: diff on S3: %s lines in %s; %s\n' "$(wc -l <"$WORK/rdiff.out")" "$(ms "$T10D")" "$(tail -1 "$WORK/rdiff.err")"
+    echo
+    row "10a. S3 mount -> first stat, $WALK_TENSORS tensors" "$(ms "$T10A"), ${R10A:-nan} requests" "a handful" "info"
+    row "10b. S3 cat of a 16 KiB tensor: bytes" "${B10B:-nan}" "< 1 MiB + index" "info"
+    row "10c. S3 sequential read, curl/mount" "$(div "$T10C_CURL" "$T10C_MNT") (RssAnon $rss MiB)" ">= 0.8" "$(cmp_ok "$(div "$T10C_CURL" "$T10C_MNT")" '>=' 0.8)"
+    row "10d. S3 diff of two $WALK_TENSORS-tensor ckpts" "$(ms "$T10D")" "-" "info"
+}
+bench_remote

@@ -538,6 +538,8 @@ fn serve(
     if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {
         log::warn!("cannot follow the checkpoint directory ({e}); it is mounted as a snapshot");
     }
+    // For the log line at unmount (remote sources: requests made, bytes fetched).
+    let stats = fs.clone();
     drop(fs);
     let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
@@ -564,7 +566,11 @@ fn serve(
     if let Some(mut w) = ready {
         let _ = w.write_all(b"ok:\n");
     }
-    session
+    let r = session
         .run()
-        .map_err(|e| fail(EXIT_RUNTIME, format!("session ended with an error: {e}")))
+        .map_err(|e| fail(EXIT_RUNTIME, format!("session ended with an error: {e}")));
+    if let Some(line) = stats.store_stats() {
+        log::info!("{fsname}: {line}");
+    }
+    r
 }

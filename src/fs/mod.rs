@@ -364,6 +364,11 @@ impl Fs {
         }
     }
 
+    /// What the source's store counted (requests, bytes fetched), for remote sources.
+    pub fn store_stats(&self) -> Option<String> {
+        self.store.as_ref()?.stats_line()
+    }
+
     /// Counters of the shared index-block cache.
     pub fn block_cache_stats(&self) -> crate::cache::CacheStats {
         self.caches.block_stats()

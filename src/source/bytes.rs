@@ -91,6 +91,11 @@ pub trait Store: Send + Sync {
         self.kind(path) == Some(EntryKind::File)
     }
 
+    /// Requests made and bytes fetched so far, where that is worth counting (remote stores).
+    fn stats_line(&self) -> Option<String> {
+        None
+    }
+
     fn is_dir(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::Dir)
     }

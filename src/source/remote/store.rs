@@ -644,6 +644,19 @@ impl Store for RemoteStore {
         Ok(self.try_list(dir)?)
     }
 
+    fn stats_line(&self) -> Option<String> {
+        let s = self.stats();
+        Some(format!(
+            "requests {} (GET {}, HEAD {}, LIST {}), bytes fetched {}, memory budget peak {}",
+            s.gets + s.heads + s.lists,
+            s.gets,
+            s.heads,
+            s.lists,
+            s.bytes_fetched,
+            s.budget_peak
+        ))
+    }
+
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ByteSource>> {
         Ok(self.open_file(path)?)
     }
