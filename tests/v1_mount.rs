@@ -305,3 +305,46 @@ fn hostile_v1_files_through_the_core() {
         "the sweep reached both outcomes"
     );
 }
+
+/// A checkpoint directory whose state file names a V1 checkpoint and a V2 one: one directory
+/// each, `latest` on the V2 one, both serving their tensors.
+#[test]
+fn state_file_naming_v1_and_v2_checkpoints() {
+    use tfmount::format::dtype::DType;
+    use tfmount::writer::CheckpointWriter;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    std::fs::copy(v1().join("single/model.ckpt-1"), dir.join("model.ckpt-1")).expect("v1");
+    let vals: Vec<u8> = [1.5f32, -2.0, 3.25]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let mut w = CheckpointWriter::new(dir.join("model.ckpt-2"), 1).expect("writer");
+    w.add(b"w", DType(1), &[3], &vals, 0).expect("add");
+    w.finish().expect("finish");
+    std::fs::write(
+        dir.join("checkpoint"),
+        "model_checkpoint_path: \"model.ckpt-2\"\n\
+         all_model_checkpoint_paths: \"model.ckpt-1\"\n\
+         all_model_checkpoint_paths: \"model.ckpt-2\"\n",
+    )
+    .expect("state");
+    let m = Mount::start(dir, &[]);
+    let mut names: Vec<String> = std::fs::read_dir(m.path())
+        .expect("readdir")
+        .map(|e| e.expect("e").file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["latest", "model.ckpt-1", "model.ckpt-2"]);
+    assert_eq!(
+        std::fs::read(m.path().join("latest/variables/w.bin")).expect("v2"),
+        vals
+    );
+    let mut npy = Vec::new();
+    check(
+        &m.path().join("model.ckpt-1/variables"),
+        &record("single.model.ckpt-1.json"),
+        &mut npy,
+    );
+    numpy_checks(&npy);
+}
