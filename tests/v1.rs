@@ -6,8 +6,10 @@
 //! variants of the fixtures (truncations, bit flips and runs of 0xff with the block CRCs
 //! recomputed) must fail cleanly without any large allocation. No FUSE.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "support/tracking_alloc.rs"]
+mod tracking_alloc;
+use tracking_alloc::{largest_allocation, Tracking};
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -16,39 +18,6 @@ use tfmount::format::mask_crc;
 use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle};
 use tfmount::source::bytes::LocalStore;
 use tfmount::source::v1::{v1_files, V1Checkpoint};
-
-/// Records the largest single allocation of the current thread.
-struct Tracking;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    let _ = LARGEST.try_with(|m| m.set(m.get().max(size)));
-}
-
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from the system allocator with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -280,21 +249,21 @@ fn fix_crcs(file: &mut [u8]) {
 fn open_and_read_all(dir: &Path, bytes: &[u8]) -> usize {
     let p = dir.join("model.ckpt");
     std::fs::write(&p, bytes).unwrap();
-    LARGEST.with(|m| m.set(0));
-    if let Some(files) = v1_files(&LocalStore, &p) {
-        if let Ok(ck) = V1Checkpoint::open(&LocalStore, &files) {
-            for i in 0..ck.tensors().len() {
-                let Ok(size) = ck.served_size(i) else {
-                    continue;
-                };
-                if let Ok(b) = ck.read(i, 0, 1 << 20) {
-                    assert_eq!(b.len() as u64, size.min(1 << 20));
+    largest_allocation(|| {
+        if let Some(files) = v1_files(&LocalStore, &p) {
+            if let Ok(ck) = V1Checkpoint::open(&LocalStore, &files) {
+                for i in 0..ck.tensors().len() {
+                    let Ok(size) = ck.served_size(i) else {
+                        continue;
+                    };
+                    if let Ok(b) = ck.read(i, 0, 1 << 20) {
+                        assert_eq!(b.len() as u64, size.min(1 << 20));
+                    }
+                    let _ = ck.read(i, size / 2, 100);
                 }
-                let _ = ck.read(i, size / 2, 100);
             }
         }
-    }
-    LARGEST.with(|m| m.get())
+    })
 }
 
 /// Every truncation, a bit flip at every byte, and a run of 0xff bytes (huge varints and
