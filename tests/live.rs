@@ -181,6 +181,19 @@ fn tf_saves_while_mounted(mode: &str, key_path: &str) {
             std::fs::read(mnt.join("latest/variables").join(key_path)).expect("via latest"),
             f32_bytes(&vals)
         );
+        // The new checkpoint's model.safetensors holds the same values under TF's key.
+        let st = std::fs::read(mnt.join(&name).join("model.safetensors")).expect("safetensors");
+        let n = u64::from_le_bytes(st[..8].try_into().expect("8 bytes")) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&st[8..8 + n]).expect("header");
+        let key = key_path.strip_suffix(".bin").expect("a .bin path");
+        let offs = header[key]["data_offsets"]
+            .as_array()
+            .expect("the tensor is in it");
+        let (a, b) = (
+            offs[0].as_u64().expect("begin") as usize,
+            offs[1].as_u64().expect("end") as usize,
+        );
+        assert_eq!(st[8 + n + a..8 + n + b], f32_bytes(&vals)[..]);
     }
     drop(stdin);
     let _ = child.wait();
