@@ -212,6 +212,9 @@ thread_local! {
     static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
 }
 
+/// Opened tensors the serving threads share (a count, each weighing 1).
+const OPENED_SHARED: usize = 16;
+
 pub struct Variables {
     id: u16,
     /// The directory `variables/` (and `text/`, `stats/`) is linked in.
@@ -226,6 +229,10 @@ pub struct Variables {
     text_files: Lru<u64, Arc<GrowingText>>,
     /// How far each `text/` file was rendered, kept longer than its state.
     text_sizes: Lru<u64, Progress>,
+    /// Tensors opened lately, shared by the serving threads: a thread's first read of a tensor
+    /// another thread is streaming reuses its opened bytes (one read-ahead stream per tensor
+    /// for remote sources). Consulted only when the thread's own slot misses.
+    opened: Lru<u64, Arc<dyn TensorData>>,
     /// Held while a `text/` file's state is made (one per file).
     making: Mutex<()>,
 }
@@ -242,6 +249,7 @@ impl Variables {
             stats_id: text_id(),
             text_files: Lru::new(TEXT_STATE_BYTES),
             text_sizes: Lru::new(TEXT_SIZE_BYTES),
+            opened: Lru::new(OPENED_SHARED),
             making: Mutex::new(()),
         }
     }
@@ -295,7 +303,9 @@ impl Variables {
         if let Some(d) = self.with_last(pos, |l| l.data.clone()) {
             return Ok(d);
         }
-        let d = self.set.open(pos)?;
+        let d = self
+            .opened
+            .get_or_insert_with(pos, || self.set.open(pos).map(|d| (d, 1)))?;
         self.with_last(pos, |l| l.data = Some(d.clone()));
         Ok(d)
     }
