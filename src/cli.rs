@@ -49,7 +49,7 @@ pub struct Args {
     /// Comma-separated mount options:
     /// allow_other (every user may read the mount; needs user_allow_other in /etc/fuse.conf
     /// unless root), allow_root, ro (always on), nocrc (skip CRC-32C checks of tensor data),
-    /// cache_size=SIZE (decoded index blocks to keep, e.g. 64M; default 32M),
+    /// cache_size=SIZE (decoded index blocks to keep, e.g. 64M; default 32M; 0 keeps nothing),
     /// threads=N (request threads, default 2). Example: -o allow_other,nocrc
     #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,

@@ -300,7 +300,8 @@ impl<'a> Builder<'a> {
         path: &Path,
     ) -> Result<(), SourceError> {
         let (s, texts) = (set.clone(), self.fs.texts.clone());
-        let id = self.register(path, |id| Variables::new(id, dir, s, texts))?;
+        let reuse = self.fs.opts.cache_bytes > 0;
+        let id = self.register(path, |id| Variables::new(id, dir, s, texts, reuse))?;
         for view in [View::Variables, View::Text, View::Stats] {
             let root = Ino::new(id, Variables::view_root(view)).ok_or_else(|| too_many(path))?;
             self.link(dir, view.name(), root, Kind::Dir);

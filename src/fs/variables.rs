@@ -233,12 +233,21 @@ pub struct Variables {
     /// another thread is streaming reuses its opened bytes (one read-ahead stream per tensor
     /// for remote sources). Consulted only when the thread's own slot misses.
     opened: Lru<u64, Arc<dyn TensorData>>,
+    /// Whether a resolved tensor is kept between requests (the per-thread slot and `opened`):
+    /// not with `-o cache_size=0`, where nothing of the index outlives a request.
+    reuse: bool,
     /// Held while a `text/` file's state is made (one per file).
     making: Mutex<()>,
 }
 
 impl Variables {
-    pub fn new(id: u16, parent: Ino, set: Arc<dyn TensorSet>, texts: Arc<Texts>) -> Variables {
+    pub fn new(
+        id: u16,
+        parent: Ino,
+        set: Arc<dyn TensorSet>,
+        texts: Arc<Texts>,
+        reuse: bool,
+    ) -> Variables {
         Variables {
             id,
             parent,
@@ -249,7 +258,8 @@ impl Variables {
             stats_id: text_id(),
             text_files: Lru::new(TEXT_STATE_BYTES),
             text_sizes: Lru::new(TEXT_SIZE_BYTES),
-            opened: Lru::new(OPENED_SHARED),
+            opened: Lru::new(if reuse { OPENED_SHARED } else { 0 }),
+            reuse,
             making: Mutex::new(()),
         }
     }
@@ -291,6 +301,9 @@ impl Variables {
     }
 
     fn info(&self, pos: u64) -> FsResult<Arc<TensorInfo>> {
+        if !self.reuse {
+            return self.set.info(pos).map(Arc::new);
+        }
         if let Some(i) = self.with_last(pos, |l| l.info.clone()) {
             return Ok(i);
         }
@@ -300,6 +313,9 @@ impl Variables {
     }
 
     fn data(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        if !self.reuse {
+            return self.set.open(pos);
+        }
         if let Some(d) = self.with_last(pos, |l| l.data.clone()) {
             return Ok(d);
         }
