@@ -26,6 +26,9 @@
 #   9. the views (bench_views): big/tensor read through model.safetensors vs its .bin (>= 0.9),
 #      the header of model.safetensors of 100 000 tensors (< 1 s), stats/ and text/ of
 #      big/tensor (time, throughput, RssAnon)
+#  10. object storage (bench_remote, moto_server and nginx on 127.0.0.1): requests at mount,
+#      bytes for a small tensor, sequential read vs curl, diff of two checkpoints on S3
+#      (ONLY=remote runs this section alone)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
@@ -99,6 +102,7 @@ mbps() {
     awk -v n="$1" -v t="$2" -v re="$NUM" 'BEGIN {
         if (t !~ re) print "nan"; else if (t == 0) print "inf"; else printf "%.0f", n / t / 1e6 }'
 }
+row() { printf '%-44s %-26s %-14s %s\n' "$@"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ms() { awk -v t="$1" -v re="$NUM" 'BEGIN { if (t !~ re) print "nan"; else printf "%.1f ms", t * 1000 }'; }
 # cmp_ok VALUE OP TARGET -> PASS/MISS
@@ -182,6 +186,159 @@ echo "   (shared machines are noisy: read the ratios, each against a baseline fr
 echo "== work dir $WORK"
 
 # ---------------------------------------------------------------------------------------------
+# 10: object storage (S3 on moto_server, 127.0.0.1): requests, bytes, read speed
+# ---------------------------------------------------------------------------------------------
+# 10a. mount of a WALK_TENSORS-tensor checkpoint on S3 to the first successful stat of a
+#      tensor's .shape: time and requests (the daemon logs its request counts at unmount)
+# 10b. cat of one 16 KiB tensor of a checkpoint that also holds the BIG_GIB tensor: bytes fetched
+#      (target: under 1 MiB plus the index)
+# 10c. sequential read (bs=1M) of the BIG_GIB tensor through the mount vs one ranged GET of the
+#      same bytes with curl from the same server: ratio curl/mount (target >= 0.8), RssAnon
+# 10d. tfmount diff of two WALK_TENSORS-tensor checkpoints on S3 (1% differ): time, data bytes
+# 10e. what one ranged GET costs moto: 1 MiB, and the whole tensor (10c's curl) - moto copies the
+#      whole object for every ranged GET, which bounds any reader that fetches in parts
+# 10f. 10c over http:// from nginx (ranges served from the file): ratio curl/mount (>= 0.8), RssAnon
+bench_remote() {
+    echo "== 10: object storage (moto_server on 127.0.0.1)"
+    command -v moto_server >/dev/null || { echo "   (moto_server not found: scripts/install-test-servers.sh)"; return; }
+    local port home url log t0 r
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    moto_server -H 127.0.0.1 -p "$port" >"$WORK/moto.log" 2>&1 &
+    FG_PIDS+=("$!")
+    for r in $(seq 100); do curl -s "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+    url=http://127.0.0.1:$port
+    curl -s -X PUT "$url/bench" >/dev/null
+    home=$WORK/home
+    mkdir -p "$home"
+    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 \
+        AWS_ENDPOINT_URL=$url AWS_EC2_METADATA_DISABLED=true HOME=$home
+    mk mix --tensors 1 --elems 4096 --big-gib "$BIG_GIB"
+    mk twalk_b --tensors "$WALK_TENSORS" --alter-every 100
+    put() { curl -s -f -X PUT --upload-file "$1" "$url/bench/$2" >/dev/null || echo "bench: upload $2 failed" >&2; }
+    local f
+    for f in "$WORK"/twalk/ckpt.* "$WORK"/twalk_b/ckpt.* "$WORK"/mix/ckpt.*; do
+        put "$f" "${f#"$WORK"/}"
+    done
+    new_mountpoint
+    local mnt=$MP key small off size
+    key=$(key_of "$WORK/twalk.out" last_key)
+    # 10a
+    log=$WORK/remote_a.log
+    t0=$(now)
+    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/twalk/ckpt "$mnt" || return
+    stat "$mnt/variables/$key.shape" >/dev/null
+    T10A=$(sub "$t0" "$(now)")
+    unmount "$mnt"
+    sleep 0.5
+    R10A=$(sed -n 's/.*requests \([0-9]*\).*/\1/p' "$log" | tail -1)
+    printf '   10a: mount to first stat, %s tensors: %s, requests %s\n' "$WALK_TENSORS" "$(ms "$T10A")" "${R10A:-nan}"
+    # 10b
+    small=$(key_of "$WORK/mix.out" last_key)
+    log=$WORK/remote_b.log
+    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/mix/ckpt "$mnt" || return
+    cat "$mnt/variables/$small.bin" >/dev/null
+    unmount "$mnt"
+    sleep 0.5
+    B10B=$(sed -n 's/.*bytes fetched \([0-9]*\).*/\1/p' "$log" | tail -1)
+    printf '   10b: cat of the 16 KiB tensor %s: bytes fetched %s (index %s bytes)\n' "$small" "${B10B:-nan}" "$(stat -c %s "$WORK/mix/ckpt.index")"
+    # 10c: where big/tensor lies in its shard (tensors.tsv: shard and offset columns).
+    read -r off size < <("$TFMOUNT" cat "$WORK/mix/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
+    local cur=() mnt_t=() rss=nan
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        curl -s -f --aws-sigv4 "aws:amz:us-east-1:s3" --user testing:testing \
+            -r "$off-$((off + size - 1))" "$url/bench/mix/ckpt.data-00000-of-00001" -o /dev/null ||
+            echo "bench: curl of the ranged GET failed" >&2
+        cur+=("$(sub "$t0" "$(now)")")
+        "$TFMOUNT" s3://bench/mix/ckpt "$mnt" || break
+        t0=$(now)
+        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
+        local ddp=$!
+        sleep 1
+        rss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
+        wait "$ddp"
+        mnt_t+=("$(sub "$t0" "$(now)")")
+        unmount "$mnt"
+    done
+    T10C_CURL=$(median "${cur[@]}")
+    T10C_MNT=$(median "${mnt_t[@]:-nan}")
+    printf '   10c: %s bytes: curl %s, mount %s, curl/mount %s, daemon RssAnon during the read %s MiB\n' \
+        "$size" "$(ms "$T10C_CURL")" "$(ms "$T10C_MNT")" "$(div "$T10C_CURL" "$T10C_MNT")" "$rss"
+    # 10d
+    t0=$(now)
+    "$TFMOUNT" diff --stats s3://bench/twalk/ckpt s3://bench/twalk_b/ckpt >"$WORK/rdiff.out" 2>"$WORK/rdiff.err"
+    T10D=$(sub "$t0" "$(now)")
+    printf '   10d: diff on S3: %s lines in %s; %s\n' "$(wc -l <"$WORK/rdiff.out")" "$(ms "$T10D")" "$(tail -1 "$WORK/rdiff.err")"
+    # 10e: what one ranged GET costs moto, by its length (moto copies the whole object for
+    # each ranged GET, so a reader that fetches in parts pays per part what curl pays once).
+    local t1m tall
+    t0=$(now)
+    curl -s -f --aws-sigv4 "aws:amz:us-east-1:s3" --user testing:testing \
+        -r "$off-$((off + (1 << 20) - 1))" "$url/bench/mix/ckpt.data-00000-of-00001" -o /dev/null
+    t1m=$(sub "$t0" "$(now)")
+    printf '   10e: one ranged GET from moto: 1 MiB %s, the whole %s bytes %s (curl, above)\n' "$(ms "$t1m")" "$size" "$(ms "$T10C_CURL")"
+    # 10f: the same sequential read over http:// from nginx (Range served from the file), vs one
+    # ranged GET of the same bytes with curl from that server.
+    local nport ndir ncur=() nmnt=() nrss=nan
+    if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+        nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        ndir=$WORK/nginx
+        mkdir -p "$ndir/root" "$ndir/tmp"
+        ln -s "$WORK/mix" "$ndir/root/mix"
+        cat >"$ndir/nginx.conf" <<NGINX
+daemon off;
+master_process off;
+worker_processes 1;
+pid $ndir/nginx.pid;
+error_log $ndir/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path $ndir/tmp;
+  proxy_temp_path $ndir/tmp;
+  fastcgi_temp_path $ndir/tmp;
+  uwsgi_temp_path $ndir/tmp;
+  scgi_temp_path $ndir/tmp;
+  default_type application/octet-stream;
+  server { listen 127.0.0.1:$nport; root $ndir/root; }
+}
+NGINX
+        "$(command -v nginx || echo /usr/sbin/nginx)" -c "$ndir/nginx.conf" -p "$ndir" -e "$ndir/error.log" &
+        FG_PIDS+=("$!")
+        for r in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$nport/" && break; sleep 0.1; done
+        for r in $(seq "$REPS"); do
+            cat "$WORK/mix/ckpt.data-00000-of-00001" >/dev/null
+            t0=$(now)
+            curl -s -f -r "$off-$((off + size - 1))" "http://127.0.0.1:$nport/mix/ckpt.data-00000-of-00001" -o /dev/null ||
+                echo "bench: curl from nginx failed" >&2
+            ncur+=("$(sub "$t0" "$(now)")")
+            "$TFMOUNT" "http://127.0.0.1:$nport/mix/ckpt" "$mnt" || break
+            t0=$(now)
+            dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
+            local ddp=$!
+            sleep 0.3
+            nrss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
+            wait "$ddp"
+            nmnt+=("$(sub "$t0" "$(now)")")
+            unmount "$mnt"
+        done
+        T10F_CURL=$(median "${ncur[@]}")
+        T10F_MNT=$(median "${nmnt[@]:-nan}")
+        printf '   10f: nginx, %s bytes: curl %s, mount %s, curl/mount %s, daemon RssAnon during the read %s MiB (runs: %s / %s)\n' \
+            "$size" "$(ms "$T10F_CURL")" "$(ms "$T10F_MNT")" "$(div "$T10F_CURL" "$T10F_MNT")" "$nrss" "${ncur[*]}" "${nmnt[*]:-}"
+    fi
+    echo
+    row "10a. S3 mount -> first stat, $WALK_TENSORS tensors" "$(ms "$T10A"), ${R10A:-nan} requests" "a handful" "info"
+    row "10b. S3 cat of a 16 KiB tensor: bytes" "${B10B:-nan}" "< 1 MiB + index" "info"
+    row "10c. S3 sequential read, curl/mount" "$(div "$T10C_CURL" "$T10C_MNT") (RssAnon $rss MiB)" ">= 0.8" "$(cmp_ok "$(div "$T10C_CURL" "$T10C_MNT")" '>=' 0.8)"
+    row "10d. S3 diff of two $WALK_TENSORS-tensor ckpts" "$(ms "$T10D")" "-" "info"
+    row "10e. moto: one ranged GET, 1 MiB / whole" "$(ms "$t1m") / $(ms "$T10C_CURL")" "-" "info"
+    if [ -n "${T10F_MNT:-}" ]; then
+        row "10f. HTTP (nginx) sequential read, curl/mount" "$(div "$T10F_CURL" "$T10F_MNT") (RssAnon $nrss MiB)" ">= 0.8" "$(cmp_ok "$(div "$T10F_CURL" "$T10F_MNT")" '>=' 0.8)"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 echo "== writing checkpoints"
@@ -197,6 +354,10 @@ mk t1k --tensors 1000
 mk t1m --tensors 1000000
 mk t100k --tensors 100000
 mk twalk --tensors "$WALK_TENSORS"
+if [ "${ONLY:-}" = remote ]; then
+    bench_remote
+    exit 0
+fi
 BIG_DATA=$WORK/big/ckpt.data-00000-of-00001
 BIG_BYTES=$(stat -c %s "$BIG_DATA")
 
@@ -433,7 +594,6 @@ RSS_MIB=$(awk -v k="$RSS_MAX" 'BEGIN { printf "%.1f", k / 1024 }')
 
 echo
 echo "== summary (median of $REPS; noisy machine, load now $(cut -d' ' -f1-3 /proc/loadavg))"
-row() { printf '%-44s %-26s %-14s %s\n' "$@"; }
 row "figure" "value" "target" "result"
 for v in "${VERSIONS[@]}"; do
     row "1. cold read, memfuse/mount ($v)" "${R_COLD[$v]} ($(mbps "$BIG_BYTES" "${T_COLD[$v]}") vs $(mbps "$BIG_BYTES" "$T_MCOLD") MB/s)" ">= 0.9" "$(cmp_ok "${R_COLD[$v]}" '>=' 0.9)"
@@ -709,91 +869,4 @@ bench_views() {
 }
 bench_views
 
-# ---------------------------------------------------------------------------------------------
-# 10: object storage (S3 on moto_server, 127.0.0.1): requests, bytes, read speed
-# ---------------------------------------------------------------------------------------------
-# 10a. mount of a WALK_TENSORS-tensor checkpoint on S3 to the first successful stat of a
-#      tensor's .shape: time and requests (the daemon logs its request counts at unmount)
-# 10b. cat of one 16 KiB tensor of a checkpoint that also holds the BIG_GIB tensor: bytes fetched
-#      (target: under 1 MiB plus the index)
-# 10c. sequential read (bs=1M) of the BIG_GIB tensor through the mount vs one ranged GET of the
-#      same bytes with curl from the same server: ratio curl/mount (target >= 0.8), RssAnon
-# 10d. tfmount diff of two WALK_TENSORS-tensor checkpoints on S3 (1% differ): time, data bytes
-bench_remote() {
-    echo "== 10: object storage (moto_server on 127.0.0.1)"
-    command -v moto_server >/dev/null || { echo "   (moto_server not found: scripts/install-test-servers.sh)"; return; }
-    local port home url log t0 r
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    moto_server -H 127.0.0.1 -p "$port" >"$WORK/moto.log" 2>&1 &
-    FG_PIDS+=("$!")
-    for r in $(seq 100); do curl -s "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
-    url=http://127.0.0.1:$port
-    curl -s -X PUT "$url/bench" >/dev/null
-    home=$WORK/home
-    mkdir -p "$home"
-    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 \
-        AWS_ENDPOINT_URL=$url AWS_EC2_METADATA_DISABLED=true HOME=$home
-    mk mix --tensors 1 --elems 4096 --big-gib "$BIG_GIB"
-    mk twalk_b --tensors "$WALK_TENSORS" --alter-every 100
-    put() { curl -s -f -X PUT --upload-file "$1" "$url/bench/$2" >/dev/null || echo "bench: upload $2 failed" >&2; }
-    local f
-    for f in "$WORK"/twalk/ckpt.* "$WORK"/twalk_b/ckpt.* "$WORK"/mix/ckpt.*; do
-        put "$f" "${f#"$WORK"/}"
-    done
-    new_mountpoint
-    local mnt=$MP key small off size
-    key=$(key_of "$WORK/twalk.out" last_key)
-    # 10a
-    log=$WORK/remote_a.log
-    t0=$(now)
-    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/twalk/ckpt "$mnt" || return
-    stat "$mnt/variables/$key.shape" >/dev/null
-    T10A=$(sub "$t0" "$(now)")
-    unmount "$mnt"
-    sleep 0.5
-    R10A=$(sed -n 's/.*requests \([0-9]*\).*/\1/p' "$log" | tail -1)
-    printf '   10a: mount to first stat, %s tensors: %s, requests %s\n' "$WALK_TENSORS" "$(ms "$T10A")" "${R10A:-nan}"
-    # 10b
-    small=$(key_of "$WORK/mix.out" last_key)
-    log=$WORK/remote_b.log
-    RUST_LOG=info "$TFMOUNT" --log-file "$log" s3://bench/mix/ckpt "$mnt" || return
-    cat "$mnt/variables/$small.bin" >/dev/null
-    unmount "$mnt"
-    sleep 0.5
-    B10B=$(sed -n 's/.*bytes fetched \([0-9]*\).*/\1/p' "$log" | tail -1)
-    printf '   10b: cat of the 16 KiB tensor %s: bytes fetched %s (index %s bytes)\n' "$small" "${B10B:-nan}" "$(stat -c %s "$WORK/mix/ckpt.index")"
-    # 10c: where big/tensor lies in its shard (tensors.tsv: shard and offset columns).
-    read -r off size < <("$TFMOUNT" cat "$WORK/mix/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
-    local cur=() mnt_t=() rss=nan
-    for r in $(seq "$REPS"); do
-        t0=$(now)
-        curl -s -f --aws-sigv4 "aws:amz:us-east-1:s3" --user testing:testing \
-            -r "$off-$((off + size - 1))" "$url/bench/mix/ckpt.data-00000-of-00001" -o /dev/null ||
-            echo "bench: curl of the ranged GET failed" >&2
-        cur+=("$(sub "$t0" "$(now)")")
-        "$TFMOUNT" s3://bench/mix/ckpt "$mnt" || break
-        t0=$(now)
-        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
-        local ddp=$!
-        sleep 1
-        rss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
-        wait "$ddp"
-        mnt_t+=("$(sub "$t0" "$(now)")")
-        unmount "$mnt"
-    done
-    T10C_CURL=$(median "${cur[@]}")
-    T10C_MNT=$(median "${mnt_t[@]:-nan}")
-    printf '   10c: %s bytes: curl %s, mount %s, curl/mount %s, daemon RssAnon during the read %s MiB\n' \
-        "$size" "$(ms "$T10C_CURL")" "$(ms "$T10C_MNT")" "$(div "$T10C_CURL" "$T10C_MNT")" "$rss"
-    # 10d
-    t0=$(now)
-    "$TFMOUNT" diff --stats s3://bench/twalk/ckpt s3://bench/twalk_b/ckpt >"$WORK/rdiff.out" 2>"$WORK/rdiff.err"
-    T10D=$(sub "$t0" "$(now)")
-    printf '   10d: diff on S3: %s lines in %s; %s\n' "$(wc -l <"$WORK/rdiff.out")" "$(ms "$T10D")" "$(tail -1 "$WORK/rdiff.err")"
-    echo
-    row "10a. S3 mount -> first stat, $WALK_TENSORS tensors" "$(ms "$T10A"), ${R10A:-nan} requests" "a handful" "info"
-    row "10b. S3 cat of a 16 KiB tensor: bytes" "${B10B:-nan}" "< 1 MiB + index" "info"
-    row "10c. S3 sequential read, curl/mount" "$(div "$T10C_CURL" "$T10C_MNT") (RssAnon $rss MiB)" ">= 0.8" "$(cmp_ok "$(div "$T10C_CURL" "$T10C_MNT")" '>=' 0.8)"
-    row "10d. S3 diff of two $WALK_TENSORS-tensor ckpts" "$(ms "$T10D")" "-" "info"
-}
 bench_remote

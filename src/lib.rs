@@ -1,6 +1,23 @@
 pub mod proto {
     #![allow(clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
+
+    impl TensorShapeProto {
+        /// A shape of `dims` exactly as given (negative or huge dims are kept, for tests that
+        /// write hostile shapes).
+        pub fn of_dims(dims: &[i64]) -> TensorShapeProto {
+            TensorShapeProto {
+                dim: dims
+                    .iter()
+                    .map(|&size| tensor_shape_proto::Dim {
+                        size,
+                        name: String::new(),
+                    })
+                    .collect(),
+                unknown_rank: false,
+            }
+        }
+    }
 }
 pub mod cache;
 pub mod cli;

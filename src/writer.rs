@@ -50,7 +50,6 @@ use crate::format::dtype::{DType, DT_STRING};
 use crate::format::slice_key::{self, Extent};
 use crate::format::table::{parse_footer, read_block, Block, BlockHandle, FOOTER_LEN, MAGIC};
 use crate::format::{mask_crc, varint, FormatError};
-use crate::proto::tensor_shape_proto::Dim;
 use crate::proto::tensor_slice_proto::extent::HasLength;
 use crate::proto::tensor_slice_proto::Extent as ExtentProto;
 use crate::proto::{
@@ -475,16 +474,7 @@ pub fn fix_table_crcs(file: &mut [u8]) {
 
 /// A shape message with `dims` as given (negative or huge dims are written as such).
 pub fn raw_shape_proto(dims: &[i64]) -> TensorShapeProto {
-    TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&size| Dim {
-                size,
-                name: String::new(),
-            })
-            .collect(),
-        unknown_rank: false,
-    }
+    TensorShapeProto::of_dims(dims)
 }
 
 /// A slice message with extents as given: `(start, Some(length))` carries both (any values),
@@ -566,16 +556,8 @@ pub fn index_path(prefix: &Path) -> PathBuf {
 
 /// `TensorShape::AsProto`: the shape message, always present, dims in order.
 pub fn shape_proto(shape: &[u64]) -> TensorShapeProto {
-    TensorShapeProto {
-        dim: shape
-            .iter()
-            .map(|&d| Dim {
-                size: d as i64,
-                name: String::new(),
-            })
-            .collect(),
-        unknown_rank: false,
-    }
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    TensorShapeProto::of_dims(&dims)
 }
 
 /// `TensorSlice::AsProto`: full dims are empty extents, others carry start and length.

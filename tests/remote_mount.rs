@@ -1,9 +1,9 @@
 //! Sources on object storage, end to end: TensorFlow-written fixtures uploaded to moto (S3) on
-//! 127.0.0.1, mounted as `s3://` URLs through the kernel and compared file by file with the
-//! local mount of the same fixture; the subcommands (`ls -R`, `cat`, `diff`) on URLs; a missing
+//! 127.0.0.1, or served by nginx (plain HTTP), mounted as URLs through the kernel and compared
+//! file by file with the local mount of the same fixture; the subcommands (`ls -R`, `cat`, `diff`) on URLs; a missing
 //! bucket and refused credentials fail at mount with one line and exit 3.
 //!
-//! Needs moto: `scripts/install-test-servers.sh`.
+//! Needs moto and nginx: `scripts/install-test-servers.sh`.
 
 mod common;
 #[path = "support/servers.rs"]
@@ -184,6 +184,58 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
     ]);
     assert_eq!(remote_diff.status.code(), local_diff.status.code());
     assert_eq!(remote_diff.stdout, local_diff.stdout);
+}
+
+/// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies,
+/// and a SavedModel's directory is told by its `saved_model.pb`.
+#[test]
+fn http_sources_mount_and_serve_what_local_ones_do() {
+    let nginx = Server::nginx();
+    for d in ["sharded", "demo_savedmodel"] {
+        let root = fixtures().join(d);
+        for rel in walk_local(&root) {
+            let to = nginx.root().join(d).join(&rel);
+            std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(root.join(&rel), &to).expect("copy");
+        }
+    }
+    let base = format!("http://127.0.0.1:{}", nginx.port);
+    for (url, local) in [
+        (
+            format!("{base}/sharded/model.ckpt"),
+            fixtures().join("sharded/model.ckpt"),
+        ),
+        (
+            format!("{base}/demo_savedmodel"),
+            fixtures().join("demo_savedmodel"),
+        ),
+    ] {
+        let r = RemoteMount::start(&url, &[]);
+        let l = Mount::start(&local, &["-o", "nolive"]);
+        // A SavedModel's assets cannot be listed over HTTP: the rest is the same.
+        let lp = l.path();
+        let passthrough = ["assets", "assets.extra"];
+        let files = |root: &Path| -> Vec<PathBuf> {
+            walk_files(root)
+                .into_iter()
+                .filter(|p| !passthrough.iter().any(|d| p.starts_with(d)))
+                .collect()
+        };
+        let rf = files(&r.mp);
+        assert_eq!(rf, files(&lp), "{url}: the same files");
+        assert!(rf.iter().any(|p| p.starts_with("variables")), "{url}");
+        for p in &rf {
+            let a = std::fs::read(r.mp.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(
+                a == std::fs::read(lp.join(p)).expect("local"),
+                "{}: bytes differ",
+                p.display()
+            );
+        }
+        for d in passthrough {
+            assert!(!r.mp.join(d).exists(), "{url}: {d}/ is not shown");
+        }
+    }
 }
 
 #[test]

@@ -247,19 +247,10 @@ pub fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{tensor_shape_proto::Dim, TensorShapeProto, VersionDef};
+    use crate::proto::{TensorShapeProto, VersionDef};
 
     fn shape(d: &[i64]) -> Option<TensorShapeProto> {
-        Some(TensorShapeProto {
-            dim: d
-                .iter()
-                .map(|&size| Dim {
-                    size,
-                    name: String::new(),
-                })
-                .collect(),
-            unknown_rank: false,
-        })
+        Some(TensorShapeProto::of_dims(d))
     }
 
     #[test]

@@ -292,21 +292,11 @@ impl ConstTensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::tensor_shape_proto::Dim;
 
     fn proto(dtype: i32, dims: &[i64], f: impl FnOnce(&mut TensorProto)) -> Vec<u8> {
         let mut p = TensorProto {
             dtype,
-            tensor_shape: Some(TensorShapeProto {
-                dim: dims
-                    .iter()
-                    .map(|&size| Dim {
-                        size,
-                        name: String::new(),
-                    })
-                    .collect(),
-                unknown_rank: false,
-            }),
+            tensor_shape: Some(TensorShapeProto::of_dims(dims)),
             ..Default::default()
         };
         f(&mut p);

@@ -232,9 +232,21 @@ impl<'a> Builder<'a> {
                 let mut budget = MAX_PASSTHROUGH;
                 for name in ["assets", "assets.extra"] {
                     let p = dir.join(name);
-                    if store.is_dir(&p) {
-                        let d = self.add_passthrough_dir(root, &p, &mut budget)?;
-                        self.link(root, name.as_bytes(), d, Kind::Dir);
+                    if !store.is_dir(&p) {
+                        continue;
+                    }
+                    match self.add_passthrough_dir(root, &p, &mut budget) {
+                        Ok(d) => self.link(root, name.as_bytes(), d, Kind::Dir),
+                        // Plain HTTP: the variables and graphs are served, the assets not.
+                        Err(SourceError::Io { path, err })
+                            if err.kind() == std::io::ErrorKind::Unsupported =>
+                        {
+                            log::warn!(
+                                "{}: the store cannot list directories: {name}/ is not shown",
+                                path.display()
+                            );
+                        }
+                        Err(e) => return Err(e),
                     }
                 }
             }

@@ -28,6 +28,8 @@ const CRC_CHUNK: usize = 128 << 10;
 const MISSING_LOGGED: usize = 8;
 /// Shard files whose opening failed named in the log one by one.
 const FAILED_LOGGED: usize = 8;
+/// Data shards opened by name where the store cannot list the directory (each costs a request).
+const MAX_UNLISTED_SHARDS: usize = 4096;
 /// Bytes of string-tensor layouts kept (8 bytes an element); larger layouts are rebuilt per
 /// open.
 const STRING_CACHE_BYTES: usize = 16 << 20;
@@ -191,19 +193,13 @@ fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
     };
     let mut shards = Shards::new();
     let mut failed = 0usize;
-    if let (Some(base), Ok(entries)) = (prefix.file_name(), store.list(dir)) {
-        let mut stem = base.to_owned();
-        stem.push(".data-");
-        let stem = stem.as_bytes();
-        for (name, _) in entries {
-            let Some(rest) = name.as_bytes().strip_prefix(stem) else {
-                continue;
-            };
-            let Some(id) = shard_number(rest, num_shards) else {
-                continue;
-            };
-            let path = data_file_name(prefix, id, num_shards);
-            let r = store.open(&path).map_err(|e| {
+    let mut open = |id: u32, shards: &mut Shards| {
+        let path = data_file_name(prefix, id, num_shards);
+        let r = match store.open(&path) {
+            Ok(f) => Ok(f),
+            // Only where the name was not listed (a store that cannot list): not there.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
                 failed += 1;
                 if failed <= FAILED_LOGGED {
                     log::warn!(
@@ -211,10 +207,39 @@ fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
                         path.display()
                     );
                 }
-                e.to_string()
-            });
-            shards.insert(id, r);
+                Err(e.to_string())
+            }
+        };
+        shards.insert(id, r);
+    };
+    match (prefix.file_name(), store.list(dir)) {
+        (Some(base), Ok(entries)) => {
+            let mut stem = base.to_owned();
+            stem.push(".data-");
+            let stem = stem.as_bytes();
+            for (name, _) in entries {
+                let Some(rest) = name.as_bytes().strip_prefix(stem) else {
+                    continue;
+                };
+                if let Some(id) = shard_number(rest, num_shards) {
+                    open(id, &mut shards);
+                }
+            }
         }
+        // A store that cannot list (plain HTTP): the shards are opened by the names the
+        // header implies, at most MAX_UNLISTED_SHARDS of them.
+        (Some(_), Err(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+            if num_shards as usize > MAX_UNLISTED_SHARDS {
+                log::warn!(
+                    "{}: the header claims {num_shards} data shards and the store cannot list them: only the first {MAX_UNLISTED_SHARDS} are opened",
+                    prefix.display()
+                );
+            }
+            for id in 0..num_shards.min(MAX_UNLISTED_SHARDS as u32) {
+                open(id, &mut shards);
+            }
+        }
+        _ => {}
     }
     let missing = num_shards as usize - shards.len();
     if missing > 0 {

@@ -180,7 +180,6 @@ pub fn extents(s: &TensorSliceProto, shape: &[u64]) -> Result<Vec<Extent>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::tensor_shape_proto::Dim;
     use crate::proto::tensor_slice_proto::Extent as ProtoExtent;
 
     fn field(n: u32, payload: &[u8]) -> Vec<u8> {
@@ -198,16 +197,7 @@ mod tests {
         slices: &[Vec<(i64, Option<i64>)>],
     ) -> Vec<u8> {
         let mut t = field(1, name);
-        let shape = TensorShapeProto {
-            dim: dims
-                .iter()
-                .map(|&size| Dim {
-                    size,
-                    name: String::new(),
-                })
-                .collect(),
-            unknown_rank: false,
-        };
+        let shape = TensorShapeProto::of_dims(dims);
         t.extend(field(2, &shape.encode_to_vec()));
         t.extend([0x18]);
         crate::format::varint::encode_u64(dtype as i64 as u64, &mut t);

@@ -338,23 +338,13 @@ fn big_table(n: usize, snappy: bool) -> (Vec<u8>, Vec<u8>) {
 
 /// A `SavedTensorSlices { meta }` value: (name, dims, dtype, rank of its one full slice).
 pub(crate) fn meta_value(tensors: &[(&[u8], &[i64], i32, usize)]) -> Vec<u8> {
-    use crate::proto::tensor_shape_proto::Dim;
     use crate::proto::{TensorShapeProto, TensorSliceProto};
     use prost::Message;
     let mut inner = Vec::new();
     for (name, dims, dtype, rank) in tensors {
         let mut t = Vec::new();
         len_field(1, name, &mut t);
-        let shape = TensorShapeProto {
-            dim: dims
-                .iter()
-                .map(|&size| Dim {
-                    size,
-                    name: String::new(),
-                })
-                .collect(),
-            unknown_rank: false,
-        };
+        let shape = TensorShapeProto::of_dims(dims);
         len_field(2, &shape.encode_to_vec(), &mut t);
         t.push(0x18);
         encode_u64(*dtype as u64, &mut t);
