@@ -186,12 +186,13 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
     assert_eq!(remote_diff.stdout, local_diff.stdout);
 }
 
-/// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies,
-/// and a SavedModel's directory is told by its `saved_model.pb`.
+/// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies (a
+/// sharded V1 checkpoint's by the names its shard count implies), and a SavedModel's directory
+/// is told by its `saved_model.pb`.
 #[test]
 fn http_sources_mount_and_serve_what_local_ones_do() {
     let nginx = Server::nginx();
-    for d in ["sharded", "demo_savedmodel"] {
+    for d in ["sharded", "demo_savedmodel", "v1/sharded"] {
         let root = fixtures().join(d);
         for rel in walk_local(&root) {
             let to = nginx.root().join(d).join(&rel);
@@ -208,6 +209,11 @@ fn http_sources_mount_and_serve_what_local_ones_do() {
         (
             format!("{base}/demo_savedmodel"),
             fixtures().join("demo_savedmodel"),
+        ),
+        // A sharded V1 checkpoint by one of its shards: the others by name.
+        (
+            format!("{base}/v1/sharded/model.ckpt-00001-of-00003"),
+            fixtures().join("v1/sharded/model.ckpt-00001-of-00003"),
         ),
     ] {
         let r = RemoteMount::start(&url, &[]);

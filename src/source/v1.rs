@@ -167,6 +167,9 @@ pub fn checkpoint_stem(path: &Path) -> PathBuf {
     }
 }
 
+/// Shards looked up by name where the store cannot list the directory (each costs a request).
+const MAX_UNLISTED_SHARDS: u32 = 4096;
+
 fn is_v1(store: &dyn Store, path: &Path) -> bool {
     store.open(path).is_ok_and(|f| fv1::probe(&*f))
 }
@@ -184,16 +187,26 @@ pub fn v1_files(store: &dyn Store, path: &Path) -> Option<Vec<PathBuf>> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut found: Vec<(u32, PathBuf)> = store
-        .list(dir)
-        .ok()?
-        .into_iter()
-        .filter(|(_, k)| *k == EntryKind::File)
-        .filter_map(|(f, _)| match shard_name(f.as_bytes()) {
-            Some((s, Some(i), m)) if s == stem && m == n => Some((i, dir.join(&f))),
-            _ => None,
-        })
-        .collect();
+    let mut found: Vec<(u32, PathBuf)> = match store.list(dir) {
+        Ok(entries) => entries
+            .into_iter()
+            .filter(|(_, k)| *k == EntryKind::File)
+            .filter_map(|(f, _)| match shard_name(f.as_bytes()) {
+                Some((s, Some(i), m)) if s == stem && m == n => Some((i, dir.join(&f))),
+                _ => None,
+            })
+            .collect(),
+        // A store that cannot list (plain HTTP): the shards by the names the pattern implies.
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => (0..n.min(MAX_UNLISTED_SHARDS))
+            .map(|i| {
+                let mut f = stem.to_vec();
+                f.extend_from_slice(format!("-{i:05}-of-{n:05}").as_bytes());
+                (i, dir.join(std::ffi::OsStr::from_bytes(&f)))
+            })
+            .filter(|(_, p)| store.is_file(p))
+            .collect(),
+        Err(_) => return None,
+    };
     found.sort();
     found.dedup_by_key(|(i, _)| *i);
     let probe = match id {
