@@ -32,7 +32,8 @@
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
-# TFMOUNT_ARGS (extra daemon arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote (section 10
+# alone), TFMOUNT_ARGS (extra daemon arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
 # the same repetitions for figures 1, 2, 4 and 5: a before/after comparison from one run.
@@ -197,7 +198,8 @@ echo "== work dir $WORK"
 # 10d. tfmount diff of two WALK_TENSORS-tensor checkpoints on S3 (1% differ): time, data bytes
 # 10e. what one ranged GET costs moto: 1 MiB, and the whole tensor (10c's curl) - moto copies the
 #      whole object for every ranged GET, which bounds any reader that fetches in parts
-# 10f. 10c over http:// from nginx (ranges served from the file): ratio curl/mount (>= 0.8), RssAnon
+# 10f. 10c over http:// from nginx (ranges served from the file): ratio curl/mount (>= 0.8), RssAnon;
+#      and with -o nocrc (the CRC pass fetches a tensor larger than remote_cache a second time)
 bench_remote() {
     echo "== 10: object storage (moto_server on 127.0.0.1)"
     command -v moto_server >/dev/null || { echo "   (moto_server not found: scripts/install-test-servers.sh)"; return; }
@@ -244,7 +246,7 @@ bench_remote() {
     # 10c: where big/tensor lies in its shard (tensors.tsv: shard and offset columns).
     read -r off size < <("$TFMOUNT" cat "$WORK/mix/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
     local cur=() mnt_t=() rss=nan
-    for r in $(seq "$REPS"); do
+    for r in $(seq "${REPS_MOTO:-$REPS}"); do
         t0=$(now)
         curl -s -f --aws-sigv4 "aws:amz:us-east-1:s3" --user testing:testing \
             -r "$off-$((off + size - 1))" "$url/bench/mix/ckpt.data-00000-of-00001" -o /dev/null ||
@@ -279,7 +281,7 @@ bench_remote() {
     printf '   10e: one ranged GET from moto: 1 MiB %s, the whole %s bytes %s (curl, above)\n' "$(ms "$t1m")" "$size" "$(ms "$T10C_CURL")"
     # 10f: the same sequential read over http:// from nginx (Range served from the file), vs one
     # ranged GET of the same bytes with curl from that server.
-    local nport ndir ncur=() nmnt=() nrss=nan
+    local nport ndir ncur=() nmnt=() nnocrc=() nrss=nan
     if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
         nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         ndir=$WORK/nginx
@@ -321,11 +323,21 @@ NGINX
             wait "$ddp"
             nmnt+=("$(sub "$t0" "$(now)")")
             unmount "$mnt"
+            # The same without the CRC pass (-o nocrc): a tensor larger than remote_cache is
+            # otherwise fetched twice on its first read (once to check it, once to serve it).
+            "$TFMOUNT" -o nocrc "http://127.0.0.1:$nport/mix/ckpt" "$mnt" || break
+            t0=$(now)
+            dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none
+            nnocrc+=("$(sub "$t0" "$(now)")")
+            unmount "$mnt"
         done
         T10F_CURL=$(median "${ncur[@]}")
         T10F_MNT=$(median "${nmnt[@]:-nan}")
+        T10F_NOCRC=$(median "${nnocrc[@]:-nan}")
         printf '   10f: nginx, %s bytes: curl %s, mount %s, curl/mount %s, daemon RssAnon during the read %s MiB (runs: %s / %s)\n' \
             "$size" "$(ms "$T10F_CURL")" "$(ms "$T10F_MNT")" "$(div "$T10F_CURL" "$T10F_MNT")" "$nrss" "${ncur[*]}" "${nmnt[*]:-}"
+        printf '   10f: the same with -o nocrc: mount %s, curl/mount %s (runs: %s)\n' \
+            "$(ms "$T10F_NOCRC")" "$(div "$T10F_CURL" "$T10F_NOCRC")" "${nnocrc[*]:-}"
     fi
     echo
     row "10a. S3 mount -> first stat, $WALK_TENSORS tensors" "$(ms "$T10A"), ${R10A:-nan} requests" "a handful" "info"
@@ -335,6 +347,7 @@ NGINX
     row "10e. moto: one ranged GET, 1 MiB / whole" "$(ms "$t1m") / $(ms "$T10C_CURL")" "-" "info"
     if [ -n "${T10F_MNT:-}" ]; then
         row "10f. HTTP (nginx) sequential read, curl/mount" "$(div "$T10F_CURL" "$T10F_MNT") (RssAnon $nrss MiB)" ">= 0.8" "$(cmp_ok "$(div "$T10F_CURL" "$T10F_MNT")" '>=' 0.8)"
+        row "10f. same, -o nocrc (one fetch)" "$(div "$T10F_CURL" "$T10F_NOCRC")" ">= 0.8" "$(cmp_ok "$(div "$T10F_CURL" "$T10F_NOCRC")" '>=' 0.8)"
     fi
 }
 
