@@ -200,6 +200,18 @@ echo "== work dir $WORK"
 #      whole object for every ranged GET, which bounds any reader that fetches in parts
 # 10f. 10c over http:// from nginx (ranges served from the file): ratio curl/mount (>= 0.8), RssAnon;
 #      and with -o nocrc (the CRC pass fetches a tensor larger than remote_cache a second time)
+# read_big MNT DELAY: reads MNT's big/tensor.bin with dd; sets READ_T (seconds) and READ_RSS
+# (the daemon's RssAnon in MiB, sampled DELAY seconds into the read).
+read_big() {
+    local t0 ddp
+    t0=$(now)
+    dd if="$1/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
+    ddp=$!
+    sleep "$2"
+    READ_RSS=$(mount_pids "$1" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
+    wait "$ddp"
+    READ_T=$(sub "$t0" "$(now)")
+}
 bench_remote() {
     echo "== 10: object storage (moto_server on 127.0.0.1)"
     command -v moto_server >/dev/null || { echo "   (moto_server not found: scripts/install-test-servers.sh)"; return; }
@@ -253,13 +265,9 @@ bench_remote() {
             echo "bench: curl of the ranged GET failed" >&2
         cur+=("$(sub "$t0" "$(now)")")
         "$TFMOUNT" s3://bench/mix/ckpt "$mnt" || break
-        t0=$(now)
-        dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
-        local ddp=$!
-        sleep 1
-        rss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
-        wait "$ddp"
-        mnt_t+=("$(sub "$t0" "$(now)")")
+        read_big "$mnt" 1
+        mnt_t+=("$READ_T")
+        rss=$READ_RSS
         unmount "$mnt"
     done
     T10C_CURL=$(median "${cur[@]}")
@@ -315,20 +323,15 @@ NGINX
                 echo "bench: curl from nginx failed" >&2
             ncur+=("$(sub "$t0" "$(now)")")
             "$TFMOUNT" "http://127.0.0.1:$nport/mix/ckpt" "$mnt" || break
-            t0=$(now)
-            dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none &
-            local ddp=$!
-            sleep 0.3
-            nrss=$(mount_pids "$mnt" | head -1 | xargs -I{} awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/{}/status)
-            wait "$ddp"
-            nmnt+=("$(sub "$t0" "$(now)")")
+            read_big "$mnt" 0.3
+            nmnt+=("$READ_T")
+            nrss=$READ_RSS
             unmount "$mnt"
             # The same without the CRC pass (-o nocrc): a tensor larger than remote_cache is
             # otherwise fetched twice on its first read (once to check it, once to serve it).
             "$TFMOUNT" -o nocrc "http://127.0.0.1:$nport/mix/ckpt" "$mnt" || break
-            t0=$(now)
-            dd if="$mnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none
-            nnocrc+=("$(sub "$t0" "$(now)")")
+            read_big "$mnt" 0.3
+            nnocrc+=("$READ_T")
             unmount "$mnt"
         done
         T10F_CURL=$(median "${ncur[@]}")
