@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use servers::{http, Server};
+use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server};
 use tfmount::format::ReadAt;
 use tfmount::source::bytes::{EntryKind, Store};
 use tfmount::source::remote::config::Env;
@@ -388,53 +388,10 @@ fn s3_wrong_credentials_fail_at_once() {
     assert!(matches!(e, RemoteError::Request { .. }), "{e}");
 }
 
-/// Uploads through fake-gcs-server's JSON media upload (it does not take the XML API's PUT).
-fn gcs_put(port: u16, bucket: &str, files: &[(String, Vec<u8>)]) {
-    for (k, v) in files {
-        let name: String = k
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let path = format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}");
-        let (st, body) = http(
-            port,
-            "POST",
-            &path,
-            &[("Content-Type", "application/octet-stream")],
-            v,
-        );
-        assert_eq!(st, 200, "upload {k}: {}", String::from_utf8_lossy(&body));
-    }
-}
-
-fn gcs_key_file(dir: &Path, port: u16) -> PathBuf {
-    let p = dir.join("fake-gcs.json");
-    std::fs::write(
-        &p,
-        format!(
-            r#"{{"type":"service_account","client_email":"test@example.invalid","private_key":"","private_key_id":"","gcs_base_url":"http://127.0.0.1:{port}","disable_oauth":true}}"#
-        ),
-    )
-    .unwrap();
-    p
-}
-
 #[test]
 fn gcs_on_fake_gcs_server() {
     let gcs = Server::fake_gcs();
-    let (st, body) = http(
-        gcs.port,
-        "POST",
-        "/storage/v1/b",
-        &[("Content-Type", "application/json")],
-        br#"{"name":"tfm"}"#,
-    );
-    assert_eq!(st, 200, "create bucket: {}", String::from_utf8_lossy(&body));
+    gcs_bucket(gcs.port, "tfm");
     let home = tempfile::tempdir().unwrap();
     let key = gcs_key_file(home.path(), gcs.port);
     let c = config(&[

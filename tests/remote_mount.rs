@@ -1,9 +1,9 @@
-//! Sources on object storage, end to end: TensorFlow-written fixtures uploaded to moto (S3) on
-//! 127.0.0.1, or served by nginx (plain HTTP), mounted as URLs through the kernel and compared
+//! Sources on object storage, end to end: TensorFlow-written fixtures uploaded to moto (S3) or
+//! fake-gcs-server (GCS) on 127.0.0.1, or served by nginx (plain HTTP), mounted as URLs through the kernel and compared
 //! file by file with the local mount of the same fixture; the subcommands (`ls -R`, `cat`, `diff`) on URLs; a missing
 //! bucket and refused credentials fail at mount with one line and exit 3.
 //!
-//! Needs moto and nginx: `scripts/install-test-servers.sh`.
+//! Needs moto, fake-gcs-server and nginx: `scripts/install-test-servers.sh`.
 
 mod common;
 #[path = "support/servers.rs"]
@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fixtures, is_mounted, walk_files, Mount};
-use servers::{http, Server};
+use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server};
 
 /// The fixtures uploaded, each under its own name: a V2 prefix's directory, a SavedModel, a
 /// checkpoint directory of V1 checkpoints (state file and `.meta` files).
@@ -184,6 +184,47 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
     ]);
     assert_eq!(remote_diff.status.code(), local_diff.status.code());
     assert_eq!(remote_diff.stdout, local_diff.stdout);
+}
+
+/// GCS (fake-gcs-server, reached through a service-account key file as a user would point
+/// `GOOGLE_APPLICATION_CREDENTIALS` at one): a V2 prefix and a checkpoint directory of V1
+/// checkpoints serve what their local mounts do.
+#[test]
+fn gcs_sources_mount_and_serve_what_local_ones_do() {
+    let gcs = Server::fake_gcs();
+    gcs_bucket(gcs.port, "tfm");
+    for d in ["sharded", "v1/single"] {
+        let root = fixtures().join(d);
+        let files: Vec<(String, Vec<u8>)> = walk_local(&root)
+            .into_iter()
+            .map(|rel| {
+                let body = std::fs::read(root.join(&rel)).expect("fixture");
+                (format!("{d}/{}", rel.display()), body)
+            })
+            .collect();
+        gcs_put(gcs.port, "tfm", &files);
+    }
+    let home = tempfile::tempdir().expect("home");
+    let key = gcs_key_file(home.path(), gcs.port);
+    let env: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (url, local) in [
+        (
+            "gs://tfm/sharded/model.ckpt",
+            fixtures().join("sharded/model.ckpt"),
+        ),
+        ("gs://tfm/v1/single", fixtures().join("v1/single")),
+    ] {
+        let r = RemoteMount::start(url, &env);
+        let l = Mount::start(&local, &["-o", "nolive"]);
+        same_tree(&r.mp, &l.path());
+    }
 }
 
 /// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies (a

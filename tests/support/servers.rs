@@ -315,3 +315,52 @@ pub fn http(
     };
     (status, body)
 }
+
+/// Uploads through fake-gcs-server's JSON media upload (it does not take the XML API's PUT).
+pub fn gcs_put(port: u16, bucket: &str, files: &[(String, Vec<u8>)]) {
+    for (k, v) in files {
+        let name: String = k
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let path = format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}");
+        let (st, body) = http(
+            port,
+            "POST",
+            &path,
+            &[("Content-Type", "application/octet-stream")],
+            v,
+        );
+        assert_eq!(st, 200, "upload {k}: {}", String::from_utf8_lossy(&body));
+    }
+}
+
+/// A service-account key file that points object_store's GCS client at fake-gcs-server.
+pub fn gcs_key_file(dir: &Path, port: u16) -> PathBuf {
+    let p = dir.join("fake-gcs.json");
+    std::fs::write(
+        &p,
+        format!(
+            r#"{{"type":"service_account","client_email":"test@example.invalid","private_key":"","private_key_id":"","gcs_base_url":"http://127.0.0.1:{port}","disable_oauth":true}}"#
+        ),
+    )
+    .expect("write key file");
+    p
+}
+
+/// Creates bucket `name` on fake-gcs-server.
+pub fn gcs_bucket(port: u16, name: &str) {
+    let (st, body) = http(
+        port,
+        "POST",
+        "/storage/v1/b",
+        &[("Content-Type", "application/json")],
+        format!(r#"{{"name":"{name}"}}"#).as_bytes(),
+    );
+    assert_eq!(st, 200, "create bucket: {}", String::from_utf8_lossy(&body));
+}
