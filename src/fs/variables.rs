@@ -258,7 +258,7 @@ impl Variables {
             stats_id: text_id(),
             text_files: Lru::new(TEXT_STATE_BYTES),
             text_sizes: Lru::new(TEXT_SIZE_BYTES),
-            opened: Lru::new(if reuse { OPENED_SHARED } else { 0 }),
+            opened: Lru::new(OPENED_SHARED),
             reuse,
             making: Mutex::new(()),
         }
