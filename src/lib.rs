@@ -29,6 +29,10 @@ pub mod fuse;
 pub mod mount;
 pub mod render;
 pub mod source;
+/// What unit tests need from outside the crate (Python modules), shared with `tests/`.
+#[cfg(test)]
+#[path = "../tests/support/requires.rs"]
+pub(crate) mod test_requires;
 pub mod tree;
 /// A small checkpoint writer for tests, fuzzing and benchmarks (checked byte for byte against
 /// TensorFlow's files). Not part of the daemon.

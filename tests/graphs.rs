@@ -691,8 +691,7 @@ fn mounted_graphs_through_the_kernel() {
         std::fs::write(root.join("graph/x.pbtxt"), b"x").is_err(),
         "read-only"
     );
-    let tf = Path::new("/work/tfvenv/bin/python");
-    if tf.exists() && std::env::var_os("TFMOUNT_NO_TF").is_none() {
+    if let Some(tf) = common::requires::python("tensorflow", "") {
         let out = std::process::Command::new(tf)
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check_pbtxt.py"))
             .arg(&root)

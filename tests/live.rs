@@ -3,8 +3,8 @@
 //! Saver, both `max_to_keep=2`); state files caught half-written or deleted; a data shard that
 //! appears after its index; 100 saves in quick succession; files open on a pruned checkpoint.
 //!
-//! The TensorFlow tests need a Python with TensorFlow: `$TFMOUNT_TF_PYTHON`, else
-//! `/work/tfvenv/bin/python`, else `python3` (`.ci/run` installs `tensorflow-cpu`).
+//! The TensorFlow tests need a Python with TensorFlow (tests/support/requires.rs finds it;
+//! `scripts/test.sh` installs `tensorflow-cpu`); without one they are skipped and reported.
 
 mod common;
 
@@ -101,37 +101,16 @@ fn latest(mnt: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn tf_python() -> String {
-    let candidates = [
-        std::env::var("TFMOUNT_TF_PYTHON").unwrap_or_default(),
-        "/work/tfvenv/bin/python".to_string(),
-        "python3".to_string(),
-    ];
-    for py in candidates.iter().filter(|p| !p.is_empty()) {
-        let ok = Command::new(py)
-            .args(["-c", "import tensorflow"])
-            .env("TF_CPP_MIN_LOG_LEVEL", "3")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return py.clone();
-        }
-    }
-    panic!(
-        "no Python with TensorFlow found ($TFMOUNT_TF_PYTHON, /work/tfvenv/bin/python, python3): \
-         pip install tensorflow-cpu (the live tests write checkpoints with real TensorFlow)"
-    );
-}
-
 /// Real TensorFlow saves three more checkpoints while the directory is mounted; after each the
 /// listing, `latest` and the new checkpoint's values are checked.
 fn tf_saves_while_mounted(mode: &str, key_path: &str) {
+    let Some(py) = common::requires::python("tensorflow, numpy", "") else {
+        return;
+    };
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/live_writer.py");
-    let mut child = Command::new(tf_python())
+    let mut child = Command::new(py)
         .arg(&script)
         .arg(mode)
         .arg(dir)

@@ -109,29 +109,10 @@ fn check_view(view: &Path, expected: &Value) -> Vec<String> {
     errs
 }
 
-fn numpy_python() -> Option<String> {
-    for py in ["python3", "/work/tfvenv/bin/python"] {
-        if Command::new(py)
-            .args(["-c", "import numpy"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            return Some(py.to_string());
-        }
-    }
-    None
-}
-
 #[test]
 fn every_fixture_matches_tensorflow() {
-    let py = numpy_python();
-    if py.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have numpy for the .npy checks"
-        );
-        eprintln!("numpy not found: skipping the numpy.load checks");
-    }
+    // Without numpy the numpy.load checks are left out (and the skip is reported).
+    let py = common::requires::python("numpy", "every_fixture_matches_tensorflow: numpy.load");
     let mut errs = Vec::new();
     let mut checked = 0;
     for entry in manifest() {

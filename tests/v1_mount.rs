@@ -96,6 +96,9 @@ fn check(vars: &Path, rec: &Value, npy: &mut Vec<Value>) {
 
 /// Loads every `.npy` with numpy and compares dtype, shape and the bytes' sha256.
 fn numpy_checks(checks: &[Value]) {
+    let Some(py) = common::requires::python("numpy", "") else {
+        return;
+    };
     let script = r#"
 import hashlib, json, sys
 import numpy
@@ -111,19 +114,19 @@ for c in checks:
 print(f"{len(checks) - bad} passed, {bad} failed")
 sys.exit(1 if bad else 0)
 "#;
-    let mut child = Command::new("python3")
+    let mut child = Command::new(py)
         .args(["-c", script])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("python3 (with numpy) is needed for the .npy checks");
+        .expect("run python");
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(serde_json::to_string(checks).expect("json").as_bytes())
         .expect("write");
-    let out = child.wait_with_output().expect("python3");
+    let out = child.wait_with_output().expect("python");
     assert!(
         out.status.success(),
         "numpy.load checks: {}",

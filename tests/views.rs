@@ -3,8 +3,9 @@
 //! of every fixture (tests/fixtures/expected/*.json), with the `safetensors` package and numpy
 //! as the judges, through the core `Fs` and through real mounts.
 //!
-//! Needs a Python with numpy and safetensors (`python3`, else `/work/tfvenv/bin/python`; CI
-//! installs both); ml_dtypes, when that Python has it, also judges the float8/float4 text.
+//! The checks by Python need numpy and safetensors (tests/support/requires.rs finds the Python;
+//! without one those tests are skipped and reported); ml_dtypes, when that Python has it, also
+//! judges the float8/float4 text.
 
 mod common;
 
@@ -13,6 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::requires;
 use common::*;
 use serde_json::{json, Value};
 use tfmount::error::FsError;
@@ -27,30 +29,21 @@ use tfmount::writer::CheckpointWriter;
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// A Python with numpy and safetensors, one that also has ml_dtypes if there is one.
-fn python() -> String {
-    static PY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PY.get_or_init(|| {
-        let has = |py: &str, modules: &str| {
-            Command::new(py)
-                .args(["-c", &format!("import {modules}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        let candidates = ["python3", "/work/tfvenv/bin/python"];
-        for modules in ["numpy, safetensors, ml_dtypes", "numpy, safetensors"] {
-            if let Some(py) = candidates.iter().find(|py| has(py, modules)) {
-                return py.to_string();
-            }
-        }
-        panic!("no Python with numpy and safetensors (python3, /work/tfvenv/bin/python)");
-    })
-    .clone()
+/// A Python with numpy and safetensors, one that also has ml_dtypes if there is one (required
+/// under `TFMOUNT_REQUIRE_ALL`); `None`, recording the skip, if there is none.
+fn python() -> Option<PathBuf> {
+    if let Some(py) = requires::find_python("numpy, safetensors, ml_dtypes") {
+        return Some(py);
+    }
+    if requires::require_all() {
+        return requires::python("numpy, safetensors, ml_dtypes", "");
+    }
+    requires::python("numpy, safetensors", "")
 }
 
 /// Runs `script` with `args`; returns stdout, panicking with stderr on failure.
 fn run_python(script: &str, args: &[&std::ffi::OsStr]) -> String {
-    let out = Command::new(python())
+    let out = Command::new(python().expect("the test checked python() first"))
         .arg("-c")
         .arg(script)
         .args(args)
@@ -277,6 +270,9 @@ fn check_safetensors(jobs: &[(PathBuf, PathBuf)]) -> u64 {
 /// dtypes safetensors lacks are absent and named in `__metadata__`.
 #[test]
 fn safetensors_of_every_fixture_equals_tensorflow_record() {
+    if python().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut jobs = Vec::new();
     let mut st_dtypes = std::collections::BTreeSet::new();
@@ -578,6 +574,9 @@ print(texts, stats, skipped)
 /// them; each view has a file exactly for the dtypes it supports.
 #[test]
 fn text_and_stats_equal_numpy_on_tensorflow_values() {
+    if python().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut jobs = Vec::new();
     let mut n = 0;
@@ -862,6 +861,9 @@ fn text_files_grow_until_rendered() {
 /// xattrs list through the kernel.
 #[test]
 fn views_through_a_real_mount() {
+    if python().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let (prefix, tensors) = write_big(dir.path());
     let m = Mount::start(&prefix, &[]);

@@ -1,7 +1,10 @@
 //! The test-only checkpoint writer (`tfmount::writer`) checked three ways: against our own reader
 //! (round trips, many blocks, Snappy), against checkpoints written by real TensorFlow (rewritten
 //! tensor by tensor, the files must come out byte-identical), and, when a Python with TensorFlow
-//! is available (`$TF_PYTHON` or `/work/tfvenv/bin/python`), against TensorFlow's own reader.
+//! is available (tests/support/requires.rs finds it), against TensorFlow's own reader.
+
+#[path = "support/requires.rs"]
+mod requires;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -730,39 +733,23 @@ fn byte_identical_to_tensorflow_fixtures() {
 // Against TensorFlow's reader (only where a Python with TensorFlow is installed).
 // ---------------------------------------------------------------------------------------------
 
-/// Runs `script` with a Python that has TensorFlow (`$TF_PYTHON`, else `/work/tfvenv/bin/python`);
-/// `None` (the test is skipped) when there is no such Python, or when `TFMOUNT_NO_TF` is set
+/// Runs `script` with a Python that has TensorFlow (tests/support/requires.rs); `None` (the
+/// test is skipped and reported) when there is no such Python, or when `TFMOUNT_NO_TF` is set
 /// (these tests take about a minute, mostly importing TensorFlow). Panics if the script fails.
 fn run_tf_python(script: &str, args: &[&std::ffi::OsStr]) -> Option<Vec<u8>> {
     if std::env::var_os("TFMOUNT_NO_TF").is_some() {
-        eprintln!("TFMOUNT_NO_TF is set: skipped");
+        requires::missing("TensorFlow (TFMOUNT_NO_TF is set)", "");
         return None;
     }
-    let py = std::env::var_os("TF_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/tfvenv/bin/python"));
-    let out = match std::process::Command::new(&py)
+    let py = requires::python("tensorflow, numpy", "")?;
+    let out = std::process::Command::new(&py)
         .arg("-c")
         .arg(script)
         .args(args)
         .env("TF_CPP_MIN_LOG_LEVEL", "3")
         .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{}: {e}: skipped (set TF_PYTHON)", py.display());
-            return None;
-        }
-    };
+        .expect("run python");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("No module named 'tensorflow'") || stderr.contains("No module named 'numpy'")
-    {
-        eprintln!(
-            "{} has no TensorFlow: skipped (set TF_PYTHON)",
-            py.display()
-        );
-        return None;
-    }
     assert!(out.status.success(), "{stderr}");
     Some(out.stdout)
 }

@@ -457,8 +457,9 @@ mod tests {
 
     /// Runs `script` with `python` (stdin = `input`), returning stdout; panics with stderr on
     /// failure.
-    pub(crate) fn run_python(python: &str, script: &str, input: &[u8]) -> Vec<u8> {
-        let mut child = Command::new(python)
+    pub(crate) fn run_python(python: &std::path::Path, script: &str, input: &[u8]) -> Vec<u8> {
+        let python = python.display();
+        let mut child = Command::new(python.to_string())
             .arg("-c")
             .arg(script)
             .stdin(Stdio::piped())
@@ -485,6 +486,9 @@ mod tests {
     /// value, and the value is numpy's float16 -> float32 conversion. Runs in CI (numpy only).
     #[test]
     fn every_float16_matches_numpy() {
+        let Some(py) = crate::test_requires::python("numpy", "every_float16_matches_numpy") else {
+            return;
+        };
         let bytes: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();
         let t = render_all(DType(19), &[65536], &bytes).unwrap();
         let script = r#"
@@ -501,12 +505,16 @@ assert (back.view(np.uint16)[~nan] == orig.view(np.uint16)[~nan]).all(), "float1
 assert (vals.astype(np.float32).view(np.uint32)[~nan] == as32.view(np.uint32)[~nan]).all(), "value"
 print("ok")
 "#;
-        assert_eq!(run_python("python3", script, &t), b"ok\n");
+        assert_eq!(run_python(&py, script, &t), b"ok\n");
     }
 
     /// Random float32/float64/complex text parsed back by Python to the same bits. CI (numpy).
     #[test]
     fn floats_and_complex_parse_back_in_python() {
+        let test = "floats_and_complex_parse_back_in_python";
+        let Some(py) = crate::test_requires::python("numpy", test) else {
+            return;
+        };
         let mut x = 0x1234_5678_9abc_def1u64;
         let mut next = move || {
             x ^= x << 13;
@@ -566,7 +574,7 @@ print("ok")
         );
         input.push(0);
         input.extend_from_slice(&data);
-        assert_eq!(run_python("python3", &script, &input), b"ok\n");
+        assert_eq!(run_python(&py, &script, &input), b"ok\n");
     }
 
     /// Strings parsed back with `codecs.escape_decode`. CI.
@@ -603,15 +611,19 @@ for line, w in zip(lines, want):
     assert codecs.escape_decode(line.encode("utf-8"))[0] == w, (line, w)
 print("ok")
 "#;
-        assert_eq!(run_python("python3", script, &input), b"ok\n");
+        assert_eq!(
+            run_python(std::path::Path::new("python3"), script, &input),
+            b"ok\n"
+        );
     }
 
-    /// Every bfloat16 pattern and every float8/float4 byte against ml_dtypes (not in CI, which
-    /// has numpy only): `$TF_PYTHON` or /work/tfvenv/bin/python.
+    /// Every bfloat16 pattern and every float8/float4 byte against ml_dtypes.
     #[test]
-    #[ignore]
     fn narrow_floats_match_ml_dtypes() {
-        let py = std::env::var("TF_PYTHON").unwrap_or_else(|_| "/work/tfvenv/bin/python".into());
+        let test = "narrow_floats_match_ml_dtypes";
+        let Some(py) = crate::test_requires::python("numpy, ml_dtypes", test) else {
+            return;
+        };
         let mut input = Vec::new();
         let bf: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();
         input.extend(render_all(DType(14), &[65536], &bf).unwrap());

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod npy;
+#[path = "../support/requires.rs"]
+pub mod requires;
 pub mod walk;
 
 use std::path::{Path, PathBuf};

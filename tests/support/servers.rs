@@ -6,11 +6,15 @@
 //! - [`Server::nginx`]: `nginx` (Debian `nginx-light`) serving a directory, with Range and
 //!   If-Match, its config, pid and logs in a temporary directory.
 //!
-//! `scripts/install-test-servers.sh` installs all three; a missing one fails the test that
-//! needs it, naming the script. Also: a minimal HTTP/1.1 client ([`http`]) for the setup calls
+//! `scripts/install-test-servers.sh` installs all three (`scripts/test.sh` runs it); a missing
+//! one skips the test that needs it, or fails it under `TFMOUNT_REQUIRE_ALL`
+//! (tests/support/requires.rs). Also: a minimal HTTP/1.1 client ([`http`]) for the setup calls
 //! the object_store API does not make (creating buckets).
 
 #![allow(dead_code)]
+
+#[path = "requires.rs"]
+mod requires;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -31,7 +35,7 @@ pub struct Server {
     pub dir: tempfile::TempDir,
 }
 
-const INSTALL: &str = "run scripts/install-test-servers.sh";
+const INSTALL: &str = "run scripts/test.sh, which installs it";
 
 /// A free TCP port on 127.0.0.1.
 fn free_port() -> u16 {
@@ -39,21 +43,9 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-fn find(program: &str, fallbacks: &[&str]) -> PathBuf {
-    if let Some(paths) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&paths) {
-            let p = d.join(program);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    for f in fallbacks {
-        if Path::new(f).is_file() {
-            return PathBuf::from(f);
-        }
-    }
-    panic!("{program} is not installed: {INSTALL}");
+/// The server's executable, or `None` with the skip recorded (tests/support/requires.rs).
+fn find(program: &str, fallbacks: &[&str]) -> Option<PathBuf> {
+    requires::program(program, fallbacks, "")
 }
 
 impl Server {
@@ -80,8 +72,8 @@ impl Server {
 
     /// S3: `moto_server -H 127.0.0.1 -p PORT`, with extra environment (e.g.
     /// `INITIAL_NO_AUTH_ACTION_COUNT=0` to check credentials).
-    pub fn moto(env: &[(&str, &str)]) -> Server {
-        let program = find("moto_server", &[]);
+    pub fn moto(env: &[(&str, &str)]) -> Option<Server> {
+        let program = find("moto_server", &[])?;
         let port = free_port();
         let args = vec![
             "-H".into(),
@@ -93,12 +85,19 @@ impl Server {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Server::launch("moto_server", program, args, env, port, tempdir())
+        Some(Server::launch(
+            "moto_server",
+            program,
+            args,
+            env,
+            port,
+            tempdir(),
+        ))
     }
 
     /// GCS: `fake-gcs-server -scheme http -host 127.0.0.1 -port P -backend memory`.
-    pub fn fake_gcs() -> Server {
-        let program = find("fake-gcs-server", &[]);
+    pub fn fake_gcs() -> Option<Server> {
+        let program = find("fake-gcs-server", &[])?;
         let port = free_port();
         let args = [
             "-scheme",
@@ -117,12 +116,19 @@ impl Server {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        Server::launch("fake-gcs-server", program, args, vec![], port, tempdir())
+        Some(Server::launch(
+            "fake-gcs-server",
+            program,
+            args,
+            vec![],
+            port,
+            tempdir(),
+        ))
     }
 
     /// HTTP: nginx serving `root()` (a directory in the server's temporary directory).
-    pub fn nginx() -> Server {
-        let program = find("nginx", &["/usr/sbin/nginx"]);
+    pub fn nginx() -> Option<Server> {
+        let program = find("nginx", &["/usr/sbin/nginx"])?;
         let port = free_port();
         let dir = tempdir();
         let d = dir.path();
@@ -141,7 +147,7 @@ impl Server {
             "-e".into(),
             d.join("error.log").display().to_string(),
         ];
-        Server::launch("nginx", program, args, vec![], port, dir)
+        Some(Server::launch("nginx", program, args, vec![], port, dir))
     }
 
     /// The directory nginx serves.
