@@ -6,10 +6,37 @@ use std::path::PathBuf;
 
 use crate::format::{FormatError, ReadError};
 
+/// An I/O error in words, as a user reads it: `no such file or directory`, `permission
+/// denied`; never an `ErrorKind` debug name or a bare `(os error N)`.
+pub fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    if let Some(n) = e.raw_os_error() {
+        // strerror's text ("No such file or directory"), without std's " (os error 2)".
+        let text = std::io::Error::from_raw_os_error(n).to_string();
+        let text = text
+            .rsplit_once(" (os error ")
+            .map_or(text.as_str(), |(t, _)| t)
+            .to_string();
+        let mut c = text.chars();
+        return match c.next() {
+            Some(f) => f.to_lowercase().chain(c).collect(),
+            None => format!("error {n}"),
+        };
+    }
+    match e.kind() {
+        K::NotFound => "no such file or directory".into(),
+        K::PermissionDenied => "permission denied".into(),
+        K::UnexpectedEof => "the file ends early (truncated)".into(),
+        K::TimedOut => "timed out".into(),
+        K::InvalidData => format!("invalid data: {e}"),
+        _ => e.to_string(),
+    }
+}
+
 /// Errors opening a source (mount time). Each message names the path and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("{path}: {err}")]
+    #[error("{path}: {}", io_words(err))]
     Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: {err}")]
     Format { path: PathBuf, err: FormatError },

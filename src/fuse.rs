@@ -4,13 +4,14 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs,
+    ReplyXattr, Request, SessionUnmounter,
 };
 
 use crate::error::FsError;
@@ -44,6 +45,8 @@ pub struct FuseFs {
     no_opendir: bool,
     /// The kernel opens files without asking (`FUSE_NO_OPEN_SUPPORT`).
     no_open: bool,
+    /// The session's unmounter, set once the session exists (see [`FuseFs::unmounter`]).
+    unmounter: Arc<Mutex<Option<SessionUnmounter>>>,
 }
 
 impl FuseFs {
@@ -52,7 +55,17 @@ impl FuseFs {
             fs,
             no_opendir: false,
             no_open: false,
+            unmounter: Arc::default(),
         }
+    }
+
+    /// Where the mount code puts the session's unmounter. At the end of the session
+    /// ([`Filesystem::destroy`]) the mount is released through it, so that the session does
+    /// not try to unmount again what `fusermount3 -u` or a signal already unmounted (fuser
+    /// would log a warning, `Failed to umount filesystem: Invalid argument`, at every clean
+    /// stop).
+    pub fn unmounter(&self) -> Arc<Mutex<Option<SessionUnmounter>>> {
+        self.unmounter.clone()
     }
 }
 
@@ -113,6 +126,32 @@ impl Filesystem for FuseFs {
         self.no_opendir = caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
         self.no_open = caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
         Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let taken = self.unmounter.lock().ok().and_then(|mut u| u.take());
+        if let Some(mut u) = taken {
+            if let Err(e) = u.unmount() {
+                log::debug!("unmount at the end of the session: {e}");
+            }
+        }
+    }
+
+    /// No ioctl is supported: ENOTTY, as for a regular file (Python's `open()` asks TCGETS to
+    /// see whether it is a terminal), logged at debug only.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        log::debug!("ioctl {cmd:#x} on inode {ino:?}: ENOTTY");
+        reply.error(Errno::ENOTTY);
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -27,6 +27,7 @@ pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod mount;
+pub mod options;
 pub mod render;
 pub mod source;
 /// What unit tests need from outside the crate (Python modules), shared with `tests/`.

@@ -8,13 +8,14 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use fuser::{Config, MountOption, SessionACL};
+use fuser::{Config, MountOption};
 
-use crate::cli::{parse_size, Args};
-use crate::fs::{Fs, Options};
+use crate::cli::Args;
+use crate::error::io_words;
+use crate::fs::Fs;
 use crate::fuse::FuseFs;
+pub use crate::options::Settings;
 use crate::source;
-use crate::source::remote::config as remote_config;
 use crate::source::remote::RemoteConfig;
 
 pub const EXIT_OK: i32 = 0;
@@ -38,89 +39,16 @@ fn fail(code: i32, msg: impl Into<String>) -> Failure {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub fs: Options,
-    pub acl: SessionACL,
-    pub threads: usize,
-    /// Object-storage sources: timeouts, memory budget, credentials.
-    pub remote: RemoteConfig,
-}
-
-/// Interprets `-o` options and the equivalent flags.
+/// Interprets `-o` options (and the flags that stand for them, which the command line turned
+/// into `-o` entries after the others) through the one table, [`crate::options::OPTIONS`].
 pub fn settings(args: &Args) -> Result<Settings, Failure> {
     let mut s = Settings {
-        fs: Options::default(),
-        acl: SessionACL::Owner,
-        threads: 2,
         remote: RemoteConfig::from_env(),
+        ..Settings::default()
     };
-    for opt in args.options.iter().flat_map(|o| o.split(',')) {
-        let (k, v) = match opt.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (opt.trim(), None),
-        };
-        match (k, v) {
-            ("", None)
-            | ("ro", None)
-            | ("default_permissions", None)
-            | ("nodev", None)
-            | ("nosuid", None) => {}
-            ("allow_other", None) => s.acl = SessionACL::All,
-            ("allow_root", None) => s.acl = SessionACL::RootAndOwner,
-            ("nocrc", None) => s.fs.verify_crc = false,
-            ("nolive", None) => s.fs.live = false,
-            ("remote_cache", Some(v)) => {
-                s.remote.cache_bytes = remote_config::parse_size(v).ok_or_else(|| {
-                    fail(
-                        EXIT_USAGE,
-                        format!("remote_cache={v}: expected a size like 256M"),
-                    )
-                })?
-            }
-            ("remote_timeout", Some(v)) => {
-                s.remote.timeout = remote_config::parse_duration(v).ok_or_else(|| {
-                    fail(
-                        EXIT_USAGE,
-                        format!("remote_timeout={v}: expected a duration like 60s"),
-                    )
-                })?
-            }
-            ("anonymous", None) => s.remote.anonymous = true,
-            ("cache_size", Some(v)) => {
-                s.fs.cache_bytes = parse_size(v).map_err(|e| fail(EXIT_USAGE, e))?
-            }
-            ("threads", Some(v)) => {
-                s.threads = v
-                    .parse()
-                    .ok()
-                    .filter(|&n: &usize| (1..=64).contains(&n))
-                    .ok_or_else(|| fail(EXIT_USAGE, format!("threads={v}: expected 1..64")))?
-            }
-            ("rw", None) => {
-                return Err(fail(EXIT_USAGE, "rw: tfmount mounts are always read-only"))
-            }
-            _ => {
-                return Err(fail(
-                    EXIT_USAGE,
-                    format!("unknown mount option {opt:?} (see --help)"),
-                ))
-            }
-        }
-    }
-    if args.no_crc {
-        s.fs.verify_crc = false;
-    }
+    crate::options::apply(&mut s, args.options.iter().map(String::as_str))
+        .map_err(|e| fail(EXIT_USAGE, e))?;
     s.fs.tags = args.tags.clone();
-    if let Some(c) = &args.cache_size {
-        s.fs.cache_bytes = parse_size(c).map_err(|e| fail(EXIT_USAGE, e))?;
-    }
-    if let Some(t) = args.threads {
-        if !(1..=64).contains(&t) {
-            return Err(fail(EXIT_USAGE, "--threads: expected 1..64"));
-        }
-        s.threads = t;
-    }
     Ok(s)
 }
 
@@ -188,11 +116,16 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     out
 }
 
-fn check_mountpoint(mp: &Path) -> Result<PathBuf, Failure> {
+fn check_mountpoint(mp: &Path, nonempty: bool) -> Result<PathBuf, Failure> {
     let meta = std::fs::metadata(mp).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::NotFound {
+            format!(" (create it first: mkdir -p {})", mp.display())
+        } else {
+            String::new()
+        };
         fail(
             EXIT_MOUNTPOINT,
-            format!("{}: mount point {e}", mp.display()),
+            format!("{}: mount point: {}{hint}", mp.display(), io_words(&e)),
         )
     })?;
     if !meta.is_dir() {
@@ -201,8 +134,12 @@ fn check_mountpoint(mp: &Path) -> Result<PathBuf, Failure> {
             format!("{}: mount point is not a directory", mp.display()),
         ));
     }
-    let canon = std::fs::canonicalize(mp)
-        .map_err(|e| fail(EXIT_MOUNTPOINT, format!("{}: {e}", mp.display())))?;
+    let canon = std::fs::canonicalize(mp).map_err(|e| {
+        fail(
+            EXIT_MOUNTPOINT,
+            format!("{}: mount point: {}", mp.display(), io_words(&e)),
+        )
+    })?;
     if is_mount_point(&canon) {
         return Err(fail(
             EXIT_MOUNTPOINT,
@@ -212,6 +149,24 @@ fn check_mountpoint(mp: &Path) -> Result<PathBuf, Failure> {
                 mp.display()
             ),
         ));
+    }
+    if !nonempty {
+        let mut entries = std::fs::read_dir(&canon).map_err(|e| {
+            fail(
+                EXIT_MOUNTPOINT,
+                format!("{}: mount point: {}", mp.display(), io_words(&e)),
+            )
+        })?;
+        if entries.next().is_some() {
+            return Err(fail(
+                EXIT_MOUNTPOINT,
+                format!(
+                    "{}: mount point is not empty (its files would be hidden while mounted; \
+-o nonempty mounts anyway)",
+                    mp.display()
+                ),
+            ));
+        }
     }
     Ok(canon)
 }
@@ -266,25 +221,12 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-fn init_logging(args: &Args) {
-    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
-    if !args.foreground {
-        match &args.log_file {
-            Some(p) => {
-                if let Ok(f) = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                {
-                    b.target(env_logger::Target::Pipe(Box::new(f)));
-                }
-            }
-            None => {
-                b.filter_level(log::LevelFilter::Off);
-            }
-        }
-    }
-    let _ = b.try_init();
+/// Sets up logging before anything logs: to stderr, at `RUST_LOG` (default `warn`). In the
+/// background the daemon's stderr becomes the `--log-file` (or /dev/null), see
+/// [`detach_stdio`], so the same logger serves both.
+fn init_logging() {
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .try_init();
 }
 
 /// Opens SOURCE and builds its tree (a URL is not followed live).
@@ -309,16 +251,33 @@ fn open_fs(args: &Args, settings: &Settings) -> Result<(Fs, String), Failure> {
 }
 
 fn run_inner(args: Args) -> Result<(), Failure> {
+    init_logging();
     let settings = settings(&args)?;
     let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
-    let mountpoint = check_mountpoint(&args.mountpoint)?;
+    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)?;
     check_fuse()?;
     raise_fd_limit();
     if args.foreground {
         let (fs, fsname) = open_fs(&args, &settings)?;
-        init_logging(&args);
         return serve(fs, &mountpoint, &fsname, &settings, None);
     }
+    // The daemon's log goes to --log-file: open it now, so that a path that cannot be written
+    // is an error the user sees.
+    let log_file = match &args.log_file {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| {
+                    fail(
+                        EXIT_USAGE,
+                        format!("{}: log file: {}", p.display(), io_words(&e)),
+                    )
+                })?,
+        ),
+        None => None,
+    };
     // Open the source before forking, so its errors reach the user with the right exit code.
     // A remote store runs threads, which do not survive fork(): it is opened here to check it,
     // and again in the daemon.
@@ -338,8 +297,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
         0 => {
             drop(ready_r);
             unsafe { libc::setsid() };
-            init_logging(&args);
-            detach_stdio();
+            detach_stdio(log_file.as_ref());
             let opened = match fs {
                 Some(fs) => Ok(fs),
                 None => open_fs(&args, &settings).map(|(fs, _)| fs),
@@ -384,16 +342,22 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     }
 }
 
-fn detach_stdio() {
+/// Points stdin and stdout at /dev/null and stderr (where the log goes) at `log` or /dev/null.
+fn detach_stdio(log: Option<&File>) {
+    use std::os::fd::AsRawFd;
     if let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
     {
-        use std::os::fd::AsRawFd;
         for fd in 0..3 {
+            // SAFETY: both descriptors are open.
             unsafe { libc::dup2(null.as_raw_fd(), fd) };
         }
+    }
+    if let Some(f) = log {
+        // SAFETY: both descriptors are open.
+        unsafe { libc::dup2(f.as_raw_fd(), 2) };
     }
 }
 
@@ -518,7 +482,9 @@ fn serve(
     config.n_threads = Some(s.threads);
     let signals = block_signals();
     let fs = std::sync::Arc::new(fs);
-    let session = match fuser::Session::new(FuseFs::new(fs.clone()), mountpoint, &config) {
+    let fuse_fs = FuseFs::new(fs.clone());
+    let unmounter = fuse_fs.unmounter();
+    let mut session = match fuser::Session::new(fuse_fs, mountpoint, &config) {
         Ok(sess) => sess,
         Err(e) => {
             let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -533,6 +499,9 @@ fn serve(
             return Err(f);
         }
     };
+    if let Ok(mut slot) = unmounter.lock() {
+        *slot = Some(session.unmount_callable());
+    }
     log::info!("mounted {fsname} on {}", mountpoint.display());
     raise_readahead(mountpoint);
     if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {

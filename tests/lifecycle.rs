@@ -195,10 +195,18 @@ fn mount_point_errors_have_their_exit_codes() {
     let file = tmp.path().join("a-file");
     std::fs::write(&file, b"x").expect("file");
     let m = Mount::start(&prefix, &[]);
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("mine.txt"), b"x").expect("file");
     for (mp, code, what) in [
-        (tmp.path().join("missing"), 4, "No such file"),
+        (
+            tmp.path().join("missing"),
+            4,
+            "mount point: no such file or directory (create it first: mkdir -p",
+        ),
         (file.clone(), 4, "not a directory"),
         (m.path(), 4, "already a mount point"),
+        (full.clone(), 4, "mount point is not empty"),
     ] {
         let out = Command::new(bin)
             .arg("-f")
@@ -212,7 +220,29 @@ fn mount_point_errors_have_their_exit_codes() {
             err.contains(what) && err.contains(&*mp.to_string_lossy()),
             "{err}"
         );
+        assert!(!err.contains("os error"), "{err}");
     }
+    // -o nonempty mounts over the files, which are back after the unmount.
+    let mut child = Command::new(bin)
+        .args(["-f", "-o", "nonempty"])
+        .arg(&prefix)
+        .arg(&full)
+        .spawn()
+        .expect("spawn");
+    let t0 = std::time::Instant::now();
+    while !common::is_mounted(&full) {
+        assert!(t0.elapsed().as_secs() < 20, "-o nonempty did not mount");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(full.join("variables").is_dir() && !full.join("mine.txt").exists());
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&full)
+        .status()
+        .expect("fusermount3");
+    assert!(st.success());
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
+    assert_eq!(std::fs::read(full.join("mine.txt")).expect("back"), b"x");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -455,4 +485,47 @@ fn hostile_key_names_stay_inside_the_mount() {
         std::fs::canonicalize(mnt.join("variables/..")).expect("canon"),
         mnt
     );
+}
+
+/// A clean stop logs no warning (fuser used to log `Failed to umount filesystem` at every one),
+/// and the ioctls Python's `open()` makes (TCGETS) are answered ENOTTY without a log line.
+#[test]
+fn python_open_and_a_clean_stop_log_no_warning() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (prefix, _) = small_checkpoint(tmp.path());
+    for stop in ["fusermount3", "SIGTERM"] {
+        let mut m = Mount::start(&prefix, &[]);
+        let vars = m.path().join("variables");
+        let first = std::fs::read_dir(&vars)
+            .expect("readdir")
+            .map(|e| e.expect("dirent").path())
+            .find(|p| p.extension().is_some_and(|x| x == "bin"))
+            .expect("a .bin");
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg("import sys; print(len(open(sys.argv[1], 'rb').read()))")
+            .arg(&first)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if stop == "SIGTERM" {
+            let pid = m.child.as_ref().expect("child").id() as i32;
+            // SAFETY: a plain signal to our own child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        assert_eq!(m.unmount(), Some(0), "{stop}");
+        let log = std::fs::read_to_string(&m.log).expect("log");
+        assert!(
+            log.contains("mounted "),
+            "{stop}: RUST_LOG=info logs: {log}"
+        );
+        assert!(
+            !log.contains("WARN") && !log.contains("ERROR") && !log.contains("ioctl"),
+            "{stop}: {log}"
+        );
+    }
 }

@@ -8,6 +8,8 @@
 //!
 //! Needs the servers: `scripts/install-test-servers.sh`.
 
+#[path = "support/requires.rs"]
+mod requires;
 #[path = "support/servers.rs"]
 mod servers;
 

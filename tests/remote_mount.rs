@@ -8,6 +8,7 @@
 mod common;
 #[path = "support/servers.rs"]
 mod servers;
+use common::requires;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -23,6 +23,18 @@ pub fn run(cmd: Command) -> i32 {
         Command::Cat(a) => cat::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Completions(a) => {
+            crate::cli::reference::completions(a.shell, &mut io::stdout());
+            0
+        }
+        Command::Manpage => match crate::cli::reference::manpage(&mut io::stdout()) {
+            Ok(()) => 0,
+            Err(e) if closed(&e) => 0,
+            Err(e) => {
+                eprintln!("tfmount manpage: {e}");
+                1
+            }
+        },
     }
 }
 

@@ -13,8 +13,8 @@
 
 #![allow(dead_code)]
 
-#[path = "requires.rs"]
-mod requires;
+// The including test crate provides `requires` (tests/support/requires.rs) at its root.
+use crate::requires;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

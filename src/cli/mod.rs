@@ -1,11 +1,23 @@
 //! Command-line definitions: the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` ([`Args`]) and
-//! the subcommands `mount`, `ls`, `cat`, `verify`, `diff` ([`Cli`]), chosen when the first
-//! argument names one (see [`is_subcommand`]).
+//! the subcommands `mount`, `ls`, `cat`, `verify`, `diff`, `completions`, `manpage` ([`Cli`]),
+//! chosen when the first argument names one (see [`is_subcommand`]). The mount options and
+//! their flags come from one table, [`crate::options::OPTIONS`]; [`reference`] renders the man
+//! page, shell completions and the reference in `docs/cli.md` from these definitions.
+
+pub mod reference;
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::options::{Value, OPTIONS};
+
+/// What SOURCE can be, said once for the mount form and every subcommand.
+pub const SOURCE_HELP: &str = "A SavedModel directory, a checkpoint directory (with a `checkpoint` state file, \
+or *.index files), its state file, a checkpoint prefix such as dir/model.ckpt-1000 (or the path of its .index or .data-* file), \
+a V1 checkpoint (its table file, a shard, or a shard pattern dir/model.ckpt-?????-of-00003), a graph file \
+(frozen GraphDef .pb/.pbtxt, or a Saver's .meta), or any of these as an s3://, gs://, http:// or https:// URL.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -18,53 +30,41 @@ KEY.shape, KEY.dtype and, for dtypes numpy holds natively, KEY.npy. Graphs appea
 MOUNT/meta_graphs/TAGS/ (graph/NODE.pbtxt, functions/, signatures/, constants/), with\n\
 MOUNT/graph, MOUNT/functions, ... linking to the default meta graph.\n\n\
 SOURCE is a SavedModel directory, a checkpoint directory (with a `checkpoint` state file\n\
-or *.index files), or a checkpoint prefix such as dir/model.ckpt-1000 (a path to its\n\
-.index or .data-* file works too), or a graph file: a frozen GraphDef (.pb, .pbtxt) or a .meta.",
+or *.index files) or its state file, a checkpoint prefix such as dir/model.ckpt-1000 (a path\n\
+to its .index or .data-* file works too), a V1 checkpoint (table file, shard or shard\n\
+pattern), a graph file (a frozen GraphDef .pb/.pbtxt, or a .meta), or any of these as an\n\
+s3://, gs://, http:// or https:// URL.",
     after_help = "EXAMPLES:\n  \
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
+tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
 fusermount3 -u /mnt/m                  # unmount\n\n\
 SUBCOMMANDS (no FUSE needed; `tfmount SUBCOMMAND --help` for each):\n  \
 mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
 ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
 cat     write files of that tree to stdout       tfmount cat model/ variables/dense/kernel.npy\n  \
 verify  check every tensor's bytes and CRC-32C    tfmount verify train/ckpt-42\n  \
-diff    list the tensors that differ              tfmount diff train/ckpt-1 train/ckpt-2\n\
+diff    list the tensors that differ              tfmount diff train/ckpt-1 train/ckpt-2\n  \
+completions  shell completions                   tfmount completions bash > ~/.local/share/bash-completion/completions/tfmount\n  \
+manpage the manual page                          tfmount manpage | man -l -\n\
 A SOURCE named like a subcommand (a directory called `ls`) is written ./ls.\n\n\
 EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   2 usage error\n  \
 3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable"
 )]
 pub struct Args {
-    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file
-    /// (frozen GraphDef .pb/.pbtxt, or a Saver's .meta).
+    #[arg(help = SOURCE_HELP)]
     pub source: PathBuf,
 
-    /// An existing empty directory to mount on.
+    /// An existing empty directory to mount on (-o nonempty allows a non-empty one).
     pub mountpoint: PathBuf,
 
     /// Stay in the foreground (log to stderr; Ctrl-C or SIGTERM unmounts).
     #[arg(short, long)]
     pub foreground: bool,
 
-    /// Comma-separated mount options:
-    /// allow_other (every user may read the mount; needs user_allow_other in /etc/fuse.conf
-    /// unless root), allow_root, ro (always on), nocrc (skip CRC-32C checks of tensor data),
-    /// cache_size=SIZE (decoded index blocks to keep, e.g. 64M; default 32M; 0 keeps nothing),
-    /// threads=N (request threads, default 2). Example: -o allow_other,nocrc
+    /// Mount options, comma-separated (see below); the flags after them win.
     #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
-
-    /// Skip CRC-32C verification of tensor data (same as -o nocrc).
-    #[arg(long)]
-    pub no_crc: bool,
-
-    /// Bytes of decoded index blocks to cache, e.g. 64M (same as -o cache_size=).
-    #[arg(long, value_name = "SIZE")]
-    pub cache_size: Option<String>,
-
-    /// Number of threads serving requests (same as -o threads=).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
 
     /// The meta graph the top-level graph/, functions/, signatures/ ... links point to, as its
     /// comma-separated tag set, e.g. --tags serve,gpu (default: the only meta graph, else the
@@ -78,7 +78,16 @@ pub struct Args {
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub const SUBCOMMANDS: [&str; 6] = ["mount", "ls", "cat", "verify", "diff", "help"];
+pub const SUBCOMMANDS: [&str; 8] = [
+    "mount",
+    "ls",
+    "cat",
+    "verify",
+    "diff",
+    "completions",
+    "manpage",
+    "help",
+];
 
 /// Whether the first argument (after the program name) selects a subcommand. Anything else,
 /// options included, is the mount form, so every command line that mounted before still does.
@@ -147,6 +156,24 @@ pub enum Command {
     /// List the tensors that differ between two checkpoints.
     #[command(long_about = DIFF_LONG)]
     Diff(DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "EXAMPLES:\n  tfmount completions bash > ~/.local/share/bash-completion/completions/tfmount\n  \
+tfmount completions zsh > \"${fpath[1]}/_tfmount\"\n  \
+tfmount completions fish > ~/.config/fish/completions/tfmount.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `tfmount manpage | man -l -`.
+    #[command(after_help = "EXAMPLES:\n  tfmount manpage | man -l -\n  \
+tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
+    Manpage,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,7 +195,7 @@ pub struct LsArgs {
     /// List subdirectories recursively (paths relative to PATH).
     #[arg(short = 'R')]
     pub recursive: bool,
-    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file.
+    #[arg(help = SOURCE_HELP)]
     pub source: PathBuf,
     /// A directory (or file) of the tree, relative to its root.
     pub path: Option<OsString>,
@@ -184,7 +211,7 @@ EXIT CODES:\n  0 every file written   1 a PATH missing, a directory, or unreadab
 A SOURCE named like a subcommand is written ./ls."
 )]
 pub struct CatArgs {
-    /// SavedModel directory, checkpoint directory, checkpoint prefix, or a graph file.
+    #[arg(help = SOURCE_HELP)]
     pub source: PathBuf,
     /// Files of the tree, relative to its root.
     #[arg(required = true)]
@@ -202,7 +229,7 @@ A SOURCE named like a subcommand is written ./ls."
     )
 )]
 pub struct VerifyArgs {
-    /// SavedModel directory, checkpoint directory, or checkpoint prefix.
+    #[arg(help = SOURCE_HELP)]
     pub source: PathBuf,
     /// Threads reading and checking (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -236,25 +263,71 @@ pub struct DiffArgs {
     pub b: PathBuf,
 }
 
-/// Parses sizes like `4096`, `64K`, `32M`, `1G`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: usize = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                _ => return Err(format!("bad size suffix in {s:?}")),
-            };
-            (&s[..i], m)
+/// Adds what [`OPTIONS`] defines to the mount form's command: the `-o` help listing every
+/// option, and the long flags that stand for options (`--no-crc`, `--cache-size`, ...).
+pub fn with_mount_options(cmd: clap::Command) -> clap::Command {
+    let mut cmd = cmd.mut_arg("options", |a| a.long_help(crate::options::help_text()));
+    for o in OPTIONS {
+        let Some(flag) = o.flag else { continue };
+        let mut help = format!("Same as -o {}: {}", crate::options::usage(o), o.help);
+        if !o.default.is_empty() {
+            help.push_str(&format!(" Default: {}.", o.default));
         }
-        _ => (s, 1),
+        let arg = Arg::new(o.name).long(flag).help(help);
+        cmd = cmd.arg(match o.value.placeholder() {
+            None => arg.action(ArgAction::SetTrue),
+            Some(p) => arg.value_name(p).action(ArgAction::Set),
+        });
+    }
+    cmd
+}
+
+/// [`Args`] from matches of [`with_mount_options`]'s command: the option flags become `-o`
+/// entries after the `-o` arguments, so they win.
+fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
+    let mut a = Args::from_arg_matches(m)?;
+    for o in OPTIONS.iter().filter(|o| o.flag.is_some()) {
+        match o.value {
+            Value::None => {
+                if m.get_flag(o.name) {
+                    a.options.push(o.name.to_string());
+                }
+            }
+            _ => {
+                if let Some(v) = m.get_one::<String>(o.name) {
+                    a.options.push(format!("{}={v}", o.name));
+                }
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The mount form's full command (help, man page, completions).
+pub fn mount_command() -> clap::Command {
+    with_mount_options(Args::command())
+}
+
+/// The subcommands' full command, `mount` with its options.
+pub fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommand("mount", with_mount_options)
+}
+
+/// Parses the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT`; exits on `--help`, `--version`
+/// and usage errors (status 2), as clap does.
+pub fn parse_mount(argv: Vec<OsString>) -> Args {
+    let m = mount_command().get_matches_from(argv);
+    mount_args(&m).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `tfmount SUBCOMMAND ...`, as [`parse_mount`].
+pub fn parse_cli(argv: Vec<OsString>) -> Command {
+    let m = cli_command().get_matches_from(argv);
+    let parsed = match m.subcommand() {
+        Some(("mount", sub)) => mount_args(sub).map(Command::Mount),
+        _ => Cli::from_arg_matches(&m).map(|c| c.command),
     };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("bad size {s:?}"))
+    parsed.unwrap_or_else(|e| e.exit())
 }
 
 #[cfg(test)]
@@ -274,11 +347,41 @@ mod tests {
     }
 
     #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("32m"), Ok(32 << 20));
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("").is_err());
+    fn option_flags_become_options_after_dash_o() {
+        let m = mount_command()
+            .try_get_matches_from([
+                "tfmount",
+                "-o",
+                "threads=4,nocrc",
+                "--threads",
+                "8",
+                "--cache-size",
+                "1GiB",
+                "--no-crc",
+                "s",
+                "m",
+            ])
+            .expect("parses");
+        let a = mount_args(&m).expect("args");
+        assert_eq!(
+            a.options,
+            ["threads=4,nocrc", "nocrc", "cache_size=1GiB", "threads=8"]
+        );
+        let m = cli_command()
+            .try_get_matches_from(["tfmount", "mount", "--no-crc", "s", "m"])
+            .expect("mount parses");
+        let Some(("mount", sub)) = m.subcommand() else {
+            panic!("mount subcommand");
+        };
+        assert_eq!(mount_args(sub).expect("args").options, ["nocrc"]);
+    }
+
+    #[test]
+    fn help_lists_every_mount_option() {
+        let help = mount_command().render_long_help().to_string();
+        for o in OPTIONS {
+            assert!(help.contains(&crate::options::usage(o)), "{}", o.name);
+        }
+        assert!(help.contains("s3://"), "SOURCE help names URLs");
     }
 }

@@ -1,0 +1,408 @@
+//! The mount options: one table ([`OPTIONS`]) that defines each `-o` option and the long flag
+//! that stands for it (name, value grammar, default, help), and the one interpreter of it
+//! ([`settings`]). `--help`, the man page and `docs/cli.md` are generated from this table, so
+//! they list exactly what the mount accepts.
+
+use std::time::Duration;
+
+use fuser::SessionACL;
+
+use crate::fs::Options;
+use crate::source::remote::config::{self as remote_config, RemoteConfig};
+
+/// What a value must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// No value: `-o name`.
+    None,
+    /// A byte count: digits, optionally followed by K, M, G or T (powers of 1024), optionally
+    /// followed by B or iB: `4096`, `64K`, `32MiB`, `1G`.
+    Size,
+    /// Whole seconds, or with a unit: `60`, `60s`, `500ms`, `2m`.
+    Duration,
+    /// A whole number in the range the option names.
+    Count { min: usize, max: usize },
+}
+
+impl Value {
+    /// The placeholder shown in help (`SIZE`, `N`, ...).
+    pub fn placeholder(self) -> Option<&'static str> {
+        match self {
+            Value::None => None,
+            Value::Size => Some("SIZE"),
+            Value::Duration => Some("DURATION"),
+            Value::Count { .. } => Some("N"),
+        }
+    }
+}
+
+/// One mount option.
+#[derive(Debug, Clone, Copy)]
+pub struct MountOpt {
+    /// The name after `-o`.
+    pub name: &'static str,
+    pub value: Value,
+    /// The long flag that means the same (`--no-crc` for `-o nocrc`), if any.
+    pub flag: Option<&'static str>,
+    /// The default, in words (empty when the option is a plain switch).
+    pub default: &'static str,
+    /// One or two sentences for `--help`, the man page and the docs.
+    pub help: &'static str,
+    /// Accepted for compatibility with mount(8) habits but changes nothing.
+    pub no_op: bool,
+}
+
+const fn opt(
+    name: &'static str,
+    value: Value,
+    default: &'static str,
+    help: &'static str,
+) -> MountOpt {
+    MountOpt {
+        name,
+        value,
+        flag: None,
+        default,
+        help,
+        no_op: false,
+    }
+}
+
+const fn flagged(mut o: MountOpt, flag: &'static str) -> MountOpt {
+    o.flag = Some(flag);
+    o
+}
+
+const fn no_op(mut o: MountOpt) -> MountOpt {
+    o.no_op = true;
+    o
+}
+
+/// Every option the mount accepts, in the order help lists them.
+pub const OPTIONS: &[MountOpt] = &[
+    flagged(
+        opt(
+            "nocrc",
+            Value::None,
+            "",
+            "Skip the CRC-32C check of tensor data (faster first reads of remote tensors; damaged bytes are then served as stored).",
+        ),
+        "no-crc",
+    ),
+    flagged(
+        opt(
+            "cache_size",
+            Value::Size,
+            "32M",
+            "Bytes of decoded index blocks (and resolved tensors) to keep between requests; 0 keeps nothing, so every read sees the index as it is on disk now.",
+        ),
+        "cache-size",
+    ),
+    flagged(
+        opt(
+            "threads",
+            Value::Count { min: 1, max: 64 },
+            "2",
+            "Threads serving kernel requests.",
+        ),
+        "threads",
+    ),
+    opt(
+        "nolive",
+        Value::None,
+        "",
+        "Mount a checkpoint directory as a snapshot: do not follow its state file (new checkpoints, `latest`) while mounted.",
+    ),
+    opt(
+        "nonempty",
+        Value::None,
+        "",
+        "Mount on a directory that is not empty (its files are hidden while mounted). Without it tfmount refuses, so that a mistyped mount point does not hide your files.",
+    ),
+    opt(
+        "allow_other",
+        Value::None,
+        "",
+        "Every user may read the mount (needs user_allow_other in /etc/fuse.conf unless root).",
+    ),
+    opt(
+        "allow_root",
+        Value::None,
+        "",
+        "The owner and root may read the mount.",
+    ),
+    opt(
+        "remote_cache",
+        Value::Size,
+        "256M",
+        "Memory for read-ahead and cached parts of object-storage sources (s3://, gs://, http(s)://), shared by all their files.",
+    ),
+    opt(
+        "remote_timeout",
+        Value::Duration,
+        "60s",
+        "Longest time one object-storage operation (a HEAD, a listing, one read, retries included) may take before the read fails with EIO.",
+    ),
+    opt(
+        "anonymous",
+        Value::None,
+        "",
+        "Send unsigned requests to object storage (public buckets): no credentials are looked for.",
+    ),
+    no_op(opt(
+        "ro",
+        Value::None,
+        "",
+        "Read-only: always on (`rw` is refused).",
+    )),
+    no_op(opt(
+        "nodev",
+        Value::None,
+        "",
+        "Always on.",
+    )),
+    no_op(opt(
+        "nosuid",
+        Value::None,
+        "",
+        "Always on.",
+    )),
+    no_op(opt(
+        "default_permissions",
+        Value::None,
+        "",
+        "Always on: the kernel checks the permission bits.",
+    )),
+];
+
+/// The option named `name`.
+pub fn find(name: &str) -> Option<&'static MountOpt> {
+    OPTIONS.iter().find(|o| o.name == name)
+}
+
+/// What the mount options set.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub fs: Options,
+    pub acl: SessionACL,
+    pub threads: usize,
+    /// Object-storage sources: timeouts, memory budget, credentials.
+    pub remote: RemoteConfig,
+    /// Mount even on a non-empty directory.
+    pub nonempty: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            fs: Options::default(),
+            acl: SessionACL::Owner,
+            threads: 2,
+            remote: RemoteConfig::default(),
+            nonempty: false,
+        }
+    }
+}
+
+/// Parses a size in the grammar of [`Value::Size`].
+pub fn parse_size(s: &str) -> Option<u64> {
+    remote_config::parse_size(s)
+}
+
+/// Parses a duration in the grammar of [`Value::Duration`].
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    remote_config::parse_duration(s)
+}
+
+/// Applies the comma-separated option lists `lists` (each `-o` argument, in order; later ones
+/// win) to `s`. Errors are one line naming the option and what its value must be.
+pub fn apply<'a>(s: &mut Settings, lists: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+    for item in lists.into_iter().flat_map(|l| l.split(',')) {
+        let (k, v) = match item.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (item.trim(), None),
+        };
+        if k.is_empty() && v.is_none() {
+            continue;
+        }
+        if k == "rw" {
+            return Err("-o rw: tfmount mounts are always read-only".into());
+        }
+        let o = find(k)
+            .ok_or_else(|| format!("unknown mount option {item:?} (tfmount --help lists them)"))?;
+        let value = match (o.value, v) {
+            (Value::None, None) => "",
+            (Value::None, Some(_)) => return Err(format!("-o {k} takes no value (got {item:?})")),
+            (_, None) | (_, Some("")) => {
+                return Err(format!("-o {k} needs a value: {k}={}", expected(o.value)))
+            }
+            (_, Some(v)) => v,
+        };
+        set(s, o, value).map_err(|()| format!("-o {k}={value}: expected {}", expected(o.value)))?;
+    }
+    Ok(())
+}
+
+/// The value grammar in words, for error messages.
+fn expected(v: Value) -> String {
+    match v {
+        Value::None => "no value".into(),
+        Value::Size => "a size like 4096, 64K, 256M or 1GiB".into(),
+        Value::Duration => "a duration like 60, 60s, 500ms or 2m".into(),
+        Value::Count { min, max } => format!("a whole number from {min} to {max}"),
+    }
+}
+
+/// Sets option `o` to `value` (already checked to be present when the option takes one).
+fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
+    let size = || parse_size(value).ok_or(());
+    match o.name {
+        "nocrc" => s.fs.verify_crc = false,
+        "cache_size" => s.fs.cache_bytes = usize::try_from(size()?).map_err(|_| ())?,
+        "threads" => {
+            let Value::Count { min, max } = o.value else {
+                return Err(());
+            };
+            s.threads = value
+                .parse()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or(())?;
+        }
+        "nolive" => s.fs.live = false,
+        "nonempty" => s.nonempty = true,
+        "allow_other" => s.acl = SessionACL::All,
+        "allow_root" => s.acl = SessionACL::RootAndOwner,
+        "remote_cache" => s.remote.cache_bytes = size()?,
+        "remote_timeout" => s.remote.timeout = parse_duration(value).ok_or(())?,
+        "anonymous" => s.remote.anonymous = true,
+        _ if o.no_op => {}
+        // An option in the table that nothing sets: a programming error caught by the unit
+        // test below, refused rather than ignored.
+        _ => return Err(()),
+    }
+    Ok(())
+}
+
+/// The `-o` help: one entry per option, as `--help` and the man page show it.
+pub fn help_text() -> String {
+    let mut out = String::from(
+        "Comma-separated mount options (the same option may be given several times; later ones win):\n",
+    );
+    for o in OPTIONS {
+        out.push_str(&format!("\n  {}", usage(o)));
+        if let Some(f) = o.flag {
+            out.push_str(&format!("   (also --{f}"));
+            if let Some(p) = o.value.placeholder() {
+                out.push_str(&format!(" {p}"));
+            }
+            out.push(')');
+        }
+        out.push_str(&format!("\n      {}", o.help));
+        if !o.default.is_empty() {
+            out.push_str(&format!(" Default: {}.", o.default));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\nSIZE is a byte count with an optional K, M, G or T (powers of 1024) and an optional B or iB: \
+4096, 64K, 32MiB, 1G. DURATION is seconds, or a number with ms, s or m: 60, 500ms, 2m.\n\
+Example: -o allow_other,nocrc,cache_size=128M",
+    );
+    out
+}
+
+/// `name` or `name=PLACEHOLDER`.
+pub fn usage(o: &MountOpt) -> String {
+    match o.value.placeholder() {
+        Some(p) => format!("{}={p}", o.name),
+        None => o.name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(lists: &[&str]) -> Result<Settings, String> {
+        let mut s = Settings::default();
+        apply(&mut s, lists.iter().copied()).map(|()| s)
+    }
+
+    /// Every option in the table is accepted with a valid value, and does what it says or is a
+    /// declared no-op: nothing in the table is silently ignored.
+    #[test]
+    fn every_option_in_the_table_is_accepted() {
+        for o in OPTIONS {
+            let arg = match o.value {
+                Value::None => o.name.to_string(),
+                Value::Size => format!("{}=1GiB", o.name),
+                Value::Duration => format!("{}=5s", o.name),
+                Value::Count { max, .. } => format!("{}={max}", o.name),
+            };
+            let s = parsed(&[&arg]).unwrap_or_else(|e| panic!("{arg}: {e}"));
+            let d = Settings::default();
+            let changed = s.fs.verify_crc != d.fs.verify_crc
+                || s.fs.cache_bytes != d.fs.cache_bytes
+                || s.fs.live != d.fs.live
+                || s.threads != d.threads
+                || s.nonempty != d.nonempty
+                || s.acl != d.acl
+                || s.remote.cache_bytes != d.remote.cache_bytes
+                || s.remote.timeout != d.remote.timeout
+                || s.remote.anonymous != d.remote.anonymous;
+            assert_eq!(changed, !o.no_op, "{arg}");
+        }
+    }
+
+    #[test]
+    fn one_size_grammar_for_every_size_option() {
+        let s = parsed(&["cache_size=1GiB,remote_cache=1GiB"]).unwrap();
+        assert_eq!(s.fs.cache_bytes, 1 << 30);
+        assert_eq!(s.remote.cache_bytes, 1 << 30);
+        let s = parsed(&["cache_size=64K", "remote_cache=32m"]).unwrap();
+        assert_eq!(
+            (s.fs.cache_bytes, s.remote.cache_bytes),
+            (64 << 10, 32 << 20)
+        );
+        assert_eq!(parsed(&["cache_size=0"]).unwrap().fs.cache_bytes, 0);
+    }
+
+    #[test]
+    fn errors_name_the_option_and_the_grammar() {
+        let e = |l: &str| parsed(&[l]).unwrap_err();
+        assert_eq!(
+            e("cache_size=12Q"),
+            "-o cache_size=12Q: expected a size like 4096, 64K, 256M or 1GiB"
+        );
+        assert_eq!(
+            e("threads=0"),
+            "-o threads=0: expected a whole number from 1 to 64"
+        );
+        assert_eq!(
+            e("threads"),
+            "-o threads needs a value: threads=a whole number from 1 to 64"
+        );
+        assert_eq!(e("nocrc=1"), "-o nocrc takes no value (got \"nocrc=1\")");
+        assert_eq!(e("rw"), "-o rw: tfmount mounts are always read-only");
+        assert!(e("bogus").starts_with("unknown mount option \"bogus\""));
+        assert!(parsed(&["", "ro,,nodev"]).is_ok());
+    }
+
+    #[test]
+    fn later_options_win() {
+        let s = parsed(&["threads=4", "threads=8"]).unwrap();
+        assert_eq!(s.threads, 8);
+    }
+
+    #[test]
+    fn help_lists_every_option_and_flag() {
+        let h = help_text();
+        for o in OPTIONS {
+            assert!(h.contains(&usage(o)), "{}", o.name);
+            if let Some(f) = o.flag {
+                assert!(h.contains(&format!("--{f}")), "{f}");
+            }
+        }
+    }
+}
