@@ -1,11 +1,11 @@
-//! The README's layout contract, executed. At test time this reads `README.md`, takes the code
+//! The layout contract, executed. At test time this reads `docs/layout.md`, takes the code
 //! block under "## The layout contract" (one `MOUNT/...` line per file kind), the `.npy` dtype
 //! list of its "Dtypes" bullet, the "Strings" bullet, and the numbered rules of "### Name
 //! escaping" with their examples, and checks each against mounts in the filesystem core (`Fs`,
 //! no kernel):
 //!
 //! * every tensor of TensorFlow-written fixtures has exactly the files the block lists (no
-//!   more: a file kind the README drops fails here), `.npy` only for the dtypes the README names;
+//!   more: a file kind the page drops fails here), `.npy` only for the dtypes the page names;
 //! * each line's description is checked as stated: `.bin` is numpy's `tobytes()` of TensorFlow's
 //!   value (`tests/fixtures/expected`), `.shape` and `.dtype` texts, `.npy` an NPY 1.0 header then
 //!   the `.bin` bytes; a description this test does not know how to check fails the test, so a
@@ -27,11 +27,14 @@ use tfmount::source::probe;
 use tfmount::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------
-// Reading the README
+// Reading docs/layout.md
 // ---------------------------------------------------------------------------------------------
 
-fn readme() -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+/// The page that holds the layout contract.
+const PAGE: &str = "docs/layout.md";
+
+fn page() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -41,7 +44,7 @@ fn section<'a>(text: &'a str, heading: &str) -> &'a str {
     let start = text
         .lines()
         .position(|l| l.trim_end() == heading)
-        .unwrap_or_else(|| panic!("README has no {heading:?} heading"));
+        .unwrap_or_else(|| panic!("{PAGE} has no {heading:?} heading"));
     let lines: Vec<&str> = text.lines().collect();
     let mut in_code = false;
     let mut end = lines.len();
@@ -91,8 +94,8 @@ struct Line {
     desc: String,
 }
 
-fn contract_lines(readme: &str) -> Vec<Line> {
-    let block = first_code_block(section(readme, "## The layout contract"));
+fn contract_lines(page: &str) -> Vec<Line> {
+    let block = first_code_block(section(page, "## The layout contract"));
     assert!(!block.is_empty(), "the layout contract block is empty");
     block
         .iter()
@@ -121,7 +124,7 @@ fn contract_lines(readme: &str) -> Vec<Line> {
         .collect()
 }
 
-/// Expands the README's dtype shorthand: `float16/32/64`, `int8..64`, `bool`.
+/// Expands the page's dtype shorthand: `float16/32/64`, `int8..64`, `bool`.
 fn expand_dtypes(list: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for item in list
@@ -152,8 +155,8 @@ fn expand_dtypes(list: &str) -> BTreeSet<String> {
 }
 
 /// The dtypes the "Dtypes" bullet says get an `.npy` ("`.npy` exists for X, Y and Z only").
-fn npy_dtypes(readme: &str) -> BTreeSet<String> {
-    let text = flat(section(readme, "## The layout contract"));
+fn npy_dtypes(page: &str) -> BTreeSet<String> {
+    let text = flat(section(page, "## The layout contract"));
     let start = text
         .find("`.npy` exists for ")
         .expect("the Dtypes bullet says which dtypes get an .npy")
@@ -240,7 +243,7 @@ const FIXTURES: [(&str, &str); 2] = [
 
 /// Phrases a line's description must keep for this test's check of it to be the check of what
 /// it says (by the line's file suffix). A line whose description loses one, or a suffix not
-/// listed here, fails the test: the README changed, and so must this test.
+/// listed here, fails the test: the page changed, and so must this test.
 const CHECKED: &[(&str, &[&str])] = &[
     (
         ".bin",
@@ -272,13 +275,13 @@ fn check_text(got: &[u8], want: &str, what: &str, errs: &mut Vec<String>) {
 
 #[test]
 fn the_layout_contract_block_holds() {
-    let text = readme();
+    let text = page();
     let lines = contract_lines(&text);
     let npy_set = npy_dtypes(&text);
     let numpy_native: BTreeSet<String> = npy::DESCR.iter().map(|(n, _)| n.to_string()).collect();
     assert!(
         npy_set.is_subset(&numpy_native) && npy_set.len() >= 10,
-        "README's .npy dtypes {npy_set:?} are not all numpy-native ({numpy_native:?})"
+        "{PAGE}'s .npy dtypes {npy_set:?} are not all numpy-native ({numpy_native:?})"
     );
     // The Strings bullet: checked by the `.bin` check below (TensorFlow's record of a string
     // tensor is the sha256 of exactly this layout) and by `string` missing from the .npy list.
@@ -308,14 +311,14 @@ fn the_layout_contract_block_holds() {
                 for p in *phrases {
                     assert!(
                         l.desc.contains(p),
-                        "README's {after} line no longer says {p:?} (it says {:?}): update \
+                        "{PAGE}'s {after} line no longer says {p:?} (it says {:?}): update \
                          tests/layout.rs to check what it says now",
                         l.desc
                     );
                 }
             }
             None => panic!(
-                "README's layout contract names MOUNT/variables/<key>{after}, which \
+                "{PAGE}'s layout contract names MOUNT/variables/<key>{after}, which \
                  tests/layout.rs does not check: add a check"
             ),
         }
@@ -444,11 +447,11 @@ fn the_layout_contract_block_holds() {
     for name in &dtype_examples {
         assert!(
             dtypes_seen.contains(name),
-            "README's .dtype example {name:?} is not a dtype name any fixture's .dtype reads"
+            "{PAGE}'s .dtype example {name:?} is not a dtype name any fixture's .dtype reads"
         );
     }
     assert!(dtype_examples.len() >= 3, "{dtype_examples:?}");
-    // Every dtype the README's .npy list names occurs in the fixtures (so each was checked).
+    // Every dtype the page's .npy list names occurs in the fixtures (so each was checked).
     for d in &npy_set {
         assert!(dtypes_seen.contains(d), "no fixture tensor of dtype {d}");
     }
@@ -459,8 +462,8 @@ fn the_layout_contract_block_holds() {
 // ---------------------------------------------------------------------------------------------
 
 /// The numbered rules of "### Name escaping", each as one line of text, and the text after them.
-fn escaping_rules(readme: &str) -> (Vec<String>, String) {
-    let sec = section(readme, "### Name escaping");
+fn escaping_rules(page: &str) -> (Vec<String>, String) {
+    let sec = section(page, "### Name escaping");
     let mut rules: Vec<String> = Vec::new();
     let mut rest = String::new();
     for l in sec.lines() {
@@ -526,7 +529,7 @@ fn lookup_path(fs: &Fs, path: &[u8]) -> Option<tfmount::fs::Attr> {
 
 #[test]
 fn the_name_escaping_rules_hold() {
-    let text = readme();
+    let text = page();
     let (rules, rest) = escaping_rules(&text);
     let examples = escaping_examples(&rules);
     for (raw, esc) in [
