@@ -3,6 +3,9 @@
 //! `diff` and `verify` with what TensorFlow's reader says (`tests/fixtures/cli/expected.json`,
 //! written by `scripts/gen_cli_fixtures.py`).
 
+#[path = "support/requires.rs"]
+mod requires;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::Read;
@@ -1362,5 +1365,63 @@ fn diff_of_a_v1_checkpoint_with_a_missing_shard_is_trouble() {
     assert!(
         err.contains("model.ckpt-00001-of-00003 is missing"),
         "{err}"
+    );
+}
+
+/// `tfmount manpage` renders with `man -l` and names every subcommand and mount option;
+/// `tfmount completions bash` is a script bash accepts.
+#[test]
+fn man_page_renders_and_completions_load() {
+    let page = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .arg("manpage")
+        .output()
+        .expect("tfmount manpage");
+    assert!(page.status.success());
+    if let Some(man) = requires::program("man", &[], "") {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("tfmount.1");
+        std::fs::write(&file, &page.stdout).expect("write");
+        let out = Command::new(man)
+            .arg("-l")
+            .arg(&file)
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "100")
+            .output()
+            .expect("man -l");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for want in [
+            "SYNOPSIS",
+            "tfmount ls",
+            "tfmount verify",
+            "remote_timeout",
+            "nonempty",
+        ] {
+            assert!(text.contains(want), "man page lacks {want}:\n{text}");
+        }
+    }
+    let script = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["completions", "bash"])
+        .output()
+        .expect("tfmount completions");
+    assert!(script.status.success());
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("tfmount.bash");
+    std::fs::write(&file, &script.stdout).expect("write");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("source \"$1\" && complete -p tfmount")
+        .arg("bash")
+        .arg(&file)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("tfmount"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

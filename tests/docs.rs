@@ -344,3 +344,34 @@ fn the_link_checker_reads_markdown_as_github_does() {
     assert!(has_scheme("https://x") && has_scheme("mailto:a@b") && !has_scheme("docs/a.md#b:c"));
     assert_eq!(prose("a\n  ```\n  [x](y)\n  ```\nb").len(), 2);
 }
+
+/// The generated block of docs/cli.md is exactly what the command line definitions render
+/// (`tfmount::cli::reference::markdown`): the options table and every `--help`. With
+/// `TFMOUNT_BLESS=1` the test rewrites the block instead of failing.
+#[test]
+fn cli_reference_is_generated_from_the_command_line() {
+    const BEGIN: &str = "<!-- BEGIN GENERATED: tfmount --help -->\n";
+    const END: &str = "<!-- END GENERATED -->";
+    let path = root().join("docs/cli.md");
+    let text = std::fs::read_to_string(&path).expect("docs/cli.md");
+    let a = text
+        .find(BEGIN)
+        .expect("docs/cli.md has the BEGIN GENERATED marker")
+        + BEGIN.len();
+    let b = text[a..]
+        .find(END)
+        .expect("docs/cli.md has the END GENERATED marker")
+        + a;
+    let want = format!("\n{}\n", tfmount::cli::reference::markdown());
+    if text[a..b] == want {
+        return;
+    }
+    if std::env::var_os("TFMOUNT_BLESS").is_some() {
+        std::fs::write(&path, format!("{}{want}{}", &text[..a], &text[b..])).expect("write");
+        return;
+    }
+    panic!(
+        "docs/cli.md's generated block differs from what the command line renders: \
+         run TFMOUNT_BLESS=1 cargo test --test docs and commit docs/cli.md"
+    );
+}

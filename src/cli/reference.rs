@@ -90,7 +90,7 @@ or `m`: `60`, `500ms`, `2m`.\n",
     );
     // A fixed width, so that the text does not depend on the terminal it was generated in.
     let mut mount = super::mount_command().term_width(100);
-    out.push_str("\n### `tfmount --help`\n\n```text\n");
+    out.push_str("\n#### `tfmount --help`\n\n```text\n");
     out.push_str(mount.render_long_help().to_string().trim_end());
     out.push_str("\n```\n");
     let mut cli = super::cli_command().term_width(100);
@@ -100,7 +100,7 @@ or `m`: `60`, `500ms`, `2m`.\n",
         if name == "help" {
             continue;
         }
-        out.push_str(&format!("\n### `tfmount {name} --help`\n\n```text\n"));
+        out.push_str(&format!("\n#### `tfmount {name} --help`\n\n```text\n"));
         out.push_str(sub.render_long_help().to_string().trim_end());
         out.push_str("\n```\n");
     }
