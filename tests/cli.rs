@@ -1425,3 +1425,76 @@ fn man_page_renders_and_completions_load() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A SavedModel saved without variables still has the views: `tensors.tsv` with its header
+/// only, `summary.txt` with totals of 0, an empty `model.safetensors`; `verify` passes.
+#[test]
+fn saved_model_without_variables_has_empty_views() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::copy(
+        fixtures().join("demo_savedmodel/saved_model.pb"),
+        dir.path().join("saved_model.pb"),
+    )
+    .expect("copy");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let src = dir.path().to_str().expect("utf-8 path");
+    let ls = run(&["ls", src]);
+    for name in [
+        "variables",
+        "tensors.tsv",
+        "summary.txt",
+        "model.safetensors",
+    ] {
+        assert!(ls.lines().any(|l| l == name), "{name} missing:\n{ls}");
+    }
+    assert_eq!(run(&["ls", src, "variables"]), "");
+    assert_eq!(
+        run(&["cat", src, "tensors.tsv"]),
+        "key\tdtype\tshape\tnbytes\tpath\tcrc32c\tshard\toffset\n"
+    );
+    let summary = run(&["cat", src, "summary.txt"]);
+    assert!(
+        summary.starts_with("tensors: 0\nparameters: 0\nbytes: 0 "),
+        "{summary}"
+    );
+    let st = run(&["cat", src, "model.safetensors"]);
+    assert!(
+        st.ends_with("{\"__metadata__\":{\"format\":\"tf\"}}"),
+        "{st}"
+    );
+    run(&["verify", src]);
+}
+
+/// A checkpoint directory's state file given as SOURCE stands for the directory.
+#[test]
+fn state_file_as_source_is_its_directory() {
+    let ls = |src: PathBuf| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .arg("ls")
+            .arg("-R")
+            .arg(src)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let dir = fixtures().join("tf1_adam");
+    let listing = ls(dir.clone());
+    assert!(String::from_utf8_lossy(&listing).contains("latest"));
+    assert_eq!(ls(dir.join("checkpoint")), listing);
+}

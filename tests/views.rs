@@ -708,7 +708,7 @@ fn xattrs_carry_dtype_shape_and_stored_location() {
                 assert_eq!(get(names[1]), r["dtype"].as_str().expect("dtype"));
                 assert_eq!(get(names[2]), dims.join(" "));
                 let (crc, shard, off) = (get(names[3]), get(names[4]), get(names[5]));
-                let split = |s: &str| s.split('\n').map(str::to_string).collect::<Vec<_>>();
+                let split = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
                 let (crc, shard, off) = (split(&crc), split(&shard), split(&off));
                 assert!(crc.len() == shard.len() && crc.len() == off.len());
                 let mut got: Vec<_> = (0..crc.len())

@@ -20,7 +20,7 @@ use crate::error::SourceError;
 use crate::source::bytes::{EntryKind, FileMeta, Store};
 use crate::source::checkpoint::{index_file_name, Checkpoint};
 use crate::source::graph::{GraphFile, GraphKind};
-use crate::source::tensors::TensorSet;
+use crate::source::tensors::{EmptySet, TensorSet};
 use crate::source::v1::{self, V1Set};
 use crate::source::{names, Probed};
 use crate::tree::ino::{Ino, ROOT};
@@ -225,7 +225,12 @@ impl<'a> Builder<'a> {
                         self.add_saved_model_names(root, &ck, &g);
                     }
                     None => {
-                        self.add_dir(root, b"variables", meta);
+                        let path = dir.join("variables/variables");
+                        let set = Arc::new(EmptySet {
+                            path: path.clone(),
+                            meta,
+                        });
+                        self.add_variables(root, String::new(), set, &path)?;
                     }
                 }
                 self.add_graph(root, g)?;

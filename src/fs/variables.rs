@@ -437,6 +437,8 @@ impl Variables {
     }
 
     /// The extended attributes of the tensor at `pos` (its key only if its entry is damaged).
+    /// A partitioned tensor's per-slice values are separated by one space, so no value holds
+    /// a newline (which `getfattr -d` would print as base64).
     fn tensor_xattrs(&self, pos: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
         let key = self.set.key(pos)?;
         let Ok(info) = self.info(pos) else {
@@ -455,7 +457,7 @@ impl Variables {
                 .iter()
                 .map(f)
                 .collect::<Vec<_>>()
-                .join("\n")
+                .join(" ")
                 .into_bytes()
         };
         Ok(vec![

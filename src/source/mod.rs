@@ -187,14 +187,24 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     }
     if is_file(path) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let dir = path.parent().map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        });
         if name == "saved_model.pb" || name == "saved_model.pbtxt" {
-            if let Some(dir) = path.parent() {
-                let dir = if dir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    dir
-                };
+            if let Some(dir) = dir {
                 return probe_in(store, dir);
+            }
+        }
+        // A checkpoint directory's state file stands for its directory.
+        if name == "checkpoint" {
+            if let Some(dir) = dir {
+                if let Ok(c @ Probed::CheckpointDir { .. }) = probe_in(store, dir) {
+                    return Ok(c);
+                }
             }
         }
         if let Some(prefix) = name.strip_suffix(".meta") {

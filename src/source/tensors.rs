@@ -96,3 +96,43 @@ pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>
     }
     Ok(())
 }
+
+/// A set with no tensors: a SavedModel saved without variables still gets `variables/` and
+/// the views (`tensors.tsv` with its header only, `summary.txt` with totals of 0).
+pub struct EmptySet {
+    pub path: std::path::PathBuf,
+    pub meta: FileMeta,
+}
+
+impl TensorSet for EmptySet {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+    fn source_bytes(&self) -> u64 {
+        0
+    }
+    fn seek(&self, _key: &[u8]) -> FsResult<Option<u64>> {
+        Ok(None)
+    }
+    fn next(&self, _pos: u64) -> FsResult<Option<u64>> {
+        Ok(None)
+    }
+    fn key(&self, _pos: u64) -> FsResult<Vec<u8>> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn hidden(&self, _key: &[u8]) -> bool {
+        false
+    }
+    fn info(&self, _pos: u64) -> FsResult<TensorInfo> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn open(&self, _pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn slice_locations(&self, _pos: u64) -> FsResult<Vec<Stored>> {
+        Err(crate::error::FsError::NotFound)
+    }
+}
