@@ -804,6 +804,17 @@ fn verify_names_exactly_the_tensors_tensorflow_fails_on() {
                 } else {
                     assert!(!reason.is_empty());
                     assert!(named.insert(key.clone()), "{name}: {} twice", text(&key));
+                    // The line names the tensor once (as KEY) and the data file at most once.
+                    assert!(
+                        !reason.contains(&format!("tensor {}", text(&key))),
+                        "{name}: {reason}"
+                    );
+                    assert!(
+                        reason
+                            .split("; ")
+                            .all(|part| part.matches("ckpt.data-0000").count() <= 1),
+                        "{name}: {reason}"
+                    );
                 }
             }
             assert_eq!(

@@ -486,7 +486,22 @@ enum At {
 const FOREIGN: &str = "a tensor of another checkpoint";
 
 /// A core error message without the `PREFIX: tensor KEY: ` the caller already shows.
+/// A core error as a reason on a line that already names the tensor: the file and what is
+/// wrong with it, said once (`CRC-32C mismatch in FILE (stored .., computed ..)`, `FILE: what`).
 fn bare(e: FsError, prefix: &Path, key: &[u8]) -> String {
+    let e = match e {
+        FsError::Corrupt {
+            file,
+            source: crate::format::FormatError::TensorCrc { stored, computed },
+            ..
+        } => {
+            return format!(
+                "CRC-32C mismatch in {file} (stored {stored:#010x}, computed {computed:#010x})"
+            )
+        }
+        FsError::Corrupt { file, source, .. } => return format!("{file}: {source}"),
+        e => e,
+    };
     let s = e.to_string();
     let p = format!(
         "{}: tensor {}: ",
@@ -641,15 +656,10 @@ impl Ckpt {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, String> {
         let b = match (&self.format, &p.at) {
-            (Format::V2(b), At::V2 { tensor, .. }) => {
-                b.raw.read(tensor, offset, len).map_err(|e| {
-                    format!(
-                        "{}: {}",
-                        p.file.display(),
-                        bare(e, &self.prefix, &tensor.key)
-                    )
-                })?
-            }
+            (Format::V2(b), At::V2 { tensor, .. }) => b
+                .raw
+                .read(tensor, offset, len)
+                .map_err(|e| bare(e, &self.prefix, &tensor.key))?,
             (Format::V1(s), At::V1(h)) => s.read(h, offset, len)?,
             _ => return Err(FOREIGN.into()),
         };
@@ -680,13 +690,7 @@ impl Ckpt {
             ck.read(tensor, 0, 0).map(|_| ())
         };
         self.count(p.nbytes);
-        r.map_err(|e| {
-            format!(
-                "{}: {}",
-                p.file.display(),
-                bare(e, &self.prefix, &tensor.key)
-            )
-        })
+        r.map_err(|e| bare(e, &self.prefix, &tensor.key))
     }
 
     /// Size of the tensor's served bytes (its `.bin` file).

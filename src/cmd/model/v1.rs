@@ -71,7 +71,13 @@ impl V1Ckpt {
 
     /// A core error as a reason: the checkpoint's path, then what failed.
     fn reason(&self, e: FsError, key: &[u8]) -> String {
-        format!("{}: {}", self.path().display(), bare(e, self.path(), key))
+        let path = self.path().display().to_string();
+        let b = bare(e, self.path(), key);
+        if b.starts_with(&path) {
+            b
+        } else {
+            format!("{path}: {b}")
+        }
     }
 
     pub(super) fn walk(&self) -> V1Walk<'_> {
