@@ -529,3 +529,25 @@ fn python_open_and_a_clean_stop_log_no_warning() {
         );
     }
 }
+
+/// Logging is set up before the source is opened: `RUST_LOG=info` shows the checkpoints a
+/// state file lists that are gone (they used to be logged before the logger existed).
+#[test]
+fn skipped_checkpoints_are_logged() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    small_checkpoint(tmp.path());
+    std::fs::write(
+        tmp.path().join("checkpoint"),
+        "model_checkpoint_path: \"small.ckpt\"\nall_model_checkpoint_paths: \"gone.ckpt\"\n\
+         all_model_checkpoint_paths: \"small.ckpt\"\n",
+    )
+    .expect("state file");
+    let mut m = Mount::start(tmp.path(), &[]);
+    assert!(m.path().join("small.ckpt/variables").is_dir());
+    assert_eq!(m.unmount(), Some(0));
+    let log = std::fs::read_to_string(&m.log).expect("log");
+    assert!(
+        log.contains("listed checkpoint gone.ckpt does not exist; skipped"),
+        "{log}"
+    );
+}
