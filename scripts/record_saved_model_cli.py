@@ -47,6 +47,7 @@ SOURCES = [
     ("tf1_two_tags", "graphs/tf1_two_tags", "saved_model"),
     ("tf1_two_tags_pbtxt", "graphs/tf1_two_tags_pbtxt", "saved_model"),
     ("tf2_module", "graphs/tf2_module", "saved_model"),
+    ("tf2_signatures", "graphs/tf2_signatures", "saved_model"),
     ("tf1_meta", "graphs/tf1_meta/model.ckpt.meta", "meta_graph"),
     ("tf1_adam.model.ckpt-2", "tf1_adam/model.ckpt-2.meta", "meta_graph"),
     ("tf1_adam.model.ckpt-3", "tf1_adam/model.ckpt-3.meta", "meta_graph"),
