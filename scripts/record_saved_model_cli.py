@@ -56,6 +56,10 @@ SOURCES = [
 ]
 
 
+# Fixtures not written by gen_fixtures.py / gen_graph_fixtures.py.
+NOTES = {"tf2_signatures": "written by scripts/gen_signatures_fixture.py with the TensorFlow named here"}
+
+
 def show_all(directory):
     env = dict(os.environ, PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([SMCLI, "show", "--all", "--dir", directory], env=env,
@@ -98,8 +102,10 @@ def main():
             command = "saved_model_cli show --all --dir <a SavedModel whose only meta graph is %s>" % rel
         with open(os.path.join(OUT, name + ".txt"), "w", newline="") as f:
             f.write(stdout)
-        records.append({"name": name, "source": rel, "kind": kind, "file": name + ".txt",
-                        "command": command})
+        rec = {"name": name, "source": rel, "kind": kind, "file": name + ".txt", "command": command}
+        if name in NOTES:
+            rec["note"] = NOTES[name]
+        records.append(rec)
         print("recorded", name)
     manifest = {
         "tf_version": tf.__version__,
