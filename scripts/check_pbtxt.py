@@ -220,10 +220,15 @@ def function_header(f):
     return h
 
 
-def signatures_txt_candidates(mg):
+def signatures_txt_candidates(mg, concrete_functions=""):
+    """What signatures.txt may hold: this meta graph's section of ``show --all`` (its ops line
+    included), followed for a TF2 meta graph (one with an object graph) by the ``Concrete
+    Functions:`` part of ``show --all``; older renderings are accepted too."""
     cands = []
     sec = mg.get("show_all_section")
     if sec:
+        if mg.get("has", {}).get("object_graph_def") and concrete_functions:
+            cands.append(("show_all_section + Concrete Functions", sec + concrete_functions))
         cands.append(("show_all_section", sec))
         lines = sec.rstrip("\n").split("\n")
         if lines and lines[-1].startswith("The MetaGraph with tag set"):
@@ -233,6 +238,26 @@ def signatures_txt_candidates(mg):
     if mg.get("signature_show"):
         cands.append(("signature_show joined", "".join(mg["signature_show"][k] for k in sorted(mg["signature_show"]))))
     return cands
+
+
+_OPS = " contains the following ops: "
+
+
+def canon_show_all(text):
+    """``text`` with the ops line's Python set (printed in hash order) sorted."""
+    import ast
+
+    out = []
+    for line in text.strip("\n").split("\n"):
+        head, sep, ops = line.partition(_OPS)
+        if sep and head.startswith("The MetaGraph with tag set "):
+            try:
+                items = sorted(ast.literal_eval(ops)) if ops != "set()" else []
+                line = head + sep + repr(items)
+            except (ValueError, SyntaxError):
+                pass
+        out.append(line)
+    return "\n".join(out)
 
 
 class Checker:
@@ -408,7 +433,7 @@ class Checker:
                 self.compare_msg(p, pb[cls], pb[cls](), self.rel(p) + " (not set in TF's message)")
             else:
                 self.ok("%s absent (not set in TF's message)" % self.rel(p))
-        cands = signatures_txt_candidates(rec)
+        cands = signatures_txt_candidates(rec, self.exp.get("show_all_concrete_functions") or "")
         p = os.path.join(base, b"signatures.txt")
         if cands:
             try:
@@ -416,7 +441,7 @@ class Checker:
             except OSError as e:
                 self.fail(self.rel(p), "cannot read: %s" % e.strerror)
             else:
-                match = [nm for nm, c in cands if got.strip("\n") == c.strip("\n")]
+                match = [nm for nm, c in cands if canon_show_all(got) == canon_show_all(c)]
                 if match:
                     self.ok("%s (= %s)" % (self.rel(p), match[0]))
                 else:
@@ -539,7 +564,7 @@ def render(root, exp, dir_suffixes=DEFAULT_DIR_SUFFIXES):
                           ("object_graph_def", b"object_graph.pbtxt")):
             if mg.HasField(field):
                 _write(os.path.join(base, fn), txt(getattr(mg, field)))
-        cands = signatures_txt_candidates(rec)
+        cands = signatures_txt_candidates(rec, exp.get("show_all_concrete_functions") or "")
         if cands:
             _write(os.path.join(base, b"signatures.txt"), cands[0][1].encode("utf-8"))
     d = exp["meta_graphs"][exp.get("default_meta_graph", 0)]["dir"].encode("utf-8")

@@ -899,9 +899,20 @@ def main(argv):
     if not os.path.exists(SMCLI):
         print("saved_model_cli not found next to %s" % sys.executable)
         return 2
+    # Kept across a regeneration (other scripts write them; re-run scripts/record_saved_model_cli.py
+    # afterwards, since it records saved_model_cli on the fixtures written here).
+    kept = ("tf2_signatures", os.path.join("expected", "saved_model_cli"))  # gen_signatures_fixture.py
+    aside = tempfile.mkdtemp(prefix="tfmount_graph_keep_")
+    for k in kept:
+        if os.path.exists(os.path.join(out, k)):
+            shutil.move(os.path.join(out, k), os.path.join(aside, k.replace(os.sep, "_")))
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(os.path.join(out, "expected"))
+    for k in kept:
+        if os.path.exists(os.path.join(aside, k.replace(os.sep, "_"))):
+            shutil.move(os.path.join(aside, k.replace(os.sep, "_")), os.path.join(out, k))
+    shutil.rmtree(aside, ignore_errors=True)
     tf.random.set_seed(SEED)
     tf.config.experimental.enable_op_determinism()
     manifest = []

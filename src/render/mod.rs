@@ -1,11 +1,17 @@
 //! Protobuf text renderings of graph messages (prost-reflect's text format over the descriptors
 //! build.rs compiles), and a bounded cache of rendered files.
 
+pub mod concrete;
 pub mod elem;
 pub mod escape;
+pub mod pyrepr;
+pub mod signatures;
 pub mod stats;
+pub mod structured;
 pub mod summary;
 pub mod values;
+
+pub use signatures::signatures_txt;
 
 use std::ops::Range;
 
@@ -187,78 +193,6 @@ pub fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
         );
     }
     Ok(out)
-}
-
-/// The enum value name of a DataType (`DT_FLOAT`), or its number.
-fn dtype_enum_name(v: i32) -> String {
-    crate::source::graph::enum_value_name("tensorflow.DataType", v)
-}
-
-/// `signatures.txt`: the SignatureDefs of one meta graph as `saved_model_cli show --all` prints
-/// them for its tag set.
-pub fn signatures_txt(
-    file: &crate::source::graph::GraphFile,
-    mg: usize,
-) -> Result<Vec<u8>, String> {
-    use prost::Message;
-    use std::fmt::Write;
-    let m = file.metas.get(mg).ok_or("no such meta graph")?;
-    let buf = file.bytes();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nMetaGraphDef with tag-set: '{}' contains the following SignatureDefs:",
-        m.tags.join(", ")
-    );
-    let info = |out: &mut String, t: &crate::proto::TensorInfo, pad: &str| {
-        let _ = writeln!(out, "{pad}    dtype: {}", dtype_enum_name(t.dtype));
-        let shape = match &t.tensor_shape {
-            Some(s) if s.unknown_rank => "unknown_rank".to_string(),
-            s => {
-                let dims: Vec<String> = s
-                    .iter()
-                    .flat_map(|s| s.dim.iter())
-                    .map(|d| d.size.to_string())
-                    .collect();
-                format!("({})", dims.join(", "))
-            }
-        };
-        let _ = writeln!(out, "{pad}    shape: {shape}");
-        let name = match &t.encoding {
-            Some(crate::proto::tensor_info::Encoding::Name(n)) => n.as_str(),
-            _ => "",
-        };
-        let _ = writeln!(out, "{pad}    name: {name}");
-    };
-    for it in &m.signatures.items {
-        let key = String::from_utf8_lossy(it.name(buf));
-        let body = buf.get(it.body()).ok_or("range outside the file")?;
-        let sig = crate::proto::SignatureDef::decode(body).map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "\nsignature_def['{key}']:");
-        let pad = "  ";
-        let _ = writeln!(
-            out,
-            "{pad}The given SavedModel SignatureDef contains the following input(s):"
-        );
-        let mut inputs: Vec<_> = sig.inputs.iter().collect();
-        inputs.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, t) in inputs {
-            let _ = writeln!(out, "{pad}  inputs['{k}'] tensor_info:");
-            info(&mut out, t, "    ");
-        }
-        let _ = writeln!(
-            out,
-            "{pad}The given SavedModel SignatureDef contains the following output(s):"
-        );
-        let mut outputs: Vec<_> = sig.outputs.iter().collect();
-        outputs.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, t) in outputs {
-            let _ = writeln!(out, "{pad}  outputs['{k}'] tensor_info:");
-            info(&mut out, t, "    ");
-        }
-        let _ = writeln!(out, "{pad}Method name is: {}", sig.method_name);
-    }
-    Ok(out.into_bytes())
 }
 
 #[cfg(test)]
