@@ -741,6 +741,17 @@ fn verify_of_clean_sources_is_quiet() {
             assert_eq!(code(&o), 3, "verify {source}");
             continue;
         }
+        // tf1_adam's state file still lists model.ckpt-1, whose files max_to_keep deleted (the
+        // fixture adds that entry on purpose): the one problem, the intact tensors aside.
+        if source == "tf1_adam" {
+            assert_eq!(code(&o), 1, "verify {source}");
+            assert_eq!(
+                text(&o.stdout),
+                "model.ckpt-1/[checkpoint]\tmissing: tf1_adam/model.ckpt-1.index not found; \
+                 listed in tf1_adam/checkpoint\n"
+            );
+            continue;
+        }
         assert_eq!(code(&o), 0, "verify {source}: {}", text(&o.stdout));
         assert!(o.stdout.is_empty(), "verify {source}");
         let err = text(&o.stderr);
@@ -1508,4 +1519,68 @@ fn state_file_as_source_is_its_directory() {
     let listing = ls(dir.clone());
     assert!(String::from_utf8_lossy(&listing).contains("latest"));
     assert_eq!(ls(dir.join("checkpoint")), listing);
+}
+
+/// `verify` never passes an incomplete checkpoint directory: a listed checkpoint whose index is
+/// deleted, a V1 table truncated to 100 bytes, an index gone beside its data files (no state
+/// file). The mount shows what exists.
+#[test]
+fn verify_reports_checkpoints_a_directory_lacks() {
+    let copy = |from: &str| {
+        let d = tempfile::tempdir().expect("tmp");
+        for e in std::fs::read_dir(fixtures().join(from)).expect("fixture") {
+            let p = e.expect("dirent").path();
+            std::fs::copy(&p, d.path().join(p.file_name().expect("name"))).expect("copy");
+        }
+        d
+    };
+    let verify = |d: &Path| {
+        let o = tfmount_in(d, &[OsStr::new("verify"), OsStr::new(".")]);
+        (code(&o), verify_lines(&o.stdout))
+    };
+    // The current checkpoint's index deleted.
+    let d = copy("tf1_adam");
+    std::fs::remove_file(d.path().join("model.ckpt-3.index")).expect("rm");
+    let (c, l) = verify(d.path());
+    assert_eq!(c, 1);
+    let named: Vec<String> = l.iter().map(|(k, _)| text(k)).collect();
+    assert!(
+        named.contains(&"model.ckpt-3/[checkpoint]".to_string()),
+        "{l:?}"
+    );
+    assert!(
+        l.iter()
+            .any(|(_, r)| r.starts_with("missing: ./model.ckpt-3.index not found")),
+        "{l:?}"
+    );
+    // A V1 checkpoint's table truncated to 100 bytes, in a directory with a state file.
+    let d = copy("v1/single");
+    let table = d.path().join("model.ckpt-2");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&table)
+        .expect("open");
+    f.set_len(100).expect("truncate");
+    let (c, l) = verify(d.path());
+    assert_eq!(c, 1, "{l:?}");
+    assert!(
+        l.iter()
+            .any(|(k, r)| text(k) == "model.ckpt-2/[checkpoint]" && r.starts_with("unreadable: ")),
+        "{l:?}"
+    );
+    // No state file: data files whose index is gone, beside an intact checkpoint.
+    let d = copy("sharded");
+    for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+        std::fs::copy(fixtures().join("all_dtypes").join(f), d.path().join(f)).expect("copy");
+    }
+    std::fs::remove_file(d.path().join("model.ckpt.index")).expect("rm");
+    let (c, l) = verify(d.path());
+    assert_eq!(c, 1, "{l:?}");
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(text(&l[0].0), "model.ckpt/[checkpoint]");
+    assert!(
+        l[0].1
+            .starts_with("missing: ./model.ckpt.index not found (its data file model.ckpt.data-"),
+        "{l:?}"
+    );
 }

@@ -297,16 +297,28 @@ impl CheckpointSet {
             } => Ok(CheckpointSet {
                 members: Vec::new(),
             }),
-            Probed::CheckpointDir { checkpoints, .. } => Ok(CheckpointSet {
-                members: checkpoints
+            Probed::CheckpointDir {
+                dir, checkpoints, ..
+            } => {
+                let mut members: Vec<Member> = checkpoints
                     .into_iter()
                     .map(|(name, prefix)| Member {
                         opened: Ckpt::open_member(store.clone(), &prefix, cache.clone()),
                         name: format!("{name}/"),
                         prefix,
                     })
-                    .collect(),
-            }),
+                    .collect();
+                // What the state file lists but is not there (or the index files that are
+                // gone): failed members, so that verify never passes an incomplete directory.
+                for (name, reason) in crate::source::state::problems(store.as_ref(), &dir) {
+                    members.push(Member {
+                        prefix: dir.join(&name),
+                        name: format!("{name}/"),
+                        opened: Err(reason),
+                    });
+                }
+                Ok(CheckpointSet { members })
+            }
             Probed::Graph { path, .. } => Err(SourceProblem::NoCheckpoint(format!(
                 "{}: a graph file, which holds no checkpoint",
                 path.display()

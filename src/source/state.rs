@@ -81,6 +81,89 @@ fn read_state_file(store: &dyn Store, path: &Path) -> Result<String, SourceError
     })
 }
 
+/// Logs `msg` at `warn` the first time it comes up in this process (a live mount re-reads the
+/// state file at every change; the same skipped checkpoint is said once).
+fn warn_once(msg: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if said.len() < 4096 && !said.contains(&msg) {
+        log::warn!("{msg}");
+        said.push(msg);
+    }
+}
+
+/// What a checkpoint directory lacks, as `(name, reason)`: with a state file, each checkpoint
+/// it lists that cannot be found or is not a checkpoint (`missing: ...`, `unreadable: ...`);
+/// without one, each `P.data-*` whose `P.index` is gone. `tfmount verify` reports these; the
+/// mount shows what exists.
+pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
+    let state_file = dir.join("checkpoint");
+    let mut out: Vec<(String, String)> = Vec::new();
+    if store.is_file(&state_file) {
+        let Ok(text) = read_state_file(store, &state_file) else {
+            return out;
+        };
+        let Ok(state) = parse(&text) else {
+            return out;
+        };
+        let listed = state
+            .all_model_checkpoint_paths
+            .iter()
+            .chain(std::iter::once(&state.model_checkpoint_path))
+            .filter(|p| !p.is_empty());
+        for p in listed {
+            if locate(store, dir, p).is_some() {
+                continue;
+            }
+            let name = base_name(p).unwrap_or_else(|| p.clone());
+            if out.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let local = dir.join(&name);
+            let reason = if store.is_file(&local) {
+                format!(
+                    "unreadable: {} is neither a V1 checkpoint nor a V2 prefix (truncated or damaged?); listed in {}",
+                    local.display(),
+                    state_file.display()
+                )
+            } else {
+                format!(
+                    "missing: {} not found; listed in {}",
+                    index_file_name(&local).display(),
+                    state_file.display()
+                )
+            };
+            out.push((name, reason));
+        }
+        return out;
+    }
+    let Ok(entries) = store.list(dir) else {
+        return out;
+    };
+    for (name, _) in entries {
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, _)) = name.split_once(".data-") else {
+            continue;
+        };
+        let prefix = dir.join(stem);
+        if stem.is_empty()
+            || store.is_file(&index_file_name(&prefix))
+            || out.iter().any(|(n, _)| n == stem)
+        {
+            continue;
+        }
+        out.push((
+            stem.to_string(),
+            format!(
+                "missing: {} not found (its data file {name} is there)",
+                index_file_name(&prefix).display()
+            ),
+        ));
+    }
+    out.sort();
+    out
+}
+
 /// Checkpoints as `(name shown in the mount, prefix)`.
 pub type NamedPrefixes = Vec<(String, PathBuf)>;
 
@@ -108,10 +191,10 @@ pub fn resolve(
                     out.push((name, prefix));
                 }
             }
-            None => log::info!(
+            None => warn_once(format!(
                 "{}: listed checkpoint {p} does not exist; skipped",
                 state_file.display()
-            ),
+            )),
         }
     }
     let latest = locate(store, dir, &state.model_checkpoint_path)
