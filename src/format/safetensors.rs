@@ -4,8 +4,10 @@
 //!
 //! Format (huggingface/safetensors README): 8-byte little-endian header length `N`; `N` bytes of
 //! UTF-8 JSON starting with `{`, padded with spaces; then the data: every tensor's bytes
-//! (row-major, little-endian), contiguous, no holes, in the order of the header. Here `N` is a
-//! multiple of 8, so the data starts 8-aligned. Tensors are named by their checkpoint keys and
+//! (row-major, little-endian), contiguous, no holes, in the order of the header. Here the JSON
+//! is padded so that the data starts at a multiple of [`DATA_ALIGN`] (4 KiB, a page): the header
+//! never shares a page with tensor bytes, so a damaged tensor (whose bytes fail with EIO) cannot
+//! make the header unreadable, and `safe_open(...).keys()` works on a checkpoint with damage. Tensors are named by their checkpoint keys and
 //! placed in checkpoint key order (the order of the input). The JSON object lists
 //! `__metadata__` first, then the tensors in data order.
 //!
@@ -35,6 +37,9 @@
 use std::io::Write;
 
 use super::dtype::DType;
+
+/// Where the data starts: a multiple of this (one page).
+pub const DATA_ALIGN: u64 = 4096;
 
 /// safetensors' limit on the JSON header (`MAX_HEADER_SIZE` in its reader).
 pub const MAX_HEADER: u64 = 100_000_000;
@@ -216,7 +221,8 @@ impl Layout {
         json.push(b'}');
         json.extend_from_slice(&entries);
         json.push(b'}');
-        let padded = (json.len() as u64).next_multiple_of(8);
+        // 8 + N is a multiple of DATA_ALIGN (so N is a multiple of 8, as the format wants).
+        let padded = (8 + json.len() as u64).next_multiple_of(DATA_ALIGN) - 8;
         if padded > MAX_HEADER {
             return Err(SafetensorsError::HeaderTooLarge(padded));
         }
