@@ -5,6 +5,7 @@
 //! N` alone, never more than one line.
 
 use std::error::Error;
+use std::time::Duration;
 
 use super::{one_line, RemoteError};
 
@@ -152,8 +153,42 @@ fn without_errno(s: &str) -> &str {
     }
 }
 
+/// The URI of a request object_store made to fetch credentials (an instance metadata service,
+/// a token endpoint), if the chain's `Error performing METHOD URI in ...` names one: a failure
+/// there is not the object's.
+fn credentials_request(texts: &[String]) -> Option<String> {
+    const ENDPOINTS: [&str; 9] = [
+        "169.254.169.254",
+        "169.254.170.2",
+        "[fd00:ec2::254]",
+        "metadata.google.internal",
+        "/computeMetadata/",
+        "oauth2.googleapis.com",
+        "/latest/api/token",
+        "/latest/meta-data/",
+        "amazonaws.com/?Action=AssumeRole",
+    ];
+    texts.iter().find_map(|t| {
+        let at = t.find("Error performing ")? + "Error performing ".len();
+        let uri = t.get(at..)?.split_whitespace().nth(1)?;
+        ENDPOINTS
+            .iter()
+            .any(|e| uri.contains(e))
+            .then(|| uri.split('?').next().unwrap_or(uri).to_string())
+    })
+}
+
 /// The cause of `e`, from its source chain.
 pub(crate) fn cause_of(e: &(dyn Error + 'static)) -> Cause {
+    let (cause, texts) = request_cause(e);
+    match credentials_request(&texts) {
+        Some(uri) => Cause::Other(format!("getting credentials from {uri}: {cause}")),
+        None => cause,
+    }
+}
+
+/// The cause of `e` and the messages of its chain.
+fn request_cause(e: &(dyn Error + 'static)) -> (Cause, Vec<String>) {
     let mut texts: Vec<String> = Vec::new();
     let mut words: Option<&'static str> = None;
     let mut timed_out = false;
@@ -186,23 +221,24 @@ pub(crate) fn cause_of(e: &(dyn Error + 'static)) -> Cause {
     }
     for t in &texts {
         if let Some((code, body)) = parse_status(t) {
-            return Cause::Status {
+            let c = Cause::Status {
                 code,
                 detail: body_detail(body),
             };
+            return (c, texts);
         }
     }
     if let Some(code) = status {
-        return Cause::Status { code, detail: None };
+        return (Cause::Status { code, detail: None }, texts);
     }
     if let Some(w) = words {
-        return Cause::Other(w.to_string());
+        return (Cause::Other(w.to_string()), texts);
     }
     if timed_out {
-        return Cause::TimedOut;
+        return (Cause::TimedOut, texts);
     }
     if dns {
-        return Cause::Other("cannot resolve the host name".into());
+        return (Cause::Other("cannot resolve the host name".into()), texts);
     }
     // The innermost message is the most specific (`invalid peer certificate: ...`).
     let inner = texts
@@ -211,11 +247,12 @@ pub(crate) fn cause_of(e: &(dyn Error + 'static)) -> Cause {
         .map(|t| without_errno(t).trim())
         .find(|t| !t.is_empty())
         .unwrap_or("unknown error");
-    Cause::Other(shorten(inner))
+    let c = Cause::Other(shorten(inner));
+    (c, texts)
 }
 
-/// A store error as a [`RemoteError`] about `url`; `secs` is `remote_timeout`.
-pub(crate) fn map_err(url: &str, secs: u64, e: object_store::Error) -> RemoteError {
+/// A store error as a [`RemoteError`] about `url`; `timeout` is `remote_timeout`.
+pub(crate) fn map_err(url: &str, timeout: Duration, e: object_store::Error) -> RemoteError {
     use object_store::Error as E;
     match &e {
         E::NotFound { .. } => {
@@ -233,7 +270,7 @@ pub(crate) fn map_err(url: &str, secs: u64, e: object_store::Error) -> RemoteErr
     match cause {
         Cause::TimedOut => RemoteError::Timeout {
             url: url.into(),
-            secs,
+            after: timeout,
         },
         c => RemoteError::Request {
             url: url.into(),
@@ -243,11 +280,11 @@ pub(crate) fn map_err(url: &str, secs: u64, e: object_store::Error) -> RemoteErr
 }
 
 /// A failed plain-HTTP request (the directory probe) as a [`RemoteError`] about `url`.
-pub(crate) fn from_reqwest(url: &str, secs: u64, e: &reqwest::Error) -> RemoteError {
+pub(crate) fn from_reqwest(url: &str, timeout: Duration, e: &reqwest::Error) -> RemoteError {
     match cause_of(e) {
         Cause::TimedOut => RemoteError::Timeout {
             url: url.into(),
-            secs,
+            after: timeout,
         },
         c => RemoteError::Request {
             url: url.into(),
@@ -297,6 +334,30 @@ mod tests {
         assert_eq!(status_words(599), "HTTP 599");
         assert_eq!(parse_status("status code: 9x"), None);
         assert_eq!(parse_status("status code: "), None);
+    }
+
+    /// An error whose message is `text`, with no source.
+    #[derive(Debug)]
+    struct Msg(&'static str);
+    impl std::fmt::Display for Msg {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl Error for Msg {}
+
+    #[test]
+    fn a_failed_credentials_request_is_said_to_be_one() {
+        let e = Msg("Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 7ms - Server returned non-2xx status code: 403 Forbidden: denied");
+        assert_eq!(
+            cause_of(&e).to_string(),
+            "getting credentials from http://169.254.169.254/latest/api/token: HTTP 403 Forbidden"
+        );
+        let e = Msg("Generic S3 error: Error performing GET http://127.0.0.1:9000/b/k in 7ms - Server returned non-2xx status code: 403 Forbidden: <Error><Code>AccessDenied</Code></Error>");
+        assert_eq!(
+            cause_of(&e).to_string(),
+            "HTTP 403 Forbidden (AccessDenied)"
+        );
     }
 
     #[test]

@@ -37,8 +37,8 @@ use crate::source::bytes::{ByteSource, FileMeta};
 pub(crate) struct Io {
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<Counters>,
-    /// `remote_timeout` in seconds (for messages).
-    pub timeout_secs: u64,
+    /// `remote_timeout` (for messages).
+    pub timeout: std::time::Duration,
 }
 
 /// An object as opened.
@@ -168,7 +168,7 @@ pub(crate) async fn fetch(
             return Err(obj.mark_changed("If-Match failed: rewritten"))
         }
         Err(object_store::Error::NotFound { .. }) => return Err(obj.mark_changed("deleted")),
-        Err(e) => return Err(map_err(&obj.url, io.timeout_secs, e)),
+        Err(e) => return Err(map_err(&obj.url, io.timeout, e)),
     };
     obj.check_meta(&res.meta)?;
     if res.range != range {
@@ -183,7 +183,7 @@ pub(crate) async fn fetch(
     let mut got = 0u64;
     let mut stream = res.into_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| map_err(&obj.url, io.timeout_secs, e))?;
+        let chunk = chunk.map_err(|e| map_err(&obj.url, io.timeout, e))?;
         Counters::add(&io.counters.bytes, chunk.len() as u64);
         if got + chunk.len() as u64 > len {
             return Err(RemoteError::Request {
@@ -221,7 +221,7 @@ pub(crate) async fn fetch(
 pub(crate) struct Pending {
     handle: tokio::task::JoinHandle<Result<Vec<Bytes>, RemoteError>>,
     url: String,
-    secs: u64,
+    after: std::time::Duration,
 }
 
 impl Pending {
@@ -236,21 +236,21 @@ impl Pending {
     ) -> Pending {
         let io = Arc::clone(&ctx.io);
         let o = Arc::clone(obj);
-        let secs = ctx.timeout.as_secs();
+        let after = ctx.timeout;
         let dl = tokio::time::Instant::from_std(deadline);
         let handle = ctx.rt.handle().spawn(async move {
             match tokio::time::timeout_at(dl, fetch(&io, &o, range, piece)).await {
                 Ok(r) => r,
                 Err(_) => Err(RemoteError::Timeout {
                     url: o.url.clone(),
-                    secs,
+                    after,
                 }),
             }
         });
         Pending {
             handle,
             url: obj.url.clone(),
-            secs,
+            after,
         }
     }
 
@@ -271,7 +271,7 @@ impl Pending {
                 self.handle.abort();
                 Err(RemoteError::Timeout {
                     url: self.url.clone(),
-                    secs: self.secs,
+                    after: self.after,
                 })
             }
         }

@@ -48,8 +48,11 @@ pub enum RemoteError {
     #[error("{url}: changed since it was opened ({why})")]
     Changed { url: String, why: String },
     /// No answer (or no success, after retries) within `remote_timeout`.
-    #[error("{url}: timed out after {secs}s (remote_timeout)")]
-    Timeout { url: String, secs: u64 },
+    #[error("{url}: timed out after {} (remote_timeout)", seconds(after))]
+    Timeout {
+        url: String,
+        after: std::time::Duration,
+    },
     /// The store answered 404 for the object.
     #[error("{url}: HTTP 404 Not Found")]
     NotFound { url: String },
@@ -96,6 +99,17 @@ impl From<RemoteError> for crate::format::FormatError {
     fn from(e: RemoteError) -> Self {
         // The message names the object and why (a rewrite, a timeout, ...).
         crate::format::FormatError::Read(crate::format::ReadError::Other(e.to_string()))
+    }
+}
+
+/// `60s`, `1.5s`, `400ms`.
+fn seconds(d: &std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_secs() == 0 {
+        format!("{}ms", d.subsec_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

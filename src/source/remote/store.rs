@@ -69,7 +69,7 @@ impl Ctx {
     pub fn timeout_err(&self, url: &str) -> RemoteError {
         RemoteError::Timeout {
             url: url.to_string(),
-            secs: self.timeout.as_secs(),
+            after: self.timeout,
         }
     }
 
@@ -104,10 +104,6 @@ impl Ctx {
 
     fn url(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_ref())
-    }
-
-    fn secs(&self) -> u64 {
-        self.timeout.as_secs()
     }
 
     /// The key a store path names: a URL of this store (`s3://b/run/ckpt`) or a relative path
@@ -246,7 +242,7 @@ impl RemoteStore {
                 io: Arc::new(Io {
                     store,
                     counters: Arc::new(Counters::default()),
-                    timeout_secs: cfg.timeout.as_secs(),
+                    timeout: cfg.timeout,
                 }),
                 budget: Budget::new(cfg.cache_bytes),
                 cache: PartCache::new(cfg.cache_bytes / 4),
@@ -326,7 +322,7 @@ impl RemoteStore {
                     Ok(Some(m))
                 }
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(map_err(&url, self.ctx.secs(), e)),
+                Err(e) => Err(map_err(&url, self.ctx.timeout, e)),
             }
         })
     }
@@ -370,7 +366,7 @@ impl RemoteStore {
                         lister
                             .list_paginated(prefix.as_deref(), opts)
                             .await
-                            .map_err(|e| map_err(&url, self.ctx.secs(), e))
+                            .map_err(|e| map_err(&url, self.ctx.timeout, e))
                     })?;
                     for p in &page.result.common_prefixes {
                         out.extend(name_of(p).map(|n| (n, true)));
@@ -395,7 +391,7 @@ impl RemoteStore {
                     io.store
                         .list_with_delimiter(Some(dir))
                         .await
-                        .map_err(|e| map_err(&url, self.ctx.secs(), e))
+                        .map_err(|e| map_err(&url, self.ctx.timeout, e))
                 })?;
                 out.extend(
                     r.common_prefixes
@@ -431,14 +427,14 @@ impl RemoteStore {
         }
         let url = format!("{}/", self.ctx.url(key));
         let io = &self.ctx.io;
-        let secs = self.ctx.secs();
+        let timeout = self.ctx.timeout;
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             let r = probe
                 .head(&u)
                 .send()
                 .await
-                .map_err(|e| cause::from_reqwest(&url, secs, &e))?;
+                .map_err(|e| cause::from_reqwest(&url, timeout, &e))?;
             let s = r.status();
             Ok(s.is_success() || s == reqwest::StatusCode::FORBIDDEN)
         })
@@ -629,7 +625,7 @@ impl RemoteStore {
                 .store
                 .get_opts(&key, opts)
                 .await
-                .map_err(|e| map_err(&url, self.ctx.secs(), e))?;
+                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
             let (meta, range) = (r.meta.clone(), r.range.clone());
             let want = range.end.saturating_sub(range.start);
             if want > tail || range.end != meta.size {
@@ -673,7 +669,7 @@ impl RemoteStore {
                 .store
                 .get_opts(&key, GetOptions::default())
                 .await
-                .map_err(|e| map_err(&url, self.ctx.secs(), e))?;
+                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
             if r.meta.size > max {
                 return Err(RemoteError::Unsupported {
                     url: url.clone(),
@@ -702,7 +698,7 @@ async fn collect(
     })?;
     let mut out = BytesMut::with_capacity(cap);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| map_err(url, io.timeout_secs, e))?;
+        let chunk = chunk.map_err(|e| map_err(url, io.timeout, e))?;
         Counters::add(&io.counters.bytes, chunk.len() as u64);
         if out.len() + chunk.len() > cap {
             return Err(RemoteError::Request {
