@@ -275,6 +275,9 @@ impl RemoteStore {
     pub fn url_of(&self, path: &Path) -> String {
         match self.ctx.key_of(path) {
             Ok(k) => self.ctx.url(&k),
+            Err(_) if path.starts_with(self.ctx.prefix.trim_end_matches('/')) => {
+                path.display().to_string()
+            }
             Err(_) => format!("{}{}", self.ctx.prefix, path.display()),
         }
     }
