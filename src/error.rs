@@ -23,6 +23,10 @@ pub fn io_words(e: &std::io::Error) -> String {
             None => format!("error {n}"),
         };
     }
+    if e.get_ref().is_some() {
+        // An error with its own message (a remote store's "HTTP 404 Not Found"): as it is.
+        return e.to_string();
+    }
     match e.kind() {
         K::NotFound => "no such file or directory".into(),
         K::PermissionDenied => "permission denied".into(),
@@ -33,17 +37,42 @@ pub fn io_words(e: &std::io::Error) -> String {
     }
 }
 
+/// `path: msg`, or `msg` alone when it already starts by naming `path` (a remote store's errors
+/// name their URL, and a remote source's paths are URLs: the URL is said once).
+fn named(path: &std::path::Path, msg: &dyn std::fmt::Display) -> String {
+    let p = path.display().to_string();
+    let m = msg.to_string();
+    if !p.is_empty() && m.starts_with(&p) {
+        m
+    } else {
+        format!("{p}: {m}")
+    }
+}
+
 /// Errors opening a source (mount time). Each message names the path and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("{path}: {}", io_words(err))]
+    #[error("{}", named(path, &io_words(err)))]
     Io { path: PathBuf, err: std::io::Error },
-    #[error("{path}: {err}")]
+    #[error("{}", named(path, err))]
     Format { path: PathBuf, err: FormatError },
     #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected a SavedModel directory with saved_model.pb, a checkpoint directory with a `checkpoint` file or *.index files, or a checkpoint prefix P with P.index)")]
     NotRecognised { path: PathBuf },
-    #[error("{path}: {msg}")]
+    #[error("{}", named(path, msg))]
     Invalid { path: PathBuf, msg: String },
+    /// A remote source's store failed (the message names the URL and the cause).
+    #[error("{0}")]
+    Remote(#[from] crate::source::remote::RemoteError),
+}
+
+/// `source`'s message without a leading `file: ` (a remote store's errors name their URL, which
+/// the message already starts with).
+fn without_name(file: &str, source: &FormatError) -> String {
+    let m = source.to_string();
+    match m.strip_prefix(file).and_then(|r| r.strip_prefix(": ")) {
+        Some(rest) if !file.is_empty() => rest.to_string(),
+        _ => m,
+    }
 }
 
 /// Errors of filesystem operations.
@@ -65,7 +94,7 @@ pub enum FsError {
     ReadOnly,
     /// Damaged or unreadable data: the operation fails, the mount goes on. `what` names the
     /// tensor or item (`tensor dense/kernel`), `file` the source file it lives in.
-    #[error("{file}: {what}: {source}")]
+    #[error("{file}: {what}: {}", without_name(file, source))]
     Corrupt {
         what: String,
         file: String,

@@ -60,8 +60,8 @@ fn prose(text: &str) -> Vec<(usize, &str)> {
 /// reference definition.
 fn links_in(line: &str) -> Vec<String> {
     let t = line.trim_start();
-    if t.starts_with('[') {
-        if let Some((label, rest)) = t[1..].split_once("]:") {
+    if let Some(inner) = t.strip_prefix('[') {
+        if let Some((label, rest)) = inner.split_once("]:") {
             if !label.contains(']') {
                 let dest = rest.split_whitespace().next().unwrap_or("");
                 return vec![dest

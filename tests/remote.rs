@@ -284,14 +284,17 @@ fn s3_on_moto() {
     assert_eq!(st, 200, "create bucket: {}", moto.log());
     let env = s3_env(moto.port, home.path());
     let (store, root) = RemoteStore::open_url("s3://tfm/up/sharded/", &cfg_of(&env)).unwrap();
-    assert_eq!(root, Path::new("up/sharded"));
+    // The path of a remote source is its URL, normalized; a relative path is a key too.
+    assert_eq!(root, Path::new("s3://tfm/up/sharded"));
     put_all(&store.object_store(), &upload_set());
     put_all(
         &store.object_store(),
         &[("up/rewritten.bin".into(), rewritten("old1"))],
     );
     assert_eq!(store.kind(&root), Some(EntryKind::Dir));
+    assert_eq!(store.kind(Path::new("up/sharded")), Some(EntryKind::Dir));
     assert_eq!(store.kind(Path::new("")), Some(EntryKind::Dir));
+    assert_eq!(store.kind(Path::new("s3://tfm")), Some(EntryKind::Dir));
     check_fixture_bytes(&store);
     check_listing(&store);
     check_big_sequential(&store);
@@ -471,7 +474,8 @@ fn http_on_nginx() {
     }
     let url = format!("{}/up/sharded/model.ckpt", ng.url());
     let (store, root) = RemoteStore::open_url(&url, &config(&[])).unwrap();
-    assert_eq!(root, Path::new("up/sharded/model.ckpt"));
+    // The path of a remote source is its URL (messages name it).
+    assert_eq!(root, Path::new(&url));
     check_fixture_bytes(&store);
     check_big_sequential(&store);
     // Directories: told by `path/`; listing is not possible.

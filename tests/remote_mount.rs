@@ -10,12 +10,13 @@ mod common;
 mod servers;
 use common::requires;
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fixtures, is_mounted, walk_files, Mount};
-use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server};
+use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server, NGINX_DIRS_404};
 
 /// The fixtures uploaded, each under its own name: a V2 prefix's directory, a SavedModel, a
 /// checkpoint directory of V1 checkpoints (state file and `.meta` files).
@@ -72,16 +73,25 @@ struct RemoteMount {
 
 impl RemoteMount {
     fn start(url: &str, env: &[(String, String)]) -> RemoteMount {
+        RemoteMount::start_logged(url, env, None)
+    }
+
+    /// As [`RemoteMount::start`], the daemon's log (stderr) appended to `log`.
+    fn start_logged(url: &str, env: &[(String, String)], log: Option<&Path>) -> RemoteMount {
         let dir = tempfile::tempdir().expect("tmp");
         let mp = dir.path().join("mnt");
         std::fs::create_dir(&mp).expect("mkdir");
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
+            None => Stdio::null(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
             .args(["-f", "-o", "remote_timeout=10s", url])
             .arg(&mp)
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("tfmount");
         let t0 = Instant::now();
@@ -235,12 +245,9 @@ fn gcs_sources_mount_and_serve_what_local_ones_do() {
 /// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies (a
 /// sharded V1 checkpoint's by the names its shard count implies), and a SavedModel's directory
 /// is told by its `saved_model.pb`.
-#[test]
-fn http_sources_mount_and_serve_what_local_ones_do() {
-    let Some(nginx) = Server::nginx() else {
-        return;
-    };
-    for d in ["sharded", "demo_savedmodel", "v1/sharded"] {
+/// Copies `fixtures/<d>` for each of `dirs` into the directory nginx serves.
+fn serve(nginx: &Server, dirs: &[&str]) {
+    for d in dirs {
         let root = fixtures().join(d);
         for rel in walk_local(&root) {
             let to = nginx.root().join(d).join(&rel);
@@ -248,7 +255,45 @@ fn http_sources_mount_and_serve_what_local_ones_do() {
             std::fs::copy(root.join(&rel), &to).expect("copy");
         }
     }
-    let base = format!("http://127.0.0.1:{}", nginx.port);
+}
+
+/// The remote mount of `url` at `remote` serves what the local mount at `local` does, but for
+/// a SavedModel's assets (plain HTTP cannot list them: not shown).
+fn same_tree_but_assets(url: &str, remote: &Path, local: &Path) {
+    let passthrough = ["assets", "assets.extra"];
+    let files = |root: &Path| -> Vec<PathBuf> {
+        walk_files(root)
+            .into_iter()
+            .filter(|p| !passthrough.iter().any(|d| p.starts_with(d)))
+            .collect()
+    };
+    let rf = files(remote);
+    assert_eq!(rf, files(local), "{url}: the same files");
+    let tensors = |p: &PathBuf| p.components().any(|c| c.as_os_str() == "variables");
+    assert!(rf.iter().any(tensors), "{url}: {rf:?}");
+    for p in &rf {
+        let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            a == std::fs::read(local.join(p)).expect("local"),
+            "{url}: {}: bytes differ",
+            p.display()
+        );
+    }
+    for d in passthrough {
+        assert!(!remote.join(d).exists(), "{url}: {d}/ is not shown");
+    }
+}
+
+/// Plain HTTP cannot list: a prefix's data shards are opened by the names its header implies (a
+/// sharded V1 checkpoint's by the names its shard count implies), and a SavedModel's directory
+/// is told by its `saved_model.pb`.
+#[test]
+fn http_sources_mount_and_serve_what_local_ones_do() {
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["sharded", "demo_savedmodel", "v1/sharded"]);
+    let base = nginx.url();
     for (url, local) in [
         (
             format!("{base}/sharded/model.ckpt"),
@@ -266,29 +311,213 @@ fn http_sources_mount_and_serve_what_local_ones_do() {
     ] {
         let r = RemoteMount::start(&url, &[]);
         let l = Mount::start(&local, &["-o", "nolive"]);
-        // A SavedModel's assets cannot be listed over HTTP: the rest is the same.
-        let lp = l.path();
-        let passthrough = ["assets", "assets.extra"];
-        let files = |root: &Path| -> Vec<PathBuf> {
-            walk_files(root)
-                .into_iter()
-                .filter(|p| !passthrough.iter().any(|d| p.starts_with(d)))
-                .collect()
+        same_tree_but_assets(&url, &r.mp, &l.path());
+    }
+}
+
+/// A web server may answer a directory URL (`/model/`, `/model/assets/`) with 403 (nginx's
+/// default without an index: what `Server::nginx` does) or 404 (a server that serves files
+/// only): a SavedModel and a checkpoint directory with a state file mount either way, and serve
+/// what their local mounts do.
+#[test]
+fn http_directories_answering_403_or_404_mount() {
+    for (directives, status) in [("", 403), (NGINX_DIRS_404, 404)] {
+        let Some(nginx) = Server::nginx_with(directives) else {
+            return;
         };
-        let rf = files(&r.mp);
-        assert_eq!(rf, files(&lp), "{url}: the same files");
-        assert!(rf.iter().any(|p| p.starts_with("variables")), "{url}");
-        for p in &rf {
-            let a = std::fs::read(r.mp.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert!(
-                a == std::fs::read(lp.join(p)).expect("local"),
-                "{}: bytes differ",
-                p.display()
+        serve(&nginx, &["demo_savedmodel", "v1/sharded"]);
+        for dir in [
+            "/demo_savedmodel/",
+            "/demo_savedmodel/assets/",
+            "/v1/sharded/",
+        ] {
+            let (st, _) = http(nginx.port, "GET", dir, &[], b"");
+            assert_eq!(
+                st, status,
+                "GET {dir}: the server under test answers {status}"
             );
         }
-        for d in passthrough {
-            assert!(!r.mp.join(d).exists(), "{url}: {d}/ is not shown");
+        let base = nginx.url();
+        for (url, local) in [
+            (
+                format!("{base}/demo_savedmodel"),
+                fixtures().join("demo_savedmodel"),
+            ),
+            (
+                format!("{base}/demo_savedmodel/"),
+                fixtures().join("demo_savedmodel"),
+            ),
+            (format!("{base}/v1/sharded"), fixtures().join("v1/sharded")),
+        ] {
+            let r = RemoteMount::start(&url, &[]);
+            let l = Mount::start(&local, &["-o", "nolive"]);
+            same_tree_but_assets(&url, &r.mp, &l.path());
         }
+    }
+}
+
+/// The pattern a V1 state file writes for a sharded checkpoint, `model.ckpt-?????-of-00003`,
+/// works in a URL as in a local path (its `?` are no query), over HTTP (also spelled `%3F`),
+/// S3 and GCS; a real query string is refused, saying so.
+#[test]
+fn shard_patterns_in_urls_mount_what_the_local_pattern_does() {
+    const PATTERN: &str = "v1/sharded/model.ckpt-?????-of-00003";
+    let local = fixtures().join(PATTERN);
+    let l = Mount::start(&local, &["-o", "nolive"]);
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["v1/sharded"]);
+    let base = nginx.url();
+    for url in [
+        format!("{base}/{PATTERN}"),
+        format!("{base}/v1/sharded/model.ckpt-%3F%3F%3F%3F%3F-of-00003"),
+    ] {
+        let r = RemoteMount::start(&url, &[]);
+        same_tree(&r.mp, &l.path());
+    }
+    // S3.
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    upload(moto.port, "tfm", "v1/sharded");
+    let env = s3_env(moto.port, home.path());
+    let r = RemoteMount::start(&format!("s3://tfm/{PATTERN}"), &env);
+    same_tree(&r.mp, &l.path());
+    drop(r);
+    // GCS.
+    let Some(gcs) = Server::fake_gcs() else {
+        return;
+    };
+    gcs_bucket(gcs.port, "tfm");
+    let root = fixtures().join("v1/sharded");
+    let files: Vec<(String, Vec<u8>)> = walk_local(&root)
+        .into_iter()
+        .map(|rel| {
+            let body = std::fs::read(root.join(&rel)).expect("fixture");
+            (format!("v1/sharded/{}", rel.display()), body)
+        })
+        .collect();
+    gcs_put(gcs.port, "tfm", &files);
+    let key = gcs_key_file(home.path(), gcs.port);
+    let genv: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let r = RemoteMount::start(&format!("gs://tfm/{PATTERN}"), &genv);
+    same_tree(&r.mp, &l.path());
+    drop(r);
+    // A query string is refused, in one line that says so and how to write a `?`.
+    let url = format!("{base}/{PATTERN}?versionId=3");
+    let out = tfmount(&["ls", &url], &[]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "tfmount ls: {url}: not a usable URL: query strings (`?name=value`) are not \
+             supported; a `?` in the path is part of the object name or a shard pattern (write \
+             a `?` of an object name as %3F where a `=` follows it)\n"
+        )
+    );
+}
+
+/// `tfmount ARGS` with `env`: its output.
+fn tfmount(args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .output()
+        .expect("tfmount")
+}
+
+/// Asserts that `tfmount ls`, `cat`, `verify` and a mount of `url` each fail (exit 3) with the
+/// one line `<command>: <msg>`.
+fn fails_with(url: &str, env: &[(String, String)], msg: &str) {
+    let mp = tempfile::tempdir().expect("mount point");
+    let mp = mp.path().to_str().expect("path");
+    for (args, who) in [
+        (vec!["ls", url], "tfmount ls"),
+        (vec!["cat", url, "variables/x.bin"], "tfmount cat"),
+        (vec!["verify", url], "tfmount verify"),
+        (vec!["-o", "remote_timeout=10s", url, mp], "tfmount"),
+    ] {
+        let t0 = Instant::now();
+        let out = tfmount(&args, env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err, format!("{who}: {msg}\n"), "{args:?}");
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        assert!(t0.elapsed() < Duration::from_secs(70), "{args:?}: no hang");
+    }
+}
+
+/// Messages about remote sources name the full URL and say what is wrong in words: a 404, a
+/// refused connection, a missing bucket at mount and in the subcommands; a read that fails
+/// in a mount logs one line naming the URL and the tensor.
+#[test]
+fn remote_errors_name_the_url_and_the_cause() {
+    let Some(mut nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["sharded"]);
+    let base = nginx.url();
+    let url = format!("{base}/nothing/model.ckpt");
+    fails_with(
+        &url,
+        &[],
+        &format!("{url}: HTTP 404 Not Found (and so are model.ckpt.index and model.ckpt/)"),
+    );
+    // A port where nothing listens.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/run/model.ckpt");
+    fails_with(&url, &[], &format!("{url}: connection refused"));
+    // A bucket that does not exist.
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let env = s3_env(moto.port, home.path());
+    let url = "s3://no-such-bucket/run/model.ckpt";
+    fails_with(
+        url,
+        &env,
+        &format!("{url}: no such bucket (HTTP 404 Not Found)"),
+    );
+
+    // A read that fails in a mount: one log line naming the URL and the tensor.
+    let log = tempfile::NamedTempFile::new().expect("log");
+    let url = format!("{base}/sharded/model.ckpt");
+    let r = RemoteMount::start_logged(&url, &[], Some(log.path()));
+    nginx.stop();
+    let e = std::fs::read(r.mp.join("variables/layer2/w.npy")).expect_err("the server is gone");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("tensor layer2/w"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let want = format!(
+        "read: {base}/sharded/model.ckpt.data-00002-of-00003: tensor layer2/w: connection refused"
+    );
+    assert!(lines[0].ends_with(&want), "{}\nwanted: {want}", lines[0]);
+    for bad in [
+        "NotFound",
+        "entity not found",
+        "os error",
+        "ConnectionRefused",
+    ] {
+        assert!(!text.contains(bad), "{bad}: {text}");
     }
 }
 

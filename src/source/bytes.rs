@@ -91,6 +91,16 @@ pub trait Store: Send + Sync {
         self.kind(path) == Some(EntryKind::File)
     }
 
+    /// The error for a SOURCE `path` that names nothing (no file, no `path.index`, no
+    /// directory), in words.
+    fn missing(&self, path: &Path) -> io::Error {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no such file or directory (and no {name}.index beside it)"),
+        )
+    }
+
     /// Requests made and bytes fetched so far, where that is worth counting (remote stores).
     fn stats_line(&self) -> Option<String> {
         None

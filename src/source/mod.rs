@@ -122,70 +122,36 @@ pub fn open(source: &Path, cfg: &remote::RemoteConfig) -> Result<Source, SourceE
             remote: false,
         });
     }
-    let bad = |msg: String| SourceError::Invalid {
-        path: source.to_path_buf(),
-        msg,
-    };
-    let (store, root) =
-        remote::RemoteStore::open_url(&text, cfg).map_err(|e| bad(e.to_string()))?;
+    // Every message names the URL (the paths of a remote store are its URLs) and says what is
+    // wrong in words.
+    let (store, root) = remote::RemoteStore::open_url(&text, cfg)?;
     // The one request that tells a missing bucket, refused credentials or a store that does
     // not answer from a SOURCE that is merely not an object itself (a checkpoint prefix).
-    store.try_kind(&root).map_err(|e| bad(e.to_string()))?;
+    store.try_kind(&root)?;
     let probed = probe_in(&store, &root)?;
     Ok(Source {
         store: std::sync::Arc::new(store),
         probed,
-        name: text.into_owned(),
+        name: remote::url::redact(&text),
         remote: true,
     })
 }
 
+/// Files whose presence makes a path a source directory even where the store cannot tell it
+/// is one (a web server answering 404 for every directory URL).
+const DIR_MARKERS: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "checkpoint"];
+
 /// What SOURCE `path` of `store` is. Probed in order; the first that matches wins.
 pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     let is_file = |p: &Path| store.is_file(p);
-    if store.is_dir(path) {
-        if is_file(&path.join("saved_model.pb")) || is_file(&path.join("saved_model.pbtxt")) {
-            let prefix = path.join("variables").join("variables");
-            let variables = is_file(&index_file_name(&prefix)).then_some(prefix);
-            return Ok(Probed::SavedModel {
-                dir: path.to_path_buf(),
-                variables,
-            });
-        }
-        let state_file = path.join("checkpoint");
-        if is_file(&state_file) {
-            let (checkpoints, latest) = state::resolve(store, path, &state_file)?;
-            if checkpoints.is_empty() {
-                return Err(SourceError::Invalid {
-                    path: state_file,
-                    msg: "none of the checkpoints this state file lists exists".into(),
-                });
-            }
-            return Ok(Probed::CheckpointDir {
-                dir: path.to_path_buf(),
-                checkpoints,
-                latest,
-            });
-        }
-        if let Some(b) = session_bundle(store, path) {
-            return Ok(b);
-        }
-        let checkpoints = state::index_files(store, path)?;
-        if !checkpoints.is_empty() {
-            return Ok(Probed::CheckpointDir {
-                dir: path.to_path_buf(),
-                checkpoints,
-                latest: None,
-            });
-        }
-        return Err(SourceError::NotRecognised {
-            path: path.to_path_buf(),
-        });
+    let kind = store.kind(path);
+    if kind == Some(bytes::EntryKind::Dir) {
+        return probe_dir(store, path);
     }
     if is_file(&index_file_name(path)) {
         return Ok(Probed::Prefix(path.to_path_buf()));
     }
-    if is_file(path) {
+    if kind == Some(bytes::EntryKind::File) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let dir = path.parent().map(|d| {
             if d.as_os_str().is_empty() {
@@ -237,10 +203,59 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             return Ok(Probed::Prefix(p));
         }
     }
-    if store.kind(path).is_none() && store.kind(&index_file_name(path)).is_none() {
-        return Err(SourceError::Io {
-            path: path.to_path_buf(),
-            err: std::io::Error::from(std::io::ErrorKind::NotFound),
+    if kind.is_none() {
+        // A directory the store could not tell as one: by what it holds.
+        if DIR_MARKERS.iter().any(|m| is_file(&path.join(m))) {
+            return probe_dir(store, path);
+        }
+        if store.kind(&index_file_name(path)).is_none() {
+            return Err(SourceError::Io {
+                path: path.to_path_buf(),
+                err: store.missing(path),
+            });
+        }
+    }
+    Err(SourceError::NotRecognised {
+        path: path.to_path_buf(),
+    })
+}
+
+/// What directory `path` of `store` is: a SavedModel, a checkpoint directory (with a state
+/// file, a session bundle, or bare `*.index` files).
+fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
+    let is_file = |p: &Path| store.is_file(p);
+    if is_file(&path.join("saved_model.pb")) || is_file(&path.join("saved_model.pbtxt")) {
+        let prefix = path.join("variables").join("variables");
+        let variables = is_file(&index_file_name(&prefix)).then_some(prefix);
+        return Ok(Probed::SavedModel {
+            dir: path.to_path_buf(),
+            variables,
+        });
+    }
+    let state_file = path.join("checkpoint");
+    if is_file(&state_file) {
+        let (checkpoints, latest) = state::resolve(store, path, &state_file)?;
+        if checkpoints.is_empty() {
+            return Err(SourceError::Invalid {
+                path: state_file,
+                msg: "none of the checkpoints this state file lists exists".into(),
+            });
+        }
+        return Ok(Probed::CheckpointDir {
+            dir: path.to_path_buf(),
+            checkpoints,
+            latest,
+        });
+    }
+    if let Some(b) = session_bundle(store, path) {
+        return Ok(b);
+    }
+    let checkpoints = state::index_files(store, path)?;
+    if !checkpoints.is_empty() {
+        return Ok(Probed::CheckpointDir {
+            dir: path.to_path_buf(),
+            checkpoints,
+            latest: None,
         });
     }
     Err(SourceError::NotRecognised {

@@ -23,6 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// nginx directives that make every directory URL (`/dir`, `/dir/`) answer 404, as servers
+/// that serve files only do.
+pub const NGINX_DIRS_404: &str = "location / { try_files $uri =404; }";
+
 /// A server process this test started.
 pub struct Server {
     pub name: &'static str,
@@ -126,8 +130,15 @@ impl Server {
         ))
     }
 
-    /// HTTP: nginx serving `root()` (a directory in the server's temporary directory).
+    /// HTTP: nginx serving `root()` (a directory in the server's temporary directory). A
+    /// directory URL (`/dir/`) answers 403 (no index, no listing); `/dir` redirects to it.
     pub fn nginx() -> Option<Server> {
+        Server::nginx_with("")
+    }
+
+    /// nginx as [`Server::nginx`] with `directives` added to its `server` block, e.g.
+    /// [`NGINX_DIRS_404`].
+    pub fn nginx_with(directives: &str) -> Option<Server> {
         let program = find("nginx", &["/usr/sbin/nginx"])?;
         let port = free_port();
         let dir = tempdir();
@@ -135,7 +146,7 @@ impl Server {
         std::fs::create_dir_all(d.join("root")).expect("mkdir root");
         std::fs::create_dir_all(d.join("tmp")).expect("mkdir tmp");
         let conf = format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  default_type application/octet-stream;\n  server {{\n    listen 127.0.0.1:{port};\n    root {d}/root;\n  }}\n}}\n",
+            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  default_type application/octet-stream;\n  server {{\n    listen 127.0.0.1:{port};\n    root {d}/root;\n    {directives}\n  }}\n}}\n",
             d = d.display()
         );
         std::fs::write(d.join("nginx.conf"), conf).expect("write nginx.conf");

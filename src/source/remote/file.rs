@@ -24,10 +24,11 @@ use futures_util::StreamExt;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
+use super::cause::map_err;
 use super::prefetch::Reader;
 use super::stats::Counters;
 use super::store::Ctx;
-use super::{one_line, RemoteError};
+use super::RemoteError;
 use crate::format::{self, ReadAt};
 use crate::source::bytes::{ByteSource, FileMeta};
 
@@ -36,6 +37,8 @@ use crate::source::bytes::{ByteSource, FileMeta};
 pub(crate) struct Io {
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<Counters>,
+    /// `remote_timeout` (for messages).
+    pub timeout: std::time::Duration,
 }
 
 /// An object as opened.
@@ -133,42 +136,6 @@ fn bare_etag(e: &str) -> &str {
         .unwrap_or(e)
 }
 
-/// A store error as a [`RemoteError`] about `url`.
-pub(crate) fn map_err(url: &str, e: object_store::Error) -> RemoteError {
-    use object_store::Error as E;
-    match e {
-        E::NotFound { .. } => RemoteError::NotFound { url: url.into() },
-        E::NotSupported { .. } | E::NotImplemented { .. } => RemoteError::Unsupported {
-            url: url.into(),
-            what: one_line(&e.to_string()),
-        },
-        other => RemoteError::Request {
-            url: url.into(),
-            msg: one_line(&error_chain(&other)),
-        },
-    }
-}
-
-/// An error and its sources, `: `-joined (object_store puts the server's answer in a source).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    let mut n = 0;
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-        n += 1;
-        if n > 8 {
-            break;
-        }
-    }
-    s
-}
-
 /// GETs `range` of `obj` (with `If-Match`), as pieces of `piece` bytes from `range.start` (the
 /// last may be shorter). Exactly `range.len()` bytes are accepted: a body longer or shorter
 /// than asked is an error, and no more than that is ever buffered. No timeout here: callers
@@ -201,7 +168,7 @@ pub(crate) async fn fetch(
             return Err(obj.mark_changed("If-Match failed: rewritten"))
         }
         Err(object_store::Error::NotFound { .. }) => return Err(obj.mark_changed("deleted")),
-        Err(e) => return Err(map_err(&obj.url, e)),
+        Err(e) => return Err(map_err(&obj.url, io.timeout, e)),
     };
     obj.check_meta(&res.meta)?;
     if res.range != range {
@@ -216,7 +183,7 @@ pub(crate) async fn fetch(
     let mut got = 0u64;
     let mut stream = res.into_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| map_err(&obj.url, e))?;
+        let chunk = chunk.map_err(|e| map_err(&obj.url, io.timeout, e))?;
         Counters::add(&io.counters.bytes, chunk.len() as u64);
         if got + chunk.len() as u64 > len {
             return Err(RemoteError::Request {
@@ -254,7 +221,7 @@ pub(crate) async fn fetch(
 pub(crate) struct Pending {
     handle: tokio::task::JoinHandle<Result<Vec<Bytes>, RemoteError>>,
     url: String,
-    secs: u64,
+    after: std::time::Duration,
 }
 
 impl Pending {
@@ -269,21 +236,21 @@ impl Pending {
     ) -> Pending {
         let io = Arc::clone(&ctx.io);
         let o = Arc::clone(obj);
-        let secs = ctx.timeout.as_secs();
+        let after = ctx.timeout;
         let dl = tokio::time::Instant::from_std(deadline);
         let handle = ctx.rt.handle().spawn(async move {
             match tokio::time::timeout_at(dl, fetch(&io, &o, range, piece)).await {
                 Ok(r) => r,
                 Err(_) => Err(RemoteError::Timeout {
                     url: o.url.clone(),
-                    secs,
+                    after,
                 }),
             }
         });
         Pending {
             handle,
             url: obj.url.clone(),
-            secs,
+            after,
         }
     }
 
@@ -304,7 +271,7 @@ impl Pending {
                 self.handle.abort();
                 Err(RemoteError::Timeout {
                     url: self.url.clone(),
-                    secs: self.secs,
+                    after: self.after,
                 })
             }
         }

@@ -16,6 +16,7 @@
 
 pub mod aws_profile;
 pub mod budget;
+pub(crate) mod cause;
 pub mod config;
 pub mod file;
 pub mod parts;
@@ -36,7 +37,10 @@ pub use store::RemoteStore;
 
 use std::io;
 
-/// What went wrong with a remote operation. One line each, naming the object.
+/// What went wrong with a remote operation. One line each, naming the object's full URL
+/// (`scheme://host[:port]/key` or `s3://bucket/key`, never credentials) and the cause in words:
+/// `http://127.0.0.1:8000/run/ckpt.index: HTTP 404 Not Found`, `...: connection refused`,
+/// `...: timed out after 60s (remote_timeout)`, `s3://b/: no such bucket (HTTP 404 Not Found)`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RemoteError {
     /// The object is not what was opened (rewritten, replaced or deleted): every later read of
@@ -44,9 +48,13 @@ pub enum RemoteError {
     #[error("{url}: changed since it was opened ({why})")]
     Changed { url: String, why: String },
     /// No answer (or no success, after retries) within `remote_timeout`.
-    #[error("{url}: no answer within {secs} s (remote_timeout)")]
-    Timeout { url: String, secs: u64 },
-    #[error("{url}: not found")]
+    #[error("{url}: timed out after {} (remote_timeout)", seconds(after))]
+    Timeout {
+        url: String,
+        after: std::time::Duration,
+    },
+    /// The store answered 404 for the object.
+    #[error("{url}: HTTP 404 Not Found")]
     NotFound { url: String },
     /// The store cannot do this (listing over plain HTTP).
     #[error("{url}: {what}")]
@@ -54,7 +62,8 @@ pub enum RemoteError {
     /// A URL or credentials problem found before any request.
     #[error("{0}")]
     Config(String),
-    /// The store answered with an error (after retries): access denied, no such bucket, ...
+    /// The request failed (after retries): `msg` is the cause in words (`HTTP 403 Forbidden
+    /// (AccessDenied: ...)`, `no such bucket (HTTP 404 Not Found)`, `connection refused`).
     #[error("{url}: {msg}")]
     Request { url: String, msg: String },
     /// A read outside the object as opened.
@@ -90,6 +99,17 @@ impl From<RemoteError> for crate::format::FormatError {
     fn from(e: RemoteError) -> Self {
         // The message names the object and why (a rewrite, a timeout, ...).
         crate::format::FormatError::Read(crate::format::ReadError::Other(e.to_string()))
+    }
+}
+
+/// `60s`, `1.5s`, `400ms`.
+fn seconds(d: &std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_secs() == 0 {
+        format!("{}ms", d.subsec_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

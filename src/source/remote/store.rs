@@ -3,12 +3,14 @@
 //! objects whole. Owns the runtime, the memory budget, the block cache and the counters that
 //! every [`RemoteFile`] of it shares.
 //!
-//! Paths are keys relative to the bucket (or host) root, written as relative paths
-//! (`run/ckpt-1000.index`); `RemoteStore::open_url` gives the store and the path its URL names.
-//! Plain HTTP cannot list: [`Store::list`] fails with `Unsupported`, and a path is a directory
-//! when `path/` answers (2xx, or 403 as servers answer for a directory without an index).
+//! Paths are full URLs (`s3://bucket/run/ckpt-1000.index`, `http://host:8000/run/...`), so that
+//! every message naming a path names the URL; [`RemoteStore::open_url`] gives the store and the
+//! path its URL names. A relative path (`run/ckpt-1000.index`) is a key too. Plain HTTP cannot
+//! list: [`Store::list`] fails with `Unsupported`, and a path is a directory when `path/`
+//! answers 2xx or 403 (as servers answer for a directory without an index), or when an object
+//! under it has been seen (servers that answer 404 for every directory URL).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
@@ -25,13 +27,14 @@ use object_store::path::{Path as Key, PathPart};
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::budget::Budget;
+use super::cause::{self, map_err};
 use super::config::{self, RemoteConfig};
-use super::file::{map_err, Io, Object, RemoteFile};
+use super::file::{Io, Object, RemoteFile};
 use super::parts::{PartCache, BLOCK};
 use super::runtime::Rt;
 use super::stats::{Counters, Stats};
 use super::url::{self as rurl, RemoteUrl, Scheme};
-use super::{one_line, RemoteError};
+use super::RemoteError;
 use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 
 /// Most entries one directory listing may return.
@@ -53,6 +56,8 @@ pub(crate) struct Ctx {
     lister: Option<Arc<dyn PaginatedListStore>>,
     /// Plain HTTP: tells a directory by a HEAD of `path/`.
     dir_probe: Option<reqwest::Client>,
+    /// Plain HTTP: directories known to exist because an object under them answered (bounded).
+    seen_dirs: Mutex<HashSet<String>>,
     /// Metadata of objects seen in listings, taken by the next open of each (no HEAD then).
     listed: Mutex<HashMap<String, ObjectMeta>>,
     next_id: AtomicU64,
@@ -64,7 +69,7 @@ impl Ctx {
     pub fn timeout_err(&self, url: &str) -> RemoteError {
         RemoteError::Timeout {
             url: url.to_string(),
-            secs: self.timeout.as_secs(),
+            after: self.timeout,
         }
     }
 
@@ -100,7 +105,27 @@ impl Ctx {
     fn url(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_ref())
     }
+
+    /// The key a store path names: a URL of this store (`s3://b/run/ckpt`) or a relative path
+    /// (`run/ckpt`); `.` dropped, `..` taken lexically (never above the root).
+    fn key_of(&self, path: &Path) -> Result<Key, RemoteError> {
+        let origin = self.prefix.strip_suffix('/').unwrap_or(&self.prefix);
+        let rel = path
+            .to_str()
+            .and_then(|s| s.strip_prefix(origin))
+            .filter(|r| r.is_empty() || r.starts_with('/'))
+            .map_or(path, Path::new);
+        key_of(rel).map_err(|e| match e {
+            RemoteError::Config(m) if !m.starts_with(origin) => {
+                RemoteError::Config(format!("{}{m}", self.prefix))
+            }
+            e => e,
+        })
+    }
 }
+
+/// Most directories remembered as seen (plain HTTP).
+const MAX_SEEN_DIRS: usize = 10_000;
 
 /// One bucket or HTTP host.
 pub struct RemoteStore {
@@ -150,13 +175,19 @@ fn encode_segment(s: &str) -> String {
 }
 
 impl RemoteStore {
-    /// The store a URL names and the path of its key in it (`s3://b/run/ckpt` gives the store of
-    /// bucket `b` and `run/ckpt`). Fails (one line) on a bad URL or missing credentials;
-    /// sends no request.
+    /// The store a URL names and the path it names in it (`s3://b/run/ckpt/` gives the store of
+    /// bucket `b` and the path `s3://b/run/ckpt`: the URL, normalized, see the module doc).
+    /// Fails (one line) on a bad URL or missing credentials; sends no request.
     pub fn open_url(url: &str, cfg: &RemoteConfig) -> Result<(RemoteStore, PathBuf), RemoteError> {
         let u = rurl::parse(url)?;
         let store = RemoteStore::new(&u, cfg)?;
-        Ok((store, PathBuf::from(&u.key)))
+        let prefix = u.store_prefix();
+        let path = if u.key.is_empty() {
+            prefix.strip_suffix('/').unwrap_or(&prefix).to_string()
+        } else {
+            format!("{prefix}{}", u.key)
+        };
+        Ok((store, PathBuf::from(path)))
     }
 
     /// The store of a parsed URL's bucket or host.
@@ -211,6 +242,7 @@ impl RemoteStore {
                 io: Arc::new(Io {
                     store,
                     counters: Arc::new(Counters::default()),
+                    timeout: cfg.timeout,
                 }),
                 budget: Budget::new(cfg.cache_bytes),
                 cache: PartCache::new(cfg.cache_bytes / 4),
@@ -220,6 +252,7 @@ impl RemoteStore {
                 credentials,
                 lister,
                 dir_probe,
+                seen_dirs: Mutex::new(HashSet::new()),
                 listed: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
                 uid,
@@ -240,8 +273,11 @@ impl RemoteStore {
 
     /// The URL of a path of this store.
     pub fn url_of(&self, path: &Path) -> String {
-        match key_of(path) {
+        match self.ctx.key_of(path) {
             Ok(k) => self.ctx.url(&k),
+            Err(_) if path.starts_with(self.ctx.prefix.trim_end_matches('/')) => {
+                path.display().to_string()
+            }
             Err(_) => format!("{}{}", self.ctx.prefix, path.display()),
         }
     }
@@ -284,9 +320,12 @@ impl RemoteStore {
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             match io.store.head(key).await {
-                Ok(m) => Ok(Some(m)),
+                Ok(m) => {
+                    self.saw_object(key);
+                    Ok(Some(m))
+                }
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(map_err(&url, e)),
+                Err(e) => Err(map_err(&url, self.ctx.timeout, e)),
             }
         })
     }
@@ -330,7 +369,7 @@ impl RemoteStore {
                         lister
                             .list_paginated(prefix.as_deref(), opts)
                             .await
-                            .map_err(|e| map_err(&url, e))
+                            .map_err(|e| map_err(&url, self.ctx.timeout, e))
                     })?;
                     for p in &page.result.common_prefixes {
                         out.extend(name_of(p).map(|n| (n, true)));
@@ -355,7 +394,7 @@ impl RemoteStore {
                     io.store
                         .list_with_delimiter(Some(dir))
                         .await
-                        .map_err(|e| map_err(&url, e))
+                        .map_err(|e| map_err(&url, self.ctx.timeout, e))
                 })?;
                 out.extend(
                     r.common_prefixes
@@ -374,38 +413,65 @@ impl RemoteStore {
         Ok(out)
     }
 
-    /// HTTP: does `key/` answer like a directory?
+    /// HTTP: does `key/` answer like a directory (2xx, or 403 as a server without directory
+    /// listings answers)? A server may answer 404 for every directory URL: then `key` is a
+    /// directory if an object under it was seen.
     fn http_dir(&self, key: &Key) -> Result<bool, RemoteError> {
         let Some(probe) = &self.ctx.dir_probe else {
             return Ok(false);
         };
+        if self.seen_dir(key) {
+            return Ok(true);
+        }
         let mut u = self.ctx.prefix.clone();
         for p in key.parts() {
             u.push_str(&encode_segment(p.as_ref()));
             u.push('/');
         }
-        let url = self.ctx.url(key);
+        let url = format!("{}/", self.ctx.url(key));
         let io = &self.ctx.io;
+        let timeout = self.ctx.timeout;
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             let r = probe
                 .head(&u)
                 .send()
                 .await
-                .map_err(|e| RemoteError::Request {
-                    url: url.clone(),
-                    msg: one_line(&e.to_string()),
-                })?;
+                .map_err(|e| cause::from_reqwest(&url, timeout, &e))?;
             let s = r.status();
             Ok(s.is_success() || s == reqwest::StatusCode::FORBIDDEN)
         })
+    }
+
+    /// Plain HTTP: whether an object under `key/` has answered.
+    fn seen_dir(&self, key: &Key) -> bool {
+        self.ctx
+            .seen_dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key.as_ref())
+    }
+
+    /// Plain HTTP: the directories above object `key` exist (remembered, bounded).
+    fn saw_object(&self, key: &Key) {
+        if self.ctx.scheme != Scheme::Http {
+            return;
+        }
+        let mut seen = self.ctx.seen_dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let k = key.as_ref();
+        for (i, _) in k.match_indices('/') {
+            if seen.len() >= MAX_SEEN_DIRS {
+                return;
+            }
+            seen.insert(k[..i].to_string());
+        }
     }
 
     /// What `path` is: a file (an object), a directory (a key prefix with objects under it, or
     /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell. Takes
     /// at most `remote_timeout` when the store does not answer.
     pub fn try_kind(&self, path: &Path) -> Result<Option<EntryKind>, RemoteError> {
-        Ok(self.stat(&key_of(path)?)?.map(|(k, _)| k))
+        Ok(self.stat(&self.ctx.key_of(path)?)?.map(|(k, _)| k))
     }
 
     /// What `key` is, with the object's metadata if it is one.
@@ -420,9 +486,10 @@ impl RemoteStore {
             Err(e)
                 if self.ctx.scheme == Scheme::Http && !matches!(e, RemoteError::Timeout { .. }) =>
             {
-                return match self.is_dir(key)? {
-                    true => Ok(Some((EntryKind::Dir, None))),
-                    false => Err(e),
+                // Said in the HEAD's words (a failed probe of `key/` says the same or less).
+                return match self.is_dir(key) {
+                    Ok(true) => Ok(Some((EntryKind::Dir, None))),
+                    Ok(false) | Err(_) => Err(e),
                 };
             }
             Err(e) => return Err(e),
@@ -442,26 +509,48 @@ impl RemoteStore {
         match self.list_keys(key, 1) {
             Ok(v) => Ok(!v.is_empty() || key.as_ref().is_empty()),
             // A listing in a bucket that exists never answers 404.
-            Err(RemoteError::NotFound { .. }) => Err(self.no_bucket()),
+            Err(RemoteError::NotFound { .. }) => Err(self.no_bucket(key)),
             Err(RemoteError::Request { msg, .. })
-                if msg.contains("NoSuchBucket") || msg.contains("404 Not Found") =>
+                if msg.contains("no such bucket") || msg.contains("404 Not Found") =>
             {
-                Err(self.no_bucket())
+                Err(self.no_bucket(key))
             }
             Err(e) => Err(e),
         }
     }
 
-    fn no_bucket(&self) -> RemoteError {
+    /// The listing of `key` answered 404: the bucket does not exist.
+    fn no_bucket(&self, key: &Key) -> RemoteError {
         RemoteError::Request {
-            url: self.ctx.prefix.clone(),
-            msg: "no such bucket".into(),
+            url: self.ctx.url(key),
+            msg: format!("no such bucket ({})", cause::status_words(404)),
         }
+    }
+
+    /// Why nothing is at `path` (no object, no `path.index`, no directory), in words: the
+    /// error a SOURCE that names nothing gets.
+    pub fn missing(&self, path: &Path) -> RemoteError {
+        let url = self.url_of(path);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let msg = match self.ctx.scheme {
+            Scheme::Http => format!(
+                "{} (and so are {name}.index and {name}/)",
+                cause::status_words(404)
+            ),
+            Scheme::S3 | Scheme::Gcs => format!(
+                "{} (and so is {name}.index; no objects under {name}/)",
+                cause::status_words(404)
+            ),
+        };
+        RemoteError::Request { url, msg }
     }
 
     /// The entries of directory `path` (not sorted); an error over plain HTTP.
     pub fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
-        let key = key_of(path)?;
+        let key = self.ctx.key_of(path)?;
         let v = self.list_keys(&key, MAX_LIST + 1)?;
         if v.len() > MAX_LIST {
             return Err(RemoteError::Unsupported {
@@ -493,7 +582,7 @@ impl RemoteStore {
     /// Opens an object: size, ETag and modification time from the listing that showed it, if
     /// one did since the last open, else from one HEAD.
     pub fn open_file(&self, path: &Path) -> Result<Arc<RemoteFile>, RemoteError> {
-        let key = key_of(path)?;
+        let key = self.ctx.key_of(path)?;
         let listed = self
             .ctx
             .listed
@@ -519,7 +608,7 @@ impl RemoteStore {
     /// its footer and, often, all of it); those bytes go to the block cache, so reading them
     /// next costs no request.
     pub fn open_tail(&self, path: &Path, tail: u64) -> Result<Arc<RemoteFile>, RemoteError> {
-        let key = key_of(path)?;
+        let key = self.ctx.key_of(path)?;
         let url = self.ctx.url(&key);
         let tail = tail.clamp(1, 8 * BLOCK);
         let ctx = &self.ctx;
@@ -539,7 +628,7 @@ impl RemoteStore {
                 .store
                 .get_opts(&key, opts)
                 .await
-                .map_err(|e| map_err(&url, e))?;
+                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
             let (meta, range) = (r.meta.clone(), r.range.clone());
             let want = range.end.saturating_sub(range.start);
             if want > tail || range.end != meta.size {
@@ -554,6 +643,7 @@ impl RemoteStore {
             let data = collect(&ctx.io, &url, r.into_stream(), want).await?;
             Ok((meta, range.start, data))
         })?;
+        self.saw_object(&key);
         let obj = self.new_object(&meta);
         // Cut into cache blocks (the first may start inside its block).
         let mut at = start;
@@ -572,7 +662,7 @@ impl RemoteStore {
     /// A whole object of at most `max` bytes in one GET (no HEAD). Larger objects are refused
     /// after the answer's headers, their body unread.
     pub fn read_whole_object(&self, path: &Path, max: u64) -> Result<Vec<u8>, RemoteError> {
-        let key = key_of(path)?;
+        let key = self.ctx.key_of(path)?;
         let url = self.ctx.url(&key);
         let ctx = &self.ctx;
         ctx.run(&url, async {
@@ -582,13 +672,14 @@ impl RemoteStore {
                 .store
                 .get_opts(&key, GetOptions::default())
                 .await
-                .map_err(|e| map_err(&url, e))?;
+                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
             if r.meta.size > max {
                 return Err(RemoteError::Unsupported {
                     url: url.clone(),
                     what: format!("{} bytes, more than the {max}-byte limit", r.meta.size),
                 });
             }
+            self.saw_object(&key);
             let size = r.meta.size;
             Ok(collect(&ctx.io, &url, r.into_stream(), size)
                 .await?
@@ -610,7 +701,7 @@ async fn collect(
     })?;
     let mut out = BytesMut::with_capacity(cap);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| map_err(url, e))?;
+        let chunk = chunk.map_err(|e| map_err(url, io.timeout, e))?;
         Counters::add(&io.counters.bytes, chunk.len() as u64);
         if out.len() + chunk.len() > cap {
             return Err(RemoteError::Request {
@@ -662,7 +753,7 @@ impl Store for RemoteStore {
     }
 
     fn meta(&self, path: &Path) -> io::Result<FileMeta> {
-        let key = key_of(path)?;
+        let key = self.ctx.key_of(path)?;
         match self.stat(&key)? {
             Some((_, Some(m))) => Ok(self.ctx.file_meta(Some(m.last_modified))),
             Some((_, None)) => {
@@ -675,6 +766,11 @@ impl Store for RemoteStore {
             }
             .into()),
         }
+    }
+
+    fn missing(&self, path: &Path) -> io::Error {
+        let e = RemoteStore::missing(self, path);
+        io::Error::new(io::ErrorKind::NotFound, e.to_string())
     }
 
     fn read_whole(&self, path: &Path, max: u64) -> io::Result<Vec<u8>> {

@@ -397,6 +397,10 @@ fn a_get_that_never_answers_fails_within_the_timeout_then_reads_resume() {
     let t = Instant::now();
     let e = r.read(12 * MIB, 4096).unwrap_err();
     assert!(matches!(e, RemoteError::Timeout { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "mem://b/shard: timed out after 400ms (remote_timeout)"
+    );
     let e2 = f.read_at(&mut [0u8; 10], 15 * MIB).unwrap_err();
     assert!(matches!(e2, RemoteError::Timeout { .. }), "{e2}");
     assert!(
@@ -512,4 +516,18 @@ fn kinds_listing_and_whole_reads() {
     let f = store.open(Path::new("run/ckpt-2.index")).unwrap();
     assert_eq!(f.name(), Path::new("mem://b/run/ckpt-2.index"));
     assert_eq!(f.meta().mode & libc::S_IFMT, libc::S_IFREG);
+}
+
+#[test]
+fn timeouts_are_said_in_seconds_or_milliseconds() {
+    let t = |ms: u64| {
+        RemoteError::Timeout {
+            url: "s3://b/k".into(),
+            after: Duration::from_millis(ms),
+        }
+        .to_string()
+    };
+    assert_eq!(t(60_000), "s3://b/k: timed out after 60s (remote_timeout)");
+    assert_eq!(t(1_500), "s3://b/k: timed out after 1.5s (remote_timeout)");
+    assert_eq!(t(250), "s3://b/k: timed out after 250ms (remote_timeout)");
 }

@@ -4,6 +4,8 @@
 //! `s3://` and `gs://` keys are taken verbatim, as the AWS and gcloud command lines take them
 //! (no percent-decoding); an `http(s)://` path is percent-decoded, since it is a URL path. A
 //! trailing `/` is dropped: a "directory" is a key prefix.
+//!
+//! Shard patterns (`?????`) and escapes: see [`parse`].
 
 use super::RemoteError;
 
@@ -55,10 +57,42 @@ pub fn is_remote(s: &str) -> bool {
 }
 
 fn bad(url: &str, why: &str) -> RemoteError {
-    RemoteError::Config(format!("{url}: not a usable URL: {why}"))
+    RemoteError::Config(format!("{}: not a usable URL: {why}", redact(url)))
+}
+
+/// `url` with any user name and password before the host replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// Parses a source URL.
+///
+/// # Patterns and escapes
+///
+/// The key is taken as a local SOURCE path is, so a URL takes the patterns a local path takes,
+/// written the same way: the shard pattern of a V1 checkpoint
+/// `s3://b/run/model.ckpt-?????-of-00003`, `http://host/run/model.ckpt-?????-of-00003` (as a
+/// V1 state file writes it). `?` and `*` in the path are characters of the key, never the start
+/// of a query (`*` means nothing special to a local path either: it is part of the name).
+///
+/// - `s3://`, `gs://`: every character after `bucket/` is the key, `?`, `*`, `#`, `%` included;
+///   there is nothing to escape (and nothing can be escaped: `%3F` is the three characters).
+/// - `http(s)://`: `%XX` is the byte `XX`. A literal `?` in an object name may be written `?` or
+///   `%3F`, and must be written `%3F` where a bare one would start a query (below); a literal
+///   `#` must be written `%23`, a literal `%` `%25`. A name decoded from `%3F%3F%3F%3F%3F` is
+///   the same name as `?????`: the shard pattern, as for a local path.
+/// - A query string is not supported: over `http(s)://`, a `?` whose rest of the URL holds a
+///   `=` (`?versionId=3`, a presigned URL's `?X-Amz-Signature=...`) is a query and the URL is
+///   refused, as is a fragment (`#...`) and a user name or password (`user:pw@host`).
+///
+/// Refusals are one line: `URL: not a usable URL: why`.
 pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
     let (scheme_str, rest) = url
         .split_once("://")
@@ -69,8 +103,16 @@ pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
         "http" | "https" => Scheme::Http,
         _ => return Err(bad(url, "expected s3://, gs://, http:// or https://")),
     };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
+    // The authority ends at the first `/` (or, over HTTP, at a `?` or `#` right after it).
+    let end = match scheme {
+        Scheme::Http => rest.find(['/', '?', '#']),
+        Scheme::S3 | Scheme::Gcs => rest.find('/'),
+    };
+    let (authority, path) = match end {
+        Some(i) => (
+            &rest[..i],
+            rest[i..].strip_prefix('/').unwrap_or(&rest[i..]),
+        ),
         None => (rest, ""),
     };
     if authority.is_empty() {
@@ -107,8 +149,10 @@ pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
                     "user names or passwords in the URL are not supported",
                 ));
             }
-            if path.contains(['?', '#']) || authority.contains(['?', '#']) {
-                return Err(bad(url, "queries and fragments are not supported"));
+            // `http://host?x`: a query right after the host.
+            let after_host = rest[authority.len()..].starts_with(['?', '#']);
+            if let Some(why) = query_or_fragment(path).or(after_host.then_some(QUERY)) {
+                return Err(bad(url, why));
             }
             let ok = authority.bytes().all(|b| {
                 b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':' | b'[' | b']')
@@ -125,6 +169,22 @@ pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
             })
         }
     }
+}
+
+const QUERY: &str = "query strings (`?name=value`) are not supported; a `?` in the path is part \
+    of the object name or a shard pattern (write a `?` of an object name as %3F where a `=` \
+    follows it)";
+
+/// Why an HTTP URL's path (after the host's `/`) holds a query or a fragment, if it does: a `#`
+/// anywhere, or a `?` with a `=` after it (see [`parse`]).
+fn query_or_fragment(path: &str) -> Option<&'static str> {
+    if path.contains('#') {
+        return Some("fragments (`#...`) are not supported (write a `#` of an object name as %23)");
+    }
+    if path.find('?').is_some_and(|i| path[i..].contains('=')) {
+        return Some(QUERY);
+    }
+    None
 }
 
 /// Drops empty and `.` segments and a trailing `/`; refuses `..` and control characters.
@@ -207,6 +267,25 @@ mod tests {
     }
 
     #[test]
+    fn shard_patterns_and_escapes() {
+        // `?` and `*` are characters of the key, as in a local path.
+        let u = p("http://127.0.0.1:8000/run/model.ckpt-?????-of-00003");
+        assert_eq!(u.key, "run/model.ckpt-?????-of-00003");
+        assert_eq!(p("https://h/a*b/c?d").key, "a*b/c?d");
+        // `%3F` is a `?` too; `%3F` with a `=` after it is no query; `%23` is a `#`.
+        assert_eq!(
+            p("http://h/run/model.ckpt-%3F%3F%3F%3F%3F-of-00003").key,
+            "run/model.ckpt-?????-of-00003"
+        );
+        assert_eq!(p("http://h/a%3Fb=c").key, "a?b=c");
+        assert_eq!(p("http://h/a%23b%25").key, "a#b%");
+        // S3 and GCS keys are verbatim: no query, no fragment, no escapes.
+        let u = p("s3://b/run/model.ckpt-?????-of-00003");
+        assert_eq!(u.key, "run/model.ckpt-?????-of-00003");
+        assert_eq!(p("gs://b/a?x=1#y%3F").key, "a?x=1#y%3F");
+    }
+
+    #[test]
     fn refused() {
         for s in [
             "s3:/b/k",
@@ -216,6 +295,12 @@ mod tests {
             "s3://b a/k",
             "https://u:p@h/k",
             "https://h/k?x=1",
+            "https://h/k?versionId=3&x",
+            "https://h/d/model.ckpt-?????-of-00003?X-Amz-Signature=ab",
+            "https://h?x",
+            "https://h#x",
+            "https://h/k#x",
+            "https://h/k%23x#",
             "https://h/k%zz",
             "https://h/k%ff",
             "gs://b/k\u{1}",
@@ -223,6 +308,13 @@ mod tests {
         ] {
             assert!(parse(s).is_err(), "{s} accepted");
         }
+        let e = parse("https://h/k?x=1").unwrap_err().to_string();
+        assert!(e.contains("query strings") && e.contains("%3F"), "{e}");
+        let e = parse("https://user:secret@h/k").unwrap_err().to_string();
+        assert!(
+            e.starts_with("https://***@h/k: ") && !e.contains("secret"),
+            "{e}"
+        );
         assert!(is_remote("HTTPS://x"));
         assert!(!is_remote("/s3://x"));
         assert!(!is_remote("s3:"));
