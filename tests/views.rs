@@ -1036,3 +1036,92 @@ fn txt_directories_do_not_collide_with_text_files() {
         show(&tsv)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// model.safetensors with a damaged tensor
+// ---------------------------------------------------------------------------------------------
+
+/// One tensor whose bytes fail their CRC does not take `model.safetensors` down: the header
+/// (page-aligned, alone in its pages) reads, `safe_open(...).keys()` and the metadata work, and
+/// every tensor sharing no page and no read-ahead window with the damaged one reads exactly
+/// through safetensors' mmap. Reading the damaged tensor fails (an error, or SIGBUS for an
+/// mmap reader), never wrong bytes. Each read runs in a process of its own.
+#[test]
+fn damaged_tensor_leaves_the_rest_of_model_safetensors_readable() {
+    let Some(py) = python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    // 2 MiB tensors: a read-ahead window (1 MiB) around the damaged one never reaches the
+    // tensors two keys away. The damaged one is first, right after the header: without the
+    // header's own pages, reading the header would fail with it.
+    let n = 512 * 1024;
+    let mut want = Vec::new();
+    for (i, key) in ["a_damaged", "b", "c", "d", "e"].iter().enumerate() {
+        let vals: Vec<u8> = (0..n as u32)
+            .flat_map(|j| (j as f32 * 0.5 + i as f32).to_le_bytes())
+            .collect();
+        w.add(key.as_bytes(), DType(1), &[n as u64], &vals, 0)
+            .expect("add");
+        want.push((key.to_string(), sha256_hex(&vals)));
+    }
+    w.finish().expect("finish");
+    // Flip a byte near the start of a_damaged (the first tensor in shard 0).
+    let data = tmp.path().join("ckpt.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).expect("data");
+    let at = 16;
+    bytes[at] ^= 0x40;
+    std::fs::write(&data, &bytes).expect("write");
+
+    let mut m = Mount::start(&prefix, &[]);
+    let st = m.path().join("model.safetensors");
+    let run = |code: &str| {
+        Command::new(&py)
+            .arg("-c")
+            .arg(code)
+            .arg(&st)
+            .output()
+            .expect("python")
+    };
+    let header = run("import sys, json\n\
+         from safetensors import safe_open\n\
+         h = open(sys.argv[1], 'rb').read(8)\n\
+         assert len(h) == 8\n\
+         with safe_open(sys.argv[1], 'np') as f:\n\
+         \x20   print(json.dumps([sorted(f.keys()), f.metadata()]))\n");
+    assert!(
+        header.status.success(),
+        "{}",
+        String::from_utf8_lossy(&header.stderr)
+    );
+    let got: Value = serde_json::from_slice(&header.stdout).expect("json");
+    assert_eq!(got[0], json!(["a_damaged", "b", "c", "d", "e"]));
+    assert_eq!(got[1]["format"], "tf");
+    for (key, sha) in &want {
+        let out = run(&format!(
+            "import sys, hashlib\n\
+             from safetensors import safe_open\n\
+             with safe_open(sys.argv[1], 'np') as f:\n\
+             \x20   print(hashlib.sha256(f.get_tensor({key:?}).tobytes()).hexdigest())\n"
+        ));
+        if key == "a_damaged" {
+            // An exception, or death by SIGBUS: never a value.
+            assert!(!out.status.success(), "{key} read despite its damage");
+            assert!(out.stdout.is_empty(), "{key}");
+        } else if key == "d" || key == "e" {
+            assert!(
+                out.status.success(),
+                "{key}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), sha, "{key}");
+        }
+        // b and c may share the damaged tensor's read-ahead window: exact or an error.
+        else if out.status.success() {
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), sha, "{key}");
+        }
+    }
+    assert_eq!(m.unmount(), Some(0));
+}
