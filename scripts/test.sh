@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need, then runs them all: `scripts/test.sh [cargo test arguments]`.
+# `scripts/test.sh --setup` installs only (CI runs the wheel smoke test in between).
 #
 # Idempotent: each step installs only what is missing, so a second run goes straight to the tests.
 #   - fuse3 (fusermount3) and nginx-light, from Debian's packages (apt-get; run as root);
@@ -51,6 +52,11 @@ fi
 
 # nginx-light, and the server executables on the virtualenv's PATH.
 PYTHON="$venv/bin/python" scripts/install-test-servers.sh
+
+if [ "${1:-}" = "--setup" ]; then
+    echo "test setup ready in $((SECONDS - t0)) s"
+    exit 0
+fi
 
 export PATH="$venv/bin:$PATH"
 export TFMOUNT_PYTHON="$venv/bin/python"
