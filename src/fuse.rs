@@ -31,8 +31,6 @@ fn attr_ttl(a: &Attr) -> Duration {
         TTL
     }
 }
-/// Inode numbers are never reused for another file, so one generation serves for all.
-const GEN: Generation = Generation(0);
 /// Kernel readahead for sequential reads of large tensors (see `mount::raise_readahead`): one
 /// request of the largest size the kernel sends (256 pages). Measured on a cold 1 GiB read,
 /// 1 MiB costs least CPU (dd + daemon) and time: -15% against 128 KiB, while 2 and 4 MiB
@@ -156,11 +154,16 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.fs.lookup(parent.0, name.as_bytes()) {
-            Ok(a) => {
-                // The kernel now holds one more lookup of this inode.
-                self.fs.looked_up(a.ino);
-                reply.entry_with_ttls(&attr_ttl(&a), &TTL, &file_attr(&a), GEN)
-            }
+            // The kernel now holds one more lookup of this inode, in this generation (inode
+            // numbers of pruned checkpoints are reused with the next one).
+            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
+                &attr_ttl(&a),
+                &TTL,
+                &file_attr(&a),
+                Generation(a.generation),
+            ),
+            // Freed (a pruned checkpoint) since it was resolved.
+            Ok(_) => reply.error(errno(&FsError::NotFound)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -272,11 +275,25 @@ impl Filesystem for FuseFs {
     ) {
         let r = self.fs.readdir_plus(ino.0, offset, |e, a| {
             let name = OsStr::from_bytes(&e.name);
+            // The kernel links (or forgets) every entry of a READDIRPLUS reply but `.` and
+            // `..`: counted before it is added, and left out if its subtree was freed since it
+            // was listed (a pruned checkpoint).
             let counted = e.name != b"." && e.name != b"..";
+            if counted && !self.fs.looked_up(e.ino, e.generation) {
+                return false;
+            }
+            let generation = Generation(e.generation);
             let full = match a {
                 Some(a) => {
                     let ttl = attr_ttl(&a);
-                    reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &file_attr(&a), GEN)
+                    reply.add(
+                        INodeNo(e.ino),
+                        e.cookie,
+                        name,
+                        &ttl,
+                        &file_attr(&a),
+                        generation,
+                    )
                 }
                 // Unknown attributes: name and type only, not to be cached.
                 None => {
@@ -289,14 +306,22 @@ impl Filesystem for FuseFs {
                         uid: 0,
                         gid: 0,
                         volatile: true,
+                        generation: e.generation,
                     };
                     let zero = Duration::ZERO;
-                    reply.add(INodeNo(e.ino), e.cookie, name, &zero, &file_attr(&a), GEN)
+                    reply.add(
+                        INodeNo(e.ino),
+                        e.cookie,
+                        name,
+                        &zero,
+                        &file_attr(&a),
+                        generation,
+                    )
                 }
             };
-            // The kernel links (or forgets) every entry of a READDIRPLUS reply but `.` and `..`.
-            if !full && counted {
-                self.fs.looked_up(e.ino);
+            // Not added: the reply is full.
+            if full && counted {
+                self.fs.forget(e.ino, 1);
             }
             full
         });

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use super::fixed::{Fixed, FixedNodes};
 use super::graph::{self, GraphTree};
 use super::live::Live;
-use super::registry::Prunable;
 use super::subtree::Subtree;
 use super::text::{self, MetaGraphText, Part, WholeText};
 use super::variables::{Variables, View};
@@ -51,11 +50,9 @@ pub(super) struct Builder<'a> {
     fs: &'a Fs,
     store: &'a dyn Store,
     fixed: FixedNodes,
-    /// Register subtrees behind a [`Prunable`] (a live directory's checkpoints).
-    prunable: bool,
-    /// The subtrees this build registered.
+    /// The registry slots this build took: its own table's first, then each subtree's (a live
+    /// directory frees them all when the checkpoint is pruned and forgotten).
     pub(super) ids: Vec<u16>,
-    pub(super) prunables: Vec<Arc<Prunable>>,
 }
 
 pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
@@ -72,7 +69,7 @@ pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, S
         .registry
         .reserve()
         .ok_or_else(|| too_many(Path::new("/")))?;
-    let mut b = Builder::new(&fs, store, id, false);
+    let mut b = Builder::new(&fs, store, id);
     b.build_root(probed)?;
     let fixed = b.finish();
     fs.registry.set(id, Arc::new(fixed));
@@ -81,14 +78,12 @@ pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, S
 
 impl<'a> Builder<'a> {
     /// A builder of fixed-node table `id` (already reserved).
-    pub(super) fn new(fs: &'a Fs, store: &'a dyn Store, id: u16, prunable: bool) -> Builder<'a> {
+    pub(super) fn new(fs: &'a Fs, store: &'a dyn Store, id: u16) -> Builder<'a> {
         Builder {
             fs,
             store,
             fixed: FixedNodes::new(id),
-            prunable,
             ids: vec![id],
-            prunables: Vec::new(),
         }
     }
 
@@ -130,14 +125,7 @@ impl<'a> Builder<'a> {
         make: impl FnOnce(u16) -> S,
     ) -> Result<u16, SourceError> {
         let id = self.fs.registry.reserve().ok_or_else(|| too_many(path))?;
-        let t: Arc<dyn Subtree> = Arc::new(make(id));
-        if self.prunable {
-            let p = Arc::new(Prunable::new(t));
-            self.prunables.push(p.clone());
-            self.fs.registry.set(id, p);
-        } else {
-            self.fs.registry.set(id, t);
-        }
+        self.fs.registry.set(id, Arc::new(make(id)));
         self.ids.push(id);
         Ok(id)
     }

@@ -7,13 +7,14 @@
 //!
 //! A pruned checkpoint's subtrees are freed (files closed, memory released) once the kernel has
 //! forgotten every inode of them; until then files already open keep reading what they opened.
+//! Freeing gives their registry slots back, to be reused, with a new generation, by checkpoints
+//! that appear later (see [`super::registry`]): a mount follows a job for as long as it runs.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::build::Builder;
-use super::registry::Prunable;
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::{Fs, Kind};
 use crate::error::{FsError, FsResult, SourceError};
@@ -48,8 +49,11 @@ struct Mounted {
     prefix: PathBuf,
     root: Ino,
     seq: u64,
+    /// The registry slots of its subtrees not freed yet; while `root` is not freed, its slot
+    /// comes first.
     ids: Vec<u16>,
-    prunables: Vec<Arc<Prunable>>,
+    /// Whether the slot of `root` was freed (pruned checkpoints).
+    root_freed: bool,
 }
 
 #[derive(Default)]
@@ -286,21 +290,33 @@ impl Live {
     ) -> Result<Mounted, SourceError> {
         let id = fs.registry.reserve().ok_or_else(|| SourceError::Invalid {
             path: prefix.to_path_buf(),
-            msg: "too many checkpoints over the life of this mount".into(),
+            msg: format!(
+                "more than {} subtrees at once (two per checkpoint shown or still open, one more \
+                 per meta graph)",
+                crate::tree::ino::MAX_SUBTREES - 1
+            ),
         })?;
-        let mut b = Builder::new(fs, store, id, true);
-        b.build_checkpoint(name, prefix)?;
-        let (ids, mut prunables) = (b.ids.clone(), b.prunables.clone());
-        let fixed = Arc::new(Prunable::new(Arc::new(b.finish())));
-        prunables.push(fixed.clone());
-        fs.registry.set(id, fixed);
+        let mut b = Builder::new(fs, store, id);
+        if let Err(e) = b.build_checkpoint(name, prefix) {
+            // Nothing of it was shown: its slots are given back at once.
+            fs.checkpoints
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(n, _)| n != name);
+            for &id in &b.ids {
+                fs.registry.release(id);
+            }
+            return Err(e);
+        }
+        let ids = b.ids.clone();
+        fs.registry.set(id, Arc::new(b.finish()));
         Ok(Mounted {
             name: name.to_string(),
             prefix: prefix.to_path_buf(),
             root: Ino::new(id, 1).unwrap_or(ROOT),
             seq: 0,
             ids,
-            prunables,
+            root_freed: false,
         })
     }
 
@@ -439,27 +455,42 @@ impl Live {
         false
     }
 
-    /// Drops a checkpoint that was built but not shown.
+    /// Drops a checkpoint that was built but not shown (the kernel never saw its inodes).
     fn unmount(&self, fs: &Fs, m: Mounted) {
         fs.checkpoints
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(n, _)| *n != m.name);
-        for p in &m.prunables {
-            p.free();
+        for &id in &m.ids {
+            fs.registry.release(id);
         }
     }
 
-    /// Frees the pruned checkpoints whose inodes the kernel has all forgotten.
+    /// Frees the pruned checkpoints whose inodes the kernel has all forgotten, and gives their
+    /// slots back. The slot of a checkpoint's root goes first, once no slot of it is looked
+    /// up: the root is the only way in from outside (the live root no longer lists it, but a
+    /// lookup resolved before the prune may still be answering, and is refused once the slot
+    /// is freed), so after it nothing can reach the other slots anew. Each of those is freed
+    /// when its own lookups are forgotten.
     fn free_forgotten(&self, fs: &Fs) {
         let mut pruned = self.pruned.lock().unwrap_or_else(|p| p.into_inner());
-        pruned.retain(|m| {
-            let held: u64 = m.ids.iter().map(|&id| fs.registry.lookups(id)).sum();
-            if held > 0 {
-                return true;
+        pruned.retain_mut(|m| {
+            if !m.root_freed {
+                if m.ids.iter().any(|&id| fs.registry.lookups(id) > 0) {
+                    return true;
+                }
+                let Some(&root) = m.ids.first() else {
+                    return false;
+                };
+                if !fs.registry.release(root) {
+                    return true;
+                }
+                m.root_freed = true;
+                m.ids.remove(0);
             }
-            for p in &m.prunables {
-                p.free();
+            m.ids.retain(|&id| !fs.registry.release(id));
+            if !m.ids.is_empty() {
+                return true;
             }
             log::debug!("{}: freed", m.prefix.display());
             false
@@ -510,4 +541,115 @@ pub fn follow(fs: &Arc<Fs>, notify: Box<dyn Fn(Invalidate) + Send>) -> std::io::
             }
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::error::FsError;
+    use crate::format::dtype::DType;
+    use crate::fs::{Fs, Options, ROOT};
+    use crate::tree::ino::Ino;
+    use crate::writer::CheckpointWriter;
+
+    fn bytes(v: f32) -> Vec<u8> {
+        [v; 4].iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// Saves `ckpt-i` (4 floats of value `i`), names it and the one before in the state file,
+    /// and deletes the one before that (`max_to_keep=2`).
+    fn save(dir: &Path, i: usize) {
+        let mut w = CheckpointWriter::new(dir.join(format!("ckpt-{i}")), 1).expect("writer");
+        w.add(b"v", DType(1), &[4], &bytes(i as f32), 0)
+            .expect("add");
+        w.finish().expect("finish");
+        let mut state = format!("model_checkpoint_path: \"ckpt-{i}\"\n");
+        for n in i.saturating_sub(1)..=i {
+            state.push_str(&format!("all_model_checkpoint_paths: \"ckpt-{n}\"\n"));
+        }
+        std::fs::write(dir.join("checkpoint"), state).expect("state");
+        if i >= 2 {
+            for f in ["index", "data-00000-of-00001"] {
+                std::fs::remove_file(dir.join(format!("ckpt-{}.{f}", i - 2))).expect("rm");
+            }
+        }
+    }
+
+    /// The kernel's side: a lookup whose entry is handed out (and counted).
+    fn lookup(fs: &Fs, parent: u64, name: &str) -> crate::fs::Attr {
+        let a = fs.lookup(parent, name.as_bytes()).expect(name);
+        assert!(fs.looked_up(a.ino, a.generation), "{name} handed out");
+        a
+    }
+
+    /// A pruned checkpoint keeps serving while the kernel holds its inodes; once they are
+    /// forgotten its slots are freed (its inodes answer ENOENT and its entries are refused),
+    /// and checkpoints saved later take them again, with the next generation.
+    #[test]
+    fn pruned_checkpoints_slots_are_reused_once_forgotten() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path();
+        save(dir, 0);
+        let probed = crate::source::probe(dir).expect("probe");
+        let fs = Fs::new(&probed, &Options::default()).expect("mount");
+        let root = lookup(&fs, ROOT, "ckpt-0");
+        let vars = lookup(&fs, root.ino, "variables");
+        let v = lookup(&fs, vars.ino, "v.bin");
+        // An entry resolved now, handed out only after the slot is freed.
+        let late = fs.lookup(ROOT, b"ckpt-0").expect("ckpt-0");
+        for i in 1..=2 {
+            save(dir, i);
+            fs.refresh_live();
+        }
+        assert!(matches!(fs.lookup(ROOT, b"ckpt-0"), Err(FsError::NotFound)));
+        assert_eq!(fs.read(v.ino, 0, 64).expect("still held"), bytes(0.0));
+        // Forgetting some of it frees nothing.
+        fs.forget(v.ino, 1);
+        fs.forget(vars.ino, 1);
+        fs.refresh_live();
+        assert_eq!(fs.read(v.ino, 0, 64).expect("still held"), bytes(0.0));
+        fs.forget(root.ino, 1);
+        fs.refresh_live();
+        assert!(matches!(fs.getattr(v.ino), Err(FsError::NotFound)));
+        assert!(matches!(fs.getattr(root.ino), Err(FsError::NotFound)));
+        assert!(
+            !fs.looked_up(late.ino, late.generation),
+            "an entry resolved before the free is refused"
+        );
+        // Every later save is shown; the freed slots come round again after the never-used
+        // ones, with the next generation.
+        let (root_slot, var_slot) = (Ino(root.ino).subtree(), Ino(v.ino).subtree());
+        let v_gen = v.generation;
+        let mut reused = 0;
+        for i in 3..=2 * crate::tree::ino::MAX_SUBTREES {
+            save(dir, i);
+            fs.refresh_live();
+            let name = format!("ckpt-{i}");
+            let r = fs.lookup(ROOT, name.as_bytes()).expect(&name);
+            let vars = fs.lookup(r.ino, b"variables").expect("variables");
+            let v = fs.lookup(vars.ino, b"v.bin").expect("v.bin");
+            assert_eq!(fs.read(v.ino, 0, 64).expect("read"), bytes(i as f32));
+            for a in [r, vars, v] {
+                let slot = Ino(a.ino).subtree();
+                let was = if slot == root_slot {
+                    root.generation
+                } else if slot == var_slot {
+                    v_gen
+                } else {
+                    continue;
+                };
+                assert_eq!(a.generation, was + 1, "{name}");
+                reused += 1;
+            }
+            if reused >= 2 {
+                // Both slots of ckpt-0 hold a later checkpoint's subtrees: the stale entry is
+                // still refused, the new ones are handed out.
+                assert!(!fs.looked_up(late.ino, late.generation));
+                assert!(fs.looked_up(r.ino, r.generation));
+                return;
+            }
+        }
+        panic!("the slots of ckpt-0 were not reused");
+    }
 }

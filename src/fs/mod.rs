@@ -87,6 +87,9 @@ pub struct Attr {
     /// The size may grow (a `text/` file not rendered to its end yet): the kernel must not
     /// cache these attributes ([`subtree::Size::Growing`]).
     pub volatile: bool,
+    /// The generation of `ino`: `(ino, generation)` names one node over the life of the mount
+    /// (inode numbers of a live directory's pruned checkpoints are reused, see [`registry`]).
+    pub generation: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +99,8 @@ pub struct DirEntry {
     pub kind: Kind,
     /// Pass this back to `readdir` to continue after this entry.
     pub cookie: u64,
+    /// The generation of `ino` (see [`Attr::generation`]).
+    pub generation: u64,
 }
 
 /// Inodes whose failures were logged at error level; later failures of the same inode are
@@ -165,6 +170,15 @@ impl Fs {
             .ok_or(FsError::NotFound)
     }
 
+    /// [`Fs::sub`] and the generation of the subtree's slot.
+    fn sub_gen(&self, ino: u64) -> FsResult<(Arc<dyn Subtree>, u64, u64)> {
+        let ino = Ino(ino);
+        self.registry
+            .get_with_generation(ino.subtree())
+            .map(|(t, generation)| (t, ino.local(), generation))
+            .ok_or(FsError::NotFound)
+    }
+
     /// Logs a failed operation once, here.
     fn logged<T>(&self, op: &str, ino: u64, r: FsResult<T>) -> FsResult<T> {
         if let Err(e) = &r {
@@ -178,7 +192,7 @@ impl Fs {
         r
     }
 
-    fn to_attr(ino: u64, a: NodeAttr) -> Attr {
+    fn to_attr(ino: u64, generation: u64, a: NodeAttr) -> Attr {
         let (size, perm) = match (a.kind, a.size) {
             (Kind::Dir, _) => (0, dir_perm(&a.meta)),
             (Kind::Symlink, Size::Known(s)) => (s, 0o777),
@@ -195,13 +209,14 @@ impl Fs {
             uid: a.meta.uid,
             gid: a.meta.gid,
             volatile: matches!(a.size, Size::Growing(_)),
+            generation,
         }
     }
 
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        let (t, local) = self.sub(ino)?;
+        let (t, local, generation) = self.sub_gen(ino)?;
         let a = self.logged("getattr", ino, t.attr(local))?;
-        Ok(Self::to_attr(ino, a))
+        Ok(Self::to_attr(ino, generation, a))
     }
 
     fn parent_of(&self, ino: u64) -> FsResult<u64> {
@@ -235,11 +250,13 @@ impl Fs {
         if t.kind(local)? != Kind::Dir {
             return Err(FsError::NotDir);
         }
+        let generation = |ino: u64| self.registry.generation(Ino(ino).subtree());
         let dot = |name: &[u8], ino, cookie| DirEntry {
             ino,
             name: name.to_vec(),
             kind: Kind::Dir,
             cookie,
+            generation: generation(ino),
         };
         if cookie < 1 && add(dot(b".", ino, 1)) {
             return Ok(());
@@ -253,6 +270,7 @@ impl Fs {
                 name: e.name.to_vec(),
                 kind: e.kind,
                 cookie: e.cookie,
+                generation: generation(e.ino.0),
             })
         });
         self.logged("readdir", ino, r)
@@ -268,12 +286,20 @@ impl Fs {
         cookie: u64,
         mut add: impl FnMut(DirEntry, Option<Attr>) -> bool,
     ) -> FsResult<()> {
-        self.readdir(ino, cookie, |e| {
-            let a = match self.sub(e.ino) {
-                Ok((t, local)) if !t.rendered(local) => {
-                    t.attr(local).ok().map(|a| Self::to_attr(e.ino, a))
+        self.readdir(ino, cookie, |mut e| {
+            let a = match self.sub_gen(e.ino) {
+                Ok((t, local, generation)) => {
+                    // The generation of the occupant the attributes come from.
+                    e.generation = generation;
+                    if t.rendered(local) {
+                        None
+                    } else {
+                        t.attr(local)
+                            .ok()
+                            .map(|a| Self::to_attr(e.ino, generation, a))
+                    }
                 }
-                _ => None,
+                Err(_) => None,
             };
             add(e, a)
         })
@@ -336,10 +362,12 @@ impl Fs {
             .clone()
     }
 
-    /// The kernel learned of `ino` (a lookup or a listed entry): for freeing pruned
-    /// checkpoints of a live mount once the kernel forgot all their inodes.
-    pub fn looked_up(&self, ino: u64) {
-        self.registry.looked_up(Ino(ino).subtree(), 1);
+    /// The kernel is about to learn of `ino` in `generation` (a lookup or a listed entry):
+    /// counted, for freeing pruned checkpoints of a live mount once the kernel forgot all their
+    /// inodes. False if `ino`'s subtree was freed since it was resolved in `generation`: the
+    /// entry must not be handed out (see [`registry`]).
+    pub fn looked_up(&self, ino: u64, generation: u64) -> bool {
+        self.registry.pin(Ino(ino).subtree(), generation)
     }
 
     /// The kernel forgot `n` lookups of `ino`.

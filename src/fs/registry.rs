@@ -1,21 +1,50 @@
-//! Every subtree instance of a mount, by id (the `subtree` field of an inode number). A slot is
-//! filled once and read without a lock; ids are handed out in order. For live checkpoint
-//! directories the registry also counts the lookups the kernel holds on each subtree's inodes,
-//! so a pruned checkpoint is freed once the kernel has forgotten all of them
-//! ([`Prunable`]).
+//! Every subtree instance of a mount, by slot (the `subtree` field of an inode number). A slot
+//! holds one subtree at a time; a snapshot mount fills its slots once, in order. A live
+//! directory also frees the slots of its pruned checkpoints and fills them again, so a mount
+//! that runs for weeks does not run out of them.
+//!
+//! Each slot keeps, in one atomic word ([`crate::tree::ino::slot`]), its *generation*, whether
+//! it is free, and the lookups the kernel holds on its inodes (a LOOKUP reply or a READDIRPLUS
+//! entry adds one, FORGET takes its count away). The rules that keep an old inode number from
+//! ever reaching a slot's next occupant:
+//! - a slot is freed only while the kernel holds no lookup of it ([`Registry::release`]), and
+//!   the kernel sends no request for an inode number it forgot;
+//! - freeing increments the generation; the occupant and the generation are read together
+//!   ([`Registry::get_with_generation`]), and a lookup is counted only if the slot is still
+//!   that occupant's ([`Registry::pin`]): an entry resolved before its slot was freed is
+//!   refused instead of handed to the kernel;
+//! - the generation goes with every entry (FUSE's entry generation): were the kernel still to
+//!   hold an inode of an earlier occupant, it marks it bad when the number comes back;
+//! - free slots are reused last: never-used slots first, then the one freed longest ago.
+//!
+//! A slot whose generation reaches its maximum is not reused again.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use super::subtree::{Entry, NodeAttr, Subtree};
-use super::Kind;
-use crate::error::{FsError, FsResult};
-use crate::tree::ino::{Ino, MAX_SUBTREES};
+use super::subtree::Subtree;
+use crate::tree::ino::{slot, MAX_SUBTREES};
+
+struct Slot {
+    /// The occupant. The generation changes only under this lock's write side, so that a
+    /// reader sees an occupant with its own generation.
+    tree: RwLock<Option<Arc<dyn Subtree>>>,
+    /// `generation | free | lookups` ([`slot`]).
+    state: AtomicU64,
+}
+
+/// Which slots can be handed out.
+struct Ids {
+    /// The first slot never used.
+    fresh: usize,
+    /// Freed slots, the one freed longest ago first.
+    freed: VecDeque<u16>,
+}
 
 pub struct Registry {
-    slots: Box<[OnceLock<Arc<dyn Subtree>>]>,
-    next: AtomicUsize,
-    lookups: Box<[AtomicU64]>,
+    slots: Box<[Slot]>,
+    ids: Mutex<Ids>,
 }
 
 impl Default for Registry {
@@ -24,118 +53,295 @@ impl Default for Registry {
     }
 }
 
+const FREE: u64 = 1 << slot::FREE.shift;
+
+fn generation(state: u64) -> u64 {
+    slot::GENERATION.get(state)
+}
+
+fn lookups(state: u64) -> u64 {
+    slot::LOOKUPS.get(state)
+}
+
 impl Registry {
     pub fn new() -> Registry {
         Registry {
-            slots: (0..MAX_SUBTREES).map(|_| OnceLock::new()).collect(),
-            next: AtomicUsize::new(0),
-            lookups: (0..MAX_SUBTREES).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..MAX_SUBTREES)
+                .map(|_| Slot {
+                    tree: RwLock::new(None),
+                    state: AtomicU64::new(FREE),
+                })
+                .collect(),
+            ids: Mutex::new(Ids {
+                fresh: 0,
+                freed: VecDeque::new(),
+            }),
         }
     }
 
-    /// A fresh id, filled later with [`Registry::set`]; `None` once all are taken.
+    /// A slot to fill with [`Registry::set`]: a never-used one (in order, from 0), else the
+    /// one freed longest ago; `None` when every slot is taken.
     pub fn reserve(&self) -> Option<u16> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        if i >= self.slots.len() {
-            self.next.store(self.slots.len(), Ordering::Relaxed);
-            return None;
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.fresh < self.slots.len() {
+            let id = u16::try_from(ids.fresh).ok()?;
+            ids.fresh += 1;
+            return Some(id);
         }
-        u16::try_from(i).ok()
+        ids.freed.pop_front()
     }
 
     /// Fills reserved slot `id`.
     pub fn set(&self, id: u16, t: Arc<dyn Subtree>) {
         if let Some(s) = self.slots.get(id as usize) {
-            let _ = s.set(t);
+            let mut tree = s.tree.write().unwrap_or_else(|p| p.into_inner());
+            *tree = Some(t);
+            s.state.fetch_and(!FREE, Ordering::AcqRel);
         }
     }
 
     pub fn get(&self, id: u16) -> Option<Arc<dyn Subtree>> {
-        self.slots.get(id as usize)?.get().cloned()
+        self.get_with_generation(id).map(|(t, _)| t)
     }
 
-    pub fn looked_up(&self, id: u16, n: u64) {
-        if let Some(c) = self.lookups.get(id as usize) {
-            c.fetch_add(n, Ordering::Relaxed);
-        }
+    /// The occupant of slot `id` and its generation.
+    pub fn get_with_generation(&self, id: u16) -> Option<(Arc<dyn Subtree>, u64)> {
+        let s = self.slots.get(id as usize)?;
+        let tree = s.tree.read().unwrap_or_else(|p| p.into_inner());
+        let t = tree.clone()?;
+        Some((t, generation(s.state.load(Ordering::Acquire))))
     }
 
-    pub fn forgot(&self, id: u16, n: u64) {
-        if let Some(c) = self.lookups.get(id as usize) {
-            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(n))
-            });
-        }
-    }
-
-    /// Lookups the kernel holds on inodes of subtree `id`.
-    pub fn lookups(&self, id: u16) -> u64 {
-        self.lookups
+    /// The generation of slot `id` now.
+    pub fn generation(&self, id: u16) -> u64 {
+        self.slots
             .get(id as usize)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+            .map_or(0, |s| generation(s.state.load(Ordering::Acquire)))
     }
-}
 
-/// A subtree that can be freed (a pruned checkpoint of a live directory): once freed, its
-/// inodes answer "no such file" and its files and memory are released.
-pub struct Prunable {
-    inner: RwLock<Option<Arc<dyn Subtree>>>,
-}
+    /// Counts one lookup the kernel is about to hold on an inode of slot `id`, resolved in
+    /// `generation`. False (and nothing counted) if the slot was freed since: the entry must
+    /// not reach the kernel.
+    pub fn pin(&self, id: u16, generation_seen: u64) -> bool {
+        let Some(s) = self.slots.get(id as usize) else {
+            return false;
+        };
+        s.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                let ok = v & FREE == 0
+                    && generation(v) == generation_seen
+                    && lookups(v) < slot::LOOKUPS.max();
+                ok.then_some(v + 1)
+            })
+            .is_ok()
+    }
 
-impl Prunable {
-    pub fn new(t: Arc<dyn Subtree>) -> Prunable {
-        Prunable {
-            inner: RwLock::new(Some(t)),
+    /// The kernel forgot `n` lookups of inodes of slot `id` (FORGET names no generation: they
+    /// are the current occupant's, since a slot is freed only once all were forgotten).
+    pub fn forgot(&self, id: u16, n: u64) {
+        if let Some(s) = self.slots.get(id as usize) {
+            let _ = s
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    Some(v - lookups(v) + lookups(v).saturating_sub(n))
+                });
         }
     }
 
-    pub fn free(&self) {
-        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = None;
+    /// Lookups the kernel holds on inodes of slot `id`.
+    pub fn lookups(&self, id: u16) -> u64 {
+        self.slots
+            .get(id as usize)
+            .map_or(0, |s| lookups(s.state.load(Ordering::Acquire)))
     }
 
-    fn get(&self) -> FsResult<Arc<dyn Subtree>> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or(FsError::NotFound)
+    /// Frees slot `id` if the kernel holds no lookup of it: its subtree is dropped (files
+    /// closed once the operations under way are done), its generation goes up, and the slot
+    /// can be handed out again. A slot reserved and never filled is given back as it is.
+    /// False if it is still looked up (or already free).
+    pub fn release(&self, id: u16) -> bool {
+        let Some(s) = self.slots.get(id as usize) else {
+            return false;
+        };
+        let old = {
+            let mut tree = s.tree.write().unwrap_or_else(|p| p.into_inner());
+            let v = s.state.load(Ordering::Acquire);
+            if v & FREE != 0 {
+                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+                let reserved = (id as usize) < ids.fresh && !ids.freed.contains(&id);
+                if reserved && tree.is_none() && generation(v) < slot::GENERATION.max() {
+                    ids.freed.push_back(id);
+                    return true;
+                }
+                return false;
+            }
+            if lookups(v) != 0 {
+                return false;
+            }
+            let next = generation(v) + 1;
+            let reusable = next <= slot::GENERATION.max();
+            let state = slot::GENERATION
+                .put(next.min(slot::GENERATION.max()))
+                .unwrap_or(0)
+                | FREE;
+            // A pin between the load and here fails this exchange.
+            if s.state
+                .compare_exchange(v, state, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return false;
+            }
+            if reusable {
+                self.ids
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .freed
+                    .push_back(id);
+            }
+            tree.take()
+        };
+        drop(old);
+        true
     }
 }
 
-impl Subtree for Prunable {
-    fn attr(&self, local: u64) -> FsResult<NodeAttr> {
-        self.get()?.attr(local)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{FsError, FsResult};
+    use crate::fs::subtree::{Entry, NodeAttr};
+    use crate::fs::Kind;
+    use crate::tree::ino::Ino;
+
+    /// A subtree that is only its name.
+    struct Named(&'static str);
+
+    impl Subtree for Named {
+        fn attr(&self, _: u64) -> FsResult<NodeAttr> {
+            Err(FsError::NotFound)
+        }
+        fn kind(&self, _: u64) -> FsResult<Kind> {
+            Ok(Kind::Dir)
+        }
+        fn lookup(&self, _: u64, _: &[u8]) -> FsResult<Ino> {
+            Err(FsError::NotFound)
+        }
+        fn parent(&self, _: u64) -> FsResult<Option<Ino>> {
+            Ok(None)
+        }
+        fn readdir(&self, _: u64, _: u64, _: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
+            Ok(())
+        }
+        fn open(&self, _: u64) -> FsResult<()> {
+            Ok(())
+        }
+        fn read(&self, _: u64, _: u64, _: usize) -> FsResult<Vec<u8>> {
+            Ok(self.0.as_bytes().to_vec())
+        }
     }
-    fn kind(&self, local: u64) -> FsResult<Kind> {
-        self.get()?.kind(local)
+
+    fn name(r: &Registry, id: u16) -> Option<Vec<u8>> {
+        r.get(id).map(|t| t.read(0, 0, 0).unwrap_or_default())
     }
-    fn rendered(&self, local: u64) -> bool {
-        self.get().is_ok_and(|t| t.rendered(local))
+
+    #[test]
+    fn slots_are_reused_only_once_forgotten_with_a_new_generation() {
+        let r = Registry::new();
+        let fill = |name| {
+            let id = r.reserve().expect("a slot");
+            r.set(id, Arc::new(Named(name)));
+            id
+        };
+        let a = fill("a");
+        let b = fill("b");
+        assert_eq!((a, b), (0, 1), "never-used slots in order");
+        let (_, gen_a) = r.get_with_generation(a).expect("a");
+        assert_eq!(gen_a, 0);
+        // The kernel looks up two inodes of `a`.
+        assert!(r.pin(a, gen_a));
+        assert!(r.pin(a, gen_a));
+        assert!(!r.release(a), "still looked up");
+        r.forgot(a, 1);
+        assert!(!r.release(a), "one lookup left");
+        r.forgot(a, 1);
+        assert_eq!(r.lookups(a), 0);
+        assert!(r.release(a), "forgotten: freed");
+        assert!(!r.release(a), "freed once");
+        assert!(r.get(a).is_none(), "a freed slot serves nothing");
+        assert!(
+            !r.pin(a, gen_a),
+            "an entry resolved before the free is refused"
+        );
+        assert_eq!(r.generation(a), 1);
+        // Never-used slots come first: `a` waits until they are all taken.
+        let mut taken = vec![];
+        while let Some(id) = r.reserve() {
+            taken.push(id);
+            if id == a {
+                break;
+            }
+        }
+        assert_eq!(taken.len(), MAX_SUBTREES - 2 + 1);
+        assert_eq!(taken.last(), Some(&a));
+        assert_eq!(taken[0], 2);
+        r.set(a, Arc::new(Named("c")));
+        let (_, gen_c) = r.get_with_generation(a).expect("c");
+        assert_eq!(gen_c, gen_a + 1, "the generation went up");
+        assert_eq!(name(&r, a).as_deref(), Some(&b"c"[..]));
+        // A stale (inode, generation) never counts against the new occupant.
+        assert!(!r.pin(a, gen_a));
+        assert_eq!(r.lookups(a), 0);
+        assert!(r.pin(a, gen_c));
+        assert_eq!(r.lookups(a), 1);
+        // Forgetting more than was looked up saturates.
+        r.forgot(a, 5);
+        assert_eq!(r.lookups(a), 0);
+        assert_eq!(r.generation(a), gen_c, "forgetting keeps the generation");
+        // `b` was never freed: untouched.
+        assert_eq!(name(&r, b).as_deref(), Some(&b"b"[..]));
+        assert_eq!(r.generation(b), 0);
     }
-    fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
-        self.get()?.lookup(dir, name)
+
+    #[test]
+    fn freed_slots_are_reused_oldest_first() {
+        let r = Registry::new();
+        while let Some(id) = r.reserve() {
+            r.set(id, Arc::new(Named("x")));
+        }
+        for id in [7, 3, 9] {
+            assert!(r.release(id));
+        }
+        assert_eq!(r.reserve(), Some(7));
+        assert_eq!(r.reserve(), Some(3));
+        assert_eq!(r.reserve(), Some(9));
+        assert_eq!(r.reserve(), None);
+        // A slot reserved and never filled is given back once.
+        assert!(r.release(3));
+        assert_eq!(r.reserve(), Some(3));
+        assert!(r.release(3));
+        assert!(!r.release(3), "already given back");
+        assert_eq!(r.generation(3), 1, "nothing of it was handed out");
     }
-    fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
-        self.get()?.parent(dir)
-    }
-    fn readdir(
-        &self,
-        dir: u64,
-        cookie: u64,
-        add: &mut dyn FnMut(Entry<'_>) -> bool,
-    ) -> FsResult<()> {
-        self.get()?.readdir(dir, cookie, add)
-    }
-    fn open(&self, local: u64) -> FsResult<()> {
-        self.get()?.open(local)
-    }
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
-        self.get()?.read(local, offset, size)
-    }
-    fn readlink(&self, local: u64) -> FsResult<Vec<u8>> {
-        self.get()?.readlink(local)
-    }
-    fn xattrs(&self, local: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
-        self.get()?.xattrs(local)
+
+    #[test]
+    fn a_slot_at_its_last_generation_is_not_reused() {
+        let r = Registry::new();
+        while let Some(id) = r.reserve() {
+            r.set(id, Arc::new(Named("x")));
+        }
+        let last = slot::GENERATION.max();
+        let s = &r.slots[5];
+        s.state.store(
+            slot::GENERATION.put(last - 1).unwrap_or(0),
+            Ordering::Release,
+        );
+        assert!(r.release(5));
+        assert_eq!(r.reserve(), Some(5));
+        r.set(5, Arc::new(Named("y")));
+        assert_eq!(r.generation(5), last);
+        assert!(r.release(5));
+        assert_eq!(r.generation(5), last);
+        assert_eq!(r.reserve(), None, "retired");
+        assert!(!r.pin(5, last), "a free slot counts no lookup");
     }
 }

@@ -4,13 +4,26 @@
 //!
 //! ```text
 //! inode   = subtree:12 | local:52
-//!           subtree 0 is the mount's fixed nodes (root = 1); subtree s > 0 is the s-th subtree
-//!           instance registered at mount (a checkpoint's variables, a meta graph, ...)
+//!           subtree 0 is the mount's fixed nodes (root = 1), or a live directory's root;
+//!           subtree s > 0 is slot s of the registry (`fs::registry`), holding one subtree
+//!           instance (a checkpoint's variables, a meta graph, ...)
 //! local   = the subtree's own layout, one of:
 //!   keyspace node (checkpoint variables):   view:2 | file:3 | depth:7 | pos:40
 //!   graph node (a meta graph's names):      space:18 | file:3 | depth:6 | index:25
 //! cookie  = 3 + (pos:61 | sub:3)     (cookies 1 and 2 are `.` and `..`)
+//! slot    = generation:23 | free:1 | lookups:40     (a registry slot's state, not an inode)
 //! ```
+//!
+//! Slots are reused: in a live directory, the slots of a pruned checkpoint are freed once the
+//! kernel has forgotten every inode in them (FUSE FORGET), and handed out again (never-used
+//! slots first, then the one freed longest ago). Each free increments the slot's
+//! *generation*, which goes with every inode number given to the kernel (the FUSE entry
+//! generation), so `(inode, generation)` names one node over the life of the mount; an entry
+//! resolved in one generation is never handed out in another (see `fs::registry`). The
+//! generation is not a field of the inode number: all 64 bits are taken (`pos` is an index
+//! position, block:23 | entry:17, and a smaller `subtree` would lower the number of
+//! checkpoints a snapshot mount can show), and the kernel never sends an inode number it
+//! holds no lookup of, which is what freeing waits for.
 
 /// One bit field of a packed `u64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,8 +97,18 @@ impl Ino {
     }
 }
 
-/// Most subtree instances a mount can hold (subtree 0 is the fixed nodes).
+/// Most subtree instances a mount can hold at once (subtree 0 is the fixed nodes).
 pub const MAX_SUBTREES: usize = SUBTREE.max() as usize;
+
+/// The state of a registry slot (see `fs::registry`): its generation, whether it holds no
+/// subtree, and the lookups the kernel holds on its inodes.
+pub mod slot {
+    use super::Field;
+    pub const GENERATION: Field = Field::top(64, 23);
+    pub const FREE: Field = GENERATION.then(1);
+    pub const LOOKUPS: Field = FREE.then(40);
+    const _: () = assert!(LOOKUPS.shift == 0);
+}
 
 /// Local layout of a key-space node (checkpoint variables and the views that mirror them).
 pub mod keyspace {
@@ -139,6 +162,10 @@ mod tests {
         assert_eq!(
             keyspace::VIEW.bits + keyspace::FILE.bits + keyspace::DEPTH.bits + keyspace::POS.bits,
             LOCAL.bits
+        );
+        assert_eq!(
+            slot::GENERATION.bits + slot::FREE.bits + slot::LOOKUPS.bits,
+            64
         );
         assert_eq!(
             graph::SPACE.bits + graph::FILE.bits + graph::DEPTH.bits + graph::INDEX.bits,
