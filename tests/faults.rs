@@ -1,0 +1,358 @@
+//! Remote faults, end to end: a mounted remote checkpoint read through a fault-injecting proxy
+//! (tests/support/fault_proxy.rs) between tfmount and nginx (moto for S3), and `tfmount verify`
+//! of the same URL with the same fault.
+//!
+//! The served checkpoint `big/model.ckpt` (written with `CheckpointWriter`) holds a 12 MiB
+//! tensor `big` alone in data shard 0, so that reading it takes several ranged GETs (a first
+//! read-ahead window of 1 MiB, then larger parts), and small healthy tensors in shard 1; the
+//! TensorFlow-written fixture `sharded` (the one tests/remote_mount.rs serves) is served too.
+//!
+//! Each fault: a connection reset mid-body, a body shorter than its `Content-Length`, 503 with
+//! `Retry-After` (then success), a body that stops arriving, the object rewritten or deleted
+//! mid-read, a flipped byte. The reader gets the exact bytes (after retries) or EIO within
+//! `remote_timeout` (plus slack), never wrong bytes; the daemon stays up and a later read of a
+//! healthy tensor works; the error's kind is in the daemon's log line and in `tfmount verify`'s
+//! reason. Every test checks that the proxy really injected its fault. Last, 32 readers at once
+//! over a remote mount: every byte exact, the daemon's RssAnon within `remote_cache` + 64 MiB.
+//!
+//! Needs nginx (and moto for S3): `scripts/install-test-servers.sh`.
+
+mod common;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+#[path = "support/servers.rs"]
+mod servers;
+use common::requires;
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{fixtures, walk_files, Mount};
+use fault_proxy::{Fault, FaultProxy, Rule};
+use servers::{http, Server};
+use tfmount::format::dtype::DType;
+use tfmount::writer::CheckpointWriter;
+
+/// `-o remote_timeout` of the mounts that meet faults.
+const TIMEOUT: Duration = Duration::from_secs(3);
+const TIMEOUT_OPT: &str = "remote_timeout=3s";
+/// What a failed read may take beyond `remote_timeout` (two shared cores, a debug build).
+const SLACK: Duration = Duration::from_secs(2);
+const F32: DType = DType(1);
+/// The large tensor: 3 x 1 Mi float32, alone in data shard 0.
+const BIG_LEN: usize = 12 << 20;
+const BIG_FILE: &str = "variables/big.bin";
+const SMALL_FILE: &str = "variables/small.bin";
+const PREFIX: &str = "big/model.ckpt";
+/// The data shard holding `big`, as requested.
+const DATA0: &str = "/big/model.ckpt.data-00000-of-00002";
+
+/// Byte `i` of the deterministic content of tensor `seed` (any byte can be computed alone).
+fn content(seed: u64, at: u64, len: usize) -> Vec<u8> {
+    let word = |w: u64| {
+        // splitmix64
+        let mut z = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut out = Vec::with_capacity(len + 8);
+    let mut w = at / 8;
+    let skip = (at % 8) as usize;
+    while out.len() < len + skip {
+        out.extend_from_slice(&word(w).to_le_bytes());
+        w += 1;
+    }
+    out.drain(..skip);
+    out.truncate(len);
+    out
+}
+
+fn big_bytes() -> Vec<u8> {
+    content(1, 0, BIG_LEN)
+}
+
+fn small_bytes() -> Vec<u8> {
+    content(2, 0, 4096)
+}
+
+/// `big/model.ckpt` under `root`: `big` alone in shard 0, `small` and `other` in shard 1.
+fn write_big(root: &Path) {
+    let mut w = CheckpointWriter::new(root.join(PREFIX), 2).expect("writer");
+    w.add(b"big", F32, &[3, 1 << 20], &big_bytes(), 0)
+        .expect("big");
+    w.add(b"small", F32, &[1024], &small_bytes(), 1)
+        .expect("small");
+    w.add(b"other", F32, &[16, 1024], &content(3, 0, 64 << 10), 1)
+        .expect("other");
+    w.finish().expect("finish");
+}
+
+/// Copies `fixtures/<dir>` into `root/<dir>`.
+fn serve_fixture(root: &Path, dir: &str) {
+    let from = fixtures().join(dir);
+    for e in std::fs::read_dir(&from).expect("fixture dir") {
+        let e = e.expect("dirent");
+        let to = root.join(dir).join(e.file_name());
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(e.path(), &to).expect("copy");
+    }
+}
+
+/// nginx serving `big/` and `sharded/`, and the proxy in front of it.
+struct Served {
+    nginx: Server,
+    proxy: FaultProxy,
+}
+
+impl Served {
+    fn start() -> Option<Served> {
+        let nginx = Server::nginx()?;
+        write_big(&nginx.root());
+        serve_fixture(&nginx.root(), "sharded");
+        let proxy = FaultProxy::start(nginx.port);
+        Some(Served { nginx, proxy })
+    }
+
+    /// The URL of `rel` through the proxy.
+    fn url(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.proxy.url())
+    }
+
+    /// A mount of `big/model.ckpt` through the proxy (`RUST_LOG=info`, log in a file).
+    fn mount(&self, opts: &str) -> Mount {
+        Mount::start(Path::new(&self.url(PREFIX)), &["-o", opts])
+    }
+
+    /// The served file of data shard 0.
+    fn data0(&self) -> PathBuf {
+        self.nginx.root().join(DATA0.trim_start_matches('/'))
+    }
+}
+
+/// Replaces `path` by `bytes` as an object store replaces an object: atomically (written
+/// beside it, then renamed over it; requests already answering keep reading the old one),
+/// modified `secs` seconds after the epoch (nginx's ETag is mtime-size: a new ETag even at the
+/// same size, whatever the clock).
+fn replace(path: &Path, bytes: &[u8], secs: u64) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).expect("write");
+    let f = std::fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .expect("open");
+    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        .expect("mtime");
+    drop(f);
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// `bytes` with every byte changed.
+fn inverted(bytes: &[u8]) -> Vec<u8> {
+    bytes.iter().map(|b| b ^ 0x5a).collect()
+}
+
+/// Reads `p` whole (through the page cache, as a program does): the bytes, or the error, and
+/// how long it took.
+fn read_timed(p: &Path) -> (std::io::Result<Vec<u8>>, Duration) {
+    let t = Instant::now();
+    let r = std::fs::read(p);
+    (r, t.elapsed())
+}
+
+/// Reads `p` 1 MiB at a time until EOF or the first error: the bytes read before it, and it.
+fn read_until_error(p: &Path) -> (Vec<u8>, Option<std::io::Error>) {
+    let mut f = std::fs::File::open(p).expect("open");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return (got, None),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+}
+
+/// Asserts that `r` is EIO.
+fn assert_eio<T>(r: &std::io::Result<T>, what: &str) {
+    match r {
+        Ok(_) => panic!("{what}: the read succeeded"),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{what}: {e}"),
+    }
+}
+
+/// The daemon is still running, and a healthy tensor in the other data shard reads exactly.
+fn still_serving(m: &mut Mount) {
+    let c = m.child.as_mut().expect("daemon");
+    assert!(
+        c.try_wait().expect("wait").is_none(),
+        "the daemon exited: {}",
+        m.log_text()
+    );
+    let got = std::fs::read(m.path().join(SMALL_FILE)).expect("a healthy tensor reads");
+    assert!(got == small_bytes(), "small: wrong bytes");
+}
+
+/// The daemon's log lines containing every one of `words`.
+fn log_lines(m: &Mount, words: &[&str]) -> Vec<String> {
+    m.log_text()
+        .lines()
+        .filter(|l| words.iter().all(|w| l.contains(w)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The one log line about reading tensor `big` (the read's error, logged once per file): it
+/// names the data shard's URL and says `kind`.
+fn assert_read_logged(m: &Mount, s: &Served, kind: &str) {
+    let lines = log_lines(m, &["read: ", "tensor big: "]);
+    assert_eq!(lines.len(), 1, "one line: {}", m.log_text());
+    let url = format!("{}{DATA0}", s.proxy.url());
+    assert!(
+        lines[0].contains(&url) && lines[0].contains(kind),
+        "wanted {url} and {kind:?} in: {}",
+        lines[0]
+    );
+}
+
+/// `tfmount verify --threads 1 URL`: exit code, stdout, stderr (bounded by 60 s).
+fn verify(url: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["verify", "--threads", "1", url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tfmount verify");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let code = common::wait_with_timeout(child, Duration::from_secs(60));
+    (code, o.join().expect("stdout"), e.join().expect("stderr"))
+}
+
+/// `verify` of `big/model.ckpt` finds one problem, tensor `big`, whose reason says `kind`.
+fn assert_verify_reason(s: &Served, kind: &str) {
+    let (code, out, err) = verify(&s.url(PREFIX));
+    assert_eq!(code, Some(1), "{out}{err}\n{}", s.proxy.report());
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}{err}");
+    let (key, reason) = lines[0].split_once('\t').expect("KEY<TAB>REASON");
+    assert_eq!(key, "big", "{out}");
+    assert!(reason.contains(kind), "wanted {kind:?} in: {reason}");
+}
+
+/// `verify` of `url` passes (exit 0) although the proxy injected `faults` faults.
+fn assert_verify_passes(s: &Served, url: &str, faults: usize) {
+    let (code, out, err) = verify(url);
+    assert_eq!(code, Some(0), "{out}{err}\n{}", s.proxy.report());
+    assert_eq!(s.proxy.injected(), faults, "{}", s.proxy.report());
+}
+
+/// The `bytes=A-B` of a request.
+fn range_of(r: &fault_proxy::Seen) -> (u64, u64) {
+    let (a, b) = r
+        .range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .unwrap_or_else(|| panic!("no bytes=A-B range: {r:?}"));
+    (a.parse().expect("A"), b.parse().expect("B"))
+}
+
+/// Every file of `remote` equals `local`'s.
+fn same_tree(remote: &Path, local: &Path) {
+    let r = walk_files(remote);
+    assert_eq!(r, walk_files(local), "the same files");
+    assert!(!r.is_empty());
+    for p in &r {
+        let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            a == std::fs::read(local.join(p)).expect("local"),
+            "{}: bytes differ",
+            p.display()
+        );
+    }
+}
+
+/// A fault that ends one answer early (a reset, a short body) is retried from where it ended
+/// (object_store resumes the body with a ranged GET carrying the same `If-Match`): the reader
+/// gets the exact bytes, within `remote_timeout`. Also `verify`, and every file of the
+/// TensorFlow-written `sharded` fixture with its first data GETs cut.
+fn check_cut_answer_is_retried(fault: Fault) {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    // The second data GET of `big` (its first large part) ends after 100 kB.
+    s.proxy.set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
+    let mut m = s.mount(TIMEOUT_OPT);
+    let (r, took) = read_timed(&m.path().join(BIG_FILE));
+    let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", s.proxy.report(), m.log_text()));
+    assert!(got == big_bytes(), "big: wrong bytes");
+    assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
+    assert!(took < TIMEOUT, "{took:?}");
+    // The retry asked for the rest of the part only, with the same If-Match.
+    let seen = s.proxy.seen();
+    let hit = seen.iter().position(|r| r.injected).expect("the hit");
+    let retry = seen[hit + 1..]
+        .iter()
+        .find(|r| r.path == DATA0 && r.method == "GET")
+        .expect("a retry");
+    let (start, end) = range_of(&seen[hit]);
+    let (rstart, rend) = range_of(retry);
+    assert!(rstart > start && rend == end, "{}", s.proxy.report());
+    assert_eq!(retry.if_match, seen[hit].if_match);
+    assert!(retry.if_match.is_some());
+    still_serving(&mut m);
+    drop(m);
+
+    // verify: the same fault, no problem.
+    s.proxy.set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
+    assert_verify_passes(&s, &s.url(PREFIX), 1);
+
+    // The TensorFlow-written fixture: the first GET of each of its three data shards cut after
+    // 10 bytes; every file reads as from the local mount.
+    s.proxy.set(
+        (0..3)
+            .map(|i| {
+                let f = match &fault {
+                    Fault::Reset { .. } => Fault::Reset { after: 10 },
+                    _ => Fault::Short { keep: 10 },
+                };
+                Rule::any("GET", &format!("/sharded/model.ckpt.data-0000{i}-of-00003")).fault(f)
+            })
+            .collect(),
+    );
+    let r = Mount::start(
+        Path::new(&s.url("sharded/model.ckpt")),
+        &["-o", TIMEOUT_OPT],
+    );
+    let l = Mount::start(&fixtures().join("sharded/model.ckpt"), &["-o", "nolive"]);
+    same_tree(&r.path(), &l.path());
+    assert_eq!(s.proxy.injected(), 3, "{}", s.proxy.report());
+}
+
+#[test]
+fn a_connection_reset_mid_body_is_retried_and_the_bytes_are_exact() {
+    check_cut_answer_is_retried(Fault::Reset { after: 100_000 });
+}
+
+#[test]
+fn a_body_shorter_than_its_content_length_is_retried_and_the_bytes_are_exact() {
+    check_cut_answer_is_retried(Fault::Short { keep: 100_000 });
+}
