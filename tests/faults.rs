@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{fixtures, walk_files, Mount};
+use common::{fixtures, is_mounted, walk_files, Mount};
 use fault_proxy::{Fault, FaultProxy, Rule};
 use servers::{http, Server};
 use tfmount::format::dtype::DType;
@@ -56,7 +56,8 @@ const DATA0: &str = "/big/model.ckpt.data-00000-of-00002";
 fn content(seed: u64, at: u64, len: usize) -> Vec<u8> {
     let word = |w: u64| {
         // splitmix64
-        let mut z = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z =
+            (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
@@ -124,14 +125,86 @@ impl Served {
         format!("{}/{rel}", self.proxy.url())
     }
 
-    /// A mount of `big/model.ckpt` through the proxy (`RUST_LOG=info`, log in a file).
-    fn mount(&self, opts: &str) -> Mount {
-        Mount::start(Path::new(&self.url(PREFIX)), &["-o", opts])
+    /// A mount of `big/model.ckpt` through the proxy.
+    fn mount(&self, opts: &str) -> Daemon {
+        Daemon::start(&self.url(PREFIX), opts, &[])
     }
 
     /// The served file of data shard 0.
     fn data0(&self) -> PathBuf {
         self.nginx.root().join(DATA0.trim_start_matches('/'))
+    }
+}
+
+/// A tfmount daemon in the foreground (`-o OPTS URL MOUNTPOINT`) with `RUST_LOG=info`, its log
+/// in a file; unmounted when dropped.
+struct Daemon {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Daemon {
+    fn start(url: &str, opts: &str, env: &[(String, String)]) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mp = dir.path().join("mnt");
+        std::fs::create_dir(&mp).expect("mkdir");
+        let log = std::fs::File::create(dir.path().join("log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .args(["-f", "-o", opts, url])
+            .arg(&mp)
+            .envs(env.iter().cloned())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tfmount");
+        let mut d = Daemon { dir, child };
+        let t0 = Instant::now();
+        while !is_mounted(&mp) {
+            if let Some(st) = d.child.try_wait().expect("wait") {
+                panic!(
+                    "tfmount {url} exited ({st}) before mounting: {}",
+                    d.log_text()
+                );
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "{url}: not mounted");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let mp = self.path();
+        let _ = Command::new("fusermount3").arg("-u").arg(&mp).status();
+        let t0 = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none()
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if is_mounted(&mp) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&mp)
+                .status();
+        }
     }
 }
 
@@ -188,10 +261,9 @@ fn assert_eio<T>(r: &std::io::Result<T>, what: &str) {
 }
 
 /// The daemon is still running, and a healthy tensor in the other data shard reads exactly.
-fn still_serving(m: &mut Mount) {
-    let c = m.child.as_mut().expect("daemon");
+fn still_serving(m: &mut Daemon) {
     assert!(
-        c.try_wait().expect("wait").is_none(),
+        m.child.try_wait().expect("wait").is_none(),
         "the daemon exited: {}",
         m.log_text()
     );
@@ -200,7 +272,7 @@ fn still_serving(m: &mut Mount) {
 }
 
 /// The daemon's log lines containing every one of `words`.
-fn log_lines(m: &Mount, words: &[&str]) -> Vec<String> {
+fn log_lines(m: &Daemon, words: &[&str]) -> Vec<String> {
     m.log_text()
         .lines()
         .filter(|l| words.iter().all(|w| l.contains(w)))
@@ -210,7 +282,7 @@ fn log_lines(m: &Mount, words: &[&str]) -> Vec<String> {
 
 /// The one log line about reading tensor `big` (the read's error, logged once per file): it
 /// names the data shard's URL and says `kind`.
-fn assert_read_logged(m: &Mount, s: &Served, kind: &str) {
+fn assert_read_logged(m: &Daemon, s: &Served, kind: &str) {
     let lines = log_lines(m, &["read: ", "tensor big: "]);
     assert_eq!(lines.len(), 1, "one line: {}", m.log_text());
     let url = format!("{}{DATA0}", s.proxy.url());
@@ -299,7 +371,8 @@ fn check_cut_answer_is_retried(fault: Fault) {
         return;
     };
     // The second data GET of `big` (its first large part) ends after 100 kB.
-    s.proxy.set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
+    s.proxy
+        .set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
     let mut m = s.mount(TIMEOUT_OPT);
     let (r, took) = read_timed(&m.path().join(BIG_FILE));
     let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", s.proxy.report(), m.log_text()));
@@ -322,26 +395,24 @@ fn check_cut_answer_is_retried(fault: Fault) {
     drop(m);
 
     // verify: the same fault, no problem.
-    s.proxy.set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
+    s.proxy
+        .set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
     assert_verify_passes(&s, &s.url(PREFIX), 1);
 
     // The TensorFlow-written fixture: the first GET of each of its three data shards cut after
-    // 10 bytes; every file reads as from the local mount.
+    // 4 bytes (its smallest answer has 8); every file reads as from the local mount.
     s.proxy.set(
         (0..3)
             .map(|i| {
                 let f = match &fault {
-                    Fault::Reset { .. } => Fault::Reset { after: 10 },
-                    _ => Fault::Short { keep: 10 },
+                    Fault::Reset { .. } => Fault::Reset { after: 4 },
+                    _ => Fault::Short { keep: 4 },
                 };
                 Rule::any("GET", &format!("/sharded/model.ckpt.data-0000{i}-of-00003")).fault(f)
             })
             .collect(),
     );
-    let r = Mount::start(
-        Path::new(&s.url("sharded/model.ckpt")),
-        &["-o", TIMEOUT_OPT],
-    );
+    let r = Daemon::start(&s.url("sharded/model.ckpt"), TIMEOUT_OPT, &[]);
     let l = Mount::start(&fixtures().join("sharded/model.ckpt"), &["-o", "nolive"]);
     same_tree(&r.path(), &l.path());
     assert_eq!(s.proxy.injected(), 3, "{}", s.proxy.report());
@@ -355,4 +426,221 @@ fn a_connection_reset_mid_body_is_retried_and_the_bytes_are_exact() {
 #[test]
 fn a_body_shorter_than_its_content_length_is_retried_and_the_bytes_are_exact() {
     check_cut_answer_is_retried(Fault::Short { keep: 100_000 });
+}
+
+/// 503 with `Retry-After`, twice, then the answer: retried (object_store backs off on its own
+/// schedule, it does not read `Retry-After`), the exact bytes within `remote_timeout`.
+#[test]
+fn a_503_with_retry_after_is_retried_and_the_bytes_are_exact() {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    let busy = || {
+        Rule::ranged_get(DATA0)
+            .nth(1)
+            .times(2)
+            .fault(Fault::Status {
+                code: 503,
+                retry_after: Some(1),
+                body: String::new(),
+            })
+    };
+    s.proxy.set(vec![busy()]);
+    let mut m = s.mount(TIMEOUT_OPT);
+    let (r, took) = read_timed(&m.path().join(BIG_FILE));
+    let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", s.proxy.report(), m.log_text()));
+    assert!(got == big_bytes(), "big: wrong bytes");
+    assert_eq!(s.proxy.injected(), 2, "{}", s.proxy.report());
+    assert!(took < TIMEOUT, "{took:?}");
+    // The same range was asked for three times: 503, 503, 206.
+    let seen = s.proxy.seen();
+    let hit = seen.iter().position(|r| r.injected).expect("the hit");
+    let same: Vec<u16> = seen[hit..]
+        .iter()
+        .filter(|r| r.path == DATA0 && r.range == seen[hit].range)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(same, [503, 503, 206], "{}", s.proxy.report());
+    still_serving(&mut m);
+    drop(m);
+    s.proxy.set(vec![busy()]);
+    assert_verify_passes(&s, &s.url(PREFIX), 2);
+}
+
+/// A body that stops arriving (every answer for `big`'s shard from its second GET on sends
+/// 100 kB, then nothing): the read fails with EIO, the log says it timed out; the daemon keeps
+/// serving, and once the server answers again the same tensor reads exactly (a timeout is not
+/// remembered as damage).
+///
+/// One read request to the daemon fails within `remote_timeout` (an `O_DIRECT` read: one FUSE
+/// read). A read through the page cache takes up to twice that: the kernel's readahead fails,
+/// and the kernel then asks for the page again, synchronously, which waits as long.
+#[test]
+fn a_stalled_body_fails_with_eio_within_remote_timeout() {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    let stall = || {
+        Rule::ranged_get(DATA0)
+            .nth(1)
+            .times(usize::MAX)
+            .fault(Fault::Stall { after: 100_000 })
+    };
+    s.proxy.set(vec![stall()]);
+    let mut m = s.mount(TIMEOUT_OPT);
+    let big = m.path().join(BIG_FILE);
+    let t = Instant::now();
+    let mut f = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&big)
+        .expect("open O_DIRECT");
+    let r = f.read(&mut vec![0u8; 1 << 20]);
+    let took = t.elapsed();
+    assert_eio(&r, "big, O_DIRECT");
+    assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
+    assert!(took <= TIMEOUT + SLACK, "EIO after {took:?}");
+    assert!(took >= TIMEOUT - Duration::from_millis(100), "{took:?}");
+    assert_read_logged(&m, &s, "timed out after 3s (remote_timeout)");
+    // Through the page cache.
+    s.proxy.set(vec![stall()]);
+    let (r, took2) = read_timed(&big);
+    assert_eio(&r, "big");
+    assert_eq!(s.proxy.injected(), 2, "{}", s.proxy.report());
+    assert!(took2 <= TIMEOUT * 2 + SLACK, "EIO after {took2:?}");
+    eprintln!("stalled body: EIO after {took:?} (O_DIRECT), {took2:?} (page cache)");
+    still_serving(&mut m);
+    s.proxy.clear();
+    let got = std::fs::read(&big).expect("big reads again");
+    assert!(got == big_bytes(), "big: wrong bytes");
+}
+
+/// The object rewritten mid-read (between two ranged GETs of one read, atomically, same size,
+/// a new ETag), by a server that answers `If-Match` (412) and by one that ignores it (the
+/// answer's ETag differs): EIO, and the bytes read before it are all old ones, never new ones
+/// (`nocrc`: nothing but the ETag stands guard). The log and `verify` say it changed.
+#[test]
+fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    let old = std::fs::read(s.data0()).expect("shard 0");
+    assert!(old == big_bytes(), "shard 0 holds big alone");
+    let new = inverted(&old);
+    for (round, ignores_if_match) in [(1u64, false), (2, true)] {
+        replace(&s.data0(), &old, round * 1_000_000);
+        let (path, new2) = (s.data0(), new.clone());
+        let mut rule = Rule::ranged_get(DATA0)
+            .nth(1)
+            .before(move || replace(&path, &new2, round * 1_000_000 + 500_000));
+        if ignores_if_match {
+            rule = rule.times(usize::MAX).fault(Fault::DropIfMatch);
+        }
+        s.proxy.set(vec![rule]);
+        let mut m = s.mount(&format!("{TIMEOUT_OPT},nocrc"));
+        let t = Instant::now();
+        let (got, err) = read_until_error(&m.path().join(BIG_FILE));
+        let took = t.elapsed();
+        let what = format!("ignores If-Match: {ignores_if_match}");
+        assert_eio(&err.map_or(Ok(()), Err), &what);
+        assert!(took <= TIMEOUT + SLACK, "{what}: {took:?}");
+        assert!(got.len() < old.len(), "{what}");
+        assert!(
+            got == old[..got.len()],
+            "{what}: bytes of the new object were served"
+        );
+        assert!(got.len() >= 1 << 20, "{what}: the first part was served");
+        assert_eq!(s.proxy.hits(), [1], "{what}: {}", s.proxy.report());
+        let seen = s.proxy.seen();
+        let hooked = seen.iter().filter(|r| r.path == DATA0 && r.method == "GET");
+        let statuses: Vec<u16> = hooked.map(|r| r.status).collect();
+        if ignores_if_match {
+            assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
+            assert_eq!(statuses[..2], [206, 206], "{}", s.proxy.report());
+            assert_read_logged(&m, &s, "changed since it was opened (ETag");
+        } else {
+            assert_eq!(statuses[..2], [206, 412], "{}", s.proxy.report());
+            assert_read_logged(&m, &s, "changed since it was opened (If-Match failed");
+        }
+        // Later reads of it fail too, and never serve the new bytes.
+        let (got, err) = read_until_error(&m.path().join(BIG_FILE));
+        assert_eio(&err.map_or(Ok(()), Err), &what);
+        assert!(
+            got == old[..got.len()],
+            "{what}: bytes of the new object were served"
+        );
+        still_serving(&mut m);
+    }
+    // verify: the object rewritten after its second GET.
+    replace(&s.data0(), &old, 3_000_000);
+    let (path, new2) = (s.data0(), new.clone());
+    s.proxy.set(vec![Rule::ranged_get(DATA0)
+        .nth(1)
+        .before(move || replace(&path, &new2, 3_500_000))]);
+    assert_verify_reason(&s, "changed since it was opened");
+    assert_eq!(s.proxy.hits(), [1], "{}", s.proxy.report());
+}
+
+/// The object deleted mid-read: EIO, and the log and `verify` say what the server answered.
+#[test]
+fn an_object_deleted_mid_read_gives_eio_not_found() {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    let old = std::fs::read(s.data0()).expect("shard 0");
+    let path = s.data0();
+    s.proxy.set(vec![Rule::ranged_get(DATA0)
+        .nth(1)
+        .before(move || std::fs::remove_file(&path).expect("delete"))]);
+    let mut m = s.mount(TIMEOUT_OPT);
+    let (r, took) = read_timed(&m.path().join(BIG_FILE));
+    assert_eio(&r, "big");
+    assert!(took <= TIMEOUT + SLACK, "{took:?}");
+    assert_eq!(s.proxy.hits(), [1], "{}", s.proxy.report());
+    assert!(s
+        .proxy
+        .seen()
+        .iter()
+        .any(|r| r.path == DATA0 && r.status == 404));
+    assert_read_logged(
+        &m,
+        &s,
+        "changed since it was opened (deleted: HTTP 404 Not Found)",
+    );
+    still_serving(&mut m);
+    drop(m);
+    replace(&s.data0(), &old, 1_000_000);
+    let path = s.data0();
+    s.proxy.set(vec![Rule::ranged_get(DATA0)
+        .nth(1)
+        .before(move || std::fs::remove_file(&path).expect("delete"))]);
+    assert_verify_reason(&s, "HTTP 404 Not Found");
+}
+
+/// A byte flipped in transit (same length, same ETag): the tensor's CRC-32C catches it; EIO,
+/// never the wrong byte; the log and `verify` say checksum mismatch.
+#[test]
+fn a_flipped_byte_gives_eio_never_the_wrong_byte() {
+    let Some(s) = Served::start() else {
+        return;
+    };
+    let flip = || {
+        Rule::ranged_get(DATA0)
+            .nth(1)
+            .fault(Fault::Flip { at: 12_345 })
+    };
+    s.proxy.set(vec![flip()]);
+    let mut m = s.mount(TIMEOUT_OPT);
+    let (r, took) = read_timed(&m.path().join(BIG_FILE));
+    assert_eio(&r, "big");
+    assert!(took <= TIMEOUT + SLACK, "{took:?}");
+    assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
+    assert_read_logged(&m, &s, "tensor checksum mismatch");
+    still_serving(&mut m);
+    drop(m);
+    // verify reads the first MiB twice, and uses the second answer only past 256 KiB: every
+    // answer flipped.
+    s.proxy.set(vec![flip().nth(0).times(usize::MAX)]);
+    assert_verify_reason(&s, "CRC-32C mismatch");
+    assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
 }

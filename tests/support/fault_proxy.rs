@@ -214,6 +214,7 @@ impl FaultProxy {
                     let _ = std::thread::Builder::new()
                         .name("fault-proxy-conn".into())
                         .spawn(move || {
+                            // Clients may close early (they detect the fault): not an error.
                             let _ = serve(&s, conn);
                         });
                 }
@@ -254,7 +255,12 @@ impl FaultProxy {
 
     /// Faults that took effect since the last [`FaultProxy::set`].
     pub fn injected(&self) -> usize {
-        self.shared.lock().seen.iter().filter(|s| s.injected).count()
+        self.shared
+            .lock()
+            .seen
+            .iter()
+            .filter(|s| s.injected)
+            .count()
     }
 
     /// Requests hit by each rule, in order.
@@ -396,7 +402,11 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
     set_timeouts(&client)?;
     let (head, mut body_start) = read_head(&mut client)?;
     let lines = lines_of(&head);
-    let mut first = lines.first().map(|l| l.split_whitespace()).into_iter().flatten();
+    let mut first = lines
+        .first()
+        .map(|l| l.split_whitespace())
+        .into_iter()
+        .flatten();
     let req = Request {
         method: first.next().unwrap_or("").to_string(),
         path: first.next().unwrap_or("").to_string(),
@@ -446,9 +456,10 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
             "Content-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         ));
-        client.write_all(a.as_bytes())?;
+        // Recorded first: the client may act on the answer before this thread runs again.
         record(sh, idx, generation, *code);
         took_effect(sh, idx, generation);
+        client.write_all(a.as_bytes())?;
         let _ = client.shutdown(Shutdown::Write);
         return Ok(());
     }
@@ -458,7 +469,9 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
     set_timeouts(&up)?;
     let mut out = String::new();
     for (i, l) in req.lines.iter().enumerate() {
-        let name = l.split_once(':').map(|(k, _)| k.trim().to_ascii_lowercase());
+        let name = l
+            .split_once(':')
+            .map(|(k, _)| k.trim().to_ascii_lowercase());
         let drop_it = i > 0
             && match name.as_deref() {
                 Some("connection") | Some("keep-alive") => true,
@@ -503,7 +516,9 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
         .unwrap_or(0);
     let mut a = String::new();
     for (i, l) in rlines.iter().enumerate() {
-        let name = l.split_once(':').map(|(k, _)| k.trim().to_ascii_lowercase());
+        let name = l
+            .split_once(':')
+            .map(|(k, _)| k.trim().to_ascii_lowercase());
         if i > 0 && matches!(name.as_deref(), Some("connection") | Some("keep-alive")) {
             continue;
         }
@@ -511,8 +526,8 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
         a.push_str("\r\n");
     }
     a.push_str("Connection: close\r\n\r\n");
-    client.write_all(a.as_bytes())?;
     record(sh, idx, generation, status);
+    client.write_all(a.as_bytes())?;
     let cut = match fault {
         Fault::Reset { after } | Fault::Short { keep: after } | Fault::Stall { after } => {
             Some(after)

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
-use super::cause::map_err;
+use super::cause::{map_err, status_words};
 use super::prefetch::Reader;
 use super::stats::Counters;
 use super::store::Ctx;
@@ -167,7 +167,10 @@ pub(crate) async fn fetch(
         Err(object_store::Error::Precondition { .. }) => {
             return Err(obj.mark_changed("If-Match failed: rewritten"))
         }
-        Err(object_store::Error::NotFound { .. }) => return Err(obj.mark_changed("deleted")),
+        // Said with what the store answered (a read's log line and `verify` show the kind).
+        Err(object_store::Error::NotFound { .. }) => {
+            return Err(obj.mark_changed(&format!("deleted: {}", status_words(404))))
+        }
         Err(e) => return Err(map_err(&obj.url, io.timeout, e)),
     };
     obj.check_meta(&res.meta)?;
