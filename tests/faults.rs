@@ -130,6 +130,11 @@ impl Served {
         Daemon::start(&self.url(PREFIX), opts, &[])
     }
 
+    /// The URL of data shard 0 through the proxy.
+    fn data0_url(&self) -> String {
+        format!("{}{DATA0}", self.proxy.url())
+    }
+
     /// The served file of data shard 0.
     fn data0(&self) -> PathBuf {
         self.nginx.root().join(DATA0.trim_start_matches('/'))
@@ -281,22 +286,32 @@ fn log_lines(m: &Daemon, words: &[&str]) -> Vec<String> {
 }
 
 /// The one log line about reading tensor `big` (the read's error, logged once per file): it
-/// names the data shard's URL and says `kind`.
-fn assert_read_logged(m: &Daemon, s: &Served, kind: &str) {
+/// names the URL of `big`'s data shard and says `kind`.
+fn assert_read_logged(m: &Daemon, data_url: &str, kind: &str) {
     let lines = log_lines(m, &["read: ", "tensor big: "]);
     assert_eq!(lines.len(), 1, "one line: {}", m.log_text());
-    let url = format!("{}{DATA0}", s.proxy.url());
     assert!(
-        lines[0].contains(&url) && lines[0].contains(kind),
-        "wanted {url} and {kind:?} in: {}",
+        lines[0].contains(data_url) && lines[0].contains(kind),
+        "wanted {data_url} and {kind:?} in: {}",
         lines[0]
     );
 }
 
-/// `tfmount verify --threads 1 URL`: exit code, stdout, stderr (bounded by 60 s).
-fn verify(url: &str) -> (Option<i32>, String, String) {
+/// An object found changed: one line says why (`why`: the ETag, a failed `If-Match`), and the
+/// read's line says it changed (in those words, or, when a read-ahead found it first, as
+/// "seen by an earlier read").
+fn assert_changed_logged(m: &Daemon, data_url: &str, why: &str) {
+    assert_read_logged(m, data_url, "changed since it was opened");
+    let said = format!("{data_url}: changed since it was opened {why}");
+    let lines = log_lines(m, &[&said, "reads from it fail until it is mounted again"]);
+    assert_eq!(lines.len(), 1, "{said}: {}", m.log_text());
+}
+
+/// `tfmount verify --threads 1 URL` with `env`: exit code, stdout, stderr (bounded by 60 s).
+fn verify(url: &str, env: &[(String, String)]) -> (Option<i32>, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
         .args(["verify", "--threads", "1", url])
+        .envs(env.iter().cloned())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -318,10 +333,11 @@ fn verify(url: &str) -> (Option<i32>, String, String) {
     (code, o.join().expect("stdout"), e.join().expect("stderr"))
 }
 
-/// `verify` of `big/model.ckpt` finds one problem, tensor `big`, whose reason says `kind`.
-fn assert_verify_reason(s: &Served, kind: &str) {
-    let (code, out, err) = verify(&s.url(PREFIX));
-    assert_eq!(code, Some(1), "{out}{err}\n{}", s.proxy.report());
+/// `verify` of `url` (`big/model.ckpt`) finds one problem, tensor `big`, whose reason says
+/// `kind`.
+fn assert_verify_reason(proxy: &FaultProxy, url: &str, env: &[(String, String)], kind: &str) {
+    let (code, out, err) = verify(url, env);
+    assert_eq!(code, Some(1), "{out}{err}\n{}", proxy.report());
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}{err}");
     let (key, reason) = lines[0].split_once('\t').expect("KEY<TAB>REASON");
@@ -330,10 +346,10 @@ fn assert_verify_reason(s: &Served, kind: &str) {
 }
 
 /// `verify` of `url` passes (exit 0) although the proxy injected `faults` faults.
-fn assert_verify_passes(s: &Served, url: &str, faults: usize) {
-    let (code, out, err) = verify(url);
-    assert_eq!(code, Some(0), "{out}{err}\n{}", s.proxy.report());
-    assert_eq!(s.proxy.injected(), faults, "{}", s.proxy.report());
+fn assert_verify_passes(proxy: &FaultProxy, url: &str, env: &[(String, String)], faults: usize) {
+    let (code, out, err) = verify(url, env);
+    assert_eq!(code, Some(0), "{out}{err}\n{}", proxy.report());
+    assert_eq!(proxy.injected(), faults, "{}", proxy.report());
 }
 
 /// The `bytes=A-B` of a request.
@@ -397,7 +413,7 @@ fn check_cut_answer_is_retried(fault: Fault) {
     // verify: the same fault, no problem.
     s.proxy
         .set(vec![Rule::ranged_get(DATA0).nth(1).fault(fault.clone())]);
-    assert_verify_passes(&s, &s.url(PREFIX), 1);
+    assert_verify_passes(&s.proxy, &s.url(PREFIX), &[], 1);
 
     // The TensorFlow-written fixture: the first GET of each of its three data shards cut after
     // 4 bytes (its smallest answer has 8); every file reads as from the local mount.
@@ -464,7 +480,7 @@ fn a_503_with_retry_after_is_retried_and_the_bytes_are_exact() {
     still_serving(&mut m);
     drop(m);
     s.proxy.set(vec![busy()]);
-    assert_verify_passes(&s, &s.url(PREFIX), 2);
+    assert_verify_passes(&s.proxy, &s.url(PREFIX), &[], 2);
 }
 
 /// A body that stops arriving (every answer for `big`'s shard from its second GET on sends
@@ -501,7 +517,7 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
     assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
     assert!(took <= TIMEOUT + SLACK, "EIO after {took:?}");
     assert!(took >= TIMEOUT - Duration::from_millis(100), "{took:?}");
-    assert_read_logged(&m, &s, "timed out after 3s (remote_timeout)");
+    assert_read_logged(&m, &s.data0_url(), "timed out after 3s (remote_timeout)");
     // Through the page cache.
     s.proxy.set(vec![stall()]);
     let (r, took2) = read_timed(&big);
@@ -554,14 +570,15 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
         let seen = s.proxy.seen();
         let hooked = seen.iter().filter(|r| r.path == DATA0 && r.method == "GET");
         let statuses: Vec<u16> = hooked.map(|r| r.status).collect();
-        if ignores_if_match {
+        let why = if ignores_if_match {
             assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
             assert_eq!(statuses[..2], [206, 206], "{}", s.proxy.report());
-            assert_read_logged(&m, &s, "changed since it was opened (ETag");
+            "(ETag \""
         } else {
             assert_eq!(statuses[..2], [206, 412], "{}", s.proxy.report());
-            assert_read_logged(&m, &s, "changed since it was opened (If-Match failed");
-        }
+            "(If-Match failed: rewritten)"
+        };
+        assert_changed_logged(&m, &s.data0_url(), why);
         // Later reads of it fail too, and never serve the new bytes.
         let (got, err) = read_until_error(&m.path().join(BIG_FILE));
         assert_eio(&err.map_or(Ok(()), Err), &what);
@@ -577,7 +594,7 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
     s.proxy.set(vec![Rule::ranged_get(DATA0)
         .nth(1)
         .before(move || replace(&path, &new2, 3_500_000))]);
-    assert_verify_reason(&s, "changed since it was opened");
+    assert_verify_reason(&s.proxy, &s.url(PREFIX), &[], "changed since it was opened");
     assert_eq!(s.proxy.hits(), [1], "{}", s.proxy.report());
 }
 
@@ -604,7 +621,7 @@ fn an_object_deleted_mid_read_gives_eio_not_found() {
         .any(|r| r.path == DATA0 && r.status == 404));
     assert_read_logged(
         &m,
-        &s,
+        &s.data0_url(),
         "changed since it was opened (deleted: HTTP 404 Not Found)",
     );
     still_serving(&mut m);
@@ -614,7 +631,7 @@ fn an_object_deleted_mid_read_gives_eio_not_found() {
     s.proxy.set(vec![Rule::ranged_get(DATA0)
         .nth(1)
         .before(move || std::fs::remove_file(&path).expect("delete"))]);
-    assert_verify_reason(&s, "HTTP 404 Not Found");
+    assert_verify_reason(&s.proxy, &s.url(PREFIX), &[], "HTTP 404 Not Found");
 }
 
 /// A byte flipped in transit (same length, same ETag): the tensor's CRC-32C catches it; EIO,
@@ -635,12 +652,254 @@ fn a_flipped_byte_gives_eio_never_the_wrong_byte() {
     assert_eio(&r, "big");
     assert!(took <= TIMEOUT + SLACK, "{took:?}");
     assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
-    assert_read_logged(&m, &s, "tensor checksum mismatch");
+    assert_read_logged(&m, &s.data0_url(), "tensor checksum mismatch");
     still_serving(&mut m);
     drop(m);
     // verify reads the first MiB twice, and uses the second answer only past 256 KiB: every
     // answer flipped.
     s.proxy.set(vec![flip().nth(0).times(usize::MAX)]);
-    assert_verify_reason(&s, "CRC-32C mismatch");
+    assert_verify_reason(&s.proxy, &s.url(PREFIX), &[], "CRC-32C mismatch");
     assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
+}
+
+/// The environment that points tfmount's S3 client at `127.0.0.1:port`.
+fn s3_env(port: u16, home: &Path) -> Vec<(String, String)> {
+    [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", &format!("http://127.0.0.1:{port}")),
+        ("HOME", home.to_str().expect("home")),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// S3 (moto behind the proxy): a reset mid-body, then a 503 SlowDown with `Retry-After`, are
+/// retried (the exact bytes); the object overwritten mid-read (moto answers `If-Match` with
+/// 412): EIO, never a new byte, and the log and `verify` say it changed.
+#[test]
+fn s3_faults_through_moto() {
+    const DATA: &str = "/tfm/big/model.ckpt.data-00000-of-00002";
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    let home = tempfile::tempdir().expect("home");
+    // Uploads (and the overwrite below) are signed, through tfmount's own client: moto
+    // refuses an unsigned overwrite (403).
+    let direct = tfmount::source::remote::RemoteConfig {
+        env: tfmount::source::remote::config::Env::from_pairs(s3_env(moto.port, home.path())),
+        ..Default::default()
+    };
+    let (store, _) =
+        tfmount::source::remote::RemoteStore::open_url("s3://tfm/", &direct).expect("client");
+    let os = store.object_store();
+    let put = Arc::new(move |key: &str, bytes: Vec<u8>| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let key = object_store::path::Path::from(key);
+        let payload = object_store::PutPayload::from(bytes);
+        rt.block_on(object_store::ObjectStoreExt::put(&*os, &key, payload))
+            .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+    });
+    let dir = tempfile::tempdir().expect("tmp");
+    write_big(dir.path());
+    for e in std::fs::read_dir(dir.path().join("big")).expect("big/") {
+        let e = e.expect("dirent");
+        let key = format!("big/{}", e.file_name().to_str().expect("name"));
+        put(&key, std::fs::read(e.path()).expect("file"));
+    }
+    let key = DATA.trim_start_matches("/tfm/");
+    let proxy = FaultProxy::start(moto.port);
+    let env = s3_env(proxy.port, home.path());
+    let url = "s3://tfm/big/model.ckpt";
+    let data_url = "s3://tfm/big/model.ckpt.data-00000-of-00002";
+    let faults = || {
+        vec![
+            Rule::ranged_get(DATA)
+                .nth(1)
+                .fault(Fault::Reset { after: 100_000 }),
+            Rule::ranged_get(DATA).nth(2).fault(Fault::Status {
+                code: 503,
+                retry_after: Some(1),
+                body: "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.\
+                       </Message></Error>"
+                    .into(),
+            }),
+        ]
+    };
+    proxy.set(faults());
+    let mut m = Daemon::start(url, TIMEOUT_OPT, &env);
+    let (r, took) = read_timed(&m.path().join(BIG_FILE));
+    let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", proxy.report(), m.log_text()));
+    assert!(got == big_bytes(), "big: wrong bytes");
+    assert_eq!(proxy.injected(), 2, "{}", proxy.report());
+    assert!(took < TIMEOUT, "{took:?}");
+    still_serving(&mut m);
+    drop(m);
+    proxy.set(faults());
+    assert_verify_passes(&proxy, url, &env, 2);
+
+    // Overwritten before the second data GET is answered.
+    let old = big_bytes();
+    let new = inverted(&old);
+    let overwrite = || {
+        let (put, new) = (Arc::clone(&put), new.clone());
+        Rule::ranged_get(DATA).nth(1).before(move || put(key, new))
+    };
+    proxy.set(vec![overwrite()]);
+    let mut m = Daemon::start(url, &format!("{TIMEOUT_OPT},nocrc"), &env);
+    let (got, err) = read_until_error(&m.path().join(BIG_FILE));
+    assert_eio(&err.map_or(Ok(()), Err), "big");
+    assert!(
+        got == old[..got.len()],
+        "bytes of the new object were served"
+    );
+    assert!(got.len() >= 1 << 20, "the first part was served");
+    assert_eq!(proxy.hits(), [1], "{}", proxy.report());
+    let seen = proxy.seen();
+    assert!(
+        seen.iter().any(|r| r.path == DATA && r.status == 412),
+        "{}",
+        proxy.report()
+    );
+    assert_changed_logged(&m, data_url, "(If-Match failed: rewritten)");
+    still_serving(&mut m);
+    drop(m);
+    put(key, old);
+    proxy.set(vec![overwrite()]);
+    assert_verify_reason(&proxy, url, &env, "changed since it was opened");
+}
+
+/// `RssAnon` of process `pid`, in bytes.
+fn rss_anon(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let l = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb << 10)
+}
+
+/// Reads `p` in 1 MiB reads (`O_DIRECT`: every read goes to the daemon) and returns the
+/// SHA-256 of its bytes.
+fn sha256_of(p: &Path, direct: bool) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut o = std::fs::File::options();
+    o.read(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    let mut f = o.open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        }
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// 32 readers at once over a remote mount with `remote_cache=64M`: the same 24 MiB tensor
+/// from 32 threads (`O_DIRECT`: each of them reads through the daemon), then 32 different
+/// 9 MiB tensors (through the page cache, each its own read-ahead). Every byte exact, and the
+/// daemon's RssAnon, sampled every 10 ms, stays within `remote_cache` + 64 MiB.
+#[test]
+fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
+    const READERS: usize = 32;
+    const CACHE: u64 = 64 << 20;
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    let t0 = Instant::now();
+    let mut w = CheckpointWriter::new(nginx.root().join("load/model.ckpt"), 4).expect("writer");
+    let mut want = std::collections::HashMap::new();
+    let mut add = |w: &mut CheckpointWriter, name: String, seed: u64, rows: u64, shard: u32| {
+        use sha2::{Digest, Sha256};
+        let bytes = content(seed, 0, (rows << 20) as usize);
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        w.add(name.as_bytes(), F32, &[rows, 1 << 18], &bytes, shard)
+            .expect("add");
+        want.insert(name, digest);
+    };
+    add(&mut w, "same".into(), 100, 24, 0);
+    for i in 0..READERS {
+        add(
+            &mut w,
+            format!("t{i:02}"),
+            200 + i as u64,
+            9,
+            (i % 4) as u32,
+        );
+    }
+    w.finish().expect("finish");
+    let written = t0.elapsed();
+
+    let url = format!("{}/load/model.ckpt", nginx.url());
+    let mut m = Daemon::start(&url, "remote_cache=64M,remote_timeout=30s", &[]);
+    let pid = m.pid();
+    let base = rss_anon(pid).expect("RssAnon");
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(base));
+    let samples = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stop, peak, samples) = (stop.clone(), peak.clone(), samples.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if let Some(r) = rss_anon(pid) {
+                    peak.fetch_max(r, Ordering::SeqCst);
+                    samples.fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let t1 = Instant::now();
+    let run = |names: Vec<String>, direct: bool| {
+        let handles: Vec<_> = names
+            .into_iter()
+            .map(|n| {
+                let p = m.path().join(format!("variables/{n}.bin"));
+                std::thread::spawn(move || (n, sha256_of(&p, direct)))
+            })
+            .collect();
+        for h in handles {
+            let (n, got) = h.join().expect("reader");
+            let got = got.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got, want[&n], "{n}: wrong bytes");
+        }
+    };
+    run(vec!["same".to_string(); READERS], true);
+    run((0..READERS).map(|i| format!("t{i:02}")).collect(), false);
+    let took = t1.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    sampler.join().expect("sampler");
+    let peak = peak.load(Ordering::SeqCst);
+    let n = samples.load(Ordering::SeqCst);
+    eprintln!(
+        "32 readers: {took:?} (checkpoint written in {written:?}); RssAnon {} MiB at mount, \
+         peak {} MiB ({n} samples)",
+        base >> 20,
+        peak >> 20
+    );
+    assert!(n >= 10, "{n} samples");
+    assert!(
+        peak <= CACHE + (64 << 20),
+        "RssAnon peak {} MiB, more than remote_cache + 64 MiB",
+        peak >> 20
+    );
+    assert!(
+        m.child.try_wait().expect("wait").is_none(),
+        "the daemon is up"
+    );
 }
