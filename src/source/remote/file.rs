@@ -50,6 +50,8 @@ pub(crate) struct Object {
     pub etag: Option<String>,
     pub last_modified: DateTime<Utc>,
     pub changed: AtomicBool,
+    /// Why, as first found (said again by every later read).
+    why: std::sync::OnceLock<String>,
     /// Unique within the store (cache keys).
     pub id: u64,
 }
@@ -63,12 +65,14 @@ impl Object {
             etag: meta.e_tag.as_deref().map(quoted_etag),
             last_modified: meta.last_modified,
             changed: AtomicBool::new(false),
+            why: std::sync::OnceLock::new(),
             id,
         }
     }
 
     /// Marks the object changed (logged the first time) and returns the error to give.
     pub fn mark_changed(&self, why: &str) -> RemoteError {
+        let _ = self.why.set(why.to_string());
         if !self.changed.swap(true, Ordering::Relaxed) {
             log::error!(
                 "{}: changed since it was opened ({why}); reads from it fail until it is mounted again",
@@ -81,12 +85,17 @@ impl Object {
         }
     }
 
-    /// Fails if the object is already known to have changed.
+    /// Fails if the object is already known to have changed, saying why (a read-ahead may
+    /// have found it, which no reader saw fail).
     pub fn check(&self) -> Result<(), RemoteError> {
         if self.changed.load(Ordering::Relaxed) {
+            let why = self
+                .why
+                .get()
+                .map_or("seen by an earlier read", String::as_str);
             return Err(RemoteError::Changed {
                 url: self.url.clone(),
-                why: "seen by an earlier read".into(),
+                why: why.to_string(),
             });
         }
         Ok(())
