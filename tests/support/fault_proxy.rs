@@ -4,13 +4,14 @@
 //! new connection for each request and every request is seen and counted).
 //!
 //! The test sets a plan: [`Rule`]s that pick requests by method, a substring of the path and
-//! whether they carry a `Range`, and hit the `first`..`first + count`-th matching request (0-based) with
-//! a [`Fault`]: a connection reset after N bytes of the body, a body cut short of its
-//! `Content-Length`, a status of its own (503 with `Retry-After`), a body that stops arriving,
-//! a flipped byte, `If-Match` dropped (a server that ignores it). A rule may also run a hook
-//! once, before the first request it hits is forwarded (e.g. rewriting the object on the
-//! server): requests wait for it. [`FaultProxy::injected`] counts the faults injected, so that a
-//! test can check that its fault really happened; [`FaultProxy::seen`] lists every request.
+//! whether they carry a `Range`, and hit matching requests `first..first + count` (0-based, in
+//! the order they arrive) with a [`Fault`]: a connection reset after N bytes of the body, a
+//! body cut short of its `Content-Length`, a status of its own (503 with `Retry-After`), a body
+//! that stops arriving, a flipped byte, `If-Match` dropped (a server that ignores it). A rule
+//! may also run a hook once, before the first request it hits is forwarded (e.g. rewriting the
+//! object on the server): requests wait for it. [`FaultProxy::injected`] counts the faults that
+//! took effect, so that a test can check that its fault really happened; [`FaultProxy::seen`]
+//! lists every request, with the status it got.
 //!
 //! Bounded: sockets time out after 30 s, a stalled body is held at most 60 s (or until
 //! [`FaultProxy::release`], [`FaultProxy::set`] or drop), and dropping the proxy stops it.
