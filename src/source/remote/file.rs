@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
-use super::cause::map_err;
+use super::cause::{map_err, status_words};
 use super::prefetch::Reader;
 use super::stats::Counters;
 use super::store::Ctx;
@@ -50,6 +50,8 @@ pub(crate) struct Object {
     pub etag: Option<String>,
     pub last_modified: DateTime<Utc>,
     pub changed: AtomicBool,
+    /// Why, as first found (said again by every later read).
+    why: std::sync::OnceLock<String>,
     /// Unique within the store (cache keys).
     pub id: u64,
 }
@@ -63,12 +65,14 @@ impl Object {
             etag: meta.e_tag.as_deref().map(quoted_etag),
             last_modified: meta.last_modified,
             changed: AtomicBool::new(false),
+            why: std::sync::OnceLock::new(),
             id,
         }
     }
 
     /// Marks the object changed (logged the first time) and returns the error to give.
     pub fn mark_changed(&self, why: &str) -> RemoteError {
+        let _ = self.why.set(why.to_string());
         if !self.changed.swap(true, Ordering::Relaxed) {
             log::error!(
                 "{}: changed since it was opened ({why}); reads from it fail until it is mounted again",
@@ -81,12 +85,17 @@ impl Object {
         }
     }
 
-    /// Fails if the object is already known to have changed.
+    /// Fails if the object is already known to have changed, saying why (a read-ahead may
+    /// have found it, which no reader saw fail).
     pub fn check(&self) -> Result<(), RemoteError> {
         if self.changed.load(Ordering::Relaxed) {
+            let why = self
+                .why
+                .get()
+                .map_or("seen by an earlier read", String::as_str);
             return Err(RemoteError::Changed {
                 url: self.url.clone(),
-                why: "seen by an earlier read".into(),
+                why: why.to_string(),
             });
         }
         Ok(())
@@ -167,7 +176,10 @@ pub(crate) async fn fetch(
         Err(object_store::Error::Precondition { .. }) => {
             return Err(obj.mark_changed("If-Match failed: rewritten"))
         }
-        Err(object_store::Error::NotFound { .. }) => return Err(obj.mark_changed("deleted")),
+        // Said with what the store answered (a read's log line and `verify` show the kind).
+        Err(object_store::Error::NotFound { .. }) => {
+            return Err(obj.mark_changed(&format!("deleted: {}", status_words(404))))
+        }
         Err(e) => return Err(map_err(&obj.url, io.timeout, e)),
     };
     obj.check_meta(&res.meta)?;

@@ -371,6 +371,8 @@ fn a_rewritten_object_fails_and_never_mixes() {
     assert!(f.read_exact_at(&mut b, 0).is_err());
     let r = f.reader(0..f.size());
     assert!(matches!(r.read(0, 10), Err(RemoteError::Changed { .. })));
+    // ... saying why, as first found.
+    assert_eq!(r.read(0, 10).unwrap_err().to_string(), e.to_string());
     assert_eq!(rec.take().len(), 2);
     // A file opened now reads the new version.
     let f2 = store
