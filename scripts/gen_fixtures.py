@@ -990,8 +990,8 @@ def main(argv):
         return 2
     out = os.path.abspath(argv[1])
     if os.path.exists(out):
-        for fn in os.listdir(out):  # graphs/ and cli/ belong to other scripts: keep them
-            if fn not in ("graphs", "cli"):  # cli/: scripts/gen_cli_fixtures.py
+        for fn in os.listdir(out):  # graphs/, cli/ and keras/ belong to other scripts: keep them
+            if fn not in ("graphs", "cli", "keras"):  # cli/: scripts/gen_cli_fixtures.py, keras/: gen_keras_fixtures.py
                 p = os.path.join(out, fn)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
     os.makedirs(out, exist_ok=True)
