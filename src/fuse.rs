@@ -18,19 +18,9 @@ use crate::error::FsError;
 use crate::fs::live::Invalidate;
 use crate::fs::{Attr, Fs, Kind};
 
-/// The mount never changes, so the kernel may cache names and attributes for long.
+/// The mount never changes and every size is exact from the first `stat`, so the kernel may
+/// cache names and attributes for long.
 const TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// How long the kernel may keep `a`: not at all for a file whose size may still grow (a `text/`
-/// file being rendered), so that a read past the size it knows makes it ask again
-/// (`fuse_cache_read_iter` refreshes stale attributes before reading past the cached end).
-fn attr_ttl(a: &Attr) -> Duration {
-    if a.volatile {
-        Duration::ZERO
-    } else {
-        TTL
-    }
-}
 /// Inode numbers are never reused for another file, so one generation serves for all.
 const GEN: Generation = Generation(0);
 /// Kernel readahead for sequential reads of large tensors (see `mount::raise_readahead`): one
@@ -159,7 +149,7 @@ impl Filesystem for FuseFs {
             Ok(a) => {
                 // The kernel now holds one more lookup of this inode.
                 self.fs.looked_up(a.ino);
-                reply.entry_with_ttls(&attr_ttl(&a), &TTL, &file_attr(&a), GEN)
+                reply.entry(&TTL, &file_attr(&a), GEN)
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -171,7 +161,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
-            Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -274,10 +264,7 @@ impl Filesystem for FuseFs {
             let name = OsStr::from_bytes(&e.name);
             let counted = e.name != b"." && e.name != b"..";
             let full = match a {
-                Some(a) => {
-                    let ttl = attr_ttl(&a);
-                    reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &file_attr(&a), GEN)
-                }
+                Some(a) => reply.add(INodeNo(e.ino), e.cookie, name, &TTL, &file_attr(&a), GEN),
                 // Unknown attributes: name and type only, not to be cached.
                 None => {
                     let a = Attr {
@@ -288,7 +275,6 @@ impl Filesystem for FuseFs {
                         mtime: std::time::UNIX_EPOCH,
                         uid: 0,
                         gid: 0,
-                        volatile: true,
                     };
                     let zero = Duration::ZERO;
                     reply.add(INodeNo(e.ino), e.cookie, name, &zero, &file_attr(&a), GEN)

@@ -30,6 +30,12 @@ pub trait Names {
     fn hidden(&self, _name: &[u8]) -> bool {
         false
     }
+    /// Whether the name `name` at `pos` is not shown: [`Names::hidden`], or what else the
+    /// position says (a view leaving out tensors it has no file for). A directory is shown when
+    /// a name under it is, and is numbered by the first such name.
+    fn hidden_at(&self, _pos: u64, name: &[u8]) -> bool {
+        self.hidden(name)
+    }
     /// Whether `/` in names makes directories (else each name is one component).
     fn split(&self) -> bool {
         true
@@ -54,6 +60,26 @@ pub fn prefix_of(name: &[u8], depth: u16) -> Option<Vec<u8>> {
     None
 }
 
+/// The first shown name at or after `pos` that starts with `prefix` (`None`: no shown name
+/// under it). Walks past hidden names one by one.
+fn first_shown<N: Names + ?Sized>(
+    names: &N,
+    prefix: &[u8],
+    mut pos: Option<u64>,
+) -> FsResult<Option<u64>> {
+    while let Some(p) = pos {
+        let n = names.name(p)?;
+        if !n.starts_with(prefix) {
+            return Ok(None);
+        }
+        if !names.hidden_at(p, &n) {
+            return Ok(Some(p));
+        }
+        pos = names.next(p)?;
+    }
+    Ok(None)
+}
+
 /// The prefix of the directory `(depth, pos)`.
 pub fn dir_prefix<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Vec<u8>> {
     if depth == 0 {
@@ -69,7 +95,7 @@ pub fn parent<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Op
         1 => Ok(Some((0, 0))),
         _ => {
             let up = prefix_of(&names.name(pos)?, depth - 1).ok_or(FsError::NotFound)?;
-            let p = names.seek(&up)?.ok_or(FsError::NotFound)?;
+            let p = first_shown(names, &up, names.seek(&up)?)?.ok_or(FsError::NotFound)?;
             Ok(Some((depth - 1, p)))
         }
     }
@@ -122,11 +148,15 @@ pub fn resolve<N: Names + ?Sized>(
             if nested {
                 target.push(SEP);
             }
+            if nested {
+                // A directory: its first shown name.
+                return first_shown(names, &target, names.seek(&target)?);
+            }
             let Some(p) = names.seek(&target)? else {
                 return Ok(None);
             };
             let n = names.name(p)?;
-            let hit = n.starts_with(&target) && fits(&n[end..]) && !names.hidden(&n);
+            let hit = n.starts_with(&target) && fits(&n[end..]) && !names.hidden_at(p, &n);
             Ok(hit.then_some(p))
         }
         Unescaped::Hashed {
@@ -143,7 +173,7 @@ pub fn resolve<N: Names + ?Sized>(
                 }
                 let (comp, _) = next_component(&n, prefix, split);
                 if fits(&n[prefix.len() + comp.len()..])
-                    && !names.hidden(&n)
+                    && !names.hidden_at(p, &n)
                     && tree::fnv1a64(comp) == hash
                     && tree::escape(comp, is_dir) == escaped
                 {
@@ -199,7 +229,7 @@ pub fn list<N: Names + ?Sized>(
         if !n.starts_with(prefix) {
             break;
         }
-        if names.hidden(&n) {
+        if names.hidden_at(p, &n) {
             pos = names.next(p)?;
             first_sub = 0;
             continue;
