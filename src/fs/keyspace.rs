@@ -1,7 +1,8 @@
 //! The key-prefix directory engine: a sorted list of names (checkpoint keys, graph node names)
 //! shown as a directory tree, `/` separating components. A directory is named by its depth and
-//! the position of the first name under it; listing seeks past whole subdirectories, so a
-//! directory costs its own entries, not the names below it. Used by every subtree whose
+//! the position of the first shown name under it; listing seeks past whole subdirectories, so a
+//! directory costs its own entries, not the names below it (and the hidden names it walks past:
+//! a directory whose names are all hidden is not shown). Used by every subtree whose
 //! directories come from names: checkpoint variables (and the views mirroring them) and meta
 //! graph name spaces.
 
@@ -146,10 +147,8 @@ pub fn resolve<N: Names + ?Sized>(
             target.extend_from_slice(&comp);
             let end = target.len();
             if nested {
-                target.push(SEP);
-            }
-            if nested {
                 // A directory: its first shown name.
+                target.push(SEP);
                 return first_shown(names, &target, names.seek(&target)?);
             }
             let Some(p) = names.seek(&target)? else {
@@ -335,6 +334,10 @@ mod tests {
     }
 
     fn listing(n: &Sorted, prefix: &[u8], chunk: usize) -> Vec<String> {
+        listing_of(n, prefix, chunk)
+    }
+
+    fn listing_of<N: Names>(n: &N, prefix: &[u8], chunk: usize) -> Vec<String> {
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {
@@ -362,6 +365,53 @@ mod tests {
                 return out;
             }
         }
+    }
+
+    /// Names hidden by position (as `stats/` hides string tensors): a directory holding only
+    /// such names is not shown, and a directory is numbered by its first shown name everywhere.
+    struct ByPos(Sorted);
+
+    impl Names for ByPos {
+        fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+            self.0.seek(key)
+        }
+        fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+            self.0.next(pos)
+        }
+        fn name(&self, pos: u64) -> FsResult<Vec<u8>> {
+            self.0.name(pos)
+        }
+        fn hidden_at(&self, pos: u64, name: &[u8]) -> bool {
+            self.0.hidden(name) || self.0 .0[pos as usize].ends_with(b"str")
+        }
+    }
+
+    #[test]
+    fn names_hidden_by_position_hide_their_directories() {
+        let n = ByPos(Sorted(vec![
+            b"a/str",
+            b"a/x",
+            b"b/c/str",
+            b"b/d/str",
+            b"b/e",
+            b"b/f/str",
+            b"b/f/y",
+            b"only/deeper/str",
+            b"only/str",
+            b"z",
+        ]));
+        for chunk in 1..4 {
+            assert_eq!(listing_of(&n, b"", chunk), ["a/", "b/", "z"]);
+            assert_eq!(listing_of(&n, b"b/", chunk), ["e", "f/"]);
+        }
+        assert_eq!(resolve(&n, b"b/", b"f", true).unwrap(), Some(6));
+        assert_eq!(resolve(&n, b"", b"a", true).unwrap(), Some(1));
+        assert_eq!(resolve(&n, b"", b"b", true).unwrap(), Some(4));
+        assert_eq!(resolve(&n, b"", b"only", true).unwrap(), None);
+        assert_eq!(resolve(&n, b"b/", b"c", true).unwrap(), None);
+        assert_eq!(resolve(&n, b"a/", b"str", false).unwrap(), None);
+        assert_eq!(resolve(&n, b"a/", b"x", false).unwrap(), Some(1));
+        assert_eq!(parent(&n, 2, 6).unwrap(), Some((1, 4)));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{FsError, FsResult};
 use crate::format::dtype::DType;
 use crate::format::FormatError;
-use crate::render::values::{TextRenderer, MAX_TEXT_PER_BYTE};
+use crate::render::values::TextRenderer;
 use crate::source::tensors::TensorData;
 
 /// `.bin` bytes rendered at a time.
@@ -135,10 +135,12 @@ impl StringText {
         self.len == 0
     }
 
-    /// Bytes of memory this file may come to hold (for the LRU that keeps it).
+    /// Bytes of memory this file may come to hold (for the LRU that keeps it): the marks, and
+    /// the cursor's text — at most one step's (a string byte is at most 4 text bytes, `\xHH`; an
+    /// 8-byte length 1, the newline), and never more than the whole text.
     pub fn weight(&self) -> usize {
-        let step_text = STEP as usize * MAX_TEXT_PER_BYTE;
-        512 + self.marks.len() * (std::mem::size_of::<Mark>() + 16) + step_text
+        let cursor = self.len.min(4 * STEP) as usize;
+        512 + self.marks.len() * (std::mem::size_of::<Mark>() + 16) + cursor
     }
 
     fn error(&self, msg: String) -> FsError {
@@ -298,8 +300,8 @@ mod tests {
 
     #[test]
     fn marks_stay_bounded_and_a_long_element_is_split() {
-        // One string of 300 MB of text would need many marks: a single 40 MiB element gives
-        // marks inside it (renderer clones mid-element), thinned to the bound.
+        // A single element of 40 MiB of NUL bytes (160 MiB of `\x00`): marks fall inside it
+        // (renderer clones mid-element), so a read near its end renders one step, not all of it.
         let body = vec![0u8; 40 << 20];
         let mut bytes = (body.len() as u64).to_le_bytes().to_vec();
         bytes.extend_from_slice(&body);

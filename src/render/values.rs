@@ -22,17 +22,14 @@
 //! Memory: [`TextRenderer`] holds at most one partial element (16 bytes; for strings the 8-byte
 //! length and up to 3 bytes of an unfinished UTF-8 sequence — a string's body is escaped as it
 //! arrives, never held), and a clone of it is a point to resume from. Each input byte yields at
-//! most [`MAX_TEXT_PER_BYTE`] output bytes.
+//! most 16 output bytes (a float8 element: 14 characters and a separator; a `\xHH` escape is 4
+//! bytes for 1).
 
 use std::ops::Range;
 
 use super::elem::{write_padded, Kind};
 use super::escape::Escaper;
 use crate::format::dtype::DType;
-
-/// Upper bound of output bytes per input byte, for every dtype (a float8 element of 1 byte takes
-/// 15 bytes: `-0.00012207031` and a separator; a `\xHH` escape is 4 bytes for 1).
-pub const MAX_TEXT_PER_BYTE: usize = 16;
 
 /// Why a tensor cannot be rendered, or its bytes do not fit its shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -570,6 +567,9 @@ mod tests {
             Some(ValuesError::ShapeOverflow)
         );
     }
+
+    /// Output bytes per input byte, at most (module doc).
+    const MAX_TEXT_PER_BYTE: usize = 16;
 
     #[test]
     fn output_per_byte_is_bounded() {
