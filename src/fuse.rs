@@ -18,19 +18,9 @@ use crate::error::FsError;
 use crate::fs::live::Invalidate;
 use crate::fs::{Attr, Fs, Kind};
 
-/// The mount never changes, so the kernel may cache names and attributes for long.
+/// The mount never changes and every size is exact from the first `stat`, so the kernel may
+/// cache names and attributes for long.
 const TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// How long the kernel may keep `a`: not at all for a file whose size may still grow (a `text/`
-/// file being rendered), so that a read past the size it knows makes it ask again
-/// (`fuse_cache_read_iter` refreshes stale attributes before reading past the cached end).
-fn attr_ttl(a: &Attr) -> Duration {
-    if a.volatile {
-        Duration::ZERO
-    } else {
-        TTL
-    }
-}
 /// Kernel readahead for sequential reads of large tensors (see `mount::raise_readahead`): one
 /// request of the largest size the kernel sends (256 pages). Measured on a cold 1 GiB read,
 /// 1 MiB costs least CPU (dd + daemon) and time: -15% against 128 KiB, while 2 and 4 MiB
@@ -156,12 +146,9 @@ impl Filesystem for FuseFs {
         match self.fs.lookup(parent.0, name.as_bytes()) {
             // The kernel now holds one more lookup of this inode, in this generation (inode
             // numbers of pruned checkpoints are reused with the next one).
-            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
-                &attr_ttl(&a),
-                &TTL,
-                &file_attr(&a),
-                Generation(a.generation),
-            ),
+            Ok(a) if self.fs.looked_up(a.ino, a.generation) => {
+                reply.entry_with_ttls(&TTL, &TTL, &file_attr(&a), Generation(a.generation))
+            }
             // Freed (a pruned checkpoint) since it was resolved.
             Ok(_) => reply.error(errno(&FsError::NotFound)),
             Err(e) => reply.error(errno(&e)),
@@ -174,7 +161,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
-            Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -284,17 +271,14 @@ impl Filesystem for FuseFs {
             }
             let generation = Generation(e.generation);
             let full = match a {
-                Some(a) => {
-                    let ttl = attr_ttl(&a);
-                    reply.add(
-                        INodeNo(e.ino),
-                        e.cookie,
-                        name,
-                        &ttl,
-                        &file_attr(&a),
-                        generation,
-                    )
-                }
+                Some(a) => reply.add(
+                    INodeNo(e.ino),
+                    e.cookie,
+                    name,
+                    &TTL,
+                    &file_attr(&a),
+                    generation,
+                ),
                 // Unknown attributes: name and type only, not to be cached.
                 None => {
                     let a = Attr {
@@ -305,7 +289,6 @@ impl Filesystem for FuseFs {
                         mtime: std::time::UNIX_EPOCH,
                         uid: 0,
                         gid: 0,
-                        volatile: true,
                         generation: e.generation,
                     };
                     let zero = Duration::ZERO;

@@ -23,6 +23,9 @@ use common::*;
 use serde_json::Value;
 use tfmount::format::dtype::DType;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::render::elem::{self, Kind as Elem, Value as Num};
+use tfmount::render::stats as stats_text;
+use tfmount::render::values::Columns;
 use tfmount::source::probe;
 use tfmount::writer::CheckpointWriter;
 
@@ -684,4 +687,260 @@ fn the_name_escaping_rules_hold() {
     assert!(lookup_path(&fs, format!("variables/o/{other}.bin").as_bytes()).is_none());
     assert!(lookup_path(&fs, b"variables/f/%2e.bin").is_none());
     assert!(lookup_path(&fs, b"variables/f/%2E.bin").is_some());
+}
+
+// ---------------------------------------------------------------------------------------------
+// text/ and stats/: formats and sizes
+// ---------------------------------------------------------------------------------------------
+
+/// The dtype TensorFlow names `name`.
+fn dtype_named(name: &str) -> DType {
+    (0..64)
+        .map(DType)
+        .find(|d| d.display_name() == name)
+        .unwrap_or_else(|| panic!("{PAGE}: no dtype {name}"))
+}
+
+/// The text bullet's width table: `(dtypes, width, widest text)` per row.
+fn width_table(page: &str) -> Vec<(Vec<DType>, usize, String)> {
+    let views = section(page, "### Views: text, statistics, safetensors, tables");
+    let rows: Vec<Vec<&str>> = views
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert!(
+        rows.len() >= 10,
+        "{PAGE}: the text/ width table has {} rows",
+        rows.len()
+    );
+    rows.iter()
+        .map(|r| {
+            assert_eq!(r.len(), 3, "{PAGE}: width table row {r:?}");
+            let dtypes = backticked(r[0]).into_iter().map(dtype_named).collect();
+            let width = r[1].parse().expect("a width");
+            let widest = backticked(r[2]);
+            assert_eq!(widest.len(), 1, "{PAGE}: one widest text per row: {r:?}");
+            (dtypes, width, widest[0].to_string())
+        })
+        .collect()
+}
+
+/// The text of `v` as `text/` writes it (unpadded).
+fn value_text(v: Num) -> String {
+    let mut o = Vec::new();
+    elem::write_value(&mut o, v);
+    String::from_utf8(o).expect("ascii")
+}
+
+/// `s` read as a value of `kind` (the table's widest texts of the wide dtypes).
+fn parse_value(kind: Elem, s: &str) -> Num {
+    let float = |t: &str| t.parse::<f64>().expect("a float");
+    // `re±imj`: the sign that starts the imaginary part is the last one not after an `e`.
+    let complex = |t: &str| {
+        let body = t.strip_suffix('j').expect("complex ends in j");
+        let at = (1..body.len())
+            .rev()
+            .find(|&i| matches!(&body[i..=i], "+" | "-") && &body[i - 1..i] != "e")
+            .expect("a sign");
+        (float(&body[..at]), float(&body[at..]))
+    };
+    match kind {
+        Elem::F64 => Num::F64(float(s)),
+        Elem::F32 | Elem::BF16 | Elem::Mini { .. } => Num::F32(float(s) as f32),
+        Elem::Complex64 => {
+            let (re, im) = complex(s);
+            Num::C64(re as f32, im as f32)
+        }
+        Elem::Complex128 => {
+            let (re, im) = complex(s);
+            Num::C128(re, im)
+        }
+        Elem::Bool => Num::Bool(s == "true"),
+        _ => Num::Int(s.parse().expect("an integer")),
+    }
+}
+
+/// The width table holds: each dtype's width is what `text/` pads to; the widest text of a row
+/// is a value's text of that width (for the 1- and 2-byte dtypes: the longest text of all their
+/// encodings is the width, and the row's widest text is one of them); every dtype with a text
+/// form is in the table.
+#[test]
+fn the_text_width_table_holds() {
+    let text = page();
+    let table = width_table(&text);
+    let mut listed = BTreeSet::new();
+    for (dtypes, width, widest) in &table {
+        assert_eq!(
+            widest.len(),
+            *width,
+            "{PAGE}: {widest:?} is not {width} wide"
+        );
+        let mut seen = false;
+        for &d in dtypes {
+            assert!(listed.insert(d.0), "{PAGE}: {} twice", d.display_name());
+            let cols = Columns::new(d, &[1]).expect("text form").expect("numeric");
+            assert_eq!(cols.width(), *width, "{}", d.display_name());
+            let kind = Elem::of(d).expect("kind");
+            let es = cols.elem_size() as usize;
+            if es <= 2 {
+                let texts: BTreeSet<String> = (0..1u32 << (8 * es))
+                    .map(|e| value_text(kind.decode(&e.to_le_bytes()[..es])))
+                    .collect();
+                let most = texts.iter().map(String::len).max();
+                assert_eq!(most, Some(*width), "{}: every encoding", d.display_name());
+                seen |= texts.contains(widest);
+            } else {
+                assert_eq!(
+                    &value_text(parse_value(kind, widest)),
+                    widest,
+                    "{}",
+                    d.display_name()
+                );
+                seen = true;
+            }
+        }
+        assert!(seen, "{PAGE}: {widest:?} is no value of {dtypes:?}");
+    }
+    let with_text: BTreeSet<i32> = (0..64)
+        .filter(|&d| matches!(Columns::new(DType(d), &[1]), Ok(Some(_))))
+        .collect();
+    assert_eq!(listed, with_text, "{PAGE}: the table's dtypes");
+}
+
+/// For every fixture tensor, from a fresh mount: the size the first `stat` of its `text/` and
+/// `stats/` files gives is what a read to the end returns; a numeric text is
+/// `elements × (width + 1)` bytes with the table's width, and its lines are the rows of the
+/// last axis, every element in its cell; the statistics are `475 + 17 × E + 16 × C` bytes. Every
+/// directory of `text/` and `stats/` leads to a file.
+#[test]
+fn text_and_stats_sizes_are_the_documented_ones() {
+    let text = page();
+    let views = flat(section(
+        &text,
+        "### Views: text, statistics, safetensors, tables",
+    ));
+    for claim in [
+        "the file is `elements × (width + 1)` bytes and element `k` (row-major) starts at byte `k × (width + 1)`",
+        "E is 24 for float64, integer and bool tensors, 15 for the others; C is the number of digits of the element count. The file is always `475 + 17 × E + 16 × C` bytes",
+        "`stats/` has no directory holding only string or complex tensors",
+    ] {
+        assert!(views.contains(claim), "{PAGE} no longer says {claim:?}: update tests/layout.rs");
+    }
+    let contract = flat(section(&text, "## The layout contract"));
+    assert!(contract.contains(
+        "the size `stat` reports is the number of bytes a read to the end returns, for every file"
+    ));
+    let widths: BTreeMap<i32, usize> = width_table(&text)
+        .into_iter()
+        .flat_map(|(ds, w, _)| ds.into_iter().map(move |d| (d.0, w)))
+        .collect();
+    let mut checked = (0, 0);
+    for (src, json) in FIXTURES {
+        let probed = probe(&fixtures().join(src)).expect("probe");
+        let fs = Fs::new(&probed, &Options::default()).expect("Fs::new");
+        for rec in records(&load_json(json)) {
+            let d = dtype_named(&rec.dtype);
+            let n: u64 = rec.shape.iter().product();
+            let what = format!("{src}: {}", show(&rec.key));
+            let path = |view: &str| [view.as_bytes(), b"/", &rec.stem, b".txt"].concat();
+            // A fresh core for each first stat: nothing rendered or read before.
+            let fresh = Fs::new(&probed, &Options::default()).expect("Fs::new");
+            if let Some(&w) = widths.get(&d.0) {
+                let a = lookup_path(&fresh, &path("text")).expect("text file");
+                assert_eq!(a.size, n * (w as u64 + 1), "{what}: text size");
+                let t = read_path(&fs, &path("text"));
+                assert_eq!(t.len() as u64, a.size, "{what}: text read");
+                let row = rec.shape.last().copied().unwrap_or(1) as usize;
+                let cell = w + 1;
+                for line in t.split_inclusive(|&b| b == b'\n') {
+                    assert_eq!(line.len(), row * cell, "{what}: a row");
+                    for c in line.chunks(cell) {
+                        let tok = std::str::from_utf8(&c[..w]).expect("utf-8");
+                        assert!(!tok.trim().is_empty() && tok.trim() == tok.trim_start());
+                        assert!(!tok.trim().contains(' ') && tok.ends_with(tok.trim()));
+                    }
+                }
+                checked.0 += 1;
+            }
+            if let Some(a) = lookup_path(&fresh, &path("stats")) {
+                let e = match Elem::of(d) {
+                    Some(Elem::F64 | Elem::Int { .. } | Elem::SubByte { .. } | Elem::Bool) => 24,
+                    _ => 15,
+                };
+                let c = n.checked_ilog10().map_or(1, |l| l as u64 + 1);
+                assert_eq!(a.size, 475 + 17 * e + 16 * c, "{what}: stats size");
+                assert_eq!(stats_text::text_len(d, n).ok(), Some(a.size));
+                assert_eq!(
+                    read_path(&fs, &path("stats")).len() as u64,
+                    a.size,
+                    "{what}: stats read"
+                );
+                checked.1 += 1;
+            }
+        }
+        // Every directory of the views leads to a file.
+        let walked = walk::walk(&Core::strict(&fs), &Walk::default());
+        for (p, node) in &walked {
+            if node.kind == Kind::Dir && (p.starts_with(b"text/") || p.starts_with(b"stats/")) {
+                let mut under = p.clone();
+                under.push(b'/');
+                assert!(
+                    walked
+                        .iter()
+                        .any(|(q, n)| n.kind == Kind::File && q.starts_with(&under)),
+                    "{src}: {} leads to no file",
+                    show(p)
+                );
+            }
+        }
+    }
+    assert!(checked.0 > 60 && checked.1 > 50, "{checked:?}");
+}
+
+/// The text and stats examples of the page are what `text/` and `stats/` show for TensorFlow's
+/// `dense/kernel` of the tf1_adam fixture (lines compared without trailing spaces, which
+/// editors drop: the histogram line is padded).
+#[test]
+fn the_text_and_stats_examples_are_real() {
+    let text = page();
+    let views = section(&text, "### Views: text, statistics, safetensors, tables");
+    let probed = probe(&fixtures().join("tf1_adam/model.ckpt-3")).expect("probe");
+    let fs = Fs::new(&probed, &Options::default()).expect("Fs::new");
+    let mut found = 0;
+    let lines: Vec<&str> = views.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(file) = l.trim().strip_prefix("$ cat MOUNT/") else {
+            continue;
+        };
+        if !file.starts_with("text/") && !file.starts_with("stats/") {
+            continue;
+        }
+        let indent = l.len() - l.trim_start().len();
+        let shown: Vec<&str> = lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.trim_start().starts_with("```"))
+            .map(|l| l.get(indent..).unwrap_or("").trim_end())
+            .collect();
+        let got = read_path(&fs, file.as_bytes());
+        let got = String::from_utf8(got).expect("utf-8");
+        let got: Vec<&str> = got.lines().map(str::trim_end).collect();
+        assert_eq!(shown, got, "{PAGE}: the example of {file}");
+        found += 1;
+    }
+    assert_eq!(found, 2, "{PAGE}: the text/ and stats/ examples");
+}
+
+/// A whole file through the core.
+fn read_path(fs: &Fs, path: &[u8]) -> Vec<u8> {
+    let a = lookup_path(fs, path).unwrap_or_else(|| panic!("{}", show(path)));
+    let mut out = Vec::new();
+    loop {
+        let r = fs.read(a.ino, out.len() as u64, 1 << 16).expect("read");
+        if r.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&r);
+    }
 }

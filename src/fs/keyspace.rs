@@ -1,7 +1,8 @@
 //! The key-prefix directory engine: a sorted list of names (checkpoint keys, graph node names)
 //! shown as a directory tree, `/` separating components. A directory is named by its depth and
-//! the position of the first name under it; listing seeks past whole subdirectories, so a
-//! directory costs its own entries, not the names below it. Used by every subtree whose
+//! the position of the first shown name under it; listing seeks past whole subdirectories, so a
+//! directory costs its own entries, not the names below it (and the hidden names it walks past:
+//! a directory whose names are all hidden is not shown). Used by every subtree whose
 //! directories come from names: checkpoint variables (and the views mirroring them) and meta
 //! graph name spaces.
 
@@ -30,6 +31,12 @@ pub trait Names {
     fn hidden(&self, _name: &[u8]) -> bool {
         false
     }
+    /// Whether the name `name` at `pos` is not shown: [`Names::hidden`], or what else the
+    /// position says (a view leaving out tensors it has no file for). A directory is shown when
+    /// a name under it is, and is numbered by the first such name.
+    fn hidden_at(&self, _pos: u64, name: &[u8]) -> bool {
+        self.hidden(name)
+    }
     /// Whether `/` in names makes directories (else each name is one component).
     fn split(&self) -> bool {
         true
@@ -54,6 +61,26 @@ pub fn prefix_of(name: &[u8], depth: u16) -> Option<Vec<u8>> {
     None
 }
 
+/// The first shown name at or after `pos` that starts with `prefix` (`None`: no shown name
+/// under it). Walks past hidden names one by one.
+fn first_shown<N: Names + ?Sized>(
+    names: &N,
+    prefix: &[u8],
+    mut pos: Option<u64>,
+) -> FsResult<Option<u64>> {
+    while let Some(p) = pos {
+        let n = names.name(p)?;
+        if !n.starts_with(prefix) {
+            return Ok(None);
+        }
+        if !names.hidden_at(p, &n) {
+            return Ok(Some(p));
+        }
+        pos = names.next(p)?;
+    }
+    Ok(None)
+}
+
 /// The prefix of the directory `(depth, pos)`.
 pub fn dir_prefix<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Vec<u8>> {
     if depth == 0 {
@@ -69,7 +96,7 @@ pub fn parent<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Op
         1 => Ok(Some((0, 0))),
         _ => {
             let up = prefix_of(&names.name(pos)?, depth - 1).ok_or(FsError::NotFound)?;
-            let p = names.seek(&up)?.ok_or(FsError::NotFound)?;
+            let p = first_shown(names, &up, names.seek(&up)?)?.ok_or(FsError::NotFound)?;
             Ok(Some((depth - 1, p)))
         }
     }
@@ -120,13 +147,15 @@ pub fn resolve<N: Names + ?Sized>(
             target.extend_from_slice(&comp);
             let end = target.len();
             if nested {
+                // A directory: its first shown name.
                 target.push(SEP);
+                return first_shown(names, &target, names.seek(&target)?);
             }
             let Some(p) = names.seek(&target)? else {
                 return Ok(None);
             };
             let n = names.name(p)?;
-            let hit = n.starts_with(&target) && fits(&n[end..]) && !names.hidden(&n);
+            let hit = n.starts_with(&target) && fits(&n[end..]) && !names.hidden_at(p, &n);
             Ok(hit.then_some(p))
         }
         Unescaped::Hashed {
@@ -143,7 +172,7 @@ pub fn resolve<N: Names + ?Sized>(
                 }
                 let (comp, _) = next_component(&n, prefix, split);
                 if fits(&n[prefix.len() + comp.len()..])
-                    && !names.hidden(&n)
+                    && !names.hidden_at(p, &n)
                     && tree::fnv1a64(comp) == hash
                     && tree::escape(comp, is_dir) == escaped
                 {
@@ -199,7 +228,7 @@ pub fn list<N: Names + ?Sized>(
         if !n.starts_with(prefix) {
             break;
         }
-        if names.hidden(&n) {
+        if names.hidden_at(p, &n) {
             pos = names.next(p)?;
             first_sub = 0;
             continue;
@@ -305,6 +334,10 @@ mod tests {
     }
 
     fn listing(n: &Sorted, prefix: &[u8], chunk: usize) -> Vec<String> {
+        listing_of(n, prefix, chunk)
+    }
+
+    fn listing_of<N: Names>(n: &N, prefix: &[u8], chunk: usize) -> Vec<String> {
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {
@@ -332,6 +365,53 @@ mod tests {
                 return out;
             }
         }
+    }
+
+    /// Names hidden by position (as `stats/` hides string tensors): a directory holding only
+    /// such names is not shown, and a directory is numbered by its first shown name everywhere.
+    struct ByPos(Sorted);
+
+    impl Names for ByPos {
+        fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+            self.0.seek(key)
+        }
+        fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+            self.0.next(pos)
+        }
+        fn name(&self, pos: u64) -> FsResult<Vec<u8>> {
+            self.0.name(pos)
+        }
+        fn hidden_at(&self, pos: u64, name: &[u8]) -> bool {
+            self.0.hidden(name) || self.0 .0[pos as usize].ends_with(b"str")
+        }
+    }
+
+    #[test]
+    fn names_hidden_by_position_hide_their_directories() {
+        let n = ByPos(Sorted(vec![
+            b"a/str",
+            b"a/x",
+            b"b/c/str",
+            b"b/d/str",
+            b"b/e",
+            b"b/f/str",
+            b"b/f/y",
+            b"only/deeper/str",
+            b"only/str",
+            b"z",
+        ]));
+        for chunk in 1..4 {
+            assert_eq!(listing_of(&n, b"", chunk), ["a/", "b/", "z"]);
+            assert_eq!(listing_of(&n, b"b/", chunk), ["e", "f/"]);
+        }
+        assert_eq!(resolve(&n, b"b/", b"f", true).unwrap(), Some(6));
+        assert_eq!(resolve(&n, b"", b"a", true).unwrap(), Some(1));
+        assert_eq!(resolve(&n, b"", b"b", true).unwrap(), Some(4));
+        assert_eq!(resolve(&n, b"", b"only", true).unwrap(), None);
+        assert_eq!(resolve(&n, b"b/", b"c", true).unwrap(), None);
+        assert_eq!(resolve(&n, b"a/", b"str", false).unwrap(), None);
+        assert_eq!(resolve(&n, b"a/", b"x", false).unwrap(), Some(1));
+        assert_eq!(parent(&n, 2, 6).unwrap(), Some((1, 4)));
     }
 
     #[test]

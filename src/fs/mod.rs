@@ -10,10 +10,10 @@
 pub mod build;
 pub mod fixed;
 pub mod graph;
-pub mod growing;
 pub mod keyspace;
 pub mod live;
 pub mod registry;
+pub mod string_text;
 pub mod subtree;
 pub mod tensor_files;
 pub mod text;
@@ -84,9 +84,6 @@ pub struct Attr {
     pub mtime: SystemTime,
     pub uid: u32,
     pub gid: u32,
-    /// The size may grow (a `text/` file not rendered to its end yet): the kernel must not
-    /// cache these attributes ([`subtree::Size::Growing`]).
-    pub volatile: bool,
     /// The generation of `ino`: `(ino, generation)` names one node over the life of the mount
     /// (inode numbers of a live directory's pruned checkpoints are reused, see [`registry`]).
     pub generation: u64,
@@ -198,7 +195,6 @@ impl Fs {
             (Kind::Symlink, Size::Known(s)) => (s, 0o777),
             (_, Size::Known(s)) => (s, file_perm(&a.meta)),
             (_, Size::Broken) => (BROKEN_SIZE, file_perm(&a.meta)),
-            (_, Size::Growing(s)) => (s, file_perm(&a.meta)),
         };
         Attr {
             ino,
@@ -208,7 +204,6 @@ impl Fs {
             mtime: a.meta.mtime,
             uid: a.meta.uid,
             gid: a.meta.gid,
-            volatile: matches!(a.size, Size::Growing(_)),
             generation,
         }
     }

@@ -13,11 +13,6 @@ use crate::tree::ino::Ino;
 pub enum Size {
     Known(u64),
     Broken,
-    /// A file whose end is not known yet (`text/` files): the content rendered so far; the file
-    /// has at least this many bytes, and its size may grow the next time it is asked for. Such
-    /// attributes must not be cached (zero TTL), so that the kernel asks again when a read goes
-    /// past this size.
-    Growing(u64),
 }
 
 /// What a node is, as the dispatcher needs it.

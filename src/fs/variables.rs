@@ -1,8 +1,11 @@
 //! `variables/`: a checkpoint's tensors as files (`<key>.bin`, `.shape`, `.dtype`, `.npy`),
 //! `/` in keys making directories, over any [`TensorSet`] (V2 bundle, V1 table); and the two
-//! views that mirror it name for name, one `<key>.txt` per tensor: `text/` (its values as text,
-//! a growing file: see [`super::growing`]) and `stats/` (its statistics, numeric dtypes only,
-//! computed in two streaming passes and kept in the mount's text cache).
+//! views that mirror it name for name, one `<key>.txt` per tensor: `text/` (its values as text:
+//! fixed-width cells for numeric dtypes, [`Columns`], whose size and offsets follow from the
+//! index entry; strings one per line, [`super::string_text`]) and `stats/` (its statistics,
+//! numeric dtypes only: a fixed-size record, [`stats::text_len`], computed in two streaming
+//! passes when first read and kept in the mount's text cache). Each view shows only the tensors
+//! it has a file for, and the directories leading to them.
 //!
 //! Local node numbers use the key-space layout (`view | file | depth | pos`, see
 //! [`crate::tree::ino::keyspace`]): `view` picks the tree ([`View`]), a directory is the first
@@ -22,17 +25,18 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::growing::{GrowingText, Progress};
 use super::keyspace::{self, Item, Names};
+use super::string_text::StringText;
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{self, dtype_text, npy_header, shape_text, with_header};
 use super::text::{text_id, Texts};
 use super::{Kind, KEY_XATTR};
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
+use crate::format::dtype::DT_STRING;
 use crate::format::FormatError;
-use crate::render::stats::FirstPass;
-use crate::render::values::TextRenderer;
+use crate::render::stats::{self, FirstPass};
+use crate::render::values::Columns;
 use crate::source::bytes::FileMeta;
 use crate::source::tensors::{Stored, TensorData, TensorInfo, TensorSet, POS_BITS};
 use crate::tree::ino::{keyspace as layout, Ino};
@@ -47,13 +51,12 @@ pub const CRC_XATTR: &str = "user.tfmount.crc32c";
 pub const SHARD_XATTR: &str = "user.tfmount.shard";
 pub const OFFSET_XATTR: &str = "user.tfmount.offset";
 
-/// Bytes of `text/` file state (checkpoints, renderers, text read ahead) kept per checkpoint.
-const TEXT_STATE_BYTES: usize = 32 << 20;
-/// Bytes of `text/` sizes kept per checkpoint once their state was dropped (so that a size the
-/// kernel was told never shrinks): about 20,000 files.
-const TEXT_SIZE_BYTES: usize = 1 << 20;
+/// Bytes of string `text/` file state (marks, the text of a cursor) kept per checkpoint.
+const STRING_TEXT_BYTES: usize = 32 << 20;
 /// `.bin` bytes read at a time when computing statistics.
 const STATS_CHUNK: u64 = 1 << 20;
+/// Text bytes rendered at a time for a read of a numeric `text/` file.
+const TEXT_PIECE: u64 = 256 << 10;
 
 /// The `file` field of a local node: a directory, one of the tensor's files in `variables/`
 /// (its [`FileKind`] value), or the `.txt` of `text/` and `stats/`.
@@ -179,21 +182,29 @@ impl Node {
     }
 }
 
-/// A tensor set as a sorted list of names.
-struct SetNames<'a>(&'a dyn TensorSet);
+/// A tensor set as a sorted list of names, as one view shows it: `text/` and `stats/` leave out
+/// the tensors they have no file for (and so the directories that would lead only to those).
+struct ViewNames<'a> {
+    v: &'a Variables,
+    view: View,
+}
 
-impl Names for SetNames<'_> {
+impl Names for ViewNames<'_> {
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
-        self.0.seek(key)
+        self.v.set.seek(key)
     }
     fn next(&self, pos: u64) -> FsResult<Option<u64>> {
-        self.0.next(pos)
+        self.v.set.next(pos)
     }
     fn name(&self, pos: u64) -> FsResult<Vec<u8>> {
-        self.0.key(pos)
+        self.v.set.key(pos)
     }
     fn hidden(&self, name: &[u8]) -> bool {
-        self.0.hidden(name)
+        self.v.set.hidden(name)
+    }
+    fn hidden_at(&self, pos: u64, name: &[u8]) -> bool {
+        self.hidden(name)
+            || (self.view != View::Variables && self.v.files(self.view, pos).is_empty())
     }
 }
 
@@ -225,10 +236,8 @@ pub struct Variables {
     /// The mount's text cache (`stats/` texts, under `stats_id`).
     texts: Arc<Texts>,
     stats_id: u64,
-    /// `text/` files being read, by position.
-    text_files: Lru<u64, Arc<GrowingText>>,
-    /// How far each `text/` file was rendered, kept longer than its state.
-    text_sizes: Lru<u64, Progress>,
+    /// `text/` files of string tensors (their size and marks), by position.
+    string_texts: Lru<u64, Arc<StringText>>,
     /// Tensors opened lately, shared by the serving threads: a thread's first read of a tensor
     /// another thread is streaming reuses its opened bytes (one read-ahead stream per tensor
     /// for remote sources). Consulted only when the thread's own slot misses.
@@ -236,7 +245,7 @@ pub struct Variables {
     /// Whether a resolved tensor is kept between requests (the per-thread slot and `opened`):
     /// not with `-o cache_size=0`, where nothing of the index outlives a request.
     reuse: bool,
-    /// Held while a `text/` file's state is made (one per file).
+    /// Held while a string `text/` file's state is made (one pass per file).
     making: Mutex<()>,
 }
 
@@ -256,8 +265,7 @@ impl Variables {
             set,
             texts,
             stats_id: text_id(),
-            text_files: Lru::new(TEXT_STATE_BYTES),
-            text_sizes: Lru::new(TEXT_SIZE_BYTES),
+            string_texts: Lru::new(STRING_TEXT_BYTES),
             opened: Lru::new(OPENED_SHARED),
             reuse,
             making: Mutex::new(()),
@@ -280,8 +288,8 @@ impl Variables {
             .ok_or(FsError::NotFound)
     }
 
-    fn names(&self) -> SetNames<'_> {
-        SetNames(&*self.set)
+    fn names(&self, view: View) -> ViewNames<'_> {
+        ViewNames { v: self, view }
     }
 
     /// Runs `f` on this thread's slot for the tensor at `pos` (emptied if it held another).
@@ -326,15 +334,23 @@ impl Variables {
         Ok(d)
     }
 
+    /// The size of a file. Of the views' files, from the index entry alone — except a string
+    /// tensor's text, whose size one rendering pass gives (see [`super::string_text`]).
     fn file_size(&self, view: View, kind: File, pos: u64) -> FsResult<Size> {
-        if view == View::Text {
-            let g = self.text_file(pos)?;
-            let size = g.size();
-            self.text_sizes.insert(pos, g.progress(), PROGRESS_WEIGHT);
-            return size;
-        }
-        if view == View::Stats {
-            return Ok(Size::Known(self.stats_text(pos)?.len() as u64));
+        match view {
+            View::Text => {
+                return Ok(Size::Known(match self.columns(pos)? {
+                    Some(c) => c.len(),
+                    None => self.string_text(pos)?.len(),
+                }))
+            }
+            View::Stats => {
+                let info = self.info(pos)?;
+                let len = stats::text_len(info.dtype, info.num_elements())
+                    .map_err(|e| self.corrupt(pos, e.to_string()))?;
+                return Ok(Size::Known(len));
+            }
+            View::Variables => {}
         }
         let File::Tensor(kind) = kind else {
             return Err(FsError::NotFound);
@@ -357,7 +373,7 @@ impl Variables {
         let dtype = self.info(pos).ok().map(|i| i.dtype);
         let txt = match view {
             View::Variables => return &TENSOR_FILES[..tensor_files::files(dtype).len()],
-            View::Text => dtype.is_none_or(|d| TextRenderer::new(d, &[]).is_ok()),
+            View::Text => dtype.is_none_or(|d| Columns::new(d, &[]).is_ok()),
             View::Stats => dtype.is_none_or(|d| FirstPass::new(d).is_ok()),
         };
         if txt {
@@ -377,39 +393,92 @@ impl Variables {
         )
     }
 
-    /// The `text/` file of the tensor at `pos` (its state kept in a bounded LRU).
-    fn text_file(&self, pos: u64) -> FsResult<Arc<GrowingText>> {
-        if let Some(g) = self.text_files.get(&pos) {
-            return Ok(g);
+    /// The fixed-width layout of the `text/` file of the tensor at `pos`; `None` for strings.
+    fn columns(&self, pos: u64) -> FsResult<Option<Columns>> {
+        let info = self.info(pos)?;
+        Columns::new(info.dtype, &info.shape).map_err(|e| self.corrupt(pos, e.to_string()))
+    }
+
+    /// Text bytes `[offset, offset + size)` of a numeric tensor's `text/` file: only the
+    /// elements the range covers are read and rendered, [`TEXT_PIECE`] of text at a time.
+    fn read_columns(&self, pos: u64, c: &Columns, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let range = c.covering(offset, size as u64);
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let end = offset.saturating_add(size as u64).min(c.len());
+        let data = self.data(pos)?;
+        let (cell, es) = (c.cell(), c.elem_size());
+        let batch = (TEXT_PIECE / cell).max(1);
+        let mut out = Vec::with_capacity(((end - offset) as usize).min(TEXT_PIECE as usize));
+        let mut buf = Vec::new();
+        let mut k = range.start;
+        while k < range.end {
+            let n = batch.min(range.end - k);
+            let want = (n * es) as usize;
+            let bytes = data.read(k * es, want)?;
+            if bytes.len() != want {
+                return Err(self.corrupt(
+                    pos,
+                    format!(
+                        "{} bytes at offset {} where {want} were expected",
+                        bytes.len(),
+                        k * es
+                    ),
+                ));
+            }
+            buf.clear();
+            c.render(k, &bytes, &mut buf)
+                .map_err(|e| self.corrupt(pos, e.to_string()))?;
+            let t0 = k * cell;
+            let from = (offset.saturating_sub(t0) as usize).min(buf.len());
+            let to = ((end - t0) as usize).min(buf.len());
+            out.extend_from_slice(&buf[from..to]);
+            k += n;
+        }
+        Ok(out)
+    }
+
+    /// The `text/` file of the string tensor at `pos` (its state kept in a bounded LRU).
+    fn string_text(&self, pos: u64) -> FsResult<Arc<StringText>> {
+        if let Some(t) = self.string_texts.get(&pos) {
+            return Ok(t);
         }
         let _one = self.making.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(g) = self.text_files.get(&pos) {
-            return Ok(g);
+        if let Some(t) = self.string_texts.get(&pos) {
+            return Ok(t);
         }
         let info = self.info(pos)?;
         let data = self.set.open(pos)?;
         let what = format!("tensor {}", String::from_utf8_lossy(&info.key));
         let file = self.set.path().display().to_string();
-        let mut g = GrowingText::new(info.dtype, info.shape.clone(), data, what, file)?;
-        if let Some(p) = self.text_sizes.get(&pos) {
-            g = g.resume(p);
-        }
-        let g = Arc::new(g);
-        self.text_files.insert(pos, g.clone(), g.weight());
-        Ok(g)
+        let t = Arc::new(StringText::new(info.dtype, &info.shape, data, what, file)?);
+        self.string_texts.insert(pos, t.clone(), t.weight());
+        Ok(t)
     }
 
-    /// The `stats/` text of the tensor at `pos`: two passes over its bytes, read in chunks.
+    /// The `stats/` text of the tensor at `pos`: two passes over its bytes, read in chunks, the
+    /// first time it is read. Exactly the size `stat` reported, or an error.
     fn stats_text(&self, pos: u64) -> FsResult<Arc<Vec<u8>>> {
         self.texts.get_or_insert_with((self.stats_id, pos), || {
             let info = self.info(pos)?;
-            let data = self.set.open(pos)?;
-            let bad = |e: crate::render::stats::StatsError| self.corrupt(pos, e.to_string());
+            let data = self.data(pos)?;
+            let bad = |e: stats::StatsError| self.corrupt(pos, e.to_string());
             let mut first = FirstPass::new(info.dtype).map_err(bad)?;
             self.each_chunk(pos, &*data, |b| first.push(b))?;
             let mut second = first.finish().map_err(bad)?;
             self.each_chunk(pos, &*data, |b| second.push(b))?;
             let text = second.finish().map_err(bad)?.to_text();
+            let want = stats::text_len(info.dtype, info.num_elements()).map_err(bad)?;
+            if text.len() as u64 != want {
+                return Err(self.corrupt(
+                    pos,
+                    format!(
+                        "{} bytes of statistics where {want} were expected",
+                        text.len()
+                    ),
+                ));
+            }
             let w = text.len();
             Ok((Arc::new(text), w))
         })
@@ -474,9 +543,6 @@ impl Variables {
     }
 }
 
-/// LRU weight of one [`Progress`] record.
-const PROGRESS_WEIGHT: usize = 48;
-
 impl Subtree for Variables {
     fn attr(&self, local: u64) -> FsResult<NodeAttr> {
         let (kind, size) = match Node::decode(local)? {
@@ -501,21 +567,23 @@ impl Subtree for Variables {
         })
     }
 
+    /// A string tensor's `text/` file: its size means rendering it.
     fn rendered(&self, local: u64) -> bool {
-        matches!(
-            Node::decode(local),
+        match Node::decode(local) {
             Ok(Node::File {
-                view: View::Text | View::Stats,
+                view: View::Text,
+                pos,
                 ..
-            })
-        )
+            }) => self.info(pos).is_ok_and(|i| i.dtype == DT_STRING),
+            _ => false,
+        }
     }
 
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
         let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
-        let names = self.names();
+        let names = self.names(view);
         let prefix = keyspace::dir_prefix(&names, depth, pos)?;
         if let Some((stem, kind)) = File::split(name) {
             if let Some(p) = keyspace::resolve(&names, &prefix, stem, false)? {
@@ -537,7 +605,7 @@ impl Subtree for Variables {
         let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
-        match keyspace::parent(&self.names(), depth, pos)? {
+        match keyspace::parent(&self.names(view), depth, pos)? {
             None => Ok(Some(self.parent)),
             Some((depth, pos)) => self.ino(Node::Dir { view, depth, pos }).map(Some),
         }
@@ -547,7 +615,7 @@ impl Subtree for Variables {
         let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
             return Err(FsError::NotDir);
         };
-        let names = self.names();
+        let names = self.names(view);
         let prefix = keyspace::dir_prefix(&names, depth, pos)?;
         let path = self.set.path();
         keyspace::list(&names, &prefix, c, |item| match item {
@@ -584,7 +652,15 @@ impl Subtree for Variables {
     fn open(&self, local: u64) -> FsResult<()> {
         match Node::decode(local)? {
             Node::Dir { .. } => Ok(()),
-            Node::File { view, kind, pos } => self.file_size(view, kind, pos).map(|_| ()),
+            Node::File { view, kind, pos } => {
+                self.file_size(view, kind, pos)?;
+                // The views' sizes come from the index: a tensor whose data cannot be resolved
+                // (a missing shard, slices that do not fit) fails here, as its `.bin` does.
+                if view != View::Variables {
+                    self.data(pos)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -593,12 +669,10 @@ impl Subtree for Variables {
             return Err(FsError::IsDir);
         };
         match (view, kind) {
-            (View::Text, _) => {
-                let g = self.text_file(pos)?;
-                let r = g.read(offset, size);
-                self.text_sizes.insert(pos, g.progress(), PROGRESS_WEIGHT);
-                r
-            }
+            (View::Text, _) => match self.columns(pos)? {
+                Some(c) => self.read_columns(pos, &c, offset, size),
+                None => self.string_text(pos)?.read(offset, size),
+            },
             (View::Stats, _) => Ok(slice_of(&self.stats_text(pos)?, offset, size)),
             (_, File::Tensor(FileKind::Bin)) => self.data(pos)?.read(offset, size),
             (_, File::Tensor(FileKind::Shape)) => {
@@ -621,7 +695,10 @@ impl Subtree for Variables {
         Ok(match Node::decode(local)? {
             Node::Dir { depth: 0, .. } => Vec::new(),
             Node::Dir { depth, pos, .. } => {
-                vec![(KEY_XATTR, keyspace::dir_prefix(&self.names(), depth, pos)?)]
+                vec![(
+                    KEY_XATTR,
+                    keyspace::dir_prefix(&self.names(View::Variables), depth, pos)?,
+                )]
             }
             Node::File { pos, .. } => self.tensor_xattrs(pos)?,
         })

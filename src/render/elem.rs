@@ -5,11 +5,23 @@
 //!
 //! Number text (shared by `text/` and `stats/`): integers in decimal; floats in their shortest
 //! round-trip form — Rust's `Display` (no exponent, no trailing `.0`: `1`, `0.5`, `-0`) when
-//! `1e-4 <= |x| < 1e16` or `x == 0`, else Rust's `LowerExp` (`1e-7`, `1.5e30`), which is also
-//! shortest round-trip. Non-finite values print `nan` (every NaN, whatever its sign or payload),
-//! `inf`, `-inf`. Python's `float()` parses all of these back to the same `f64`; for the
-//! `f32`-valued kinds, `numpy.float32(float(s))` gives back the same `f32` (checked over sampled
-//! `f32` patterns in the tests: the shortest digits of an `f32` survive the detour through `f64`).
+//! `x == 0` or `1e-4 <= |x| <` [`F64_POSITIONAL_BELOW`] (`1e16`, float64) or
+//! [`F32_POSITIONAL_BELOW`] (`1e7`, float32 and the kinds that stand for float32 values: below
+//! 2^24 every integer is an `f32`, so the positional form never shows digits the value does not
+//! have), else Rust's `LowerExp` (`1e-7`, `1.5e30`, `1.2345679e8`), which is also shortest
+//! round-trip. Non-finite values print `nan` (every NaN, whatever its sign or payload), `inf`,
+//! `-inf`. Python's `float()` parses all of these back to the same `f64`; for the `f32`-valued
+//! kinds, `numpy.float32(float(s))` gives back the same `f32` (checked over sampled `f32`
+//! patterns in the tests: the shortest digits of an `f32` survive the detour through `f64`).
+//!
+//! Widths ([`Kind::text_width`]): the most characters any element of a kind can take, so that
+//! `text/` can pad every element to its kind's width (a fixed-width layout whose size and offsets
+//! follow from the shape). Integers: their minimum (or maximum, unsigned); bool `false`; float64
+//! 24 (`-2.2250738585072014e-308`: a sign, 17 digits, the point, `e-308`); float32 15 (a sign,
+//! 9 digits, the point, `e-36`: `-1.09320975e-36`; positional `-0.000` and 9 digits is as wide);
+//! the narrow kinds their widest value found by trying every encoding (float16 and bfloat16 15,
+//! float8 12 to 14, float4 4); complex `re+imj` twice the part's width plus one (the imaginary
+//! part is written without its sign, after `+` or `-`).
 
 use crate::format::dtype::DType;
 
@@ -84,7 +96,26 @@ fn pow2(k: i32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
 }
 
+/// The widest float32 text: a sign, 9 significant digits, the point, `e-38`.
+pub const F32_WIDTH: usize = 15;
+/// The widest float64 text: a sign, 17 significant digits, the point, `e-308`.
+pub const F64_WIDTH: usize = 24;
+
 impl Mini {
+    /// The most characters one value of this format is written with (as the `f32` it stands
+    /// for), found by trying every encoding (tested in this module).
+    pub fn text_width(&self) -> usize {
+        match (self.exp, self.man, self.bias) {
+            (5, 10, _) => 15, // float16: -0.000100016594
+            (5, 2, _) => 14,  // float8_e5m2(fnuz): -0.00010681152
+            (4, 3, 7) => 12,  // float8_e4m3fn: -0.001953125
+            (4, 3, 8) => 13,  // float8_e4m3fnuz: -0.0009765625
+            (4, 3, _) => 14,  // float8_e4m3b11fnuz: -0.00012207031
+            (2, 1, _) => 4,   // float4_e2m1fn: -0.5
+            _ => F32_WIDTH,
+        }
+    }
+
     /// Bits an element has (the rest of its byte or word is ignored, as ml_dtypes does).
     pub fn bits(&self) -> u32 {
         1 + self.exp + self.man
@@ -263,6 +294,33 @@ impl Kind {
         }
     }
 
+    /// The most characters an element of this kind is written with (module doc); `None` for
+    /// strings, whose elements have no bound.
+    pub fn text_width(&self) -> Option<usize> {
+        Some(match *self {
+            Kind::Bool => 5,
+            Kind::Int { size, signed } => match (size, signed) {
+                (1, true) => 4,
+                (1, false) => 3,
+                (2, true) => 6,
+                (2, false) => 5,
+                (4, true) => 11,
+                (4, false) => 10,
+                _ => 20,
+            },
+            Kind::SubByte { bits, signed } => match (bits, signed) {
+                (2, false) => 1,
+                _ => 2,
+            },
+            Kind::F32 | Kind::BF16 => F32_WIDTH,
+            Kind::F64 => F64_WIDTH,
+            Kind::Mini { fmt, .. } => fmt.text_width(),
+            Kind::Complex64 => 2 * F32_WIDTH + 1,
+            Kind::Complex128 => 2 * F64_WIDTH + 1,
+            Kind::String => return None,
+        })
+    }
+
     /// The value of one element; `bytes` is exactly [`size`](Self::size) long (shorter input
     /// reads as zero-extended, never panics). Not for strings.
     pub fn decode(&self, bytes: &[u8]) -> Value {
@@ -330,10 +388,15 @@ pub enum Value {
     C128(f64, f64),
 }
 
+/// `f32`-valued floats with `1e-4 <= |x| <` this are written positionally (module doc).
+pub const F32_POSITIONAL_BELOW: f32 = 1e7;
+/// `f64` floats with `1e-4 <= |x| <` this are written positionally (as Python's `repr`).
+pub const F64_POSITIONAL_BELOW: f64 = 1e16;
+
 /// Writes a float: `nan`, `inf`, `-inf`, else `Display` or `LowerExp` by magnitude (module doc).
 /// Formats straight into `out`, allocating nothing else.
 macro_rules! write_float {
-    ($out:expr, $x:expr) => {{
+    ($out:expr, $x:expr, $below:expr) => {{
         let x = $x;
         if x.is_nan() {
             $out.extend_from_slice(b"nan");
@@ -342,7 +405,7 @@ macro_rules! write_float {
         } else {
             let a = x.abs();
             // Writing to a Vec cannot fail.
-            let _ = if a == 0.0 || (1e-4..1e16).contains(&a) {
+            let _ = if a == 0.0 || (1e-4..$below).contains(&a) {
                 write!($out, "{x}")
             } else {
                 write!($out, "{x:e}")
@@ -354,13 +417,13 @@ macro_rules! write_float {
 /// Writes `x` (see the module doc for the form).
 pub fn write_f32(out: &mut Vec<u8>, x: f32) {
     use std::io::Write;
-    write_float!(out, x)
+    write_float!(out, x, F32_POSITIONAL_BELOW)
 }
 
 /// Writes `x` (see the module doc for the form).
 pub fn write_f64(out: &mut Vec<u8>, x: f64) {
     use std::io::Write;
-    write_float!(out, x)
+    write_float!(out, x, F64_POSITIONAL_BELOW)
 }
 
 /// Writes an integer in decimal.
@@ -388,6 +451,24 @@ fn write_complex<T: Copy>(
         w(out, im);
     }
     out.push(b'j');
+}
+
+/// Writes `v` right-aligned in `width` characters (spaces before it; nothing is cut when it is
+/// wider). Every character a value is written with is ASCII, so characters are bytes.
+pub fn write_padded(out: &mut Vec<u8>, v: Value, width: usize) {
+    let start = out.len();
+    write_value(out, v);
+    pad_from(out, start, width);
+}
+
+/// Right-aligns the text `out[start..]` in `width` bytes, moving it right past leading spaces.
+pub fn pad_from(out: &mut Vec<u8>, start: usize, width: usize) {
+    let len = out.len() - start;
+    if let Some(pad) = width.checked_sub(len).filter(|&p| p > 0) {
+        out.resize(start + width, b' ');
+        out.copy_within(start..start + len, start + pad);
+        out[start..start + pad].fill(b' ');
+    }
 }
 
 /// Writes one value (bools `true`/`false`, complex `re+imj`).
@@ -547,6 +628,115 @@ mod tests {
         assert_eq!(round_to_f16(65519.0), 65504.0);
         assert_eq!(round_to_f16(65520.0), f32::INFINITY);
         assert_eq!(round_to_f16(1e-9), 0.0);
+    }
+
+    fn width_of(v: Value) -> usize {
+        let mut o = Vec::new();
+        write_value(&mut o, v);
+        o.len()
+    }
+
+    /// The widest text of every encoding of the narrow kinds is exactly their width.
+    #[test]
+    fn narrow_widths_by_trying_every_encoding() {
+        let k = |d| Kind::of(DType(d)).unwrap();
+        let words: Vec<[u8; 2]> = (0..=u16::MAX).map(|w| w.to_le_bytes()).collect();
+        for dt in [19, 14] {
+            let most = words.iter().map(|w| width_of(k(dt).decode(w))).max();
+            assert_eq!(most, k(dt).text_width(), "dtype {dt}");
+        }
+        for dt in [24, 25, 26, 27, 28, 33, 29, 30, 31, 32, 4, 6, 10, 11, 12] {
+            let most = (0..=255u8).map(|b| width_of(k(dt).decode(&[b]))).max();
+            assert_eq!(most, k(dt).text_width(), "dtype {dt}");
+        }
+    }
+
+    /// Integers: their extremes are exactly the width.
+    #[test]
+    fn integer_widths_are_their_extremes() {
+        for dt in [3, 4, 5, 6, 9, 11, 12, 13, 15, 16, 17, 22, 23] {
+            let k = Kind::of(DType(dt)).unwrap();
+            let Kind::Int { size, signed } = k else {
+                panic!("{dt}")
+            };
+            let bits = size as u32 * 8;
+            let (lo, hi) = if signed {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
+            let most = width_of(Value::Int(lo)).max(width_of(Value::Int(hi)));
+            assert_eq!(Some(most), k.text_width(), "dtype {dt}");
+        }
+    }
+
+    /// float32 and float64: the width is reached, and random patterns (every exponent, random
+    /// mantissas) and the edges of each binade stay within it. The argument: a shortest
+    /// round-trip float32 has at most 9 significant digits, so the exponent form is at most a
+    /// sign, `d.dddddddd` and `e-45` (15), and the positional form (from 1e-4, below 1e7) at
+    /// most a sign, `0.000` and 9 digits (15); float64: 17 digits, `e-308` (24), positional
+    /// below 1e16 at most 23. (Every float32 was tried once outside the tests: widest 15.)
+    #[test]
+    fn float_widths_hold() {
+        // A bfloat16 value (0x83ba): 9 digits in float32's shortest form.
+        let widest32 = f32::from_bits(0x83ba_0000);
+        assert_eq!(text(Value::F32(widest32)), "-1.09320975e-36");
+        assert_eq!(width_of(Value::F32(widest32)), F32_WIDTH);
+        assert_eq!(width_of(Value::F32(-0.00012345679)), 14);
+        assert_eq!(width_of(Value::F64(-2.2250738585072014e-308)), F64_WIDTH);
+        assert_eq!(
+            width_of(Value::C64(widest32, widest32)),
+            Kind::Complex64.text_width().unwrap()
+        );
+        assert_eq!(
+            width_of(Value::C128(
+                -2.2250738585072014e-308,
+                -2.2250738585072014e-308
+            )),
+            Kind::Complex128.text_width().unwrap()
+        );
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut widest = (0, 0);
+        for i in 0..400_000u64 {
+            let r = next();
+            // Every sign and exponent in turn, random mantissas; some binade edges.
+            let e32 = (i % 512) as u32;
+            let m32 = match i % 5 {
+                0 => 0,
+                1 => 0x7f_ffff,
+                _ => r as u32 & 0x7f_ffff,
+            };
+            let f = f32::from_bits(e32 << 23 | m32);
+            let w = width_of(Value::F32(f));
+            assert!(w <= F32_WIDTH, "{f:e}: {w}");
+            widest.0 = widest.0.max(w);
+            let e64 = i % 4096;
+            let m64 = match i % 5 {
+                0 => 0,
+                1 => (1 << 52) - 1,
+                _ => (r >> 12) & ((1 << 52) - 1),
+            };
+            let d = f64::from_bits(e64 << 52 | m64);
+            let w = width_of(Value::F64(d));
+            assert!(w <= F64_WIDTH, "{d:e}: {w}");
+            widest.1 = widest.1.max(w);
+        }
+        assert_eq!(widest, (F32_WIDTH, F64_WIDTH));
+    }
+
+    #[test]
+    fn padding_right_aligns() {
+        let mut o = b"x".to_vec();
+        write_padded(&mut o, Value::F32(1.5), 6);
+        write_padded(&mut o, Value::Bool(false), 5);
+        write_padded(&mut o, Value::Int(-12345), 3);
+        assert_eq!(o, b"x   1.5false-12345");
     }
 
     #[test]

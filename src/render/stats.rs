@@ -30,12 +30,22 @@
 //! variant and resource tensors have no statistics ([`StatsError::Unsupported`]): complex values
 //! have no order, and a magnitude would be a different tensor.
 //!
-//! Text ([`Stats::to_text`]): one figure per line, `name: value`; floats as in `text/` (shortest
-//! round trip; `nan` for min/max/mean/std when there are no finite values); then `histogram: `
-//! and 16 block characters `▁▂▃▄▅▆▇█` scaled to the largest bin (a space for an empty bin, at
-//! least `▁` for a non-empty one), `edges: ` and the 17 edges, `counts: ` and the 16 counts.
+//! Text ([`Stats::to_text`]): a fixed-size record, its size a function of the dtype and the
+//! number of elements only ([`text_len`]), so that `stat` needs nothing computed. Each line is a
+//! name left-aligned in an 11-byte column (`histogram: ` is the longest), then:
+//! - `count`, `finite`, `nan`, `+inf`, `-inf`, `zeros`, `min`, `max`, `mean`, `std`: the value
+//!   right-aligned in 24 bytes (float64's widest text). Floats as in `text/` (shortest round
+//!   trip; min and max in the dtype's precision; `nan` for min/max/mean/std when there are no
+//!   finite values).
+//! - `histogram`: 16 block characters `▁▂▃▄▅▆▇█` scaled to the largest bin (a space for an empty
+//!   bin, at least `▁` for a non-empty one), or `n/a (why)`, then spaces up to 48 bytes (16
+//!   characters of 3 bytes).
+//! - `edges`: the 17 edges, `counts`: the 16 counts, each right-aligned in a cell (edges: the
+//!   bin type's widest text, 15 for float16/float32 and 24 for float64; counts: the digits of
+//!   the element count) and separated by one space; `-` in every cell when there is no
+//!   histogram.
 
-use super::elem::{write_f32, write_f64, write_int, Kind, Value};
+use super::elem::{pad_from, write_f32, write_f64, write_int, Kind, Value, F32_WIDTH, F64_WIDTH};
 use crate::format::dtype::DType;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,6 +83,14 @@ impl BinType {
             BinType::F16 => "float16",
             BinType::F32 => "float32",
             BinType::F64 => "float64",
+        }
+    }
+
+    /// The widest text of an edge (float16 edges are written as the `f32` they are).
+    fn text_width(self) -> usize {
+        match self {
+            BinType::F16 | BinType::F32 => F32_WIDTH,
+            BinType::F64 => F64_WIDTH,
         }
     }
 }
@@ -404,10 +422,7 @@ impl Plan {
         }
         edges[16] = last;
         if edges.windows(2).any(|w| w[0] >= w[1]) || edges.iter().any(|e| e.is_nan()) {
-            return Err(format!(
-                "the range cannot be split into 16 bins in {}",
-                bin.name()
-            ));
+            return Err(format!("16 bins do not fit the range in {}", bin.name()));
         }
         Ok(Plan {
             bin,
@@ -515,6 +530,45 @@ pub fn compute(dtype: DType, bytes: &[u8]) -> Result<Stats, StatsError> {
 
 const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
+/// Bytes of the name column (`histogram: `).
+const NAME_COL: usize = 11;
+/// Bytes of the value of a figure line (float64's widest text; every figure fits).
+const VALUE_COL: usize = F64_WIDTH;
+/// Bytes of the histogram field: 16 block characters of 3 bytes, or `n/a (why)`.
+const BARS_COL: usize = 48;
+/// The figure lines, in order.
+const FIGURES: [&str; 10] = [
+    "count", "finite", "nan", "+inf", "-inf", "zeros", "min", "max", "mean", "std",
+];
+
+/// Decimal digits of `n`.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
+/// The record's size for edge cells of `edge` bytes and count cells of `count` bytes.
+fn record_len(edge: usize, count: usize) -> usize {
+    FIGURES.len() * (NAME_COL + VALUE_COL + 1)
+        + (NAME_COL + BARS_COL + 1)
+        + (NAME_COL + 17 * (edge + 1))
+        + (NAME_COL + 16 * (count + 1))
+}
+
+/// The size of the `stats/` text of a tensor of `dtype` with `elements` elements (see the module
+/// doc): nothing else changes it. An error for dtypes without statistics.
+pub fn text_len(dtype: DType, elements: u64) -> Result<u64, StatsError> {
+    let (_, bin, _) = Reader::new(dtype)?;
+    Ok(record_len(bin.text_width(), digits(elements)) as u64)
+}
+
+/// Appends `name:` left-aligned in the name column.
+fn name(o: &mut Vec<u8>, name: &str) {
+    let start = o.len();
+    o.extend_from_slice(name.as_bytes());
+    o.push(b':');
+    o.resize(start + NAME_COL.max(name.len() + 2), b' ');
+}
+
 impl Stats {
     fn write_float(&self, out: &mut Vec<u8>, x: f64) {
         if self.single {
@@ -548,46 +602,78 @@ impl Stats {
             .collect()
     }
 
-    /// `stats/<key>.txt` (see the module doc).
+    /// `stats/<key>.txt` (see the module doc): [`text_len`] bytes for this tensor's dtype and
+    /// element count.
     pub fn to_text(&self) -> Vec<u8> {
         use std::io::Write;
-        let mut o = Vec::new();
-        let _ = writeln!(o, "count: {}", self.count);
-        let _ = writeln!(o, "finite: {}", self.finite);
-        let _ = writeln!(o, "nan: {}", self.nan);
-        let _ = writeln!(o, "+inf: {}", self.pos_inf);
-        let _ = writeln!(o, "-inf: {}", self.neg_inf);
-        let _ = writeln!(o, "zeros: {}", self.zeros);
-        o.extend_from_slice(b"min: ");
-        self.write_scalar(&mut o, self.min);
-        o.extend_from_slice(b"\nmax: ");
-        self.write_scalar(&mut o, self.max);
-        for (name, v) in [("mean", self.mean), ("std", self.std)] {
-            let _ = write!(o, "\n{name}: ");
-            write_f64(&mut o, v.unwrap_or(f64::NAN));
-        }
-        o.push(b'\n');
-        match &self.histogram {
-            Some(h) => {
-                let _ = writeln!(o, "histogram: {}", Stats::bars(&h.counts));
-                o.extend_from_slice(b"edges:");
-                for &e in &h.edges {
-                    o.push(b' ');
-                    match self.bin {
-                        BinType::F64 => write_f64(&mut o, e),
-                        BinType::F32 | BinType::F16 => write_f32(&mut o, e as f32),
-                    }
+        let edge_w = self.bin.text_width();
+        let count_w = digits(self.count);
+        let mut o = Vec::with_capacity(record_len(edge_w, count_w));
+        for (i, fig) in FIGURES.iter().enumerate() {
+            name(&mut o, fig);
+            let start = o.len();
+            match i {
+                0..=5 => {
+                    let c = [
+                        self.count,
+                        self.finite,
+                        self.nan,
+                        self.pos_inf,
+                        self.neg_inf,
+                        self.zeros,
+                    ];
+                    let _ = write!(o, "{}", c[i]);
                 }
-                o.extend_from_slice(b"\ncounts:");
-                for c in h.counts {
-                    let _ = write!(o, " {c}");
-                }
-                o.push(b'\n');
+                6 => self.write_scalar(&mut o, self.min),
+                7 => self.write_scalar(&mut o, self.max),
+                8 => write_f64(&mut o, self.mean.unwrap_or(f64::NAN)),
+                _ => write_f64(&mut o, self.std.unwrap_or(f64::NAN)),
             }
+            pad_from(&mut o, start, VALUE_COL);
+            o.push(b'\n');
+        }
+        name(&mut o, "histogram");
+        let start = o.len();
+        match &self.histogram {
+            Some(h) => o.extend_from_slice(Stats::bars(&h.counts).as_bytes()),
             None => {
                 let why = self.no_histogram.as_deref().unwrap_or("none");
-                let _ = writeln!(o, "histogram: n/a ({why})");
+                let text = format!("n/a ({why})");
+                // Cut (at a character) to the field; every reason given here fits.
+                let mut cut = text.len().min(BARS_COL);
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                o.extend_from_slice(&text.as_bytes()[..cut]);
             }
+        }
+        o.resize(start + BARS_COL, b' ');
+        o.push(b'\n');
+        let h = self.histogram.as_ref();
+        name(&mut o, "edges");
+        for i in 0..17 {
+            let start = o.len();
+            match h.and_then(|h| h.edges.get(i)) {
+                Some(&e) => match self.bin {
+                    BinType::F64 => write_f64(&mut o, e),
+                    BinType::F32 | BinType::F16 => write_f32(&mut o, e as f32),
+                },
+                None => o.push(b'-'),
+            }
+            pad_from(&mut o, start, edge_w);
+            o.push(if i == 16 { b'\n' } else { b' ' });
+        }
+        name(&mut o, "counts");
+        for i in 0..16 {
+            let start = o.len();
+            match h.and_then(|h| h.counts.get(i)) {
+                Some(c) => {
+                    let _ = write!(o, "{c}");
+                }
+                None => o.push(b'-'),
+            }
+            pad_from(&mut o, start, count_w);
+            o.push(if i == 15 { b'\n' } else { b' ' });
         }
         o
     }
@@ -626,15 +712,45 @@ mod tests {
         let edges: Vec<f64> = (0..=16).map(|i| i as f64).collect();
         assert_eq!(h.edges.to_vec(), edges);
         let text = String::from_utf8(s.to_text()).unwrap();
+        let v = |x: &str| format!("{x:>24}");
+        let cells = |w: usize, xs: &[String]| {
+            xs.iter()
+                .map(|x| format!("{x:>w$}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let edges: Vec<String> = (0..=16).map(|i| i.to_string()).collect();
+        let counts: Vec<String> = want.iter().map(|c| c.to_string()).collect();
         let want_text = format!(
-            "count: 21\nfinite: 18\nnan: 1\n+inf: 1\n-inf: 1\nzeros: 2\nmin: 0\nmax: 16\n\
-             mean: {}\nstd: {}\nhistogram: █▄▄▄▄▄▄▄▄▄▄▄▄▄▄█\n\
-             edges: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n\
-             counts: 2 1 1 1 1 1 1 1 1 1 1 1 1 1 1 2\n",
-            s.mean.unwrap(),
-            s.std.unwrap()
+            "count:     {}\nfinite:    {}\nnan:       {}\n+inf:      {}\n-inf:      {}\n\
+             zeros:     {}\nmin:       {}\nmax:       {}\nmean:      {}\nstd:       {}\n\
+             histogram: █▄▄▄▄▄▄▄▄▄▄▄▄▄▄█\n\
+             edges:     {}\ncounts:    {}\n",
+            v("21"),
+            v("18"),
+            v("1"),
+            v("1"),
+            v("1"),
+            v("2"),
+            v("0"),
+            v("16"),
+            v(&s.mean.unwrap().to_string()),
+            v(&s.std.unwrap().to_string()),
+            cells(15, &edges),
+            cells(2, &counts),
         );
         assert_eq!(text, want_text);
+        assert_eq!(text.len() as u64, text_len(DType(1), 21).unwrap());
+    }
+
+    /// `name: value` of every line of a stats text, the value without its padding.
+    fn fields(text: &str) -> std::collections::BTreeMap<String, String> {
+        text.lines()
+            .map(|l| {
+                let (k, v) = l.split_once(':').unwrap();
+                (k.to_string(), v.trim().to_string())
+            })
+            .collect()
     }
 
     #[test]
@@ -662,7 +778,7 @@ mod tests {
         let s = compute(DType(23), &b).unwrap();
         assert_eq!(s.max, Some(Scalar::Int(u64::MAX as i128)));
         let t = String::from_utf8(s.to_text()).unwrap();
-        assert!(t.contains("\nmax: 18446744073709551615\n"), "{t}");
+        assert!(t.contains("\nmax:           18446744073709551615\n"), "{t}");
         // bool as 0/1.
         let s = compute(DType(10), &[1, 0, 1, 1]).unwrap();
         assert_eq!(s.mean, Some(0.75));
@@ -674,11 +790,30 @@ mod tests {
         let s = compute(DType(1), &f32s(&[f32::NAN, f32::INFINITY])).unwrap();
         assert_eq!(s.finite, 0);
         assert_eq!(s.histogram, None);
-        assert_eq!(
-            String::from_utf8(s.to_text()).unwrap(),
-            "count: 2\nfinite: 0\nnan: 1\n+inf: 1\n-inf: 0\nzeros: 0\nmin: nan\nmax: nan\n\
-             mean: nan\nstd: nan\nhistogram: n/a (no finite values)\n"
-        );
+        let t = String::from_utf8(s.to_text()).unwrap();
+        let f = fields(&t);
+        for (k, v) in [
+            ("count", "2"),
+            ("finite", "0"),
+            ("nan", "1"),
+            ("+inf", "1"),
+            ("-inf", "0"),
+            ("zeros", "0"),
+            ("min", "nan"),
+            ("max", "nan"),
+            ("mean", "nan"),
+            ("std", "nan"),
+            ("histogram", "n/a (no finite values)"),
+            ("edges", &["-"; 17].join(&" ".repeat(15))),
+            ("counts", &["-"; 16].join(" ")),
+        ] {
+            assert_eq!(f[k], v, "{k}");
+        }
+        assert_eq!(t.len() as u64, text_len(DType(1), 2).unwrap());
+        assert!(t.contains(&format!(
+            "\nhistogram: n/a (no finite values){}\n",
+            " ".repeat(26)
+        )));
         let s = compute(DType(3), &[]).unwrap();
         assert_eq!((s.count, s.min, s.mean), (0, None, None));
     }
@@ -1000,12 +1135,13 @@ print(json.dumps(out))
             }
             // The text says the same: every figure parses back to the value.
             let text = String::from_utf8(s.to_text()).unwrap();
-            let field = |name: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
-                    .unwrap()
-                    .to_string()
-            };
+            assert_eq!(
+                text.len() as u64,
+                text_len(DType(*dt), s.count).unwrap(),
+                "{ctx}: size"
+            );
+            let all = fields(&text);
+            let field = |name: &str| all[name].clone();
             let back = |x: String| x.parse::<f64>().unwrap();
             match s.min.unwrap() {
                 Scalar::Int(v) => assert_eq!(field("min").parse::<i128>().unwrap(), v),
@@ -1017,7 +1153,7 @@ print(json.dumps(out))
             assert_eq!(back(field("mean")).to_bits(), s.mean.unwrap().to_bits());
             if let Some(h) = &s.histogram {
                 let edges: Vec<f64> = field("edges")
-                    .split(' ')
+                    .split_whitespace()
                     .map(|e| match s.bin {
                         BinType::F64 => back(e.into()),
                         _ => back(e.into()) as f32 as f64,
@@ -1028,6 +1164,34 @@ print(json.dumps(out))
         }
         // The cases exercise both outcomes.
         assert!(histograms > 40 && refused > 5, "{histograms} {refused}");
+    }
+
+    /// Every test tensor's record has the size [`text_len`] gives before anything is computed,
+    /// whatever its values (with or without a histogram).
+    #[test]
+    fn record_size_depends_on_dtype_and_count_only() {
+        let mut with_histogram = 0;
+        for (dt, bytes) in cases() {
+            let s = compute(DType(dt), &bytes).unwrap();
+            with_histogram += s.histogram.is_some() as u32;
+            let t = s.to_text();
+            assert_eq!(
+                t.len() as u64,
+                text_len(DType(dt), s.count).unwrap(),
+                "{dt}"
+            );
+            assert_eq!(t.iter().filter(|&&b| b == b'\n').count(), 13);
+        }
+        assert!(with_histogram > 40);
+        for n in [0, 9, 10, 99, 100, u64::MAX] {
+            assert_eq!(
+                text_len(DType(1), n).unwrap() - text_len(DType(1), 0).unwrap(),
+                16 * (digits(n) as u64 - 1)
+            );
+        }
+        assert_eq!(digits(u64::MAX), 20);
+        assert!(text_len(DType(7), 3).is_err());
+        assert!(text_len(DType(8), 3).is_err());
     }
 
     #[test]

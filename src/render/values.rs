@@ -1,36 +1,35 @@
-//! A tensor's values as text (`text/<key>.txt`), rendered as its bytes stream in.
+//! A tensor's values as text (`text/<key>.txt`).
 //!
 //! Input: the tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
-//! 8-byte LE length then the bytes, per element), pushed in pieces of any size — a piece may end
-//! inside an element. Output, appended to a `Vec<u8>` as elements complete:
-//! - numeric dtypes: one line per row of the last axis (a scalar or 1-D tensor is one line),
-//!   elements separated by single spaces, every line ending in `\n`. Numbers as
-//!   [`super::elem`] writes them: shortest round-trip floats (`nan`, `inf`, `-inf`, `-0`),
+//! 8-byte LE length then the bytes, per element). Output:
+//! - numeric dtypes: fixed-width cells ([`Columns`]). Each element is written as
+//!   [`super::elem`] writes it — shortest round-trip floats (`nan`, `inf`, `-inf`, `-0`),
 //!   bfloat16/float16/float8/float4 as the `f32` value they stand for, integers in decimal
 //!   (quantized types as their integers; int4/uint4/int2/uint2 from the low bits of each byte,
 //!   as ml_dtypes reads them), bools `true`/`false` (any nonzero byte is `true`), complex
-//!   `re+imj` (Python's `complex()` parses it).
-//! - strings: one element per line whatever the shape, escaped by [`super::escape`] (`\n`, `\t`,
-//!   `\r`, `\\`, `\"`, `\xHH`); an empty string is an empty line.
+//!   `re+imj` (Python's `complex()` parses it) — right-aligned with spaces to its dtype's width
+//!   ([`Kind::text_width`]), then one separator: a newline after the last element of each row of
+//!   the last axis (a scalar or 1-D tensor is one line), else a space. Every element takes
+//!   `width + 1` bytes, so the text's size is `elements × (width + 1)` and element `k` starts at
+//!   `k × (width + 1)`: both follow from the dtype and shape, and a read at any offset renders
+//!   only the elements it covers.
+//! - strings: one element per line whatever the shape, escaped by [`super::escape`] (`\n`,
+//!   `\t`, `\r`, `\\`, `\"`, `\xHH`); an empty string is an empty line. No fixed width (an
+//!   escape takes 1 to 4 bytes per byte), so the size is only known by rendering
+//!   ([`TextRenderer`], streaming).
 //! - a tensor with no elements is empty text (no lines), whatever its shape.
 //!
-//! Memory: the renderer holds at most one partial element (16 bytes; for strings the 8-byte
+//! Memory: [`TextRenderer`] holds at most one partial element (16 bytes; for strings the 8-byte
 //! length and up to 3 bytes of an unfinished UTF-8 sequence — a string's body is escaped as it
-//! arrives, never held). Each input byte yields at most [`MAX_TEXT_PER_BYTE`] output bytes.
-//!
-//! There is no random access into the text: a line's position depends on every value before it,
-//! so serving `[offset, offset+len)` means rendering from the start or from a remembered point.
-//! Such a point is cheap to keep: between two elements ([`TextRenderer::at_boundary`]) the
-//! renderer's whole state is the number of elements done, and [`TextRenderer::at_element`] makes
-//! the renderer that continues from there (given the `.bin` bytes from that element on).
+//! arrives, never held), and a clone of it is a point to resume from. Each input byte yields at
+//! most 16 output bytes (a float8 element: 14 characters and a separator; a `\xHH` escape is 4
+//! bytes for 1).
 
-use super::elem::{write_value, Kind};
+use std::ops::Range;
+
+use super::elem::{write_padded, Kind};
 use super::escape::Escaper;
 use crate::format::dtype::DType;
-
-/// Upper bound of output bytes per input byte, for every dtype (a float8 element of 1 byte can
-/// print as `-0.00012207031 `; a `\xHH` escape is 4 bytes for 1).
-pub const MAX_TEXT_PER_BYTE: usize = 16;
 
 /// Why a tensor cannot be rendered, or its bytes do not fit its shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +42,110 @@ pub enum ValuesError {
     TooLong(u64),
     #[error("bytes end inside the tensor ({done} of {total} elements)")]
     Truncated { done: u64, total: u64 },
+}
+
+/// Elements of `shape`; an error if they cannot be counted in `u64`.
+fn elements(shape: &[u64]) -> Result<u64, ValuesError> {
+    shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .ok_or(ValuesError::ShapeOverflow)
+}
+
+/// The fixed-width text of a numeric tensor (see the module doc): element `k` occupies text
+/// bytes `[k × cell, (k + 1) × cell)`, `cell = width + 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns {
+    kind: Kind,
+    /// `.bin` bytes per element.
+    elem: u64,
+    width: usize,
+    /// Elements per line.
+    row: u64,
+    total: u64,
+    len: u64,
+}
+
+impl Columns {
+    /// The layout of a tensor of `dtype` and `shape`; `Ok(None)` for strings (no fixed width).
+    /// Errors for variant, resource and unknown dtypes, and when the element count or the text's
+    /// size overflows `u64`.
+    pub fn new(dtype: DType, shape: &[u64]) -> Result<Option<Columns>, ValuesError> {
+        let kind = Kind::of(dtype).ok_or_else(|| ValuesError::Unsupported(dtype.display_name()))?;
+        let total = elements(shape)?;
+        let Some(width) = kind.text_width() else {
+            return Ok(None);
+        };
+        let len = total
+            .checked_mul(width as u64 + 1)
+            .ok_or(ValuesError::ShapeOverflow)?;
+        Ok(Some(Columns {
+            kind,
+            elem: kind.size() as u64,
+            width,
+            row: shape.last().copied().unwrap_or(1),
+            total,
+            len,
+        }))
+    }
+
+    /// Bytes of the whole text.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Characters every element is padded to.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Text bytes per element (the width and a separator).
+    pub fn cell(&self) -> u64 {
+        self.width as u64 + 1
+    }
+
+    /// `.bin` bytes per element.
+    pub fn elem_size(&self) -> u64 {
+        self.elem
+    }
+
+    /// The elements whose cells overlap text bytes `[offset, offset + len)` (clamped to the
+    /// text; empty past its end).
+    pub fn covering(&self, offset: u64, len: u64) -> Range<u64> {
+        let end = offset.saturating_add(len).min(self.len);
+        if offset >= end {
+            return 0..0;
+        }
+        offset / self.cell()..end.div_ceil(self.cell())
+    }
+
+    /// Appends the cells of elements `first..` from their `.bin` bytes (whole elements). An
+    /// error if the bytes end inside an element or go past the last one.
+    pub fn render(&self, first: u64, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ValuesError> {
+        let n = bytes.len() as u64 / self.elem;
+        if n * self.elem != bytes.len() as u64 {
+            return Err(ValuesError::Truncated {
+                done: first.saturating_add(n),
+                total: self.total,
+            });
+        }
+        if first.checked_add(n).is_none_or(|end| end > self.total) {
+            return Err(ValuesError::TooLong(self.total));
+        }
+        out.reserve(bytes.len() / self.elem as usize * (self.width + 1));
+        let mut k = first;
+        for el in bytes.chunks_exact(self.elem as usize) {
+            write_padded(out, self.kind.decode(el), self.width);
+            k += 1;
+            let eol = k.checked_rem(self.row) == Some(0);
+            out.push(if eol { b'\n' } else { b' ' });
+        }
+        Ok(())
+    }
 }
 
 /// Where the renderer is inside a string element.
@@ -59,6 +162,8 @@ enum StrPos {
 pub struct TextRenderer {
     kind: Kind,
     size: usize,
+    /// Characters each element is padded to (numeric kinds).
+    width: usize,
     /// Elements per line.
     row: u64,
     total: u64,
@@ -76,10 +181,7 @@ impl TextRenderer {
     /// dtypes, and for shapes whose element count overflows `u64`.
     pub fn new(dtype: DType, shape: &[u64]) -> Result<TextRenderer, ValuesError> {
         let kind = Kind::of(dtype).ok_or_else(|| ValuesError::Unsupported(dtype.display_name()))?;
-        let total = shape
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or(ValuesError::ShapeOverflow)?;
+        let total = elements(shape)?;
         let row = match (kind, shape.last()) {
             (Kind::String, _) | (_, None) => 1,
             (_, Some(&d)) => d,
@@ -87,6 +189,7 @@ impl TextRenderer {
         Ok(TextRenderer {
             kind,
             size: kind.size(),
+            width: kind.text_width().unwrap_or(0),
             row,
             total,
             done: 0,
@@ -96,35 +199,6 @@ impl TextRenderer {
             str_pos: StrPos::Len { have: 0 },
             escaper: Escaper::new(true),
         })
-    }
-
-    /// A renderer that continues after the first `k` elements, as if their bytes had been pushed:
-    /// push the bytes from element `k`'s first byte on and it appends exactly the text that
-    /// follows theirs. An error if the tensor has fewer than `k` elements.
-    pub fn at_element(dtype: DType, shape: &[u64], k: u64) -> Result<TextRenderer, ValuesError> {
-        let mut r = TextRenderer::new(dtype, shape)?;
-        if k > r.total {
-            return Err(ValuesError::TooLong(r.total));
-        }
-        r.done = k;
-        r.col = k.checked_rem(r.row).unwrap_or(0);
-        Ok(r)
-    }
-
-    /// Whether the renderer stands between two elements (no partial element held, every byte
-    /// pushed so far rendered): `at_element(.., elements_done())` continues from here.
-    pub fn at_boundary(&self) -> bool {
-        self.plen == 0 && matches!(self.str_pos, StrPos::Len { have: 0 })
-    }
-
-    /// Elements rendered so far.
-    pub fn elements_done(&self) -> u64 {
-        self.done
-    }
-
-    /// Whether every element has been rendered.
-    pub fn is_complete(&self) -> bool {
-        self.done == self.total
     }
 
     /// Renders the next piece of the tensor's bytes, appending text to `out`. An error if the
@@ -165,15 +239,14 @@ impl TextRenderer {
         if self.done == self.total {
             return Err(ValuesError::TooLong(self.total));
         }
-        if self.col > 0 {
-            out.push(b' ');
-        }
-        write_value(out, self.kind.decode(el));
+        write_padded(out, self.kind.decode(el), self.width);
         self.done += 1;
         self.col += 1;
         if self.col == self.row {
             out.push(b'\n');
             self.col = 0;
+        } else {
+            out.push(b' ');
         }
         Ok(())
     }
@@ -268,23 +341,69 @@ mod tests {
         o
     }
 
+    /// `text` with each line's padding removed: its tokens joined by one space.
+    fn squeeze(text: &str) -> String {
+        text.split_inclusive('\n')
+            .map(|l| {
+                let toks: Vec<&str> = l.split_whitespace().collect();
+                format!("{}\n", toks.join(" "))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn elements_are_padded_to_the_dtype_width() {
+        let b = f32s(&[1.0, 2.5, -0.0, f32::NAN, f32::INFINITY, -1e-7]);
+        let p = |s: &str| format!("{s:>15}");
+        assert_eq!(
+            text(1, &[2, 3], &b),
+            format!(
+                "{} {} {}\n{} {} {}\n",
+                p("1"),
+                p("2.5"),
+                p("-0"),
+                p("nan"),
+                p("inf"),
+                p("-1e-7")
+            )
+        );
+        assert_eq!(
+            text(10, &[2, 2], &[0, 1, 1, 0]),
+            "false  true\n true false\n"
+        );
+        assert_eq!(text(6, &[3], &[0x80, 0xff, 0x7f]), "-128   -1  127\n");
+        assert_eq!(text(4, &[], &[7]), "  7\n");
+        assert_eq!(text(32, &[2], &[3, 1]), "3 1\n");
+        let c = f32s(&[1.5, -2.0, 0.0, 0.0]);
+        assert_eq!(
+            text(8, &[2], &c),
+            format!("{:>31} {:>31}\n", "1.5-2j", "0+0j")
+        );
+    }
+
     #[test]
     fn lines_follow_the_last_axis() {
         let b = f32s(&[1.0, 2.5, -0.0, f32::NAN, f32::INFINITY, -1e-7]);
-        assert_eq!(text(1, &[2, 3], &b), "1 2.5 -0\nnan inf -1e-7\n");
-        assert_eq!(text(1, &[6], &b), "1 2.5 -0 nan inf -1e-7\n");
-        assert_eq!(text(1, &[3, 1, 2], &b), "1 2.5\n-0 nan\ninf -1e-7\n");
-        assert_eq!(text(1, &[], &b[..4]), "1\n");
+        let sq = |dt, shape: &[u64], b: &[u8]| squeeze(&text(dt, shape, b));
+        assert_eq!(sq(1, &[2, 3], &b), "1 2.5 -0\nnan inf -1e-7\n");
+        assert_eq!(sq(1, &[6], &b), "1 2.5 -0 nan inf -1e-7\n");
+        assert_eq!(sq(1, &[3, 1, 2], &b), "1 2.5\n-0 nan\ninf -1e-7\n");
+        assert_eq!(sq(1, &[], &b[..4]), "1\n");
         assert_eq!(text(1, &[0], &[]), "");
         assert_eq!(text(1, &[3, 0], &[]), "");
         assert_eq!(text(3, &[2, 0, 3], &[]), "");
-        assert_eq!(text(10, &[2, 2], &[0, 1, 1, 0]), "false true\ntrue false\n");
-        assert_eq!(text(6, &[3], &[0x80, 0xff, 0x7f]), "-128 -1 127\n");
+        assert_eq!(sq(10, &[2, 2], &[0, 1, 1, 0]), "false true\ntrue false\n");
+        assert_eq!(sq(23, &[], &[0xff; 8]), "18446744073709551615\n");
         assert_eq!(text(23, &[], &[0xff; 8]), "18446744073709551615\n");
         let c = f32s(&[1.5, -2.0, 0.0, 0.0]);
-        assert_eq!(text(8, &[2], &c), "1.5-2j 0+0j\n");
-        assert_eq!(text(14, &[2], &[0x80, 0x3f, 0xcd, 0x3d]), "1 0.100097656\n");
-        assert_eq!(text(29, &[4], &[0x0f, 0x08, 0x07, 0xf1]), "-1 -8 7 1\n");
+        assert_eq!(sq(8, &[2], &c), "1.5-2j 0+0j\n");
+        assert_eq!(sq(14, &[2], &[0x80, 0x3f, 0xcd, 0x3d]), "1 0.100097656\n");
+        assert_eq!(sq(29, &[4], &[0x0f, 0x08, 0x07, 0xf1]), "-1 -8 7 1\n");
+        // float32 from 1e7 on is written with an exponent (its integers are no longer exact).
+        assert_eq!(
+            sq(1, &[3], &f32s(&[9999999.0, 1e7, 123456790.0])),
+            "9999999 1e7 1.2345679e8\n"
+        );
     }
 
     #[test]
@@ -305,6 +424,7 @@ mod tests {
         assert_eq!(text(7, &[2, 2], &b2), "a\nb\nc\nd\n");
         assert_eq!(text(7, &[], &strings(&[b"x y"])), "x y\n");
         assert_eq!(text(7, &[0], &[]), "");
+        assert_eq!(Columns::new(DType(7), &[3]), Ok(None));
     }
 
     #[test]
@@ -338,42 +458,80 @@ mod tests {
         }
     }
 
-    /// Starting at any element boundary with `at_element` continues the text exactly.
+    /// A clone of a string renderer taken anywhere (inside a length, a body, a UTF-8 sequence)
+    /// continues the text exactly.
     #[test]
-    fn resumes_at_any_element() {
-        let f = f32s(&[1.0, 2.5, -0.0, f32::NAN, f32::INFINITY, -1e-7]);
-        let s = strings(&[b"ab", b"", b"\xe2\x9c\x93x", b"tail\n"]);
-        let cases: [(i32, &[u64], &[u8], usize); 4] = [
-            (1, &[2, 3], &f, 4),
-            (1, &[6], &f, 4),
-            (10, &[3, 1, 2], &[0, 1, 1, 0, 2, 0], 1),
-            (7, &[2, 2], &s, 0),
+    fn a_cloned_renderer_continues_exactly() {
+        let s = strings(&[b"ab", b"", b"\xe2\x9c\x93x", b"tail\n", b"\xe2\x82"]);
+        let whole = render_all(DType(7), &[5], &s).unwrap();
+        let mut r = TextRenderer::new(DType(7), &[5]).unwrap();
+        let mut out = Vec::new();
+        for i in 0..s.len() {
+            let mut c = r.clone();
+            let mut rest = out.clone();
+            c.push(&s[i..], &mut rest).unwrap();
+            c.finish().unwrap();
+            assert_eq!(rest, whole, "from byte {i}");
+            r.push(&s[i..i + 1], &mut out).unwrap();
+        }
+    }
+
+    /// Every dtype: the size is `elements × (width + 1)`, each element's cell is where
+    /// [`Columns`] says, and rendering any element range gives that slice of the whole text.
+    #[test]
+    fn columns_match_the_streamed_text() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let dtypes = [
+            1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25, 26, 27,
+            28, 29, 30, 31, 32, 33,
         ];
-        for (dt, shape, bytes, es) in cases {
-            let whole = render_all(DType(dt), shape, bytes).unwrap();
-            // Walk element by element, noting (bin offset, text offset) at each boundary.
-            let mut r = TextRenderer::new(DType(dt), shape).unwrap();
-            let mut out = Vec::new();
-            let mut marks = vec![(0usize, 0usize, 0u64)];
-            for (i, b) in bytes.iter().enumerate() {
-                r.push(std::slice::from_ref(b), &mut out).unwrap();
-                if r.at_boundary() {
-                    marks.push((i + 1, out.len(), r.elements_done()));
-                } else {
-                    assert!(es == 0 || (i + 1) % es != 0, "dtype {dt}: boundary missed");
+        for dt in dtypes {
+            for shape in [vec![], vec![7], vec![3, 5], vec![2, 0, 4], vec![2, 3, 1]] {
+                let cols = Columns::new(DType(dt), &shape).unwrap().unwrap();
+                let n = shape.iter().product::<u64>();
+                let es = cols.elem_size() as usize;
+                let bytes: Vec<u8> = (0..n as usize * es).map(|_| rand() as u8).collect();
+                let whole = render_all(DType(dt), &shape, &bytes).unwrap();
+                assert_eq!(whole.len() as u64, cols.len(), "dtype {dt} {shape:?}");
+                assert_eq!(cols.len(), n * cols.cell());
+                for a in 0..=n {
+                    for b in a..=n {
+                        let mut out = Vec::new();
+                        let src = &bytes[a as usize * es..b as usize * es];
+                        cols.render(a, src, &mut out).unwrap();
+                        let c = cols.cell() as usize;
+                        assert_eq!(out, &whole[a as usize * c..b as usize * c]);
+                    }
+                }
+                for _ in 0..50 {
+                    let off = rand() % (cols.len() + 3);
+                    let len = rand() % 40;
+                    let r = cols.covering(off, len);
+                    let end = (off + len).min(cols.len());
+                    if off >= end {
+                        assert!(r.is_empty());
+                        continue;
+                    }
+                    assert!(r.start * cols.cell() <= off && r.end * cols.cell() >= end);
+                    assert!(r.end <= n && (r.end - 1) * cols.cell() < end);
                 }
             }
-            assert_eq!(marks.len() as u64 - 1, r.elements_done());
-            for (bin, text, k) in marks {
-                let mut r = TextRenderer::at_element(DType(dt), shape, k).unwrap();
-                let mut rest = Vec::new();
-                r.push(&bytes[bin..], &mut rest).unwrap();
-                r.finish().unwrap();
-                assert_eq!(rest, &whole[text..], "dtype {dt} from element {k}");
-            }
         }
-        assert!(TextRenderer::at_element(DType(1), &[2], 3).is_err());
-        assert!(TextRenderer::at_element(DType(1), &[2, 0], 0).is_ok());
+        let c = Columns::new(DType(1), &[4]).unwrap().unwrap();
+        let mut out = Vec::new();
+        assert!(c.render(3, &[0; 8], &mut out).is_err());
+        assert!(c.render(0, &[0; 7], &mut out).is_err());
+        assert_eq!(
+            Columns::new(DType(2), &[1 << 62]),
+            Err(ValuesError::ShapeOverflow)
+        );
+        assert!(Columns::new(DType(21), &[1]).is_err());
     }
 
     #[test]
@@ -410,45 +568,21 @@ mod tests {
         );
     }
 
+    /// Output bytes per input byte, at most (module doc).
+    const MAX_TEXT_PER_BYTE: usize = 16;
+
     #[test]
     fn output_per_byte_is_bounded() {
-        // The widest element of each kind, checked against MAX_TEXT_PER_BYTE.
-        let widest: Vec<(i32, Vec<u8>)> = vec![
-            (1, (-1.1754942e-38f32).to_le_bytes().to_vec()),
-            (2, (-2.2250738585072014e-308f64).to_le_bytes().to_vec()),
-            (14, vec![0x81, 0x80]),
-            (19, vec![0x01, 0x84]),
-            (27, vec![0x81]),
-            (24, vec![0x81]),
-            (25, vec![0x81]),
-            (26, vec![0x81]),
-            (28, vec![0x81]),
-            (33, vec![0x0b]),
-            (10, vec![0]),
-            (6, vec![0x80]),
-            (29, vec![0x08]),
-            (9, i64::MIN.to_le_bytes().to_vec()),
-            (23, u64::MAX.to_le_bytes().to_vec()),
-            (
-                18,
-                [(-2.2250738585072014e-308f64), -2.2250738585072014e-308]
-                    .iter()
-                    .flat_map(|x| x.to_le_bytes())
-                    .collect(),
-            ),
-            (8, f32s(&[-1.1754942e-38, -1.1754942e-38])),
-        ];
-        for (dt, el) in widest {
-            // Two elements on one line: the separator counts.
-            let mut b = el.clone();
-            b.extend_from_slice(&el);
-            let t = render_all(DType(dt), &[2], &b).unwrap();
-            assert!(
-                t.len() <= MAX_TEXT_PER_BYTE * b.len(),
-                "dtype {dt}: {} bytes for {}",
-                t.len(),
-                b.len()
-            );
+        // Every numeric dtype: a cell per element.
+        for dt in 0..40 {
+            if let Ok(Some(c)) = Columns::new(DType(dt), &[1]) {
+                assert!(
+                    c.cell() <= MAX_TEXT_PER_BYTE as u64 * c.elem_size(),
+                    "dtype {dt}: {} bytes for {}",
+                    c.cell(),
+                    c.elem_size()
+                );
+            }
         }
         let s = strings(&[b"\x00\x00\x00\x00"]);
         assert!(render_all(DType(7), &[1], &s).unwrap().len() <= MAX_TEXT_PER_BYTE * s.len());
@@ -553,16 +687,16 @@ text, raw = sys.stdin.buffer.read().split(b"\0", 1)
 lines = text.decode().split("\n")
 f32 = np.frombuffer(raw[:4*n], np.float32)
 f64 = np.frombuffer(raw[4*n:], np.float64)
-got32 = np.array([float(t) for t in lines[0].split(" ")]).astype(np.float32)
+got32 = np.array([float(t) for t in lines[0].split()]).astype(np.float32)
 n32 = np.isnan(f32)
 assert (np.isnan(got32) == n32).all()
 assert (got32[~n32].view(np.uint32) == f32[~n32].view(np.uint32)).all(), "f32"
-got64 = np.array([float(t) for t in lines[1].split(" ")])
+got64 = np.array([float(t) for t in lines[1].split()])
 n64 = np.isnan(f64)
 assert (np.isnan(got64) == n64).all()
 assert (got64[~n64].view(np.uint64) == f64[~n64].view(np.uint64)).all(), "f64"
 for line, src, ft in ((lines[2], f32, np.float32), (lines[3], f64, np.float64)):
-    c = [complex(t) for t in line.split(" ")]
+    c = [complex(t) for t in line.split()]
     re = np.array([z.real for z in c]).astype(ft); im = np.array([z.imag for z in c]).astype(ft)
     for got, want in ((re, src[0::2]), (im, src[1::2])):
         nn = np.isnan(want)
@@ -641,7 +775,7 @@ for line, (t, raw) in zip(lines, kinds):
     if raw is None:
         raw = np.arange(256, dtype=np.uint8)
     want = raw.view(t).astype(np.float32) if t != m.float4_e2m1fn else np.frombuffer(raw.tobytes(), t).astype(np.float32)
-    got = np.array([float(x) for x in line.split(" ")]).astype(np.float32)
+    got = np.array([float(x) for x in line.split()]).astype(np.float32)
     nan = np.isnan(want)
     assert (np.isnan(got) == nan).all(), t
     assert (got[~nan].view(np.uint32) == want[~nan].view(np.uint32)).all(), t

@@ -368,9 +368,6 @@ impl Tree for Core<'_> {
         let cap = size.min(self.max_file_bytes);
         let step = (self.read_size as u64).max(cap / MAX_READS_PER_FILE + 1) as usize;
         let _ = fs.read(ino, u64::MAX - 1, 16);
-        // A growing file (a `text/` file not yet rendered to its end) reports what was rendered
-        // so far: reads may go past it, and once read to the end its size is exact.
-        let volatile = fs.getattr(ino).is_ok_and(|a| a.volatile);
         let mut out = Vec::new();
         loop {
             let piece = fs
@@ -382,23 +379,13 @@ impl Tree for Core<'_> {
             }
             out.extend_from_slice(&piece);
             assert!(
-                volatile || out.len() as u64 <= size,
+                out.len() as u64 <= size,
                 "reads return more than the getattr size {size}"
             );
             if out.len() as u64 > self.max_file_bytes {
                 return Err(format!("larger than {} bytes", self.max_file_bytes));
             }
         }
-        let size = match (volatile, fs.getattr(ino)) {
-            (true, Ok(a)) => {
-                assert!(
-                    !a.volatile,
-                    "a growing file read to its end has its exact size"
-                );
-                a.size
-            }
-            _ => size,
-        };
         assert_eq!(
             out.len() as u64,
             size,
