@@ -735,6 +735,8 @@ const GRAPH_SEEDS: &[(u8, &str)] = &[
     (0, "demo_savedmodel/saved_model.pb"),
     (0, "graphs/tf1_two_tags/saved_model.pb"),
     (0, "graphs/tf2_module/saved_model.pb"),
+    // Concrete functions of every argument kind: signatures.txt decodes its StructuredValues.
+    (0, "graphs/tf2_signatures/saved_model.pb"),
     (2, "graphs/tf1_meta/model.ckpt.meta"),
     (2, "tf1_adam/model.ckpt-2.meta"),
     (3, "graphs/frozen/graph.pb"),
