@@ -169,7 +169,21 @@ impl Assets {
             );
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let avoid = self.on_the_way(dir, *loc);
+        // Asked only where a listing has a symlink to a directory (walks up: O(depth)).
+        let dir_links = entries.iter().any(|e| {
+            matches!(
+                e.what,
+                What::Link {
+                    to: Some((true, _)),
+                    ..
+                }
+            )
+        });
+        let avoid = if dir_links {
+            self.on_the_way(dir, *loc)
+        } else {
+            Vec::new()
+        };
         let me = Ino::new(self.id, dir).unwrap_or(Ino(0));
         let mut new_nodes = Vec::with_capacity(entries.len());
         for e in entries {

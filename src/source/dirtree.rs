@@ -574,7 +574,11 @@ impl PassTree for LocalTree {
         if loc == ROOT {
             return None;
         }
-        self.rec(loc).ok().map(|r| r.parent)
+        let locs = self.locs.read().unwrap_or_else(|p| p.into_inner());
+        usize::try_from(loc)
+            .ok()
+            .and_then(|i| locs.recs.get(i))
+            .map(|r| r.parent)
     }
 
     fn path(&self, loc: Loc) -> PathBuf {
