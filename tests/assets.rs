@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use common::walk::{self, show, Core, Dir, Walk};
 use common::*;
 use tfmount::error::FsError;
+use tfmount::fs::assets::MAX_DEPTH;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tfmount::source::probe;
 
@@ -87,7 +88,7 @@ fn hostile_model(tmp: &Path) -> PathBuf {
     symlink("loop2", a.join("loop1"));
     symlink("loop1", a.join("loop2"));
     mkfifo(&a.join("fifo"));
-    symlink(&out.join("dir"), m.join("assets.extra"));
+    symlink(out.join("dir"), m.join("assets.extra"));
     m
 }
 
@@ -354,8 +355,9 @@ const DEPTH: usize = 10_000;
 const HUGE: usize = 20_000;
 
 /// 10,000 nested directories and a directory of 20,000 files: the mount opens nothing of them
-/// (it comes up in milliseconds); the bottom of the deep tree is reached by lookups, every file
-/// of the huge one read, with the descriptors the mount holds bounded throughout.
+/// (it comes up in milliseconds); the deep tree is shown down to `MAX_DEPTH` levels (reached by
+/// lookups), every file of the huge one read, with the descriptors the mount holds bounded
+/// throughout.
 #[test]
 fn deep_and_huge_cost_nothing_until_listed() {
     let tmp = scratch();
@@ -385,11 +387,12 @@ fn deep_and_huge_cost_nothing_until_listed() {
     let assets = fs.lookup(ROOT, b"assets").expect("assets").ino;
     let t1 = Instant::now();
     let mut ino = fs.lookup(assets, b"deep").expect("deep").ino;
-    for _ in 0..DEPTH {
+    // `deep` is level 1 below assets/; levels past MAX_DEPTH are not shown.
+    for _ in 1..MAX_DEPTH {
         ino = fs.lookup(ino, b"d").expect("d").ino;
     }
     assert!(matches!(fs.lookup(ino, b"d"), Err(FsError::NotFound)));
-    eprintln!("{DEPTH} lookups down: {:?}", t1.elapsed());
+    eprintln!("{MAX_DEPTH} lookups down: {:?}", t1.elapsed());
     let bound = fds0 + 8 + tfmount::source::dirtree::DIR_FDS + tfmount::fs::assets::OPEN_FILES;
     assert!(open_fds() <= bound, "{} descriptors", open_fds());
 
@@ -414,7 +417,8 @@ fn deep_and_huge_cost_nothing_until_listed() {
     assert!(open_fds() <= bound, "{} descriptors", open_fds());
 }
 
-/// A real mount of a deep assets tree comes up as fast, and its top levels list.
+/// A real mount of a deep assets tree comes up as fast, and its top levels list; `tfmount ls -R`
+/// lists it down to `MAX_DEPTH` levels.
 #[test]
 fn deep_tree_mounts_at_once() {
     let tmp = scratch();
@@ -429,4 +433,22 @@ fn deep_tree_mounts_at_once() {
     assert!(p.is_dir());
     assert_eq!(std::fs::read_dir(&p).expect("list").count(), 1, "one d");
     assert_eq!(mnt.unmount(), Some(0), "{}", mnt.log_text());
+    let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["ls", "-R"])
+        .arg(&m)
+        .arg("assets/deep")
+        .output()
+        .expect("tfmount ls");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert_eq!(lines, MAX_DEPTH as usize - 1);
 }

@@ -7,8 +7,8 @@
 //! (from 1) is `nodes[n - 1]`; node 1 is the subtree's root. A symlink to a directory is followed
 //! only if that directory is not already on the way from the root (a directory that is above
 //! it, or that the path to it passed through), so no path of the mount is a loop, however the
-//! links point. Nodes are bounded by [`MAX_NODES`]; opened files by [`OPEN_FILES`] (an evicted
-//! file is opened again when read, and must still be the file listed).
+//! links point. Nodes are bounded by [`MAX_NODES`], depth by [`MAX_DEPTH`]; opened files by
+//! [`OPEN_FILES`] (an evicted file is opened again when read, and must still be the file listed).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -27,6 +27,10 @@ use crate::tree::ino::{cookie, Ino};
 pub const MAX_NODES: usize = 200_000;
 /// Asset files kept open at once.
 pub const OPEN_FILES: usize = 64;
+/// Deepest directory listed, in levels below the subtree's root (deeper ones list as empty, and
+/// that is logged once). No path of that depth fits in `PATH_MAX` anyway (two bytes a level), and
+/// the walkers of the tree (`tfmount ls -R`) may then recurse once per level.
+pub const MAX_DEPTH: u32 = 2048;
 
 enum NodeKind {
     Dir {
@@ -43,6 +47,8 @@ enum NodeKind {
 
 struct Node {
     parent: Ino,
+    /// Levels below the subtree's root.
+    depth: u32,
     kind: NodeKind,
     /// Size and metadata (for files and directories, asked for once when the listing did not
     /// tell them).
@@ -60,7 +66,9 @@ pub struct Assets {
     tree: Arc<dyn PassTree>,
     nodes: RwLock<Vec<Arc<Node>>>,
     files: Lru<u64, Arc<dyn ByteSource>>,
+    /// The warnings of a listing cut short, and of a directory too deep, were logged.
     warned: AtomicBool,
+    too_deep: AtomicBool,
 }
 
 fn io_err(what: &str, path: &std::path::Path, e: std::io::Error) -> FsError {
@@ -80,6 +88,7 @@ impl Assets {
         }
         let node = Node {
             parent,
+            depth: 0,
             kind: NodeKind::Dir {
                 loc: root.loc,
                 children: Mutex::new(None),
@@ -92,6 +101,7 @@ impl Assets {
             nodes: RwLock::new(vec![Arc::new(node)]),
             files: Lru::new(OPEN_FILES),
             warned: AtomicBool::new(false),
+            too_deep: AtomicBool::new(false),
         }
     }
 
@@ -155,6 +165,17 @@ impl Assets {
         let mut kept = children.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = &*kept {
             return Ok(c.clone());
+        }
+        if node.depth >= MAX_DEPTH {
+            if !self.too_deep.swap(true, Ordering::Relaxed) {
+                log::warn!(
+                    "{}: more than {MAX_DEPTH} levels deep; what is deeper is not shown",
+                    self.tree.path(*loc).display()
+                );
+            }
+            let empty: Arc<[Child]> = Arc::new([]);
+            *kept = Some(empty.clone());
+            return Ok(empty);
         }
         let room =
             MAX_NODES.saturating_sub(self.nodes.read().unwrap_or_else(|p| p.into_inner()).len());
@@ -221,6 +242,7 @@ impl Assets {
                 k,
                 Node {
                     parent: me,
+                    depth: node.depth + 1,
                     kind,
                     info: cell,
                 },
