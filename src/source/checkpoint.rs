@@ -938,6 +938,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn prefixes_split_as_tensorflow_names_files() {
+        for (p, dir, base) in [
+            ("run/ckpt-1", "run", "ckpt-1"),
+            ("run/", "run", ""),
+            ("ckpt", ".", "ckpt"),
+            ("/ckpt", "/", "ckpt"),
+            ("/", "/", ""),
+            ("a/b/", "a/b", ""),
+        ] {
+            let (d, b) = split_prefix(Path::new(p));
+            assert_eq!((d.as_os_str(), b), (dir.as_ref(), base.as_ref()), "{p}");
+        }
+        assert_eq!(
+            data_file_name(Path::new("run/"), 0, 1),
+            Path::new("run/.data-00000-of-00001")
+        );
+        assert_eq!(index_file_name(Path::new("run/")).as_os_str(), "run/.index");
+    }
+
+    #[test]
     fn positions_pack_into_the_set_width() {
         for p in [
             Pos { block: 0, entry: 0 },

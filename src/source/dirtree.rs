@@ -15,7 +15,8 @@
 //!   resolved here, component by component inside the root: if it leads to a file or directory
 //!   inside the root, the entry stands for that (followed); if it leaves the root at any point
 //!   (an absolute target elsewhere, `..` above the root), dangles, or loops (more than
-//!   [`MAX_HOPS`] symlinks), it stays a symlink, with its stored target. A file is opened by
+//!   [`MAX_HOPS`] symlinks, or [`MAX_STEPS`] path components), it stays a symlink, with its
+//!   stored target. A file is opened by
 //!   path and served only if it is the very file that was listed (device, inode, size and
 //!   modification time), so a name swapped for a symlink after listing serves nothing.
 //!   Descriptors are bounded: the root's, and at most [`DIR_FDS`] directories'.
@@ -40,10 +41,13 @@ pub type Loc = u64;
 pub const ROOT: Loc = 0;
 /// Symlinks followed while resolving one (the kernel's limit).
 pub const MAX_HOPS: u32 = 40;
+/// Path components walked while resolving one symlink (all the links it leads through
+/// together): past this it is not followed (as a loop).
+pub const MAX_STEPS: u32 = 4096;
 /// Directory descriptors a [`LocalTree`] keeps open (besides the root's).
 pub const DIR_FDS: usize = 16;
 /// Locations one tree remembers; listing more fails (a guard on memory).
-pub const MAX_LOCS: usize = 1 << 20;
+pub const MAX_LOCS: usize = 1 << 19;
 /// Paths longer than this are opened through the parent directory's descriptor.
 const LONG_PATH: usize = 3800;
 
@@ -133,6 +137,13 @@ struct Rec {
 struct Locs {
     recs: Vec<Rec>,
     by_name: HashMap<(Loc, OsString), Loc>,
+}
+
+/// What resolving one symlink has cost so far.
+#[derive(Default)]
+struct Walked {
+    hops: u32,
+    steps: u32,
 }
 
 /// What `fstatat(..., AT_SYMLINK_NOFOLLOW)` said, in the terms used here.
@@ -446,8 +457,8 @@ impl LocalTree {
             }
             libc::S_IFLNK => {
                 let target = readlink_at(dir_fd, &c)?;
-                let mut hops = 0;
-                let to = self.resolve(dir, &target, &mut hops).and_then(|l| {
+                let mut walked = Walked::default();
+                let to = self.resolve(dir, &target, &mut walked).and_then(|l| {
                     let r = self.rec(l).ok()?;
                     let node = Node {
                         loc: l,
@@ -469,9 +480,9 @@ impl LocalTree {
     /// Where symlink target `target`, found in directory `dir`, leads: a location inside the
     /// root that is not a symlink, or `None` if it leaves the root at any point, does not
     /// exist, or takes more than [`MAX_HOPS`] symlinks.
-    fn resolve(&self, dir: Loc, target: &[u8], hops: &mut u32) -> Option<Loc> {
-        *hops += 1;
-        if *hops > MAX_HOPS || target.is_empty() {
+    fn resolve(&self, dir: Loc, target: &[u8], walked: &mut Walked) -> Option<Loc> {
+        walked.hops += 1;
+        if walked.hops > MAX_HOPS || target.is_empty() {
             return None;
         }
         let t = Path::new(OsStr::from_bytes(target));
@@ -482,6 +493,10 @@ impl LocalTree {
             (dir, t)
         };
         for comp in rest.components() {
+            walked.steps += 1;
+            if walked.steps > MAX_STEPS {
+                return None;
+            }
             match comp {
                 Component::CurDir => {}
                 Component::ParentDir => cur = self.parent(cur)?,
@@ -491,7 +506,7 @@ impl LocalTree {
                     let st = lstat_at(&fd, &c).ok()?;
                     cur = if st.kind == libc::S_IFLNK {
                         let t = readlink_at(&fd, &c).ok()?;
-                        self.resolve(cur, &t, hops)?
+                        self.resolve(cur, &t, walked)?
                     } else {
                         self.intern(cur, name, &st).ok()?
                     };

@@ -218,4 +218,31 @@ mod tests {
         assert!(parse("model_checkpoint_path: 12 garbage {").is_err());
         assert!(parse("no_such_field: 1").is_err());
     }
+
+    #[test]
+    fn directory_prefixes_and_their_names() {
+        let d = Path::new("run");
+        for (p, want) in [
+            (".", "run/"),
+            ("", "run/"),
+            ("./.", "run/./"),
+            ("sub/", "run/sub/"),
+            ("sub/.", "run/sub/"),
+            ("/abs/dir/", "/abs/dir/"),
+            ("ckpt-1", "run/ckpt-1"),
+        ] {
+            assert_eq!(prefix_of(d, p).as_os_str(), want, "{p:?}");
+        }
+        assert_eq!(base_name(Path::new("run/")).as_deref(), Some(""));
+        let mut names = vec![
+            (String::new(), PathBuf::from("run/")),
+            ("ckpt".to_string(), PathBuf::from("run/ckpt")),
+            ("ckpt~2".to_string(), PathBuf::from("run/ckpt~2")),
+        ];
+        show_names(&mut names);
+        assert_eq!(names[0].0, "ckpt~3");
+        let mut alone = vec![(String::new(), PathBuf::from("run/"))];
+        show_names(&mut alone);
+        assert_eq!(alone[0].0, EMPTY_BASE_NAME);
+    }
 }
