@@ -33,7 +33,8 @@ What is written (directory names are part of the test contract)
   rank-4, binary-string, non-finite and odd-name tensors. Prefix ``all_dtypes/ckpt``.
 * ``demo_savedmodel/`` ``tf.saved_model.save`` of a ``tf.Module`` with an asset and ``assets.extra/README.txt``.
 * ``expected/*.json``  TensorFlow's own view of every tensor (see ``LAYOUT_DOC`` below).
-* ``manifest.json``    the mounts the Rust tests perform.
+* ``manifest.json``    the mounts the Rust tests perform (run ``scripts/gen_empty_base_fixtures.py`` after this
+  script: it adds its ``empty_base*`` entries).
 
 The expected records come from TensorFlow's reader (``tf.train.load_checkpoint(...).get_tensor``), falling
 back to ``tf.raw_ops.RestoreV2`` where the Python reader cannot be used (non-UTF-8 key names, or partitioned
@@ -990,8 +991,8 @@ def main(argv):
         return 2
     out = os.path.abspath(argv[1])
     if os.path.exists(out):
-        for fn in os.listdir(out):  # graphs/, cli/ and keras/ belong to other scripts: keep them
-            if fn not in ("graphs", "cli", "keras"):  # cli/: scripts/gen_cli_fixtures.py, keras/: gen_keras_fixtures.py
+        for fn in os.listdir(out):  # graphs/, cli/, keras/ and empty_base/ belong to other scripts: keep them
+            if fn not in ("graphs", "cli", "keras", "empty_base"):  # cli/: gen_cli_fixtures.py, keras/: gen_keras_fixtures.py
                 p = os.path.join(out, fn)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
     os.makedirs(out, exist_ok=True)

@@ -864,3 +864,123 @@ fn snappy_index_bit_flips_past_the_block_crc() {
     assert!(LARGEST.load(Ordering::Relaxed) < CAP);
     let _: PathBuf = prefix;
 }
+
+// ---------------------------------------------------------------------------------------------
+// SavedModel assets: trees of symlinks
+// ---------------------------------------------------------------------------------------------
+
+/// The content of every file outside the model in the asset sweep.
+const OUTSIDE: &[u8] = b"BYTES-OUTSIDE-THE-MODEL";
+
+/// A random symlink target for an asset at `depth` below `assets/`: relative paths of `..`,
+/// `.` and names that exist (or not), absolute paths into the model and out of it, `/`.
+fn random_target(rng: &mut common::Rng, names: &[String], model: &Path, outside: &Path) -> Vec<u8> {
+    let pick = |rng: &mut common::Rng, v: &[String]| v[rng.below(v.len() as u64) as usize].clone();
+    let comps = [
+        "..",
+        ".",
+        "assets",
+        "model",
+        "outside",
+        "s.txt",
+        "d",
+        "variables",
+        "",
+    ];
+    let t = match rng.below(8) {
+        0 => "/".to_string(),
+        1 => outside.join("s.txt").display().to_string(),
+        2 => outside.join("d").display().to_string(),
+        3 => format!("{}/assets/{}", model.display(), pick(rng, names)),
+        4 => model.display().to_string(),
+        _ => {
+            let n = 1 + rng.below(5);
+            (0..n)
+                .map(|_| {
+                    if rng.below(2) == 0 {
+                        comps[rng.below(comps.len() as u64) as usize].to_string()
+                    } else {
+                        pick(rng, names)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("/")
+        }
+    };
+    if t.is_empty() {
+        return b"/".to_vec();
+    }
+    t.into_bytes()
+}
+
+/// Random `assets/` trees of directories, files and symlinks (to themselves, their parents, each
+/// other, the model, `/`, files and directories outside the model): each mounts at once, a walk of
+/// the whole tree ends, and no file of it holds a byte of a file outside the model.
+#[test]
+fn asset_symlink_trees_never_serve_outside_bytes() {
+    let mut rng = common::Rng(0x5eed_a55e_7000_0001);
+    let (mut nodes, mut links) = (0usize, 0usize);
+    for round in 0..40 {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let model = tmp.path().join("model");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("d")).expect("mkdir");
+        std::fs::write(outside.join("s.txt"), OUTSIDE).expect("write");
+        std::fs::write(outside.join("d/s.txt"), OUTSIDE).expect("write");
+        let src = common::fixtures().join("demo_savedmodel");
+        std::fs::create_dir_all(model.join("assets")).expect("mkdir");
+        std::fs::copy(src.join("saved_model.pb"), model.join("saved_model.pb")).expect("pb");
+        let mut dirs = vec![model.join("assets")];
+        let mut names: Vec<String> = vec!["x".into()];
+        for i in 0..(5 + rng.below(40)) {
+            let name = format!("n{i}");
+            let p = dirs[rng.below(dirs.len() as u64) as usize].join(&name);
+            names.push(name);
+            match rng.below(3) {
+                0 => {
+                    std::fs::create_dir(&p).expect("mkdir");
+                    dirs.push(p);
+                }
+                1 => std::fs::write(&p, format!("inside {round} {i}")).expect("write"),
+                _ => {
+                    let t = random_target(&mut rng, &names, &model, &outside);
+                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&t), &p)
+                        .expect("symlink");
+                    links += 1;
+                }
+            }
+        }
+        if rng.below(4) == 0 {
+            let t = random_target(&mut rng, &names, &model, &outside);
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&t), model.join("assets.extra"))
+                .expect("symlink");
+        }
+        let t0 = std::time::Instant::now();
+        let fs = open_fs(&model).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let tree = common::walk::walk(
+            &common::walk::Core::strict(&fs),
+            &common::walk::Walk {
+                read: true,
+                max_nodes: 100_000,
+                ..Default::default()
+            },
+        );
+        for (p, n) in &tree {
+            if let Some(Ok(b)) = &n.data {
+                assert!(
+                    !b.windows(OUTSIDE.len()).any(|w| w == OUTSIDE),
+                    "round {round}: {}: outside bytes served",
+                    String::from_utf8_lossy(p)
+                );
+            }
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "round {round}"
+        );
+        nodes += tree.len();
+    }
+    eprintln!(
+        "40 random asset trees ({links} symlinks): {nodes} nodes walked, nothing outside served"
+    );
+}

@@ -1,12 +1,12 @@
 //! Building a mount's tree from a probed source (mount time): the fixed directories, one
 //! subtree instance per checkpoint's variables and per meta graph, `names/` symlinks, graph
-//! links and rendered text files, and SavedModel assets passed through. Serving the tree is
+//! links and rendered text files, and a SavedModel's assets (listed lazily). Serving the tree is
 //! the dispatcher's job ([`super::Fs`]); a new view is one new subtree type plus one line here.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::assets::Assets;
 use super::fixed::{Fixed, FixedNodes};
 use super::graph::{self, GraphTree};
 use super::live::Live;
@@ -16,17 +16,15 @@ use super::variables::{Variables, View};
 use super::views;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
-use crate::source::bytes::{EntryKind, FileMeta, Store};
+use crate::source::bytes::{FileMeta, Store};
 use crate::source::checkpoint::{index_file_name, Checkpoint};
+use crate::source::dirtree::{self, PassTree, StoreTree, What};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::{EmptySet, TensorSet};
 use crate::source::v1::{self, V1Set};
 use crate::source::{names, Probed};
 use crate::tree::ino::{Ino, ROOT};
 use crate::tree::{self, FileKind};
-
-/// Most entries a passed-through directory tree may hold (assets are small; this is a guard).
-const MAX_PASSTHROUGH: usize = 100_000;
 
 fn meta_of(store: &dyn Store, path: &Path) -> Result<FileMeta, SourceError> {
     store.meta(path).map_err(|err| SourceError::Io {
@@ -50,13 +48,17 @@ pub(super) struct Builder<'a> {
     fs: &'a Fs,
     store: &'a dyn Store,
     fixed: FixedNodes,
+    /// The store as shared (for subtrees that read it after the build: assets).
+    shared: Option<Arc<dyn Store>>,
     /// The registry slots this build took: its own table's first, then each subtree's (a live
     /// directory frees them all when the checkpoint is pruned and forgotten).
     pub(super) ids: Vec<u16>,
 }
 
-pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
+pub fn build(store: &Arc<dyn Store>, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
     let mut fs = Fs::empty(opts);
+    let shared = store.clone();
+    let store = &**store;
     if let Probed::CheckpointDir { dir, .. } = probed {
         let state_file = dir.join("checkpoint");
         if opts.live && store.is_file(&state_file) {
@@ -70,6 +72,7 @@ pub fn build(store: &dyn Store, probed: &Probed, opts: &Options) -> Result<Fs, S
         .reserve()
         .ok_or_else(|| too_many(Path::new("/")))?;
     let mut b = Builder::new(&fs, store, id);
+    b.shared = Some(shared);
     b.build_root(probed)?;
     let fixed = b.finish();
     fs.registry.set(id, Arc::new(fixed));
@@ -83,6 +86,7 @@ impl<'a> Builder<'a> {
             fs,
             store,
             fixed: FixedNodes::new(id),
+            shared: None,
             ids: vec![id],
         }
     }
@@ -98,12 +102,6 @@ impl<'a> Builder<'a> {
     }
 
     fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
-        self.fixed.link(dir, name, child, kind);
-    }
-
-    /// Links one of this table's own nodes.
-    fn link_own(&mut self, dir: Ino, name: &[u8], child: Ino) {
-        let kind = self.fixed.kind_of(child).unwrap_or(Kind::File);
         self.fixed.link(dir, name, child, kind);
     }
 
@@ -222,26 +220,7 @@ impl<'a> Builder<'a> {
                     }
                 }
                 self.add_graph(root, g)?;
-                let mut budget = MAX_PASSTHROUGH;
-                for name in ["assets", "assets.extra"] {
-                    let p = dir.join(name);
-                    if !store.is_dir(&p) {
-                        continue;
-                    }
-                    match self.add_passthrough_dir(root, &p, &mut budget) {
-                        Ok(d) => self.link(root, name.as_bytes(), d, Kind::Dir),
-                        // Plain HTTP: the variables and graphs are served, the assets not.
-                        Err(SourceError::Io { path, err })
-                            if err.kind() == std::io::ErrorKind::Unsupported =>
-                        {
-                            log::warn!(
-                                "{}: the store cannot list directories: {name}/ is not shown",
-                                path.display()
-                            );
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
+                self.add_assets(root, dir)?;
             }
         }
         Ok(())
@@ -405,6 +384,70 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// A SavedModel's `assets/` and `assets.extra/`: one subtree each, listed when first used,
+    /// confined to the SavedModel's directory `dir`. Either one that is a symlink leading out of
+    /// the model is shown as that symlink.
+    fn add_assets(&mut self, root: Ino, dir: &Path) -> Result<(), SourceError> {
+        let io = |err| SourceError::Io {
+            path: dir.to_path_buf(),
+            err,
+        };
+        let tree = match (self.store.confined_tree(dir), &self.shared) {
+            (Some(t), _) => t,
+            (None, Some(store)) => {
+                StoreTree::open(store.clone(), dir).map(|t| Arc::new(t) as Arc<dyn PassTree>)
+            }
+            (None, None) => return Ok(()),
+        };
+        let tree = match tree {
+            Ok(t) => t,
+            // Plain HTTP: the variables and graphs are served, the assets not.
+            Err(err) if err.kind() == std::io::ErrorKind::Unsupported => {
+                log::warn!(
+                    "{}: the store cannot list directories: assets/ and assets.extra/ are not shown",
+                    dir.display()
+                );
+                return Ok(());
+            }
+            Err(err) => return Err(io(err)),
+        };
+        for name in ["assets", "assets.extra"] {
+            let entry = tree
+                .entry(dirtree::ROOT, std::ffi::OsStr::new(name))
+                .map_err(|err| SourceError::Io {
+                    path: dir.join(name),
+                    err,
+                })?;
+            let node = match entry.map(|e| e.what) {
+                Some(What::Dir(n))
+                | Some(What::Link {
+                    to: Some((true, n)),
+                    ..
+                }) => n,
+                Some(What::Link {
+                    target,
+                    meta,
+                    to: None,
+                }) => {
+                    let l = self.add(Fixed::Symlink {
+                        parent: root,
+                        target,
+                        meta,
+                    });
+                    self.link(root, name.as_bytes(), l, Kind::Symlink);
+                    continue;
+                }
+                _ => continue,
+            };
+            let t = tree.clone();
+            let id = self.register(&dir.join(name), |id| Assets::new(id, root, t, node))?;
+            if let Some(r) = Assets::root(id) {
+                self.link(root, name.as_bytes(), r, Kind::Dir);
+            }
+        }
+        Ok(())
+    }
+
     /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.
     fn add_meta_file(&mut self, dir: Ino, prefix: &Path) -> Result<(), SourceError> {
         let mut p = prefix.as_os_str().to_owned();
@@ -543,62 +586,6 @@ impl<'a> Builder<'a> {
             self.link(parent, b"saved_model.pbtxt", t, Kind::File);
         }
         Ok(())
-    }
-
-    fn add_passthrough_dir(
-        &mut self,
-        parent: Ino,
-        path: &Path,
-        budget: &mut usize,
-    ) -> Result<Ino, SourceError> {
-        let io = |err| SourceError::Io {
-            path: path.to_path_buf(),
-            err,
-        };
-        let meta = meta_of(self.store, path)?;
-        let me = self.add(Fixed::Dir {
-            parent,
-            children: Vec::new(),
-            meta,
-        });
-        let mut entries = self.store.list(path).map_err(io)?;
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, kind) in entries {
-            if *budget == 0 {
-                log::warn!(
-                    "{}: too many files to pass through; the rest are not shown",
-                    path.display()
-                );
-                break;
-            }
-            *budget -= 1;
-            let p = path.join(&name);
-            let child = match kind {
-                EntryKind::Dir => self.add_passthrough_dir(me, &p, budget)?,
-                EntryKind::File => {
-                    // Opened now: served as it was when mounted, like every source file.
-                    let file = self.store.open(&p).map_err(|err| SourceError::Io {
-                        path: p.clone(),
-                        err,
-                    })?;
-                    let meta = file.meta();
-                    self.add(Fixed::PassFile {
-                        parent: me,
-                        file,
-                        meta,
-                    })
-                }
-                EntryKind::Other => {
-                    log::info!(
-                        "{}: not a regular file or directory; not passed through",
-                        p.display()
-                    );
-                    continue;
-                }
-            };
-            self.link_own(me, name.as_bytes(), child);
-        }
-        Ok(me)
     }
 }
 

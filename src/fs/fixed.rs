@@ -1,15 +1,16 @@
 //! The fixed nodes of a mount (subtree 0): the root and the directories made at mount time
 //! (`variables`'s parents, `meta_graphs/<tags>/`, `names/`, one directory per checkpoint),
-//! symlinks (`latest`, graph links, `names/`), files passed through from the source (SavedModel
-//! assets) and files generated on demand (rendered text, `model.safetensors`). A fixed
-//! directory's children may live in any subtree.
+//! symlinks (`latest`, graph links, `names/`, a SavedModel's `assets` when it is a symlink out of
+//! the model) and files generated on demand (rendered text, `model.safetensors`). A fixed
+//! directory's children may live in any subtree (a SavedModel's assets are their own subtrees:
+//! [`super::assets`]).
 
 use std::sync::Arc;
 
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::Kind;
 use crate::error::{FsError, FsResult};
-use crate::source::bytes::{ByteSource, FileMeta};
+use crate::source::bytes::FileMeta;
 use crate::tree::ino::{cookie, Ino};
 
 /// A file whose content is generated when read (text rendered from a graph file, a checkpoint's
@@ -36,12 +37,6 @@ pub enum Fixed {
         target: Vec<u8>,
         meta: FileMeta,
     },
-    /// A regular file of the source directory (SavedModel assets), opened at mount.
-    PassFile {
-        parent: Ino,
-        file: Arc<dyn ByteSource>,
-        meta: FileMeta,
-    },
     /// A generated file.
     Text {
         parent: Ino,
@@ -55,17 +50,15 @@ impl Fixed {
         match self {
             Fixed::Dir { parent, .. }
             | Fixed::Symlink { parent, .. }
-            | Fixed::PassFile { parent, .. }
             | Fixed::Text { parent, .. } => *parent,
         }
     }
 
     fn meta(&self) -> FileMeta {
         match self {
-            Fixed::Dir { meta, .. }
-            | Fixed::Symlink { meta, .. }
-            | Fixed::PassFile { meta, .. }
-            | Fixed::Text { meta, .. } => *meta,
+            Fixed::Dir { meta, .. } | Fixed::Symlink { meta, .. } | Fixed::Text { meta, .. } => {
+                *meta
+            }
         }
     }
 }
@@ -102,14 +95,6 @@ impl FixedNodes {
         }
     }
 
-    /// The kind of one of this table's nodes.
-    pub fn kind_of(&self, ino: Ino) -> Option<Kind> {
-        if ino.subtree() != self.id {
-            return None;
-        }
-        self.kind(ino.local()).ok()
-    }
-
     pub fn get(&self, local: u64) -> FsResult<&Fixed> {
         (local as usize)
             .checked_sub(1)
@@ -141,7 +126,6 @@ impl Subtree for FixedNodes {
         let (kind, size) = match f {
             Fixed::Dir { .. } => (Kind::Dir, Size::Known(0)),
             Fixed::Symlink { target, .. } => (Kind::Symlink, Size::Known(target.len() as u64)),
-            Fixed::PassFile { file, .. } => (Kind::File, Size::Known(file.len())),
             Fixed::Text { text, .. } => (Kind::File, text.size().map_or(Size::Broken, Size::Known)),
         };
         Ok(NodeAttr {
@@ -155,7 +139,7 @@ impl Subtree for FixedNodes {
         Ok(match self.get(local)? {
             Fixed::Dir { .. } => Kind::Dir,
             Fixed::Symlink { .. } => Kind::Symlink,
-            Fixed::PassFile { .. } | Fixed::Text { .. } => Kind::File,
+            Fixed::Text { .. } => Kind::File,
         })
     }
 
@@ -206,12 +190,6 @@ impl Subtree for FixedNodes {
 
     fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
         match self.get(local)? {
-            Fixed::PassFile { file, .. } => {
-                let a = offset.min(file.len());
-                let n = (file.len() - a).min(size as u64) as usize;
-                file.read_vec(a, n)
-                    .map_err(|e| FsError::corrupt("asset", file.name().display(), e))
-            }
             Fixed::Text { text, .. } => text.read(offset, size),
             Fixed::Symlink { target, .. } => Ok(slice_of(target, offset, size)),
             Fixed::Dir { .. } => Err(FsError::IsDir),

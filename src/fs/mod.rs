@@ -7,6 +7,7 @@
 //! ([`graph`]). Building the tree at mount time ([`build`]) is apart from serving it. Every
 //! failed operation is logged here, once, with what it concerns.
 
+pub mod assets;
 pub mod build;
 pub mod fixed;
 pub mod graph;
@@ -141,7 +142,7 @@ impl Fs {
         probed: &Probed,
         opts: &Options,
     ) -> Result<Fs, SourceError> {
-        let mut fs = build::build(&*store, probed, opts)?;
+        let mut fs = build::build(&store, probed, opts)?;
         fs.store = Some(store);
         Ok(fs)
     }

@@ -110,6 +110,13 @@ pub trait Store: Send + Sync {
         self.kind(path) == Some(EntryKind::Dir)
     }
 
+    /// The directory tree under `root` read lazily and confined to it, where the store has its
+    /// own (the local filesystem, with symlinks: see [`super::dirtree`]); `None` where the
+    /// store's `list` and `open` serve ([`super::dirtree::StoreTree`]).
+    fn confined_tree(&self, _root: &Path) -> Option<io::Result<Arc<dyn super::dirtree::PassTree>>> {
+        None
+    }
+
     /// A whole file of at most `max` bytes (state files, graph files). Larger files are refused
     /// unread.
     fn read_whole(&self, path: &Path, max: u64) -> io::Result<Vec<u8>> {
@@ -170,5 +177,12 @@ impl Store for LocalStore {
 
     fn meta(&self, path: &Path) -> io::Result<FileMeta> {
         std::fs::metadata(path).map(|m| FileMeta::of(&m))
+    }
+
+    fn confined_tree(&self, root: &Path) -> Option<io::Result<Arc<dyn super::dirtree::PassTree>>> {
+        Some(
+            super::dirtree::LocalTree::open(root)
+                .map(|t| Arc::new(t) as Arc<dyn super::dirtree::PassTree>),
+        )
     }
 }

@@ -184,13 +184,27 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A prefix's directory and base name, split at its last `/` as TensorFlow names the files: the
+/// base name of `dir/` is empty (its files are `dir/.index` and `dir/.data-00000-of-00001`, as
+/// `tf.train.Checkpoint.write("dir/")` and Keras' `save_weights("dir/")` write them). A prefix
+/// without a `/` is in `.`.
+pub fn split_prefix(prefix: &Path) -> (&Path, &std::ffi::OsStr) {
+    use std::ffi::OsStr;
+    let b = prefix.as_os_str().as_bytes();
+    match b.iter().rposition(|&c| c == b'/') {
+        Some(0) => (Path::new("/"), OsStr::from_bytes(&b[1..])),
+        Some(i) => (
+            Path::new(OsStr::from_bytes(&b[..i])),
+            OsStr::from_bytes(&b[i + 1..]),
+        ),
+        None => (Path::new("."), prefix.as_os_str()),
+    }
+}
+
 /// Opens the data shards of the checkpoint at `prefix` that exist. They are found by listing the
 /// directory once, so a header claiming a million shards costs nothing for the ones absent.
 fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
-    let dir = match prefix.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let (dir, base) = split_prefix(prefix);
     let mut shards = Shards::new();
     let mut failed = 0usize;
     let mut open = |id: u32, shards: &mut Shards| {
@@ -212,8 +226,8 @@ fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
         };
         shards.insert(id, r);
     };
-    match (prefix.file_name(), store.list(dir)) {
-        (Some(base), Ok(entries)) => {
+    match store.list(dir) {
+        Ok(entries) => {
             let mut stem = base.to_owned();
             stem.push(".data-");
             let stem = stem.as_bytes();
@@ -228,7 +242,7 @@ fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
         }
         // A store that cannot list (plain HTTP): the shards are opened by the names the
         // header implies, at most MAX_UNLISTED_SHARDS of them.
-        (Some(_), Err(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
             if num_shards as usize > MAX_UNLISTED_SHARDS {
                 log::warn!(
                     "{}: the header claims {num_shards} data shards and the store cannot list them: only the first {MAX_UNLISTED_SHARDS} are opened",
@@ -922,6 +936,26 @@ impl TensorData for SlicedStrings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_split_as_tensorflow_names_files() {
+        for (p, dir, base) in [
+            ("run/ckpt-1", "run", "ckpt-1"),
+            ("run/", "run", ""),
+            ("ckpt", ".", "ckpt"),
+            ("/ckpt", "/", "ckpt"),
+            ("/", "/", ""),
+            ("a/b/", "a/b", ""),
+        ] {
+            let (d, b) = split_prefix(Path::new(p));
+            assert_eq!((d.as_os_str(), b), (dir.as_ref(), base.as_ref()), "{p}");
+        }
+        assert_eq!(
+            data_file_name(Path::new("run/"), 0, 1),
+            Path::new("run/.data-00000-of-00001")
+        );
+        assert_eq!(index_file_name(Path::new("run/")).as_os_str(), "run/.index");
+    }
 
     #[test]
     fn positions_pack_into_the_set_width() {

@@ -1,13 +1,14 @@
 //! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`), and
 //! directories of bare `*.index` files.
 
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use prost_reflect::{DescriptorPool, DynamicMessage};
 
 use super::bytes::Store;
-use super::checkpoint::index_file_name;
+use super::checkpoint::{index_file_name, split_prefix};
 use crate::error::SourceError;
 use crate::proto::CheckpointState;
 
@@ -31,28 +32,79 @@ pub fn parse(text: &str) -> Result<CheckpointState, String> {
         .map_err(|e| e.to_string())
 }
 
-fn base_name(p: &str) -> Option<String> {
-    let name = Path::new(p).file_name()?.to_str()?.to_string();
-    (!name.is_empty()).then_some(name)
+/// The name a checkpoint whose prefix has an empty base name (`dir/`: its files are
+/// `dir/.index` and `dir/.data-*`) is shown under in a checkpoint directory's mount; see
+/// [`show_names`].
+pub const EMPTY_BASE_NAME: &str = "ckpt";
+
+/// The prefix a state-file path `p` names, relative to `dir` (or absolute). `"."`, `""`, and
+/// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
+/// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
+/// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
+fn prefix_of(dir: &Path, p: &str) -> PathBuf {
+    let joined = dir.join(p);
+    let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
+    if !names_dir {
+        return joined;
+    }
+    let mut s = joined.into_os_string().into_vec();
+    while s.len() > 1 && s.ends_with(b"/.") {
+        s.truncate(s.len() - 1);
+    }
+    if !s.ends_with(b"/") {
+        s.push(b'/');
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(s))
+}
+
+/// The base name of a prefix (empty for `dir/`), as UTF-8.
+fn base_name(prefix: &Path) -> Option<String> {
+    split_prefix(prefix).1.to_str().map(str::to_string)
 }
 
 /// Finds the prefix a state-file path refers to: as written (relative to the directory) if it
 /// exists, else by its base name inside the directory (the directory was moved or copied).
+/// Returns it with its name in the mount before [`show_names`] (empty for an empty base name).
 fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
-    let name = base_name(p)?;
     let exists = |path: &Path| {
         store.is_file(&index_file_name(path)) || super::v1::v1_files(store, path).is_some()
     };
     // A V1 checkpoint is shown under its name without the shard part.
-    let shown = |path: &Path| {
-        base_name(&super::v1::checkpoint_stem(path).to_string_lossy()).unwrap_or(name.clone())
-    };
-    let as_written = dir.join(p);
+    let shown = |path: &Path| base_name(&super::v1::checkpoint_stem(path));
+    let as_written = prefix_of(dir, p);
     if exists(&as_written) {
-        return Some((shown(&as_written), as_written));
+        return Some((shown(&as_written)?, as_written));
     }
-    let local = dir.join(&name);
-    exists(&local).then(|| (shown(&local), local))
+    let name = base_name(&as_written)?;
+    let local = prefix_of(dir, &name);
+    exists(&local)
+        .then(|| Some((shown(&local)?, local)))
+        .flatten()
+}
+
+/// The names checkpoints are shown under: their prefixes' base names, except the empty one,
+/// shown as [`EMPTY_BASE_NAME`] (or, if a checkpoint of that name is shown too, as the first
+/// free one of `ckpt~2`, `ckpt~3`, ...).
+fn show_name(name: &str, taken: &[&str]) -> String {
+    if !name.is_empty() {
+        return name.to_string();
+    }
+    let mut n = EMPTY_BASE_NAME.to_string();
+    let mut k = 2;
+    while taken.contains(&n.as_str()) {
+        n = format!("{EMPTY_BASE_NAME}~{k}");
+        k += 1;
+    }
+    n
+}
+
+/// [`show_name`] for each of `names`.
+pub fn show_names(names: &mut [(String, PathBuf)]) {
+    let taken: Vec<String> = names.iter().map(|(n, _)| n.clone()).collect();
+    let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+    for (n, _) in names.iter_mut() {
+        *n = show_name(n, &taken);
+    }
 }
 
 /// State files larger than this are refused (TensorFlow writes about a hundred bytes a
@@ -115,11 +167,17 @@ pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
             if locate(store, dir, p).is_some() {
                 continue;
             }
-            let name = base_name(p).unwrap_or_else(|| p.clone());
+            let as_written = prefix_of(dir, p);
+            let base = base_name(&as_written).unwrap_or_else(|| p.clone());
+            let local = prefix_of(dir, &base);
+            let name = if base.is_empty() {
+                EMPTY_BASE_NAME.to_string()
+            } else {
+                base
+            };
             if out.iter().any(|(n, _)| *n == name) {
                 continue;
             }
-            let local = dir.join(&name);
             let reason = if store.is_file(&local) {
                 format!(
                     "unreadable: {} is neither a V1 checkpoint nor a V2 prefix (truncated or damaged?); listed in {}",
@@ -179,11 +237,11 @@ pub fn resolve(
         msg: format!("not a valid checkpoint state file: {msg}"),
     })?;
     let mut out: Vec<(String, PathBuf)> = Vec::new();
-    let listed = state
-        .all_model_checkpoint_paths
-        .iter()
-        .chain(std::iter::once(&state.model_checkpoint_path))
-        .filter(|p| !p.is_empty());
+    // An empty entry of all_model_checkpoint_paths is the directory's own prefix `dir/` (as
+    // TensorFlow joins it); an empty model_checkpoint_path is no checkpoint (proto3 cannot tell
+    // it from an absent one, and TensorFlow refuses such a state file).
+    let current = (!state.model_checkpoint_path.is_empty()).then_some(&state.model_checkpoint_path);
+    let listed = state.all_model_checkpoint_paths.iter().chain(current);
     for p in listed {
         match locate(store, dir, p) {
             Some((name, prefix)) => {
@@ -197,13 +255,16 @@ pub fn resolve(
             )),
         }
     }
-    let latest = locate(store, dir, &state.model_checkpoint_path)
-        .map(|(n, _)| n)
-        .filter(|n| out.iter().any(|(m, _)| m == n));
+    let latest = current
+        .and_then(|p| locate(store, dir, p))
+        .and_then(|(n, _)| out.iter().position(|(m, _)| *m == n));
+    show_names(&mut out);
+    let latest = latest.and_then(|i| out.get(i)).map(|(n, _)| n.clone());
     Ok((out, latest))
 }
 
-/// Every `P.index` directly inside `dir`, as `(base name of P, P)`, sorted by name.
+/// Every `P.index` directly inside `dir`, as `(name shown, P)`, sorted by name (the base name of
+/// `P`; see [`show_names`] for `dir/.index`).
 pub fn index_files(store: &dyn Store, dir: &Path) -> Result<Vec<(String, PathBuf)>, SourceError> {
     let rd = store.list(dir).map_err(|err| SourceError::Io {
         path: dir.to_path_buf(),
@@ -214,10 +275,13 @@ pub fn index_files(store: &dyn Store, dir: &Path) -> Result<Vec<(String, PathBuf
         .filter_map(|(name, kind)| {
             let name = name.into_string().ok()?;
             let stem = name.strip_suffix(".index")?.to_string();
-            (!stem.is_empty() && kind == super::bytes::EntryKind::File)
-                .then(|| (stem.clone(), dir.join(stem)))
+            (kind == super::bytes::EntryKind::File).then(|| {
+                let prefix = prefix_of(dir, &stem);
+                (stem, prefix)
+            })
         })
         .collect();
+    show_names(&mut out);
     out.sort();
     Ok(out)
 }
@@ -242,5 +306,32 @@ mod tests {
         );
         assert!(parse("model_checkpoint_path: 12 garbage {").is_err());
         assert!(parse("no_such_field: 1").is_err());
+    }
+
+    #[test]
+    fn directory_prefixes_and_their_names() {
+        let d = Path::new("run");
+        for (p, want) in [
+            (".", "run/"),
+            ("", "run/"),
+            ("./.", "run/./"),
+            ("sub/", "run/sub/"),
+            ("sub/.", "run/sub/"),
+            ("/abs/dir/", "/abs/dir/"),
+            ("ckpt-1", "run/ckpt-1"),
+        ] {
+            assert_eq!(prefix_of(d, p).as_os_str(), want, "{p:?}");
+        }
+        assert_eq!(base_name(Path::new("run/")).as_deref(), Some(""));
+        let mut names = vec![
+            (String::new(), PathBuf::from("run/")),
+            ("ckpt".to_string(), PathBuf::from("run/ckpt")),
+            ("ckpt~2".to_string(), PathBuf::from("run/ckpt~2")),
+        ];
+        show_names(&mut names);
+        assert_eq!(names[0].0, "ckpt~3");
+        let mut alone = vec![(String::new(), PathBuf::from("run/"))];
+        show_names(&mut alone);
+        assert_eq!(alone[0].0, EMPTY_BASE_NAME);
     }
 }
