@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::{fixtures, is_mounted, walk_files, Mount};
 use fault_proxy::{Fault, FaultProxy, Rule};
-use servers::{http, Server};
+use servers::{http, s3_env, Server};
 use tfmount::format::dtype::DType;
 use tfmount::writer::CheckpointWriter;
 
@@ -671,21 +671,6 @@ fn a_flipped_byte_gives_eio_never_the_wrong_byte() {
     s.proxy.set(vec![flip().nth(0).times(usize::MAX)]);
     assert_verify_reason(&s.proxy, &s.url(PREFIX), &[], "CRC-32C mismatch");
     assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
-}
-
-/// The environment that points tfmount's S3 client at `127.0.0.1:port`.
-fn s3_env(port: u16, home: &Path) -> Vec<(String, String)> {
-    [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ENDPOINT_URL", &format!("http://127.0.0.1:{port}")),
-        ("HOME", home.to_str().expect("home")),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
 }
 
 /// S3 (moto behind the proxy): a reset mid-body, then a 503 SlowDown with `Retry-After`, are

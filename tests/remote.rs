@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server};
+use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 use tfmount::format::ReadAt;
 use tfmount::source::bytes::{EntryKind, Store};
 use tfmount::source::remote::config::Env;
@@ -250,20 +250,6 @@ fn check_stall(store: &RemoteStore, stop: impl FnOnce(), restart: impl FnOnce())
     let got = r.read(16 << 20, 4096).unwrap();
     assert!(got[..] == big[16 << 20..(16 << 20) + 4096]);
     assert!(!tfmount::source::bytes::ByteSource::changed(&*f));
-}
-
-fn s3_env(port: u16, home: &Path) -> Vec<(String, String)> {
-    [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ENDPOINT_URL", &format!("http://127.0.0.1:{port}")),
-        ("HOME", home.to_str().unwrap()),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
 }
 
 fn cfg_of(pairs: &[(String, String)]) -> RemoteConfig {

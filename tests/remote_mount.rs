@@ -16,25 +16,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fixtures, is_mounted, walk_files, Mount};
-use servers::{gcs_bucket, gcs_key_file, gcs_put, http, Server, NGINX_DIRS_404};
+use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server, NGINX_DIRS_404};
 
 /// The fixtures uploaded, each under its own name: a V2 prefix's directory, a SavedModel, a
 /// checkpoint directory of V1 checkpoints (state file and `.meta` files).
 const UPLOADS: &[&str] = &["sharded", "demo_savedmodel", "v1/single", "cli/pair"];
-
-fn s3_env(port: u16, home: &Path) -> Vec<(String, String)> {
-    [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ENDPOINT_URL", &format!("http://127.0.0.1:{port}")),
-        ("HOME", home.to_str().expect("home")),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
 
 /// Uploads every file of `fixtures/<dir>` to `bucket/<dir>/...` with a plain S3 PUT.
 fn upload(port: u16, bucket: &str, dir: &str) {

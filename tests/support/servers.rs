@@ -41,6 +41,22 @@ pub struct Server {
 
 const INSTALL: &str = "run scripts/test.sh, which installs it";
 
+/// The environment that points tfmount's S3 client (and moto's) at `127.0.0.1:port`, with
+/// test credentials and `home` as HOME (no profile of the machine's user is read).
+pub fn s3_env(port: u16, home: &Path) -> Vec<(String, String)> {
+    [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", &format!("http://127.0.0.1:{port}")),
+        ("HOME", home.to_str().expect("home is UTF-8")),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
 /// A free TCP port on 127.0.0.1.
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
