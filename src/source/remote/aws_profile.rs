@@ -7,6 +7,7 @@
 //! credentials some other way (`role_arn`, `credential_process`, `sso_*`) are reported as such,
 //! not followed. Files are read whole up to 1 MiB; anything larger is refused.
 
+use crate::error::io_words;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -71,7 +72,7 @@ fn read_small(path: &Path) -> Result<Option<String>, String> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(format!("{}: {}", path.display(), io_words(&e))),
     };
     if meta.len() > MAX_FILE {
         return Err(format!(
@@ -82,7 +83,7 @@ fn read_small(path: &Path) -> Result<Option<String>, String> {
     }
     std::fs::read(path)
         .map(|b| Some(String::from_utf8_lossy(&b).into_owned()))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| format!("{}: {}", path.display(), io_words(&e)))
 }
 
 /// The two files a profile is looked up in.

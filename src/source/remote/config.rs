@@ -30,6 +30,7 @@
 //! Every request is bounded: connect timeout 5 s, request timeout and retry budget
 //! `remote_timeout`, and every operation is also wrapped in `remote_timeout` by the callers.
 
+use crate::error::io_words;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -382,14 +383,15 @@ fn build_s3(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
 
 /// The `"type"` of a Google credentials JSON file (`service_account`, `authorized_user`, ...).
 fn credentials_type(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("{}: {}", path.display(), io_words(&e)))?;
     if meta.len() > 1 << 20 {
         return Err(format!(
             "{}: too large for a credentials file",
             path.display()
         ));
     }
-    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), io_words(&e)))?;
     let v: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| format!("{}: not a credentials JSON file: {e}", path.display()))?;
     Ok(v.get("type")
@@ -420,8 +422,8 @@ fn build_gcs(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> 
     if let Some(p) = &key_file {
         let t = credentials_type(p).map_err(fail)?;
         if t == "service_account" {
-            let text =
-                std::fs::read_to_string(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| fail(format!("{}: {}", p.display(), io_words(&e))))?;
             allow_http |= text.contains("\"http://");
         }
         key_type = Some(t);
