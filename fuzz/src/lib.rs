@@ -535,7 +535,8 @@ const MAX_SHARD_FILES: usize = 8;
 /// Input: flags (1 byte), then chunks `[u32 LE length][bytes]` (a length past the end takes the
 /// rest): the `.index` file, then data shards 0, 1, ... (as many as the header asks for, at most
 /// 8; missing ones stay missing). Flags: bit 0 keeps index block checksums as they are; bit 1
-/// verifies tensor CRCs; bit 2 disables the block cache; bits 3..6 pick the read size.
+/// verifies tensor CRCs; bit 2 disables the block cache; bits 3..6 pick the read size; bit 6
+/// gives the prefix an empty base name (`dir/`: files `dir/.index`, `dir/.data-*`).
 pub fn checkpoint(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
@@ -550,7 +551,13 @@ pub fn checkpoint(data: &[u8]) {
     }
     let num_shards = header_of(&index).map_or(1, |h| h.num_shards);
     let dir = scratch_dir();
-    let prefix = dir.path().join("ck");
+    let prefix = if flags & 0x40 != 0 {
+        let mut p = dir.path().as_os_str().to_owned();
+        p.push("/");
+        std::path::PathBuf::from(p)
+    } else {
+        dir.path().join("ck")
+    };
     if std::fs::write(index_file_name(&prefix), &index).is_err() {
         return;
     }
@@ -763,6 +770,12 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
             "checkpoint",
             name.clone(),
             [&[2u8][..], &join_chunks(&chunks)].concat(),
+        ));
+        // The same checkpoint under a prefix with an empty base name (`dir/.index`).
+        out.push((
+            "checkpoint",
+            format!("{name}-empty-base"),
+            [&[0x42u8][..], &join_chunks(&chunks)].concat(),
         ));
         let t =
             Table::open(Arc::new(index.clone()), Caches::new(0)).map_err(std::io::Error::other)?;
