@@ -46,27 +46,7 @@ pub const MAX_HEADER: u64 = 100_000_000;
 
 /// The safetensors dtype name of a TensorFlow dtype whose bytes it holds unchanged.
 pub fn safetensors_dtype(dtype: DType) -> Option<&'static str> {
-    Some(match dtype.0 {
-        1 => "F32",
-        2 => "F64",
-        3 => "I32",
-        4 => "U8",
-        5 => "I16",
-        6 => "I8",
-        8 => "C64",
-        9 => "I64",
-        10 => "BOOL",
-        14 => "BF16",
-        17 => "U16",
-        19 => "F16",
-        22 => "U32",
-        23 => "U64",
-        24 => "F8_E5M2",
-        25 => "F8_E4M3",
-        26 => "F8_E4M3FNUZ",
-        28 => "F8_E5M2FNUZ",
-        _ => return None,
-    })
+    dtype.safetensors_name()
 }
 
 /// One tensor as the layout needs it.

@@ -75,47 +75,50 @@ fn typed(p: &TensorProto, dtype: DType) -> Result<(Vec<u8>, usize)> {
             o.extend_from_slice(&v.to_le_bytes()[..size])
         })
     };
-    let vals = match dtype.0 {
-        1 => pack(&p.float_val, 4, |v, o| {
+    use crate::format::dtype::{field as f, Elem};
+    let vals = match (dtype.proto_field(), dtype.elem()) {
+        (Some(f::FLOAT), _) => pack(&p.float_val, 4, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        2 => pack(&p.double_val, 8, |v, o| {
+        (Some(f::DOUBLE), _) => pack(&p.double_val, 8, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        // int32, uint8, int16, int8, qint8, quint8, qint32, qint16, quint16, uint16
-        3 | 4 | 5 | 6 | 11 | 12 | 13 | 15 | 16 | 17 => ints(size)?,
         // int4/uint4 and int2/uint2: one element per byte, the value in the low bits (as
         // checkpoints store them)
-        29 | 30 => pack(&p.int_val, 1, |v, o| o.push(v as u8 & 0x0f))?,
-        31 | 32 => pack(&p.int_val, 1, |v, o| o.push(v as u8 & 0x03))?,
-        9 => pack(&p.int64_val, 8, |v, o| {
+        (Some(f::INT), Some(Elem::SubByte { bits, .. })) => {
+            let mask = (1u8 << bits) - 1;
+            pack(&p.int_val, 1, move |v, o| o.push(v as u8 & mask))?
+        }
+        // int32, uint8, int16, int8, qint8, quint8, qint32, qint16, quint16, uint16
+        (Some(f::INT), _) => ints(size)?,
+        (Some(f::INT64), _) => pack(&p.int64_val, 8, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        10 => pack(&p.bool_val, 1, |v, o| o.push(v as u8))?,
-        14 | 19 => pack(&p.half_val, 2, |v, o| {
+        (Some(f::BOOL), _) => pack(&p.bool_val, 1, |v, o| o.push(v as u8))?,
+        (Some(f::HALF), _) => pack(&p.half_val, 2, |v, o| {
             o.extend_from_slice(&(v as u16).to_le_bytes())
         })?,
-        22 => pack(&p.uint32_val, 4, |v, o| {
+        (Some(f::UINT32), _) => pack(&p.uint32_val, 4, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        23 => pack(&p.uint64_val, 8, |v, o| {
+        (Some(f::UINT64), _) => pack(&p.uint64_val, 8, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())
         })?,
-        8 => {
+        (Some(f::SCOMPLEX), _) => {
             let v = pack(&p.scomplex_val, 4, |v, o| {
                 o.extend_from_slice(&v.to_le_bytes())
             })?;
             let whole = v.len() / 8 * 8;
             v[..whole].to_vec()
         }
-        18 => {
+        (Some(f::DCOMPLEX), _) => {
             let v = pack(&p.dcomplex_val, 8, |v, o| {
                 o.extend_from_slice(&v.to_le_bytes())
             })?;
             let whole = v.len() / 16 * 16;
             v[..whole].to_vec()
         }
-        24..=28 | 33 => p.float8_val.clone(),
+        (Some(f::FLOAT8), _) => p.float8_val.clone(),
         _ => {
             return Err(bad(format!(
                 "constants of dtype {} are not served",

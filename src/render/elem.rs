@@ -218,65 +218,26 @@ pub enum Kind {
 impl Kind {
     /// The element kind of `dtype`; `None` for variant, resource, invalid and unknown values.
     pub fn of(dtype: DType) -> Option<Kind> {
-        let int = |size, signed| Some(Kind::Int { size, signed });
-        match dtype.0 {
-            1 => Some(Kind::F32),
-            2 => Some(Kind::F64),
-            3 | 13 => int(4, true),
-            4 | 12 => int(1, false),
-            5 | 15 => int(2, true),
-            6 | 11 => int(1, true),
-            7 => Some(Kind::String),
-            8 => Some(Kind::Complex64),
-            9 => int(8, true),
-            10 => Some(Kind::Bool),
-            14 => Some(Kind::BF16),
-            16 | 17 => int(2, false),
-            18 => Some(Kind::Complex128),
-            19 => Some(Kind::Mini { fmt: F16, size: 2 }),
-            22 => int(4, false),
-            23 => int(8, false),
-            24 => Some(Kind::Mini {
-                fmt: F8_E5M2,
-                size: 1,
-            }),
-            25 => Some(Kind::Mini {
-                fmt: F8_E4M3FN,
-                size: 1,
-            }),
-            26 => Some(Kind::Mini {
-                fmt: F8_E4M3FNUZ,
-                size: 1,
-            }),
-            27 => Some(Kind::Mini {
-                fmt: F8_E4M3B11FNUZ,
-                size: 1,
-            }),
-            28 => Some(Kind::Mini {
-                fmt: F8_E5M2FNUZ,
-                size: 1,
-            }),
-            29 => Some(Kind::SubByte {
-                bits: 4,
-                signed: true,
-            }),
-            30 => Some(Kind::SubByte {
-                bits: 4,
-                signed: false,
-            }),
-            31 => Some(Kind::SubByte {
-                bits: 2,
-                signed: true,
-            }),
-            32 => Some(Kind::SubByte {
-                bits: 2,
-                signed: false,
-            }),
-            33 => Some(Kind::Mini {
-                fmt: F4_E2M1FN,
-                size: 1,
-            }),
-            _ => None,
+        use crate::format::dtype::{Elem, F8};
+        let mini = |fmt, size| Some(Kind::Mini { fmt, size });
+        match dtype.elem()? {
+            Elem::Int { size, signed } => Some(Kind::Int { size, signed }),
+            Elem::SubByte { bits, signed } => Some(Kind::SubByte { bits, signed }),
+            Elem::Bool => Some(Kind::Bool),
+            Elem::F32 => Some(Kind::F32),
+            Elem::F64 => Some(Kind::F64),
+            Elem::BF16 => Some(Kind::BF16),
+            Elem::F16 => mini(F16, 2),
+            Elem::Float8(F8::E5M2) => mini(F8_E5M2, 1),
+            Elem::Float8(F8::E4M3FN) => mini(F8_E4M3FN, 1),
+            Elem::Float8(F8::E4M3FNUZ) => mini(F8_E4M3FNUZ, 1),
+            Elem::Float8(F8::E4M3B11FNUZ) => mini(F8_E4M3B11FNUZ, 1),
+            Elem::Float8(F8::E5M2FNUZ) => mini(F8_E5M2FNUZ, 1),
+            Elem::Float4E2M1FN => mini(F4_E2M1FN, 1),
+            Elem::Complex64 => Some(Kind::Complex64),
+            Elem::Complex128 => Some(Kind::Complex128),
+            Elem::String => Some(Kind::String),
+            Elem::Opaque => None,
         }
     }
 

@@ -64,27 +64,33 @@ pub struct Encoding {
 /// for dtypes V1 cannot hold. bfloat16, uint32 and uint64, which TensorFlow's V1 writer refuses,
 /// are read from `half_val`, `uint32_val` and `uint64_val` as a TensorProto holds them.
 pub fn encoding(dtype: DType) -> Option<Encoding> {
-    let (field, kind, per_elem, width) = match dtype.0 {
-        1 => (5, Kind::Fixed32, 1, 4),               // float32: float_val
-        2 => (6, Kind::Fixed64, 1, 8),               // float64: double_val
-        3 | 13 => (7, Kind::Varint, 1, 4),           // int32, qint32: int_val
-        4 | 6 | 11 | 12 => (7, Kind::Varint, 1, 1),  // uint8, int8, qint8, quint8
-        5 | 15 | 16 | 17 => (7, Kind::Varint, 1, 2), // int16, qint16, quint16, uint16
-        7 => (8, Kind::Bytes, 1, 0),                 // string: string_val
-        8 => (9, Kind::Fixed32, 2, 4),               // complex64: scomplex_val
-        9 => (10, Kind::Varint, 1, 8),               // int64: int64_val
-        10 => (11, Kind::Bool, 1, 1),                // bool: bool_val
-        14 | 19 => (13, Kind::Varint, 1, 2),         // bfloat16, float16: half_val
-        18 => (12, Kind::Fixed64, 2, 8),             // complex128: dcomplex_val
-        22 => (16, Kind::Varint, 1, 4),              // uint32: uint32_val
-        23 => (17, Kind::Varint, 1, 8),              // uint64: uint64_val
+    use crate::format::dtype::{field as f, Elem};
+    let row = dtype.row()?;
+    // TensorFlow's V1 writer saves no sub-byte types (their int_val holds whole ints).
+    if matches!(row.elem, Elem::SubByte { .. }) {
+        return None;
+    }
+    let field = row.proto_field;
+    let kind = match field {
+        f::FLOAT | f::SCOMPLEX => Kind::Fixed32,
+        f::DOUBLE | f::DCOMPLEX => Kind::Fixed64,
+        f::INT | f::INT64 | f::HALF | f::UINT32 | f::UINT64 => Kind::Varint,
+        f::BOOL => Kind::Bool,
+        f::STRING => Kind::Bytes,
+        // resource handles, variants, float8_val (one bytes field for all values)
         _ => return None,
+    };
+    // Complex values are stored as (real, imaginary) pairs of their part's type.
+    let per_elem = if matches!(field, f::SCOMPLEX | f::DCOMPLEX) {
+        2
+    } else {
+        1
     };
     Some(Encoding {
         field,
         kind,
         per_elem,
-        width,
+        width: row.size as u64 / per_elem,
     })
 }
 
@@ -900,6 +906,35 @@ pub(crate) mod tests {
             v.read_values(src, 0, v.values(), None, &mut out).unwrap();
         }
         out
+    }
+
+    /// The encodings read from the dtype table are TensorFlow's `SaveTypeTraits` (plus the
+    /// fields bfloat16, uint32 and uint64 take in a TensorProto), as this module listed them
+    /// before the table existed.
+    #[test]
+    fn encodings_from_the_dtype_table() {
+        let want = |d: i32| -> Option<(u32, Kind, u64, u64)> {
+            Some(match d {
+                1 => (5, Kind::Fixed32, 1, 4),
+                2 => (6, Kind::Fixed64, 1, 8),
+                3 | 13 => (7, Kind::Varint, 1, 4),
+                4 | 6 | 11 | 12 => (7, Kind::Varint, 1, 1),
+                5 | 15 | 16 | 17 => (7, Kind::Varint, 1, 2),
+                7 => (8, Kind::Bytes, 1, 0),
+                8 => (9, Kind::Fixed32, 2, 4),
+                9 => (10, Kind::Varint, 1, 8),
+                10 => (11, Kind::Bool, 1, 1),
+                14 | 19 => (13, Kind::Varint, 1, 2),
+                18 => (12, Kind::Fixed64, 2, 8),
+                22 => (16, Kind::Varint, 1, 4),
+                23 => (17, Kind::Varint, 1, 8),
+                _ => return None,
+            })
+        };
+        for d in -1..=140 {
+            let got = encoding(DType(d)).map(|e| (e.field, e.kind, e.per_elem, e.width));
+            assert_eq!(got, want(d), "dtype {d}");
+        }
     }
 
     #[test]
