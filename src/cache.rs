@@ -74,6 +74,27 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
         }
     }
 
+    /// Inserts `value` unless `key` is held already, in one step under the lock: `true` when
+    /// this call inserted it (of two threads racing with the same key, exactly one gets `true`).
+    pub fn insert_new(&self, key: K, value: V, weight: usize) -> bool {
+        if weight > self.capacity {
+            return false;
+        }
+        let mut inner = self.lock();
+        if inner.lru.get(&key).is_some() {
+            return false;
+        }
+        inner.lru.put(key, (value, weight));
+        inner.bytes += weight;
+        while inner.bytes > self.capacity {
+            match inner.lru.pop_lru() {
+                Some((_, (_, w))) => inner.bytes -= w,
+                None => break,
+            }
+        }
+        true
+    }
+
     /// The value under `key`, or `make()`'s, kept when it succeeds. `make` runs without the
     /// lock held (two threads may both make a value; one is kept).
     pub fn get_or_insert_with<E>(
@@ -109,6 +130,21 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn insert_new_says_yes_once_per_key_even_racing() {
+        let c = std::sync::Arc::new(Lru::<u64, ()>::new(1 << 10));
+        let wins: usize = (0..8)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || (0..100u64).filter(|&k| c.insert_new(k, (), 1)).count())
+            })
+            .map(|t| t.join().expect("thread"))
+            .sum();
+        assert_eq!(wins, 100);
+        assert!(!c.insert_new(5, (), 1));
+    }
+
     use super::*;
 
     #[test]

@@ -39,8 +39,15 @@ use tfmount::format::dtype::DType;
 use tfmount::writer::CheckpointWriter;
 
 /// `-o remote_timeout` of the mounts that meet faults.
-const TIMEOUT: Duration = Duration::from_secs(3);
-const TIMEOUT_OPT: &str = "remote_timeout=3s";
+const TIMEOUT: Duration = Duration::from_secs(5);
+const TIMEOUT_OPT: &str = "remote_timeout=5s";
+
+/// The tests run one at a time: each starts servers, a proxy and a daemon, and timing faults
+/// against a few seconds of `remote_timeout` on two shared cores needs the cores.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|p| p.into_inner())
+}
 /// What a failed read may take beyond `remote_timeout` (two shared cores, a debug build).
 const SLACK: Duration = Duration::from_secs(2);
 const F32: DType = DType(1);
@@ -452,11 +459,13 @@ fn check_cut_answer_is_retried(fault: Fault) {
 
 #[test]
 fn a_connection_reset_mid_body_is_retried_and_the_bytes_are_exact() {
+    let _serial = serial();
     check_cut_answer_is_retried(Fault::Reset { after: 100_000 });
 }
 
 #[test]
 fn a_body_shorter_than_its_content_length_is_retried_and_the_bytes_are_exact() {
+    let _serial = serial();
     check_cut_answer_is_retried(Fault::Short { keep: 100_000 });
 }
 
@@ -464,6 +473,7 @@ fn a_body_shorter_than_its_content_length_is_retried_and_the_bytes_are_exact() {
 /// schedule, it does not read `Retry-After`), the exact bytes within `remote_timeout`.
 #[test]
 fn a_503_with_retry_after_is_retried_and_the_bytes_are_exact() {
+    let _serial = serial();
     let Some(s) = Served::start() else {
         return;
     };
@@ -509,6 +519,7 @@ fn a_503_with_retry_after_is_retried_and_the_bytes_are_exact() {
 /// and the kernel then asks for the page again, synchronously, which waits as long.
 #[test]
 fn a_stalled_body_fails_with_eio_within_remote_timeout() {
+    let _serial = serial();
     let Some(s) = Served::start() else {
         return;
     };
@@ -534,7 +545,7 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
     assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
     assert!(took <= TIMEOUT + SLACK, "EIO after {took:?}");
     assert!(took >= TIMEOUT - Duration::from_millis(100), "{took:?}");
-    assert_read_logged(&m, &s.data0_url(), "timed out after 3s (remote_timeout)");
+    assert_read_logged(&m, &s.data0_url(), "timed out after 5s (remote_timeout)");
     // Through the page cache.
     s.proxy.set(vec![stall()]);
     let (r, took2) = read_timed(&big);
@@ -557,6 +568,7 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
 /// (`nocrc`: nothing but the ETag stands guard). The log and `verify` say it changed.
 #[test]
 fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
+    let _serial = serial();
     let Some(s) = Served::start() else {
         return;
     };
@@ -612,6 +624,7 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
 /// The object deleted mid-read: EIO, and the log and `verify` say what the server answered.
 #[test]
 fn an_object_deleted_mid_read_gives_eio_not_found() {
+    let _serial = serial();
     let Some(s) = Served::start() else {
         return;
     };
@@ -649,6 +662,7 @@ fn an_object_deleted_mid_read_gives_eio_not_found() {
 /// never the wrong byte; the log and `verify` say checksum mismatch.
 #[test]
 fn a_flipped_byte_gives_eio_never_the_wrong_byte() {
+    let _serial = serial();
     let Some(s) = Served::start() else {
         return;
     };
@@ -678,6 +692,7 @@ fn a_flipped_byte_gives_eio_never_the_wrong_byte() {
 /// 412): EIO, never a new byte, and the log and `verify` say it changed.
 #[test]
 fn s3_faults_through_moto() {
+    let _serial = serial();
     const DATA: &str = "/tfm/big/model.ckpt.data-00000-of-00002";
     let Some(moto) = Server::moto(&[]) else {
         return;
@@ -805,6 +820,7 @@ fn sha256_of(p: &Path, direct: bool) -> Result<String, String> {
 /// daemon's RssAnon, sampled every 10 ms, stays within `remote_cache` + 64 MiB.
 #[test]
 fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
+    let _serial = serial();
     const READERS: usize = 32;
     const CACHE: u64 = 64 << 20;
     let Some(nginx) = Server::nginx() else {

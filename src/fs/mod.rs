@@ -180,8 +180,9 @@ impl Fs {
     /// Logs a failed operation once, here.
     fn logged<T>(&self, op: &str, ino: u64, r: FsResult<T>) -> FsResult<T> {
         if let Err(e) = &r {
-            if e.is_failure() && self.logged.get(&ino).is_none() {
-                self.logged.insert(ino, (), 1);
+            // One line per inode, also when two threads fail on it at once (the kernel's
+            // read-ahead and the reader): the check and the insert are one step.
+            if e.is_failure() && self.logged.insert_new(ino, (), 1) {
                 log::error!("{op}: {e}");
             } else {
                 log::debug!("{op} {ino:#x}: {e}");

@@ -173,8 +173,11 @@ fn client_options(cfg: &RemoteConfig, allow_http: bool) -> (ClientOptions, Retry
             opts = opts.with_proxy_excludes(no);
         }
     }
+    // Retries stop at three quarters of `remote_timeout`, so that an operation that keeps
+    // failing the same way (a refused connection) ends with that error in words rather than
+    // racing the overall timeout and reporting "timed out".
     let retry = RetryConfig {
-        retry_timeout: cfg.timeout,
+        retry_timeout: cfg.timeout * 3 / 4,
         ..Default::default()
     };
     (opts, retry)
