@@ -26,6 +26,19 @@ pub struct Field {
 }
 
 impl Field {
+    /// A pseudo-field `number` whose payload is a whole buffer of `len` bytes (a file that is
+    /// one message, read as if it were that field of a parent).
+    pub fn whole(number: u32, len: usize) -> Field {
+        Field {
+            number,
+            wire: LEN,
+            value: len as u64,
+            start: 0,
+            end: len,
+            payload: 0,
+        }
+    }
+
     pub fn payload_range(&self) -> std::ops::Range<usize> {
         self.payload..self.end
     }

@@ -264,15 +264,7 @@ mod tests {
 
     fn ops_of(g: &GraphDef) -> Vec<String> {
         let buf = g.encode_to_vec();
-        let whole = Field {
-            number: 2,
-            wire: LEN,
-            value: buf.len() as u64,
-            start: 0,
-            end: buf.len(),
-            payload: 0,
-        };
-        ops_used(&buf, &[whole]).unwrap()
+        ops_used(&buf, &[Field::whole(2, buf.len())]).unwrap()
     }
 
     #[test]

@@ -240,14 +240,7 @@ impl MetaGraph {
             range: 0..0,
             meta_info_def: Vec::new(),
             // The whole file is the GraphDef: one pseudo-field covering it.
-            graph_def: vec![Field {
-                number: 2,
-                wire: LEN,
-                value: buf.len() as u64,
-                start: 0,
-                end: buf.len(),
-                payload: 0,
-            }],
+            graph_def: vec![Field::whole(2, buf.len())],
             saver_def: Vec::new(),
             object_graph_def: Vec::new(),
             signatures: Space::default(),

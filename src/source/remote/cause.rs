@@ -266,22 +266,18 @@ pub(crate) fn map_err(url: &str, timeout: Duration, e: object_store::Error) -> R
         }
         _ => {}
     }
-    let cause = cause_of(&e);
-    match cause {
-        Cause::TimedOut => RemoteError::Timeout {
-            url: url.into(),
-            after: timeout,
-        },
-        c => RemoteError::Request {
-            url: url.into(),
-            msg: c.to_string(),
-        },
-    }
+    from_cause(url, timeout, cause_of(&e))
 }
 
 /// A failed plain-HTTP request (the directory probe) as a [`RemoteError`] about `url`.
 pub(crate) fn from_reqwest(url: &str, timeout: Duration, e: &reqwest::Error) -> RemoteError {
-    match cause_of(e) {
+    from_cause(url, timeout, cause_of(e))
+}
+
+/// A request that failed for `cause`: a timeout names `remote_timeout`, anything else says
+/// the cause in words.
+fn from_cause(url: &str, timeout: Duration, cause: Cause) -> RemoteError {
+    match cause {
         Cause::TimedOut => RemoteError::Timeout {
             url: url.into(),
             after: timeout,
