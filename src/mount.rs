@@ -432,8 +432,13 @@ fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
+    // EINVAL: not a mount point (any more). Someone else (`fusermount3 -u`) unmounted it first:
+    // what was asked is done.
+    if err.raw_os_error() == Some(libc::EINVAL) && !is_mount_point(mountpoint) {
+        return Ok(());
+    }
     if err.raw_os_error() != Some(libc::EPERM) {
-        return Err(err.to_string());
+        return Err(io_words(&err));
     }
     let mut cmd = std::process::Command::new("fusermount3");
     cmd.args(if lazy {
