@@ -13,23 +13,20 @@
 //!
 //! When the core is restructured, only this file (and [`v1`]) needs to follow.
 
-mod v1;
-
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use crate::error::FsError;
-use crate::format::bundle::{self, Data};
-use crate::format::dtype::{DT_STRING, DT_VARIANT};
-use crate::format::slice_key::{self, Extent};
-use crate::format::table::{self as sstable, Block, Pos};
 use crate::fs::{Fs, Kind, Options, ROOT};
 use crate::source::bytes::{LocalStore, Store};
 use crate::source::checkpoint::Caches;
-use crate::source::checkpoint::{data_file_name, index_file_name, Checkpoint, Tensor};
+use crate::source::formats::{self, OpenCtx, Opened};
+use crate::source::integrity::Integrity;
 use crate::source::{self, Probed};
+
+pub use crate::source::formats::v2::show_extent;
+pub use crate::source::integrity::{Entry as TensorInfo, Item, Piece, Walk};
 
 /// Bytes of decoded index blocks kept per source.
 const CACHE_BYTES: usize = 32 << 20;
@@ -268,9 +265,9 @@ impl std::fmt::Display for SourceProblem {
 }
 
 impl CheckpointSet {
-    /// Every checkpoint of SOURCE: a prefix, a V1 checkpoint, the variables of a SavedModel (none
-    /// if it has no variables), or every checkpoint (V2 or V1) of a checkpoint directory. A
-    /// single checkpoint that cannot be opened makes the source unusable; in a directory it is a
+    /// Every checkpoint of SOURCE: one checkpoint (any format), the variables of a SavedModel
+    /// (none if it has no variables), or every checkpoint of a checkpoint directory. A single
+    /// checkpoint that cannot be opened makes the source unusable; in a directory it is a
     /// failed member.
     pub fn open(source: &Path) -> Result<CheckpointSet, SourceProblem> {
         let src = open_source(source).map_err(SourceProblem::Unusable)?;
@@ -288,10 +285,13 @@ impl CheckpointSet {
                 })
             };
         match probed {
-            Probed::Prefix(p) => single(&p, Ckpt::open_with(store.clone(), &p, cache.clone())),
+            Probed::Checkpoint(found) => single(
+                &found.path,
+                Ckpt::opened(&store, found.format.open(&ctx(&store, &cache), &found)),
+            ),
             Probed::SavedModel {
                 variables: Some(p), ..
-            } => single(&p, Ckpt::open_with(store.clone(), &p, cache.clone())),
+            } => single(&p, Ckpt::open_path(&store, &p, &cache)),
             Probed::SavedModel {
                 variables: None, ..
             } => Ok(CheckpointSet {
@@ -303,7 +303,7 @@ impl CheckpointSet {
                 let mut members: Vec<Member> = checkpoints
                     .into_iter()
                     .map(|(name, prefix)| Member {
-                        opened: Ckpt::open_member(store.clone(), &prefix, cache.clone()),
+                        opened: Ckpt::open_path(&store, &prefix, &cache),
                         name: format!("{name}/"),
                         prefix,
                     })
@@ -323,27 +323,27 @@ impl CheckpointSet {
                 "{}: a graph file, which holds no checkpoint",
                 path.display()
             ))),
-            Probed::V1 { path, files } => {
-                single(&path, Ckpt::open_v1(store.clone(), &path, &files))
-            }
         }
     }
 }
 
-/// The one checkpoint a SOURCE stands for in a comparison: a prefix (or the path of one of its
-/// files), a V1 checkpoint (a file, any one of its shards, the `?????` pattern), a SavedModel's
-/// variables, or a checkpoint directory's `latest` (its only checkpoint if it has no state file).
+/// The one checkpoint a SOURCE stands for in a comparison: a checkpoint (any format; for V2 the
+/// prefix or the path of one of its files, for V1 a file, any one of its shards, the `?????`
+/// pattern), a SavedModel's variables, or a checkpoint directory's `latest` (its only checkpoint
+/// if it has no state file).
 pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
     let src = open_source(source)?;
     let (store, probed) = (src.store, src.probed);
     let cache = Caches::new(CACHE_BYTES);
-    let prefix = match probed {
-        Probed::Prefix(p) => p,
+    match probed {
+        Probed::Checkpoint(found) => {
+            Ckpt::opened(&store, found.format.open(&ctx(&store, &cache), &found))
+        }
         Probed::SavedModel {
             variables: Some(p), ..
-        } => p,
+        } => Ckpt::open_path(&store, &p, &cache),
         Probed::SavedModel { dir, .. } => {
-            return Err(format!("{}: a SavedModel without variables", dir.display()))
+            Err(format!("{}: a SavedModel without variables", dir.display()))
         }
         Probed::CheckpointDir {
             dir,
@@ -356,26 +356,22 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 None => None,
             };
             match pick {
-                Some((_, p)) => return Ckpt::open_member(store, p, cache),
+                Some((_, p)) => Ckpt::open_path(&store, p, &cache),
                 None => {
                     let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
-                    return Err(format!(
+                    Err(format!(
                         "{}: no latest checkpoint; name one of: {}",
                         dir.display(),
                         names.join(", ")
-                    ));
+                    ))
                 }
             }
         }
-        Probed::Graph { path, .. } => {
-            return Err(format!(
-                "{}: a graph file, which holds no checkpoint",
-                path.display()
-            ))
-        }
-        Probed::V1 { path, files } => return Ckpt::open_v1(store, &path, &files),
-    };
-    Ckpt::open_with(store, &prefix, cache)
+        Probed::Graph { path, .. } => Err(format!(
+            "{}: a graph file, which holds no checkpoint",
+            path.display()
+        )),
+    }
 }
 
 /// SOURCE opened as the mount opens it: a local path or an object-store URL.
@@ -384,205 +380,44 @@ fn open_source(source: &Path) -> Result<source::Source, String> {
         .map_err(|e| e.to_string())
 }
 
-/// One opened checkpoint: a V2 bundle, read through its index (stored CRC-32Cs, data shards), or
-/// a V1 checkpoint, read through the core's tensor set ([`v1`]: no stored CRC; the bytes read
-/// are checked by the CRC-32C of the table blocks they come from).
-pub struct Ckpt {
-    prefix: PathBuf,
-    /// Where its files live.
-    store: Arc<dyn Store>,
-    data_read: AtomicU64,
-    format: Format,
-}
-
-enum Format {
-    V2(Box<Bundle>),
-    V1(v1::V1Ckpt),
-}
-
-/// A V2 bundle.
-struct Bundle {
-    cache: Arc<Caches>,
-    /// Reads bytes as stored, with no CRC check (the callers check them or compare them).
-    raw: Checkpoint,
-    /// The same checkpoint with the core's CRC checks, for string and variant tensors (whose
-    /// stored CRC covers a form other than the stored bytes); opened when first needed.
-    checked: OnceLock<Result<Checkpoint, String>>,
-    num_shards: u32,
-    /// The index block's separator keys (block `b` holds the keys in `(sep[b-1], sep[b]]`).
-    separators: OnceLock<Option<Vec<Vec<u8>>>>,
-    /// Length of each data file looked at so far (or why it has none), by shard number.
-    shard_len: Mutex<HashMap<u32, Result<u64, String>>>,
-}
-
-/// What a walk over a checkpoint's keys meets, in key order.
-pub enum Item {
-    Tensor(TensorInfo),
-    /// An index entry that cannot be parsed.
-    BadEntry {
-        key: Vec<u8>,
-        reason: String,
-    },
-    /// An index data block that cannot be read: its number (from 0), the number of blocks, and
-    /// the keys it holds, `(after, up_to]`, when the index block says.
-    BadBlock {
-        block: u32,
-        blocks: u32,
-        after: Option<Vec<u8>>,
-        up_to: Option<Vec<u8>>,
-        reason: String,
-    },
-    /// A file of a sharded V1 checkpoint that is not there (met first, before any tensor): its
-    /// number (from 0), the number of shards, its path. The tensors stored only in it are not
-    /// known (each V1 shard lists only its own).
-    MissingShard {
-        shard: u32,
-        shards: u32,
-        file: PathBuf,
-    },
-}
-
-/// A tensor as its index entry describes it.
-#[derive(Debug, Clone)]
-pub struct TensorInfo {
-    pub key: Vec<u8>,
-    /// TensorFlow's dtype name (`float32`, ...; `unknown_N`).
-    pub dtype: String,
-    pub shape: Vec<u64>,
-    /// Stored as slices under their own keys (see [`Ckpt::pieces`]).
-    pub partitioned: bool,
-    /// Stored bytes (a whole tensor; 0 for a partitioned one). V1 stores values, not bytes: its
-    /// fixed-width whole tensors give their served size, its strings 0.
-    pub nbytes: u64,
-    /// The stored CRC-32C (unmasked) of a whole tensor; `None` when partitioned, and in V1.
-    pub crc: Option<u32>,
-    handle: Handle,
-}
-
-#[derive(Debug, Clone)]
-enum Handle {
-    V2(Tensor),
-    V1(v1::Handle),
-}
-
-/// One stored piece of a tensor: the whole tensor, or one slice of a partitioned one. A V1
-/// tensor is one piece, its served bytes (partitioned ones assembled).
-#[derive(Debug, Clone)]
-pub struct Piece {
-    /// The slice, per dimension `(start, length)`; empty for a whole tensor.
-    pub extent: Vec<(u64, u64)>,
-    pub nbytes: u64,
-    /// Stored CRC-32C (unmasked); `None` in V1, whose reads are checked by the core.
-    pub crc: Option<u32>,
-    /// The data file it is stored in (V1: the checkpoint's path).
-    pub file: PathBuf,
-    /// Whether its bytes are checked by [`Ckpt::check_piece`] (strings, variants, and dtypes
-    /// that cannot be read) rather than read with [`Ckpt::read_piece`] and CRC-checked by the
-    /// caller.
-    pub checked_by_core: bool,
-    at: At,
-}
-
-/// Where a piece's bytes come from.
-#[derive(Debug, Clone)]
-enum At {
-    V2 {
-        shard: u32,
-        offset: u64,
-        tensor: Tensor,
-    },
-    V1(v1::Handle),
-}
-
-/// A tensor or piece of one checkpoint given to another.
-const FOREIGN: &str = "a tensor of another checkpoint";
-
-/// A core error message without the `PREFIX: tensor KEY: ` the caller already shows.
-/// A core error as a reason on a line that already names the tensor: the file and what is
-/// wrong with it, said once (`CRC-32C mismatch in FILE (stored .., computed ..)`, `FILE: what`).
-fn bare(e: FsError, prefix: &Path, key: &[u8]) -> String {
-    let e = match e {
-        FsError::Corrupt {
-            file,
-            source: crate::format::FormatError::TensorCrc { stored, computed },
-            ..
-        } => {
-            return format!(
-                "CRC-32C mismatch in {file} (stored {stored:#010x}, computed {computed:#010x})"
-            )
-        }
-        FsError::Corrupt { file, source, .. } => return format!("{file}: {source}"),
-        e => e,
-    };
-    let s = e.to_string();
-    let p = format!(
-        "{}: tensor {}: ",
-        prefix.display(),
-        String::from_utf8_lossy(key)
-    );
-    match s.strip_prefix(&p) {
-        Some(rest) => rest.to_string(),
-        None => s,
+/// How the subcommands open checkpoints: stored checksums are checked by the checks
+/// themselves (or by the format's checking reads), not on every read.
+fn ctx<'a>(store: &'a Arc<dyn Store>, cache: &Arc<Caches>) -> OpenCtx<'a> {
+    OpenCtx {
+        store: &**store,
+        caches: cache.clone(),
+        verify: false,
     }
 }
 
-fn hidden(key: &[u8]) -> bool {
-    key.first().is_none_or(|&b| b == 0)
+/// One opened checkpoint, for `verify` and `diff`: the format's checks ([`Integrity`]), with
+/// every byte of tensor data read through it counted ([`Ckpt::data_bytes_read`]).
+pub struct Ckpt {
+    prefix: PathBuf,
+    checks: Box<dyn Integrity>,
+    data_read: AtomicU64,
 }
 
 impl Ckpt {
-    pub fn open(prefix: &Path) -> Result<Ckpt, String> {
-        Ckpt::open_with(Arc::new(LocalStore), prefix, Caches::new(CACHE_BYTES))
+    /// The checkpoint at `path` of the local filesystem, in whatever format it is.
+    pub fn open(path: &Path) -> Result<Ckpt, String> {
+        let store: Arc<dyn Store> = Arc::new(LocalStore);
+        Ckpt::open_path(&store, path, &Caches::new(CACHE_BYTES))
     }
 
-    /// A checkpoint directory's member: a V1 checkpoint when its path is one (by content), else
-    /// a V2 prefix.
-    fn open_member(
-        store: Arc<dyn Store>,
-        prefix: &Path,
-        cache: Arc<Caches>,
+    fn open_path(store: &Arc<dyn Store>, path: &Path, cache: &Arc<Caches>) -> Result<Ckpt, String> {
+        Ckpt::opened(store, formats::open_path(&ctx(store, cache), path))
+    }
+
+    fn opened(
+        store: &Arc<dyn Store>,
+        opened: Result<Arc<dyn Opened>, crate::error::SourceError>,
     ) -> Result<Ckpt, String> {
-        match source::checkpoint_at(&*store, prefix) {
-            Some(Probed::V1 { path, files }) => Ckpt::open_v1(store, &path, &files),
-            _ => Ckpt::open_with(store, prefix, cache),
-        }
-    }
-
-    /// The V1 checkpoint `path` names (a file, a shard, a `?????` pattern), made of `files`.
-    fn open_v1(store: Arc<dyn Store>, path: &Path, files: &[PathBuf]) -> Result<Ckpt, String> {
+        let checks = opened.map_err(|e| e.to_string())?.integrity(store.clone());
         Ok(Ckpt {
-            prefix: path.to_path_buf(),
-            format: Format::V1(v1::V1Ckpt::open(&*store, path, files)?),
-            store,
+            prefix: checks.path().to_path_buf(),
+            checks,
             data_read: AtomicU64::new(0),
-        })
-    }
-
-    fn open_with(store: Arc<dyn Store>, prefix: &Path, cache: Arc<Caches>) -> Result<Ckpt, String> {
-        let raw =
-            Checkpoint::open(&*store, prefix, cache.clone(), false).map_err(|e| e.to_string())?;
-        let index = index_file_name(prefix);
-        // The header (the entry under the empty key) was parsed by `open`; its shard count is
-        // needed to name data files.
-        let num_shards = (|| {
-            let p = raw.table().seek(b"").ok()??;
-            let (blk, i) = raw.table().entry(p).ok()?;
-            bundle::parse_header(blk.value(i)).ok()
-        })()
-        .map(|h| h.num_shards)
-        .ok_or_else(|| format!("{}: cannot read the bundle header", index.display()))?;
-        Ok(Ckpt {
-            prefix: prefix.to_path_buf(),
-            store,
-            data_read: AtomicU64::new(0),
-            format: Format::V2(Box::new(Bundle {
-                cache,
-                raw,
-                checked: OnceLock::new(),
-                num_shards,
-                separators: OnceLock::new(),
-                shard_len: Mutex::new(HashMap::new()),
-            })),
         })
     }
 
@@ -590,7 +425,7 @@ impl Ckpt {
         &self.prefix
     }
 
-    /// Bytes read from data shards so far through this checkpoint (V1: tensor bytes served).
+    /// Bytes of tensor data read so far through this checkpoint.
     pub fn data_bytes_read(&self) -> u64 {
         self.data_read.load(Ordering::Relaxed)
     }
@@ -599,67 +434,24 @@ impl Ckpt {
         self.data_read.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The tensors of the checkpoint in key order (the header and slice entries are not
-    /// tensors), with the entries and index blocks that cannot be read (V1: first its missing
-    /// shards).
+    /// The tensors of the checkpoint in key order, with the entries, index blocks and files
+    /// that cannot be read.
     pub fn walk(&self) -> Walk<'_> {
-        Walk(match &self.format {
-            Format::V2(b) => Walks::V2(BundleWalk {
-                ck: self,
-                b,
-                block: 0,
-                entry: 0,
-                current: None,
-            }),
-            Format::V1(s) => Walks::V1(s.walk()),
-        })
+        self.checks.walk()
     }
 
-    /// The stored pieces of a tensor: itself, or its slices (checked to tile the tensor, each
-    /// present in the index with the tensor's dtype and the slice's shape). A V1 tensor is one
-    /// piece (partitioned ones assembled by the core).
+    /// The stored pieces of a tensor: itself, or its slices.
     pub fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
-        match (&self.format, &t.handle) {
-            (Format::V2(b), Handle::V2(tensor)) => self.v2_pieces(b, t, tensor),
-            (Format::V1(s), Handle::V1(h)) => Ok(vec![s.piece(h)?]),
-            _ => Err(FOREIGN.into()),
-        }
+        self.checks.pieces(t)
     }
 
-    /// Checks that a piece's data file is there and holds the piece's bytes; the error names
-    /// the file. Each data file is looked at once (`stat`); reading the piece finds any other
-    /// trouble. (V1 files were all opened with the checkpoint.)
+    /// Checks that a piece's file is there and holds the piece's bytes; the error names the
+    /// file.
     pub fn piece_present(&self, p: &Piece) -> Result<(), String> {
-        let (b, shard, offset) = match (&self.format, &p.at) {
-            (Format::V2(b), At::V2 { shard, offset, .. }) => (b, *shard, *offset),
-            (Format::V1(_), At::V1(_)) => return Ok(()),
-            _ => return Err(FOREIGN.into()),
-        };
-        let end = offset.saturating_add(p.nbytes);
-        let len = {
-            let mut known = b.shard_len.lock().unwrap_or_else(|e| e.into_inner());
-            known
-                .entry(shard)
-                .or_insert_with(|| match self.store.open(&p.file) {
-                    Ok(f) => Ok(f.len()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        Err(format!("data file {} is missing", p.file.display()))
-                    }
-                    Err(e) => Err(format!("data file {}: {e}", p.file.display())),
-                })
-                .clone()?
-        };
-        if len < end {
-            return Err(format!(
-                "data file {} is truncated: {len} bytes, the tensor is stored at bytes {offset}..{end}",
-                p.file.display(),
-            ));
-        }
-        Ok(())
+        self.checks.piece_present(p)
     }
 
-    /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`),
-    /// unchecked, to `f`. (V1: the served bytes, checked by the core as they are read.)
+    /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`) to `f`.
     pub fn read_piece<R>(
         &self,
         p: &Piece,
@@ -667,273 +459,45 @@ impl Ckpt {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, String> {
-        let b = match (&self.format, &p.at) {
-            (Format::V2(b), At::V2 { tensor, .. }) => b
-                .raw
-                .read(tensor, offset, len)
-                .map_err(|e| bare(e, &self.prefix, &tensor.key))?,
-            (Format::V1(s), At::V1(h)) => s.read(h, offset, len)?,
-            _ => return Err(FOREIGN.into()),
-        };
-        self.count(b.len() as u64);
-        Ok(f(&b))
+        let mut f = Some(f);
+        let mut out = None;
+        let n = self.checks.read_piece(p, offset, len, &mut |b| {
+            if let Some(f) = f.take() {
+                out = Some(f(b));
+            }
+        })?;
+        self.count(n as u64);
+        out.ok_or_else(|| format!("{}: nothing read", p.file.display()))
     }
 
-    /// Reads a `checked_by_core` piece whole and checks it against its stored CRC-32C (V1:
-    /// reads it whole, which checks it).
+    /// Reads a `checked_by_core` piece whole, checking it.
     pub fn check_piece(&self, p: &Piece) -> Result<(), String> {
-        let (b, tensor) = match (&self.format, &p.at) {
-            (Format::V2(b), At::V2 { tensor, .. }) => (b, tensor),
-            (Format::V1(s), At::V1(h)) => {
-                let n = s.read_all(h)?;
-                self.count(n);
-                return Ok(());
+        let n = self.checks.check_piece(p)?;
+        self.count(n);
+        Ok(())
+    }
+
+    /// Checks of whole files beyond the tensors: `(what, bytes read or the problem)`.
+    pub fn file_checks(&self) -> Vec<(Vec<u8>, Result<u64, String>)> {
+        let r = self.checks.file_checks();
+        for (_, n) in &r {
+            if let Ok(n) = n {
+                self.count(*n);
             }
-            _ => return Err(FOREIGN.into()),
-        };
-        let d = tensor.entry.dtype;
-        if d != DT_STRING && d != DT_VARIANT {
-            return Err(format!("dtype {} cannot be read", d.display_name()));
         }
-        let ck = self.checked(b)?;
-        let r = if d == DT_STRING {
-            ck.served_size(tensor).map(|_| ())
-        } else {
-            ck.read(tensor, 0, 0).map(|_| ())
-        };
-        self.count(p.nbytes);
-        r.map_err(|e| bare(e, &self.prefix, &tensor.key))
+        r
     }
 
     /// Size of the tensor's served bytes (its `.bin` file).
     pub fn served_size(&self, t: &TensorInfo) -> Result<u64, String> {
-        match (&self.format, &t.handle) {
-            (Format::V2(b), Handle::V2(tensor)) => b
-                .raw
-                .served_size(tensor)
-                .map_err(|e| bare(e, &self.prefix, &t.key)),
-            (Format::V1(s), Handle::V1(h)) => Ok(s.data(h)?.size()),
-            _ => Err(FOREIGN.into()),
-        }
+        self.checks.served_size(t)
     }
 
     /// Bytes `[offset, offset + len)` of the tensor's served bytes (its `.bin` file, partitioned
-    /// tensors reassembled), not CRC-checked (V1: checked by the core as they are read).
+    /// tensors reassembled).
     pub fn read_served(&self, t: &TensorInfo, offset: u64, len: usize) -> Result<Vec<u8>, String> {
-        let b = match (&self.format, &t.handle) {
-            (Format::V2(b), Handle::V2(tensor)) => b
-                .raw
-                .read(tensor, offset, len)
-                .map_err(|e| bare(e, &self.prefix, &t.key))?
-                .to_vec(),
-            (Format::V1(s), Handle::V1(h)) => s.read(h, offset, len)?,
-            _ => return Err(FOREIGN.into()),
-        };
+        let b = self.checks.read_served(t, offset, len)?;
         self.count(b.len() as u64);
         Ok(b)
-    }
-
-    // -- V2 ----------------------------------------------------------------------------------
-
-    fn checked<'b>(&self, b: &'b Bundle) -> Result<&'b Checkpoint, String> {
-        b.checked
-            .get_or_init(|| {
-                Checkpoint::open(&*self.store, &self.prefix, b.cache.clone(), true)
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| e.clone())
-    }
-
-    fn separators<'b>(&self, b: &'b Bundle) -> Option<&'b Vec<Vec<u8>>> {
-        b.separators
-            .get_or_init(|| {
-                let f = self.store.open(&index_file_name(&self.prefix)).ok()?;
-                let footer = sstable::read_footer(&*f).ok()?;
-                let blk = Block::parse(sstable::read_block_at(&*f, footer.index).ok()?).ok()?;
-                Some((0..blk.len()).map(|i| blk.key(i).to_vec()).collect())
-            })
-            .as_ref()
-    }
-
-    fn info(&self, t: Tensor) -> TensorInfo {
-        let (partitioned, nbytes, crc) = match t.entry.data {
-            Data::Contiguous { size, crc, .. } => {
-                (false, size, Some(crate::format::unmask_crc(crc)))
-            }
-            Data::Sliced(_) => (true, 0, None),
-        };
-        TensorInfo {
-            key: t.key.clone(),
-            dtype: t.entry.dtype.display_name(),
-            shape: t.entry.shape.clone(),
-            partitioned,
-            nbytes,
-            crc,
-            handle: Handle::V2(t),
-        }
-    }
-
-    fn piece(&self, b: &Bundle, t: Tensor, extent: Vec<(u64, u64)>) -> Result<Piece, String> {
-        let Data::Contiguous {
-            shard,
-            offset,
-            size,
-            crc,
-        } = t.entry.data
-        else {
-            return Err("a slice entry is itself partitioned".into());
-        };
-        let d = t.entry.dtype;
-        Ok(Piece {
-            extent,
-            nbytes: size,
-            crc: Some(crate::format::unmask_crc(crc)),
-            file: data_file_name(&self.prefix, shard, b.num_shards),
-            checked_by_core: d == DT_STRING || d == DT_VARIANT || d.elem_size().is_none(),
-            at: At::V2 {
-                shard,
-                offset,
-                tensor: t,
-            },
-        })
-    }
-
-    fn v2_pieces(&self, b: &Bundle, t: &TensorInfo, tensor: &Tensor) -> Result<Vec<Piece>, String> {
-        let slices = match &tensor.entry.data {
-            Data::Contiguous { .. } => {
-                return Ok(vec![self.piece(b, tensor.clone(), Vec::new())?])
-            }
-            Data::Sliced(s) => s,
-        };
-        let shape = &t.shape;
-        bundle::check_tiling(shape, slices).map_err(|e| e.to_string())?;
-        let mut out = Vec::with_capacity(slices.len());
-        for s in slices {
-            let extent = extent_of(shape, s);
-            let what = || format!("slice {}", show_extent(&extent));
-            let st = b
-                .raw
-                .lookup(&slice_key::encode(&t.key, s))
-                .map_err(|e| format!("{}: {}", what(), bare(e, &self.prefix, &t.key)))?
-                .ok_or_else(|| format!("{}: its entry is missing from the index", what()))?;
-            if st.entry.dtype != tensor.entry.dtype
-                || st.entry.shape != bundle::slice_shape(shape, s)
-            {
-                return Err(format!(
-                    "{}: its entry does not match the tensor's dtype or the slice's shape",
-                    what()
-                ));
-            }
-            out.push(self.piece(b, st, extent)?);
-        }
-        Ok(out)
-    }
-}
-
-fn extent_of(shape: &[u64], s: &[Extent]) -> Vec<(u64, u64)> {
-    shape
-        .iter()
-        .zip(s)
-        .map(|(&d, e)| {
-            if e.length < 0 {
-                (0, d)
-            } else {
-                (e.start as u64, e.length as u64)
-            }
-        })
-        .collect()
-}
-
-/// A slice as TensorFlow writes it in `shape_and_slices`: `start,length` per dimension, `:`
-/// between dimensions.
-pub fn show_extent(e: &[(u64, u64)]) -> String {
-    let v: Vec<String> = e.iter().map(|(s, l)| format!("{s},{l}")).collect();
-    v.join(":")
-}
-
-/// Iterator of [`Ckpt::walk`].
-pub struct Walk<'a>(Walks<'a>);
-
-enum Walks<'a> {
-    V2(BundleWalk<'a>),
-    V1(v1::V1Walk<'a>),
-}
-
-impl Iterator for Walk<'_> {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        match &mut self.0 {
-            Walks::V2(w) => w.next(),
-            Walks::V1(w) => w.next(),
-        }
-    }
-}
-
-/// A V2 walk: one index block at a time.
-struct BundleWalk<'a> {
-    ck: &'a Ckpt,
-    b: &'a Bundle,
-    block: u32,
-    entry: u32,
-    current: Option<Arc<Block>>,
-}
-
-impl Iterator for BundleWalk<'_> {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        let table = self.b.raw.table();
-        let blocks = u32::try_from(table.num_blocks()).unwrap_or(u32::MAX);
-        loop {
-            if self.block >= blocks {
-                return None;
-            }
-            let blk = match &self.current {
-                Some(b) => b.clone(),
-                None => match table.block(self.block) {
-                    Ok(b) => {
-                        self.current = Some(b.clone());
-                        self.entry = 0;
-                        b
-                    }
-                    Err(e) => {
-                        let b = self.block;
-                        self.block += 1;
-                        let seps = self.ck.separators(self.b);
-                        let sep = |i: usize| seps.and_then(|s| s.get(i).cloned());
-                        return Some(Item::BadBlock {
-                            block: b,
-                            blocks,
-                            after: b.checked_sub(1).and_then(|p| sep(p as usize)),
-                            up_to: sep(b as usize),
-                            reason: e.to_string(),
-                        });
-                    }
-                },
-            };
-            let i = self.entry as usize;
-            let Some(key) = blk.key_checked(i) else {
-                self.current = None;
-                self.block += 1;
-                continue;
-            };
-            self.entry += 1;
-            if hidden(key) {
-                continue;
-            }
-            let pos = Pos {
-                block: self.block,
-                entry: i as u32,
-            };
-            return Some(match self.b.raw.tensor_at(pos) {
-                Ok(t) => Item::Tensor(self.ck.info(t)),
-                Err(e) => Item::BadEntry {
-                    key: key.to_vec(),
-                    reason: format!("index entry unreadable: {}", bare(e, &self.ck.prefix, key)),
-                },
-            });
-        }
     }
 }

@@ -225,6 +225,18 @@ impl Verifier {
             }
         }
         self.run_batch(name, ck, batch);
+        for (what, r) in ck.file_checks() {
+            match r {
+                Ok(n) => {
+                    self.bytes.fetch_add(n, Ordering::Relaxed);
+                    self.progress.inc(n);
+                }
+                Err(e) => self.problem(name, &what, &e),
+            }
+            if self.closed {
+                return;
+            }
+        }
     }
 
     /// The pieces of a tensor, and the problems visible without reading its bytes.

@@ -3,7 +3,7 @@
 //! links and rendered text files, and a SavedModel's assets (listed lazily). Serving the tree is
 //! the dispatcher's job ([`super::Fs`]); a new view is one new subtree type plus one line here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::assets::Assets;
@@ -17,11 +17,10 @@ use super::views;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
 use crate::source::bytes::{FileMeta, Store};
-use crate::source::checkpoint::{index_file_name, Checkpoint};
 use crate::source::dirtree::{self, PassTree, StoreTree, What};
+use crate::source::formats::{self, Detected, OpenCtx, Opened};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::{EmptySet, TensorSet};
-use crate::source::v1::{self, V1Set};
 use crate::source::{names, Probed};
 use crate::tree::ino::{Ino, ROOT};
 use crate::tree::{self, FileKind};
@@ -59,11 +58,20 @@ pub fn build(store: &Arc<dyn Store>, probed: &Probed, opts: &Options) -> Result<
     let mut fs = Fs::empty(opts);
     let shared = store.clone();
     let store = &**store;
-    if let Probed::CheckpointDir { dir, .. } = probed {
+    if let Probed::CheckpointDir {
+        dir, checkpoints, ..
+    } = probed
+    {
         let state_file = dir.join("checkpoint");
         if opts.live && store.is_file(&state_file) {
-            let live = Live::open(&fs, store, dir, &state_file)?;
+            let live = Live::open(&fs, store, dir, Some(&state_file))?;
             fs.live = Some(live);
+            return Ok(fs);
+        }
+        // Checkpoints that are one file each (Keras: one per epoch) appear whole: the
+        // directory is followed by listing it.
+        if opts.live && checkpoints.iter().any(|(_, p)| store.is_file(p)) {
+            fs.live = Some(Live::open(&fs, store, dir, None)?);
             return Ok(fs);
         }
     }
@@ -128,33 +136,31 @@ impl<'a> Builder<'a> {
         Ok(id)
     }
 
-    fn open_checkpoint(&self, prefix: &Path) -> Result<Arc<Checkpoint>, SourceError> {
-        Checkpoint::open(
-            self.store,
-            prefix,
-            self.fs.caches.clone(),
-            self.fs.opts.verify_crc,
-        )
-        .map(Arc::new)
+    fn ctx(&self) -> OpenCtx<'_> {
+        OpenCtx {
+            store: self.store,
+            caches: self.fs.caches.clone(),
+            verify: self.fs.opts.verify_crc,
+        }
+    }
+
+    /// The checkpoint at `path`, in whatever format it is.
+    fn open_any(&self, path: &Path) -> Result<Arc<dyn Opened>, SourceError> {
+        formats::open_path(&self.ctx(), path)
     }
 
     /// The mount root's table (node 1 is the root) for a probed source.
     fn build_root(&mut self, probed: &Probed) -> Result<(), SourceError> {
         let store = self.store;
         match probed {
-            Probed::Prefix(prefix) | Probed::V1 { path: prefix, .. } => {
-                let ck = match probed {
-                    Probed::V1 { path, files } => {
-                        Opened::V1(Arc::new(V1Set::open(store, path, files)?))
-                    }
-                    _ => Opened::V2(self.open_checkpoint(prefix)?),
-                };
+            Probed::Checkpoint(found) => {
+                let ck = found.format.open(&self.ctx(), found)?;
                 let root = self.add(Fixed::Dir {
                     parent: ROOT,
                     children: Vec::new(),
                     meta: ck.meta(),
                 });
-                self.add_checkpoint(root, String::new(), ck, prefix)?;
+                self.add_checkpoint(root, String::new(), ck, &found.path)?;
             }
             Probed::Graph { path, kind } => {
                 let g = GraphFile::open(store, path, *kind)?;
@@ -206,9 +212,14 @@ impl<'a> Builder<'a> {
                 let g = GraphFile::open(store, &graph, GraphKind::SavedModel)?;
                 match variables {
                     Some(prefix) => {
-                        let ck = self.open_checkpoint(prefix)?;
-                        self.add_variables(root, String::new(), ck.clone(), prefix)?;
-                        self.add_saved_model_names(root, &ck, &g);
+                        let found = Detected {
+                            path: prefix.clone(),
+                            files: Vec::new(),
+                            format: &formats::v2::V2,
+                        };
+                        let ck = found.format.open(&self.ctx(), &found)?;
+                        self.add_variables(root, String::new(), ck.tensors(), prefix)?;
+                        self.add_saved_model_names(root, &*ck, &g);
                     }
                     None => {
                         let path = dir.join("variables/variables");
@@ -241,39 +252,34 @@ impl<'a> Builder<'a> {
         self.add_checkpoint(root, name.to_string(), ck, prefix)
     }
 
-    /// A checkpoint's tree under `dir`: `variables/`, `names/` (TF2), and its graph when a
-    /// `.meta` is beside it.
+    /// A checkpoint's tree under `dir`: `variables/` and the views, `names/`, the format's own
+    /// files, and a graph that goes with it.
     fn add_checkpoint(
         &mut self,
         dir: Ino,
         name: String,
-        ck: Opened,
-        prefix: &Path,
+        ck: Arc<dyn Opened>,
+        path: &Path,
     ) -> Result<(), SourceError> {
-        match ck {
-            Opened::V2(ck) => {
-                self.add_variables(dir, name, ck.clone(), prefix)?;
-                if let Some(tog) = object_graph(&ck) {
-                    self.add_names(dir, &ck, names::checkpoint_names(&tog));
-                }
-                self.add_meta_file(dir, prefix)
-            }
-            Opened::V1(set) => {
-                self.add_variables(dir, name, set, prefix)?;
-                // TF1's Saver writes the .meta beside the checkpoint's name without its shards.
-                self.add_meta_file(dir, &v1::checkpoint_stem(prefix))
-            }
+        let set = ck.tensors();
+        self.add_variables(dir, name, set.clone(), path)?;
+        self.add_names(dir, &*set, ck.names());
+        let meta = ck.meta();
+        for (name, bytes) in ck.files() {
+            let f = self.add(Fixed::Text {
+                parent: dir,
+                text: Arc::new(super::fixed::Bytes(bytes)),
+                meta,
+            });
+            self.link(dir, name.as_bytes(), f, Kind::File);
         }
-    }
-
-    /// The checkpoint at `path`: V2 when `path.index` exists, else V1 when its bytes say so.
-    fn open_any(&self, path: &Path) -> Result<Opened, SourceError> {
-        if !self.store.is_file(&index_file_name(path)) {
-            if let Some(files) = v1::v1_files(self.store, path) {
-                return V1Set::open(self.store, path, &files).map(|s| Opened::V1(Arc::new(s)));
+        match ck.meta_graph() {
+            Some(p) if self.store.is_file(&p) => {
+                let g = GraphFile::open(self.store, &p, GraphKind::MetaGraph)?;
+                self.add_graph(dir, g)
             }
+            _ => Ok(()),
         }
-        self.open_checkpoint(path).map(Opened::V2)
     }
 
     fn add_variables(
@@ -307,9 +313,9 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_saved_model_names(&mut self, dir: Ino, ck: &Checkpoint, g: &GraphFile) {
+    fn add_saved_model_names(&mut self, dir: Ino, ck: &dyn Opened, g: &GraphFile) {
         use prost::Message;
-        let Some(tog) = object_graph(ck) else {
+        let Some(tog) = ck.object_graph() else {
             return;
         };
         let buf = g.bytes();
@@ -323,7 +329,7 @@ impl<'a> Builder<'a> {
             }
             match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
                 Ok(sog) => {
-                    self.add_names(dir, ck, names::saved_model_names(&sog, &tog));
+                    self.add_names(dir, &*ck.tensors(), names::saved_model_names(&sog, &tog));
                     return;
                 }
                 Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
@@ -332,11 +338,11 @@ impl<'a> Builder<'a> {
     }
 
     /// `names/`: symlinks from the names users know to the tensor files in `variables/`.
-    fn add_names(&mut self, parent: Ino, ck: &Checkpoint, pairs: Vec<(String, String)>) {
+    fn add_names(&mut self, parent: Ino, set: &dyn TensorSet, pairs: Vec<(String, String)>) {
         if pairs.is_empty() {
             return;
         }
-        let meta = ck.meta();
+        let meta = set.meta();
         let root = self.add_dir(parent, b"names", meta);
         let mut dirs: std::collections::HashMap<(Ino, Vec<u8>), Ino> = Default::default();
         let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
@@ -349,7 +355,7 @@ impl<'a> Builder<'a> {
                 .collect()
         };
         for (name, key) in pairs {
-            let Ok(Some(t)) = ck.lookup(key.as_bytes()) else {
+            let Some(dtype) = dtype_of(set, key.as_bytes()) else {
                 continue;
             };
             let comps = escaped_path(name.as_bytes());
@@ -368,7 +374,7 @@ impl<'a> Builder<'a> {
             target.extend_from_slice(b"variables/");
             target.extend_from_slice(&escaped_path(key.as_bytes()).join(&b'/'));
             let leaf = &comps[comps.len() - 1];
-            let files: &[FileKind] = super::tensor_files::files(Some(t.entry.dtype));
+            let files: &[FileKind] = super::tensor_files::files(Some(dtype));
             for kind in files {
                 let mut n = leaf.clone();
                 n.extend_from_slice(kind.suffix().as_bytes());
@@ -444,18 +450,6 @@ impl<'a> Builder<'a> {
             if let Some(r) = Assets::root(id) {
                 self.link(root, name.as_bytes(), r, Kind::Dir);
             }
-        }
-        Ok(())
-    }
-
-    /// The TF1 `Saver`'s MetaGraphDef beside a checkpoint (`PREFIX.meta`), if there is one.
-    fn add_meta_file(&mut self, dir: Ino, prefix: &Path) -> Result<(), SourceError> {
-        let mut p = prefix.as_os_str().to_owned();
-        p.push(".meta");
-        let p = PathBuf::from(p);
-        if self.store.is_file(&p) {
-            let g = GraphFile::open(self.store, &p, GraphKind::MetaGraph)?;
-            self.add_graph(dir, g)?;
         }
         Ok(())
     }
@@ -589,30 +583,11 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// A checkpoint as opened: V2 (with what only V2 has: an object graph) or V1.
-enum Opened {
-    V2(Arc<Checkpoint>),
-    V1(Arc<V1Set>),
-}
-
-impl Opened {
-    fn meta(&self) -> FileMeta {
-        match self {
-            Opened::V2(c) => c.meta(),
-            Opened::V1(c) => c.meta(),
-        }
+/// The dtype of the tensor under `key`, if the set has one.
+fn dtype_of(set: &dyn TensorSet, key: &[u8]) -> Option<crate::format::dtype::DType> {
+    let pos = set.seek(key).ok()??;
+    if set.key(pos).ok()? != key {
+        return None;
     }
-}
-
-/// The object graph a TF2 checkpoint stores as a string tensor.
-fn object_graph(ck: &Checkpoint) -> Option<crate::proto::TrackableObjectGraph> {
-    use prost::Message;
-    let t = ck.lookup(names::OBJECT_GRAPH_KEY).ok()??;
-    let data = ck.open_tensor(&t).ok()?;
-    let bytes = data.read(0, usize::try_from(data.size()).ok()?).ok()?;
-    // One string element: an 8-byte length, then the serialized proto.
-    let proto = bytes.get(8..)?;
-    crate::proto::TrackableObjectGraph::decode(proto)
-        .inspect_err(|e| log::warn!("{}: object graph: {e}", ck.prefix().display()))
-        .ok()
+    set.info(pos).ok().map(|i| i.dtype)
 }

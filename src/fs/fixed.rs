@@ -213,3 +213,21 @@ impl Subtree for FixedNodes {
         })
     }
 }
+
+/// A file whose bytes are known when the tree is built (a format's own small files: a Keras
+/// model's `config.json`).
+pub struct Bytes(pub Arc<[u8]>);
+
+impl Generated for Bytes {
+    fn size(&self) -> FsResult<u64> {
+        Ok(self.0.len() as u64)
+    }
+
+    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let end = start.saturating_add(size).min(self.0.len());
+        Ok(self.0[start..end].to_vec())
+    }
+}

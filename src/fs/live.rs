@@ -193,7 +193,9 @@ impl Subtree for LiveDir {
 /// A followed checkpoint directory.
 pub struct Live {
     dir: PathBuf,
-    state_file: PathBuf,
+    /// The state file that lists its checkpoints; `None`: its checkpoint files are listed
+    /// (a directory of Keras files, one per epoch), the newest being `latest`.
+    state_file: Option<PathBuf>,
     root: Arc<LiveDir>,
     /// Unlinked checkpoints not yet freed.
     pruned: Mutex<Vec<Mounted>>,
@@ -201,6 +203,8 @@ pub struct Live {
     waiting: Mutex<Vec<(String, Instant)>>,
     /// The state file's size and mtime when it was last applied.
     applied: Mutex<Option<(u64, std::time::SystemTime)>>,
+    /// Warnings given (each once).
+    said: Mutex<Vec<String>>,
 }
 
 /// The state file's text, if it is complete: it parses, names a current checkpoint, ends with
@@ -233,12 +237,13 @@ fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
 }
 
 impl Live {
-    /// Mounts the checkpoints the state file names now. Registers the live root as subtree 0.
+    /// Mounts the checkpoints the state file names now (without one: the checkpoint files in
+    /// the directory). Registers the live root as subtree 0.
     pub fn open(
         fs: &Fs,
         store: &dyn Store,
         dir: &Path,
-        state_file: &Path,
+        state_file: Option<&Path>,
     ) -> Result<Live, SourceError> {
         let meta = store.meta(dir).map_err(|err| SourceError::Io {
             path: dir.to_path_buf(),
@@ -258,17 +263,25 @@ impl Live {
         fs.registry.set(0, root.clone());
         let live = Live {
             dir: dir.to_path_buf(),
-            state_file: state_file.to_path_buf(),
+            state_file: state_file.map(Path::to_path_buf),
             root,
             pruned: Mutex::new(Vec::new()),
             waiting: Mutex::new(Vec::new()),
             applied: Mutex::new(None),
+            said: Mutex::new(Vec::new()),
         };
         // At mount, the state file must be usable (as for a snapshot mount).
-        let (checkpoints, latest) = state::resolve(store, dir, state_file)?;
+        let (checkpoints, latest) = match state_file {
+            Some(f) => state::resolve(store, dir, f)?,
+            None => {
+                let c = state::checkpoint_files(store, dir)?;
+                let latest = state::newest_file(store, &c);
+                (c, latest)
+            }
+        };
         if checkpoints.is_empty() {
             return Err(SourceError::Invalid {
-                path: state_file.to_path_buf(),
+                path: state_file.unwrap_or(dir).to_path_buf(),
                 msg: "none of the checkpoints this state file lists exists".into(),
             });
         }
@@ -277,8 +290,21 @@ impl Live {
             live.root.write().push(m);
         }
         live.root.write().latest = latest;
-        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) = stamp(state_file);
+        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) = state_file.and_then(stamp);
         Ok(live)
+    }
+
+    /// The checkpoints and `latest` now, if the directory's state is complete: the state
+    /// file's (see [`complete_state`]), or the checkpoint files in it.
+    fn current(&self, store: &dyn Store) -> Option<(state::NamedPrefixes, Option<String>)> {
+        match &self.state_file {
+            Some(f) => complete_state(store, &self.dir, f),
+            None => {
+                let c = state::checkpoint_files(store, &self.dir).ok()?;
+                let latest = state::newest_file(store, &c);
+                Some((c, latest))
+            }
+        }
     }
 
     fn mount_one(
@@ -324,7 +350,8 @@ impl Live {
     pub fn refresh(&self, fs: &Fs, store: &dyn Store, force: bool) -> Vec<Invalidate> {
         let mut out = Vec::new();
         self.free_forgotten(fs);
-        let now_stamp = stamp(&self.state_file);
+        // Without a state file there is no one file to watch: the directory is listed again.
+        let now_stamp = self.state_file.as_deref().and_then(stamp);
         let waiting_any = !self
             .waiting
             .lock()
@@ -336,7 +363,7 @@ impl Live {
             return out;
         }
         // A missing or half-written state file keeps the last complete state.
-        let Some((checkpoints, latest)) = complete_state(store, &self.dir, &self.state_file) else {
+        let Some((checkpoints, latest)) = self.current(store) else {
             return out;
         };
         let root_ino = ROOT.0;
@@ -369,7 +396,17 @@ impl Live {
                 }
                 Err(e) => {
                     all_ready = false;
-                    log::warn!("{}: checkpoint {name}: {e}; retried", self.dir.display());
+                    // Said once per checkpoint and error: a file being written is retried at
+                    // every change until it opens.
+                    let msg = format!("{}: checkpoint {name}: {e}; retried", self.dir.display());
+                    let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+                    if !said.contains(&msg) {
+                        log::warn!("{msg}");
+                        if said.len() >= 1024 {
+                            said.clear();
+                        }
+                        said.push(msg);
+                    }
                 }
             }
         }

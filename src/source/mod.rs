@@ -5,7 +5,9 @@ pub mod bytes;
 pub mod checkpoint;
 pub mod dirtree;
 pub mod file;
+pub mod formats;
 pub mod graph;
+pub mod integrity;
 pub mod names;
 pub mod remote;
 pub mod state;
@@ -22,9 +24,10 @@ use checkpoint::index_file_name;
 /// What a SOURCE path turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probed {
-    /// A checkpoint prefix `P` (with `P.index`).
-    Prefix(PathBuf),
-    /// A directory of checkpoints: `(name shown in the mount, prefix)`, and the current one.
+    /// One checkpoint, in the format that recognised it (a V2 prefix `P` with `P.index`, a V1
+    /// file, shard or `?????` pattern, ...).
+    Checkpoint(formats::Detected),
+    /// A directory of checkpoints: `(name shown in the mount, path)`, and the current one.
     CheckpointDir {
         dir: PathBuf,
         checkpoints: Vec<(String, PathBuf)>,
@@ -41,58 +44,17 @@ pub enum Probed {
         path: PathBuf,
         kind: graph::GraphKind,
     },
-    /// A V1 checkpoint (one table file, or every shard): `path` as given (a file, a shard, a
-    /// `?????` pattern), `files` its table files.
-    V1 { path: PathBuf, files: Vec<PathBuf> },
 }
 
-/// A checkpoint SOURCE path's kind: V2 (`P.index` exists) or V1 (probed by content).
-pub fn checkpoint_at(store: &dyn Store, path: &Path) -> Option<Probed> {
-    if store.is_file(&index_file_name(path)) {
-        return Some(Probed::Prefix(path.to_path_buf()));
+impl Probed {
+    /// The V2 checkpoint with prefix `prefix`.
+    pub fn prefix(prefix: impl Into<PathBuf>) -> Probed {
+        Probed::Checkpoint(formats::Detected {
+            path: prefix.into(),
+            files: Vec::new(),
+            format: &formats::v2::V2,
+        })
     }
-    v1::v1_files(store, path).map(|files| Probed::V1 {
-        path: path.to_path_buf(),
-        files,
-    })
-}
-
-/// A TF Serving legacy session bundle directory: `export.meta` beside `export-NNNNN-of-NNNNN`
-/// V1 shards.
-fn session_bundle(store: &dyn Store, dir: &Path) -> Option<Probed> {
-    if !store.is_file(&dir.join("export.meta")) {
-        return None;
-    }
-    use std::os::unix::ffi::OsStrExt;
-    let shard = store
-        .list(dir)
-        .ok()?
-        .into_iter()
-        .map(|(n, _)| n)
-        .filter(|n| n.as_bytes().starts_with(b"export-"))
-        .min()?;
-    match checkpoint_at(store, &dir.join(shard))? {
-        Probed::V1 { files, .. } => Some(Probed::V1 {
-            path: dir.join("export"),
-            files,
-        }),
-        _ => None,
-    }
-}
-
-/// Strips a trailing `.index` or `.data-NNNNN-of-NNNNN` so a tab-completed file works as a prefix.
-fn as_prefix(path: &Path) -> Option<PathBuf> {
-    let s = path.to_str()?;
-    if let Some(p) = s.strip_suffix(".index") {
-        return Some(PathBuf::from(p));
-    }
-    let i = s.rfind(".data-")?;
-    let tail = &s[i + 6..];
-    let ok = tail.len() == 14
-        && tail.as_bytes()[5..9] == *b"-of-"
-        && tail[..5].bytes().all(|b| b.is_ascii_digit())
-        && tail[9..].bytes().all(|b| b.is_ascii_digit());
-    ok.then(|| PathBuf::from(&s[..i]))
 }
 
 /// What a local SOURCE path is.
@@ -149,9 +111,6 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     if kind == Some(bytes::EntryKind::Dir) {
         return probe_dir(store, path);
     }
-    if is_file(&index_file_name(path)) {
-        return Ok(Probed::Prefix(path.to_path_buf()));
-    }
     if kind == Some(bytes::EntryKind::File) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let dir = path.parent().map(|d| {
@@ -178,8 +137,8 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             // A Saver's .meta: with its checkpoint when that is beside it.
             let p = path.with_file_name(prefix);
             if !prefix.is_empty() {
-                if let Some(c) = checkpoint_at(store, &p) {
-                    return Ok(c);
+                if let Some(c) = formats::detect(store, &p) {
+                    return Ok(Probed::Checkpoint(c));
                 }
             }
             return Ok(Probed::Graph {
@@ -194,15 +153,10 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             });
         }
     }
-    // A V1 checkpoint: a table file, one of its shards, or the `?????` pattern of its shards
-    // (never decided by name alone: the bytes are probed).
-    if let Some(c @ Probed::V1 { .. }) = checkpoint_at(store, path) {
-        return Ok(c);
-    }
-    if let Some(p) = as_prefix(path) {
-        if is_file(&index_file_name(&p)) {
-            return Ok(Probed::Prefix(p));
-        }
+    // A checkpoint in any format: recognised by its bytes or its own files' names (never by
+    // the SOURCE's name alone).
+    if let Some(c) = formats::detect(store, path) {
+        return Ok(Probed::Checkpoint(c));
     }
     if kind.is_none() {
         // A directory the store could not tell as one: by what it holds.
@@ -222,7 +176,7 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
 }
 
 /// What directory `path` of `store` is: a SavedModel, a checkpoint directory (with a state
-/// file, a session bundle, or bare `*.index` files).
+/// file, a session bundle, or the checkpoint files of any format directly in it).
 fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     let is_file = |p: &Path| store.is_file(p);
     if is_file(&path.join("saved_model.pb")) || is_file(&path.join("saved_model.pbtxt")) {
@@ -248,37 +202,19 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             latest,
         });
     }
-    if let Some(b) = session_bundle(store, path) {
-        return Ok(b);
+    if let Some(b) = formats::v1::session_bundle(store, path) {
+        return Ok(Probed::Checkpoint(b));
     }
-    let checkpoints = state::index_files(store, path)?;
+    let checkpoints = state::checkpoint_files(store, path)?;
     if !checkpoints.is_empty() {
+        let latest = state::newest_file(store, &checkpoints);
         return Ok(Probed::CheckpointDir {
             dir: path.to_path_buf(),
             checkpoints,
-            latest: None,
+            latest,
         });
     }
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_from_file_names() {
-        assert_eq!(
-            as_prefix(Path::new("d/m.ckpt-5.index")),
-            Some(PathBuf::from("d/m.ckpt-5"))
-        );
-        assert_eq!(
-            as_prefix(Path::new("d/m.ckpt-5.data-00001-of-00003")),
-            Some(PathBuf::from("d/m.ckpt-5"))
-        );
-        assert_eq!(as_prefix(Path::new("d/m.ckpt-5.data-1-of-3")), None);
-        assert_eq!(as_prefix(Path::new("d/m.ckpt-5")), None);
-    }
 }

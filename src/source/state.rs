@@ -41,7 +41,7 @@ pub const EMPTY_BASE_NAME: &str = "ckpt";
 /// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
 /// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
 /// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
-fn prefix_of(dir: &Path, p: &str) -> PathBuf {
+pub(crate) fn prefix_of(dir: &Path, p: &str) -> PathBuf {
     let joined = dir.join(p);
     let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
     if !names_dir {
@@ -66,9 +66,7 @@ fn base_name(prefix: &Path) -> Option<String> {
 /// exists, else by its base name inside the directory (the directory was moved or copied).
 /// Returns it with its name in the mount before [`show_names`] (empty for an empty base name).
 fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
-    let exists = |path: &Path| {
-        store.is_file(&index_file_name(path)) || super::v1::v1_files(store, path).is_some()
-    };
+    let exists = |path: &Path| super::formats::detect(store, path).is_some();
     // A V1 checkpoint is shown under its name without the shard part.
     let shown = |path: &Path| base_name(&super::v1::checkpoint_stem(path));
     let as_written = prefix_of(dir, p);
@@ -263,27 +261,33 @@ pub fn resolve(
     Ok((out, latest))
 }
 
-/// Every `P.index` directly inside `dir`, as `(name shown, P)`, sorted by name (the base name of
-/// `P`; see [`show_names`] for `dir/.index`).
-pub fn index_files(store: &dyn Store, dir: &Path) -> Result<Vec<(String, PathBuf)>, SourceError> {
-    let rd = store.list(dir).map_err(|err| SourceError::Io {
+/// The checkpoints of any format directly inside `dir` (`P.index` files, Keras files, ...), as
+/// `(name shown, path)`, sorted by name (see [`show_names`] for `dir/.index`).
+pub fn checkpoint_files(
+    store: &dyn Store,
+    dir: &Path,
+) -> Result<Vec<(String, PathBuf)>, SourceError> {
+    let entries = store.list(dir).map_err(|err| SourceError::Io {
         path: dir.to_path_buf(),
         err,
     })?;
-    let mut out: Vec<(String, PathBuf)> = rd
-        .into_iter()
-        .filter_map(|(name, kind)| {
-            let name = name.into_string().ok()?;
-            let stem = name.strip_suffix(".index")?.to_string();
-            (kind == super::bytes::EntryKind::File).then(|| {
-                let prefix = prefix_of(dir, &stem);
-                (stem, prefix)
-            })
-        })
-        .collect();
+    let mut out = super::formats::in_dir(store, dir, &entries);
     show_names(&mut out);
     out.sort();
     Ok(out)
+}
+
+/// The `latest` of a directory without a state file: the newest checkpoint that is one file
+/// (a Keras file; ModelCheckpoint writes one per epoch) by modification time, the last by name
+/// among equals. TensorFlow's own checkpoints (prefixes of several files) get no `latest`
+/// without a state file, as TensorFlow's `latest_checkpoint` gives none.
+pub fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) -> Option<String> {
+    checkpoints
+        .iter()
+        .filter(|(_, p)| store.is_file(p))
+        .filter_map(|(n, p)| Some((store.meta(p).ok()?.mtime, n)))
+        .max()
+        .map(|(_, n)| n.clone())
 }
 
 #[cfg(test)]
