@@ -761,7 +761,7 @@ fn try_variant(
 ) {
     tally.variants += 1;
     let r = catch_unwind(AssertUnwindSafe(|| {
-        let probed = Probed::Prefix(prefix.to_path_buf());
+        let probed = Probed::prefix(prefix.to_path_buf());
         match Fs::new(&probed, &Options::default()) {
             Ok(fs) => {
                 let mut t = Tally::default();
@@ -1079,7 +1079,7 @@ fn open_prefix(prefix: &Path, verify_crc: bool) -> Fs {
         verify_crc,
         ..Options::default()
     };
-    Fs::new(&Probed::Prefix(prefix.to_path_buf()), &opts).expect("Fs::new")
+    Fs::new(&Probed::prefix(prefix.to_path_buf()), &opts).expect("Fs::new")
 }
 
 fn bin_path(w: &Want) -> Vec<u8> {

@@ -572,7 +572,7 @@ pub fn checkpoint(data: &[u8]) {
         ..Options::default()
     };
     let read_size = [4096, 1, 7, 64, 100, 512, 8191, 1 << 16][((flags >> 3) & 7) as usize];
-    if let Ok(fs) = Fs::new(&Probed::Prefix(prefix), &opts) {
+    if let Ok(fs) = Fs::new(&Probed::prefix(prefix), &opts) {
         walk_fs(&fs, read_size, true);
     }
 }
