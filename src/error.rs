@@ -147,6 +147,8 @@ impl FsError {
                 | FormatError::UnsortedKeys
                 | FormatError::BadVarint
                 | FormatError::Proto(_)
+                | FormatError::Hdf5(_)
+                | FormatError::Zip(_)
                 | FormatError::Version(_)
                 | FormatError::BadEntry(_)
                 | FormatError::BadSliceKey

@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod dtype;
+pub mod hdf5;
 pub mod npy;
 pub mod partition;
 pub mod safetensors;
@@ -14,6 +15,7 @@ pub mod tensor_proto;
 pub mod v1;
 pub mod varint;
 pub mod wire;
+pub mod zip;
 
 /// What is wrong with a file. Every malformed input maps to one of these; none panics.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -56,6 +58,10 @@ pub enum FormatError {
     TensorCrc { stored: u32, computed: u32 },
     #[error("text format: {0}")]
     Text(String),
+    #[error("HDF5: {0}")]
+    Hdf5(String),
+    #[error("zip: {0}")]
+    Zip(String),
     /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
     #[error("not a V1 checkpoint: {0}")]
     NotV1(String),

@@ -5,6 +5,7 @@
 //! The formats are listed once, in [`FORMATS`]; the filesystem and the subcommands see only
 //! these two interfaces. A new format is one module here and one line in the table.
 
+pub mod keras;
 pub mod v1;
 pub mod v2;
 
@@ -19,7 +20,7 @@ use super::tensors::TensorSet;
 use crate::error::SourceError;
 
 /// Every checkpoint format, in the order they are tried on a path.
-pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1];
+pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1, &keras::Keras];
 
 /// A checkpoint format.
 pub trait Format: Send + Sync {

@@ -1,0 +1,360 @@
+//! An index of an HDF5 file's datasets (what Keras and h5py write), over the `hdf5-reader`
+//! crate (pure Rust; chosen by fuzzing, see docs/development.md#hdf5). The crate parses the
+//! metadata through a [`ReadAt`]; tfmount serves contiguous data itself, by offset, so the crate
+//! reads only metadata (and the data of compact and chunked datasets, decoded whole, bounded).
+//!
+//! Limits: object headers up to [`MAX_HEADER`] bytes, groups [`MAX_DEPTH`] deep, [`MAX_OBJECTS`]
+//! objects in all, no read of the crate's larger than asked for by the caller, no allocation
+//! sized by a length the file claims beyond the file's size.
+//!
+//! Dtypes: IEEE floats of 2, 4, 8 bytes; integers of 1, 2, 4, 8 bytes; h5py's bool (an enum of
+//! one byte, `FALSE` = 0, `TRUE` = 1); opaque values whose dataset attribute `dtype` names a
+//! TensorFlow dtype of that size (Keras writes bfloat16 and float8 so). Anything else (strings,
+//! compounds, opaque values without a `dtype` attribute, as Keras 3's legacy saver writes
+//! bfloat16) is listed in [`Index::skipped`] with the reason, not served.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use hdf5_reader::messages::layout::DataLayout;
+use hdf5_reader::messages::HdfMessage;
+use hdf5_reader::storage::{Storage, StorageBuffer};
+use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
+
+use super::dtype::DType;
+use super::{FormatError, ReadAt, Result};
+
+/// Largest object header parsed (Keras writes a few hundred bytes).
+pub const MAX_HEADER: usize = 1 << 20;
+/// Deepest group nesting walked.
+pub const MAX_DEPTH: usize = 64;
+/// Most groups and datasets walked in one file.
+pub const MAX_OBJECTS: usize = 1 << 20;
+
+/// HDF5 filter ids.
+const FILTER_FLETCHER32: u16 = 3;
+
+fn err(e: impl std::fmt::Display) -> FormatError {
+    FormatError::Hdf5(e.to_string())
+}
+
+/// A [`ReadAt`] as the crate's storage. Every read is checked against the length first.
+struct Adapter(Arc<dyn ReadAt + Send + Sync>);
+
+impl Storage for Adapter {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    fn read_range(&self, offset: u64, len: usize) -> hdf5_reader::error::Result<StorageBuffer> {
+        let fits = offset
+            .checked_add(len as u64)
+            .is_some_and(|end| end <= self.0.len());
+        if !fits {
+            return Err(hdf5_reader::error::Error::UnexpectedEof {
+                offset,
+                needed: len as u64,
+                available: self.0.len().saturating_sub(offset),
+            });
+        }
+        let mut v = vec![0u8; len];
+        self.0
+            .read_exact_at(&mut v, offset)
+            .map_err(|e| hdf5_reader::error::Error::Io(std::io::Error::other(e.to_string())))?;
+        Ok(StorageBuffer::from_vec(v))
+    }
+}
+
+/// Where a dataset's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// In one piece at this byte offset of the file (absolute), `size` bytes.
+    Contiguous { offset: u64, size: u64 },
+    /// In the object header (small datasets of other writers): decoded by [`Index::read_whole`].
+    Compact,
+    /// In chunks, maybe filtered: decoded by [`Index::read_whole`].
+    Chunked,
+    /// Never written: the fill value (zeros).
+    Unallocated,
+}
+
+/// One dataset that can be served.
+#[derive(Debug, Clone)]
+pub struct DatasetInfo {
+    /// Its path without the leading `/` (`layers/dense/vars/0`).
+    pub path: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub layout: Layout,
+    /// Its chunks carry a Fletcher-32 checksum (checked when decoded).
+    pub fletcher32: bool,
+    /// Stored big-endian (to be swapped to little-endian when served).
+    pub big_endian: bool,
+    /// Its object header's address (to decode it again).
+    header: u64,
+}
+
+/// An opened HDF5 file and its datasets.
+pub struct Index {
+    file: Hdf5File,
+    pub datasets: Vec<DatasetInfo>,
+    /// Datasets not served: `(path, why)`.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Index {
+    /// Parses the file's superblock and walks its groups.
+    pub fn open(src: Arc<dyn ReadAt + Send + Sync>) -> Result<Index> {
+        let len = src.len();
+        let options = OpenOptions::default()
+            .with_chunk_cache_bytes(0)
+            .with_chunk_cache_slots(1)
+            .with_max_object_header_bytes(MAX_HEADER)
+            .with_max_read_bytes(usize::try_from(len).unwrap_or(usize::MAX))
+            .with_max_chunk_bytes(usize::try_from(len.max(1 << 20)).unwrap_or(usize::MAX));
+        let file =
+            Hdf5File::from_storage_with_options(Arc::new(Adapter(src)), options).map_err(err)?;
+        let mut index = Index {
+            file,
+            datasets: Vec::new(),
+            skipped: Vec::new(),
+        };
+        index.walk()?;
+        index.datasets.sort_by(|a, b| a.path.cmp(&b.path));
+        index.datasets.dedup_by(|a, b| a.path == b.path);
+        Ok(index)
+    }
+
+    /// The end-of-file address the superblock records (where a complete file ends).
+    pub fn eof(&self) -> u64 {
+        let sb = self.file.superblock();
+        sb.base_address.saturating_add(sb.eof_address)
+    }
+
+    fn walk(&mut self) -> Result<()> {
+        let root = self.file.root_group().map_err(err)?;
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut todo = vec![(root, String::new(), 0usize)];
+        let mut objects = 0usize;
+        while let Some((group, path, depth)) = todo.pop() {
+            if !seen.insert(group.address()) {
+                continue;
+            }
+            let (groups, datasets) = group.members().map_err(err)?;
+            objects = objects.saturating_add(groups.len() + datasets.len());
+            if objects > MAX_OBJECTS {
+                return Err(err(format!("more than {MAX_OBJECTS} groups and datasets")));
+            }
+            let join = |name: &str| {
+                if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path}/{name}")
+                }
+            };
+            for d in datasets {
+                let p = join(d.name());
+                match self.describe(&d, p.clone()) {
+                    Ok(info) => self.datasets.push(info),
+                    Err(why) => self.skipped.push((p, why)),
+                }
+            }
+            if depth + 1 >= MAX_DEPTH {
+                if !groups.is_empty() {
+                    return Err(err(format!("groups nested more than {MAX_DEPTH} deep")));
+                }
+                continue;
+            }
+            for g in groups {
+                let p = join(g.name());
+                todo.push((g, p, depth + 1));
+            }
+        }
+        Ok(())
+    }
+
+    /// What a dataset is, or why it is not served.
+    fn describe(
+        &self,
+        d: &hdf5_reader::Dataset,
+        path: String,
+    ) -> std::result::Result<DatasetInfo, String> {
+        let attr_dtype = || {
+            d.attributes()
+                .into_iter()
+                .find(|a| a.name == "dtype")
+                .and_then(|a| a.read_string().ok())
+        };
+        let (dtype, big_endian) = dtype_of(d.dtype(), attr_dtype)?;
+        let header = self
+            .file
+            .get_or_parse_header(d.address())
+            .map_err(|e| format!("object header: {e}"))?;
+        let mut layout = None;
+        let mut fletcher32 = false;
+        let mut external = false;
+        for m in &header.messages {
+            match m {
+                HdfMessage::DataLayout(l) => layout = Some(l.layout.clone()),
+                HdfMessage::FilterPipeline(f) => {
+                    fletcher32 |= f.filters.iter().any(|f| f.id == FILTER_FLETCHER32)
+                }
+                HdfMessage::ExternalFiles(_) => external = true,
+                _ => {}
+            }
+        }
+        if external {
+            return Err("its data is in external files".into());
+        }
+        let base = self.file.superblock().base_address;
+        let layout = match layout.ok_or("no data layout message")? {
+            DataLayout::Contiguous { address, size } => {
+                if address == u64::MAX {
+                    Layout::Unallocated
+                } else {
+                    Layout::Contiguous {
+                        offset: base.checked_add(address).ok_or("address out of range")?,
+                        size,
+                    }
+                }
+            }
+            DataLayout::Compact { .. } => Layout::Compact,
+            DataLayout::Chunked { .. } => Layout::Chunked,
+        };
+        Ok(DatasetInfo {
+            path,
+            dtype,
+            shape: d.shape().to_vec(),
+            layout,
+            fletcher32,
+            big_endian,
+            header: d.address(),
+        })
+    }
+
+    /// A compact or chunked dataset's bytes, decoded (filters applied, Fletcher-32 checked),
+    /// refused above `max` bytes before anything is allocated.
+    pub fn read_whole(&self, d: &DatasetInfo, max: u64) -> Result<Vec<u8>> {
+        let es = d
+            .dtype
+            .elem_size()
+            .ok_or_else(|| err("dtype without an element size"))? as u64;
+        let want = d
+            .shape
+            .iter()
+            .try_fold(es, |a, &n| a.checked_mul(n))
+            .filter(|&n| n <= max)
+            .ok_or_else(|| {
+                err(format!(
+                    "larger than the {max}-byte limit for decoded datasets"
+                ))
+            })?;
+        let header = self.file.get_or_parse_header(d.header).map_err(err)?;
+        let _ = header;
+        let ds = self.file.dataset(&format!("/{}", d.path)).map_err(err)?;
+        let b = ds.read_raw_bytes().map_err(err)?;
+        if b.len() as u64 != want {
+            return Err(err(format!(
+                "{} bytes decoded, its shape and dtype need {want}",
+                b.len()
+            )));
+        }
+        Ok(b)
+    }
+
+    /// The string value of attribute `name` of the object at `path` (`""`: the root group):
+    /// a scalar string, or the first of an array.
+    pub fn attr_string(&self, path: &str, name: &str) -> Option<String> {
+        self.attr_strings(path, name)?.into_iter().next()
+    }
+
+    /// The string values of attribute `name` of the group at `path` (`""`: the root group).
+    pub fn attr_strings(&self, path: &str, name: &str) -> Option<Vec<String>> {
+        let g = if path.is_empty() {
+            self.file.root_group().ok()?
+        } else {
+            self.file.group(&format!("/{path}")).ok()?
+        };
+        let a = g.attribute(name).ok()?;
+        a.read_strings()
+            .ok()
+            .or_else(|| a.read_string().ok().map(|s| vec![s]))
+    }
+}
+
+/// A dataset's dtype: from its HDF5 type, or from its `dtype` attribute where HDF5 has none.
+fn dtype_of(
+    t: &Datatype,
+    attr: impl Fn() -> Option<String>,
+) -> std::result::Result<(DType, bool), String> {
+    use hdf5_reader::ByteOrder;
+    let name = |n: &str| DType::from_name(n).ok_or_else(|| format!("no dtype {n}"));
+    match t {
+        Datatype::FloatingPoint { size, byte_order } => {
+            let n = match size {
+                2 => "float16",
+                4 => "float32",
+                8 => "float64",
+                s => return Err(format!("{s}-byte floats")),
+            };
+            Ok((name(n)?, *byte_order == ByteOrder::BigEndian))
+        }
+        Datatype::FixedPoint {
+            size,
+            signed,
+            byte_order,
+        } => {
+            let n = match (size, signed) {
+                (1, true) => "int8",
+                (2, true) => "int16",
+                (4, true) => "int32",
+                (8, true) => "int64",
+                (1, false) => "uint8",
+                (2, false) => "uint16",
+                (4, false) => "uint32",
+                (8, false) => "uint64",
+                (s, _) => return Err(format!("{s}-byte integers")),
+            };
+            Ok((name(n)?, *byte_order == ByteOrder::BigEndian))
+        }
+        Datatype::Enum { base, members } => {
+            let is_bool = matches!(**base, Datatype::FixedPoint { size: 1, .. })
+                && members.len() == 2
+                && members.iter().any(|m| m.name == "FALSE" && m.value == [0])
+                && members.iter().any(|m| m.name == "TRUE" && m.value == [1]);
+            if is_bool {
+                Ok((name("bool")?, false))
+            } else {
+                Err("an enum type other than h5py's bool".into())
+            }
+        }
+        Datatype::Opaque { size, .. } => {
+            let Some(n) = attr() else {
+                return Err(format!(
+                    "opaque {size}-byte values without a dtype attribute (what they hold is not said)"
+                ));
+            };
+            let d = DType::from_name(&n).ok_or_else(|| format!("opaque values of dtype {n:?}"))?;
+            if d.elem_size() != Some(*size as usize) {
+                return Err(format!("opaque {size}-byte values said to be {n}"));
+            }
+            Ok((d, false))
+        }
+        other => Err(format!("HDF5 type {}", type_name(other))),
+    }
+}
+
+fn type_name(t: &Datatype) -> &'static str {
+    match t {
+        Datatype::FixedPoint { .. } => "integer",
+        Datatype::FloatingPoint { .. } => "float",
+        Datatype::String { .. } => "string",
+        Datatype::Compound { .. } => "compound",
+        Datatype::Array { .. } => "array",
+        Datatype::Enum { .. } => "enum",
+        Datatype::VarLen { .. } => "variable-length",
+        Datatype::Opaque { .. } => "opaque",
+        Datatype::Reference { .. } => "reference",
+        Datatype::Bitfield { .. } => "bitfield",
+    }
+}

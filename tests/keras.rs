@@ -1,0 +1,334 @@
+//! Keras checkpoints (`.weights.h5`, `.keras`, legacy `.h5`) served like TF checkpoints, checked
+//! against what h5py read from the same files when Keras wrote them
+//! (`tests/fixtures/keras/expected/*.json`, written by `scripts/gen_keras_fixtures.py`): every
+//! dataset's bytes (sha256), dtype and shape; the `.keras` members; the legacy files' JSON
+//! attributes and `weight_names`; and `verify`/`diff` through the built binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tfmount::cmd::model::{NodeKind, Tree};
+
+fn keras_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keras")
+}
+
+fn json(path: &Path) -> Value {
+    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn sha(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// The whole file at `path` of `tree`.
+fn cat(tree: &Tree, path: &str) -> Vec<u8> {
+    let n = tree
+        .resolve(path.as_bytes(), true)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let size = tree.open_file(n).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = tree
+            .read(n, out.len() as u64, 1 << 20)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!b.is_empty(), "{path}: short read at {}", out.len());
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+fn text(tree: &Tree, path: &str) -> String {
+    String::from_utf8(cat(tree, path)).expect("utf-8")
+}
+
+/// Checks every dataset h5py listed against the tree's `variables/` (`prefix`: where the
+/// checkpoint's tree is in the mount). Returns how many datasets were checked.
+fn check_datasets(tree: &Tree, prefix: &str, datasets: &Value) -> usize {
+    let mut n = 0;
+    for d in datasets.as_array().expect("datasets") {
+        let path = d["path"].as_str().expect("path");
+        let key = path.strip_prefix('/').expect("absolute path");
+        let base = format!("{prefix}variables/{key}");
+        let Some(dtype) = d["dtype"].as_str() else {
+            // An opaque dataset without a dtype attribute: h5py does not know what it holds.
+            continue;
+        };
+        let bin = cat(tree, &format!("{base}.bin"));
+        assert_eq!(
+            sha(&bin),
+            d["sha256"].as_str().expect("sha256"),
+            "{base}.bin"
+        );
+        assert_eq!(
+            text(tree, &format!("{base}.dtype")).trim(),
+            dtype,
+            "{base}.dtype"
+        );
+        let shape: Vec<String> = d["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|x| x.as_u64().expect("dim").to_string())
+            .collect();
+        let got = text(tree, &format!("{base}.shape"));
+        let got: Vec<&str> = got.split_whitespace().collect();
+        assert_eq!(got, shape, "{base}.shape");
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn every_dataset_is_what_h5py_reads() {
+    let dir = keras_dir();
+    for file in [
+        "model.weights.h5",
+        "legacy_model.h5",
+        "k2_weights.h5",
+        "other_writer.weights.h5",
+        "checkpoints/ckpt-01.weights.h5",
+        "sharded/model_00001.weights.h5",
+    ] {
+        let expected = json(&dir.join(format!("expected/{file}.json")));
+        let tree = Tree::open(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let n = check_datasets(&tree, "", &expected["datasets"]);
+        assert!(n > 0, "{file}: no dataset checked");
+    }
+}
+
+#[test]
+fn keras_zips_serve_the_weights_member_in_place_or_inflated() {
+    let dir = keras_dir();
+    // The deflated zip holds model.keras's members, deflated.
+    let weights =
+        json(&dir.join("expected/model.keras.json"))["model.weights.h5"]["datasets"].clone();
+    for file in ["model.keras", "model_deflated.keras"] {
+        let expected = json(&dir.join(format!("expected/{file}.json")));
+        let tree = Tree::open(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let n = check_datasets(&tree, "", &weights);
+        assert!(n > 50, "{file}: {n} datasets");
+        for m in expected["members"].as_array().expect("members") {
+            let name = m["name"].as_str().expect("name");
+            if name == "model.weights.h5" {
+                continue;
+            }
+            assert_eq!(
+                sha(&cat(&tree, name)),
+                m["sha256"].as_str().expect("sha"),
+                "{file}: {name}"
+            );
+        }
+    }
+    // In place: a stored member's datasets are at their offset inside the zip.
+    let expected = json(&dir.join("expected/model.keras.json"));
+    let member = expected["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|m| m["name"] == "model.weights.h5")
+        .expect("weights member");
+    let base = member["data_offset"].as_u64().expect("data_offset");
+    let zip = std::fs::read(dir.join("model.keras")).expect("read");
+    let d = &expected["model.weights.h5"]["datasets"][0];
+    let (off, size) = (
+        base + d["offset"].as_u64().expect("offset"),
+        d["storage_size"].as_u64().expect("size"),
+    );
+    assert_eq!(
+        sha(&zip[off as usize..(off + size) as usize]),
+        d["sha256"].as_str().expect("sha")
+    );
+}
+
+#[test]
+fn legacy_files_show_their_json_and_weight_names() {
+    let dir = keras_dir();
+    let expected = json(&dir.join("expected/legacy_model.h5.json"));
+    let tree = Tree::open(&dir.join("legacy_model.h5")).expect("open");
+    let root = &expected["groups"][0]["attributes"];
+    for (attr, file) in [
+        ("model_config", "model_config.json"),
+        ("training_config", "training_config.json"),
+    ] {
+        let want = root[attr]["value"]["sha256"].as_str().expect("sha");
+        assert_eq!(sha(&cat(&tree, file)), want, "{file}");
+    }
+    // names/ from weight_names: each link resolves to the dataset the attribute names.
+    let k2 = json(&dir.join("expected/k2_weights.h5.json"));
+    let tree = Tree::open(&dir.join("k2_weights.h5")).expect("open");
+    let names: &Value = &k2["legacy"]["weight_names"];
+    // Datasets h5py gives no dtype (opaque bfloat16 without a dtype attribute) are not served.
+    let served: Vec<&str> = k2["datasets"]
+        .as_array()
+        .expect("datasets")
+        .iter()
+        .filter(|d| d["dtype"].is_string())
+        .filter_map(|d| d["path"].as_str())
+        .collect();
+    let mut checked = 0;
+    for (group, list) in names.as_object().expect("weight_names") {
+        for w in list.as_array().expect("list") {
+            let w = w.as_str().expect("name");
+            let key = format!("{}/{w}", group.trim_start_matches('/'));
+            if !served.contains(&format!("/{key}").as_str()) {
+                assert!(tree
+                    .resolve(format!("variables/{key}.bin").as_bytes(), true)
+                    .is_err());
+                continue;
+            }
+            let shown = w.strip_suffix(":0").unwrap_or(w);
+            let by_name = cat(&tree, &format!("names/{shown}.bin"));
+            let by_key = cat(&tree, &format!("variables/{key}.bin"));
+            assert_eq!(by_name, by_key, "names/{shown}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "{checked} names checked");
+}
+
+#[test]
+fn a_directory_of_epoch_files_shows_one_directory_each() {
+    let dir = keras_dir().join("checkpoints");
+    let tree = Tree::open(&dir).expect("open");
+    let names: Vec<String> = tree
+        .list(tree.root())
+        .expect("list")
+        .into_iter()
+        .filter(|e| e.node.kind == NodeKind::Dir)
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ckpt-01.weights.h5",
+            "ckpt-02.weights.h5",
+            "ckpt-03.weights.h5"
+        ]
+    );
+    for e in 1..=3 {
+        let file = format!("checkpoints/ckpt-0{e}.weights.h5");
+        let expected = json(&keras_dir().join(format!("expected/{file}.json")));
+        let n = check_datasets(
+            &tree,
+            &format!("ckpt-0{e}.weights.h5/"),
+            &expected["datasets"],
+        );
+        assert!(n > 0);
+    }
+}
+
+fn tfmount(args: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tfmount")
+}
+
+#[test]
+fn verify_and_diff_work_by_key_across_keras_files() {
+    let dir = keras_dir();
+    let (keras, weights, deflated) = (
+        dir.join("model.keras"),
+        dir.join("model.weights.h5"),
+        dir.join("model_deflated.keras"),
+    );
+    for f in [&keras, &weights, &deflated, &dir.join("legacy_model.h5")] {
+        let o = tfmount(&[Path::new("verify"), f]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}: {}{}",
+            f.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // One model saved two ways: the same keys, the same bytes.
+    for (a, b) in [(&keras, &weights), (&keras, &deflated)] {
+        let o = tfmount(&[Path::new("diff"), a, b]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    // Two epochs differ in the trained weights, not in their keys.
+    let o = tfmount(&[
+        Path::new("diff"),
+        &dir.join("checkpoints/ckpt-01.weights.h5"),
+        &dir.join("checkpoints/ckpt-02.weights.h5"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().all(|l| l.starts_with("M\t")), "{out}");
+}
+
+/// A copy of `src` with byte `at` flipped, in a temporary directory.
+fn damaged(src: &Path, at: impl Fn(usize) -> usize) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut b = std::fs::read(src).expect("read");
+    let i = at(b.len());
+    b[i] ^= 0x55;
+    let p = tmp.path().join(src.file_name().expect("name"));
+    std::fs::write(&p, b).expect("write");
+    (tmp, p)
+}
+
+#[test]
+fn verify_finds_damage() {
+    let dir = keras_dir();
+    // A flipped byte inside a dataset of a stored .keras member: the zip's CRC-32 says so.
+    let expected = json(&dir.join("expected/model.keras.json"));
+    let member = expected["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|m| m["name"] == "model.weights.h5")
+        .expect("member")
+        .clone();
+    let d = &expected["model.weights.h5"]["datasets"][0];
+    let at = (member["data_offset"].as_u64().expect("off") + d["offset"].as_u64().expect("off"))
+        as usize;
+    let (_t, p) = damaged(&dir.join("model.keras"), |_| at);
+    let o = tfmount(&[Path::new("verify"), &p]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("[model.weights.h5]\t") && out.contains("CRC-32"),
+        "{out}"
+    );
+    // A truncated .weights.h5: its last datasets run past the end, said per tensor; or its
+    // metadata is gone, said for the file. Never a pass.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let b = std::fs::read(dir.join("model.weights.h5")).expect("read");
+    let p = tmp.path().join("cut.weights.h5");
+    let mut by_key: BTreeMap<u64, &str> = BTreeMap::new();
+    let exp = json(&dir.join("expected/model.weights.h5.json"));
+    for d in exp["datasets"].as_array().expect("datasets") {
+        by_key.insert(d["offset"].as_u64().expect("offset"), "");
+    }
+    let last = *by_key.keys().next_back().expect("a dataset");
+    std::fs::write(&p, &b[..last as usize + 1]).expect("write");
+    let o = tfmount(&[Path::new("verify"), &p]);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
