@@ -332,3 +332,62 @@ fn verify_finds_damage() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// Every `.bin` under directory `path` of `tree`, as paths relative to it.
+fn bins(tree: &Tree, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![path.to_string()];
+    while let Some(dir) = todo.pop() {
+        let n = tree.resolve(dir.as_bytes(), true).expect("dir");
+        for e in tree.list(n).expect("list") {
+            let p = format!("{dir}/{}", String::from_utf8_lossy(&e.name));
+            match e.node.kind {
+                NodeKind::Dir => todo.push(p),
+                _ if p.ends_with(".bin") => out.push(p[path.len() + 1..].to_string()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn keras_names_are_the_ones_keras_gives() {
+    // Keras's own `variable.path` of each variable, mapped to its dataset by Keras itself
+    // (scripts/gen_keras_names.py).
+    let dir = keras_dir();
+    let expected = json(&dir.join("expected/names.json"));
+    let tree = Tree::open(&dir.join("model.keras")).expect("open");
+    let mut want = Vec::new();
+    for (name, key) in expected["names"].as_object().expect("names") {
+        let key = key.as_str().expect("key");
+        // The custom layer's variables (and their optimizer slots) have no name the file
+        // tells: only `vars/<i>`.
+        if name.starts_with("dtype_zoo/") || name.contains("/dtype_zoo_") {
+            assert!(
+                tree.resolve(format!("names/{name}.bin").as_bytes(), true)
+                    .is_err(),
+                "{name}"
+            );
+            continue;
+        }
+        assert_eq!(
+            cat(&tree, &format!("names/{name}.bin")),
+            cat(&tree, &format!("variables/{key}.bin")),
+            "names/{name}"
+        );
+        let link = tree
+            .resolve(format!("names/{name}.bin").as_bytes(), false)
+            .expect("link");
+        let target = String::from_utf8(tree.readlink(link).expect("readlink")).expect("utf-8");
+        assert!(
+            target.ends_with(&format!("variables/{key}.bin")),
+            "{name} -> {target}"
+        );
+        want.push(format!("{name}.bin"));
+    }
+    want.sort();
+    assert!(want.len() > 60, "{} names", want.len());
+    assert_eq!(bins(&tree, "names"), want);
+}

@@ -10,6 +10,9 @@
 //! into memory once, up to [`MAX_INFLATED`] bytes, and refused above that. Compact and chunked
 //! datasets (other writers) are decoded whole when opened, up to [`MAX_DECODED`] bytes.
 
+#[path = "keras_names.rs"]
+pub mod config_names;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -330,7 +333,18 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> 
             }
         }
     }
-    let names = legacy_names(&h5, &datasets);
+    let mut names = legacy_names(&h5, &datasets);
+    // Keras 3: the layers' and optimizer's own names, from config.json (a .keras file).
+    if let Some((_, config)) = files.iter().find(|(n, _)| n == "config.json") {
+        match serde_json::from_slice::<serde_json::Value>(config) {
+            Ok(config) => {
+                let keys: Vec<&str> = datasets.iter().map(|d| d.path.as_str()).collect();
+                names.extend(config_names::names(&config, &keys));
+                names = names::uniquify(names);
+            }
+            Err(e) => log::warn!("{}: config.json: {e}", path.display()),
+        }
+    }
     let set = Arc::new(KerasSet {
         path: path.to_path_buf(),
         meta: file.meta(),
