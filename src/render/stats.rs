@@ -157,6 +157,10 @@ impl Sum {
     }
 }
 
+/// Float elements decoded and summed at a time (a block's values stay in the L1 cache for
+/// its second loop).
+const FLOAT_BLOCK: usize = 512;
+
 /// Element decoding shared by both passes.
 #[derive(Debug, Clone)]
 struct Reader {
@@ -164,6 +168,9 @@ struct Reader {
     size: usize,
     partial: [u8; 16],
     plen: usize,
+    /// Float elements of the block being filled.
+    fbuf: Vec<f64>,
+    flen: usize,
 }
 
 /// A number of the tensor: an integer (bools as 0/1) or a float (exact in `f64`).
@@ -189,6 +196,8 @@ impl Reader {
             size: kind.size(),
             partial: [0; 16],
             plen: 0,
+            fbuf: vec![0.0; FLOAT_BLOCK],
+            flen: 0,
         };
         Ok((r, bin, single))
     }
@@ -202,6 +211,97 @@ impl Reader {
             // Not constructed: complex kinds are refused in `new`.
             Value::C64(re, _) => Num::F(re as f64),
             Value::C128(re, _) => Num::F(re),
+        }
+    }
+
+    /// Whether the elements are floats (decoded in blocks by [`Reader::push_floats`]).
+    fn is_float(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::F32 | Kind::F64 | Kind::BF16 | Kind::Mini { .. }
+        )
+    }
+
+    /// Decodes float elements into `out` (as many as fit; `el` holds whole elements).
+    fn decode_floats(&self, el: &[u8], out: &mut [f64]) -> usize {
+        let n = (el.len() / self.size).min(out.len());
+        match self.kind {
+            Kind::F32 => {
+                for (o, e) in out.iter_mut().zip(el.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([e[0], e[1], e[2], e[3]]) as f64;
+                }
+            }
+            Kind::F64 => {
+                for (o, e) in out.iter_mut().zip(el.chunks_exact(8)) {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(e);
+                    *o = f64::from_le_bytes(w);
+                }
+            }
+            Kind::BF16 => {
+                for (o, e) in out.iter_mut().zip(el.chunks_exact(2)) {
+                    *o = f32::from_bits((u16::from_le_bytes([e[0], e[1]]) as u32) << 16) as f64;
+                }
+            }
+            _ => {
+                for (o, e) in out.iter_mut().zip(el.chunks_exact(self.size)) {
+                    *o = match self.num(e) {
+                        Num::F(x) => x,
+                        Num::I(i) => i as f64,
+                    };
+                }
+            }
+        }
+        n
+    }
+
+    /// [`Reader::push`] for float elements: `f` gets them decoded, a block of
+    /// [`FLOAT_BLOCK`] at a time, blocks starting at fixed element positions (whatever the
+    /// pieces pushed); the last, shorter block by [`Reader::flush_floats`].
+    fn push_floats(&mut self, bytes: &[u8], mut f: impl FnMut(&[f64])) {
+        let mut rest = bytes;
+        if self.plen > 0 {
+            let take = (self.size - self.plen).min(rest.len());
+            self.partial[self.plen..self.plen + take].copy_from_slice(&rest[..take]);
+            self.plen += take;
+            rest = &rest[take..];
+            if self.plen < self.size {
+                return;
+            }
+            self.plen = 0;
+            let el = self.partial;
+            self.put_floats(&el[..self.size], &mut f);
+        }
+        let whole = rest.len() / self.size * self.size;
+        self.put_floats(&rest[..whole], &mut f);
+        let tail = &rest[whole..];
+        self.partial[..tail.len()].copy_from_slice(tail);
+        self.plen = tail.len();
+    }
+
+    /// Decodes whole elements into the block buffer, handing each full block to `f`.
+    fn put_floats(&mut self, mut el: &[u8], f: &mut impl FnMut(&[f64])) {
+        let mut buf = std::mem::take(&mut self.fbuf);
+        while !el.is_empty() {
+            let n = self.decode_floats(el, &mut buf[self.flen..]);
+            self.flen += n;
+            el = el.get(n * self.size..).unwrap_or(&[]);
+            if self.flen == FLOAT_BLOCK {
+                f(&buf[..]);
+                self.flen = 0;
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        self.fbuf = buf;
+    }
+
+    /// Hands the last, partial block of float elements to `f`.
+    fn flush_floats(&mut self, mut f: impl FnMut(&[f64])) {
+        if self.flen > 0 {
+            f(&self.fbuf[..self.flen]);
+            self.flen = 0;
         }
     }
 
@@ -243,9 +343,79 @@ struct Acc {
     finite: u64,
     fsum: Sum,
     isum: i128,
+    /// Float elements: the mean and sum of squared deviations of the finite values so far,
+    /// merged block by block (Chan et al.: each block's own two passes, in the cache).
+    fmean: f64,
+    fm2: f64,
 }
 
 impl Acc {
+    /// A block of float elements: counts, range, sum, and the block's squared deviations from
+    /// its own mean, merged into the running ones.
+    fn add_block(&mut self, xs: &[f64]) {
+        // Eight lanes, branch-free, so that the loops vectorize; the lanes are summed in a
+        // fixed order (the result depends on the values only, not on how they were pushed).
+        const L: usize = 8;
+        let (mut nan, mut pinf, mut ninf, mut zeros, mut n) =
+            ([0u64; L], [0u64; L], [0u64; L], [0u64; L], [0u64; L]);
+        let (mut lo, mut hi, mut sum) = ([f64::INFINITY; L], [f64::NEG_INFINITY; L], [0f64; L]);
+        let lanes = xs.chunks_exact(L);
+        let rest = lanes.remainder();
+        let mut step = |j: usize, x: f64| {
+            let fin = x.is_finite();
+            n[j] += fin as u64;
+            sum[j] += if fin { x } else { 0.0 };
+            zeros[j] += (x == 0.0) as u64;
+            lo[j] = if fin && x < lo[j] { x } else { lo[j] };
+            hi[j] = if fin && x > hi[j] { x } else { hi[j] };
+            nan[j] += x.is_nan() as u64;
+            pinf[j] += (x == f64::INFINITY) as u64;
+            ninf[j] += (x == f64::NEG_INFINITY) as u64;
+        };
+        for c in lanes {
+            for (j, &x) in c.iter().enumerate() {
+                step(j, x);
+            }
+        }
+        for (j, &x) in rest.iter().enumerate() {
+            step(j, x);
+        }
+        let n: u64 = n.iter().sum();
+        self.count += xs.len() as u64;
+        self.nan += nan.iter().sum::<u64>();
+        self.pos_inf += pinf.iter().sum::<u64>();
+        self.neg_inf += ninf.iter().sum::<u64>();
+        self.zeros += zeros.iter().sum::<u64>();
+        if n == 0 {
+            return;
+        }
+        self.fmin = lo.iter().fold(self.fmin, |a, &b| a.min(b));
+        self.fmax = hi.iter().fold(self.fmax, |a, &b| a.max(b));
+        let sum: f64 = sum.iter().sum();
+        let mean = sum / n as f64;
+        let mut m2 = [0f64; L];
+        let lanes = xs.chunks_exact(L);
+        let rest = lanes.remainder();
+        for c in lanes {
+            for (j, &x) in c.iter().enumerate() {
+                let d = if x.is_finite() { x - mean } else { 0.0 };
+                m2[j] += d * d;
+            }
+        }
+        for (j, &x) in rest.iter().enumerate() {
+            let d = if x.is_finite() { x - mean } else { 0.0 };
+            m2[j] += d * d;
+        }
+        let m2: f64 = m2.iter().sum();
+        let (na, nb) = (self.finite as f64, n as f64);
+        let total = na + nb;
+        let delta = mean - self.fmean;
+        self.fmean += delta * nb / total;
+        self.fm2 += m2 + delta * delta * (na * nb / total);
+        self.finite += n;
+        self.fsum.add(sum);
+    }
+
     fn add(&mut self, n: Num) {
         self.count += 1;
         match n {
@@ -311,6 +481,8 @@ impl FirstPass {
                 finite: 0,
                 fsum: Sum::default(),
                 isum: 0,
+                fmean: 0.0,
+                fm2: 0.0,
             },
         })
     }
@@ -318,14 +490,20 @@ impl FirstPass {
     /// The next piece of the tensor's bytes.
     pub fn push(&mut self, bytes: &[u8]) {
         let acc = &mut self.acc;
-        self.reader.push(bytes, |n| acc.add(n));
+        if self.reader.is_float() {
+            self.reader.push_floats(bytes, |xs| acc.add_block(xs));
+        } else {
+            self.reader.push(bytes, |n| acc.add(n));
+        }
     }
 
     /// Ends the first pass; an error if the bytes ended inside an element.
-    pub fn finish(self) -> Result<SecondPass, StatsError> {
+    pub fn finish(mut self) -> Result<SecondPass, StatsError> {
         if self.reader.plen > 0 {
             return Err(StatsError::Truncated);
         }
+        let acc = &mut self.acc;
+        self.reader.flush_floats(|xs| acc.add_block(xs));
         let a = &self.acc;
         let is_int = matches!(
             self.reader.kind,
@@ -358,7 +536,8 @@ impl FirstPass {
             min,
             max,
             mean,
-            std: None,
+            // Floats: from the first pass (blocks merged); integers: the second pass.
+            std: (has && !is_int).then(|| (a.fm2.max(0.0) / a.finite as f64).sqrt()),
             histogram: None,
             no_histogram: None,
             single: self.single,
@@ -432,6 +611,44 @@ impl Plan {
         })
     }
 
+    /// Counts the finite values of `xs` into `counts`: [`Plan::bin_of`] each, computed in
+    /// `f32` where that is the bin type (the same results: an `f32` operation is the `f64` one
+    /// rounded), with four sets of counters so that equal bins in a row do not wait on each
+    /// other.
+    fn count(&self, xs: &[f64], counts: &mut [u64; 16]) {
+        let mut c = [[0u64; 16]; 4];
+        if self.bin == BinType::F32 {
+            let (first, denom) = (self.first as f32, self.denom as f32);
+            for (k, &x) in xs.iter().enumerate() {
+                if !x.is_finite() {
+                    continue;
+                }
+                let f = ((x as f32 - first) / denom) * 16.0;
+                let mut i = if f.is_nan() {
+                    0
+                } else {
+                    f.clamp(0.0, 15.0) as usize
+                };
+                if i > 0 && x < self.edges[i] {
+                    i -= 1;
+                }
+                if i != 15 && x >= self.edges[i + 1] {
+                    i += 1;
+                }
+                c[k & 3][i] += 1;
+            }
+        } else {
+            for (k, &x) in xs.iter().enumerate() {
+                if x.is_finite() {
+                    c[k & 3][self.bin_of(x)] += 1;
+                }
+            }
+        }
+        for (i, n) in counts.iter_mut().enumerate() {
+            *n += c[0][i] + c[1][i] + c[2][i] + c[3][i];
+        }
+    }
+
     /// The bin of a finite value `x` (already exact in the bin type; for integers, `x as f64`).
     fn bin_of(&self, x: f64) -> usize {
         let r = |v| self.bin.round(v);
@@ -473,6 +690,12 @@ impl SecondPass {
         let mean = self.stats.mean.unwrap_or(0.0);
         let plan = self.plan.as_ref().ok();
         let (seen, m2, counts) = (&mut self.seen, &mut self.m2, &mut self.counts);
+        if self.reader.is_float() {
+            // The histogram only: the deviations were summed in the first pass.
+            self.reader
+                .push_floats(bytes, |xs| bin_floats(plan, seen, counts, xs));
+            return;
+        }
         self.reader.push(bytes, |n| {
             *seen += 1;
             let x = match n {
@@ -492,10 +715,14 @@ impl SecondPass {
 
     /// The statistics; an error if the bytes ended inside an element or held a different
     /// number of elements than in the first pass.
-    pub fn finish(self) -> Result<Stats, StatsError> {
+    pub fn finish(mut self) -> Result<Stats, StatsError> {
         if self.reader.plen > 0 {
             return Err(StatsError::Truncated);
         }
+        let plan = self.plan.as_ref().ok();
+        let (seen, counts) = (&mut self.seen, &mut self.counts);
+        self.reader
+            .flush_floats(|xs| bin_floats(plan, seen, counts, xs));
         if self.seen != self.stats.count {
             return Err(StatsError::Changed {
                 first: self.stats.count,
@@ -503,7 +730,7 @@ impl SecondPass {
             });
         }
         let mut s = self.stats;
-        if s.finite > 0 {
+        if s.finite > 0 && s.std.is_none() {
             s.std = Some((self.m2.value() / s.finite as f64).sqrt());
         }
         match self.plan {
@@ -516,6 +743,14 @@ impl SecondPass {
             Err(why) => s.no_histogram = Some(why),
         }
         Ok(s)
+    }
+}
+
+/// Counts the finite values of a block of floats into the histogram.
+fn bin_floats(plan: Option<&Plan>, seen: &mut u64, counts: &mut [u64; 16], xs: &[f64]) {
+    *seen += xs.len() as u64;
+    if let Some(p) = plan {
+        p.count(xs, counts);
     }
 }
 
