@@ -1,5 +1,7 @@
 //! Statistics of a numeric tensor (`stats/<key>.txt`), computed in two streaming passes over its
-//! bytes (tfmount's `.bin` layout, pushed in pieces of any size) in constant memory.
+//! bytes (tfmount's `.bin` layout, pushed in pieces of any size) in constant memory: the first
+//! for counts, range, mean and (floats) the sum of squared deviations, the second for the
+//! histogram, whose bins need the range.
 //!
 //! What is computed, and the numpy expression each figure equals (`a` the tensor as a numpy
 //! array, `f = a[np.isfinite(a)]`; tested against numpy on random data):
@@ -8,8 +10,12 @@
 //! - `min`, `max` = `f.min()`, `f.max()` — over finite values, like `np.nanmin` but also without
 //!   infinities; exact, printed in the dtype's precision (integers exactly, int64/uint64 too).
 //! - `mean`, `std` = `np.mean(f.astype(np.float64))`, `np.std(...)` (population std), computed in
-//!   `f64` by the two-pass method (pass 1: compensated sum — exact for integers — for the mean;
-//!   pass 2: compensated sum of squared deviations from it). They agree with numpy's to within
+//!   `f64`. Floats: in the first pass, in blocks of 512 elements at fixed positions (so the
+//!   result does not depend on how the bytes are pushed): each block's sum and its squared
+//!   deviations from its own mean (two loops over the block while it is in the cache), merged
+//!   into the running mean and sum of squares by Chan's formula; the blocks' sums add up in a
+//!   compensated sum for the mean. Integers: a compensated (exact) sum in the first pass, the
+//!   squared deviations from the mean in the second. They agree with numpy's to within
 //!   `1e-12 ×` the root mean square of the values (the tested tolerance; numpy's pairwise sums
 //!   differ from ours in the last bits).
 //! - the histogram = `np.histogram(f, bins=16, range=(f.min(), f.max()))` exactly: the same 17
