@@ -706,18 +706,27 @@ impl SliceValues {
                 let bytes = sc.win.get(c.pos, avail)?;
                 let bytes = &bytes[..avail.min(bytes.len())];
                 let (mut k, first) = (0usize, c.value);
-                while c.value < hi {
-                    let Some((v, n)) = varint::decode_u64(&bytes[k..]) else {
+                // At most one value per byte of the chunk: the output is sized once for that
+                // and cut to what was decoded.
+                let cap = ((hi - c.value) as usize).min(bytes.len());
+                let wu = w as usize;
+                let from = out.len();
+                out.resize(from + cap * wu, 0);
+                let mut m = 0usize;
+                for dst in out[from..].chunks_exact_mut(wu.max(1)) {
+                    let Some((v, n)) = bytes.get(k..).and_then(varint::decode_u64_fast) else {
                         break;
                     };
                     if bool_kind {
-                        out.push((v != 0) as u8);
+                        dst[0] = (v != 0) as u8;
                     } else {
-                        out.extend_from_slice(&v.to_le_bytes()[..w as usize]);
+                        dst.copy_from_slice(&v.to_le_bytes()[..wu]);
                     }
                     k += n;
-                    c.value += 1;
+                    m += 1;
                 }
+                out.truncate(from + m * wu);
+                c.value += m as u64;
                 c.pos += k as u64;
                 c.served += (c.value - first) * w;
                 if k > 0 {
