@@ -942,7 +942,7 @@ fn ls_of_a_damaged_index_fails_where_a_mount_fails() {
     // The root is listed (its views beside variables/), then entering variables/ fails.
     assert_eq!(
         text(&o.stdout),
-        "variables\ntext\nstats\nmodel.safetensors\ntensors.tsv\nsummary.txt\n"
+        "variables\ntext\nstats\nmodel.safetensors\nweights.safetensors\ntensors.tsv\nsummary.txt\n"
     );
     let err = text(&o.stderr);
     assert!(err.starts_with("tfmount ls: variables: "), "{err}");
@@ -1477,6 +1477,7 @@ fn saved_model_without_variables_has_empty_views() {
         "tensors.tsv",
         "summary.txt",
         "model.safetensors",
+        "weights.safetensors",
     ] {
         assert!(ls.lines().any(|l| l == name), "{name} missing:\n{ls}");
     }

@@ -841,6 +841,74 @@ fn names_view_follows_the_object_graph() {
     assert!(n >= 10, "{n} names checked");
 }
 
+/// `names/` also holds each variable's own name as TensorFlow reads it from the object graph
+/// (`SerializedTensor.full_name`, `graphs/expected/variable_names.json`): a name one variable has
+/// links to its key, a name several have (TF2 does not uniquify) is `name`, `name_1`, ... in node
+/// order. Every other entry is an object path (checked above). Keras 3's model variables, whose
+/// object paths are `optimizer/_trainable_variables/N`, are found by their Keras paths.
+#[test]
+fn names_view_holds_the_variable_names() {
+    use std::collections::BTreeMap;
+    let exp = load("expected/variable_names.json");
+    let mut checked = 0;
+    for (src, v) in exp["sources"].as_object().unwrap() {
+        let fs = open(&graphs_dir().join("..").join(src)).unwrap();
+        // Every `.bin` link under names/: name → target.
+        let mut got: BTreeMap<String, String> = BTreeMap::new();
+        let names = lookup_path(&fs, b"names").unwrap_or_else(|| panic!("{src}: no names/"));
+        let mut stack = vec![(String::new(), names)];
+        while let Some((dir, ino)) = stack.pop() {
+            for e in list(&fs, ino).unwrap() {
+                let n = String::from_utf8(e.name.clone()).unwrap();
+                if n == "." || n == ".." {
+                    continue;
+                }
+                match e.kind {
+                    Kind::Dir => stack.push((format!("{dir}{n}/"), e.ino)),
+                    _ => {
+                        if let Some(stem) = n.strip_suffix(".bin") {
+                            let t = fs.readlink(e.ino).unwrap();
+                            got.insert(format!("{dir}{stem}"), String::from_utf8(t).unwrap());
+                        }
+                    }
+                }
+            }
+        }
+        let attrs = v["attributes"].as_array().unwrap();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in attrs {
+            let (full, key) = (a[1].as_str().unwrap(), a[2].as_str().unwrap());
+            let i = seen.entry(full).or_insert(0);
+            let name = if *i == 0 {
+                full.to_string()
+            } else {
+                format!("{full}_{i}")
+            };
+            *i += 1;
+            let depth = name.split('/').count();
+            let want = String::from_utf8(cat(&[
+                &b"../".repeat(depth),
+                b"variables/",
+                &common::name_path(key.as_bytes()),
+                b".bin",
+            ]))
+            .unwrap();
+            assert_eq!(got.get(&name), Some(&want), "{src}: names/{name}");
+            checked += 1;
+        }
+        for (name, target) in &got {
+            let is_full = attrs
+                .iter()
+                .any(|a| name.starts_with(a[1].as_str().unwrap()));
+            let key = target.trim_start_matches("../").trim_start_matches("variables/");
+            let object_path = key.strip_suffix("/.ATTRIBUTES/VARIABLE_VALUE.bin") == Some(name)
+                || key.contains("/.OPTIMIZER_SLOT/");
+            assert!(is_full || object_path, "{src}: names/{name} -> {target}");
+        }
+    }
+    assert!(checked >= 40, "{checked} variable names checked");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Real mounts
 // ---------------------------------------------------------------------------------------------

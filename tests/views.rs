@@ -318,6 +318,155 @@ fn safetensors_of_every_fixture_equals_tensorflow_record() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// weights.safetensors
+// ---------------------------------------------------------------------------------------------
+
+/// Checks `weights.safetensors` files against TensorFlow's view of their checkpoints
+/// (`graphs/expected/variable_names.json`, by `scripts/gen_names_fixtures.py`): `argv[1]` is a
+/// JSON list of `[file, source name, path of that JSON]`. Every tensor, looked up by its name,
+/// has the bytes TensorFlow reads for the key `tfmount.keys` maps the name to; the name is the
+/// variable's `full_name` (with `_N` for a name several variables have); no optimizer slot (by
+/// TensorFlow's `slot_variables`), optimizer state, save counter or object graph is there, every
+/// other tensor safetensors can hold is; for tf2_keras the keys are exactly those TensorFlow
+/// restores the Keras model's `model.weights` from. Prints the number of tensors checked.
+const WEIGHTS_CHECK: &str = r#"
+import sys, json, hashlib, struct
+from collections import Counter
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file
+ST = {"float32": "F32", "float64": "F64", "int32": "I32", "int64": "I64", "int8": "I8",
+      "uint8": "U8", "bool": "BOOL", "float16": "F16", "bfloat16": "BF16", "complex64": "C64"}
+sha = lambda b: hashlib.sha256(b).hexdigest()
+checked = 0
+for path, src, exp_path in json.load(open(sys.argv[1])):
+    exp = json.load(open(exp_path))["sources"][src]
+    full = {k: n for _, n, k in exp["attributes"]}
+    count = Counter(n for _, n, _ in exp["attributes"])
+    def is_weight(k):
+        p = k.split("/.ATTRIBUTES/")[0]
+        return not (k in exp["slot_keys"] or "/.OPTIMIZER_SLOT/" in k
+                    or k == "_CHECKPOINTABLE_OBJECT_GRAPH" or p in ("save_counter", "global_step")
+                    or (k.startswith("optimizer/") and not k.startswith("optimizer/_trainable_variables/"))
+                    or p.split("/")[-1] in ("beta1_power", "beta2_power"))
+    with safe_open(path, "np") as f:
+        meta = f.metadata()
+        assert meta["format"] == "tf", meta
+        keys = json.loads(meta["tfmount.keys"])
+        excluded = {e["key"]: e for e in json.loads(meta.get("tfmount.excluded", "[]"))}
+        names = set(f.keys())
+        assert names == set(keys) - set(excluded), (path, names ^ (set(keys) - set(excluded)))
+        assert len(set(keys.values())) == len(keys), (path, "a key twice")
+        want = {k for k, dt in exp["dtype"].items() if is_weight(k)}
+        assert set(keys.values()) == want, (path, set(keys.values()) ^ want)
+        for name, key in keys.items():
+            n = full.get(key)
+            if n is None:
+                assert name == key, (path, name, key)
+            elif count[n] == 1:
+                assert name == n, (path, name, n)
+            else:
+                assert name == n or (name.startswith(n + "_") and name[len(n) + 1:].isdigit()), (path, name, n)
+            if name in excluded:
+                assert exp["dtype"][key] not in ST and excluded[name]["reason"] == "dtype", (path, name)
+                continue
+            t = f.get_tensor(name)
+            assert list(t.shape) == exp["shape"][key], (path, name)
+            assert sha(np.ascontiguousarray(t).tobytes()) == exp["sha256"][key], (path, name, key)
+            checked += 1
+        if "model_weights" in exp:
+            assert keys == exp["model_weights"], (path, keys, exp["model_weights"])
+    d = load_file(path)
+    assert set(d) == names
+print(checked)
+"#;
+
+fn check_weights(jobs: &[(PathBuf, &str)]) -> u64 {
+    let exp = fixtures().join("graphs/expected/variable_names.json");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let list = dir.path().join("jobs.json");
+    let jobs: Vec<Value> = jobs.iter().map(|(p, s)| json!([p, s, exp])).collect();
+    std::fs::write(&list, serde_json::to_vec(&jobs).expect("json")).expect("write");
+    let out = run_python(WEIGHTS_CHECK, &[list.as_os_str()]);
+    out.trim().parse().expect("a count")
+}
+
+/// `weights.safetensors` of the TF2 fixtures (checkpoints and SavedModels), read through the
+/// core in odd chunks, holds the model's weights under their variable names with TensorFlow's
+/// values (the Keras model's exactly the variables TensorFlow restores it from); a TF1
+/// checkpoint's holds its variables without the Adam slots and `global_step`.
+#[test]
+fn weights_safetensors_holds_the_model_weights_under_their_names() {
+    if python().is_none() {
+        return;
+    }
+    let exp = load_json("graphs/expected/variable_names.json");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut jobs = Vec::new();
+    let sources: Vec<String> = exp["sources"]
+        .as_object()
+        .expect("sources")
+        .keys()
+        .cloned()
+        .collect();
+    for (i, src) in sources.iter().enumerate() {
+        let fs = open_fs(&fixtures().join(src));
+        let a = lookup_path(&fs, b"weights.safetensors").expect("weights.safetensors");
+        let bytes = read_all(&fs, a.ino, 1000);
+        assert_eq!(bytes.len() as u64, a.size, "{src}: size");
+        assert_eq!(read_all(&fs, a.ino, 4093), bytes, "{src}: other reads");
+        let p = dir.path().join(format!("{i}.safetensors"));
+        std::fs::write(&p, &bytes).expect("write");
+        jobs.push((p, src.as_str()));
+    }
+    let checked = check_weights(&jobs);
+    assert!(checked >= 15, "only {checked} tensors checked");
+
+    // TF1: the variables, named by their keys, without optimizer slots and bookkeeping.
+    let c = checkpoints()
+        .into_iter()
+        .find(|c| c.fixture == "tf1_adam")
+        .expect("tf1_adam");
+    let fs = open_fs(&c.source);
+    let bytes = read_path(&fs, &c.path(b"weights.safetensors")).expect("weights.safetensors");
+    let p = dir.path().join("tf1.safetensors");
+    std::fs::write(&p, &bytes).expect("write");
+    let recs = serde_json::to_string(&c.records()).expect("json");
+    let out = run_python(
+        r#"
+import sys, json, hashlib
+import numpy as np
+from safetensors import safe_open
+recs = {r["key"]: r for r in json.loads(sys.argv[2])}
+with safe_open(sys.argv[1], "np") as f:
+    keys = json.loads(f.metadata()["tfmount.keys"])
+    assert all(n == k for n, k in keys.items()), keys
+    for k in f.keys():
+        assert hashlib.sha256(np.ascontiguousarray(f.get_tensor(k)).tobytes()).hexdigest() == recs[k]["sha256"], k
+    print(" ".join(sorted(f.keys())))
+"#,
+        &[p.as_os_str(), std::ffi::OsStr::new(&recs)],
+    );
+    let all: Vec<String> = c
+        .records()
+        .iter()
+        .map(|r| r["key"].as_str().expect("key").to_string())
+        .collect();
+    let want: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|k| {
+            !(k.ends_with("/Adam") || k.ends_with("/Adam_1") || k.starts_with("beta"))
+                && *k != "global_step"
+        })
+        .collect();
+    assert!(want.len() >= 2 && want.len() < all.len(), "{all:?}");
+    let mut want = want;
+    want.sort_unstable();
+    assert_eq!(out.trim(), want.join(" "), "tf1_adam");
+}
+
+// ---------------------------------------------------------------------------------------------
 // tensors.tsv and summary.txt
 // ---------------------------------------------------------------------------------------------
 

@@ -132,6 +132,18 @@ impl Layout {
     where
         I: IntoIterator<Item = TensorRecord<'a>>,
     {
+        Self::build_with_metadata(records, &[])
+    }
+
+    /// [`Layout::build`] with more `__metadata__` entries, written after `"format"` and before
+    /// `"tfmount.excluded"` (neither of which `metadata` may name).
+    pub fn build_with_metadata<'a, I>(
+        records: I,
+        metadata: &[(&str, &str)],
+    ) -> Result<Layout, SafetensorsError>
+    where
+        I: IntoIterator<Item = TensorRecord<'a>>,
+    {
         let mut entries = Vec::new();
         let mut excluded_json = Vec::new();
         let mut index = Vec::new();
@@ -188,8 +200,16 @@ impl Layout {
         if !excluded_json.is_empty() {
             excluded_json.push(b']');
         }
-        let mut json = Vec::with_capacity(entries.len() + excluded_json.len() * 5 / 4 + 64);
+        let extra: usize = metadata.iter().map(|(k, v)| k.len() + v.len() * 5 / 4 + 8).sum();
+        let mut json =
+            Vec::with_capacity(entries.len() + excluded_json.len() * 5 / 4 + extra + 64);
         json.extend_from_slice(b"{\"__metadata__\":{\"format\":\"tf\"");
+        for (k, v) in metadata {
+            json.push(b',');
+            json_str(&mut json, k);
+            json.push(b':');
+            json_str(&mut json, v);
+        }
         if !excluded_json.is_empty() {
             json.extend_from_slice(b",\"tfmount.excluded\":");
             // The array is valid UTF-8 (built from &str and ASCII).

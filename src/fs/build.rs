@@ -21,7 +21,7 @@ use crate::source::dirtree::{self, PassTree, StoreTree, What};
 use crate::source::formats::{self, Detected, OpenCtx, Opened};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::{EmptySet, TensorSet};
-use crate::source::{names, Probed};
+use crate::source::{names, weights, Probed};
 use crate::tree::ino::{Ino, ROOT};
 use crate::tree::{self, FileKind};
 
@@ -296,7 +296,10 @@ impl<'a> Builder<'a> {
             let root = Ino::new(id, Variables::view_root(view)).ok_or_else(|| too_many(path))?;
             self.link(dir, view.name(), root, Kind::Dir);
         }
-        for (name, file) in views::root_files(&set) {
+        let mut files = views::root_files(&set);
+        // weights.safetensors: beside model.safetensors, built at its first stat like it.
+        files.insert(1, views::weights_file(&set, weights::of_set));
+        for (name, file) in files {
             let meta = set.meta();
             let f = self.add(Fixed::Text {
                 parent: dir,

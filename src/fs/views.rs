@@ -1,6 +1,7 @@
 //! The generated files at the root of every checkpoint's tree, beside `variables/`:
 //! `model.safetensors` (every tensor safetensors can hold, as one file served piece by piece from
-//! the tensors' own bytes), `tensors.tsv` (one line per tensor, streamed) and `summary.txt`
+//! the tensors' own bytes), `weights.safetensors` (the same for the model's weights only, under
+//! the names users know), `tensors.tsv` (one line per tensor, streamed) and `summary.txt`
 //! (totals and tables), over any [`TensorSet`].
 //!
 //! Nothing is computed until a file's size is first asked for; then one pass over the index
@@ -37,6 +38,26 @@ pub fn root_files(set: &Arc<dyn TensorSet>) -> Vec<(&'static [u8], Arc<dyn Gener
         (b"tensors.tsv", Arc::new(Tsv::new(set.clone()))),
         (b"summary.txt", Arc::new(SummaryFile::new(set.clone()))),
     ]
+}
+
+/// What the builder gives [`weights_file`]: the model's weights of a set, `(shown name, key)`
+/// in file order (such as [`crate::source::weights::of_set`]). Called once, the first time the
+/// file's size or bytes are asked for.
+pub type WeightsOf = fn(&dyn TensorSet) -> FsResult<Vec<(String, Vec<u8>)>>;
+
+/// `weights.safetensors`: the model's weights only, named as `weights` says, in a safetensors
+/// file laid out and served like `model.safetensors` (built at its first `stat`, bytes read
+/// through each tensor's [`TensorData`]). `__metadata__` adds `"tfmount.keys"`: a JSON object,
+/// as a string, from each shown name to its raw checkpoint key (every weight whose key is UTF-8;
+/// a key that is not is left out and named in `"tfmount.excluded"` by its bytes).
+pub fn weights_file(
+    set: &Arc<dyn TensorSet>,
+    weights: WeightsOf,
+) -> (&'static [u8], Arc<dyn Generated>) {
+    (
+        b"weights.safetensors",
+        Arc::new(Safetensors::weights(set.clone(), weights)),
+    )
 }
 
 /// A failure of generating `file` of the checkpoint at `set`'s path.
@@ -136,6 +157,8 @@ fn log_left_out(set: &dyn TensorSet, file: &str, n: u64) {
 /// assembled per request).
 pub struct Safetensors {
     set: Arc<dyn TensorSet>,
+    /// `None`: every tensor under its key (`model.safetensors`); else the weights.
+    weights: Option<WeightsOf>,
     built: OnceLock<Result<Built, String>>,
     /// The tensors read last, by input index: a sequential read of a large tensor resolves it
     /// once.
@@ -152,16 +175,96 @@ impl Safetensors {
     pub fn new(set: Arc<dyn TensorSet>) -> Safetensors {
         Safetensors {
             set,
+            weights: None,
             built: OnceLock::new(),
             open: Mutex::new(VecDeque::new()),
         }
     }
 
+    /// `weights.safetensors` (see [`weights_file`]).
+    pub fn weights(set: Arc<dyn TensorSet>, weights: WeightsOf) -> Safetensors {
+        Safetensors {
+            weights: Some(weights),
+            ..Safetensors::new(set)
+        }
+    }
+
+    fn file_name(&self) -> &'static str {
+        match self.weights {
+            None => "model.safetensors",
+            Some(_) => "weights.safetensors",
+        }
+    }
+
     fn built(&self) -> FsResult<&Built> {
         self.built
-            .get_or_init(|| self.build())
+            .get_or_init(|| match self.weights {
+                None => self.build(),
+                Some(f) => self.build_weights(f),
+            })
             .as_ref()
-            .map_err(|e| failed(&*self.set, "model.safetensors", e.clone()))
+            .map_err(|e| failed(&*self.set, self.file_name(), e.clone()))
+    }
+
+    /// `weights.safetensors`: the weights `f` names, each looked up in the index by its key.
+    fn build_weights(&self, f: WeightsOf) -> Result<Built, String> {
+        let set = &*self.set;
+        let file = self.file_name();
+        let weights = f(set).map_err(|e| e.to_string())?;
+        let mut infos = Vec::with_capacity(weights.len());
+        let mut pos = Vec::with_capacity(weights.len());
+        let mut left_out = 0;
+        let mut names = std::collections::HashSet::new();
+        for (name, key) in weights {
+            if !names.insert(name.clone()) {
+                log::debug!("{}: {file}: name {name:?} twice", set.path().display());
+                left_out += 1;
+                continue;
+            }
+            let found = set
+                .seek(&key)
+                .and_then(|p| match p {
+                    Some(p) if set.key(p)? == key => Ok(Some((p, set.info(p)?))),
+                    _ => Ok(None),
+                })
+                .inspect_err(|e| log::debug!("{}: {file}: {e}", set.path().display()));
+            match found {
+                Ok(Some((p, info))) => {
+                    infos.push((name, info));
+                    pos.push(p);
+                }
+                _ => left_out += 1,
+            }
+        }
+        log_left_out(set, file, left_out);
+        // The shown name → key map, in file order (keys that are not UTF-8 are left out of the
+        // file by the layout, named by their bytes: the record is named by the raw key).
+        let mut keys = b"{".to_vec();
+        for (name, info) in &infos {
+            if let Ok(k) = std::str::from_utf8(&info.key) {
+                if keys.len() > 1 {
+                    keys.push(b',');
+                }
+                // serde_json's string writer cannot fail on a Vec.
+                let _ = serde_json::to_writer(&mut keys, name);
+                keys.push(b':');
+                let _ = serde_json::to_writer(&mut keys, k);
+            }
+        }
+        keys.push(b'}');
+        let keys = String::from_utf8(keys).map_err(|e| e.to_string())?;
+        let records = infos.iter().map(|(name, info)| StRecord {
+            name: match std::str::from_utf8(&info.key) {
+                Ok(_) => name.as_bytes(),
+                Err(_) => &info.key,
+            },
+            dtype: info.dtype,
+            shape: &info.shape,
+            nbytes: fixed_nbytes(info).unwrap_or(0),
+        });
+        let layout = Layout::build_with_metadata(records, &[("tfmount.keys", &keys)])
+            .map_err(|e| e.to_string())?;
+        Ok(Built { layout, pos })
     }
 
     /// One pass over the index: names, dtypes and shapes into two arenas, then the layout.
@@ -231,7 +334,7 @@ impl Safetensors {
             let key = b.pos.get(index).and_then(|&p| self.set.key(p).ok());
             return Err(failed(
                 &*self.set,
-                "model.safetensors",
+                self.file_name(),
                 format!(
                     "tensor {}: {} bytes where its shape needs {len}",
                     String::from_utf8_lossy(&key.unwrap_or_default()),

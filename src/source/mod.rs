@@ -14,6 +14,7 @@ pub mod state;
 pub mod tensors;
 pub mod v1;
 pub mod watch;
+pub mod weights;
 
 use std::path::{Path, PathBuf};
 

@@ -1,24 +1,60 @@
 //! The names users know for TF2 variables (tf-format.md §6, §9): object-based checkpoints key
 //! tensors by object paths (`net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE`); this maps friendlier
-//! names to those keys.
-//! - From a checkpoint's `_CHECKPOINTABLE_OBJECT_GRAPH`: the object path (local names from the
-//!   root, shortest first, escaped as TensorFlow does — `.` → `..`, `/` → `.S` — and joined by
-//!   `/`) of every object with a `VARIABLE_VALUE` attribute, and
-//!   optimizer slots as `<variable path>/<slot name>`.
-//! - From a SavedModel's object graph: each `SavedVariable`'s own `name` (`dense/kernel`), matched
-//!   to the checkpoint by its object path.
+//! names to those keys. Two kinds of names, both kept because users know both:
+//! - object paths: from a checkpoint's `_CHECKPOINTABLE_OBJECT_GRAPH`, the path (local names from
+//!   the root, shortest first, escaped as TensorFlow does — `.` → `..`, `/` → `.S` — and joined
+//!   by `/`) of every object with a `VARIABLE_VALUE` attribute, and optimizer slots as
+//!   `<variable path>/<slot name>` — what `tf.train.list_variables` shows, without the
+//!   `/.ATTRIBUTES/VARIABLE_VALUE` tail;
+//! - variable names: each variable's own name, `SerializedTensor.full_name` in the object graph
+//!   (`seq/hidden/kernel`, what `v.name` / Keras' `v.path` give, without a `:0` tail) and, for a
+//!   SavedModel, each `SavedVariable`'s `name`, matched to the checkpoint by its object path.
+//!   Keras 3 reaches a model's variables through `optimizer/_trainable_variables/N` first, so for
+//!   those only the variable names say what they are.
 //!
-//! Collision rule: names are taken in object-graph node order; a name already taken gets the
-//! first free `_1`, `_2`, ... suffix, as TensorFlow itself uniquifies variable names.
+//! Collision rule: object paths first, then variable names, each in object-graph node order; a
+//! name already given to the same key is not repeated, a name already taken by another key gets
+//! the first free `_1`, `_2`, ... suffix, as TensorFlow itself uniquifies variable names (TF2
+//! does not: two unnamed variables are both `Variable`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use super::tensors::TensorSet;
 use crate::proto::saved_object::Kind as SavedKind;
 use crate::proto::trackable_object_graph::trackable_object::ObjectReference;
 use crate::proto::{SavedObjectGraph, TrackableObjectGraph};
 
 pub const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 const VARIABLE_VALUE: &str = "VARIABLE_VALUE";
+/// A larger object graph is not read (it would be decoded whole into memory).
+const MAX_OBJECT_GRAPH: u64 = 1 << 30;
+
+/// The object graph a TF2 checkpoint stores as a string tensor, from any [`TensorSet`]; `None`
+/// when there is none (TF1, V1) or it cannot be read (logged).
+pub fn object_graph(set: &dyn TensorSet) -> Option<TrackableObjectGraph> {
+    use prost::Message;
+    let pos = set.seek(OBJECT_GRAPH_KEY).ok()??;
+    if set.key(pos).ok()? != OBJECT_GRAPH_KEY {
+        return None;
+    }
+    let warn = |e: &dyn std::fmt::Display| {
+        log::warn!("{}: object graph: {e}", set.path().display());
+    };
+    let data = set.open(pos).inspect_err(|e| warn(e)).ok()?;
+    if data.size() > MAX_OBJECT_GRAPH {
+        warn(&format!("{} bytes, over {MAX_OBJECT_GRAPH}", data.size()));
+        return None;
+    }
+    let bytes = data
+        .read(0, usize::try_from(data.size()).ok()?)
+        .inspect_err(|e| warn(e))
+        .ok()?;
+    // One string element: an 8-byte length, then the serialized proto.
+    let proto = bytes.get(8..)?;
+    TrackableObjectGraph::decode(proto)
+        .inspect_err(|e| warn(e))
+        .ok()
+}
 
 /// TensorFlow's escaping of a local name inside an object path (`.` → `..`, `/` → `.S`), so
 /// names are the checkpoint keys' own object paths.
@@ -55,16 +91,29 @@ fn paths(
 }
 
 fn value_key(tog: &TrackableObjectGraph, node: usize) -> Option<String> {
+    value_attr(tog, node).map(|a| a.checkpoint_key.clone())
+}
+
+fn value_attr(
+    tog: &TrackableObjectGraph,
+    node: usize,
+) -> Option<&crate::proto::trackable_object_graph::trackable_object::SerializedTensor> {
     tog.nodes
         .get(node)?
         .attributes
         .iter()
         .find(|a| a.name == VARIABLE_VALUE)
-        .map(|a| a.checkpoint_key.clone())
 }
 
-/// `(name, checkpoint key)` pairs from a checkpoint's object graph.
-pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
+/// A variable's own name as stored (`full_name`, `SavedVariable.name`) without TensorFlow's
+/// `:0` output suffix; `None` when empty.
+fn own_name(name: &str) -> Option<String> {
+    let name = name.strip_suffix(":0").unwrap_or(name);
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// Object-path names, not yet uniquified.
+fn object_path_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
     let n = tog.nodes.len();
     let p = paths(|i| tog.nodes.get(i).map(|x| x.children.clone()), n);
     let mut out = Vec::new();
@@ -86,10 +135,33 @@ pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
             }
         }
     }
-    uniquify(out)
+    out
 }
 
-/// `(name, checkpoint key)` pairs for a SavedModel's variables.
+/// Variable names (`full_name`), in node order, not yet uniquified.
+fn full_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
+    (0..tog.nodes.len())
+        .filter_map(|i| {
+            let a = value_attr(tog, i)?;
+            Some((own_name(&a.full_name)?, a.checkpoint_key.clone()))
+        })
+        .collect()
+}
+
+/// The variables' own names (`full_name`) of a checkpoint's object graph, uniquified among
+/// themselves: `(name, checkpoint key)`, in node order. What `weights.safetensors` is keyed by.
+pub fn variable_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
+    uniquify(full_names(tog))
+}
+
+/// `(name, checkpoint key)` pairs from a checkpoint's object graph: object paths, then variable
+/// names (see the module doc).
+pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
+    merge([object_path_names(tog), full_names(tog)])
+}
+
+/// `(name, checkpoint key)` pairs for a SavedModel's variables: object paths, then each
+/// `SavedVariable.name`, then the checkpoint's own variable names (the same as a rule).
 pub fn saved_model_names(
     sog: &SavedObjectGraph,
     tog: &TrackableObjectGraph,
@@ -107,24 +179,32 @@ pub fn saved_model_names(
         .enumerate()
         .filter_map(|(i, p)| p.as_ref().map(|p| (p, i)))
         .collect();
-    let mut out = Vec::new();
+    let mut saved = Vec::new();
     for (i, node) in sog.nodes.iter().enumerate() {
         let Some(SavedKind::Variable(v)) = &node.kind else {
             continue;
         };
-        let Some(path) = &sp[i] else { continue };
+        let Some(Some(path)) = sp.get(i) else {
+            continue;
+        };
         let Some(key) = by_path.get(path).and_then(|&t| value_key(tog, t)) else {
             continue;
         };
-        let name = v.name.strip_suffix(":0").unwrap_or(&v.name);
-        let name = if name.is_empty() {
-            path.join("/")
-        } else {
-            name.to_string()
-        };
-        out.push((name, key));
+        let name = own_name(&v.name).unwrap_or_else(|| path.join("/"));
+        saved.push((name, key));
     }
-    uniquify(out)
+    merge([object_path_names(tog), saved, full_names(tog)])
+}
+
+/// The lists in order, a pair already present dropped, then [`uniquify`]d.
+fn merge<const N: usize>(lists: [Vec<(String, String)>; N]) -> Vec<(String, String)> {
+    let mut seen = HashSet::new();
+    let all = lists
+        .into_iter()
+        .flatten()
+        .filter(|p| seen.insert(p.clone()))
+        .collect();
+    uniquify(all)
 }
 
 /// Gives later duplicates the first free `_N` suffix.

@@ -1,0 +1,192 @@
+//! Which tensors of a checkpoint are the model's weights (`weights.safetensors`), and the names
+//! they are shown by. Decided from the key alone, so the same rules serve a TF1 checkpoint, a
+//! TF2 object-based one and a Keras weights file (`layers/dense/vars/0`, `optimizer/vars/3`);
+//! the rules are those of `summary.txt`'s `model` role. A tensor is left out when it is:
+//! - an optimizer slot: a TF2 key holding `/.OPTIMIZER_SLOT/`; a TF1 slot, i.e. a key with a `/`
+//!   whose last component is a TF1 optimizer's slot name (`Adam`, `Momentum`, `RMSProp`,
+//!   `Adagrad`, `AdagradDA`, `ProximalAdagrad`, `Ftrl`, `Adadelta`, `Adamax`, `Nadam`,
+//!   `LazyAdam`), optionally followed by `_<digits>` (`dense/kernel/Adam_1`);
+//! - optimizer state: a key under `optimizer/` (Keras' optimizer variables, iteration count and
+//!   learning rate), except `optimizer/_trainable_variables/...`, through which Keras 3 reaches
+//!   the model's own variables first (they are weights); a last component `beta1_power` or
+//!   `beta2_power` (optionally `_<digits>`);
+//! - bookkeeping: `global_step`, `save_counter` (TF2: the object path `save_counter`), the object
+//!   graph `_CHECKPOINTABLE_OBJECT_GRAPH`.
+//!
+//! Everything else is a weight, also a counter of the user's own (`step`): only what TensorFlow
+//! and Keras write themselves is recognized. An optimizer tracked under another name than
+//! `optimizer` is recognized by its slots (`.OPTIMIZER_SLOT`, TF1 slot names) only.
+//!
+//! A weight is shown by its variable name ([`super::names::variable_names`]: `seq/hidden/kernel`)
+//! where the checkpoint's object graph has one, else by its key.
+
+use std::collections::HashMap;
+
+use super::names;
+use super::tensors::{walk, TensorSet};
+use crate::error::FsResult;
+
+/// TF1 optimizers' slot names (the last key component of a slot variable).
+const TF1_SLOTS: &[&[u8]] = &[
+    b"Adam",
+    b"Momentum",
+    b"RMSProp",
+    b"Adagrad",
+    b"AdagradDA",
+    b"ProximalAdagrad",
+    b"Ftrl",
+    b"Adadelta",
+    b"Adamax",
+    b"Nadam",
+    b"LazyAdam",
+];
+/// An optimizer's own variables (TF1 Adam).
+const OPTIMIZER_OWN: &[&[u8]] = &[b"beta1_power", b"beta2_power"];
+/// Bookkeeping variables, by object path (TF2) or key (TF1).
+const BOOKKEEPING: &[&[u8]] = &[b"global_step", b"save_counter"];
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `name` without a `_<digits>` suffix.
+fn strip_digits_suffix(name: &[u8]) -> &[u8] {
+    match name.iter().rposition(|&b| b == b'_') {
+        Some(i) if i + 1 < name.len() && name[i + 1..].iter().all(u8::is_ascii_digit) => &name[..i],
+        _ => name,
+    }
+}
+
+/// Whether the tensor at `key` is one of the model's weights (the module doc's rules).
+pub fn is_weight(key: &[u8]) -> bool {
+    if key == names::OBJECT_GRAPH_KEY || find(key, b"/.OPTIMIZER_SLOT/").is_some() {
+        return false;
+    }
+    if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/") {
+        return false;
+    }
+    // A TF2 key's object path: the key without its `/.ATTRIBUTES/...` tail.
+    let object_path = match find(key, b"/.ATTRIBUTES/") {
+        Some(i) => &key[..i],
+        None => key,
+    };
+    if BOOKKEEPING.contains(&object_path) {
+        return false;
+    }
+    let (parent, last) = match object_path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (Some(&object_path[..i]), &object_path[i + 1..]),
+        None => (None, object_path),
+    };
+    let base = strip_digits_suffix(last);
+    !(parent.is_some() && TF1_SLOTS.contains(&base) || OPTIMIZER_OWN.contains(&base))
+}
+
+/// The model's weights among `keys` (in their order): `(shown name, key)`, the shown name the
+/// variable name `names` gives the key (`(name, key)` pairs, the first one for a key counts),
+/// else the key itself (a key that is not UTF-8: its lossy text; `weights.safetensors` leaves
+/// such a tensor out and names it by its bytes). Shown names are unique ([`names::uniquify`]).
+pub fn model_weights(
+    keys: impl Iterator<Item = Vec<u8>>,
+    names: &[(String, String)],
+) -> Vec<(String, Vec<u8>)> {
+    let mut by_key: HashMap<&[u8], &str> = HashMap::new();
+    for (n, k) in names {
+        by_key.entry(k.as_bytes()).or_insert(n);
+    }
+    let mut shown = Vec::new();
+    let mut raw = Vec::new();
+    for key in keys.filter(|k| is_weight(k)) {
+        let name = match by_key.get(&key[..]) {
+            Some(n) => n.to_string(),
+            None => String::from_utf8_lossy(&key).into_owned(),
+        };
+        shown.push((name, String::new()));
+        raw.push(key);
+    }
+    // Unique names; uniquify keeps every name that is already unique.
+    names::uniquify(shown)
+        .into_iter().map(|(n, _)| n).zip(raw).collect()
+}
+
+/// [`model_weights`] of a whole set: its shown keys, named by the variable names of its object
+/// graph (if it has one). One pass over the index.
+pub fn of_set(set: &dyn TensorSet) -> FsResult<Vec<(String, Vec<u8>)>> {
+    let names = names::object_graph(set)
+        .map(|g| names::variable_names(&g))
+        .unwrap_or_default();
+    let mut keys = Vec::new();
+    walk(set, |_, k| {
+        if is_weight(k) {
+            keys.push(k.to_vec());
+        }
+        Ok(true)
+    })?;
+    Ok(model_weights(keys.into_iter(), &names))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_by_key() {
+        for k in [
+            "dense/kernel",
+            "dense/bias",
+            "step",
+            "net/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/_trainable_variables/0/.ATTRIBUTES/VARIABLE_VALUE",
+            "layers/dense/vars/0",
+            "model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+            "Adam",
+            "counter/save_counter2",
+        ] {
+            assert!(is_weight(k.as_bytes()), "{k}");
+        }
+        for k in [
+            "_CHECKPOINTABLE_OBJECT_GRAPH",
+            "global_step",
+            "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+            "dense/kernel/Adam",
+            "dense/kernel/Adam_1",
+            "beta1_power",
+            "opt/beta2_power/.ATTRIBUTES/VARIABLE_VALUE",
+            "net/kernel/.OPTIMIZER_SLOT/opt/m/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/_variables/2/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/vars/3",
+        ] {
+            assert!(!is_weight(k.as_bytes()), "{k}");
+        }
+    }
+
+    #[test]
+    fn shown_names_are_variable_names_else_keys_and_unique() {
+        let keys = [
+            "a/.ATTRIBUTES/VARIABLE_VALUE",
+            "b/.ATTRIBUTES/VARIABLE_VALUE",
+            "c",
+            "d/.ATTRIBUTES/VARIABLE_VALUE",
+            "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
+        ];
+        let names = vec![
+            ("w".to_string(), keys[0].to_string()),
+            ("c".to_string(), keys[1].to_string()),
+            ("w".to_string(), keys[1].to_string()),
+            ("it".to_string(), keys[4].to_string()),
+        ];
+        let got = model_weights(keys.iter().map(|k| k.as_bytes().to_vec()), &names);
+        let got: Vec<(&str, &[u8])> = got.iter().map(|(n, k)| (&n[..], &k[..])).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("w", keys[0].as_bytes()),
+                ("c", keys[1].as_bytes()),
+                // The key `c` is taken by the variable name of `b`.
+                ("c_1", keys[2].as_bytes()),
+                ("d/.ATTRIBUTES/VARIABLE_VALUE", keys[3].as_bytes()),
+            ]
+        );
+    }
+}
