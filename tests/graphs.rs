@@ -900,7 +900,9 @@ fn names_view_holds_the_variable_names() {
             let is_full = attrs
                 .iter()
                 .any(|a| name.starts_with(a[1].as_str().unwrap()));
-            let key = target.trim_start_matches("../").trim_start_matches("variables/");
+            let key = target
+                .trim_start_matches("../")
+                .trim_start_matches("variables/");
             let object_path = key.strip_suffix("/.ATTRIBUTES/VARIABLE_VALUE.bin") == Some(name)
                 || key.contains("/.OPTIMIZER_SLOT/");
             assert!(is_full || object_path, "{src}: names/{name} -> {target}");

@@ -321,26 +321,45 @@ fn safetensors_of_every_fixture_equals_tensorflow_record() {
 // weights.safetensors
 // ---------------------------------------------------------------------------------------------
 
-/// Checks `weights.safetensors` files against TensorFlow's view of their checkpoints
-/// (`graphs/expected/variable_names.json`, by `scripts/gen_names_fixtures.py`): `argv[1]` is a
-/// JSON list of `[file, source name, path of that JSON]`. Every tensor, looked up by its name,
-/// has the bytes TensorFlow reads for the key `tfmount.keys` maps the name to; the name is the
-/// variable's `full_name` (with `_N` for a name several variables have); no optimizer slot (by
-/// TensorFlow's `slot_variables`), optimizer state, save counter or object graph is there, every
-/// other tensor safetensors can hold is; for tf2_keras the keys are exactly those TensorFlow
-/// restores the Keras model's `model.weights` from. Prints the number of tensors checked.
+/// Checks `weights.safetensors` files against what TensorFlow and h5py read from the same
+/// checkpoints: `argv[1]` is a JSON list of `{"path", "kind", "exp", "src"}`.
+/// - `kind` `"tf"`: `exp` is `graphs/expected/variable_names.json` (by
+///   `scripts/gen_names_fixtures.py`), `src` one of its sources. The weights are every tensor
+///   safetensors can hold except optimizer slots (TensorFlow's `slot_variables`), optimizer
+///   state, the save counter and the object graph; each is named by its variable's `full_name`
+///   (`_N` added for a name several variables have); for tf2_keras the name → key map is exactly
+///   the Keras model's `variable.path` → the key TensorFlow restores the variable from.
+/// - `kind` `"keras"`: `exp` is a `keras/expected/*.json` (h5py's view, by
+///   `scripts/gen_keras_fixtures.py`), `src` `"weights"` for a Keras 3 file (the datasets under
+///   `layers/`, named by their keys: the file has no readable names), `"keras"` for a `.keras`
+///   (the same, from its `model.weights.h5` member) or `"legacy"` (the datasets under
+///   `model_weights/`, named by the layers' `weight_names` without `:0`).
+///
+/// Checked for each file: `__metadata__` (`format`, and `tfmount.keys` mapping every name to
+/// its key, unique keys), the header's spans (contiguous, ending the file), every tensor's bytes
+/// (by the header's offsets) equal to the value under the mapped key (sha256 of numpy's
+/// `tobytes()` for TensorFlow, of the dataset's bytes for h5py), dtype and shape, `get_tensor`
+/// of every tensor (bfloat16 through ml_dtypes, when there is one), and `load_file` when numpy
+/// holds every dtype; a weight safetensors cannot hold is absent and named in
+/// `tfmount.excluded`. Prints the number of tensors checked.
 const WEIGHTS_CHECK: &str = r#"
 import sys, json, hashlib, struct
 from collections import Counter
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
 ST = {"float32": "F32", "float64": "F64", "int32": "I32", "int64": "I64", "int8": "I8",
-      "uint8": "U8", "bool": "BOOL", "float16": "F16", "bfloat16": "BF16", "complex64": "C64"}
+      "uint8": "U8", "bool": "BOOL", "float16": "F16", "bfloat16": "BF16", "complex64": "C64",
+      "int16": "I16", "uint16": "U16", "uint32": "U32", "uint64": "U64"}
+NUMPY = {"F32", "F64", "I32", "U8", "I16", "I8", "C64", "I64", "BOOL", "U16", "F16", "U32", "U64"}
 sha = lambda b: hashlib.sha256(b).hexdigest()
-checked = 0
-for path, src, exp_path in json.load(open(sys.argv[1])):
-    exp = json.load(open(exp_path))["sources"][src]
+
+def tf_expect(exp):
+    """{key: (shown name or None, sha256, dtype, shape)} of the weights, and the name rule."""
     full = {k: n for _, n, k in exp["attributes"]}
     count = Counter(n for _, n, _ in exp["attributes"])
     def is_weight(k):
@@ -349,6 +368,53 @@ for path, src, exp_path in json.load(open(sys.argv[1])):
                     or k == "_CHECKPOINTABLE_OBJECT_GRAPH" or p in ("save_counter", "global_step")
                     or (k.startswith("optimizer/") and not k.startswith("optimizer/_trainable_variables/"))
                     or p.split("/")[-1] in ("beta1_power", "beta2_power"))
+    want = {k: (exp["sha256"].get(k), dt, exp["shape"][k]) for k, dt in exp["dtype"].items() if is_weight(k)}
+    def name_ok(name, key):
+        n = full.get(key)
+        if n is None:
+            return name == key
+        if count[n] == 1:
+            return name == n
+        return name == n or (name.startswith(n + "_") and name[len(n) + 1:].isdigit())
+    return want, name_ok
+
+def keras_expect(exp, kind):
+    if kind == "keras":
+        datasets = exp["model.weights.h5"]["datasets"]
+    else:
+        datasets = exp["datasets"]
+    top = "model_weights/" if kind == "legacy" else "layers/"
+    # Datasets h5py gives no dtype (opaque, no dtype attribute) are not served at all.
+    want = {d["path"][1:]: (d["sha256"], d["dtype"], d["shape"]) for d in datasets
+            if d.get("dtype") and d["path"][1:].startswith(top)}
+    assert len(want) >= 8, (kind, want)
+    shown = {}
+    if kind == "legacy":
+        for group, names in exp["legacy"]["weight_names"].items():
+            for w in names:
+                shown[group[1:] + "/" + w] = w[:-2] if w.endswith(":0") else w
+        assert set(want) <= set(shown), set(want) - set(shown)
+    return want, lambda name, key: name == shown.get(key, key)
+
+checked = 0
+for job in json.load(open(sys.argv[1])):
+    path, kind = job["path"], job["kind"]
+    exp = json.load(open(job["exp"]))
+    if kind == "tf":
+        exp = exp["sources"][job["src"]]
+        want, name_ok = tf_expect(exp)
+    else:
+        want, name_ok = keras_expect(exp, job["src"])
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    spans = sorted(tuple(v["data_offsets"]) for k, v in header.items() if k != "__metadata__")
+    end = 0
+    for a, b in spans:
+        assert a == end, (path, "hole or overlap", a, end)
+        end = b
+    assert base + end == len(raw), (path, "data does not end the file")
     with safe_open(path, "np") as f:
         meta = f.metadata()
         assert meta["format"] == "tf", meta
@@ -357,59 +423,78 @@ for path, src, exp_path in json.load(open(sys.argv[1])):
         names = set(f.keys())
         assert names == set(keys) - set(excluded), (path, names ^ (set(keys) - set(excluded)))
         assert len(set(keys.values())) == len(keys), (path, "a key twice")
-        want = {k for k, dt in exp["dtype"].items() if is_weight(k)}
-        assert set(keys.values()) == want, (path, set(keys.values()) ^ want)
+        assert set(keys.values()) == set(want), (path, set(keys.values()) ^ set(want))
         for name, key in keys.items():
-            n = full.get(key)
-            if n is None:
-                assert name == key, (path, name, key)
-            elif count[n] == 1:
-                assert name == n, (path, name, n)
-            else:
-                assert name == n or (name.startswith(n + "_") and name[len(n) + 1:].isdigit()), (path, name, n)
+            assert name_ok(name, key), (path, name, key)
+            digest, dt, shape = want[key]
             if name in excluded:
-                assert exp["dtype"][key] not in ST and excluded[name]["reason"] == "dtype", (path, name)
+                assert dt not in ST and excluded[name]["reason"] == "dtype", (path, name)
                 continue
-            t = f.get_tensor(name)
-            assert list(t.shape) == exp["shape"][key], (path, name)
-            assert sha(np.ascontiguousarray(t).tobytes()) == exp["sha256"][key], (path, name, key)
+            h = header[name]
+            assert h["dtype"] == ST[dt] and h["shape"] == shape, (path, name, h, dt, shape)
+            a, b = h["data_offsets"]
+            assert sha(raw[base + a:base + b]) == digest, (path, name, key, "bytes")
+            if h["dtype"] in NUMPY or ml_dtypes is not None:
+                t = f.get_tensor(name)
+                assert list(t.shape) == shape, (path, name)
+                assert sha(np.ascontiguousarray(t).tobytes()) == digest, (path, name, key)
             checked += 1
         if "model_weights" in exp:
             assert keys == exp["model_weights"], (path, keys, exp["model_weights"])
-    d = load_file(path)
-    assert set(d) == names
+    if all(header[k]["dtype"] in NUMPY for k in names):
+        d = load_file(path)
+        assert set(d) == names
+        for name in names:
+            assert sha(np.ascontiguousarray(d[name]).tobytes()) == want[keys[name]][0], (path, name)
 print(checked)
 "#;
 
-fn check_weights(jobs: &[(PathBuf, &str)]) -> u64 {
-    let exp = fixtures().join("graphs/expected/variable_names.json");
+/// One `weights.safetensors` to check: its path, and what [`WEIGHTS_CHECK`] checks it against.
+fn weights_job(path: &Path, kind: &str, exp: &str, src: &str) -> Value {
+    json!({"path": path, "kind": kind, "exp": fixtures().join(exp), "src": src})
+}
+
+fn check_weights(jobs: &[Value]) -> u64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let list = dir.path().join("jobs.json");
-    let jobs: Vec<Value> = jobs.iter().map(|(p, s)| json!([p, s, exp])).collect();
     std::fs::write(&list, serde_json::to_vec(&jobs).expect("json")).expect("write");
     let out = run_python(WEIGHTS_CHECK, &[list.as_os_str()]);
     out.trim().parse().expect("a count")
 }
 
-/// `weights.safetensors` of the TF2 fixtures (checkpoints and SavedModels), read through the
-/// core in odd chunks, holds the model's weights under their variable names with TensorFlow's
-/// values (the Keras model's exactly the variables TensorFlow restores it from); a TF1
-/// checkpoint's holds its variables without the Adam slots and `global_step`.
+const NAMES_JSON: &str = "graphs/expected/variable_names.json";
+
+/// `weights.safetensors` of the TF2 fixtures (checkpoints and SavedModels) and of the Keras
+/// files (`.weights.h5`, `.keras`, legacy `.h5`), read through the core in odd chunks, holds the
+/// model's weights under the names `names/` gives them, with TensorFlow's and h5py's values (the
+/// TF2 Keras model's exactly the variables TensorFlow restores it from); a TF1 checkpoint's
+/// holds its variables without the Adam slots, `beta1_power`/`beta2_power` and `global_step`.
 #[test]
 fn weights_safetensors_holds_the_model_weights_under_their_names() {
     if python().is_none() {
         return;
     }
-    let exp = load_json("graphs/expected/variable_names.json");
+    let exp = load_json(NAMES_JSON);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut jobs = Vec::new();
-    let sources: Vec<String> = exp["sources"]
+    // (fixture, kind, expected JSON, source or kind of Keras file) as WEIGHTS_CHECK takes them.
+    let mut sources: Vec<(String, &str, String, String)> = exp["sources"]
         .as_object()
         .expect("sources")
         .keys()
-        .cloned()
+        .map(|s| (s.clone(), "tf", NAMES_JSON.to_string(), s.clone()))
         .collect();
-    for (i, src) in sources.iter().enumerate() {
+    // model_deflated.keras holds model.keras's weights member deflated (its record says so).
+    for (file, record, src) in [
+        ("model.weights.h5", "model.weights.h5", "weights"),
+        ("model.keras", "model.keras", "keras"),
+        ("model_deflated.keras", "model.keras", "keras"),
+        ("legacy_model.h5", "legacy_model.h5", "legacy"),
+    ] {
+        let exp = format!("keras/expected/{record}.json");
+        sources.push((format!("keras/{file}"), "keras", exp, src.to_string()));
+    }
+    for (i, (src, kind, exp, name)) in sources.iter().enumerate() {
         let fs = open_fs(&fixtures().join(src));
         let a = lookup_path(&fs, b"weights.safetensors").expect("weights.safetensors");
         let bytes = read_all(&fs, a.ino, 1000);
@@ -417,10 +502,10 @@ fn weights_safetensors_holds_the_model_weights_under_their_names() {
         assert_eq!(read_all(&fs, a.ino, 4093), bytes, "{src}: other reads");
         let p = dir.path().join(format!("{i}.safetensors"));
         std::fs::write(&p, &bytes).expect("write");
-        jobs.push((p, src.as_str()));
+        jobs.push(weights_job(&p, kind, exp, name));
     }
     let checked = check_weights(&jobs);
-    assert!(checked >= 15, "only {checked} tensors checked");
+    assert!(checked >= 100, "only {checked} tensors checked");
 
     // TF1: the variables, named by their keys, without optimizer slots and bookkeeping.
     let c = checkpoints()
@@ -441,6 +526,7 @@ recs = {r["key"]: r for r in json.loads(sys.argv[2])}
 with safe_open(sys.argv[1], "np") as f:
     keys = json.loads(f.metadata()["tfmount.keys"])
     assert all(n == k for n, k in keys.items()), keys
+    assert set(keys) == set(f.keys()), keys
     for k in f.keys():
         assert hashlib.sha256(np.ascontiguousarray(f.get_tensor(k)).tobytes()).hexdigest() == recs[k]["sha256"], k
     print(" ".join(sorted(f.keys())))
@@ -452,7 +538,7 @@ with safe_open(sys.argv[1], "np") as f:
         .iter()
         .map(|r| r["key"].as_str().expect("key").to_string())
         .collect();
-    let want: Vec<&str> = all
+    let mut want: Vec<&str> = all
         .iter()
         .map(String::as_str)
         .filter(|k| {
@@ -461,9 +547,51 @@ with safe_open(sys.argv[1], "np") as f:
         })
         .collect();
     assert!(want.len() >= 2 && want.len() < all.len(), "{all:?}");
-    let mut want = want;
     want.sort_unstable();
     assert_eq!(out.trim(), want.join(" "), "tf1_adam");
+}
+
+/// Through real mounts, the safetensors package maps `weights.safetensors` of a TF2 checkpoint,
+/// a SavedModel and a `.keras` file (bfloat16 included) and reads every weight with the value
+/// TensorFlow or h5py reads under the key `tfmount.keys` maps it to (the checks of
+/// [`WEIGHTS_CHECK`], on the mounted file itself).
+#[test]
+fn weights_safetensors_through_a_real_mount() {
+    if python().is_none() {
+        return;
+    }
+    let mounts: Vec<(Mount, &str, &str, &str)> = [
+        ("tf2_keras/ckpt-1", "tf", NAMES_JSON, "tf2_keras/ckpt-1"),
+        ("demo_savedmodel", "tf", NAMES_JSON, "demo_savedmodel"),
+        (
+            "keras/model.keras",
+            "keras",
+            "keras/expected/model.keras.json",
+            "keras",
+        ),
+    ]
+    .into_iter()
+    .map(|(src, kind, exp, name)| (Mount::start(&fixtures().join(src), &[]), kind, exp, name))
+    .collect();
+    let jobs: Vec<Value> = mounts
+        .iter()
+        .map(|(m, kind, exp, name)| {
+            weights_job(&m.path().join("weights.safetensors"), kind, exp, name)
+        })
+        .collect();
+    let checked = check_weights(&jobs);
+    assert!(checked >= 30, "only {checked} tensors checked");
+    // The names/ links of the TF2 checkpoint name the same tensors as the file.
+    let mnt = mounts[0].0.path();
+    for name in ["seq/hidden/kernel", "seq/logits/bias"] {
+        let link = std::fs::read_link(mnt.join(format!("names/{name}.bin"))).expect("readlink");
+        assert!(
+            link.to_string_lossy()
+                .contains("variables/optimizer/_trainable_variables/"),
+            "names/{name}: {}",
+            link.display()
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

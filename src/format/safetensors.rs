@@ -200,9 +200,11 @@ impl Layout {
         if !excluded_json.is_empty() {
             excluded_json.push(b']');
         }
-        let extra: usize = metadata.iter().map(|(k, v)| k.len() + v.len() * 5 / 4 + 8).sum();
-        let mut json =
-            Vec::with_capacity(entries.len() + excluded_json.len() * 5 / 4 + extra + 64);
+        let extra: usize = metadata
+            .iter()
+            .map(|(k, v)| k.len() + v.len() * 5 / 4 + 8)
+            .sum();
+        let mut json = Vec::with_capacity(entries.len() + excluded_json.len() * 5 / 4 + extra + 64);
         json.extend_from_slice(b"{\"__metadata__\":{\"format\":\"tf\"");
         for (k, v) in metadata {
             json.push(b',');

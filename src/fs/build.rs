@@ -21,7 +21,7 @@ use crate::source::dirtree::{self, PassTree, StoreTree, What};
 use crate::source::formats::{self, Detected, OpenCtx, Opened};
 use crate::source::graph::{GraphFile, GraphKind};
 use crate::source::tensors::{EmptySet, TensorSet};
-use crate::source::{names, weights, Probed};
+use crate::source::{names, Probed};
 use crate::tree::ino::{Ino, ROOT};
 use crate::tree::{self, FileKind};
 
@@ -218,8 +218,17 @@ impl<'a> Builder<'a> {
                             format: &formats::v2::V2,
                         };
                         let ck = found.format.open(&self.ctx(), &found)?;
-                        self.add_variables(root, String::new(), ck.tensors(), prefix)?;
-                        self.add_saved_model_names(root, &*ck, &g);
+                        // names/ and weights.safetensors name the variables alike.
+                        let pairs = self.saved_model_names(&*ck, &g);
+                        let set = ck.tensors();
+                        self.add_variables(
+                            root,
+                            String::new(),
+                            set.clone(),
+                            prefix,
+                            pairs.clone(),
+                        )?;
+                        self.add_names(root, &*set, pairs);
                     }
                     None => {
                         let path = dir.join("variables/variables");
@@ -227,7 +236,7 @@ impl<'a> Builder<'a> {
                             path: path.clone(),
                             meta,
                         });
-                        self.add_variables(root, String::new(), set, &path)?;
+                        self.add_variables(root, String::new(), set, &path, Vec::new())?;
                     }
                 }
                 self.add_graph(root, g)?;
@@ -262,8 +271,10 @@ impl<'a> Builder<'a> {
         path: &Path,
     ) -> Result<(), SourceError> {
         let set = ck.tensors();
-        self.add_variables(dir, name, set.clone(), path)?;
-        self.add_names(dir, &*set, ck.names());
+        // names/ and weights.safetensors name the tensors alike (the format's readable names).
+        let pairs = ck.names();
+        self.add_variables(dir, name, set.clone(), path, pairs.clone())?;
+        self.add_names(dir, &*set, pairs);
         let meta = ck.meta();
         for (name, bytes) in ck.files() {
             let f = self.add(Fixed::Text {
@@ -282,12 +293,15 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// `variables/`, `text/`, `stats/` and the root files; `names` are the `names/` pairs, which
+    /// `weights.safetensors` names the weights by.
     fn add_variables(
         &mut self,
         dir: Ino,
         name: String,
         set: Arc<dyn TensorSet>,
         path: &Path,
+        names: Vec<(String, String)>,
     ) -> Result<(), SourceError> {
         let (s, texts) = (set.clone(), self.fs.texts.clone());
         let reuse = self.fs.opts.cache_bytes > 0;
@@ -296,10 +310,7 @@ impl<'a> Builder<'a> {
             let root = Ino::new(id, Variables::view_root(view)).ok_or_else(|| too_many(path))?;
             self.link(dir, view.name(), root, Kind::Dir);
         }
-        let mut files = views::root_files(&set);
-        // weights.safetensors: beside model.safetensors, built at its first stat like it.
-        files.insert(1, views::weights_file(&set, weights::of_set));
-        for (name, file) in files {
+        for (name, file) in views::root_files(&set, names) {
             let meta = set.meta();
             let f = self.add(Fixed::Text {
                 parent: dir,
@@ -316,10 +327,11 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn add_saved_model_names(&mut self, dir: Ino, ck: &dyn Opened, g: &GraphFile) {
+    /// A SavedModel's `names/` pairs, which its `weights.safetensors` names weights by too.
+    fn saved_model_names(&self, ck: &dyn Opened, g: &GraphFile) -> Vec<(String, String)> {
         use prost::Message;
         let Some(tog) = ck.object_graph() else {
-            return;
+            return Vec::new();
         };
         let buf = g.bytes();
         for m in &g.metas {
@@ -331,13 +343,11 @@ impl<'a> Builder<'a> {
                 bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
             }
             match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
-                Ok(sog) => {
-                    self.add_names(dir, &*ck.tensors(), names::saved_model_names(&sog, &tog));
-                    return;
-                }
+                Ok(sog) => return names::saved_model_names(&sog, &tog),
                 Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
             }
         }
+        Vec::new()
     }
 
     /// `names/`: symlinks from the names users know to the tensor files in `variables/`.

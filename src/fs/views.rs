@@ -28,36 +28,24 @@ pub const TSV_MARK_EVERY: u64 = 512;
 /// Opened tensors `model.safetensors` keeps (the ones being streamed).
 const OPEN_TENSORS: usize = 4;
 
-/// The root files of a checkpoint's tree, by name, in listing order.
-pub fn root_files(set: &Arc<dyn TensorSet>) -> Vec<(&'static [u8], Arc<dyn Generated>)> {
+/// The root files of a checkpoint's tree, by name, in listing order. `names`: the `(name, key)`
+/// pairs of the checkpoint's `names/`, which `weights.safetensors` names the weights by.
+pub fn root_files(
+    set: &Arc<dyn TensorSet>,
+    names: Vec<(String, String)>,
+) -> Vec<(&'static [u8], Arc<dyn Generated>)> {
     vec![
         (
             &b"model.safetensors"[..],
             Arc::new(Safetensors::new(set.clone())) as Arc<dyn Generated>,
         ),
+        (
+            b"weights.safetensors",
+            Arc::new(Safetensors::weights(set.clone(), names)),
+        ),
         (b"tensors.tsv", Arc::new(Tsv::new(set.clone()))),
         (b"summary.txt", Arc::new(SummaryFile::new(set.clone()))),
     ]
-}
-
-/// What the builder gives [`weights_file`]: the model's weights of a set, `(shown name, key)`
-/// in file order (such as [`crate::source::weights::of_set`]). Called once, the first time the
-/// file's size or bytes are asked for.
-pub type WeightsOf = fn(&dyn TensorSet) -> FsResult<Vec<(String, Vec<u8>)>>;
-
-/// `weights.safetensors`: the model's weights only, named as `weights` says, in a safetensors
-/// file laid out and served like `model.safetensors` (built at its first `stat`, bytes read
-/// through each tensor's [`TensorData`]). `__metadata__` adds `"tfmount.keys"`: a JSON object,
-/// as a string, from each shown name to its raw checkpoint key (every weight whose key is UTF-8;
-/// a key that is not is left out and named in `"tfmount.excluded"` by its bytes).
-pub fn weights_file(
-    set: &Arc<dyn TensorSet>,
-    weights: WeightsOf,
-) -> (&'static [u8], Arc<dyn Generated>) {
-    (
-        b"weights.safetensors",
-        Arc::new(Safetensors::weights(set.clone(), weights)),
-    )
 }
 
 /// A failure of generating `file` of the checkpoint at `set`'s path.
@@ -157,8 +145,9 @@ fn log_left_out(set: &dyn TensorSet, file: &str, n: u64) {
 /// assembled per request).
 pub struct Safetensors {
     set: Arc<dyn TensorSet>,
-    /// `None`: every tensor under its key (`model.safetensors`); else the weights.
-    weights: Option<WeightsOf>,
+    /// `None`: every tensor under its key (`model.safetensors`); else `weights.safetensors`,
+    /// with the `names/` pairs that name the weights.
+    weights: Option<Vec<(String, String)>>,
     built: OnceLock<Result<Built, String>>,
     /// The tensors read last, by input index: a sequential read of a large tensor resolves it
     /// once.
@@ -181,10 +170,16 @@ impl Safetensors {
         }
     }
 
-    /// `weights.safetensors` (see [`weights_file`]).
-    pub fn weights(set: Arc<dyn TensorSet>, weights: WeightsOf) -> Safetensors {
+    /// `weights.safetensors`: the model's weights only ([`crate::source::weights`] says which),
+    /// each under the name `names` (the checkpoint's `names/` pairs) gives its key last, else
+    /// under its key; laid out and served like `model.safetensors` (built at its first `stat`,
+    /// bytes read through each tensor's [`TensorData`]). `__metadata__` adds `"tfmount.keys"`:
+    /// a JSON object, as a string, from each name in the file to its checkpoint key (every
+    /// weight whose key is UTF-8; a key that is not is left out, named in `"tfmount.excluded"`
+    /// by its bytes).
+    pub fn weights(set: Arc<dyn TensorSet>, names: Vec<(String, String)>) -> Safetensors {
         Safetensors {
-            weights: Some(weights),
+            weights: Some(names),
             ..Safetensors::new(set)
         }
     }
@@ -198,42 +193,33 @@ impl Safetensors {
 
     fn built(&self) -> FsResult<&Built> {
         self.built
-            .get_or_init(|| match self.weights {
+            .get_or_init(|| match &self.weights {
                 None => self.build(),
-                Some(f) => self.build_weights(f),
+                Some(names) => self.build_weights(names),
             })
             .as_ref()
             .map_err(|e| failed(&*self.set, self.file_name(), e.clone()))
     }
 
-    /// `weights.safetensors`: the weights `f` names, each looked up in the index by its key.
-    fn build_weights(&self, f: WeightsOf) -> Result<Built, String> {
+    /// `weights.safetensors`: one pass over the index for the weights and their names.
+    fn build_weights(&self, names: &[(String, String)]) -> Result<Built, String> {
         let set = &*self.set;
         let file = self.file_name();
-        let weights = f(set).map_err(|e| e.to_string())?;
+        let weights = crate::source::weights::of_set(set, names).map_err(|e| e.to_string())?;
         let mut infos = Vec::with_capacity(weights.len());
         let mut pos = Vec::with_capacity(weights.len());
         let mut left_out = 0;
-        let mut names = std::collections::HashSet::new();
-        for (name, key) in weights {
-            if !names.insert(name.clone()) {
-                log::debug!("{}: {file}: name {name:?} twice", set.path().display());
-                left_out += 1;
-                continue;
-            }
-            let found = set
-                .seek(&key)
-                .and_then(|p| match p {
-                    Some(p) if set.key(p)? == key => Ok(Some((p, set.info(p)?))),
-                    _ => Ok(None),
-                })
-                .inspect_err(|e| log::debug!("{}: {file}: {e}", set.path().display()));
-            match found {
-                Ok(Some((p, info))) => {
+        // Names come unique (weights::model_weights); positions from the same pass.
+        for (name, _, p) in weights {
+            match set.info(p) {
+                Ok(info) => {
                     infos.push((name, info));
                     pos.push(p);
                 }
-                _ => left_out += 1,
+                Err(e) => {
+                    log::debug!("{}: {file}: {e}", set.path().display());
+                    left_out += 1;
+                }
             }
         }
         log_left_out(set, file, left_out);

@@ -16,45 +16,18 @@
 //! name already given to the same key is not repeated, a name already taken by another key gets
 //! the first free `_1`, `_2`, ... suffix, as TensorFlow itself uniquifies variable names (TF2
 //! does not: two unnamed variables are both `Variable`).
+//!
+//! `weights.safetensors` names each weight by the last name a key has here (for a TF2
+//! checkpoint, its variable name).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::tensors::TensorSet;
 use crate::proto::saved_object::Kind as SavedKind;
 use crate::proto::trackable_object_graph::trackable_object::ObjectReference;
 use crate::proto::{SavedObjectGraph, TrackableObjectGraph};
 
 pub const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 const VARIABLE_VALUE: &str = "VARIABLE_VALUE";
-/// A larger object graph is not read (it would be decoded whole into memory).
-const MAX_OBJECT_GRAPH: u64 = 1 << 30;
-
-/// The object graph a TF2 checkpoint stores as a string tensor, from any [`TensorSet`]; `None`
-/// when there is none (TF1, V1) or it cannot be read (logged).
-pub fn object_graph(set: &dyn TensorSet) -> Option<TrackableObjectGraph> {
-    use prost::Message;
-    let pos = set.seek(OBJECT_GRAPH_KEY).ok()??;
-    if set.key(pos).ok()? != OBJECT_GRAPH_KEY {
-        return None;
-    }
-    let warn = |e: &dyn std::fmt::Display| {
-        log::warn!("{}: object graph: {e}", set.path().display());
-    };
-    let data = set.open(pos).inspect_err(|e| warn(e)).ok()?;
-    if data.size() > MAX_OBJECT_GRAPH {
-        warn(&format!("{} bytes, over {MAX_OBJECT_GRAPH}", data.size()));
-        return None;
-    }
-    let bytes = data
-        .read(0, usize::try_from(data.size()).ok()?)
-        .inspect_err(|e| warn(e))
-        .ok()?;
-    // One string element: an 8-byte length, then the serialized proto.
-    let proto = bytes.get(8..)?;
-    TrackableObjectGraph::decode(proto)
-        .inspect_err(|e| warn(e))
-        .ok()
-}
 
 /// TensorFlow's escaping of a local name inside an object path (`.` → `..`, `/` → `.S`), so
 /// names are the checkpoint keys' own object paths.
@@ -148,12 +121,6 @@ fn full_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The variables' own names (`full_name`) of a checkpoint's object graph, uniquified among
-/// themselves: `(name, checkpoint key)`, in node order. What `weights.safetensors` is keyed by.
-pub fn variable_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
-    uniquify(full_names(tog))
-}
-
 /// `(name, checkpoint key)` pairs from a checkpoint's object graph: object paths, then variable
 /// names (see the module doc).
 pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
@@ -235,6 +202,48 @@ pub fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Object paths first, then variable names (`:0` dropped); a pair already there is not
+    /// repeated; two variables named alike get `_1`.
+    #[test]
+    fn checkpoint_names_are_object_paths_then_variable_names() {
+        use crate::proto::trackable_object_graph::trackable_object::SerializedTensor;
+        use crate::proto::trackable_object_graph::TrackableObject;
+        let child = |id: i32, name: &str| ObjectReference {
+            node_id: id,
+            local_name: name.to_string(),
+        };
+        let var = |full: &str, key: &str| TrackableObject {
+            attributes: vec![SerializedTensor {
+                name: VARIABLE_VALUE.to_string(),
+                full_name: full.to_string(),
+                checkpoint_key: key.to_string(),
+            }],
+            ..Default::default()
+        };
+        let tog = TrackableObjectGraph {
+            nodes: vec![
+                TrackableObject {
+                    children: vec![child(1, "dense"), child(2, "x"), child(3, "y")],
+                    ..Default::default()
+                },
+                var("dense:0", "dense/.ATTRIBUTES/VARIABLE_VALUE"),
+                var("Variable:0", "x/.ATTRIBUTES/VARIABLE_VALUE"),
+                var("Variable", "y/.ATTRIBUTES/VARIABLE_VALUE"),
+            ],
+        };
+        let v = |a: &str, b: &str| (a.to_string(), format!("{b}/.ATTRIBUTES/VARIABLE_VALUE"));
+        assert_eq!(
+            checkpoint_names(&tog),
+            vec![
+                v("dense", "dense"),
+                v("x", "x"),
+                v("y", "y"),
+                v("Variable", "x"),
+                v("Variable_1", "y"),
+            ]
+        );
+    }
 
     #[test]
     fn collisions_get_suffixes() {

@@ -1,15 +1,19 @@
 //! Which tensors of a checkpoint are the model's weights (`weights.safetensors`), and the names
 //! they are shown by. Decided from the key alone, so the same rules serve a TF1 checkpoint, a
-//! TF2 object-based one and a Keras weights file (`layers/dense/vars/0`, `optimizer/vars/3`);
-//! the rules are those of `summary.txt`'s `model` role. A tensor is left out when it is:
+//! TF2 object-based one and the Keras formats (`layers/dense/vars/0`, `optimizer/vars/3`,
+//! `model_weights/dense/dense/kernel:0`, `optimizer_weights/adam/...`); the rules are those of
+//! `summary.txt`'s `model` role ([`crate::render::summary::Role::of`]), plus legacy Keras'
+//! `optimizer_weights/`. A tensor is left out when it is:
 //! - an optimizer slot: a TF2 key holding `/.OPTIMIZER_SLOT/`; a TF1 slot, i.e. a key with a `/`
 //!   whose last component is a TF1 optimizer's slot name (`Adam`, `Momentum`, `RMSProp`,
 //!   `Adagrad`, `AdagradDA`, `ProximalAdagrad`, `Ftrl`, `Adadelta`, `Adamax`, `Nadam`,
 //!   `LazyAdam`), optionally followed by `_<digits>` (`dense/kernel/Adam_1`);
-//! - optimizer state: a key under `optimizer/` (Keras' optimizer variables, iteration count and
-//!   learning rate), except `optimizer/_trainable_variables/...`, through which Keras 3 reaches
-//!   the model's own variables first (they are weights); a last component `beta1_power` or
-//!   `beta2_power` (optionally `_<digits>`);
+//! - optimizer state: a key under `optimizer/` (TF2 Keras' optimizer variables, iteration count
+//!   and learning rate; a Keras 3 weights file's `optimizer/vars/N`), except
+//!   `optimizer/_trainable_variables/...`, through which Keras 3 reaches the model's own
+//!   variables first in a TF checkpoint (they are weights); a key under `optimizer_weights/`
+//!   (legacy Keras `.h5`); a last component `beta1_power` or `beta2_power` (optionally
+//!   `_<digits>`);
 //! - bookkeeping: `global_step`, `save_counter` (TF2: the object path `save_counter`), the object
 //!   graph `_CHECKPOINTABLE_OBJECT_GRAPH`.
 //!
@@ -17,8 +21,10 @@
 //! and Keras write themselves is recognized. An optimizer tracked under another name than
 //! `optimizer` is recognized by its slots (`.OPTIMIZER_SLOT`, TF1 slot names) only.
 //!
-//! A weight is shown by its variable name ([`super::names::variable_names`]: `seq/hidden/kernel`)
-//! where the checkpoint's object graph has one, else by its key.
+//! A weight is shown by the name the checkpoint's `names/` gives its key last (the same
+//! `(name, key)` pairs: for a TF2 checkpoint the object path comes first and the variable's own
+//! name, `seq/hidden/kernel`, last; for a SavedModel the `SavedVariable` name or the variable's
+//! own name; for a legacy Keras file its `weight_names`), else by its key.
 
 use std::collections::HashMap;
 
@@ -62,7 +68,9 @@ pub fn is_weight(key: &[u8]) -> bool {
     if key == names::OBJECT_GRAPH_KEY || find(key, b"/.OPTIMIZER_SLOT/").is_some() {
         return false;
     }
-    if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/") {
+    if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/")
+        || key.starts_with(b"optimizer_weights/")
+    {
         return false;
     }
     // A TF2 key's object path: the key without its `/.ATTRIBUTES/...` tail.
@@ -82,8 +90,7 @@ pub fn is_weight(key: &[u8]) -> bool {
 }
 
 /// The model's weights among `keys` (in their order): `(shown name, key)`, the shown name the
-/// variable name `names` gives the key (`(name, key)` pairs, the first one for a key counts),
-/// else the key itself (a key that is not UTF-8: its lossy text; `weights.safetensors` leaves
+/// last name `names` (`names/`'s `(name, key)` pairs) gives the key, else the key itself (a key that is not UTF-8: its lossy text; `weights.safetensors` leaves
 /// such a tensor out and names it by its bytes). Shown names are unique ([`names::uniquify`]).
 pub fn model_weights(
     keys: impl Iterator<Item = Vec<u8>>,
@@ -91,7 +98,7 @@ pub fn model_weights(
 ) -> Vec<(String, Vec<u8>)> {
     let mut by_key: HashMap<&[u8], &str> = HashMap::new();
     for (n, k) in names {
-        by_key.entry(k.as_bytes()).or_insert(n);
+        by_key.insert(k.as_bytes(), n);
     }
     let mut shown = Vec::new();
     let mut raw = Vec::new();
@@ -105,23 +112,33 @@ pub fn model_weights(
     }
     // Unique names; uniquify keeps every name that is already unique.
     names::uniquify(shown)
-        .into_iter().map(|(n, _)| n).zip(raw).collect()
+        .into_iter()
+        .map(|(n, _)| n)
+        .zip(raw)
+        .collect()
 }
 
-/// [`model_weights`] of a whole set: its shown keys, named by the variable names of its object
-/// graph (if it has one). One pass over the index.
-pub fn of_set(set: &dyn TensorSet) -> FsResult<Vec<(String, Vec<u8>)>> {
-    let names = names::object_graph(set)
-        .map(|g| names::variable_names(&g))
-        .unwrap_or_default();
+/// [`model_weights`] of a whole set, named by `names` (its `names/` pairs): `(shown name, key,
+/// position in the set)`, in key order. One pass over the index.
+pub fn of_set(
+    set: &dyn TensorSet,
+    names: &[(String, String)],
+) -> FsResult<Vec<(String, Vec<u8>, u64)>> {
     let mut keys = Vec::new();
-    walk(set, |_, k| {
+    let mut pos = Vec::new();
+    walk(set, |p, k| {
         if is_weight(k) {
             keys.push(k.to_vec());
+            pos.push(p);
         }
         Ok(true)
     })?;
-    Ok(model_weights(keys.into_iter(), &names))
+    // model_weights keeps every key given (all are weights), in order.
+    Ok(model_weights(keys.into_iter(), names)
+        .into_iter()
+        .zip(pos)
+        .map(|((n, k), p)| (n, k, p))
+        .collect())
 }
 
 #[cfg(test)]
@@ -161,8 +178,42 @@ mod tests {
         }
     }
 
+    /// Keras' own layouts: a Keras 3 weights file (`.weights.h5`, the `model.weights.h5` of a
+    /// `.keras`) and a legacy `.h5` (Keras 3's `Model.save("x.h5")`, Keras 2's
+    /// `save_weights("x.h5")`), keys as `tests/fixtures/keras` has them.
     #[test]
-    fn shown_names_are_variable_names_else_keys_and_unique() {
+    fn keras_weights_by_key() {
+        for k in [
+            "layers/dense/vars/0",
+            "layers/dense_1/vars/1",
+            "layers/lstm/cell/vars/2",
+            "layers/multi_head_attention/key_dense/vars/0",
+            "layers/batch_normalization/vars/3",
+            "model_weights/dense/dense/kernel:0",
+            "model_weights/lstm/lstm/lstm_cell/recurrent_kernel",
+            "model_weights/batch_norm/batch_norm/moving_variance",
+            "dense/dense/kernel:0",
+            // A layer of the user's own named like an optimizer's group.
+            "layers/optimizer/vars/0",
+            "model_weights/optimizer/optimizer/kernel",
+        ] {
+            assert!(is_weight(k.as_bytes()), "{k}");
+        }
+        for k in [
+            "optimizer/vars/0",
+            "optimizer/vars/1",
+            "optimizer/vars/47",
+            "optimizer_weights/adam/conv_kernel_momentum",
+            "optimizer_weights/adam/iteration",
+            "optimizer_weights/iteration:0",
+            "optimizer_weights/Adam/dense/kernel/m:0",
+        ] {
+            assert!(!is_weight(k.as_bytes()), "{k}");
+        }
+    }
+
+    #[test]
+    fn shown_names_are_the_last_names_else_keys_and_unique() {
         let keys = [
             "a/.ATTRIBUTES/VARIABLE_VALUE",
             "b/.ATTRIBUTES/VARIABLE_VALUE",
@@ -170,10 +221,13 @@ mod tests {
             "d/.ATTRIBUTES/VARIABLE_VALUE",
             "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
         ];
+        // As names/ lists them: object paths first, then the variables' own names.
         let names = vec![
+            ("a".to_string(), keys[0].to_string()),
+            ("b".to_string(), keys[1].to_string()),
+            ("optimizer/iter".to_string(), keys[4].to_string()),
             ("w".to_string(), keys[0].to_string()),
             ("c".to_string(), keys[1].to_string()),
-            ("w".to_string(), keys[1].to_string()),
             ("it".to_string(), keys[4].to_string()),
         ];
         let got = model_weights(keys.iter().map(|k| k.as_bytes().to_vec()), &names);
@@ -186,6 +240,24 @@ mod tests {
                 // The key `c` is taken by the variable name of `b`.
                 ("c_1", keys[2].as_bytes()),
                 ("d/.ATTRIBUTES/VARIABLE_VALUE", keys[3].as_bytes()),
+            ]
+        );
+    }
+
+    #[test]
+    fn keras_keys_without_names_are_shown_as_keys() {
+        let keys = [
+            "layers/dense/vars/0",
+            "layers/dense/vars/1",
+            "optimizer/vars/0",
+        ];
+        let got = model_weights(keys.iter().map(|k| k.as_bytes().to_vec()), &[]);
+        let got: Vec<(&str, &[u8])> = got.iter().map(|(n, k)| (&n[..], &k[..])).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("layers/dense/vars/0", keys[0].as_bytes()),
+                ("layers/dense/vars/1", keys[1].as_bytes()),
             ]
         );
     }
