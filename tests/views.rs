@@ -330,9 +330,11 @@ fn safetensors_of_every_fixture_equals_tensorflow_record() {
 ///   (`_N` added for a name several variables have); for tf2_keras the name → key map is exactly
 ///   the Keras model's `variable.path` → the key TensorFlow restores the variable from.
 /// - `kind` `"keras"`: `exp` is a `keras/expected/*.json` (h5py's view, by
-///   `scripts/gen_keras_fixtures.py`), `src` `"weights"` for a Keras 3 file (the datasets under
-///   `layers/`, named by their keys: the file has no readable names), `"keras"` for a `.keras`
-///   (the same, from its `model.weights.h5` member) or `"legacy"` (the datasets under
+///   `scripts/gen_keras_fixtures.py`), `src` `"weights"` for a Keras 3 `.weights.h5` (the
+///   datasets under `layers/`, named by their keys: the file has no readable names), `"keras"`
+///   for a `.keras` (the same datasets, from its `model.weights.h5` member, named by Keras' own
+///   `variable.path` from `keras/expected/names.json`, by `scripts/gen_keras_names.py`, except
+///   the custom layer's, which nothing in the file names) or `"legacy"` (the datasets under
 ///   `model_weights/`, named by the layers' `weight_names` without `:0`).
 ///
 /// Checked for each file: `__metadata__` (`format`, and `tfmount.keys` mapping every name to
@@ -378,7 +380,7 @@ def tf_expect(exp):
         return name == n or (name.startswith(n + "_") and name[len(n) + 1:].isdigit())
     return want, name_ok
 
-def keras_expect(exp, kind):
+def keras_expect(exp, kind, job):
     if kind == "keras":
         datasets = exp["model.weights.h5"]["datasets"]
     else:
@@ -389,6 +391,11 @@ def keras_expect(exp, kind):
             if d.get("dtype") and d["path"][1:].startswith(top)}
     assert len(want) >= 8, (kind, want)
     shown = {}
+    if kind == "keras":
+        for name, key in json.load(open(job["names"]))["names"].items():
+            if key in want and not name.startswith("dtype_zoo/"):
+                shown[key] = name
+        assert len(shown) >= 20 and all(k in want for k in shown), shown
     if kind == "legacy":
         for group, names in exp["legacy"]["weight_names"].items():
             for w in names:
@@ -404,7 +411,7 @@ for job in json.load(open(sys.argv[1])):
         exp = exp["sources"][job["src"]]
         want, name_ok = tf_expect(exp)
     else:
-        want, name_ok = keras_expect(exp, job["src"])
+        want, name_ok = keras_expect(exp, job["src"], job)
     raw = open(path, "rb").read()
     (n,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8:8 + n])
@@ -451,7 +458,13 @@ print(checked)
 
 /// One `weights.safetensors` to check: its path, and what [`WEIGHTS_CHECK`] checks it against.
 fn weights_job(path: &Path, kind: &str, exp: &str, src: &str) -> Value {
-    json!({"path": path, "kind": kind, "exp": fixtures().join(exp), "src": src})
+    json!({
+        "path": path,
+        "kind": kind,
+        "exp": fixtures().join(exp),
+        "src": src,
+        "names": fixtures().join("keras/expected/names.json"),
+    })
 }
 
 fn check_weights(jobs: &[Value]) -> u64 {

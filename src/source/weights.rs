@@ -24,7 +24,8 @@
 //! A weight is shown by the name the checkpoint's `names/` gives its key last (the same
 //! `(name, key)` pairs: for a TF2 checkpoint the object path comes first and the variable's own
 //! name, `seq/hidden/kernel`, last; for a SavedModel the `SavedVariable` name or the variable's
-//! own name; for a legacy Keras file its `weight_names`), else by its key.
+//! own name; for a legacy Keras file its `weight_names`, for a `.keras` the `variable.path`
+//! its `config.json` gives), else by its key (TF1, a Keras 3 `.weights.h5`).
 
 use std::collections::HashMap;
 
