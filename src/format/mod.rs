@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod hdf5;
 pub mod npy;
 pub mod partition;
+pub mod roles;
 pub mod safetensors;
 pub mod slice_key;
 pub mod strings;

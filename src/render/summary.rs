@@ -22,20 +22,9 @@
 //!   still in TF's escaped spelling); the whole key if it has no `/`; `(empty)` for a key starting
 //!   with `/`. At most [`MAX_SCOPES`] scopes are listed (the first ones in key order); the rest are
 //!   added up in one `(N more scopes)` row, so memory stays bounded for any checkpoint.
-//! - role, one of four rows always shown (decided from the key; "object path" is a TF2 key
-//!   without its `/.ATTRIBUTES/...` tail, "last component" the part after its last `/`):
-//!   - `optimizer slots`: TF2 keys containing `/.OPTIMIZER_SLOT/`; Keras 3 optimizer variables
-//!     `optimizer/_variables/...`; TF1 slots, i.e. keys with a `/` whose last component is a TF1
-//!     optimizer's slot name, optionally followed by `_<digits>`: `Adam`, `Momentum`, `RMSProp`,
-//!     `Adagrad`, `AdagradDA`, `ProximalAdagrad`, `Ftrl`, `Adadelta`, `Adamax`, `Nadam`,
-//!     `LazyAdam` (so `dense/kernel/Adam` and `dense/kernel/Adam_1`);
-//!   - `optimizer other`: an optimizer's own variables: last component `beta1_power` or
-//!     `beta2_power` (optionally `_<digits>`); TF2 keys under `optimizer/` other than the slots
-//!     above and than `optimizer/_trainable_variables/...` (Keras 3 reaches the model's own
-//!     variables through that path; they are model weights);
-//!   - `bookkeeping`: `global_step`, `save_counter/.ATTRIBUTES/VARIABLE_VALUE`,
-//!     `_CHECKPOINTABLE_OBJECT_GRAPH`;
-//!   - `model`: everything else.
+//! - role, one of four rows always shown: `model`, `optimizer slots`, `optimizer other`,
+//!   `bookkeeping`, decided from the key by [`crate::format::roles`] (the same rules pick the
+//!   tensors of `weights.safetensors`).
 //!
 //!   Optimizers with custom names (`AdamOptimizer(name="MyAdam")`) are not recognized.
 
@@ -114,95 +103,7 @@ impl Totals {
     }
 }
 
-/// What a tensor is for (see the module doc for the rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Model,
-    OptimizerSlot,
-    OptimizerOther,
-    Bookkeeping,
-}
-
-impl Role {
-    pub const ALL: [Role; 4] = [
-        Role::Model,
-        Role::OptimizerSlot,
-        Role::OptimizerOther,
-        Role::Bookkeeping,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Model => "model",
-            Role::OptimizerSlot => "optimizer slots",
-            Role::OptimizerOther => "optimizer other",
-            Role::Bookkeeping => "bookkeeping",
-        }
-    }
-
-    /// The role of the tensor named `key`.
-    pub fn of(key: &[u8]) -> Role {
-        const TF1_SLOTS: &[&[u8]] = &[
-            b"Adam",
-            b"Momentum",
-            b"RMSProp",
-            b"Adagrad",
-            b"AdagradDA",
-            b"ProximalAdagrad",
-            b"Ftrl",
-            b"Adadelta",
-            b"Adamax",
-            b"Nadam",
-            b"LazyAdam",
-        ];
-        const OPTIMIZER_OWN: &[&[u8]] = &[b"beta1_power", b"beta2_power"];
-        if matches!(
-            key,
-            b"global_step"
-                | b"save_counter/.ATTRIBUTES/VARIABLE_VALUE"
-                | b"_CHECKPOINTABLE_OBJECT_GRAPH"
-        ) {
-            return Role::Bookkeeping;
-        }
-        if find(key, b"/.OPTIMIZER_SLOT/").is_some() || key.starts_with(b"optimizer/_variables/") {
-            return Role::OptimizerSlot;
-        }
-        let object_path = match find(key, b"/.ATTRIBUTES/") {
-            Some(i) => &key[..i],
-            None => key,
-        };
-        let (parent, last) = match object_path.iter().rposition(|&b| b == b'/') {
-            Some(i) => (Some(&object_path[..i]), &object_path[i + 1..]),
-            None => (None, object_path),
-        };
-        let is = |names: &[&[u8]]| {
-            let base = strip_digits_suffix(last);
-            names.contains(&base)
-        };
-        if parent.is_some() && is(TF1_SLOTS) {
-            return Role::OptimizerSlot;
-        }
-        if is(OPTIMIZER_OWN) {
-            return Role::OptimizerOther;
-        }
-        if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/") {
-            return Role::OptimizerOther;
-        }
-        Role::Model
-    }
-}
-
-/// `name` without a `_<digits>` suffix.
-fn strip_digits_suffix(name: &[u8]) -> &[u8] {
-    match name.iter().rposition(|&b| b == b'_') {
-        Some(i) if i + 1 < name.len() && name[i + 1..].iter().all(u8::is_ascii_digit) => &name[..i],
-        _ => name,
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
+pub use crate::format::roles::Role;
 
 /// Elements of a shape (saturating).
 fn elements(shape: &[u64]) -> u128 {
@@ -607,6 +508,12 @@ step                                1           1          8      8 B
             (b"beta2_power_1", Role::OptimizerOther),
             (b"global_step", Role::Bookkeeping),
             (b"save_counter/.ATTRIBUTES/VARIABLE_VALUE", Role::Bookkeeping),
+            (b"global_step/.ATTRIBUTES/VARIABLE_VALUE", Role::Bookkeeping),
+            // Keras files: a Keras 3 file's optimizer, a legacy .h5's.
+            (b"optimizer/vars/3", Role::OptimizerOther),
+            (b"optimizer_weights/adam/dense_kernel_momentum", Role::OptimizerOther),
+            (b"model_weights/dense/dense/kernel:0", Role::Model),
+            (b"layers/dense/vars/0", Role::Model),
             (b"_CHECKPOINTABLE_OBJECT_GRAPH", Role::Bookkeeping),
             // Keras 3 (tests/fixtures/expected/tf2_keras.json).
             (b"optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE", Role::OptimizerOther),

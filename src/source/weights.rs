@@ -1,25 +1,9 @@
 //! Which tensors of a checkpoint are the model's weights (`weights.safetensors`), and the names
-//! they are shown by. Decided from the key alone, so the same rules serve a TF1 checkpoint, a
-//! TF2 object-based one and the Keras formats (`layers/dense/vars/0`, `optimizer/vars/3`,
-//! `model_weights/dense/dense/kernel:0`, `optimizer_weights/adam/...`); the rules are those of
-//! `summary.txt`'s `model` role ([`crate::render::summary::Role::of`]), plus legacy Keras'
-//! `optimizer_weights/`. A tensor is left out when it is:
-//! - an optimizer slot: a TF2 key holding `/.OPTIMIZER_SLOT/`; a TF1 slot, i.e. a key with a `/`
-//!   whose last component is a TF1 optimizer's slot name (`Adam`, `Momentum`, `RMSProp`,
-//!   `Adagrad`, `AdagradDA`, `ProximalAdagrad`, `Ftrl`, `Adadelta`, `Adamax`, `Nadam`,
-//!   `LazyAdam`), optionally followed by `_<digits>` (`dense/kernel/Adam_1`);
-//! - optimizer state: a key under `optimizer/` (TF2 Keras' optimizer variables, iteration count
-//!   and learning rate; a Keras 3 weights file's `optimizer/vars/N`), except
-//!   `optimizer/_trainable_variables/...`, through which Keras 3 reaches the model's own
-//!   variables first in a TF checkpoint (they are weights); a key under `optimizer_weights/`
-//!   (legacy Keras `.h5`); a last component `beta1_power` or `beta2_power` (optionally
-//!   `_<digits>`);
-//! - bookkeeping: `global_step`, `save_counter` (TF2: the object path `save_counter`), the object
-//!   graph `_CHECKPOINTABLE_OBJECT_GRAPH`.
-//!
-//! Everything else is a weight, also a counter of the user's own (`step`): only what TensorFlow
-//! and Keras write themselves is recognized. An optimizer tracked under another name than
-//! `optimizer` is recognized by its slots (`.OPTIMIZER_SLOT`, TF1 slot names) only.
+//! they are shown by. A weight is a tensor of the `model` role ([`crate::format::roles`], the
+//! rules `summary.txt` counts by: no optimizer slots or state, no bookkeeping), decided from the
+//! key alone, so the same rules serve a TF1 checkpoint, a TF2 object-based one and the Keras
+//! formats (`layers/dense/vars/0`, `optimizer/vars/3`, `model_weights/dense/dense/kernel:0`,
+//! `optimizer_weights/adam/...`).
 //!
 //! A weight is shown by the name the checkpoint's `names/` gives its key last (the same
 //! `(name, key)` pairs: for a TF2 checkpoint the object path comes first and the variable's own
@@ -29,65 +13,15 @@
 
 use std::collections::HashMap;
 
+use crate::format::roles::Role;
+
 use super::names;
 use super::tensors::{walk, TensorSet};
 use crate::error::FsResult;
 
-/// TF1 optimizers' slot names (the last key component of a slot variable).
-const TF1_SLOTS: &[&[u8]] = &[
-    b"Adam",
-    b"Momentum",
-    b"RMSProp",
-    b"Adagrad",
-    b"AdagradDA",
-    b"ProximalAdagrad",
-    b"Ftrl",
-    b"Adadelta",
-    b"Adamax",
-    b"Nadam",
-    b"LazyAdam",
-];
-/// An optimizer's own variables (TF1 Adam).
-const OPTIMIZER_OWN: &[&[u8]] = &[b"beta1_power", b"beta2_power"];
-/// Bookkeeping variables, by object path (TF2) or key (TF1).
-const BOOKKEEPING: &[&[u8]] = &[b"global_step", b"save_counter"];
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// `name` without a `_<digits>` suffix.
-fn strip_digits_suffix(name: &[u8]) -> &[u8] {
-    match name.iter().rposition(|&b| b == b'_') {
-        Some(i) if i + 1 < name.len() && name[i + 1..].iter().all(u8::is_ascii_digit) => &name[..i],
-        _ => name,
-    }
-}
-
-/// Whether the tensor at `key` is one of the model's weights (the module doc's rules).
+/// Whether the tensor at `key` is one of the model's weights.
 pub fn is_weight(key: &[u8]) -> bool {
-    if key == names::OBJECT_GRAPH_KEY || find(key, b"/.OPTIMIZER_SLOT/").is_some() {
-        return false;
-    }
-    if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/")
-        || key.starts_with(b"optimizer_weights/")
-    {
-        return false;
-    }
-    // A TF2 key's object path: the key without its `/.ATTRIBUTES/...` tail.
-    let object_path = match find(key, b"/.ATTRIBUTES/") {
-        Some(i) => &key[..i],
-        None => key,
-    };
-    if BOOKKEEPING.contains(&object_path) {
-        return false;
-    }
-    let (parent, last) = match object_path.iter().rposition(|&b| b == b'/') {
-        Some(i) => (Some(&object_path[..i]), &object_path[i + 1..]),
-        None => (None, object_path),
-    };
-    let base = strip_digits_suffix(last);
-    !(parent.is_some() && TF1_SLOTS.contains(&base) || OPTIMIZER_OWN.contains(&base))
+    Role::of(key) == Role::Model
 }
 
 /// The model's weights among `keys` (in their order): `(shown name, key)`, the shown name the
