@@ -63,8 +63,10 @@ fn sniff(store: &dyn Store, path: &Path) -> Option<(Arc<dyn ByteSource>, Kind)> 
         return Some((f, Kind::Hdf5));
     }
     if head.starts_with(ZIP_SIGNATURE) {
-        let members = fzip::members(&*f).ok()?;
-        if members.iter().any(|m| m.name == WEIGHTS_MEMBER) {
+        // A `.keras` file is one by its name too, so that a damaged one says what is wrong
+        // with it when opened; another zip only if it holds the weights member.
+        let named = path.extension().is_some_and(|e| e == "keras");
+        if named || fzip::members(&*f).is_ok_and(|m| m.iter().any(|m| m.name == WEIGHTS_MEMBER)) {
             return Some((f, Kind::Zip));
         }
     }
