@@ -29,11 +29,18 @@
 #  10. object storage (bench_remote, moto_server and nginx on 127.0.0.1): requests at mount,
 #      bytes for a small tensor, sequential read vs curl, diff of two checkpoints on S3
 #      (ONLY=remote runs this section alone)
+#  11. a ~1 GiB Keras 3 `.keras` file written by real Keras (bench_keras, scripts/gen_keras_bench.py;
+#      a Python with Keras: $KERAS_PYTHON, $TF_PYTHON or the test venv): start -> first stat
+#      of a tensor's .shape (< 100 ms) and the bytes the daemon read for it (rchar); sequential
+#      read of a 256 MiB dataset, memfuse / mount (>= 0.9); the daemon's peak RssAnon while
+#      reading it (<= 64 MiB) (ONLY=keras runs this section alone)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote (section 10
-# alone), TFMOUNT_ARGS (extra daemon arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
+# KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras (section
+# 10 or 11 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
 # the same repetitions for figures 1, 2, 4 and 5: a before/after comparison from one run.
@@ -58,16 +65,17 @@ cargo build --release --quiet || die "cargo build --release failed"
 cargo build --release --quiet --example mkckpt || die "building mkckpt failed"
 cargo build --release --quiet --example mkgraph || die "building mkgraph failed"
 cargo build --release --quiet --example memfuse || die "building memfuse failed"
-MKGRAPH=$REPO/target/release/examples/mkgraph
-MEMFUSE=$REPO/target/release/examples/memfuse
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+MKGRAPH=$TARGET/release/examples/mkgraph
+MEMFUSE=$TARGET/release/examples/memfuse
 WALK_TENSORS=${WALK_TENSORS:-20000}
 BEFORE=${TFMOUNT_BEFORE:-}
 [ -z "$BEFORE" ] || [ -x "$BEFORE" ] || die "TFMOUNT_BEFORE=$BEFORE is not an executable"
 # The binaries compared: "after" (this tree) and, with TFMOUNT_BEFORE, "before".
 VERSIONS=(after)
 [ -n "$BEFORE" ] && VERSIONS+=(before)
-TFMOUNT=$REPO/target/release/tfmount
-MKCKPT=$REPO/target/release/examples/mkckpt
+TFMOUNT=$TARGET/release/tfmount
+MKCKPT=$TARGET/release/examples/mkckpt
 [ -x "$TFMOUNT" ] || die "$TFMOUNT missing"
 
 WORK=$(mktemp -d "${BENCH_TMP:-/tmp}/tfmount-bench.XXXXXX") || die "mktemp failed"
@@ -355,8 +363,175 @@ NGINX
 }
 
 # ---------------------------------------------------------------------------------------------
+# 11: a ~1 GiB Keras 3 .keras file (real Keras; stored weights member)
+# ---------------------------------------------------------------------------------------------
+# 11a. `tfmount -f FILE MNT` to the first successful `stat MNT/variables/KEY.shape`, REPS times
+#      (median; page cache warm), and what the daemon read for it: /proc/PID/io rchar and syscr
+#      of its processes right after that stat (file reads, plus the few FUSE request bytes)
+#                                                                                 < 100 ms
+# 11b. sequential read (dd bs=1M) of the 256 MiB kernel layers/dense/vars/0 through a fresh
+#      mount, cold and warm, vs the same bytes from a fresh memfuse mount     memfuse/mount >= 0.9
+# 11c. the daemon's RssAnon while it serves the read of 11b (another fresh mount, sampled every
+#      20 ms, the peak)                                                              <= 64 MiB
+# keras_python: the first Python that imports keras.
+keras_python() {
+    local py
+    for py in "${KERAS_PYTHON:-}" "${TF_PYTHON:-}" "$HOME/.cache/tfmount-test-venv/bin/python" /work/tfvenv/bin/python; do
+        [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import keras' 2>/dev/null && { echo "$py"; return 0; }
+    done
+    return 1
+}
+# kdaemon_io MOUNTPOINT FIELD: the summed /proc/PID/io FIELD of the mount's processes.
+kdaemon_io() {
+    local pid v total=0
+    for pid in $(mount_pids "$1"); do
+        v=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$pid/io" 2>/dev/null)
+        [ -n "$v" ] && total=$((total + v))
+    done
+    echo "$total"
+}
+# krss MOUNTPOINT: the summed RssAnon of the mount's processes, KiB.
+krss() {
+    local pid kib total=0
+    for pid in $(mount_pids "$1"); do
+        kib=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+        [ -n "$kib" ] && total=$((total + kib))
+    done
+    echo "$total"
+}
+# kunmount MOUNTPOINT: unmounts and waits for the daemon to exit.
+kunmount() {
+    local i
+    unmount "$1"
+    for i in $(seq 200); do
+        [ -z "$(mount_pids "$1")" ] && return 0
+        sleep 0.05
+    done
+    echo "bench: the daemon of $1 is still running" >&2
+}
+bench_keras() {
+    echo
+    echo "== 11: a ~1 GiB Keras 3 .keras file"
+    local py kfile key kbytes r t0 t1 n pid pids f v mp ddp peak kib starts=() rchars=() syscrs=() mcold=() mwarm=() cold=() warm=() peaks=()
+    K_START=nan K_RCHAR=nan K_SYSCR=nan K_RCOLD=nan K_RWARM=nan K_RSS=nan
+    py=$(keras_python) || { echo "   (no Python with keras: set KERAS_PYTHON; scripts/test.sh installs one)"; return; }
+    kfile=${KERAS_BENCH_FILE:-$WORK/keras/big.keras}
+    if [ ! -f "$kfile" ]; then
+        mkdir -p "$(dirname "$kfile")"
+        echo "   writing $kfile with Keras ($py)"
+        TF_CPP_MIN_LOG_LEVEL=3 "$py" "$REPO/scripts/gen_keras_bench.py" "$kfile" >"$WORK/keras.out" 2>"$WORK/keras.err" \
+            || { echo "bench: gen_keras_bench.py failed:" >&2; tail -5 "$WORK/keras.err" >&2; return; }
+    fi
+    key=layers/dense/vars/0
+    echo "   $kfile: $(stat -c %s "$kfile") bytes; $key: $("$TFMOUNT" cat "$kfile" "variables/$key.shape")"
+    cat "$kfile" >/dev/null # the page cache warm, for every run alike
+    # 11a
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$kfile" "$mp" 2>>"$WORK/keras.daemon.log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        n=0
+        while [ $((n += 1)) -lt 200000 ]; do
+            if stat "$mp/variables/$key.shape" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: keras: $key.shape never appeared; daemon log:" >&2
+            tail -5 "$WORK/keras.daemon.log" >&2
+            kunmount "$mp"
+            break
+        fi
+        starts+=("$(sub "$t0" "$t1")")
+        rchars+=("$(kdaemon_io "$mp" rchar)")
+        syscrs+=("$(kdaemon_io "$mp" syscr)")
+        kunmount "$mp"
+    done
+    K_START=$(median "${starts[@]:-nan}")
+    K_RCHAR=$(median "${rchars[@]:-nan}")
+    K_SYSCR=$(median "${syscrs[@]:-nan}")
+    printf '   11a: start -> stat .shape: %s (runs: %s); daemon read %s bytes in %s read calls (runs: %s)\n' \
+        "$(ms "$K_START")" "${starts[*]:-}" "$K_RCHAR" "$K_SYSCR" "${rchars[*]:-}"
+    # 11b + 11c
+    kbytes=$("$TFMOUNT" cat "$kfile" "variables/$key.bin" | tee "$WORK/keras_kernel.bin" | wc -c)
+    for r in $(seq "$REPS"); do
+        if memfuse_bg "$WORK/keras_kernel.bin" "$mp"; then
+            t0=$(now)
+            dd if="$mp/data" of=/dev/null bs=1M status=none || echo "bench: memfuse cold dd failed" >&2
+            mcold+=("$(sub "$t0" "$(now)")")
+            t0=$(now)
+            dd if="$mp/data" of=/dev/null bs=1M status=none || echo "bench: memfuse warm dd failed" >&2
+            mwarm+=("$(sub "$t0" "$(now)")")
+            unmount "$mp"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        mount_bg "$kfile" "$mp" || break
+        t0=$(now)
+        dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: keras cold dd failed" >&2
+        cold+=("$(sub "$t0" "$(now)")")
+        t0=$(now)
+        dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: keras warm dd failed" >&2
+        warm+=("$(sub "$t0" "$(now)")")
+        kunmount "$mp"
+        # 11c, on another fresh mount, untimed: sampled with shell builtins only (no process
+        # started per sample), the daemon's processes found once.
+        mount_bg "$kfile" "$mp" || break
+        pids=$(mount_pids "$mp")
+        peak=0
+        dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none &
+        ddp=$!
+        while kill -0 "$ddp" 2>/dev/null; do
+            kib=0
+            for pid in $pids; do
+                while read -r f v _; do
+                    [ "$f" = RssAnon: ] && kib=$((kib + v))
+                done <"/proc/$pid/status"
+            done
+            [ "$kib" -gt "$peak" ] && peak=$kib
+            sleep 0.02
+        done
+        wait "$ddp" || echo "bench: keras dd (11c) failed" >&2
+        kib=$(krss "$mp")
+        [ "$kib" -gt "$peak" ] && peak=$kib
+        peaks+=("$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')")
+        kunmount "$mp"
+    done
+    local tm_cold tm_warm tk_cold tk_warm
+    tm_cold=$(median "${mcold[@]:-nan}")
+    tm_warm=$(median "${mwarm[@]:-nan}")
+    tk_cold=$(median "${cold[@]:-nan}")
+    tk_warm=$(median "${warm[@]:-nan}")
+    K_RCOLD=$(div "$tm_cold" "$tk_cold")
+    K_RWARM=$(div "$tm_warm" "$tk_warm")
+    K_RSS=$(printf '%s\n' "${peaks[@]:-nan}" | sort -g | tail -1)
+    printf '   11b: %s (%s bytes), cold: mount %s %s MB/s, memfuse %s %s MB/s, memfuse/mount %s (runs: %s | %s)\n' \
+        "$key" "$kbytes" "$(ms "$tk_cold")" "$(mbps "$kbytes" "$tk_cold")" "$(ms "$tm_cold")" "$(mbps "$kbytes" "$tm_cold")" "$K_RCOLD" "${cold[*]:-}" "${mcold[*]:-}"
+    printf '   11b: warm: mount %s %s MB/s, memfuse %s %s MB/s, memfuse/mount %s (runs: %s | %s)\n' \
+        "$(ms "$tk_warm")" "$(mbps "$kbytes" "$tk_warm")" "$(ms "$tm_warm")" "$(mbps "$kbytes" "$tm_warm")" "$K_RWARM" "${warm[*]:-}" "${mwarm[*]:-}"
+    printf '   11c: daemon RssAnon while reading, peak: %s MiB (runs: %s)\n' "$K_RSS" "${peaks[*]:-}"
+    echo
+    echo "== summary of 11"
+    row "figure" "value" "target" "result"
+    row "11a. start -> stat .shape, 1 GiB .keras" "$(ms "$K_START"), read $K_RCHAR B" "< 100 ms" "$(cmp_ok "$K_START" '<' 0.1)"
+    row "11b. cold read 256 MiB, memfuse/mount" "$K_RCOLD" ">= 0.9" "$(cmp_ok "$K_RCOLD" '>=' 0.9)"
+    row "11b. warm read 256 MiB, memfuse/mount" "$K_RWARM" ">= 0.9" "$(cmp_ok "$K_RWARM" '>=' 0.9)"
+    row "11c. RssAnon while reading, peak" "$K_RSS MiB" "<= 64 MiB" "$(cmp_ok "$K_RSS" '<=' 64)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
+if [ "${ONLY:-}" = keras ]; then
+    bench_keras
+    exit 0
+fi
 echo "== writing checkpoints"
 mk() { # mk NAME ARGS...
     local name=$1
@@ -886,3 +1061,5 @@ bench_views() {
 bench_views
 
 bench_remote
+
+bench_keras

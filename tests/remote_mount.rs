@@ -555,3 +555,159 @@ fn unusable_s3_sources_fail_at_mount_with_exit_3() {
         "{out:?}"
     );
 }
+
+/// The Keras fixtures mounted from a store: a `.keras` zip (its weights member stored, and
+/// deflated), Keras 3 `.weights.h5`, legacy `.h5` (Keras 3's legacy saver and Keras 2), an h5py
+/// file with chunked, filtered datasets. `dir` is where `fixtures/keras` was put in the store.
+const KERAS_FILES: &[&str] = &[
+    "model.keras",
+    "model_deflated.keras",
+    "model.weights.h5",
+    "legacy_model.h5",
+    "k2_weights.h5",
+    "other_writer.weights.h5",
+];
+
+/// Each of [`KERAS_FILES`] under `base` (a URL) serves what its local mount does.
+fn keras_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
+    for f in KERAS_FILES {
+        let url = format!("{base}/{f}");
+        let r = RemoteMount::start(&url, env);
+        let l = Mount::start(&fixtures().join("keras").join(f), &[]);
+        same_tree(&r.mp, &l.path());
+    }
+}
+
+/// What a daemon counted of its requests to the store (its log line at unmount).
+#[derive(Debug, Clone, Copy)]
+struct Requests {
+    total: u64,
+    gets: u64,
+    heads: u64,
+    lists: u64,
+    bytes: u64,
+}
+
+/// Mounts `url`, `stat`s `probe` in the mount, unmounts: the requests that cost (the daemon's
+/// count, logged at unmount).
+fn requests_to_open(url: &str, env: &[(String, String)], probe: &str) -> Requests {
+    let log = tempfile::NamedTempFile::new().expect("log");
+    let mut env = env.to_vec();
+    env.push(("RUST_LOG".into(), "info".into()));
+    let r = RemoteMount::start_logged(url, &env, Some(log.path()));
+    std::fs::metadata(r.mp.join(probe)).unwrap_or_else(|e| panic!("{url}: {probe}: {e}"));
+    drop(r);
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    let line = text
+        .lines()
+        .rfind(|l| l.contains(": requests "))
+        .unwrap_or_else(|| panic!("{url}: no request count logged at unmount: {text}"));
+    let num = |after: &str| -> u64 {
+        let i = line
+            .find(after)
+            .unwrap_or_else(|| panic!("{after} in {line}"))
+            + after.len();
+        line[i..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{after} in {line}"))
+    };
+    Requests {
+        total: num("requests "),
+        gets: num("GET "),
+        heads: num("HEAD "),
+        lists: num("LIST "),
+        bytes: num("bytes fetched "),
+    }
+}
+
+/// Opening a `.keras` and a `.weights.h5` (mount, then `stat` of one tensor's `.shape`) costs a
+/// handful of requests: HEADs of the file (and of the `.index` a V2 prefix would have), GETs of
+/// its head and tail (the zip's directory, a V1 table's footer) and of the HDF5 metadata (MiB
+/// blocks, all of a fixture this small): 10 with 2 GETs when measured; never the whole file
+/// twice (it was read three times before detection's opened file was reused by the open).
+fn keras_opens_cost_a_handful_of_requests(base: &str, env: &[(String, String)]) {
+    for (f, probe) in [
+        ("model.keras", "variables/layers/dense/vars/0.shape"),
+        ("model.weights.h5", "variables/layers/dense/vars/0.shape"),
+    ] {
+        let url = format!("{base}/{f}");
+        let size = std::fs::metadata(fixtures().join("keras").join(f))
+            .expect("fixture")
+            .len();
+        let r = requests_to_open(&url, env, probe);
+        eprintln!("{url}: {r:?} (file: {size} bytes)");
+        assert_eq!(r.total, r.gets + r.heads + r.lists, "{url}: {r:?}");
+        assert!(r.total <= 12, "{url}: {r:?}");
+        assert!(r.gets <= 3, "{url}: {r:?}");
+        assert!(
+            r.bytes <= 2 * size,
+            "{url}: {r:?}, the file is {size} bytes"
+        );
+    }
+}
+
+/// Keras files on S3: each serves what its local mount does, and so does a directory of epoch
+/// files (`ModelCheckpoint`'s, mounted as a snapshot); opening one costs a handful of requests.
+#[test]
+fn keras_files_on_s3_serve_what_local_ones_do() {
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    upload(moto.port, "tfm", "keras");
+    let env = s3_env(moto.port, home.path());
+    keras_files_serve_what_local_ones_do("s3://tfm/keras", &env);
+    let r = RemoteMount::start("s3://tfm/keras/checkpoints", &env);
+    let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
+    same_tree(&r.mp, &l.path());
+    keras_opens_cost_a_handful_of_requests("s3://tfm/keras", &env);
+}
+
+/// Keras files on GCS (fake-gcs-server), as on S3.
+#[test]
+fn keras_files_on_gcs_serve_what_local_ones_do() {
+    let Some(gcs) = Server::fake_gcs() else {
+        return;
+    };
+    gcs_bucket(gcs.port, "tfm");
+    let root = fixtures().join("keras");
+    let files: Vec<(String, Vec<u8>)> = walk_local(&root)
+        .into_iter()
+        .map(|rel| {
+            let body = std::fs::read(root.join(&rel)).expect("fixture");
+            (format!("keras/{}", rel.display()), body)
+        })
+        .collect();
+    gcs_put(gcs.port, "tfm", &files);
+    let home = tempfile::tempdir().expect("home");
+    let key = gcs_key_file(home.path(), gcs.port);
+    let env: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    keras_files_serve_what_local_ones_do("gs://tfm/keras", &env);
+    let r = RemoteMount::start("gs://tfm/keras/checkpoints", &env);
+    let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
+    same_tree(&r.mp, &l.path());
+    keras_opens_cost_a_handful_of_requests("gs://tfm/keras", &env);
+}
+
+/// Keras files over plain HTTP (nginx), as on S3 (a directory cannot be listed over HTTP).
+#[test]
+fn keras_files_over_http_serve_what_local_ones_do() {
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["keras"]);
+    let base = format!("{}/keras", nginx.url());
+    keras_files_serve_what_local_ones_do(&base, &[]);
+    keras_opens_cost_a_handful_of_requests(&base, &[]);
+}

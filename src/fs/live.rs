@@ -30,7 +30,8 @@ const LATEST_LOCAL: u64 = 2;
 const LATEST_COOKIE: u64 = 1 << 62;
 /// How often the state file is checked when no change was signalled.
 const POLL: Duration = Duration::from_secs(1);
-/// How long a checkpoint whose data shards are not all there yet is waited for before it is
+/// How long a checkpoint that is not complete yet (data shards missing, a Keras file not
+/// written to its end) is waited for, counted from when its files last grew, before it is
 /// mounted anyway (its missing parts then fail with EIO).
 const SHARD_GRACE: Duration = Duration::from_secs(10);
 
@@ -199,8 +200,10 @@ pub struct Live {
     root: Arc<LiveDir>,
     /// Unlinked checkpoints not yet freed.
     pruned: Mutex<Vec<Mounted>>,
-    /// Checkpoints named by the state file but waiting for their data shards, since when.
-    waiting: Mutex<Vec<(String, Instant)>>,
+    /// Checkpoints named by the state file (or listed) but waiting for their data shards or
+    /// the end of their writing: since when, and their files' bytes then (the wait starts
+    /// again while they grow).
+    waiting: Mutex<Vec<(String, Instant, u64)>>,
     /// The state file's size and mtime when it was last applied.
     applied: Mutex<Option<(u64, std::time::SystemTime)>>,
     /// Warnings given (each once).
@@ -271,13 +274,9 @@ impl Live {
             said: Mutex::new(Vec::new()),
         };
         // At mount, the state file must be usable (as for a snapshot mount).
-        let (checkpoints, latest) = match state_file {
+        let (checkpoints, mut latest) = match state_file {
             Some(f) => state::resolve(store, dir, f)?,
-            None => {
-                let c = state::checkpoint_files(store, dir)?;
-                let latest = state::newest_file(store, &c);
-                (c, latest)
-            }
+            None => (state::checkpoint_files(store, dir)?, None),
         };
         if checkpoints.is_empty() {
             return Err(SourceError::Invalid {
@@ -285,9 +284,27 @@ impl Live {
                 msg: "none of the checkpoints this state file lists exists".into(),
             });
         }
+        let mut first_error = None;
         for (name, prefix) in &checkpoints {
-            let m = live.mount_one(fs, store, name, prefix)?;
-            live.root.write().push(m);
+            match live.mount_one(fs, store, name, prefix) {
+                Ok(m) if state_file.is_some() || live.ready(fs, name, &m) => {
+                    live.root.write().push(m)
+                }
+                // Without a state file, a checkpoint file still being written is left to the
+                // watcher, which shows it once it is complete.
+                Ok(m) => live.unmount(fs, m),
+                Err(e) if state_file.is_none() => {
+                    log::warn!("{}: checkpoint {name}: {e}; retried", dir.display());
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if state_file.is_none() {
+            if let (true, Some(e)) = (live.root.read().entries.is_empty(), first_error) {
+                return Err(e);
+            }
+            latest = live.newest_shown(store);
         }
         live.root.write().latest = latest;
         *live.applied.lock().unwrap_or_else(|p| p.into_inner()) = state_file.and_then(stamp);
@@ -295,16 +312,26 @@ impl Live {
     }
 
     /// The checkpoints and `latest` now, if the directory's state is complete: the state
-    /// file's (see [`complete_state`]), or the checkpoint files in it.
+    /// file's (see [`complete_state`]), or the checkpoint files in it (`latest`: see
+    /// [`Live::newest_shown`]).
     fn current(&self, store: &dyn Store) -> Option<(state::NamedPrefixes, Option<String>)> {
         match &self.state_file {
             Some(f) => complete_state(store, &self.dir, f),
-            None => {
-                let c = state::checkpoint_files(store, &self.dir).ok()?;
-                let latest = state::newest_file(store, &c);
-                Some((c, latest))
-            }
+            None => Some((state::checkpoint_files(store, &self.dir).ok()?, None)),
         }
+    }
+
+    /// `latest` without a state file: the newest checkpoint file among those shown (not one
+    /// still being written).
+    fn newest_shown(&self, store: &dyn Store) -> Option<String> {
+        let shown: state::NamedPrefixes = self
+            .root
+            .read()
+            .entries
+            .iter()
+            .map(|m| (m.name.clone(), m.prefix.clone()))
+            .collect();
+        state::newest_file(store, &shown)
     }
 
     fn mount_one(
@@ -435,6 +462,10 @@ impl Live {
                 .push(m);
         }
         // latest.
+        let latest = match self.state_file {
+            Some(_) => latest,
+            None => self.newest_shown(store),
+        };
         let latest_changed = {
             let mut st = self.root.write();
             let changed = st.latest != latest;
@@ -460,32 +491,44 @@ impl Live {
         out
     }
 
-    /// Whether a new checkpoint's data shards are all there (or it waited long enough).
+    /// Whether a new checkpoint is complete: its data shards all there, a Keras file written
+    /// to its end (see `TensorSet::complete`); or it waited long enough without its files
+    /// growing.
     fn ready(&self, fs: &Fs, name: &str, m: &Mounted) -> bool {
-        let complete = fs
+        let sets: Vec<_> = fs
             .checkpoints()
-            .iter()
+            .into_iter()
             .filter(|(n, _)| n == name)
-            .all(|(_, c)| c.complete());
+            .collect();
+        let complete = sets.iter().all(|(_, c)| c.complete());
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if complete {
-            waiting.retain(|(n, _)| n != name);
+            waiting.retain(|(n, _, _)| n != name);
             return true;
         }
-        let since = match waiting.iter().find(|(n, _)| n == name) {
-            Some((_, t)) => *t,
+        let bytes: u64 = sets.iter().map(|(_, c)| c.source_bytes()).sum();
+        let since = match waiting.iter_mut().find(|(n, _, _)| n == name) {
+            Some((_, t, b)) => {
+                if *b != bytes {
+                    // Still being written or copied: the wait starts again.
+                    *t = Instant::now();
+                    *b = bytes;
+                }
+                *t
+            }
             None => {
-                waiting.push((name.to_string(), Instant::now()));
+                waiting.push((name.to_string(), Instant::now(), bytes));
                 Instant::now()
             }
         };
         if since.elapsed() >= SHARD_GRACE {
             log::warn!(
-                "{}: checkpoint {name} is still missing data shards after {} s; mounted as it is",
+                "{}: checkpoint {name} is still incomplete (missing data shards, or a file \
+                 shorter or longer than it says) after {} s without growing; mounted as it is",
                 self.dir.display(),
                 SHARD_GRACE.as_secs()
             );
-            waiting.retain(|(n, _)| n != name);
+            waiting.retain(|(n, _, _)| n != name);
             return true;
         }
         log::debug!("{}: waiting for its data shards", m.prefix.display());
