@@ -202,11 +202,14 @@ fn damages(file: &str, len: usize, rng: &mut Rng) -> Vec<Damage> {
 
 /// What tfmount serves of one file: each tensor's `.bin` (by its key) and the files at the
 /// root, as sha256 and shape, or the error.
+/// A `.bin` read: its sha256 and the shape its `.shape` gives, or the error.
+type BinRead = Result<(String, Vec<u64>), String>;
+
 #[derive(Debug)]
 struct Served {
     /// `Err` when the source does not open at all.
     opened: Result<(), String>,
-    bins: Vec<(String, Result<(String, Vec<u64>), String>)>,
+    bins: Vec<(String, BinRead)>,
     files: Vec<(String, Result<String, String>)>,
 }
 

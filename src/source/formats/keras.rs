@@ -504,11 +504,20 @@ impl TensorSet for KerasSet {
                 FormatError::BadEntry(format!("dtype {} cannot be served", d.dtype.display_name())),
             )
         })? as u64;
+        // A shape whose size overflows is damage, not a file of 2^64 - 1 bytes.
         let size = d
             .shape
             .iter()
-            .fold(1u64, |a, &n| a.saturating_mul(n))
-            .saturating_mul(es);
+            .try_fold(es, |a, &n| a.checked_mul(n))
+            .ok_or_else(|| {
+                self.corrupt(
+                    &d.path,
+                    FormatError::BadEntry(format!(
+                        "its shape {:?} of {}-byte elements overflows",
+                        d.shape, es
+                    )),
+                )
+            })?;
         let swap = if d.big_endian && es > 1 {
             es as usize
         } else {
