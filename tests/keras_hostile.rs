@@ -805,3 +805,60 @@ fn a_huge_claimed_shape_fails_without_allocating_it() {
     }
     assert_eq!(checked, 9);
 }
+
+/// One damaged copy of a fixture, served.
+fn serve_flipped(file: &str, at: usize, mask: u8) -> Served {
+    let b = std::fs::read(keras_dir().join(file)).expect("fixture");
+    let tmp = scratch();
+    let p = tmp.path().join(file);
+    std::fs::write(&p, Damage::Flip(at, mask).apply(&b)).expect("write");
+    serve(&p)
+}
+
+/// The undamaged fixture's bins by key.
+fn undamaged_bins(file: &str) -> HashMap<String, BinRead> {
+    serve(&keras_dir().join(file)).bins.into_iter().collect()
+}
+
+/// Damage the sweep above found serving wrong bytes (h5py reads these files otherwise or not
+/// at all), kept as fixed cases that need no Python.
+#[test]
+fn damage_the_sweep_found_is_refused() {
+    // A local heap's data address moved by 8 bytes (model.keras, `layers/dtype_zoo/vars`):
+    // every member took its neighbour's name, so `vars/2.bin` served `vars/1`'s bytes. The
+    // heap's free list no longer parses (as libhdf5 says); the group is left out.
+    let s = serve_flipped("model.keras", 57815, 8);
+    assert!(s.opened.is_ok(), "{:?}", s.opened);
+    let good = undamaged_bins("model.keras");
+    for (k, got) in &s.bins {
+        if got.is_ok() {
+            assert_eq!(Some(got), good.get(k), "{k}");
+        }
+    }
+    assert!(!s
+        .bins
+        .iter()
+        .any(|(k, _)| k.starts_with("layers/dtype_zoo/vars/")));
+    assert!(s.bins.len() > 60, "the rest is served");
+    // A name became empty (model.weights.h5, under `layers/lstm`): libhdf5 cannot list the
+    // group; it was served as `layers/lstm//vars/0`.
+    let s = serve_flipped("model.weights.h5", 22664, 16);
+    assert!(!s.bins.iter().any(|(k, _)| k.contains("//")));
+    // A renamed member breaks its symbol table's order (legacy_model.h5,
+    // `optimizer_weights/adam/mha_query_biqs_momentum`): libhdf5 lists it but cannot open it.
+    let s = serve_flipped("legacy_model.h5", 84428, 16);
+    assert!(!s.bins.iter().any(|(k, _)| k.ends_with("biqs_momentum")));
+    // A damaged global heap object header (legacy_model.h5): the string attributes came from
+    // other heap objects (`training_config.json` held "&\n", `model_config.json` a dataset
+    // name). Now each is the object its reference names, of its length, or not shown.
+    let want = serve(&keras_dir().join("legacy_model.h5")).files;
+    for (at, mask) in [(12131, 16), (1052, 32), (14110, 32)] {
+        let s = serve_flipped("legacy_model.h5", at, mask);
+        for (name, got) in &s.files {
+            if let Ok(got) = got {
+                let w = want.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+                assert_eq!(w, Some(&Ok(got.clone())), "flip {at}: {name}");
+            }
+        }
+    }
+}
