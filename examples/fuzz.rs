@@ -229,6 +229,8 @@ fn fuzz_one(
     } else {
         opts.artifacts.join(format!("{name}-current"))
     };
+    // Mutations never cut a seed shorter than it is (Keras files are larger than the default).
+    let max_len = seeds.iter().map(Vec::len).fold(opts.max_len, usize::max);
     // Each target's own stream, reproducible from `--seed`.
     let mut rng = Rng((opts.seed ^ fnv(name.as_bytes())) | 1);
     // A watchdog: an input running past the timeout is saved and ends the process.
@@ -273,7 +275,7 @@ fn fuzz_one(
                 let mut b = seeds[rng.below(seeds.len())].clone();
                 let other = &seeds[rng.below(seeds.len())];
                 for _ in 0..1 + rng.below(8) {
-                    mutate_once(&mut rng, &mut b, other, opts.max_len);
+                    mutate_once(&mut rng, &mut b, other, max_len);
                 }
                 b
             }

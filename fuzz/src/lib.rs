@@ -41,6 +41,7 @@ mod walk;
 
 use walk::assert_same;
 
+pub mod keras;
 pub mod v1;
 
 /// A fuzz target: must return normally for every input.
@@ -55,6 +56,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("checkpoint", checkpoint),
     ("graph", graph),
     ("v1", v1::v1),
+    ("keras", keras::keras),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -808,6 +810,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
         }
     }
     out.extend(v1::seeds(fixtures)?);
+    out.extend(keras::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",

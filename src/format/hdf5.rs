@@ -7,6 +7,15 @@
 //! objects in all, no read of the crate's larger than asked for by the caller, no allocation
 //! sized by a length the file claims beyond the file's size.
 //!
+//! Checks the crate does not make, so that a damaged file is not read differently from how the
+//! HDF5 library (h5py) reads it (tests/keras_hostile.rs compares the two on thousands of damaged
+//! files): a symbol-table group's local heap (its free list, as the library checks it on
+//! loading: a heap whose data address moved names every member wrongly) and the order of its
+//! names (the library finds names by binary search); member names non-empty and without `/`;
+//! each variable-length string attribute exactly the global heap object its reference names,
+//! of the length it says. A group failing them is left out (listed in [`Index::damaged`]), the
+//! rest of the file served.
+//!
 //! Dtypes: IEEE floats of 2, 4, 8 bytes; integers of 1, 2, 4, 8 bytes; h5py's bool (an enum of
 //! one byte, `FALSE` = 0, `TRUE` = 1); opaque values whose dataset attribute `dtype` names a
 //! TensorFlow dtype of that size (Keras writes bfloat16 and float8 so). Anything else (strings,
@@ -16,6 +25,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use hdf5_reader::global_heap::GlobalHeapCollection;
+use hdf5_reader::group::Group;
+use hdf5_reader::messages::attribute::AttributeMessage;
 use hdf5_reader::messages::layout::DataLayout;
 use hdf5_reader::messages::HdfMessage;
 use hdf5_reader::storage::{Storage, StorageBuffer};
@@ -97,9 +109,14 @@ pub struct DatasetInfo {
 /// An opened HDF5 file and its datasets.
 pub struct Index {
     file: Hdf5File,
+    /// The bytes the file is parsed from (for the checks the crate does not make).
+    src: Arc<dyn ReadAt + Send + Sync>,
     pub datasets: Vec<DatasetInfo>,
     /// Datasets not served: `(path, why)`.
     pub skipped: Vec<(String, String)>,
+    /// Groups (`path/`) and datasets not served because their metadata is damaged (a subset
+    /// of what is not served: unsupported dtypes are not damage): `(path, why)`.
+    pub damaged: Vec<(String, String)>,
 }
 
 impl Index {
@@ -112,12 +129,14 @@ impl Index {
             .with_max_object_header_bytes(MAX_HEADER)
             .with_max_read_bytes(usize::try_from(len).unwrap_or(usize::MAX))
             .with_max_chunk_bytes(usize::try_from(len.max(1 << 20)).unwrap_or(usize::MAX));
-        let file =
-            Hdf5File::from_storage_with_options(Arc::new(Adapter(src)), options).map_err(err)?;
+        let file = Hdf5File::from_storage_with_options(Arc::new(Adapter(src.clone())), options)
+            .map_err(err)?;
         let mut index = Index {
             file,
+            src,
             datasets: Vec::new(),
             skipped: Vec::new(),
+            damaged: Vec::new(),
         };
         index.walk()?;
         index.datasets.sort_by(|a, b| a.path.cmp(&b.path));
@@ -140,7 +159,20 @@ impl Index {
             if !seen.insert(group.address()) {
                 continue;
             }
-            let (groups, datasets) = group.members().map_err(err)?;
+            let members = group
+                .members()
+                .map_err(|e| e.to_string())
+                .and_then(|m| self.check_members(&group, m));
+            let (groups, datasets) = match members {
+                Ok(m) => m,
+                // The root's members are the file's: nothing to serve without them.
+                Err(why) if path.is_empty() => return Err(err(why)),
+                Err(why) => {
+                    self.skipped.push((format!("{path}/"), why.clone()));
+                    self.damaged.push((format!("{path}/"), why));
+                    continue;
+                }
+            };
             objects = objects.saturating_add(groups.len() + datasets.len());
             if objects > MAX_OBJECTS {
                 return Err(err(format!("more than {MAX_OBJECTS} groups and datasets")));
@@ -156,7 +188,11 @@ impl Index {
                 let p = join(d.name());
                 match self.describe(&d, p.clone()) {
                     Ok(info) => self.datasets.push(info),
-                    Err(why) => self.skipped.push((p, why)),
+                    Err(Why::Unsupported(why)) => self.skipped.push((p, why)),
+                    Err(Why::Damaged(why)) => {
+                        self.skipped.push((p.clone(), why.clone()));
+                        self.damaged.push((p, why));
+                    }
                 }
             }
             if depth + 1 >= MAX_DEPTH {
@@ -173,23 +209,118 @@ impl Index {
         Ok(())
     }
 
+    /// A group's members as the HDF5 library would list them, or why it would not: names are
+    /// non-empty and hold no `/`; a symbol-table group (what Keras and h5py's defaults write)
+    /// has a sound local heap (its free list inside its data block, as the library checks when
+    /// it loads the heap: a heap whose data address moved gives every name the wrong string)
+    /// and lists its names in strictly increasing order (the library finds a name by binary
+    /// search: out of order, a name cannot be found, and its dataset cannot be opened).
+    fn check_members(
+        &self,
+        group: &Group,
+        (groups, datasets): Members,
+    ) -> std::result::Result<Members, String> {
+        let names = groups
+            .iter()
+            .map(|g| g.name())
+            .chain(datasets.iter().map(|d| d.name()));
+        for n in names {
+            if n.is_empty() || n.contains('/') {
+                return Err(format!("a member named {n:?}"));
+            }
+        }
+        let header = self
+            .file
+            .get_or_parse_header(group.address())
+            .map_err(|e| format!("object header: {e}"))?;
+        let heap = header.messages.iter().find_map(|m| match m {
+            HdfMessage::SymbolTable(st) => Some(st.heap_address),
+            _ => None,
+        });
+        if let Some(heap) = heap {
+            self.check_local_heap(heap)?;
+            let sorted = |mut it: std::iter::Peekable<std::vec::IntoIter<&str>>| {
+                while let (Some(a), Some(b)) = (it.next(), it.peek()) {
+                    if a >= *b {
+                        return false;
+                    }
+                }
+                true
+            };
+            let g: Vec<&str> = groups.iter().map(|g| g.name()).collect();
+            let d: Vec<&str> = datasets.iter().map(|d| d.name()).collect();
+            if !sorted(g.into_iter().peekable()) || !sorted(d.into_iter().peekable()) {
+                return Err("its symbol table's names are out of order".into());
+            }
+        }
+        Ok((groups, datasets))
+    }
+
+    /// Checks a local heap (the names of a symbol-table group) as the HDF5 library does when
+    /// it loads one: signature, version, its data block inside the file, and its free list
+    /// (each block inside the data block, a next offset other than 0, no loop).
+    fn check_local_heap(&self, addr: u64) -> std::result::Result<(), String> {
+        let sb = self.file.superblock();
+        let (o, l) = (usize::from(sb.offset_size), usize::from(sb.length_size));
+        if !(1..=8).contains(&o) || !(1..=8).contains(&l) {
+            return Err("address or length size out of range".into());
+        }
+        let at = |a: u64| sb.base_address.checked_add(a).ok_or("address out of range");
+        let mut h = vec![0u8; 8 + 2 * l + o];
+        self.src
+            .read_exact_at(&mut h, at(addr)?)
+            .map_err(|e| format!("local heap: {e}"))?;
+        if &h[..4] != b"HEAP" || h[4] != 0 {
+            return Err("bad local heap signature or version".into());
+        }
+        let uint = |b: &[u8]| b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x));
+        let size = uint(&h[8..8 + l]);
+        let mut free = uint(&h[8 + l..8 + 2 * l]);
+        let data = at(uint(&h[8 + 2 * l..8 + 2 * l + o]))?;
+        if data
+            .checked_add(size)
+            .is_none_or(|end| end > self.src.len())
+        {
+            return Err("local heap data block past the end of the file".into());
+        }
+        const FREE_NULL: u64 = 1;
+        let most = size / (2 * l as u64) + 1;
+        let mut n = 0u64;
+        let mut block = vec![0u8; 2 * l];
+        while free != FREE_NULL {
+            n += 1;
+            if n > most || free.checked_add(2 * l as u64).is_none_or(|e| e > size) {
+                return Err("bad local heap free list".into());
+            }
+            self.src
+                .read_exact_at(&mut block, data + free)
+                .map_err(|e| format!("local heap: {e}"))?;
+            let (next, len) = (uint(&block[..l]), uint(&block[l..]));
+            if next == 0 || free.checked_add(len).is_none_or(|e| e > size) {
+                return Err("bad local heap free list".into());
+            }
+            free = next;
+        }
+        Ok(())
+    }
+
     /// What a dataset is, or why it is not served.
     fn describe(
         &self,
         d: &hdf5_reader::Dataset,
         path: String,
-    ) -> std::result::Result<DatasetInfo, String> {
+    ) -> std::result::Result<DatasetInfo, Why> {
         let attr_dtype = || {
-            d.attributes()
-                .into_iter()
-                .find(|a| a.name == "dtype")
-                .and_then(|a| a.read_string().ok())
+            let attrs = d.raw_attributes().ok()?;
+            let a = attrs.iter().find(|a| a.name() == "dtype")?;
+            self.strings(a.message()).ok()?.into_iter().next()
         };
-        let (dtype, big_endian) = dtype_of(d.dtype(), attr_dtype)?;
+        let (dtype, big_endian) = dtype_of(d.dtype(), attr_dtype).map_err(Why::Unsupported)?;
+        let damaged = |why: &str| Why::Damaged(why.to_string());
         let header = self
             .file
             .get_or_parse_header(d.address())
-            .map_err(|e| format!("object header: {e}"))?;
+            .map_err(|e| Why::Damaged(format!("object header: {e}")))?;
         let mut layout = None;
         let mut fletcher32 = false;
         let mut external = false;
@@ -204,16 +335,18 @@ impl Index {
             }
         }
         if external {
-            return Err("its data is in external files".into());
+            return Err(Why::Unsupported("its data is in external files".into()));
         }
         let base = self.file.superblock().base_address;
-        let layout = match layout.ok_or("no data layout message")? {
+        let layout = match layout.ok_or_else(|| damaged("no data layout message"))? {
             DataLayout::Contiguous { address, size } => {
                 if address == u64::MAX {
                     Layout::Unallocated
                 } else {
                     Layout::Contiguous {
-                        offset: base.checked_add(address).ok_or("address out of range")?,
+                        offset: base
+                            .checked_add(address)
+                            .ok_or_else(|| damaged("address out of range"))?,
                         size,
                     }
                 }
@@ -275,11 +408,140 @@ impl Index {
         } else {
             self.file.group(&format!("/{path}")).ok()?
         };
-        let a = g.attribute(name).ok()?;
-        a.read_strings()
-            .ok()
-            .or_else(|| a.read_string().ok().map(|s| vec![s]))
+        let attrs = g.raw_attributes().ok()?;
+        let a = attrs.iter().find(|a| a.name() == name)?;
+        self.strings(a.message()).ok()
     }
+
+    /// The values of a string attribute, checked as the HDF5 library checks them: fixed-length
+    /// strings cut at their padding; variable-length ones each exactly the global heap object
+    /// its reference names (the object of that index, once in its collection, of the length
+    /// the reference says: the crate itself takes whatever object it finds, of any length).
+    /// Strings must be UTF-8.
+    fn strings(&self, a: &AttributeMessage) -> std::result::Result<Vec<String>, String> {
+        use hdf5_reader::{StringPadding, StringSize, VarLenKind};
+        let n = a.dataspace.num_elements().map_err(|e| e.to_string())?;
+        let n = usize::try_from(n).map_err(|_| "too many strings".to_string())?;
+        let utf8 = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|e| e.to_string());
+        let raw = &a.raw_data;
+        let variable = match &a.datatype {
+            Datatype::String {
+                size: StringSize::Fixed(len),
+                padding,
+                ..
+            } => {
+                let len = *len as usize;
+                if len == 0 || n.checked_mul(len).is_none_or(|t| t > raw.len()) {
+                    return Err("string attribute shorter than its strings".into());
+                }
+                return raw
+                    .chunks_exact(len)
+                    .take(n)
+                    .map(|b| {
+                        let end = match padding {
+                            StringPadding::NullTerminate => {
+                                b.iter().position(|&x| x == 0).unwrap_or(b.len())
+                            }
+                            StringPadding::NullPad => {
+                                b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1)
+                            }
+                            StringPadding::SpacePad => {
+                                b.iter().rposition(|&x| x != b' ').map_or(0, |i| i + 1)
+                            }
+                        };
+                        utf8(&b[..end])
+                    })
+                    .collect();
+            }
+            Datatype::String {
+                size: StringSize::Variable,
+                ..
+            } => true,
+            Datatype::VarLen {
+                kind: VarLenKind::String,
+                base,
+                ..
+            } => base.is_vlen_string_base(),
+            _ => false,
+        };
+        if !variable {
+            return Err("not a string attribute".into());
+        }
+        let sb = self.file.superblock();
+        let o = usize::from(sb.offset_size);
+        let r = 4 + o + 4;
+        if !(1..=8).contains(&o) || n.checked_mul(r).is_none_or(|t| t > raw.len()) {
+            return Err("string attribute shorter than its references".into());
+        }
+        let uint = |b: &[u8]| b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x));
+        let adapter = Adapter(self.src.clone());
+        let mut collections: Vec<(u64, GlobalHeapCollection)> = Vec::new();
+        let mut out = Vec::with_capacity(n);
+        for e in raw.chunks_exact(r).take(n) {
+            let len = uint(&e[..4]);
+            let addr = uint(&e[4..4 + o]);
+            let index = uint(&e[4 + o..]);
+            let undefined = o == 8 && addr == u64::MAX || o < 8 && addr == (1u64 << (8 * o)) - 1;
+            if undefined || index == 0 {
+                if len != 0 {
+                    return Err("a string of no heap object with a length".into());
+                }
+                out.push(String::new());
+                continue;
+            }
+            let index = u16::try_from(index).map_err(|_| "global heap index out of range")?;
+            let pos = match collections.iter().position(|(a, _)| *a == addr) {
+                Some(p) => p,
+                None => {
+                    let at = sb
+                        .base_address
+                        .checked_add(addr)
+                        .ok_or("address out of range")?;
+                    let c = GlobalHeapCollection::parse_at_storage(
+                        &adapter,
+                        at,
+                        sb.offset_size,
+                        sb.length_size,
+                    )
+                    .map_err(|e| format!("global heap: {e}"))?;
+                    collections.push((addr, c));
+                    collections.len() - 1
+                }
+            };
+            let mut found = collections[pos]
+                .1
+                .objects
+                .iter()
+                .filter(|x| x.index == index);
+            let (Some(obj), None) = (found.next(), found.next()) else {
+                return Err(format!("global heap object {index} missing or repeated"));
+            };
+            if obj.data.len() as u64 != len {
+                return Err(format!(
+                    "global heap object {index} holds {} bytes, the string {len}",
+                    obj.data.len()
+                ));
+            }
+            let end = obj
+                .data
+                .iter()
+                .position(|&x| x == 0)
+                .unwrap_or(obj.data.len());
+            out.push(utf8(&obj.data[..end])?);
+        }
+        Ok(out)
+    }
+}
+
+/// A group's member groups and datasets.
+type Members = (Vec<Group>, Vec<hdf5_reader::Dataset>);
+
+/// Why a dataset is not served.
+enum Why {
+    /// What it holds is not served (strings, compounds, ...).
+    Unsupported(String),
+    /// Its metadata is damaged.
+    Damaged(String),
 }
 
 /// A dataset's dtype: from its HDF5 type, or from its `dtype` attribute where HDF5 has none.

@@ -356,7 +356,7 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> 
     let mut h5 = Index::open(md).map_err(|e| format_err(path, e))?;
     let datasets = std::mem::take(&mut h5.datasets);
     for (p, why) in &h5.skipped {
-        log::warn!("{}: dataset {p} is not shown: {why}", path.display());
+        log::warn!("{}: {p} is not shown: {why}", path.display());
     }
     // Legacy files: the model's JSON in root attributes.
     for (attr, name) in [
@@ -458,7 +458,18 @@ impl Opened for OpenedKeras {
     /// The generic checks, and the CRC-32 the zip's directory holds of a stored `.keras`
     /// weights member.
     fn integrity(&self, _store: Arc<dyn Store>) -> Box<dyn Integrity> {
-        let generic = Generic::new(self.set.clone(), Vec::new());
+        let mut generic = Generic::new(self.set.clone(), Vec::new());
+        // Groups and datasets left out for damaged metadata: the file is not sound.
+        if let Some((p, why)) = self.set.h5.damaged.first() {
+            let msg = format!(
+                "{}: {} HDF5 objects not shown for damaged metadata; the first, {p}: {why}",
+                self.set.path.display(),
+                self.set.h5.damaged.len()
+            );
+            generic = generic.with_file_check(Box::new(move || {
+                (b"[HDF5 metadata]".to_vec(), Err(msg.clone()))
+            }));
+        }
         let Some((file, m)) = self.member.clone() else {
             return Box::new(generic);
         };
@@ -543,11 +554,20 @@ impl TensorSet for KerasSet {
                 FormatError::BadEntry(format!("dtype {} cannot be served", d.dtype.display_name())),
             )
         })? as u64;
+        // A shape whose size overflows is damage, not a file of 2^64 - 1 bytes.
         let size = d
             .shape
             .iter()
-            .fold(1u64, |a, &n| a.saturating_mul(n))
-            .saturating_mul(es);
+            .try_fold(es, |a, &n| a.checked_mul(n))
+            .ok_or_else(|| {
+                self.corrupt(
+                    &d.path,
+                    FormatError::BadEntry(format!(
+                        "its shape {:?} of {}-byte elements overflows",
+                        d.shape, es
+                    )),
+                )
+            })?;
         let swap = if d.big_endian && es > 1 {
             es as usize
         } else {

@@ -1,0 +1,864 @@
+//! Keras files damaged thousands of ways, opened through the filesystem core (`probe` + `Fs`,
+//! no kernel): every truncation of the first few KB and then at a stride, and seeded single-bit
+//! flips in the metadata and in the datasets' bytes, of `model.weights.h5`, `legacy_model.h5`,
+//! `other_writer.weights.h5`, `model.keras` and `model_deflated.keras`.
+//!
+//! For every input:
+//! - nothing panics (each input runs under `catch_unwind`, so the failure names every input
+//!   that panicked, not just the first);
+//! - no single allocation exceeds [`MAX_ALLOCATION`] (the files are at most 90 KB: a larger
+//!   one is sized by a length the file claims);
+//! - every `.bin` that reads without error is what h5py reads from the same damaged file for
+//!   that dataset (`scripts/h5_digest.py`: the stored elements with the file's own type,
+//!   little-endian), with the shape h5py gives; where h5py cannot read that dataset (the file
+//!   does not open, the dataset fails, or h5py does not list it: libhdf5 refuses a file shorter
+//!   than its superblock's end-of-file address, which tfmount does not), it is exactly the
+//!   undamaged file's bytes of that dataset (the damage is elsewhere), or it fails. The same
+//!   for the files at the root: a `.keras` file's `config.json`/`metadata.json` and a legacy
+//!   file's `model_config.json`/`training_config.json`.
+//!
+//! h5py's readings come from one Python process fed the damage specifications on its stdin
+//! (it damages its own copy in memory), running alongside the Rust side in lock step. The test
+//! is skipped without a Python with h5py and numpy (tests/support/requires.rs), except for the
+//! panic and allocation checks, which need no Python.
+//!
+//! Also: a dataset whose dataspace claims a huge shape in a small file fails at once, without
+//! an allocation of the claimed size (contiguous and chunked datasets).
+
+mod common;
+
+#[path = "support/tracking_alloc.rs"]
+mod tracking_alloc;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use common::requires;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tracking_alloc::{largest_allocation, Tracking};
+
+#[global_allocator]
+static GLOBAL: Tracking = Tracking;
+
+/// The largest single allocation one input may cause.
+const MAX_ALLOCATION: usize = 16 << 20;
+/// Every truncation up to this length, then one every [`CUT_STRIDE`] bytes.
+const CUT_ALL: usize = 2048;
+const CUT_STRIDE: usize = 229;
+/// Single-bit flips per file: in the metadata (bytes outside every dataset's data), and in
+/// the datasets' bytes. Files without known data ranges get all of them anywhere.
+const FLIPS_META: usize = 1500;
+const FLIPS_DATA: usize = 500;
+/// The deflated `.keras`: every flip ends in an inflate or CRC-32 error, so fewer.
+const FLIPS_DEFLATED: usize = 500;
+const SEED: u64 = 0x6b65_7261_735f_6831;
+
+/// The files damaged here, each with where its HDF5 bytes start in it (a stored `.keras`
+/// member's data offset) when its datasets' offsets are known.
+const FILES: [&str; 5] = [
+    "model.weights.h5",
+    "legacy_model.h5",
+    "other_writer.weights.h5",
+    "model.keras",
+    "model_deflated.keras",
+];
+
+fn keras_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keras")
+}
+
+fn sha(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// xorshift64*: deterministic for a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One damage of one file.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// The first `n` bytes.
+    Cut(usize),
+    /// Byte `at` xor `mask`.
+    Flip(usize, u8),
+}
+
+impl Damage {
+    fn apply(self, orig: &[u8]) -> Vec<u8> {
+        match self {
+            Damage::Cut(n) => orig[..n.min(orig.len())].to_vec(),
+            Damage::Flip(at, mask) => {
+                let mut b = orig.to_vec();
+                b[at] ^= mask;
+                b
+            }
+        }
+    }
+    fn spec(self) -> String {
+        match self {
+            Damage::Cut(n) => format!("cut={n}"),
+            Damage::Flip(at, mask) => format!("flip={at}:{mask}"),
+        }
+    }
+}
+
+/// Byte ranges of `file` holding datasets' data (contiguous datasets, from h5py's record of
+/// the undamaged file); empty when unknown (chunked datasets, a deflated zip).
+fn data_ranges(file: &str) -> Vec<(usize, usize)> {
+    let dir = keras_dir();
+    let text = std::fs::read_to_string(dir.join(format!("expected/{file}.json"))).expect("json");
+    let v: Value = serde_json::from_str(&text).expect("json");
+    let (base, datasets) = match v.get("members") {
+        Some(members) => {
+            let w = members
+                .as_array()
+                .expect("members")
+                .iter()
+                .find(|m| m["name"] == "model.weights.h5")
+                .expect("weights member");
+            if w["compress_type"].as_u64() != Some(0) {
+                return Vec::new();
+            }
+            (
+                w["data_offset"].as_u64().expect("data_offset"),
+                v["model.weights.h5"]["datasets"].clone(),
+            )
+        }
+        None => (0, v["datasets"].clone()),
+    };
+    datasets
+        .as_array()
+        .expect("datasets")
+        .iter()
+        .filter_map(|d| {
+            let off = d["offset"].as_u64()?;
+            let size = d["storage_size"].as_u64()?;
+            (size > 0).then_some(((base + off) as usize, (base + off + size) as usize))
+        })
+        .collect()
+}
+
+/// Every damage applied to `file` (of `len` bytes).
+fn damages(file: &str, len: usize, rng: &mut Rng) -> Vec<Damage> {
+    let mut out: Vec<Damage> = (0..len.min(CUT_ALL)).map(Damage::Cut).collect();
+    out.extend((CUT_ALL..len).step_by(CUT_STRIDE).map(Damage::Cut));
+    let bit = |rng: &mut Rng, at: usize| Damage::Flip(at, 1 << rng.below(8));
+    let ranges = data_ranges(file);
+    if file.ends_with("deflated.keras") {
+        out.extend((0..FLIPS_DEFLATED).map(|_| {
+            let at = rng.below(len);
+            bit(rng, at)
+        }));
+        return out;
+    }
+    if ranges.is_empty() {
+        out.extend((0..FLIPS_META + FLIPS_DATA).map(|_| {
+            let at = rng.below(len);
+            bit(rng, at)
+        }));
+        return out;
+    }
+    let in_data = |at: usize| ranges.iter().any(|&(a, b)| a <= at && at < b);
+    let meta: Vec<usize> = (0..len).filter(|&i| !in_data(i)).collect();
+    let data: Vec<usize> = (0..len).filter(|&i| in_data(i)).collect();
+    assert!(
+        meta.len() > 1000 && data.len() > 1000,
+        "{file}: {} metadata bytes, {} data bytes",
+        meta.len(),
+        data.len()
+    );
+    for _ in 0..FLIPS_META {
+        let at = meta[rng.below(meta.len())];
+        out.push(bit(rng, at));
+    }
+    for _ in 0..FLIPS_DATA {
+        let at = data[rng.below(data.len())];
+        out.push(bit(rng, at));
+    }
+    out
+}
+
+/// What tfmount serves of one file: each tensor's `.bin` (by its key) and the files at the
+/// root, as sha256 and shape, or the error.
+/// A `.bin` read: its sha256 and the shape its `.shape` gives, or the error.
+type BinRead = Result<(String, Vec<u64>), String>;
+
+#[derive(Debug)]
+struct Served {
+    /// `Err` when the source does not open at all.
+    opened: Result<(), String>,
+    bins: Vec<(String, BinRead)>,
+    files: Vec<(String, Result<String, String>)>,
+}
+
+const ROOT_FILES: [&str; 4] = [
+    "config.json",
+    "metadata.json",
+    "model_config.json",
+    "training_config.json",
+];
+
+fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
+    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = fs
+            .read(ino, out.len() as u64, 1 << 20)
+            .map_err(|e| e.to_string())?;
+        if b.is_empty() {
+            return Err(format!("short read at {} of {size}", out.len()));
+        }
+        out.extend_from_slice(&b);
+    }
+    // Nothing past the size.
+    let past = fs.read(ino, size, 4096).map_err(|e| e.to_string())?;
+    assert!(past.is_empty(), "{} bytes read past the size", past.len());
+    Ok(out)
+}
+
+/// Opens `path` as a mount would and reads every tensor's `.bin` and `.shape` and the root
+/// files.
+fn serve(path: &Path) -> Served {
+    let mut s = Served {
+        opened: Ok(()),
+        bins: Vec::new(),
+        files: Vec::new(),
+    };
+    let probed = match tfmount::source::probe(path) {
+        Ok(p) => p,
+        Err(e) => {
+            s.opened = Err(e.to_string());
+            return s;
+        }
+    };
+    let opts = Options {
+        live: false,
+        ..Options::default()
+    };
+    let fs = match Fs::new(&probed, &opts) {
+        Ok(fs) => fs,
+        Err(e) => {
+            s.opened = Err(e.to_string());
+            return s;
+        }
+    };
+    for name in ROOT_FILES {
+        if let Ok(a) = fs.lookup(ROOT, name.as_bytes()) {
+            s.files
+                .push((name.to_string(), read_all(&fs, a.ino).map(|b| sha(&b))));
+        }
+    }
+    let Ok(vars) = fs.lookup(ROOT, b"variables") else {
+        return s;
+    };
+    let mut todo = vec![vars.ino];
+    while let Some(dir) = todo.pop() {
+        let mut entries = Vec::new();
+        let listed = fs.readdir(dir, 0, |e| {
+            entries.push(e);
+            false
+        });
+        if listed.is_err() {
+            continue;
+        }
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            if e.kind == Kind::Dir {
+                todo.push(e.ino);
+                continue;
+            }
+            let Some(stem) = e.name.strip_suffix(b".bin") else {
+                continue;
+            };
+            let key = fs
+                .getxattr(e.ino, tfmount::fs::KEY_XATTR.as_bytes())
+                .map(|k| String::from_utf8_lossy(&k).into_owned())
+                .unwrap_or_else(|_| String::from_utf8_lossy(stem).into_owned());
+            let got = read_all(&fs, e.ino).and_then(|b| {
+                let shape_name = [stem, b".shape"].concat();
+                let a = fs.lookup(dir, &shape_name).map_err(|e| e.to_string())?;
+                let text = read_all(&fs, a.ino)?;
+                let shape = String::from_utf8_lossy(&text)
+                    .split_whitespace()
+                    .map(|x| x.parse::<u64>().map_err(|e| format!(".shape {x:?}: {e}")))
+                    .collect::<Result<Vec<u64>, String>>()?;
+                Ok((sha(&b), shape))
+            });
+            s.bins.push((key, got));
+        }
+    }
+    s
+}
+
+/// How long h5py may take over one input: libhdf5 loops forever on some damaged files; such an
+/// input counts as one h5py cannot read, and the rest go to a new process.
+const H5PY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// h5py's reading of damaged copies, from one Python process (another one after an input that
+/// hangs it): specifications go in on a writer thread, records come back in order.
+struct Reference {
+    py: PathBuf,
+    specs: Vec<String>,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// Index into `specs` of the next record expected.
+    next: usize,
+    /// Inputs h5py did not finish.
+    pub hung: Vec<String>,
+}
+
+impl Reference {
+    fn start(py: &Path, specs: Vec<String>) -> Reference {
+        let (child, lines) = Self::spawn(py, specs.clone());
+        Reference {
+            py: py.to_path_buf(),
+            specs,
+            child,
+            lines,
+            next: 0,
+            hung: Vec::new(),
+        }
+    }
+
+    fn spawn(py: &Path, specs: Vec<String>) -> (Child, mpsc::Receiver<String>) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/h5_digest.py");
+        let mut child = Command::new(py)
+            .arg(&script)
+            .arg("--spec")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start scripts/h5_digest.py");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        std::thread::spawn(move || {
+            let mut w = std::io::BufWriter::new(&mut stdin);
+            for s in specs {
+                if writeln!(w, "{s}").is_err() {
+                    return;
+                }
+            }
+            let _ = w.flush();
+        });
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (child, rx)
+    }
+
+    /// The record of input `id` (the next one).
+    fn next(&mut self, id: &str) -> Value {
+        let spec = self.specs[self.next].clone();
+        assert!(spec.starts_with(&format!("{id}\t")), "records out of order");
+        self.next += 1;
+        match self.lines.recv_timeout(H5PY_TIMEOUT) {
+            Ok(line) => {
+                let v: Value = serde_json::from_str(&line).expect("h5_digest.py output");
+                assert_eq!(v["id"], id, "h5_digest.py records out of order");
+                v["record"].clone()
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Hung: this input is one h5py cannot read; the rest go to a new process.
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.hung.push(spec);
+                let (child, lines) = Self::spawn(&self.py, self.specs[self.next..].to_vec());
+                self.child = child;
+                self.lines = lines;
+                serde_json::json!({"error": "h5py did not finish"})
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("h5_digest.py ended before input {id}")
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        let status = self.child.wait().expect("h5_digest.py");
+        assert!(status.success(), "h5_digest.py: {status}");
+        self.hung
+    }
+}
+
+/// h5py's digest of one dataset or file in `record`, when it read it.
+fn h5py_dataset(record: &Value, key: &str) -> Option<(String, Vec<u64>)> {
+    let d = record.get("datasets")?.get(key)?;
+    let sha = d.get("sha256")?.as_str()?.to_string();
+    let shape = d
+        .get("shape")?
+        .as_array()?
+        .iter()
+        .map(|x| x.as_u64())
+        .collect::<Option<Vec<u64>>>()?;
+    Some((sha, shape))
+}
+
+fn h5py_file(record: &Value, name: &str) -> Option<String> {
+    let (group, key) = match name {
+        "config.json" | "metadata.json" => ("members", name),
+        "model_config.json" => ("attrs", "model_config"),
+        "training_config.json" => ("attrs", "training_config"),
+        _ => return None,
+    };
+    record.get(group)?.get(key)?.as_str().map(str::to_string)
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    inputs: usize,
+    opened: usize,
+    bins_read: usize,
+    /// Reads equal to h5py's reading of the damaged file.
+    same_as_h5py: usize,
+    /// Reads where h5py could not read the dataset, equal to the undamaged bytes.
+    same_as_undamaged: usize,
+    /// Reads tfmount refused (EIO).
+    refused: usize,
+    /// tfmount refused a dataset h5py read.
+    refused_h5py_read: usize,
+    wrong: Vec<String>,
+    panics: Vec<String>,
+    big_allocations: Vec<String>,
+}
+
+/// Checks what tfmount served of damaged input `what` against h5py's `record` of it and of the
+/// undamaged file (`original`).
+fn compare(what: &str, served: &Served, record: &Value, original: &Value, t: &mut Tally) {
+    for (key, got) in &served.bins {
+        let want = h5py_dataset(record, key);
+        let got = match got {
+            Ok(g) => g,
+            Err(_) => {
+                t.refused += 1;
+                if want.is_some() {
+                    t.refused_h5py_read += 1;
+                }
+                continue;
+            }
+        };
+        t.bins_read += 1;
+        match want {
+            Some(w) if &w == got => t.same_as_h5py += 1,
+            Some(w) => t.wrong.push(format!(
+                "{what}: {key}: tfmount {got:?}, h5py {w:?} from the same bytes"
+            )),
+            None => match h5py_dataset(original, key) {
+                Some(o) if &o == got => t.same_as_undamaged += 1,
+                o => t.wrong.push(format!(
+                    "{what}: {key}: tfmount {got:?}; h5py cannot read it ({}), undamaged {o:?}",
+                    record
+                        .get("datasets")
+                        .and_then(|d| d.get(key))
+                        .or_else(|| record.get("error"))
+                        .map_or("not listed".to_string(), |e| e.to_string())
+                )),
+            },
+        }
+    }
+    for (name, got) in &served.files {
+        let Ok(got) = got else {
+            t.refused += 1;
+            continue;
+        };
+        t.bins_read += 1;
+        match (h5py_file(record, name), h5py_file(original, name)) {
+            (Some(w), _) if &w == got => t.same_as_h5py += 1,
+            (None, Some(o)) if &o == got => t.same_as_undamaged += 1,
+            (w, o) => t.wrong.push(format!(
+                "{what}: {name}: tfmount {got}, h5py {w:?}, undamaged {o:?}"
+            )),
+        }
+    }
+}
+
+/// A scratch directory in tmpfs where there is one.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
+thread_local! {
+    /// Set while an input runs: its panic is caught and reported with the input, not printed.
+    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Where the last caught panic happened.
+    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Installs (once) a panic hook that keeps quiet about panics inside [`in_input`] (thousands of
+/// hostile inputs) and records where they happened; every other panic is printed as usual.
+fn quiet_panics_in_inputs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_INPUT.with(|q| q.get()) {
+                let at = info
+                    .location()
+                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
+                WHERE.with(|w| *w.borrow_mut() = at);
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
+/// Runs `f` for one input; a panic comes back as its message and place.
+fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    IN_INPUT.with(|q| q.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_INPUT.with(|q| q.set(false));
+    r.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
+    })
+}
+
+#[test]
+fn damaged_keras_files_never_panic_nor_serve_wrong_bytes() {
+    let started = Instant::now();
+    let dir = keras_dir();
+    let py = requires::python("h5py, numpy", "damaged_keras_files: h5py's reading");
+    let mut rng = Rng(SEED);
+    // Every input: (file, damage), in the order h5py gets them.
+    let mut inputs: Vec<(&str, Damage)> = Vec::new();
+    let mut originals: HashMap<&str, Vec<u8>> = HashMap::new();
+    for file in FILES {
+        let b = std::fs::read(dir.join(file)).expect("fixture");
+        // The undamaged file first: h5py's record of it is the reference for the rest.
+        inputs.push((file, Damage::Cut(b.len())));
+        inputs.extend(
+            damages(file, b.len(), &mut rng)
+                .into_iter()
+                .map(|d| (file, d)),
+        );
+        originals.insert(file, b);
+    }
+    let mut reference = py.as_deref().map(|py| {
+        let specs = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, (file, d))| format!("{i}\t{}\t{}", dir.join(file).display(), d.spec()))
+            .collect();
+        Reference::start(py, specs)
+    });
+    quiet_panics_in_inputs();
+    let tmp = scratch();
+    let mut per_file: HashMap<&str, Tally> = HashMap::new();
+    let mut undamaged: HashMap<&str, Value> = HashMap::new();
+    let (mut serving, mut waiting) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    for (i, (file, damage)) in inputs.iter().enumerate() {
+        let t = per_file.entry(file).or_default();
+        let what = format!("{file} {}", damage.spec());
+        let path = tmp.path().join(file);
+        std::fs::write(&path, damage.apply(&originals[file])).expect("write input");
+        let mut served = None;
+        let clock = Instant::now();
+        let largest = largest_allocation(|| {
+            served = Some(in_input(|| serve(&path)));
+        });
+        t.inputs += 1;
+        if largest > MAX_ALLOCATION {
+            t.big_allocations
+                .push(format!("{what}: one allocation of {largest} bytes"));
+        }
+        serving += clock.elapsed();
+        let clock = Instant::now();
+        let record = reference.as_mut().map(|r| r.next(&i.to_string()));
+        waiting += clock.elapsed();
+        let served = match served.expect("ran") {
+            Ok(s) => s,
+            Err(p) => {
+                t.panics.push(format!("{what}: {p}"));
+                continue;
+            }
+        };
+        if served.opened.is_ok() {
+            t.opened += 1;
+        }
+        let Some(record) = record else {
+            continue;
+        };
+        if let (Damage::Cut(n), true) = (damage, !undamaged.contains_key(file)) {
+            // The undamaged file: every dataset h5py reads is served, with h5py's bytes.
+            assert_eq!(*n, originals[file].len());
+            let before = t.same_as_h5py;
+            compare(&what, &served, &record, &record, t);
+            assert!(
+                served.opened.is_ok() && t.wrong.is_empty() && t.refused == 0,
+                "{file} undamaged: {:?} {:?}",
+                served.opened,
+                t.wrong
+            );
+            assert!(t.same_as_h5py - before > 20, "{file}: few datasets checked");
+            undamaged.insert(file, record);
+            continue;
+        }
+        compare(&what, &served, &record, &undamaged[file], t);
+    }
+    if let Some(r) = reference {
+        for spec in r.finish() {
+            eprintln!("h5py did not finish in {H5PY_TIMEOUT:?} (counted as failing): {spec}");
+        }
+    }
+    let mut failures = Vec::new();
+    for file in FILES {
+        let t = &per_file[file];
+        eprintln!(
+            "{file}: {} inputs, {} opened; {} .bin and root files read: {} as h5py reads them, \
+             {} undamaged where h5py cannot read them; {} refused ({} that h5py reads); \
+             {} panics, {} wrong, {} oversized allocations",
+            t.inputs,
+            t.opened,
+            t.bins_read,
+            t.same_as_h5py,
+            t.same_as_undamaged,
+            t.refused,
+            t.refused_h5py_read,
+            t.panics.len(),
+            t.wrong.len(),
+            t.big_allocations.len()
+        );
+        for list in [&t.panics, &t.wrong, &t.big_allocations] {
+            failures.extend(list.iter().take(10).cloned());
+        }
+    }
+    eprintln!(
+        "{:.1} s: {:.1} s serving, {:.1} s waiting for h5py",
+        started.elapsed().as_secs_f64(),
+        serving.as_secs_f64(),
+        waiting.as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures, first ones:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Where the dims `shape` (each a little-endian u64, as dataspace messages hold them) are in
+/// `b`.
+fn find_dims(b: &[u8], shape: &[u64]) -> Vec<usize> {
+    let pat: Vec<u8> = shape.iter().flat_map(|d| d.to_le_bytes()).collect();
+    b.windows(pat.len())
+        .enumerate()
+        .filter(|(_, w)| *w == &pat[..])
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Recomputes the checksum of the version-2 object header (`OHDR`, superblock v2/v3 files)
+/// whose first chunk holds byte `at`, if there is one: a patched dataspace must reach the
+/// dataspace parser, not stop at the header's checksum.
+fn fix_object_header_checksum(b: &mut [u8], at: usize) {
+    let Some(start) = b[..at].windows(4).rposition(|w| w == b"OHDR") else {
+        return;
+    };
+    let Some(&[version, flags]) = b.get(start + 4..start + 6) else {
+        return;
+    };
+    if version != 2 {
+        return;
+    }
+    let mut i = start + 6;
+    if flags & 0x20 != 0 {
+        i += 16;
+    }
+    if flags & 0x10 != 0 {
+        i += 4;
+    }
+    let width = 1usize << (flags & 3);
+    let size = b[i..i + width]
+        .iter()
+        .rev()
+        .fold(0usize, |a, &x| (a << 8) | x as usize);
+    let end = i + width + size;
+    if at >= end || end + 4 > b.len() {
+        return;
+    }
+    let sum = hdf5_reader::checksum::jenkins_lookup3(&b[start..end]);
+    b[end..end + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
+#[test]
+fn a_huge_claimed_shape_fails_without_allocating_it() {
+    let dir = keras_dir();
+    let mut checked = 0;
+    for file in [
+        // Contiguous (Keras writes it), in a plain file and in a stored `.keras` member.
+        "model.weights.h5",
+        "model.keras",
+        // Chunked, deflated, Fletcher-32 (decoded whole when opened).
+        "other_writer.weights.h5",
+    ] {
+        let b = std::fs::read(dir.join(file)).expect("fixture");
+        let text = std::fs::read_to_string(dir.join(format!("expected/{file}.json"))).expect("j");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        let datasets = v
+            .get("model.weights.h5")
+            .map_or(&v["datasets"], |w| &w["datasets"]);
+        // The 2-D shape of the most datasets: its dims are patched wherever they appear (the
+        // dataspace messages of those datasets, with their max dims where written).
+        let shape_of = |d: &Value| -> Option<Vec<u64>> {
+            d["shape"].as_array()?.iter().map(|x| x.as_u64()).collect()
+        };
+        let mut by_shape: Vec<(Vec<u64>, Vec<String>)> = Vec::new();
+        for d in datasets.as_array().expect("datasets") {
+            let Some(shape) = shape_of(d).filter(|s| s.len() == 2 && s.iter().all(|&x| x >= 2))
+            else {
+                continue;
+            };
+            let key = d["path"].as_str().expect("path").trim_start_matches('/');
+            match by_shape.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, keys)) => keys.push(key.to_string()),
+                None => by_shape.push((shape, vec![key.to_string()])),
+            }
+        }
+        // Shapes whose dims appear only in those datasets' dataspaces (dims, maybe max dims):
+        // the fewest places per dataset.
+        let (shape, keys, at) = by_shape
+            .into_iter()
+            .map(|(shape, keys)| {
+                let at = find_dims(&b, &shape);
+                (shape, keys, at)
+            })
+            .filter(|(_, keys, at)| at.len() >= keys.len() && at.len() <= 2 * keys.len())
+            .min_by_key(|(_, keys, at)| at.len() * 100 / keys.len())
+            .unwrap_or_else(|| panic!("{file}: no 2-D shape found only in its dataspaces"));
+        eprintln!("{file}: dims {shape:?} of {keys:?} patched at {at:?}");
+        for huge in [1u64 << 40, u64::MAX / 2, u64::MAX] {
+            let mut d = b.clone();
+            for &i in &at {
+                d[i..i + 8].copy_from_slice(&huge.to_le_bytes());
+                fix_object_header_checksum(&mut d, i);
+            }
+            let tmp = scratch();
+            let p = tmp.path().join(file);
+            std::fs::write(&p, &d).expect("write");
+            let mut result = None;
+            let largest = largest_allocation(|| {
+                let started = Instant::now();
+                result = Some(serve(&p));
+                assert!(started.elapsed().as_secs() < 10, "{file} dim {huge}: slow");
+            });
+            let served = result.expect("ran");
+            assert!(
+                largest <= MAX_ALLOCATION,
+                "{file} dim {huge}: one allocation of {largest} bytes"
+            );
+            // Those datasets are refused, not served with a made-up size (or not listed).
+            for key in &keys {
+                if let Some((_, got)) = served.bins.iter().find(|(k, _)| k == key) {
+                    assert!(got.is_err(), "{file} {key} dim {huge}: served {got:?}");
+                }
+            }
+            // And the rest of the file still serves.
+            let ok = served.bins.iter().filter(|(_, g)| g.is_ok()).count();
+            assert!(
+                ok > 20,
+                "{file} dim {huge}: {ok} served, {:?}",
+                served.opened
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 9);
+}
+
+/// One damaged copy of a fixture, served.
+fn serve_flipped(file: &str, at: usize, mask: u8) -> Served {
+    let b = std::fs::read(keras_dir().join(file)).expect("fixture");
+    let tmp = scratch();
+    let p = tmp.path().join(file);
+    std::fs::write(&p, Damage::Flip(at, mask).apply(&b)).expect("write");
+    serve(&p)
+}
+
+/// The undamaged fixture's bins by key.
+fn undamaged_bins(file: &str) -> HashMap<String, BinRead> {
+    serve(&keras_dir().join(file)).bins.into_iter().collect()
+}
+
+/// Damage the sweep above found serving wrong bytes (h5py reads these files otherwise or not
+/// at all), kept as fixed cases that need no Python.
+#[test]
+fn damage_the_sweep_found_is_refused() {
+    // A local heap's data address moved by 8 bytes (model.keras, `layers/dtype_zoo/vars`):
+    // every member took its neighbour's name, so `vars/2.bin` served `vars/1`'s bytes. The
+    // heap's free list no longer parses (as libhdf5 says); the group is left out.
+    let s = serve_flipped("model.keras", 57815, 8);
+    assert!(s.opened.is_ok(), "{:?}", s.opened);
+    let good = undamaged_bins("model.keras");
+    for (k, got) in &s.bins {
+        if got.is_ok() {
+            assert_eq!(Some(got), good.get(k), "{k}");
+        }
+    }
+    assert!(!s
+        .bins
+        .iter()
+        .any(|(k, _)| k.starts_with("layers/dtype_zoo/vars/")));
+    assert!(s.bins.len() > 60, "the rest is served");
+    // A name became empty (model.weights.h5, under `layers/lstm`): libhdf5 cannot list the
+    // group; it was served as `layers/lstm//vars/0`.
+    let s = serve_flipped("model.weights.h5", 22664, 16);
+    assert!(!s.bins.iter().any(|(k, _)| k.contains("//")));
+    // A renamed member breaks its symbol table's order (legacy_model.h5,
+    // `optimizer_weights/adam/mha_query_biqs_momentum`): libhdf5 lists it but cannot open it.
+    let s = serve_flipped("legacy_model.h5", 84428, 16);
+    assert!(!s.bins.iter().any(|(k, _)| k.ends_with("biqs_momentum")));
+    // A damaged global heap object header (legacy_model.h5): the string attributes came from
+    // other heap objects (`training_config.json` held "&\n", `model_config.json` a dataset
+    // name). Now each is the object its reference names, of its length, or not shown.
+    let want = serve(&keras_dir().join("legacy_model.h5")).files;
+    for (at, mask) in [(12131, 16), (1052, 32), (14110, 32)] {
+        let s = serve_flipped("legacy_model.h5", at, mask);
+        for (name, got) in &s.files {
+            if let Ok(got) = got {
+                let w = want.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+                assert_eq!(w, Some(&Ok(got.clone())), "flip {at}: {name}");
+            }
+        }
+    }
+}
