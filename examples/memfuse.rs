@@ -4,8 +4,12 @@
 //! tfmount costs beyond this program is tfmount's; what this program costs is FUSE's on this
 //! kernel.
 //!
+//! With `--direct-io` it answers OPEN and opens every file with `FOPEN_DIRECT_IO` (and asks for
+//! `FUSE_DIRECT_IO_ALLOW_MMAP`, with the block size tfmount announces for such files): the
+//! baseline of tfmount's `-o direct_io`.
+//!
 //! ```text
-//! cargo run --release --example memfuse -- SRC MOUNTPOINT      # foreground; Ctrl-C unmounts
+//! cargo run --release --example memfuse -- [--direct-io] SRC MOUNTPOINT   # foreground; Ctrl-C unmounts
 //! ```
 
 use std::ffi::OsStr;
@@ -14,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyOpen, Request,
 };
@@ -33,11 +37,16 @@ enum Node {
 
 struct MemFs {
     nodes: Vec<Node>,
+    /// Open files with `FOPEN_DIRECT_IO` (`--direct-io`).
+    direct_io: bool,
 }
 
 impl MemFs {
-    fn load(src: &Path) -> std::io::Result<MemFs> {
-        let mut fs = MemFs { nodes: Vec::new() };
+    fn load(src: &Path, direct_io: bool) -> std::io::Result<MemFs> {
+        let mut fs = MemFs {
+            nodes: Vec::new(),
+            direct_io,
+        };
         if src.is_dir() {
             fs.nodes.push(Node::Dir {
                 parent: 1,
@@ -107,7 +116,11 @@ impl MemFs {
             uid: 0,
             gid: 0,
             rdev: 0,
-            blksize: 4096,
+            blksize: if self.direct_io && kind == FileType::RegularFile {
+                tfmount::fuse::DIRECT_IO_BLKSIZE
+            } else {
+                4096
+            },
             flags: 0,
         })
     }
@@ -118,7 +131,12 @@ impl Filesystem for MemFs {
         let _ = config.set_max_readahead(tfmount::fuse::MAX_READAHEAD);
         let wanted = InitFlags::FUSE_CACHE_SYMLINKS
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_DO_READDIRPLUS;
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | if self.direct_io {
+                InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            } else {
+                InitFlags::empty()
+            };
         let _ = config.add_capabilities(wanted & config.capabilities());
         Ok(())
     }
@@ -145,7 +163,14 @@ impl Filesystem for MemFs {
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(Errno::ENOSYS);
+        if self.direct_io {
+            reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_KEEP_CACHE,
+            );
+        } else {
+            reply.error(Errno::ENOSYS);
+        }
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -212,12 +237,16 @@ impl Filesystem for MemFs {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, src, mp] = &args[..] else {
-        eprintln!("usage: memfuse SRC MOUNTPOINT");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let direct_io = args.first().is_some_and(|a| a == "--direct-io");
+    if direct_io {
+        args.remove(0);
+    }
+    let [src, mp] = &args[..] else {
+        eprintln!("usage: memfuse [--direct-io] SRC MOUNTPOINT");
         std::process::exit(2);
     };
-    let fs = match MemFs::load(Path::new(src)) {
+    let fs = match MemFs::load(Path::new(src), direct_io) {
         Ok(fs) => fs,
         Err(e) => {
             eprintln!("memfuse: {src}: {e}");

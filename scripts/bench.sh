@@ -34,12 +34,16 @@
 #      of a tensor's .shape (< 100 ms) and the bytes the daemon read for it (rchar); sequential
 #      read of a 256 MiB dataset, memfuse / mount (>= 0.9); the daemon's peak RssAnon while
 #      reading it (<= 64 MiB) (ONLY=keras runs this section alone)
+#  12. direct I/O (bench_direct_io, -o direct_io): cold and warm reads of big/tensor vs dd of its
+#      data file for direct_io=never and =auto (>= 0.6 cold, >= 0.9 warm), memfuse with and
+#      without FOPEN_DIRECT_IO as baselines, what answering OPEN costs the walk, cat/cp/Python
+#      read() (ONLY=direct_io runs this section alone)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras (section
-# 10 or 11 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io
+# (section 10, 11 or 12 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
@@ -137,11 +141,12 @@ mount_bg() {
     mountpoint -q "$2" || { echo "bench: $2 is not a mount after tfmount returned" >&2; return 1; }
 }
 
-# memfuse_bg SRC MNT: a memfuse mount of SRC (loaded into memory) in the background; sets
-# MEMFUSE_PID; returns once the mount is ready.
+# memfuse_bg SRC MNT [--direct-io]: a memfuse mount of SRC (loaded into memory) in the
+# background; sets MEMFUSE_PID; returns once the mount is ready.
 memfuse_bg() {
     local log=$WORK/memfuse.$RANDOM.log
-    "$MEMFUSE" "$1" "$2" 2>"$log" &
+    # shellcheck disable=SC2086
+    "$MEMFUSE" ${3:-} "$1" "$2" 2>"$log" &
     MEMFUSE_PID=$!
     FG_PIDS+=("$MEMFUSE_PID")
     local i
@@ -526,6 +531,164 @@ bench_keras() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 12: direct I/O (-o direct_io): the large-tensor streaming path around the page cache
+# ---------------------------------------------------------------------------------------------
+# Same repetitions, alternating, each against baselines from this run (big/tensor, BIG_GIB):
+# 12a. cold sequential read (dd bs=1M, fresh mount) vs `dd` of the .data file (page cache warm):
+#      ratio dd/mount for direct_io=never and =auto                              target >= 0.6
+# 12b. the warm re-read (same mount, second dd), same ratio                   target >= 0.9
+# 12c. the baselines: memfuse through the page cache, and `memfuse --direct-io` (FOPEN_DIRECT_IO):
+#      cold and warm, dd/memfuse
+# 12d. what answering OPEN costs the metadata walk (direct_io=auto needs an OPEN per file; never
+#      lets the kernel open files by itself): find | xargs cat of the WALK_TENSORS .shape files,
+#      auto/never and each against memfuse of the same tree
+# 12e. cat, cp (to /dev/shm) and Python's read() of big/tensor.bin on a fresh mount, never vs auto
+# With TFMOUNT_BEFORE, 11a/b also for that binary (mounted without -o direct_io).
+# ONLY=direct_io runs this section alone.
+bench_direct_io() {
+    local data=$WORK/big/ckpt.data-00000-of-00001 bytes r v t0 mnt tree
+    bytes=$(stat -c %s "$data")
+    echo
+    echo "== 12: direct I/O: big/tensor ($bytes bytes) and the walk, direct_io=never/auto (fresh mount per run)"
+    local -a dd_runs=() mpc=() mpw=() mdc=() mdw=() mfw=()
+    local -A cold=() warm=() walk=() tool=()
+    local modes=(never auto)
+    [ -n "$BEFORE" ] && modes+=(before)
+    new_mountpoint
+    mnt=$MP
+    dio_mount() { # dio_mount SOURCE MODE: a fresh mount on $mnt
+        if [ "$2" = before ]; then
+            mount_bg "$1" "$mnt" before
+        else
+            TFMOUNT_ARGS="$TFMOUNT_ARGS -o direct_io=$2" mount_bg "$1" "$mnt"
+        fi
+    }
+    dio_unmount() { # unmounts $mnt and waits for its daemon (and watchdog) to exit
+        local i
+        unmount "$mnt"
+        for i in $(seq 200); do
+            [ -z "$(mount_pids "$mnt")" ] && return 0
+            sleep 0.05
+        done
+    }
+    timed() { # timed CMD...: prints the seconds CMD took
+        local t0
+        t0=$(now)
+        "$@" >/dev/null || echo "bench: $* failed" >&2
+        sub "$t0" "$(now)"
+    }
+    ddr() { dd if="$1" of=/dev/null bs=1M status=none; }
+    walkr() { find "$1" -name '*.shape' | xargs cat; }
+    # The walk's plain tree: section 4's copy, or made here (ONLY=direct_io).
+    tree=$WORK/plain
+    if [ ! -d "$tree" ]; then
+        mount_bg "$WORK/twalk/ckpt" "$mnt" || return
+        cp -r "$mnt/variables" "$tree" || { echo "bench: copying the walk tree failed" >&2; return; }
+        dio_unmount
+    fi
+    for r in $(seq "$REPS"); do
+        cat "$data" >/dev/null
+        dd_runs+=("$(timed ddr "$data")")
+        if memfuse_bg "$data" "$mnt"; then
+            mpc+=("$(timed ddr "$mnt/data")")
+            mpw+=("$(timed ddr "$mnt/data")")
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        if memfuse_bg "$data" "$mnt" --direct-io; then
+            mdc+=("$(timed ddr "$mnt/data")")
+            mdw+=("$(timed ddr "$mnt/data")")
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        for v in "${modes[@]}"; do
+            dio_mount "$WORK/big/ckpt" "$v" || break
+            cold[$v]+="$(timed ddr "$mnt/variables/big/tensor.bin") "
+            warm[$v]+="$(timed ddr "$mnt/variables/big/tensor.bin") "
+            dio_unmount
+        done
+        if memfuse_bg "$tree" "$mnt"; then
+            mfw+=("$(timed walkr "$mnt")")
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        for v in never auto; do
+            dio_mount "$WORK/twalk/ckpt" "$v" || break
+            walk[$v]+="$(timed walkr "$mnt/variables") "
+            dio_unmount
+        done
+        for v in never auto; do
+            dio_mount "$WORK/big/ckpt" "$v" || break
+            tool[cat.$v]+="$(timed cat "$mnt/variables/big/tensor.bin") "
+            dio_unmount
+            dio_mount "$WORK/big/ckpt" "$v" || break
+            tool[cp.$v]+="$(timed cp "$mnt/variables/big/tensor.bin" /dev/shm/tfmount-bench-cp.$$) "
+            rm -f /dev/shm/tfmount-bench-cp.$$
+            dio_unmount
+            if command -v python3 >/dev/null; then
+                dio_mount "$WORK/big/ckpt" "$v" || break
+                tool[py.$v]+="$(timed python3 -c 'import sys; open(sys.argv[1], "rb").read()' "$mnt/variables/big/tensor.bin") "
+                dio_unmount
+            fi
+        done
+    done
+    local T_DD T_MPC T_MPW T_MDC T_MDW T_MFW
+    T_DD=$(median "${dd_runs[@]}")
+    T_MPC=$(median "${mpc[@]:-nan}")
+    T_MPW=$(median "${mpw[@]:-nan}")
+    T_MDC=$(median "${mdc[@]:-nan}")
+    T_MDW=$(median "${mdw[@]:-nan}")
+    T_MFW=$(median "${mfw[@]:-nan}")
+    local -A tc=() tw=() twk=() tt=()
+    for v in "${modes[@]}"; do
+        # shellcheck disable=SC2086
+        tc[$v]=$(median ${cold[$v]:-nan})
+        # shellcheck disable=SC2086
+        tw[$v]=$(median ${warm[$v]:-nan})
+    done
+    for v in never auto; do
+        # shellcheck disable=SC2086
+        twk[$v]=$(median ${walk[$v]:-nan})
+        for k in cat cp py; do
+            # shellcheck disable=SC2086
+            tt[$k.$v]=$(median ${tool[$k.$v]:-nan})
+        done
+    done
+    printf '   dd of .data          : %s  %s MB/s (runs: %s)\n' "$(ms "$T_DD")" "$(mbps "$bytes" "$T_DD")" "${dd_runs[*]}"
+    printf '   memfuse              : cold %s  %s MB/s, warm %s  %s MB/s (cold runs: %s)\n' "$(ms "$T_MPC")" "$(mbps "$bytes" "$T_MPC")" "$(ms "$T_MPW")" "$(mbps "$bytes" "$T_MPW")" "${mpc[*]:-}"
+    printf '   memfuse --direct-io  : cold %s  %s MB/s, warm %s  %s MB/s (cold runs: %s)\n' "$(ms "$T_MDC")" "$(mbps "$bytes" "$T_MDC")" "$(ms "$T_MDW")" "$(mbps "$bytes" "$T_MDW")" "${mdc[*]:-}"
+    for v in "${modes[@]}"; do
+        printf '   tfmount %-12s : cold %s  %s MB/s  dd/mount %s, warm %s  %s MB/s  dd/mount %s (runs: %s/ %s)\n' "$v" \
+            "$(ms "${tc[$v]}")" "$(mbps "$bytes" "${tc[$v]}")" "$(div "$T_DD" "${tc[$v]}")" \
+            "$(ms "${tw[$v]}")" "$(mbps "$bytes" "${tw[$v]}")" "$(div "$T_DD" "${tw[$v]}")" "${cold[$v]:-}" "${warm[$v]:-}"
+    done
+    printf '   walk, %s tensors    : memfuse %s, never %s, auto %s (runs: %s/ %s)\n' "$WALK_TENSORS" "$(ms "$T_MFW")" \
+        "$(ms "${twk[never]}")" "$(ms "${twk[auto]}")" "${walk[never]:-}" "${walk[auto]:-}"
+    for k in cat cp py; do
+        printf '   %-4s of the .bin     : never %s, auto %s (runs: %s/ %s)\n' "$k" "$(ms "${tt[$k.never]}")" "$(ms "${tt[$k.auto]}")" "${tool[$k.never]:-}" "${tool[$k.auto]:-}"
+    done
+    echo
+    echo "== summary of 11 (median of $REPS)"
+    row "figure" "value" "target" "result"
+    local rc rw
+    for v in "${modes[@]}"; do
+        rc=$(div "$T_DD" "${tc[$v]}")
+        rw=$(div "$T_DD" "${tw[$v]}")
+        row "12a. cold read, dd/mount ($v)" "$rc ($(mbps "$bytes" "${tc[$v]}") vs $(mbps "$bytes" "$T_DD") MB/s)" ">= 0.6" "$(cmp_ok "$rc" '>=' 0.6)"
+        row "12b. warm re-read, dd/mount ($v)" "$rw ($(mbps "$bytes" "${tw[$v]}") MB/s)" ">= 0.9" "$(cmp_ok "$rw" '>=' 0.9)"
+    done
+    row "12a. cold read, auto / never (speed-up)" "$(div "${tc[never]}" "${tc[auto]}")" "-" "info"
+    row "12c. memfuse cold, dd/memfuse" "$(div "$T_DD" "$T_MPC") ($(mbps "$bytes" "$T_MPC") MB/s)" "-" "info"
+    row "12c. memfuse --direct-io cold, dd/memfuse" "$(div "$T_DD" "$T_MDC") ($(mbps "$bytes" "$T_MDC") MB/s)" "-" "info"
+    row "12c. memfuse --direct-io / auto, cold" "$(div "$T_MDC" "${tc[auto]}")" "-" "info"
+    row "12d. walk, auto/never (OPEN per file)" "$(div "${twk[auto]}" "${twk[never]}")" "-" "info"
+    row "12d. walk, never/memfuse; auto/memfuse" "$(div "${twk[never]}" "$T_MFW"); $(div "${twk[auto]}" "$T_MFW")" "<= 1.1" "info"
+    for k in cat cp py; do
+        row "12e. $k of the .bin, never/auto" "$(div "${tt[$k.never]}" "${tt[$k.auto]}") ($(ms "${tt[$k.never]}") / $(ms "${tt[$k.auto]}"))" "-" "info"
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -540,6 +703,12 @@ mk() { # mk NAME ARGS...
     "$MKCKPT" "$WORK/$name/ckpt" "$@" >"$WORK/$name.out" || die "mkckpt $name failed"
     sed 's/^/   /' "$WORK/$name.out" | grep -v '_key=\|prefix='
 }
+if [ "${ONLY:-}" = direct_io ]; then
+    mk big --tensors 0 --big-gib "$BIG_GIB"
+    mk twalk --tensors "$WALK_TENSORS"
+    bench_direct_io
+    exit 0
+fi
 mk big --tensors 0 --big-gib "$BIG_GIB"
 mk t1k --tensors 1000
 mk t1m --tensors 1000000
@@ -1059,6 +1228,8 @@ bench_views() {
     row "9d. text/: cat throughput" "$(mbps "$TEXT_BYTES" "$T_TEXT") MB/s, $V_RSS_TEXT MiB" "-" "info"
 }
 bench_views
+
+bench_direct_io
 
 bench_remote
 

@@ -4,6 +4,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use fuser::{
 
 use crate::error::FsError;
 use crate::fs::live::Invalidate;
-use crate::fs::{Attr, Fs, Kind};
+use crate::fs::{Attr, Content, Fs, Kind};
 
 /// The mount never changes and every size is exact from the first `stat`, so the kernel may
 /// cache names and attributes for long.
@@ -27,8 +28,65 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 /// (more requests in flight than the two serving threads) cost more than 1 MiB.
 pub const MAX_READAHEAD: u32 = 1 << 20;
 
+/// Which files the kernel reads around its page cache (`-o direct_io`): opened with
+/// `FOPEN_DIRECT_IO`, each `read(2)` becomes READ requests of the caller's size (up to the
+/// kernel's `max_pages`, 1 MiB by default), answered straight into the caller's buffer, and
+/// nothing of the file stays in the page cache but what `mmap` maps
+/// (`FUSE_DIRECT_IO_ALLOW_MMAP`). Every other file keeps the page cache (`FOPEN_KEEP_CACHE`).
+///
+/// Direct I/O needs an OPEN reply, and the kernel's no-open mode (no OPEN, FLUSH or RELEASE
+/// request per file) is all or nothing per mount: with `Auto` or `Always` every open of every
+/// file costs a round trip, which is why `Never` is the default (docs/benchmarks.md has the
+/// figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DirectIo {
+    /// The page cache for every file; files are opened without a request (no-open mode).
+    #[default]
+    Never,
+    /// Direct I/O for a tensor's `.bin` and `.npy` of at least [`DIRECT_IO_MIN`] bytes.
+    Auto,
+    /// Direct I/O for every file of tensor bytes: `.bin`, `.npy`, `model.safetensors`,
+    /// `weights.safetensors`, whatever their size.
+    Always,
+}
+
+/// The smallest tensor file `-o direct_io=auto` reads around the page cache.
+pub const DIRECT_IO_MIN: u64 = 64 << 20;
+
+impl DirectIo {
+    /// The values of `-o direct_io`, as `--help` shows them.
+    pub const VALUES: &'static str = "auto|always|never";
+
+    pub fn parse(s: &str) -> Option<DirectIo> {
+        match s {
+            "never" => Some(DirectIo::Never),
+            "auto" => Some(DirectIo::Auto),
+            "always" => Some(DirectIo::Always),
+            _ => None,
+        }
+    }
+
+    /// Whether a file holding `content`, of `size` bytes, is opened with `FOPEN_DIRECT_IO`.
+    pub fn applies(self, content: Content, size: u64) -> bool {
+        match self {
+            DirectIo::Never => false,
+            DirectIo::Auto => size >= DIRECT_IO_MIN && content == Content::Tensor,
+            DirectIo::Always => content != Content::Other,
+        }
+    }
+}
+
+/// The `st_blksize` of a file read with direct I/O: `cat`, `cp` and Python's buffered files
+/// read this much per call (each call is one READ request), instead of 128 or 256 KiB.
+pub const DIRECT_IO_BLKSIZE: u32 = MAX_READAHEAD;
+
 pub struct FuseFs {
     fs: Arc<Fs>,
+    /// Which files are opened with `FOPEN_DIRECT_IO` (`Never` once `init` found that the
+    /// kernel cannot `mmap` them).
+    direct_io: DirectIo,
+    /// The largest READ request seen, in bytes (logged at the end of the session).
+    largest_read: AtomicU32,
     /// The kernel opens directories without asking (`FUSE_NO_OPENDIR_SUPPORT`).
     no_opendir: bool,
     /// The kernel opens files without asking (`FUSE_NO_OPEN_SUPPORT`).
@@ -38,9 +96,11 @@ pub struct FuseFs {
 }
 
 impl FuseFs {
-    pub fn new(fs: Arc<Fs>) -> Self {
+    pub fn new(fs: Arc<Fs>, direct_io: DirectIo) -> Self {
         FuseFs {
             fs,
+            direct_io,
+            largest_read: AtomicU32::new(0),
             no_opendir: false,
             no_open: false,
             unmounter: Arc::default(),
@@ -62,6 +122,10 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn file_attr(a: &Attr) -> FileAttr {
+    file_attr_with(a, 4096)
+}
+
+fn file_attr_with(a: &Attr, blksize: u32) -> FileAttr {
     let kind = match a.kind {
         Kind::Dir => FileType::Directory,
         Kind::File => FileType::RegularFile,
@@ -81,7 +145,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         uid: a.uid,
         gid: a.gid,
         rdev: 0,
-        blksize: 4096,
+        blksize,
         flags: 0,
     }
 }
@@ -91,6 +155,28 @@ fn file_type(k: Kind) -> FileType {
         Kind::Dir => FileType::Directory,
         Kind::File => FileType::RegularFile,
         Kind::Symlink => FileType::Symlink,
+    }
+}
+
+impl FuseFs {
+    /// Whether file `ino` of `size` bytes is read with direct I/O.
+    fn direct(&self, ino: u64, size: u64) -> bool {
+        // The size first: under `auto` most files are small, and their content is not asked.
+        match self.direct_io {
+            DirectIo::Never => false,
+            DirectIo::Auto if size < DIRECT_IO_MIN => false,
+            d => d.applies(self.fs.content(ino), size),
+        }
+    }
+
+    /// The attributes the kernel gets: a file read with direct I/O announces a block size of
+    /// one full READ request (see [`DIRECT_IO_BLKSIZE`]).
+    fn attr(&self, a: &Attr) -> FileAttr {
+        if a.kind == Kind::File && self.direct(a.ino, a.size) {
+            file_attr_with(a, DIRECT_IO_BLKSIZE)
+        } else {
+            file_attr(a)
+        }
     }
 }
 
@@ -112,11 +198,30 @@ impl Filesystem for FuseFs {
         // READ still reaches us and fails with EIO instead of reading as an empty file.
         let caps = config.capabilities();
         self.no_opendir = caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
-        self.no_open = caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
+        // Direct I/O is chosen per file in the OPEN reply, so it needs OPEN requests: for
+        // every file (the no-open mode is per mount). `mmap` of a direct-I/O file (numpy's
+        // `mmap_mode`, safetensors) needs FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): without it a
+        // shared mapping fails with ENODEV, so there the mount keeps the page cache.
+        if self.direct_io != DirectIo::Never {
+            if caps.contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+                let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+            } else {
+                log::warn!(
+                    "-o direct_io: this kernel cannot mmap direct-I/O files (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6); every file keeps the page cache"
+                );
+                self.direct_io = DirectIo::Never;
+            }
+        }
+        self.no_open =
+            self.direct_io == DirectIo::Never && caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
         Ok(())
     }
 
     fn destroy(&mut self) {
+        let largest = self.largest_read.load(Ordering::Relaxed);
+        if largest > 0 {
+            log::info!("largest READ request: {largest} bytes");
+        }
         let taken = self.unmounter.lock().ok().and_then(|mut u| u.take());
         if let Some(mut u) = taken {
             if let Err(e) = u.unmount() {
@@ -147,7 +252,7 @@ impl Filesystem for FuseFs {
             // The kernel now holds one more lookup of this inode, in this generation (inode
             // numbers of pruned checkpoints are reused with the next one).
             Ok(a) if self.fs.looked_up(a.ino, a.generation) => {
-                reply.entry_with_ttls(&TTL, &TTL, &file_attr(&a), Generation(a.generation))
+                reply.entry_with_ttls(&TTL, &TTL, &self.attr(&a), Generation(a.generation))
             }
             // Freed (a pruned checkpoint) since it was resolved.
             Ok(_) => reply.error(errno(&FsError::NotFound)),
@@ -161,7 +266,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -182,6 +287,12 @@ impl Filesystem for FuseFs {
         }
         match self.fs.open(ino.0) {
             Ok(a) if a.kind == Kind::Dir => reply.error(errno(&FsError::IsDir)),
+            // KEEP_CACHE with DIRECT_IO too: what an `mmap` of the file cached stays valid
+            // (the mount never changes), so an open elsewhere does not drop it.
+            Ok(a) if self.direct(a.ino, a.size) => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),
         }
@@ -198,6 +309,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.largest_read.fetch_max(size, Ordering::Relaxed);
         match self.fs.read(ino.0, offset, size as usize) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply.error(errno(&e)),
@@ -276,7 +388,7 @@ impl Filesystem for FuseFs {
                     e.cookie,
                     name,
                     &TTL,
-                    &file_attr(&a),
+                    &self.attr(&a),
                     generation,
                 ),
                 // Unknown attributes: name and type only, not to be cached.

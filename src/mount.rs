@@ -487,7 +487,7 @@ fn serve(
     config.n_threads = Some(s.threads);
     let signals = block_signals();
     let fs = std::sync::Arc::new(fs);
-    let fuse_fs = FuseFs::new(fs.clone());
+    let fuse_fs = FuseFs::new(fs.clone(), s.direct_io);
     let unmounter = fuse_fs.unmounter();
     let mut session = match fuser::Session::new(fuse_fs, mountpoint, &config) {
         Ok(sess) => sess,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fuser::SessionACL;
 
 use crate::fs::Options;
+use crate::fuse::DirectIo;
 use crate::source::remote::config::{self as remote_config, RemoteConfig};
 
 /// What a value must look like.
@@ -22,6 +23,8 @@ pub enum Value {
     Duration,
     /// A whole number in the range the option names.
     Count { min: usize, max: usize },
+    /// One of the words of a `|`-separated list: `auto|always|never`.
+    Choice(&'static str),
 }
 
 impl Value {
@@ -32,6 +35,7 @@ impl Value {
             Value::Size => Some("SIZE"),
             Value::Duration => Some("DURATION"),
             Value::Count { .. } => Some("N"),
+            Value::Choice(words) => Some(words),
         }
     }
 }
@@ -149,6 +153,12 @@ pub const OPTIONS: &[MountOpt] = &[
         "",
         "Send unsigned requests to object storage (public buckets): no credentials are looked for.",
     ),
+    opt(
+        "direct_io",
+        Value::Choice(DirectIo::VALUES),
+        "never",
+        "How large tensor files are read. `never`: through the kernel's page cache, shared by every process, and files open without a request to the daemon. `auto`: a tensor's `.bin` or `.npy` of 64 MiB or more is read with direct I/O: around the page cache, each read(2) one request of up to 1 MiB straight into the caller's buffer (mmap still works), nothing kept for the next reader; other files keep the page cache, but every open of a file then costs a request. `always`: direct I/O for every `.bin`, `.npy` and `*.safetensors` file whatever its size.",
+    ),
     no_op(opt(
         "ro",
         Value::None,
@@ -190,6 +200,8 @@ pub struct Settings {
     pub remote: RemoteConfig,
     /// Mount even on a non-empty directory.
     pub nonempty: bool,
+    /// Which files are read around the page cache.
+    pub direct_io: DirectIo,
 }
 
 impl Default for Settings {
@@ -200,6 +212,7 @@ impl Default for Settings {
             threads: 2,
             remote: RemoteConfig::default(),
             nonempty: false,
+            direct_io: DirectIo::default(),
         }
     }
 }
@@ -250,6 +263,7 @@ fn expected(v: Value) -> String {
         Value::Size => "a size like 4096, 64K, 256M or 1GiB".into(),
         Value::Duration => "a duration like 60, 60s, 500ms or 2m".into(),
         Value::Count { min, max } => format!("a whole number from {min} to {max}"),
+        Value::Choice(words) => format!("one of {}", words.replace('|', ", ")),
     }
 }
 
@@ -276,6 +290,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "remote_cache" => s.remote.cache_bytes = size()?,
         "remote_timeout" => s.remote.timeout = parse_duration(value).ok_or(())?,
         "anonymous" => s.remote.anonymous = true,
+        "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
         _ if o.no_op => {}
         // An option in the table that nothing sets: a programming error caught by the unit
         // test below, refused rather than ignored.
@@ -339,6 +354,10 @@ mod tests {
                 Value::Size => format!("{}=1GiB", o.name),
                 Value::Duration => format!("{}=5s", o.name),
                 Value::Count { max, .. } => format!("{}={max}", o.name),
+                Value::Choice(words) => {
+                    let other = words.split('|').find(|w| *w != o.default);
+                    format!("{}={}", o.name, other.unwrap_or_default())
+                }
             };
             let s = parsed(&[&arg]).unwrap_or_else(|e| panic!("{arg}: {e}"));
             let d = Settings::default();
@@ -350,7 +369,8 @@ mod tests {
                 || s.acl != d.acl
                 || s.remote.cache_bytes != d.remote.cache_bytes
                 || s.remote.timeout != d.remote.timeout
-                || s.remote.anonymous != d.remote.anonymous;
+                || s.remote.anonymous != d.remote.anonymous
+                || s.direct_io != d.direct_io;
             assert_eq!(changed, !o.no_op, "{arg}");
         }
     }
@@ -387,6 +407,28 @@ mod tests {
         assert_eq!(e("rw"), "-o rw: tfmount mounts are always read-only");
         assert!(e("bogus").starts_with("unknown mount option \"bogus\""));
         assert!(parsed(&["", "ro,,nodev"]).is_ok());
+    }
+
+    #[test]
+    fn direct_io_takes_one_of_its_words() {
+        for (w, d) in [
+            ("never", DirectIo::Never),
+            ("auto", DirectIo::Auto),
+            ("always", DirectIo::Always),
+        ] {
+            assert_eq!(parsed(&[&format!("direct_io={w}")]).unwrap().direct_io, d);
+            // Every word of the table's value grammar is one the interpreter takes.
+            assert!(DirectIo::VALUES.split('|').any(|v| v == w), "{w}");
+        }
+        assert_eq!(Settings::default().direct_io, DirectIo::Never);
+        assert_eq!(
+            parsed(&["direct_io=sometimes"]).unwrap_err(),
+            "-o direct_io=sometimes: expected one of auto, always, never"
+        );
+        assert_eq!(
+            parsed(&["direct_io"]).unwrap_err(),
+            "-o direct_io needs a value: direct_io=one of auto, always, never"
+        );
     }
 
     #[test]

@@ -79,7 +79,8 @@ pub fn markdown() -> String {
         };
         out.push_str(&format!(
             "| `-o {}` | {flag} | {default} | {} |\n",
-            usage(o),
+            // A `|` in a table cell, even in code, is escaped (`direct_io=auto|always|never`).
+            usage(o).replace('|', "\\|"),
             o.help.replace('|', "\\|")
         ));
     }

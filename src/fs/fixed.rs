@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use super::Kind;
 use crate::error::{FsError, FsResult};
 use crate::source::bytes::FileMeta;
@@ -19,6 +19,10 @@ pub trait Generated: Send + Sync {
     /// Its size (generating it, or a piece table of it, the first time).
     fn size(&self) -> FsResult<u64>;
     fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>>;
+    /// What it holds ([`Content::Other`] by default).
+    fn content(&self) -> Content {
+        Content::Other
+    }
     /// The raw name behind it, for `user.tfmount.key` (none by default).
     fn key(&self) -> Option<Vec<u8>> {
         None
@@ -145,6 +149,13 @@ impl Subtree for FixedNodes {
 
     fn rendered(&self, local: u64) -> bool {
         matches!(self.get(local), Ok(Fixed::Text { .. }))
+    }
+
+    fn content(&self, local: u64) -> Content {
+        match self.get(local) {
+            Ok(Fixed::Text { text, .. }) => text.content(),
+            _ => Content::Other,
+        }
     }
 
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {

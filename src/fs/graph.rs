@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::keyspace::{self, Item, Names};
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{dtype_text, npy_header, shape_text, with_header};
 use super::text::{cached, render_error, text_id, Texts};
 use super::{Kind, KEY_XATTR};
@@ -512,6 +512,14 @@ impl Subtree for GraphTree {
                 Ok(false)
             }
         })
+    }
+
+    /// A constant's `.bin` and `.npy`.
+    fn content(&self, local: u64) -> Content {
+        match Node::decode(local).map(|n| n.sub) {
+            Ok(Sub::Tensor(FileKind::Bin | FileKind::Npy)) => Content::Tensor,
+            _ => Content::Other,
+        }
     }
 
     fn open(&self, local: u64) -> FsResult<()> {

@@ -32,6 +32,7 @@ use crate::source::tensors::TensorSet;
 use crate::source::Probed;
 use crate::tree::ino::Ino;
 use registry::Registry;
+pub use subtree::Content;
 use subtree::{NodeAttr, Size, Subtree};
 
 pub use crate::tree::ino::ROOT as ROOT_INO;
@@ -308,6 +309,13 @@ impl Fs {
         let (t, local) = self.sub(ino)?;
         self.logged("open", ino, t.open(local))?;
         self.getattr(ino)
+    }
+
+    /// What file `ino` holds (for how the kernel caches it: `-o direct_io`); no lookup of the
+    /// index, no I/O.
+    pub fn content(&self, ino: u64) -> Content {
+        self.sub(ino)
+            .map_or(Content::Other, |(t, local)| t.content(local))
     }
 
     /// Bytes `[offset, offset + size)` of a file, clamped to its end.

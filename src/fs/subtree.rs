@@ -15,6 +15,18 @@ pub enum Size {
     Broken,
 }
 
+/// What a file holds, as far as how the kernel should cache it matters (`-o direct_io`, see
+/// `crate::fuse::DirectIo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// One tensor's bytes: a `.bin`, or an `.npy` (header + the bytes).
+    Tensor,
+    /// Many tensors' bytes in one file (`model.safetensors`, `weights.safetensors`).
+    Tensors,
+    /// Anything else: text, sidecars, renderings, assets.
+    Other,
+}
+
 /// What a node is, as the dispatcher needs it.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeAttr {
@@ -44,6 +56,11 @@ pub trait Subtree: Send + Sync {
     /// Whether a file's size means rendering its content (listings leave its attributes out).
     fn rendered(&self, _local: u64) -> bool {
         false
+    }
+
+    /// What file `local` holds (see [`Content`]); [`Content::Other`] by default.
+    fn content(&self, _local: u64) -> Content {
+        Content::Other
     }
 
     /// The child `name` of directory `dir`.

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use super::keyspace::{self, Item, Names};
 use super::string_text::StringText;
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use super::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use super::tensor_files::{self, dtype_text, npy_header, shape_text, with_header};
 use super::text::{text_id, Texts};
 use super::{Kind, KEY_XATTR};
@@ -576,6 +576,18 @@ impl Subtree for Variables {
                 ..
             }) => self.info(pos).is_ok_and(|i| i.dtype == DT_STRING),
             _ => false,
+        }
+    }
+
+    /// `variables/`'s `.bin` and `.npy` files.
+    fn content(&self, local: u64) -> Content {
+        match Node::decode(local) {
+            Ok(Node::File {
+                view: View::Variables,
+                kind: File::Tensor(FileKind::Bin | FileKind::Npy),
+                ..
+            }) => Content::Tensor,
+            _ => Content::Other,
         }
     }
 

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::fixed::Generated;
-use super::subtree::slice_of;
+use super::subtree::{slice_of, Content};
 use crate::error::{FsError, FsResult};
 use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
 use crate::format::FormatError;
@@ -335,6 +335,10 @@ impl Safetensors {
 impl Generated for Safetensors {
     fn size(&self) -> FsResult<u64> {
         Ok(self.built()?.layout.size())
+    }
+
+    fn content(&self) -> Content {
+        Content::Tensors
     }
 
     fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
