@@ -38,12 +38,16 @@
 #      data file for direct_io=never and =auto (>= 0.6 cold, >= 0.9 warm), memfuse with and
 #      without FOPEN_DIRECT_IO as baselines, what answering OPEN costs the walk, cat/cp/Python
 #      read() (ONLY=direct_io runs this section alone)
+#  13. one fetch per byte over http:// with the CRC on (bench_stream_crc, nginx on 127.0.0.1,
+#      plain and with `limit_rate 100m`): 256 MiB and BIG_GIB tensors vs curl, default /
+#      -o crc_first / -o nocrc / -o remote_cache=2G, and TFMOUNT_BEFORE's defaults
+#      (ONLY=stream_crc runs this section alone)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io
-# (section 10, 11 or 12 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc
+# (section 10, 11, 12 or 13 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
@@ -689,6 +693,133 @@ bench_direct_io() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 13: one fetch per byte over http:// with the CRC on (bench_stream_crc; ONLY=stream_crc alone)
+# ---------------------------------------------------------------------------------------------
+# A 256 MiB and a BIG_GIB float32 tensor served by nginx over http://, read sequentially
+# (dd bs=1M, fresh mount each run) against one curl of the same bytes from the same server:
+# 13a. 256 MiB, default options (CRC on: checked while streamed)       curl/mount, target >= 0.9
+# 13b. the same, nginx with `limit_rate 100m` per connection (as object stores cap one
+#      connection), vs one curl stream: the mount's parallel ranged GETs  target >= 3
+# 13c. BIG_GIB tensor: default / -o nocrc / -o remote_cache=2G, mount/curl (time ratio,
+#      target <= 1.1 for the default: one fetch)
+# Each read also with -o crc_first (the check-first pass: the behaviour before streaming), and,
+# with TFMOUNT_BEFORE, with that binary's defaults: before and after from the same repetitions,
+# alternating. The daemon's "bytes fetched" (logged at unmount) shows one fetch per byte.
+sc_nginx() { # sc_nginx NAME DIRECTIVES: starts nginx serving $WORK; sets SC_PORT
+    local d=$WORK/sc_$1 r
+    mkdir -p "$d/tmp"
+    SC_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cat >"$d/nginx.conf" <<NGINX
+daemon off;
+master_process off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $d/tmp;
+  proxy_temp_path $d/tmp;
+  fastcgi_temp_path $d/tmp;
+  uwsgi_temp_path $d/tmp;
+  scgi_temp_path $d/tmp;
+  default_type application/octet-stream;
+  server { listen 127.0.0.1:$SC_PORT; root $WORK; $2 }
+}
+NGINX
+    "$(command -v nginx || echo /usr/sbin/nginx)" -c "$d/nginx.conf" -p "$d" -e "$d/error.log" &
+    FG_PIDS+=("$!")
+    for r in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$SC_PORT/" && break; sleep 0.1; done
+}
+# sc_read BIN OPTS URL: a fresh mount of URL, dd of big/tensor.bin; sets SC_T (seconds) and
+# SC_BYTES (bytes fetched, from the daemon's log at unmount)
+sc_read() {
+    local log=$WORK/sc_read.$RANDOM.log t0 i
+    new_mountpoint
+    # shellcheck disable=SC2086
+    RUST_LOG=info "$1" $2 --log-file "$log" "$3" "$MP" || { SC_T=nan; SC_BYTES=nan; return; }
+    t0=$(now)
+    dd if="$MP/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: read of $3 failed" >&2
+    SC_T=$(sub "$t0" "$(now)")
+    unmount "$MP"
+    for i in $(seq 50); do grep -q 'bytes fetched' "$log" 2>/dev/null && break; sleep 0.1; done
+    SC_BYTES=$(sed -n 's/.*bytes fetched \([0-9]*\).*/\1/p' "$log" | tail -1)
+}
+bench_stream_crc() {
+    echo "== 13: one fetch per byte over http:// with the CRC on (nginx, 127.0.0.1)"
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { echo "   (nginx not found)"; return; }
+    [ -d "$WORK/sc256" ] || mk sc256 --tensors 0 --big-gib 0.25
+    [ -d "$WORK/big" ] || mk big --tensors 0 --big-gib "$BIG_GIB"
+    sc_nginx plain ""
+    local plain=$SC_PORT
+    sc_nginx capped "limit_rate 100m;"
+    local capped=$SC_PORT
+    # variants: label|binary|options|port|checkpoint
+    local variants=(
+        "256|$TFMOUNT||$plain|sc256"
+        "256 crc_first|$TFMOUNT|-o crc_first|$plain|sc256"
+        "256 capped|$TFMOUNT||$capped|sc256"
+        "256 capped crc_first|$TFMOUNT|-o crc_first|$capped|sc256"
+        "big|$TFMOUNT||$plain|big"
+        "big crc_first|$TFMOUNT|-o crc_first|$plain|big"
+        "big nocrc|$TFMOUNT|-o nocrc|$plain|big"
+        "big remote_cache=2G|$TFMOUNT|-o remote_cache=2G|$plain|big"
+        "big remote_cache=2G crc_first|$TFMOUNT|-o remote_cache=2G,crc_first|$plain|big"
+    )
+    if [ -n "$BEFORE" ]; then
+        variants+=(
+            "256 before|$BEFORE||$plain|sc256"
+            "256 capped before|$BEFORE||$capped|sc256"
+            "big before|$BEFORE||$plain|big"
+            "big remote_cache=2G before|$BEFORE|-o remote_cache=2G|$plain|big"
+        )
+    fi
+    declare -A T B OFF SIZE
+    local r v label bin opts port ck t0 key
+    for ck in sc256 big; do
+        read -r "OFF[$ck]" "SIZE[$ck]" < <("$TFMOUNT" cat "$WORK/$ck/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
+    done
+    for r in $(seq "$REPS"); do
+        cat "$WORK"/sc256/ckpt.data-* "$WORK"/big/ckpt.data-* >/dev/null
+        # Baselines: one curl stream of the tensor's bytes, plain and capped, in this repetition.
+        for key in "sc256 $plain" "sc256 $capped" "big $plain"; do
+            read -r ck port <<<"$key"
+            t0=$(now)
+            curl -s -f -r "${OFF[$ck]}-$((OFF[$ck] + SIZE[$ck] - 1))" "http://127.0.0.1:$port/$ck/ckpt.data-00000-of-00001" -o /dev/null ||
+                echo "bench: curl failed" >&2
+            T["curl $key"]="${T["curl $key"]:-} $(sub "$t0" "$(now)")"
+        done
+        for v in "${variants[@]}"; do
+            IFS='|' read -r label bin opts port ck <<<"$v"
+            sc_read "$bin" "$opts" "http://127.0.0.1:$port/$ck/ckpt"
+            T[$label]="${T[$label]:-} $SC_T"
+            B[$label]=$SC_BYTES
+        done
+    done
+    local c256 c256cap cbig base t
+    # shellcheck disable=SC2086
+    c256=$(median ${T["curl sc256 $plain"]}) c256cap=$(median ${T["curl sc256 $capped"]}) cbig=$(median ${T["curl big $plain"]})
+    printf '   12: curl: 256 MiB %s, 256 MiB capped at 100m %s, %s GiB %s (runs: %s |%s |%s)\n' "$(ms "$c256")" "$(ms "$c256cap")" "$BIG_GIB" "$(ms "$cbig")" \
+        "${T["curl sc256 $plain"]}" "${T["curl sc256 $capped"]}" "${T["curl big $plain"]}"
+    echo
+    for v in "${variants[@]}"; do
+        IFS='|' read -r label bin opts port ck <<<"$v"
+        # shellcheck disable=SC2086
+        t=$(median ${T[$label]})
+        case $label in
+            *capped*) base=$c256cap ;;
+            256*) base=$c256 ;;
+            *) base=$cbig ;;
+        esac
+        case $label in
+            big*) row "13c. $label: mount/curl" "$(div "$t" "$base") ($(ms "$t"))" "one fetch: <= 1.1" "fetched ${B[$label]:-nan} B; runs:${T[$label]}" ;;
+            *capped*) row "13b. $label: curl/mount" "$(div "$base" "$t") ($(ms "$t"))" ">= 3" "fetched ${B[$label]:-nan} B; runs:${T[$label]}" ;;
+            *) row "13a. $label: curl/mount" "$(div "$base" "$t") ($(ms "$t"))" ">= 0.9" "fetched ${B[$label]:-nan} B; runs:${T[$label]}" ;;
+        esac
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -707,6 +838,10 @@ if [ "${ONLY:-}" = direct_io ]; then
     mk big --tensors 0 --big-gib "$BIG_GIB"
     mk twalk --tensors "$WALK_TENSORS"
     bench_direct_io
+    exit 0
+fi
+if [ "${ONLY:-}" = stream_crc ]; then
+    bench_stream_crc
     exit 0
 fi
 mk big --tensors 0 --big-gib "$BIG_GIB"
@@ -1232,5 +1367,7 @@ bench_views
 bench_direct_io
 
 bench_remote
+
+bench_stream_crc
 
 bench_keras

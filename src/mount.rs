@@ -509,6 +509,7 @@ fn serve(
     }
     log::info!("mounted {fsname} on {}", mountpoint.display());
     raise_readahead(mountpoint);
+    fs.set_page_dropper(crate::fuse::invalidator(session.notifier()));
     if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {
         log::warn!("cannot follow the checkpoint directory ({e}); it is mounted as a snapshot");
     }

@@ -93,6 +93,12 @@ pub const OPTIONS: &[MountOpt] = &[
         ),
         "no-crc",
     ),
+    opt(
+        "crc_first",
+        Value::None,
+        "",
+        "Check a tensor's CRC-32C before serving its first byte, as for local files, also on object storage (where by default a tensor read from its start is checked while streamed, fetching each byte once, and only its last bytes wait for the check).",
+    ),
     flagged(
         opt(
             "cache_size",
@@ -272,6 +278,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
     let size = || parse_size(value).ok_or(());
     match o.name {
         "nocrc" => s.fs.verify_crc = false,
+        "crc_first" => s.fs.crc_first = true,
         "cache_size" => s.fs.cache_bytes = usize::try_from(size()?).map_err(|_| ())?,
         "threads" => {
             let Value::Count { min, max } = o.value else {
@@ -362,6 +369,7 @@ mod tests {
             let s = parsed(&[&arg]).unwrap_or_else(|e| panic!("{arg}: {e}"));
             let d = Settings::default();
             let changed = s.fs.verify_crc != d.fs.verify_crc
+                || s.fs.crc_first != d.fs.crc_first
                 || s.fs.cache_bytes != d.fs.cache_bytes
                 || s.fs.live != d.fs.live
                 || s.threads != d.threads

@@ -387,6 +387,7 @@ fn ctx<'a>(store: &'a Arc<dyn Store>, cache: &Arc<Caches>) -> OpenCtx<'a> {
         store: &**store,
         caches: cache.clone(),
         verify: false,
+        crc_first: false,
     }
 }
 

@@ -141,6 +141,7 @@ impl<'a> Builder<'a> {
             store: self.store,
             caches: self.fs.caches.clone(),
             verify: self.fs.opts.verify_crc,
+            crc_first: self.fs.opts.crc_first,
         }
     }
 

@@ -47,6 +47,9 @@ pub const BROKEN_SIZE: u64 = 1;
 pub struct Options {
     /// Verify each tensor's CRC-32C the first time it is read.
     pub verify_crc: bool,
+    /// Check every tensor before serving its first byte, also where it could be checked while
+    /// streamed (object storage).
+    pub crc_first: bool,
     /// Bytes of decoded index blocks to keep.
     pub cache_bytes: usize,
     /// Bytes of rendered text (`.pbtxt` files) to keep.
@@ -62,6 +65,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             verify_crc: true,
+            crc_first: false,
             cache_bytes: 32 << 20,
             text_cache_bytes: 16 << 20,
             tags: None,
@@ -119,6 +123,9 @@ pub struct Fs {
     live: Option<live::Live>,
     /// Where the source files live (kept for as long as the files it opened are served).
     store: Option<Arc<dyn Store>>,
+    /// Inodes whose cached pages the kernel must drop (a tensor failed its streaming CRC check
+    /// after some of its bytes were served), sent to a thread that tells the kernel.
+    drop_pages: std::sync::OnceLock<std::sync::mpsc::SyncSender<u64>>,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -158,6 +165,7 @@ impl Fs {
             logged: Lru::new(LOGGED_INODES),
             live: None,
             store: None,
+            drop_pages: std::sync::OnceLock::new(),
         }
     }
 
@@ -321,7 +329,39 @@ impl Fs {
     /// Bytes `[offset, offset + size)` of a file, clamped to its end.
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
         let (t, local) = self.sub(ino)?;
-        self.logged("read", ino, t.read(local, offset, size))
+        let r = t.read(local, offset, size);
+        if let Err(FsError::Corrupt {
+            source: crate::format::FormatError::TensorCrc { .. },
+            ..
+        }) = &r
+        {
+            // Bytes of it may have been served before the check failed: the kernel drops what
+            // it cached of the file (on another thread: the pages of this read are locked
+            // until it is answered).
+            if let Some(tx) = self.drop_pages.get() {
+                let _ = tx.try_send(ino);
+            }
+        }
+        self.logged("read", ino, r)
+    }
+
+    /// Sets how the kernel is told to drop a file's cached pages (see [`Fs::read`]).
+    pub fn set_page_dropper(&self, notify: Box<dyn Fn(live::Invalidate) + Send>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(64);
+        if self.drop_pages.set(tx).is_err() {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("drop-pages".into())
+            .spawn(move || {
+                // Ends when the filesystem (the sender) is dropped.
+                while let Ok(ino) = rx.recv() {
+                    notify(live::Invalidate::Inode(ino));
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot start the page-dropping thread: {e}");
+        }
     }
 
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::bytes::{ByteSource, FileMeta, RangeReader, Store};
+use super::crc_stream::{Admit, StreamCheck};
 use super::tensors::{self, Stored, TensorData, TensorInfo, TensorSet};
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
@@ -22,6 +23,12 @@ use crate::format::strings::{self, StringLayout};
 use crate::format::table::{Block, BlockStore, Pos, Table};
 use crate::format::{for_each_chunk, mask_crc, unmask_crc, FormatError};
 
+/// How long the read of a tensor's last bytes waits for reads still in flight to complete its
+/// streaming check before checking it first.
+/// (`STREAM_WAIT_IDLE` when no streamed read of it is in flight in the daemon: one the kernel
+/// has queued is taken up by a serving thread soon.)
+const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const STREAM_WAIT_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Bytes read at a time when verifying a tensor's CRC.
 const CRC_CHUNK: usize = 128 << 10;
 /// Missing shards named in the log one by one; beyond this, only their number.
@@ -121,6 +128,9 @@ struct Shared {
     prefix: PathBuf,
     meta: FileMeta,
     verify: bool,
+    /// Check tensors read from their start while streaming them (sources with a range reader:
+    /// object storage); otherwise, and with `-o crc_first`, check first.
+    stream: bool,
     caches: Arc<Caches>,
 }
 
@@ -293,6 +303,7 @@ impl Checkpoint {
         prefix: &Path,
         caches: Arc<Caches>,
         verify: bool,
+        crc_first: bool,
     ) -> Result<Checkpoint, SourceError> {
         let index_path = index_file_name(prefix);
         let index = store.open(&index_path).map_err(|err| SourceError::Io {
@@ -332,6 +343,7 @@ impl Checkpoint {
                 prefix: prefix.to_path_buf(),
                 meta: file_meta,
                 verify,
+                stream: verify && !crc_first,
                 caches,
             }),
             table,
@@ -418,6 +430,7 @@ impl Checkpoint {
             n: t.entry.num_elements(),
             verified: AtomicBool::new(false),
             reader: std::sync::OnceLock::new(),
+            stream: std::sync::OnceLock::new(),
         })
     }
 
@@ -666,6 +679,9 @@ struct StoredBytes {
     verified: AtomicBool,
     /// A read-ahead reader of the stored range, where the source has one (remote objects).
     reader: std::sync::OnceLock<Option<Arc<dyn RangeReader>>>,
+    /// The streaming check (see [`super::crc_stream`]), made by the first read of a tensor
+    /// that is checked that way.
+    stream: std::sync::OnceLock<StreamCheck>,
 }
 
 /// The stored range of a tensor as a [`crate::format::ReadAt`] through its reader.
@@ -685,24 +701,40 @@ impl crate::format::ReadAt for ThroughReader<'_> {
 }
 
 impl StoredBytes {
-    /// Checks the stored bytes once (per tensor, remembered in the shared cache).
-    fn verify(&self) -> FsResult<()> {
-        if self.verified.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let (start, end, file) = (self.start, self.end, &*self.file);
-        let sh = &self.shared;
+    /// Fails if the stored range runs past the end of its file (logged once, like a failed CRC
+    /// check: the file's length is fixed at mount).
+    fn check_extent(&self) -> FsResult<()> {
+        let (end, file) = (self.end, &*self.file);
         if end > file.len() {
             let len = file.len();
-            // Logged once, like a failed CRC check (the file's length is fixed at mount).
-            sh.check_once(self.pos, &self.key, file, || {
+            self.shared.check_once(self.pos, &self.key, file, || {
                 Err(FormatError::BadEntry(format!(
                     "it runs past the end of its data file ({end} bytes needed, {len} present)"
                 )))
             })?;
         }
+        Ok(())
+    }
+
+    /// The failure of a CRC check of the stored bytes.
+    fn mismatch(&self, computed: u32) -> FormatError {
+        FormatError::TensorCrc {
+            stored: unmask_crc(self.crc),
+            computed,
+        }
+    }
+
+    /// Checks the stored bytes once (per tensor, remembered in the shared cache): the
+    /// check-first pass.
+    fn verify(&self) -> FsResult<()> {
+        if self.verified.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.check_extent()?;
+        let (start, end, file) = (self.start, self.end, &*self.file);
+        let sh = &self.shared;
         if sh.verify {
-            sh.check_once(self.pos, &self.key, file, || {
+            let r = sh.check_once(self.pos, &self.key, file, || {
                 let size = end - start;
                 if self.dtype_string {
                     StringLayout::parse_at(file, start, size, self.n, Some(self.crc)).map(|_| ())
@@ -717,14 +749,96 @@ impl StoredBytes {
                     if mask_crc(computed) == self.crc {
                         Ok(())
                     } else {
-                        Err(FormatError::TensorCrc {
-                            stored: unmask_crc(self.crc),
-                            computed,
-                        })
+                        Err(self.mismatch(computed))
                     }
                 }
-            })?;
+            });
+            // Reads waiting for a streaming check learn the outcome (if it was found).
+            if let Some(s) = self.stream.get() {
+                if let Some(o) = sh.checked.get(&(sh.id, self.pos)) {
+                    s.settle(o.is_ok());
+                }
+            }
+            r?;
         }
+        self.verified.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Bytes `[a, a + len)` of the stored range, checked: verified while streamed when the
+    /// read continues one from the start (see [`super::crc_stream`]), else after the
+    /// check-first pass. A read that reaches the end of the range is served only once the CRC
+    /// of the whole range is known.
+    fn read_checked(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+        let sh = &self.shared;
+        let streamable = sh.verify
+            && sh.stream
+            && !self.dtype_string
+            && !self.dtype_variant
+            && !self.verified.load(Ordering::Relaxed)
+            && self.reader().is_some();
+        if !streamable {
+            self.verify()?;
+            return self.read(a, len);
+        }
+        self.check_extent()?;
+        // An outcome already known (a check-first pass, another opening of the tensor).
+        if let Some(o) = sh.checked.get(&(sh.id, self.pos)) {
+            sh.check_once(self.pos, &self.key, &*self.file, || o)?;
+            self.verified.store(true, Ordering::Relaxed);
+            return self.read(a, len);
+        }
+        let size = self.end - self.start;
+        let s = self
+            .stream
+            .get_or_init(|| StreamCheck::new(size, unmask_crc(self.crc)));
+        let b = a.saturating_add(len as u64).min(size);
+        match s.admit(a, b) {
+            Admit::Known(ok) => self.settled(s, ok)?,
+            Admit::Fallback => self.verify()?,
+            Admit::Stream => {
+                let bytes = match self.read_raw(a, len) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        s.abandon();
+                        // Named by the data file, as a failed check pass is.
+                        return Err(FsError::corrupt(
+                            format!("tensor {}", String::from_utf8_lossy(&self.key)),
+                            self.file.name().display(),
+                            e,
+                        ));
+                    }
+                };
+                let mut v = s.feed(a, &bytes);
+                if v.is_none() && b >= size {
+                    // The last bytes: held back until the CRC is known (reads in flight on
+                    // other threads fill the gaps), else checked first.
+                    v = s.wait(STREAM_WAIT_IDLE, STREAM_WAIT);
+                    if v.is_none() {
+                        self.verify()?;
+                        v = Some(true);
+                    }
+                }
+                if let Some(ok) = v {
+                    self.settled(s, ok)?;
+                }
+                return Ok(bytes);
+            }
+        }
+        self.read(a, len)
+    }
+
+    /// Records the outcome of a streaming check (once, in the shared cache; a mismatch logged
+    /// by the read that fails).
+    fn settled(&self, s: &StreamCheck, ok: bool) -> FsResult<()> {
+        self.shared
+            .check_once(self.pos, &self.key, &*self.file, || {
+                if ok {
+                    Ok(())
+                } else {
+                    Err(self.mismatch(s.computed()))
+                }
+            })?;
         self.verified.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -737,14 +851,18 @@ impl StoredBytes {
 
     /// Bytes `[a, b)` of the stored range (already clamped by the caller).
     fn read(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
-        let r = match self.reader() {
+        self.read_raw(a, len)
+            .map_err(|e| self.shared.corrupt(&self.key, e))
+    }
+
+    fn read_raw(&self, a: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+        match self.reader() {
             Some(r) => {
                 let mut v = vec![0u8; len];
                 r.read_into(&mut v, self.start + a).map(|()| v)
             }
             None => self.file.read_vec(self.start + a, len),
-        };
-        r.map_err(|e| self.shared.corrupt(&self.key, e))
+        }
     }
 }
 
@@ -760,11 +878,10 @@ impl TensorData for Pod {
     }
 
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.s.verify()?;
         let size = self.size.min(self.s.end - self.s.start);
         let a = offset.min(size);
         let b = offset.saturating_add(len as u64).min(size);
-        self.s.read(a, (b - a) as usize)
+        self.s.read_checked(a, (b - a) as usize)
     }
 }
 

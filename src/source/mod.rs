@@ -3,6 +3,7 @@
 
 pub mod bytes;
 pub mod checkpoint;
+pub mod crc_stream;
 pub mod dirtree;
 pub mod file;
 pub mod formats;

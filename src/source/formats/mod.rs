@@ -78,6 +78,8 @@ pub struct OpenCtx<'a> {
     pub caches: Arc<Caches>,
     /// Check stored checksums as tensors are read.
     pub verify: bool,
+    /// `-o crc_first`: no streaming check (see [`crate::source::crc_stream`]).
+    pub crc_first: bool,
 }
 
 /// An opened checkpoint.

@@ -85,7 +85,13 @@ impl Format for V2 {
 
 /// Opens the V2 checkpoint with prefix `prefix`.
 pub fn open(ctx: &OpenCtx, prefix: &Path) -> Result<Checkpoint, SourceError> {
-    Checkpoint::open(ctx.store, prefix, ctx.caches.clone(), ctx.verify)
+    Checkpoint::open(
+        ctx.store,
+        prefix,
+        ctx.caches.clone(),
+        ctx.verify,
+        ctx.crc_first,
+    )
 }
 
 /// An opened V2 checkpoint.
@@ -196,7 +202,7 @@ impl Bundle {
     fn checked(&self) -> Result<&Checkpoint, String> {
         self.checked
             .get_or_init(|| {
-                Checkpoint::open(&*self.store, &self.prefix, self.cache.clone(), true)
+                Checkpoint::open(&*self.store, &self.prefix, self.cache.clone(), true, true)
                     .map_err(|e| e.to_string())
             })
             .as_ref()

@@ -8,7 +8,8 @@
 //! - [`file::RemoteFile`]: a [`ByteSource`](super::bytes::ByteSource): every GET carries
 //!   `If-Match` with the ETag seen at open; `read_exact_at` reads whole MiB blocks through a
 //!   small shared cache.
-//! - [`prefetch::Reader`]: one per open file, read-ahead for sequential reads.
+//! - [`prefetch::Reader`]: one per opened tensor, read-ahead for sequential reads, one window
+//!   per sequential reader (stream).
 //! - [`budget`]: the one memory budget every fetched byte is reserved from.
 //!
 //! Everything is bounded: every operation fails within `remote_timeout` (retries included),

@@ -12,6 +12,9 @@
 //! - any other read is random: whole MiB blocks around it through the store's block cache
 //!   ([`super::parts`]), no read-ahead, and the window starts over.
 //!
+//! Each sequential reader of the range has its own stream (window and parts, see [`Reader`]):
+//! two readers of one tensor do not reset each other's window.
+//!
 //! Every part is reserved from the store's budget before its GET: read-ahead speculatively (a
 //! refusal halves the window, down to no read-ahead at all), the bytes a read is waiting for on
 //! demand. A reader that stops reading holds at most its window; dropping it releases
@@ -20,6 +23,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -40,6 +44,10 @@ pub const MAX_WINDOW: u64 = 64 << 20;
 pub const MAX_PART: u64 = 8 << 20;
 /// Parts that end this far behind the current read are dropped.
 const KEEP_BEHIND: u64 = 1 << 20;
+/// A read of a stream with parts may start this far past what it scheduled and still continue
+/// it (the gap is fetched too): the kernel sends one reader's read-ahead requests on several
+/// threads, so they arrive a little out of order.
+const AHEAD_SLACK: u64 = 4 << 20;
 
 enum Data {
     Pending(Pending),
@@ -66,7 +74,10 @@ struct State {
     ahead_end: u64,
     /// Where a sequential read would start next.
     next_seq: u64,
-    whole: Option<Whole>,
+    /// The last failure of a read of this stream, and when: reads that were waiting for the
+    /// stream meanwhile (the kernel's other read-ahead requests) fail with it instead of
+    /// asking again, so a stalled store costs one `remote_timeout`, not one per request.
+    failed: Option<(Instant, RemoteError)>,
 }
 
 impl State {
@@ -76,12 +87,73 @@ impl State {
     }
 }
 
-/// Sequential-read state of one open file. Reads lock it: a reader serves one read at a time.
+/// One sequential stream of reads of a [`Reader`]: its own window and parts. Reads of one
+/// stream lock it (served one at a time); the atomics say, without that lock, which reads
+/// continue it.
+struct Stream {
+    st: Mutex<State>,
+    /// `next_seq`, the start of the first part and `ahead_end`, as of the last read.
+    next: AtomicU64,
+    lo: AtomicU64,
+    hi: AtomicU64,
+    has_parts: AtomicBool,
+}
+
+impl Stream {
+    fn new(next_seq: u64) -> Arc<Stream> {
+        Arc::new(Stream {
+            st: Mutex::new(State {
+                window: FIRST_WINDOW,
+                parts: VecDeque::new(),
+                ahead_end: next_seq,
+                next_seq,
+                failed: None,
+            }),
+            next: AtomicU64::new(next_seq),
+            lo: AtomicU64::new(next_seq),
+            hi: AtomicU64::new(next_seq),
+            has_parts: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a read at `offset` continues this stream (or falls in what it fetched).
+    fn continues(&self, offset: u64) -> bool {
+        self.next.load(Ordering::Relaxed) == offset
+            || (self.has_parts.load(Ordering::Relaxed)
+                && self.lo.load(Ordering::Relaxed) <= offset
+                && offset <= self.hi.load(Ordering::Relaxed).saturating_add(AHEAD_SLACK))
+    }
+
+    fn publish(&self, st: &State) {
+        self.next.store(st.next_seq, Ordering::Relaxed);
+        self.lo
+            .store(st.parts.front().map_or(0, |p| p.start), Ordering::Relaxed);
+        self.hi.store(st.ahead_end, Ordering::Relaxed);
+        self.has_parts
+            .store(!st.parts.is_empty(), Ordering::Relaxed);
+    }
+}
+
+/// Read-ahead of one range (a tensor's bytes): one [`Stream`] per sequential reader, so that
+/// two readers of one tensor (two processes, or a reader and the kernel's read-ahead of
+/// another) do not reset each other's window. Streams are told apart by where their reads
+/// continue (the mount asks the kernel for no OPEN, so a read carries no file handle); at most
+/// [`MAX_STREAMS`], the least recently used dropped first (those that fetched nothing before
+/// those that did).
 pub struct Reader {
     file: Arc<RemoteFile>,
     range: Range<u64>,
-    st: Mutex<State>,
+    whole: Mutex<Option<Whole>>,
+    /// Most recently used last.
+    streams: Mutex<Vec<Arc<Stream>>>,
 }
+
+/// Sequential streams one reader keeps.
+pub const MAX_STREAMS: usize = 4;
 
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,13 +170,8 @@ impl Reader {
         let end = range.end.min(size);
         let range = range.start.min(end)..end;
         Reader {
-            st: Mutex::new(State {
-                window: FIRST_WINDOW,
-                parts: VecDeque::new(),
-                ahead_end: range.start,
-                next_seq: range.start,
-                whole: None,
-            }),
+            whole: Mutex::new(None),
+            streams: Mutex::new(Vec::new()),
             file,
             range,
         }
@@ -115,13 +182,42 @@ impl Reader {
         self.range.clone()
     }
 
-    /// The current read-ahead window (for tests and logs).
+    /// The read-ahead window of the stream read last (for tests and logs).
     pub fn window(&self) -> u64 {
-        self.lock().window
+        let last = self.lock_streams().last().cloned();
+        last.map_or(FIRST_WINDOW, |s| s.lock().window)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    /// Sequential streams kept now (for tests).
+    pub fn streams(&self) -> usize {
+        self.lock_streams().len()
+    }
+
+    fn lock_streams(&self) -> MutexGuard<'_, Vec<Arc<Stream>>> {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stream a read of `[offset, end)` continues, made if it starts the range; `None` for
+    /// a random read (which leaves a stream that its continuation will find).
+    fn stream_for(&self, offset: u64, end: u64) -> Option<Arc<Stream>> {
+        let mut ss = self.lock_streams();
+        if let Some(i) = ss.iter().position(|s| s.continues(offset)) {
+            let s = ss.remove(i);
+            ss.push(s.clone());
+            return Some(s);
+        }
+        let (s, found) = if offset == self.range.start {
+            let s = Stream::new(offset);
+            (s.clone(), Some(s))
+        } else {
+            (Stream::new(end), None)
+        };
+        if ss.len() >= MAX_STREAMS {
+            let idle = ss.iter().position(|s| !s.has_parts.load(Ordering::Relaxed));
+            ss.remove(idle.unwrap_or(0));
+        }
+        ss.push(s);
+        found
     }
 
     /// Up to `len` bytes at `offset` of the object (fewer only at its end), like `pread`.
@@ -144,12 +240,12 @@ impl Reader {
         let ctx = &self.file.ctx;
         let deadline = Instant::now() + ctx.timeout;
         let end = offset + buf.len() as u64;
-        let mut st = self.lock();
 
         // A small range: all of it in one GET.
         let rlen = self.range.end - self.range.start;
         if rlen <= WHOLE_UP_TO && offset >= self.range.start && end <= self.range.end {
-            if st.whole.is_none() {
+            let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+            if whole.is_none() {
                 if let Some(res) = ctx.budget.try_reserve(rlen) {
                     let mut p = Pending::spawn(ctx, obj, self.range.clone(), rlen, deadline);
                     let data = p
@@ -157,25 +253,53 @@ impl Reader {
                         .into_iter()
                         .next()
                         .unwrap_or_default();
-                    st.whole = Some(Whole {
+                    *whole = Some(Whole {
                         data,
                         served: 0,
                         _res: res,
                     });
                 }
             }
-            if let Some(w) = &mut st.whole {
+            if let Some(w) = &mut *whole {
                 copy_overlap(buf, offset, self.range.start, &w.data);
                 w.served += buf.len() as u64;
                 if w.served >= rlen {
-                    st.whole = None;
+                    *whole = None;
                 }
-                st.next_seq = end;
                 return Ok(());
             }
             // No room in the budget to keep it: read it like a large one.
         }
 
+        let Some(stream) = self.stream_for(offset, end) else {
+            return self.file.read_blocks(buf, offset, deadline);
+        };
+        let started = Instant::now();
+        let mut st = stream.lock();
+        if let Some((at, e)) = &st.failed {
+            if *at >= started {
+                return Err(e.clone());
+            }
+        }
+        let r = self.read_stream(&mut st, buf, offset, deadline);
+        if let Err(e) = &r {
+            st.failed = Some((Instant::now(), e.clone()));
+        }
+        stream.publish(&st);
+        r
+    }
+
+    /// A read of one stream (see [`Reader::read_into`]).
+    fn read_stream(
+        &self,
+        st: &mut State,
+        buf: &mut [u8],
+        offset: u64,
+        deadline: Instant,
+    ) -> Result<(), RemoteError> {
+        let ctx = &self.file.ctx;
+        let obj = &self.file.obj;
+        let end = offset + buf.len() as u64;
         while st
             .parts
             .front()
@@ -183,10 +307,10 @@ impl Reader {
         {
             st.parts.pop_front();
         }
-        let in_parts =
-            st.parts.front().is_some_and(|p| p.start <= offset) && offset <= st.ahead_end;
+        let in_parts = st.parts.front().is_some_and(|p| p.start <= offset)
+            && offset <= st.ahead_end.saturating_add(AHEAD_SLACK);
         if !in_parts && offset != st.next_seq {
-            // Random.
+            // Random (the stream moved on since it was picked).
             st.reset();
             st.next_seq = end;
             return self.file.read_blocks(buf, offset, deadline);
@@ -196,7 +320,7 @@ impl Reader {
             st.parts.clear();
             st.ahead_end = offset;
         }
-        if let Err(e) = self.schedule(&mut st, offset, end, deadline) {
+        if let Err(e) = self.schedule(st, offset, end, deadline) {
             st.reset();
             return Err(e);
         }
@@ -232,7 +356,8 @@ impl Reader {
                 msg: format!("read-ahead did not cover bytes {pos}..{end}"),
             });
         }
-        st.next_seq = end;
+        // A late request of the kernel's read-ahead does not move the stream back.
+        st.next_seq = st.next_seq.max(end);
         Ok(())
     }
 
