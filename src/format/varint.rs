@@ -17,8 +17,9 @@ pub fn decode_u64(buf: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// [`decode_u64`], a word at a time: a varint of up to 8 bytes with 8 bytes readable is found
-/// and decoded without a loop over its bytes (packed runs of int64 values in V1 checkpoints).
+/// [`decode_u64`], a word at a time: a varint with 8 bytes readable is found and decoded without
+/// a loop over its bytes (packed runs of int64 values in V1 checkpoints; 9- and 10-byte ones,
+/// large and negative values, from the next two bytes).
 #[inline]
 pub fn decode_u64_fast(buf: &[u8]) -> Option<(u64, usize)> {
     let Some(w) = buf.get(..8) else {
@@ -29,8 +30,15 @@ pub fn decode_u64_fast(buf: &[u8]) -> Option<(u64, usize)> {
     let word = u64::from_le_bytes(b);
     let ends = !word & 0x8080_8080_8080_8080;
     if ends == 0 {
-        // 9 or 10 bytes.
-        return decode_u64(buf);
+        // 9 or 10 bytes (large and negative int64 values): the first 8 give 56 bits.
+        let low = groups(word);
+        return match (buf.get(8), buf.get(9)) {
+            (Some(&b8), _) if b8 & 0x80 == 0 => Some((low | (b8 as u64) << 56, 9)),
+            (Some(&b8), Some(&b9)) if b9 <= 1 => {
+                Some((low | ((b8 & 0x7f) as u64) << 56 | (b9 as u64) << 63, 10))
+            }
+            _ => decode_u64(buf),
+        };
     }
     let len = (ends.trailing_zeros() / 8 + 1) as usize;
     let x = if len == 8 {
@@ -38,16 +46,21 @@ pub fn decode_u64_fast(buf: &[u8]) -> Option<(u64, usize)> {
     } else {
         word & ((1u64 << (8 * len)) - 1)
     };
-    // Drop each byte's continuation bit: group i (bits 8i..8i+6) moves to bits 7i..7i+6.
-    let v = (x & 0x7f)
+    Some((groups(x), len))
+}
+
+/// The 7-bit groups of up to 8 varint bytes, without their continuation bits: group i (bits
+/// 8i..8i+6) moves to bits 7i..7i+6.
+#[inline]
+fn groups(x: u64) -> u64 {
+    (x & 0x7f)
         | ((x >> 1) & (0x7f << 7))
         | ((x >> 2) & (0x7f << 14))
         | ((x >> 3) & (0x7f << 21))
         | ((x >> 4) & (0x7f << 28))
         | ((x >> 5) & (0x7f << 35))
         | ((x >> 6) & (0x7f << 42))
-        | ((x >> 7) & (0x7f << 49));
-    Some((v, len))
+        | ((x >> 7) & (0x7f << 49))
 }
 
 /// Decodes a varint32 (at most 5 bytes, value must fit u32).
@@ -83,11 +96,11 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let v = x >> (x % 64);
+            let v = if x % 3 == 0 { x } else { x >> (x % 64) };
             let mut b = Vec::new();
             encode_u64(v, &mut b);
             b.extend_from_slice(&x.to_le_bytes());
-            for cut in [b.len(), 1, 3, 7, 8, 9, 10] {
+            for cut in [b.len(), 1, 3, 7, 8, 9, 10, 11] {
                 let s = &b[..cut.min(b.len())];
                 assert_eq!(decode_u64_fast(s), decode_u64(s), "{v:#x} cut {cut}");
             }
