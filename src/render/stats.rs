@@ -265,6 +265,13 @@ impl Reader {
     /// [`FLOAT_BLOCK`] at a time, blocks starting at fixed element positions (whatever the
     /// pieces pushed); the last, shorter block by [`Reader::flush_floats`].
     fn push_floats(&mut self, bytes: &[u8], mut f: impl FnMut(&[f64])) {
+        self.whole_elements(bytes, |r, el| r.put_floats(el, &mut f));
+    }
+
+    /// The whole elements of the next piece of bytes: `f` gets the element completed from
+    /// the bytes carried over from the last piece (alone), then the whole elements that follow;
+    /// a trailing partial element is carried over to the next piece.
+    fn whole_elements(&mut self, bytes: &[u8], mut f: impl FnMut(&mut Reader, &[u8])) {
         let mut rest = bytes;
         if self.plen > 0 {
             let take = (self.size - self.plen).min(rest.len());
@@ -276,10 +283,10 @@ impl Reader {
             }
             self.plen = 0;
             let el = self.partial;
-            self.put_floats(&el[..self.size], &mut f);
+            f(self, &el[..self.size]);
         }
         let whole = rest.len() / self.size * self.size;
-        self.put_floats(&rest[..whole], &mut f);
+        f(self, &rest[..whole]);
         let tail = &rest[whole..];
         self.partial[..tail.len()].copy_from_slice(tail);
         self.plen = tail.len();
@@ -312,25 +319,11 @@ impl Reader {
     }
 
     fn push(&mut self, bytes: &[u8], mut f: impl FnMut(Num)) {
-        let mut rest = bytes;
-        if self.plen > 0 {
-            let take = (self.size - self.plen).min(rest.len());
-            self.partial[self.plen..self.plen + take].copy_from_slice(&rest[..take]);
-            self.plen += take;
-            rest = &rest[take..];
-            if self.plen < self.size {
-                return;
+        self.whole_elements(bytes, |r, el| {
+            for e in el.chunks_exact(r.size) {
+                f(r.num(e));
             }
-            self.plen = 0;
-            f(self.num(&self.partial[..self.size]));
-        }
-        let mut it = rest.chunks_exact(self.size);
-        for el in &mut it {
-            f(self.num(el));
-        }
-        let tail = it.remainder();
-        self.partial[..tail.len()].copy_from_slice(tail);
-        self.plen = tail.len();
+        });
     }
 }
 
