@@ -274,16 +274,44 @@ impl<'a> Builder<'a> {
         let set = ck.tensors();
         // names/ and weights.safetensors name the tensors alike (the format's readable names).
         let pairs = ck.names();
+        let tree_name = name.clone();
         self.add_variables(dir, name, set.clone(), path, pairs.clone())?;
         self.add_names(dir, &*set, pairs);
         let meta = ck.meta();
-        for (name, bytes) in ck.files() {
+        for (path, bytes) in ck.files() {
+            let (parent, name) = self.parent_of(dir, &path, meta);
             let f = self.add(Fixed::Text {
-                parent: dir,
+                parent,
                 text: Arc::new(super::fixed::Bytes(bytes)),
                 meta,
             });
-            self.link(dir, name.as_bytes(), f, Kind::File);
+            self.link(parent, name.as_bytes(), f, Kind::File);
+        }
+        for (path, tensors) in ck.tensor_dirs() {
+            let (parent, name) = self.parent_of(dir, &path, meta);
+            let (s, texts) = (tensors.clone(), self.fs.texts.clone());
+            let reuse = self.fs.opts.cache_bytes > 0;
+            let id = self.register(tensors.path(), |id| {
+                Variables::new(id, parent, s, texts, reuse)
+            })?;
+            let root = Ino::new(id, Variables::view_root(View::Variables))
+                .ok_or_else(|| too_many(tensors.path()))?;
+            self.link(parent, name.as_bytes(), root, Kind::Dir);
+        }
+        for (path, child) in ck.children() {
+            let (parent, name) = self.parent_of(dir, &path, meta);
+            let d = self.add_dir(parent, name.as_bytes(), child.meta());
+            let sub = if tree_name.is_empty() {
+                path.clone()
+            } else {
+                format!("{tree_name}/{path}")
+            };
+            let at = child.tensors().path().to_path_buf();
+            self.add_checkpoint(d, sub, child, &at)?;
+        }
+        if let Some((p, bytes)) = ck.graph_def() {
+            let g = GraphFile::from_bytes(&p, meta, GraphKind::GraphDef, bytes)?;
+            self.add_graph(dir, g)?;
         }
         match ck.meta_graph() {
             Some(p) if self.store.is_file(&p) => {
@@ -292,6 +320,27 @@ impl<'a> Builder<'a> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The directory a `/`-separated `path` under `dir` goes in (made as needed) and its last
+    /// component.
+    fn parent_of<'p>(&mut self, dir: Ino, path: &'p str, meta: FileMeta) -> (Ino, &'p str) {
+        let mut parent = dir;
+        let mut parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        let last = parts.pop().unwrap_or("");
+        for c in parts {
+            let found = self
+                .fixed
+                .children(parent)
+                .into_iter()
+                .find(|(n, _, k)| n == c.as_bytes() && *k == Kind::Dir)
+                .map(|(_, ino, _)| ino);
+            parent = match found {
+                Some(ino) => ino,
+                None => self.add_dir(parent, c.as_bytes(), meta),
+            };
+        }
+        (parent, last)
     }
 
     /// `variables/`, `text/`, `stats/` and the root files; `names` are the `names/` pairs, which

@@ -529,7 +529,7 @@ impl Variables {
                 .join(" ")
                 .into_bytes()
         };
-        Ok(vec![
+        let mut out = vec![
             (KEY_XATTR, key),
             (DTYPE_XATTR, info.dtype.display_name().into_bytes()),
             (SHAPE_XATTR, dims.join(" ").into_bytes()),
@@ -539,7 +539,18 @@ impl Variables {
             ),
             (SHARD_XATTR, lines(&|s| s.shard.to_string())),
             (OFFSET_XATTR, lines(&|s| s.offset.to_string())),
-        ])
+        ];
+        // The format's own attributes (quantization...), those the tensor has.
+        let names = self.set.attr_names();
+        if !names.is_empty() {
+            let values = self.set.attrs(pos).unwrap_or_default();
+            for (name, v) in names.iter().zip(values) {
+                if let Some(v) = v {
+                    out.push((*name, v.into_bytes()));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

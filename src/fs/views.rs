@@ -19,8 +19,8 @@ use super::subtree::{slice_of, Content};
 use crate::error::{FsError, FsResult};
 use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
 use crate::format::FormatError;
-use crate::render::summary::{tsv_line, Summary, TensorRecord, TSV_HEADER};
-use crate::source::tensors::{walk, TensorData, TensorInfo, TensorSet};
+use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEADER};
+use crate::source::tensors::{attr_column, walk, TensorData, TensorInfo, TensorSet};
 use crate::tree;
 
 /// `tensors.tsv` keeps where every this many lines start.
@@ -72,6 +72,8 @@ struct Rec {
     info: TensorInfo,
     nbytes: u64,
     path: Vec<u8>,
+    /// The format's attributes ([`TensorSet::attrs`]).
+    extra: Vec<Option<String>>,
 }
 
 impl Rec {
@@ -119,10 +121,16 @@ fn record(set: &dyn TensorSet, pos: u64) -> Option<Rec> {
             .ok()?
             .size(),
     };
+    let extra = if set.attr_names().is_empty() {
+        Vec::new()
+    } else {
+        set.attrs(pos).unwrap_or_default()
+    };
     Some(Rec {
         path: bin_path(&info.key),
         info,
         nbytes,
+        extra,
     })
 }
 
@@ -376,6 +384,8 @@ impl Generated for Safetensors {
 /// generate lines from the nearest mark before them.
 pub struct Tsv {
     set: Arc<dyn TensorSet>,
+    /// [`TSV_HEADER`] and the format's attribute columns.
+    header: Vec<u8>,
     index: OnceLock<Result<TsvIndex, String>>,
 }
 
@@ -387,9 +397,26 @@ struct TsvIndex {
 
 impl Tsv {
     pub fn new(set: Arc<dyn TensorSet>) -> Tsv {
+        let mut header = TSV_HEADER.trim_end_matches('\n').as_bytes().to_vec();
+        for name in set.attr_names() {
+            header.push(b'\t');
+            header.extend_from_slice(attr_column(name).as_bytes());
+        }
+        header.push(b'\n');
         Tsv {
             set,
+            header,
             index: OnceLock::new(),
+        }
+    }
+
+    /// A tensor's line.
+    fn line(&self, r: &Rec, out: &mut Vec<u8>) {
+        out.clear();
+        tsv_line(&r.record(), out);
+        let columns = self.set.attr_names().len();
+        if columns > 0 {
+            tsv_extra(&r.extra, columns, out);
         }
     }
 
@@ -402,7 +429,7 @@ impl Tsv {
 
     fn build(&self) -> Result<TsvIndex, String> {
         let set = &*self.set;
-        let mut off = TSV_HEADER.len() as u64;
+        let mut off = self.header.len() as u64;
         let mut marks = Vec::new();
         let mut n = 0u64;
         let mut left_out = 0;
@@ -413,8 +440,7 @@ impl Tsv {
                     if n % TSV_MARK_EVERY == 0 {
                         marks.push((off, p));
                     }
-                    line.clear();
-                    tsv_line(&r.record(), &mut line);
+                    self.line(&r, &mut line);
                     off += line.len() as u64;
                     n += 1;
                 }
@@ -436,7 +462,7 @@ impl Generated for Tsv {
     fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
         let idx = self.index()?;
         let end = offset.saturating_add(size as u64).min(idx.size);
-        let mut out = slice_of(TSV_HEADER.as_bytes(), offset, size);
+        let mut out = slice_of(&self.header, offset, size);
         let mut at = offset + out.len() as u64;
         if at >= end {
             return Ok(out);
@@ -455,8 +481,7 @@ impl Generated for Tsv {
             }
             if !set.hidden(&set.key(p)?) {
                 if let Some(r) = record(set, p) {
-                    line.clear();
-                    tsv_line(&r.record(), &mut line);
+                    self.line(&r, &mut line);
                     let line_end = off + line.len() as u64;
                     if line_end > at {
                         let from = (at - off) as usize;

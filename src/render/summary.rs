@@ -84,6 +84,25 @@ pub fn tsv_line(r: &TensorRecord, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
+/// Appends a format's attribute columns to a `tensors.tsv` line made by [`tsv_line`] (before
+/// its `\n`): one tab-separated field each, `-` where absent, escaped as keys are.
+pub fn tsv_extra(values: &[Option<String>], columns: usize, out: &mut Vec<u8>) {
+    let nl = out.last() == Some(&b'\n');
+    if nl {
+        out.pop();
+    }
+    for i in 0..columns {
+        out.push(b'\t');
+        match values.get(i).and_then(|v| v.as_deref()) {
+            Some(v) => escape(v.as_bytes(), false, out),
+            None => out.push(b'-'),
+        }
+    }
+    if nl {
+        out.push(b'\n');
+    }
+}
+
 /// Scopes listed by name in `summary.txt`; later ones share one row.
 pub const MAX_SCOPES: usize = 1000;
 

@@ -387,6 +387,20 @@ impl GraphFile {
         } else {
             raw
         };
+        GraphFile::from_bytes(path, meta, kind, data)
+    }
+
+    /// A graph already in memory (binary), e.g. converted from another format's JSON.
+    pub fn from_bytes(
+        path: &Path,
+        meta: FileMeta,
+        kind: GraphKind,
+        data: Vec<u8>,
+    ) -> std::result::Result<GraphFile, SourceError> {
+        let fmt = |err| SourceError::Format {
+            path: path.to_path_buf(),
+            err,
+        };
         let metas = match kind {
             GraphKind::SavedModel => {
                 let mut metas = Vec::new();

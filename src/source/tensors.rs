@@ -71,6 +71,23 @@ pub trait TensorSet: Send + Sync {
     fn complete(&self) -> bool {
         true
     }
+    /// Attributes a format keeps beyond the index's (TFLite quantization, the stored form of a
+    /// TF.js weight): their extended-attribute names, each `user.tfmount.<column>`. Every
+    /// tensor file shows the ones a tensor has, and `tensors.tsv` gets one column per name
+    /// (named `<column>`, after `offset`; `-` where a tensor has none).
+    fn attr_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The values of [`TensorSet::attr_names`] for the tensor at `pos`, in that order (`None`
+    /// where it has none; a shorter list leaves the rest `None`). Single-line text.
+    fn attrs(&self, _pos: u64) -> FsResult<Vec<Option<String>>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The `tensors.tsv` column of an attribute name (`user.tfmount.scale` -> `scale`).
+pub fn attr_column(name: &str) -> &str {
+    name.strip_prefix("user.tfmount.").unwrap_or(name)
 }
 
 /// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an

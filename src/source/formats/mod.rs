@@ -102,10 +102,27 @@ pub trait Opened: Send + Sync {
     fn names(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    /// Files of its own shown at the checkpoint's root beside the views: `(name, bytes)`
-    /// (small: a model's configuration).
+    /// Files of its own shown beside the views: `(path, bytes)`, the path relative to the
+    /// checkpoint's root, `/`-separated (`config.json`, `graph/0003_CONV_2D.txt`; directories
+    /// are made as needed; each component a valid file name, already escaped). Small: a model's
+    /// configuration, rendered text.
     fn files(&self) -> Vec<(String, Arc<[u8]>)> {
         Vec::new()
+    }
+    /// More directories of tensor files, as `variables/` shows them (`.bin`, `.dtype`,
+    /// `.shape`, `.npy`, xattrs) but without the views: `(path, set)`, e.g. `dequantized`.
+    fn tensor_dirs(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
+        Vec::new()
+    }
+    /// Whole checkpoint trees inside this one (`variables/`, the views, their own extras):
+    /// `(path, opened)`, e.g. `subgraphs/1`.
+    fn children(&self) -> Vec<(String, Arc<dyn Opened>)> {
+        Vec::new()
+    }
+    /// A GraphDef it holds (binary, e.g. converted from JSON), shown as a graph is
+    /// (`meta_graphs/`, `graph/` one `.pbtxt` per node): `(path for messages, bytes)`.
+    fn graph_def(&self) -> Option<(PathBuf, Vec<u8>)> {
+        None
     }
     /// The checks `verify` and `diff` run: the format's own fast path, or the generic one
     /// (every tensor read through its [`TensorSet`]).
