@@ -2,11 +2,12 @@
 //! one must return normally for every input; a panic (including a failed invariant check
 //! below), an abort, a hang or an oversized allocation is a bug in tfmount.
 //!
-//! This file is shared by three users, so a target is written once:
+//! This file is shared by its users, so a target is written once:
 //! - the libFuzzer targets `fuzz/fuzz_targets/*.rs` (`cargo fuzz run TARGET`);
 //! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays), which
 //!   includes it with `#[path]`;
-//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way.
+//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way, and
+//!   `tests/keras_hostile.rs` (for the HDF5 checksum repair).
 //!
 //! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`. It includes
 //! the tests' tree walker (`tests/common/walk.rs`) the same way, and repairs table checksums
