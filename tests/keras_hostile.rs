@@ -27,7 +27,8 @@
 
 mod common;
 
-#[allow(dead_code)]
+// The fuzz targets' code (for the HDF5 checksum repair); it includes tests/common/walk.rs too.
+#[allow(dead_code, clippy::duplicate_mod)]
 #[path = "../fuzz/src/lib.rs"]
 mod targets;
 
