@@ -261,3 +261,34 @@ impl Rng {
         (0..n).map(|_| self.next() as u8).collect()
     }
 }
+
+/// The names in directory `p`, sorted.
+pub fn dir_names(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .expect("readdir")
+        .map(|e| e.expect("dirent").file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls `f` until it holds; fails after `limit`. Returns how long it took.
+pub fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `f` holds for all of `d` (polled every 50 ms).
+pub fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        assert!(f(), "changed: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
