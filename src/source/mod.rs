@@ -216,6 +216,12 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             latest,
         });
     }
+    // A directory that is one checkpoint by a file inside it (a TF.js model's `model.json`).
+    if let Some(c) =
+        formats::detect(store, path).filter(|d| d.path.starts_with(path) && d.path != path)
+    {
+        return Ok(Probed::Checkpoint(c));
+    }
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),
     })
