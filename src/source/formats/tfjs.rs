@@ -314,7 +314,8 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
             });
         }
         stream.needed = at.ok();
-        check_sizes(&mut stream, gi, path);
+        let strings = g.weights.iter().any(|w| w.dtype == WDtype::String);
+        check_sizes(&mut stream, gi, path, strings);
         streams.push(Arc::new(stream));
     }
     // Sorted by name; a name given twice: the later one, as tfjs-core's map keeps it.
@@ -409,6 +410,14 @@ fn string_len(s: &Stream, at: u64, n: u64) -> Result<u64, String> {
             .filter(|&l| l <= MAX_STRING_BYTES)
             .ok_or_else(|| format!("a string weight over {MAX_STRING_BYTES} bytes (not read)"))?;
     }
+    // The last element's bytes are not read here: they must be in the stream too, before
+    // anything is sized by that length.
+    let end: u64 = s.shards.iter().map(|sh| sh.expected).sum();
+    if at.saturating_add(len) > end {
+        return Err(format!(
+            "a string weight of {len} bytes at {at} runs past the {end} bytes of its shards"
+        ));
+    }
     Ok(len)
 }
 
@@ -417,7 +426,7 @@ fn string_len(s: &Stream, at: u64, n: u64) -> Result<u64, String> {
 /// cuts are assumed (every shard but the last `S` bytes, the last the rest, with `S` the
 /// largest of the others): a shard that is missing or not its size is damaged, and the weights
 /// touching it fail; where no such cut fits, the whole group fails.
-fn check_sizes(s: &mut Stream, group: usize, model: &Path) {
+fn check_sizes(s: &mut Stream, group: usize, model: &Path, strings: bool) {
     let Some(needed) = s.needed else {
         return;
     };
@@ -428,6 +437,15 @@ fn check_sizes(s: &mut Stream, group: usize, model: &Path) {
         .collect();
     let present: u64 = actual.iter().flatten().sum();
     if actual.iter().all(Option::is_some) && present == needed {
+        return;
+    }
+    if strings {
+        // String lengths were read with the shards placed by their sizes: with a damaged
+        // shard before them they may have been read at the wrong place.
+        s.unplaced = Some(format!(
+            "{}: the shards of weightsManifest[{group}] hold {present} bytes, its weights need {needed}, and it has string weights: where its weights lie cannot be told",
+            model.display()
+        ));
         return;
     }
     let n = s.shards.len() as u64;
