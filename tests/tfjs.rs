@@ -424,6 +424,21 @@ fn verify_checks_shards_against_the_manifest() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("group1-shard2of2.bin"), "{out}");
+    // The string weight and the kernel lie in the first shard: still served, as before.
+    let tree = Tree::open(&dir).expect("open");
+    let whole = Tree::open(&root.join("graph_uint8")).expect("open");
+    for k in [
+        "variables/unknown_2.bin",
+        "variables/StatefulPartitionedCall/MatMul/ReadVariableOp.bin",
+    ] {
+        assert_eq!(cat(&tree, k), cat(&whole, k), "{k}");
+    }
+    let n = tree
+        .resolve(b"variables/StatefulPartitionedCall/GatherV2/axis.bin", true)
+        .expect("axis");
+    tree.open_file(n)
+        .and_then(|_| tree.read(n, 0, 1 << 20))
+        .expect_err("a weight in the missing shard fails");
     // Two conversions of one model: the same keys; the quantized one's values differ.
     let o = tfmount(&[
         Path::new("diff"),

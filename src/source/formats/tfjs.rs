@@ -314,8 +314,12 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
             });
         }
         stream.needed = at.ok();
-        let strings = g.weights.iter().any(|w| w.dtype == WDtype::String);
-        check_sizes(&mut stream, gi, path, strings);
+        let strings_end = placed
+            .iter()
+            .filter(|p| p.group == gi && p.weight.dtype == WDtype::String)
+            .filter_map(|p| p.at.as_ref().ok().map(|(_, e)| *e))
+            .max();
+        check_sizes(&mut stream, gi, strings_end);
         streams.push(Arc::new(stream));
     }
     // Sorted by name; a name given twice: the later one, as tfjs-core's map keeps it.
@@ -425,8 +429,11 @@ fn string_len(s: &Stream, at: u64, n: u64) -> Result<u64, String> {
 /// shard is there), the shards stay placed by their sizes. Otherwise the sizes the converter
 /// cuts are assumed (every shard but the last `S` bytes, the last the rest, with `S` the
 /// largest of the others): a shard that is missing or not its size is damaged, and the weights
-/// touching it fail; where no such cut fits, the whole group fails.
-fn check_sizes(s: &mut Stream, group: usize, model: &Path, strings: bool) {
+/// touching it fail. The whole group fails where no such cut fits, and where a string weight
+/// ends past the first damaged shard's start (its lengths were read with the shards placed by
+/// their sizes, which differ from the cut's from there on). `strings_end`: where the group's
+/// last string weight ends.
+fn check_sizes(s: &mut Stream, group: usize, strings_end: Option<u64>) {
     let Some(needed) = s.needed else {
         return;
     };
@@ -439,27 +446,31 @@ fn check_sizes(s: &mut Stream, group: usize, model: &Path, strings: bool) {
     if actual.iter().all(Option::is_some) && present == needed {
         return;
     }
-    if strings {
-        // String lengths were read with the shards placed by their sizes: with a damaged
-        // shard before them they may have been read at the wrong place.
-        s.unplaced = Some(format!(
-            "{}: the shards of weightsManifest[{group}] hold {present} bytes, its weights need {needed}, and it has string weights: where its weights lie cannot be told",
-            model.display()
-        ));
-        return;
-    }
-    let n = s.shards.len() as u64;
-    if n == 0 {
-        s.unplaced = Some(format!(
-            "{}: weightsManifest[{group}] lists no shard files for {needed} bytes of weights",
-            model.display()
-        ));
-        return;
-    }
-    let cut = if n == 1 {
-        Some(needed)
+    let missing: Vec<String> = s
+        .shards
+        .iter()
+        .filter(|sh| sh.file.is_err())
+        .map(|sh| {
+            sh.path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let summary = if missing.is_empty() {
+        format!("the shards of weightsManifest[{group}] hold {present} bytes, its weights need {needed}")
     } else {
-        actual[..actual.len() - 1].iter().flatten().copied().max()
+        format!(
+            "weightsManifest[{group}]: {} missing; the others hold {present} bytes, its weights need {needed}",
+            missing.join(", ")
+        )
+    };
+    let n = s.shards.len() as u64;
+    let cut = match n {
+        0 => None,
+        1 => Some(needed),
+        _ => actual[..actual.len() - 1].iter().flatten().copied().max(),
     };
     let fits = cut.filter(|&c| {
         c > 0
@@ -467,19 +478,14 @@ fn check_sizes(s: &mut Stream, group: usize, model: &Path, strings: bool) {
                 .is_some_and(|full| full < needed && needed - full <= c)
     });
     let Some(c) = fits else {
-        s.unplaced = Some(format!(
-            "{}: the shards of weightsManifest[{group}] hold {present} bytes, its weights need {needed}; which shard is damaged cannot be told",
-            model.display()
-        ));
+        s.unplaced = Some(format!("{summary}; which shard is damaged cannot be told"));
         return;
     };
+    let mut placed = Vec::with_capacity(s.shards.len());
     let mut at = 0u64;
-    for (i, sh) in s.shards.iter_mut().enumerate() {
+    for (i, sh) in s.shards.iter().enumerate() {
         let want = if i as u64 + 1 == n { needed - at } else { c };
-        sh.start = at;
-        sh.expected = want;
-        at += want;
-        sh.damage = match (&sh.file, actual[i]) {
+        let damage = match (&sh.file, actual.get(i).copied().flatten()) {
             (Err(e), _) => Some(format!("shard missing: {e}")),
             (Ok(_), Some(len)) if len != want => Some(format!(
                 "{}: {len} bytes, the manifest's weights need {want} in this shard",
@@ -487,6 +493,23 @@ fn check_sizes(s: &mut Stream, group: usize, model: &Path, strings: bool) {
             )),
             _ => None,
         };
+        placed.push((at, want, damage));
+        at += want;
+    }
+    let first_damage = placed
+        .iter()
+        .find(|(_, _, d)| d.is_some())
+        .map_or(needed, |(a, _, _)| *a);
+    if strings_end.is_some_and(|e| e > first_damage) {
+        s.unplaced = Some(format!(
+            "{summary}, and its string weights' lengths lie past the damaged shard: where its weights lie cannot be told"
+        ));
+        return;
+    }
+    for (sh, (start, expected, damage)) in s.shards.iter_mut().zip(placed) {
+        sh.start = start;
+        sh.expected = expected;
+        sh.damage = damage;
     }
 }
 
@@ -628,7 +651,7 @@ impl Opened for OpenedTfjs {
             let outcome: Vec<(Vec<u8>, Result<u64, String>)> = match (&s.unplaced, s.needed) {
                 (Some(why), _) => vec![(
                     format!("[weightsManifest[{gi}]]").into_bytes(),
-                    Err(why.clone()),
+                    Err(format!("{model}: {why}")),
                 )],
                 (None, None) => vec![(
                     format!("[weightsManifest[{gi}]]").into_bytes(),
