@@ -37,15 +37,15 @@ pub const MAX_STRING_ELEMENTS: u64 = 1 << 20;
 /// The TF.js format.
 pub struct Tfjs;
 
-/// The `model.json` bytes detection read last on a remote store, `(URL, bytes)`: opening it
-/// right after takes them instead of fetching them again (see the Keras module's `LAST`).
-static LAST: Mutex<Option<(PathBuf, Arc<[u8]>)>> = Mutex::new(None);
+/// The `model.json` detection read last on a remote store, `(URL, file, bytes)`: opening it
+/// right after takes them instead of asking the store again (see the Keras module's `LAST`;
+/// a remote file's reads are checked against the ETag first seen).
+type Sniffed = (PathBuf, Arc<dyn ByteSource>, Arc<[u8]>);
+static LAST: Mutex<Option<Sniffed>> = Mutex::new(None);
 
-/// The bytes of `path` if it is a TF.js `model.json` (by content, or by name and a leading `{`).
+/// The bytes of file `path` if it is a TF.js `model.json` (by content, or by name and a
+/// leading `{`).
 fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
-    if !store.is_file(path) {
-        return None;
-    }
     let named = path.file_name().is_some_and(|n| n == MODEL_JSON);
     let f = store.open(path).ok()?;
     let mut head = [0u8; 64];
@@ -65,7 +65,8 @@ fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
     }
     let bytes: Arc<[u8]> = bytes.into();
     if store.stats_line().is_some() {
-        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), bytes.clone()));
+        *LAST.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((path.to_path_buf(), f, bytes.clone()));
     }
     Some(bytes)
 }
@@ -87,6 +88,9 @@ impl Format for Tfjs {
             return sniff(store, path).map(|_| found(path));
         }
         let inner = path.join(MODEL_JSON);
+        if !store.is_file(&inner) {
+            return None;
+        }
         sniff(store, &inner).map(|_| found(&inner))
     }
 
@@ -213,14 +217,20 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
     let taken = {
         let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
         match &*last {
-            Some((p, _)) if p == path => last.take().map(|(_, b)| b),
+            Some((p, f, _)) if p == path && !f.changed() => last.take(),
             _ => None,
         }
     };
-    let file = store.open(path).map_err(|err| SourceError::Io {
-        path: path.to_path_buf(),
-        err,
-    })?;
+    let (file, taken) = match taken {
+        Some((_, f, b)) => (f, Some(b)),
+        None => (
+            store.open(path).map_err(|err| SourceError::Io {
+                path: path.to_path_buf(),
+                err,
+            })?,
+            None,
+        ),
+    };
     if file.len() > ft::MAX_MODEL_JSON {
         return Err(invalid(
             path,
@@ -829,7 +839,7 @@ impl TensorSet for TfjsSet {
                             .replace(['\t', '\n'], " ")
                     })
                     .collect();
-                Some(names.join(","))
+                Some(names.join(",")).filter(|s| !s.is_empty())
             }
             Err(_) => None,
         };
