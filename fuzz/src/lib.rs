@@ -43,6 +43,7 @@ mod walk;
 use walk::assert_same;
 
 pub mod keras;
+pub mod tfjs;
 pub mod v1;
 
 /// A fuzz target: must return normally for every input.
@@ -58,6 +59,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("graph", graph),
     ("v1", v1::v1),
     ("keras", keras::keras),
+    ("tfjs", tfjs::tfjs),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -812,6 +814,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     }
     out.extend(v1::seeds(fixtures)?);
     out.extend(keras::seeds(fixtures)?);
+    out.extend(tfjs::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",
