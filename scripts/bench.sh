@@ -42,12 +42,18 @@
 #      plain and with `limit_rate 100m`): 256 MiB and BIG_GIB tensors vs curl, default /
 #      -o crc_first / -o nocrc / -o remote_cache=2G, and TFMOUNT_BEFORE's defaults
 #      (ONLY=stream_crc runs this section alone)
+#  issue 19 (bench_issue19, ONLY=issue19, needs TFMOUNT_BEFORE): every row of issue 19's table
+#      (cold and warm 1 GiB reads vs dd with direct_io=auto, memfuse through the page cache and
+#      with FOPEN_DIRECT_IO, 256 MiB over http:// vs curl plain and with nginx limit_rate 100m,
+#      1 GiB over http:// default / nocrc / remote_cache=2G vs curl, stats/ of 1 GiB float32 vs
+#      numpy, a 64 MiB V1 int64 tensor vs V2, the walk vs memfuse), for TFMOUNT_BEFORE and this
+#      tree alternating, printed as one table: row, before, after, target, PASS/MISS
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc
-# (section 10, 11, 12 or 13 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|issue19
+# (section 10, 11, 12, 13 or the issue 19 table alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
