@@ -461,8 +461,9 @@ impl Variables {
 
     /// The `stats/` text of the tensor at `pos`, the first time it is read: two passes over its
     /// bytes ([`TensorData::scan`], the first also checking them), both [`STATS_CHUNK`] at a
-    /// time into one buffer; a tensor of at most [`STATS_KEEP`] bytes is read once, whole, and
-    /// the second pass goes over it in memory. Exactly the size `stat` reported, or an error.
+    /// time into one buffer; the bytes of a tensor of at most [`STATS_KEEP`] bytes are kept
+    /// from the first pass for the second, which then reads nothing. Exactly the size `stat`
+    /// reported, or an error.
     fn stats_text(&self, pos: u64) -> FsResult<Arc<Vec<u8>>> {
         self.texts.get_or_insert_with((self.stats_id, pos), || {
             let info = self.info(pos)?;
@@ -470,15 +471,9 @@ impl Variables {
             let bad = |e: stats::StatsError| self.corrupt(pos, e.to_string());
             let mut first = FirstPass::new(info.dtype).map_err(bad)?;
             let size = data.size();
-            let keep = size <= STATS_KEEP;
-            let mut buf = vec![
-                0u8;
-                if keep {
-                    size as usize
-                } else {
-                    STATS_CHUNK as usize
-                }
-            ];
+            // A small tensor's bytes, kept from the first pass for the second.
+            let mut kept = Vec::with_capacity(if size <= STATS_KEEP { size as usize } else { 0 });
+            let mut buf = vec![0u8; STATS_CHUNK as usize];
             let whole = |n: u64| {
                 if n == size {
                     Ok(())
@@ -486,10 +481,15 @@ impl Variables {
                     Err(self.corrupt(pos, format!("{n} bytes where {size} were expected")))
                 }
             };
-            whole(data.scan(&mut buf, &mut |b| first.push(b))?)?;
+            whole(data.scan(&mut buf, &mut |b| {
+                first.push(b);
+                if size <= STATS_KEEP {
+                    kept.extend_from_slice(b);
+                }
+            })?)?;
             let mut second = first.finish().map_err(bad)?;
-            if keep {
-                second.push(&buf);
+            if size <= STATS_KEEP {
+                second.push(&kept);
             } else {
                 whole(data.scan(&mut buf, &mut |b| second.push(b))?)?;
             }

@@ -1587,6 +1587,72 @@ print(json.dumps(out))
         assert!(text_len(DType(8), 3).is_err());
     }
 
+    /// The float32 histogram by lanes ([`Plan::count_f32`], and its baseline build
+    /// [`Plan::count_f32_lanes`] where it gave an answer) counts every value where
+    /// [`Plan::bin_of_f32`] (numpy's arithmetic, value by value) puts it: on values at, just
+    /// below and just above every edge (a few units in the last place), random ones, and values
+    /// that are not finite, for ranges narrow and wide, small and large.
+    #[test]
+    fn float32_histogram_by_lanes_is_numpys() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let ranges: [(f32, f32); 7] = [
+            (-1.0, 0.9999999),
+            (0.0, 16.0),
+            (-3.0e38, 3.0e38),
+            (1.0, 1.0000153),
+            (-7.5e-39, 1.0e-38),
+            (123456.79, 123459.0),
+            (-0.5, -0.5),
+        ];
+        for (lo, hi) in ranges {
+            let Ok(plan) = Plan::new(
+                BinType::F32,
+                Scalar::Float(lo as f64),
+                Scalar::Float(hi as f64),
+            ) else {
+                continue;
+            };
+            let mut xs: Vec<f32> = Vec::new();
+            for &e in &plan.edges {
+                let b = (e as f32).to_bits() as i64;
+                for d in -3i64..=3 {
+                    let x = if e == 0.0 {
+                        f32::from_bits(d.unsigned_abs() as u32)
+                    } else {
+                        f32::from_bits((b + d) as u32)
+                    };
+                    if x >= plan.edges[0] as f32 && x <= plan.edges[16] as f32 {
+                        xs.push(x);
+                    }
+                }
+            }
+            for _ in 0..3000 {
+                let u = rng.unit() as f32;
+                xs.push(
+                    (plan.edges[0] as f32 + u * (plan.edges[16] as f32 - plan.edges[0] as f32))
+                        .clamp(plan.edges[0] as f32, plan.edges[16] as f32),
+                );
+            }
+            xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY]);
+            let mut want = [0u64; 16];
+            for &x in xs.iter().filter(|x| x.is_finite()) {
+                want[plan.bin_of_f32(x)] += 1;
+            }
+            let mut got = [0u64; 16];
+            plan.count_f32(&xs, &mut got);
+            assert_eq!(got, want, "range {lo} .. {hi}");
+            let mut lanes = [0u64; 16];
+            for block in xs.chunks(F32_BLOCK) {
+                if !plan.count_f32_lanes(block, &mut lanes) {
+                    for &x in block.iter().filter(|x| x.is_finite()) {
+                        lanes[plan.bin_of_f32(x)] += 1;
+                    }
+                }
+            }
+            assert_eq!(lanes, want, "range {lo} .. {hi}, baseline build");
+        }
+    }
+
     #[test]
     fn bars_scale_to_the_largest_bin() {
         let mut c = [0u64; 16];
