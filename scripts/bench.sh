@@ -1015,8 +1015,8 @@ bench_issue19() {
     # t19 LABEL BEFORE AFTER OP TARGET: one row; PASS/MISS of the after column ("info" without OP)
     t19() {
         local res=info
-        [ -n "$4" ] && res=$(cmp_ok "$3" "$4" "$5")
-        printf '%-58s %-10s %-10s %-9s %s\n' "$1" "$2" "$3" "${4:+$4 $5}" "$res"
+        [ -n "${4:-}" ] && res=$(cmp_ok "$3" "$4" "$5")
+        printf '%-66s %-10s %-10s %-9s %s\n' "$1" "$2" "$3" "${4:+$4 ${5:-}}" "$res"
     }
     # ratio A B per version: A/B with A and B keys ("=KEY" for a baseline shared by both)
     ratio() {
@@ -1027,7 +1027,7 @@ bench_issue19() {
     }
     both() { echo "$(ratio "$1" "$2" before) $(ratio "$1" "$2" after)"; }
     local rb ra
-    printf '%-58s %-10s %-10s %-9s %s\n' "figure (ratios; the baseline of this run)" "before" "after" "target" "result"
+    printf '%-66s %-10s %-10s %-9s %s\n' "figure (ratios; the baseline of this run)" "before" "after" "target" "result"
     read -r rb ra <<<"$(both =dd cold)"
     t19 "cold read 1 GiB, dd/mount (dd $mb_dd MB/s; after: direct_io=auto)" "$rb" "$ra" '>=' 0.6
     read -r rb ra <<<"$(both =dd warm)"
