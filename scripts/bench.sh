@@ -1056,7 +1056,7 @@ bench_issue19() {
     fi
     read -r rb ra <<<"$(both walk =mf.walk)"
     t19 "walk of $WALK_TENSORS tensors: mount / memfuse ($(ms "${M[mf.walk]}"))" "$rb" "$ra" '<=' 1.1
-    echo "   (seconds: stats before $(ms "${M[stats.before]:-nan}"), after $(ms "${M[stats.after]:-nan}"); cold before $(ms "${M[cold.before]:-nan}"), after $(ms "${M[cold.after]:-nan}"))"
+    echo "   (times: stats before $(ms "${M[stats.before]:-nan}"), after $(ms "${M[stats.after]:-nan}"); cold before $(ms "${M[cold.before]:-nan}"), after $(ms "${M[cold.after]:-nan}"))"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -55,7 +55,8 @@ pub const OFFSET_XATTR: &str = "user.tfmount.offset";
 const STRING_TEXT_BYTES: usize = 32 << 20;
 /// `.bin` bytes read at a time when computing statistics.
 const STATS_CHUNK: u64 = 256 << 10;
-/// Statistics of a tensor of at most this many bytes read it once, whole, for both passes.
+/// Statistics of a tensor of at most this many bytes keep its bytes from the first pass for the
+/// second (read once).
 const STATS_KEEP: u64 = 16 << 20;
 /// Text bytes rendered at a time for a read of a numeric `text/` file.
 const TEXT_PIECE: u64 = 256 << 10;
