@@ -758,7 +758,7 @@ bench_direct_io() {
         printf '   %-4s of the .bin     : never %s, auto %s (runs: %s/ %s)\n' "$k" "$(ms "${tt[$k.never]}")" "$(ms "${tt[$k.auto]}")" "${tool[$k.never]:-}" "${tool[$k.auto]:-}"
     done
     echo
-    echo "== summary of 11 (median of $REPS)"
+    echo "== summary of 12 (median of $REPS)"
     row "figure" "value" "target" "result"
     local rc rw
     for v in "${modes[@]}"; do
@@ -1499,16 +1499,8 @@ bench_views() {
     }
     for r in $(seq "$REPS"); do
         cat "$BIG_DATA" >/dev/null
-        mount_bg "$WORK/big/ckpt" "$vmnt" || break
-        t0=$(now)
-        dd if="$vmnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: dd .bin failed" >&2
-        bin_runs+=("$(sub "$t0" "$(now)")")
-        unmount_wait "$vmnt"
-        mount_bg "$WORK/big/ckpt" "$vmnt" || break
-        t0=$(now)
-        dd if="$vmnt/model.safetensors" of=/dev/null bs=1M status=none || echo "bench: dd model.safetensors failed" >&2
-        st_runs+=("$(sub "$t0" "$(now)")")
-        unmount_wait "$vmnt"
+        bin_runs+=("$(read_v "$WORK/big/ckpt" "$vmnt" variables/big/tensor.bin after)")
+        st_runs+=("$(read_v "$WORK/big/ckpt" "$vmnt" model.safetensors after)")
         mount_bg "$WORK/t100k/ckpt" "$vmnt" || break
         t0=$(now)
         size=$(stat -c %s "$vmnt/model.safetensors")
