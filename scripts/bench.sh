@@ -42,12 +42,18 @@
 #      plain and with `limit_rate 100m`): 256 MiB and BIG_GIB tensors vs curl, default /
 #      -o crc_first / -o nocrc / -o remote_cache=2G, and TFMOUNT_BEFORE's defaults
 #      (ONLY=stream_crc runs this section alone)
+#  issue 19 (bench_issue19, ONLY=issue19, needs TFMOUNT_BEFORE): every row of issue 19's table
+#      (cold and warm 1 GiB reads vs dd with direct_io=auto, memfuse through the page cache and
+#      with FOPEN_DIRECT_IO, 256 MiB over http:// vs curl plain and with nginx limit_rate 100m,
+#      1 GiB over http:// default / nocrc / remote_cache=2G vs curl, stats/ of 1 GiB float32 vs
+#      numpy, a 64 MiB V1 int64 tensor vs V2, the walk vs memfuse), for TFMOUNT_BEFORE and this
+#      tree alternating, printed as one table: row, before, after, target, PASS/MISS
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc
-# (section 10, 11, 12 or 13 alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|issue19
+# (section 10, 11, 12, 13 or the issue 19 table alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
@@ -198,6 +204,135 @@ note_rss() {
 }
 
 key_of() { sed -n "s/^$2=//p" "$1"; }
+
+# ---------------------------------------------------------------------------------------------
+# one measurement each (shared by the sections and the issue 19 table): a fresh mount of
+# VERSION (after | before) with extra daemon OPTIONS, what is timed, the unmount
+# ---------------------------------------------------------------------------------------------
+# timed CMD...: prints the seconds CMD took (its output discarded)
+timed() {
+    local t0
+    t0=$(now)
+    "$@" >/dev/null || echo "bench: $* failed" >&2
+    sub "$t0" "$(now)"
+}
+ddr() { dd if="$1" of=/dev/null bs=1M status=none; }
+walkr() { find "$1" -name '*.shape' | xargs cat; }
+# unmount_wait MOUNTPOINT: unmounts, then waits for the daemon (and its watchdog) to exit: the
+# next mount on the same path must not race with the old watchdog's cleanup.
+unmount_wait() {
+    local i
+    unmount "$1"
+    for i in $(seq 200); do
+        [ -z "$(mount_pids "$1")" ] && return 0
+        sleep 0.05
+    done
+    echo "bench: the daemon of $1 is still running" >&2
+}
+# mount_v SOURCE MNT VERSION [OPTIONS]: a fresh mount of VERSION with OPTIONS (e.g.
+# "-o direct_io=auto") besides TFMOUNT_ARGS
+mount_v() {
+    TFMOUNT_ARGS="$TFMOUNT_ARGS ${4:-}" mount_bg "$1" "$2" "$3"
+}
+# cold_warm SOURCE MNT FILE VERSION [OPTIONS]: dd of MNT/FILE on a fresh mount, then again;
+# sets CW_COLD and CW_WARM (seconds, nan if the mount failed)
+cold_warm() {
+    CW_COLD=nan CW_WARM=nan
+    mount_v "$1" "$2" "$4" "${5:-}" || return 1
+    CW_COLD=$(timed ddr "$2/$3")
+    CW_WARM=$(timed ddr "$2/$3")
+    unmount_wait "$2"
+}
+# memfuse_cold_warm FILE MNT [--direct-io]: the same bytes from a fresh memfuse mount; sets
+# MF_COLD and MF_WARM
+memfuse_cold_warm() {
+    MF_COLD=nan MF_WARM=nan
+    memfuse_bg "$1" "$2" "${3:-}" || return 1
+    MF_COLD=$(timed ddr "$2/data")
+    MF_WARM=$(timed ddr "$2/data")
+    unmount "$2"
+    wait "$MEMFUSE_PID" 2>/dev/null
+}
+# walk_v SOURCE MNT VERSION [OPTIONS]: prints the seconds of the walk of 4 on a fresh mount
+walk_v() {
+    mount_v "$1" "$2" "$3" "${4:-}" || { echo nan; return; }
+    timed walkr "$2/variables"
+    unmount_wait "$2"
+}
+# walk_memfuse TREE MNT: prints the seconds of the same walk over memfuse of TREE
+walk_memfuse() {
+    memfuse_bg "$1" "$2" || { echo nan; return; }
+    timed walkr "$2"
+    unmount "$2"
+    wait "$MEMFUSE_PID" 2>/dev/null
+}
+# read_v SOURCE MNT FILE VERSION: prints the seconds of dd of MNT/FILE on a fresh mount
+read_v() {
+    mount_v "$1" "$2" "$4" || { echo nan; return; }
+    timed ddr "$2/$3"
+    unmount_wait "$2"
+}
+# stats_v SOURCE MNT KEY VERSION: prints the seconds of `cat stats/KEY.txt` on a fresh mount
+# (the text is kept in $WORK/stats.VERSION.txt)
+stats_v() {
+    local t0
+    mount_v "$1" "$2" "$4" || { echo nan; return; }
+    t0=$(now)
+    cat "$2/stats/$3.txt" >"$WORK/stats.$4.txt" || echo "bench: cat stats/$3.txt failed" >&2
+    sub "$t0" "$(now)"
+    unmount_wait "$2"
+}
+# numpy_stats DATAFILE OFFSET ELEMENTS: prints the seconds numpy takes for the figures of
+# stats/ of a float32 tensor stored there (read from the file, page cache warm): counts of
+# finite/NaN/+inf/-inf/zero values, min, max, float64 mean and std, 16-bin histogram
+numpy_stats() {
+    "$PY" - "$@" <<'PYEOF' 2>/dev/null || echo nan
+import sys, time
+import numpy as np
+path, off, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t0 = time.perf_counter()
+a = np.fromfile(path, dtype="<f4", count=n, offset=off)
+fin = np.isfinite(a)
+counts = (int(fin.sum()), int(np.isnan(a).sum()), int((a == np.inf).sum()),
+          int((a == -np.inf).sum()), int((a == 0).sum()))
+f = a[fin]
+lo, hi = f.min(), f.max()
+d = f.astype(np.float64)
+mean, std = d.mean(), d.std()
+hist = np.histogram(f, bins=16, range=(lo, hi))
+print(f"{time.perf_counter() - t0:.6f}")
+PYEOF
+}
+# v1_write DIR MIB: a float32 tensor f32 of MIB MiB and an int64 tensor i64 of MIB/4 MiB,
+# saved by TensorFlow's V1 Saver as DIR/v1.ckpt and as the V2 checkpoint DIR/v2.ckpt
+v1_write() {
+    TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$1" "$2" <<'PYEOF'
+import os, sys
+import numpy as np
+import tensorflow as tf
+out, mib = sys.argv[1], int(sys.argv[2])
+os.makedirs(out, exist_ok=True)
+tf.compat.v1.disable_eager_execution()
+f = np.arange(mib * (1 << 18), dtype=np.float32) * np.float32(0.5)
+i = (np.arange(mib * (1 << 16), dtype=np.int64) * 2654435761) - (1 << 40)
+vf = tf.compat.v1.get_variable("f32", initializer=f)
+vi = tf.compat.v1.get_variable("i64", initializer=i)
+with tf.compat.v1.Session() as s:
+    s.run(tf.compat.v1.global_variables_initializer())
+    tf.compat.v1.train.Saver(write_version=tf.compat.v1.train.SaverDef.V1).save(
+        s, os.path.join(out, "v1.ckpt"), write_meta_graph=False)
+    tf.compat.v1.train.Saver().save(s, os.path.join(out, "v2.ckpt"), write_meta_graph=False)
+PYEOF
+}
+# plain_tree MNT: $WORK/plain, the walk's files (variables/ of twalk) copied to a plain directory
+# tree, made once (through a mount on MNT)
+plain_tree() {
+    [ -d "$WORK/plain" ] && return 0
+    mount_bg "$WORK/twalk/ckpt" "$1" || return 1
+    cp -r "$1/variables" "$WORK/plain" || { echo "bench: copying the walk tree failed" >&2; unmount_wait "$1"; return 1; }
+    unmount_wait "$1"
+}
+has_tf() { [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; }
 
 echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); timings are the median of $REPS"
 echo "   (shared machines are noisy: read the ratios, each against a baseline from this same run)"
@@ -408,16 +543,6 @@ krss() {
     done
     echo "$total"
 }
-# kunmount MOUNTPOINT: unmounts and waits for the daemon to exit.
-kunmount() {
-    local i
-    unmount "$1"
-    for i in $(seq 200); do
-        [ -z "$(mount_pids "$1")" ] && return 0
-        sleep 0.05
-    done
-    echo "bench: the daemon of $1 is still running" >&2
-}
 bench_keras() {
     echo
     echo "== 11: a ~1 GiB Keras 3 .keras file"
@@ -455,13 +580,13 @@ bench_keras() {
         if [ -z "$t1" ]; then
             echo "bench: keras: $key.shape never appeared; daemon log:" >&2
             tail -5 "$WORK/keras.daemon.log" >&2
-            kunmount "$mp"
+            unmount_wait "$mp"
             break
         fi
         starts+=("$(sub "$t0" "$t1")")
         rchars+=("$(kdaemon_io "$mp" rchar)")
         syscrs+=("$(kdaemon_io "$mp" syscr)")
-        kunmount "$mp"
+        unmount_wait "$mp"
     done
     K_START=$(median "${starts[@]:-nan}")
     K_RCHAR=$(median "${rchars[@]:-nan}")
@@ -488,7 +613,7 @@ bench_keras() {
         t0=$(now)
         dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: keras warm dd failed" >&2
         warm+=("$(sub "$t0" "$(now)")")
-        kunmount "$mp"
+        unmount_wait "$mp"
         # 11c, on another fresh mount, untimed: sampled with shell builtins only (no process
         # started per sample), the daemon's processes found once.
         mount_bg "$kfile" "$mp" || break
@@ -510,7 +635,7 @@ bench_keras() {
         kib=$(krss "$mp")
         [ "$kib" -gt "$peak" ] && peak=$kib
         peaks+=("$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')")
-        kunmount "$mp"
+        unmount_wait "$mp"
     done
     local tm_cold tm_warm tk_cold tk_warm
     tm_cold=$(median "${mcold[@]:-nan}")
@@ -560,79 +685,40 @@ bench_direct_io() {
     [ -n "$BEFORE" ] && modes+=(before)
     new_mountpoint
     mnt=$MP
-    dio_mount() { # dio_mount SOURCE MODE: a fresh mount on $mnt
-        if [ "$2" = before ]; then
-            mount_bg "$1" "$mnt" before
-        else
-            TFMOUNT_ARGS="$TFMOUNT_ARGS -o direct_io=$2" mount_bg "$1" "$mnt"
-        fi
+    dio_opts() { # dio_opts MODE: the version and options of a mode (before: that binary's defaults)
+        if [ "$1" = before ]; then echo before; else echo "after -o direct_io=$1"; fi
     }
-    dio_unmount() { # unmounts $mnt and waits for its daemon (and watchdog) to exit
-        local i
-        unmount "$mnt"
-        for i in $(seq 200); do
-            [ -z "$(mount_pids "$mnt")" ] && return 0
-            sleep 0.05
-        done
-    }
-    timed() { # timed CMD...: prints the seconds CMD took
-        local t0
-        t0=$(now)
-        "$@" >/dev/null || echo "bench: $* failed" >&2
-        sub "$t0" "$(now)"
-    }
-    ddr() { dd if="$1" of=/dev/null bs=1M status=none; }
-    walkr() { find "$1" -name '*.shape' | xargs cat; }
     # The walk's plain tree: section 4's copy, or made here (ONLY=direct_io).
     tree=$WORK/plain
-    if [ ! -d "$tree" ]; then
-        mount_bg "$WORK/twalk/ckpt" "$mnt" || return
-        cp -r "$mnt/variables" "$tree" || { echo "bench: copying the walk tree failed" >&2; return; }
-        dio_unmount
-    fi
+    plain_tree "$mnt" || return
+    local ver opts
     for r in $(seq "$REPS"); do
         cat "$data" >/dev/null
         dd_runs+=("$(timed ddr "$data")")
-        if memfuse_bg "$data" "$mnt"; then
-            mpc+=("$(timed ddr "$mnt/data")")
-            mpw+=("$(timed ddr "$mnt/data")")
-            unmount "$mnt"
-            wait "$MEMFUSE_PID" 2>/dev/null
-        fi
-        if memfuse_bg "$data" "$mnt" --direct-io; then
-            mdc+=("$(timed ddr "$mnt/data")")
-            mdw+=("$(timed ddr "$mnt/data")")
-            unmount "$mnt"
-            wait "$MEMFUSE_PID" 2>/dev/null
-        fi
+        memfuse_cold_warm "$data" "$mnt" && mpc+=("$MF_COLD") && mpw+=("$MF_WARM")
+        memfuse_cold_warm "$data" "$mnt" --direct-io && mdc+=("$MF_COLD") && mdw+=("$MF_WARM")
         for v in "${modes[@]}"; do
-            dio_mount "$WORK/big/ckpt" "$v" || break
-            cold[$v]+="$(timed ddr "$mnt/variables/big/tensor.bin") "
-            warm[$v]+="$(timed ddr "$mnt/variables/big/tensor.bin") "
-            dio_unmount
+            read -r ver opts <<<"$(dio_opts "$v")"
+            cold_warm "$WORK/big/ckpt" "$mnt" variables/big/tensor.bin "$ver" "$opts" || break
+            cold[$v]+="$CW_COLD "
+            warm[$v]+="$CW_WARM "
         done
-        if memfuse_bg "$tree" "$mnt"; then
-            mfw+=("$(timed walkr "$mnt")")
-            unmount "$mnt"
-            wait "$MEMFUSE_PID" 2>/dev/null
-        fi
+        mfw+=("$(walk_memfuse "$tree" "$mnt")")
         for v in never auto; do
-            dio_mount "$WORK/twalk/ckpt" "$v" || break
-            walk[$v]+="$(timed walkr "$mnt/variables") "
-            dio_unmount
+            walk[$v]+="$(walk_v "$WORK/twalk/ckpt" "$mnt" after "-o direct_io=$v") "
         done
         for v in never auto; do
-            dio_mount "$WORK/big/ckpt" "$v" || break
+            mount_v "$WORK/big/ckpt" "$mnt" after "-o direct_io=$v" || break
             tool[cat.$v]+="$(timed cat "$mnt/variables/big/tensor.bin") "
-            dio_unmount
-            dio_mount "$WORK/big/ckpt" "$v" || break
+            unmount_wait "$mnt"
+            mount_v "$WORK/big/ckpt" "$mnt" after "-o direct_io=$v" || break
             tool[cp.$v]+="$(timed cp "$mnt/variables/big/tensor.bin" /dev/shm/tfmount-bench-cp.$$) "
             rm -f /dev/shm/tfmount-bench-cp.$$
-            dio_unmount
+            unmount_wait "$mnt"
             if command -v python3 >/dev/null; then
-                dio_mount "$WORK/big/ckpt" "$v" || break
+                mount_v "$WORK/big/ckpt" "$mnt" after "-o direct_io=$v" || break
                 tool[py.$v]+="$(timed python3 -c 'import sys; open(sys.argv[1], "rb").read()' "$mnt/variables/big/tensor.bin") "
-                dio_unmount
+                unmount_wait "$mnt"
             fi
         done
     done
@@ -672,7 +758,7 @@ bench_direct_io() {
         printf '   %-4s of the .bin     : never %s, auto %s (runs: %s/ %s)\n' "$k" "$(ms "${tt[$k.never]}")" "$(ms "${tt[$k.auto]}")" "${tool[$k.never]:-}" "${tool[$k.auto]:-}"
     done
     echo
-    echo "== summary of 11 (median of $REPS)"
+    echo "== summary of 12 (median of $REPS)"
     row "figure" "value" "target" "result"
     local rc rw
     for v in "${modes[@]}"; do
@@ -820,6 +906,160 @@ bench_stream_crc() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# issue 19: every row of its table, TFMOUNT_BEFORE and this tree (ONLY=issue19)
+# ---------------------------------------------------------------------------------------------
+# Each repetition takes the baselines once (dd of the data file, memfuse through the page cache
+# and with FOPEN_DIRECT_IO, curl of the tensor's bytes from nginx plain and capped at
+# `limit_rate 100m`, numpy's statistics, memfuse's walk), then measures both binaries, in
+# alternating order, with the helpers above and section 13's sc_read. "after" reads the 1 GiB
+# tensor with -o direct_io=auto (rows 1, 2, 4) and with the default (row 3: the page cache);
+# "before" has only the page cache. The table: row, before, after, target, PASS/MISS (after).
+bench_issue19() {
+    local data=$WORK/big/ckpt.data-00000-of-00001 mnt r v order big_n
+    echo "== issue 19: before ($BEFORE) and after ($TFMOUNT), $REPS repetitions, alternating"
+    [ -d "$WORK/sc256" ] || mk sc256 --tensors 0 --big-gib 0.25
+    new_mountpoint
+    mnt=$MP
+    plain_tree "$mnt" || return
+    local v1=
+    if has_tf; then
+        v1_write "$WORK/v1" 256 >/dev/null && v1=$WORK/v1 # int64: 64 MiB
+    else
+        echo "   (no Python with TensorFlow at $PY: no V1 row; set TF_PYTHON)"
+    fi
+    local nginx=
+    if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+        sc_nginx plain ""
+        local plain=$SC_PORT
+        sc_nginx capped "limit_rate 100m;"
+        local capped=$SC_PORT
+        nginx=yes
+    else
+        echo "   (nginx not found: no HTTP rows)"
+    fi
+    declare -A OFF SIZE S
+    local ck
+    for ck in sc256 big; do
+        read -r "OFF[$ck]" "SIZE[$ck]" < <("$TFMOUNT" cat "$WORK/$ck/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
+    done
+    big_n=$((SIZE[big] / 4))
+    put() { S[$1]+="$2 "; }
+    curl_t() { # curl_t CHECKPOINT PORT: prints the seconds of one curl of big/tensor's bytes
+        timed curl -s -f -r "${OFF[$1]}-$((OFF[$1] + SIZE[$1] - 1))" "http://127.0.0.1:$2/$1/ckpt.data-00000-of-00001" -o /dev/null
+    }
+    bin_of() { if [ "$1" = before ]; then echo "$BEFORE"; else echo "$TFMOUNT"; fi; }
+    for r in $(seq "$REPS"); do
+        cat "$data" "$WORK"/sc256/ckpt.data-* >/dev/null
+        put dd "$(timed ddr "$data")"
+        memfuse_cold_warm "$data" "$mnt" && put mf.pc "$MF_COLD"
+        memfuse_cold_warm "$data" "$mnt" --direct-io && put mf.dio "$MF_COLD"
+        put mf.walk "$(walk_memfuse "$WORK/plain" "$mnt")"
+        put numpy "$(numpy_stats "$data" "${OFF[big]}" "$big_n")"
+        if [ -n "$nginx" ]; then
+            put curl.256 "$(curl_t sc256 "$plain")"
+            put curl.cap "$(curl_t sc256 "$capped")"
+            put curl.big "$(curl_t big "$plain")"
+        fi
+        order=(before after)
+        [ $((r % 2)) = 0 ] && order=(after before)
+        for v in "${order[@]}"; do
+            if [ "$v" = after ]; then
+                cold_warm "$WORK/big/ckpt" "$mnt" variables/big/tensor.bin after "-o direct_io=auto"
+                put cold.$v "$CW_COLD"
+                put warm.$v "$CW_WARM"
+                cold_warm "$WORK/big/ckpt" "$mnt" variables/big/tensor.bin after "-o direct_io=never"
+                put pc.$v "$CW_COLD"
+            else
+                cold_warm "$WORK/big/ckpt" "$mnt" variables/big/tensor.bin before
+                put cold.$v "$CW_COLD"
+                put warm.$v "$CW_WARM"
+                put pc.$v "$CW_COLD"
+            fi
+            if [ -n "$nginx" ]; then
+                sc_read "$(bin_of $v)" "" "http://127.0.0.1:$plain/sc256/ckpt" && put h256.$v "$SC_T"
+                sc_read "$(bin_of $v)" "" "http://127.0.0.1:$capped/sc256/ckpt" && put hcap.$v "$SC_T"
+                sc_read "$(bin_of $v)" "" "http://127.0.0.1:$plain/big/ckpt" && put hbig.$v "$SC_T"
+                sc_read "$(bin_of $v)" "-o nocrc" "http://127.0.0.1:$plain/big/ckpt" && put hnocrc.$v "$SC_T"
+                sc_read "$(bin_of $v)" "-o remote_cache=2G" "http://127.0.0.1:$plain/big/ckpt" && put hrc.$v "$SC_T"
+            fi
+            put stats.$v "$(stats_v "$WORK/big/ckpt" "$mnt" big/tensor $v)"
+            if [ -n "$v1" ]; then
+                put v1.$v "$(read_v "$v1/v1.ckpt" "$mnt" variables/i64.bin $v)"
+                put v2.$v "$(read_v "$v1/v2.ckpt" "$mnt" variables/i64.bin $v)"
+            fi
+            put walk.$v "$(walk_v "$WORK/twalk/ckpt" "$mnt" $v)"
+        done
+    done
+    local k
+    declare -A M
+    for k in "${!S[@]}"; do
+        # shellcheck disable=SC2086
+        M[$k]=$(median ${S[$k]})
+    done
+    echo "   runs (seconds):"
+    for k in $(printf '%s\n' "${!S[@]}" | sort); do
+        printf '     %-12s %s\n' "$k" "${S[$k]}"
+    done
+    if cmp -s "$WORK/stats.before.txt" "$WORK/stats.after.txt"; then
+        echo "   stats/big/tensor.txt: the same text before and after"
+    else
+        echo "   stats/big/tensor.txt differs before / after:"
+        diff "$WORK/stats.before.txt" "$WORK/stats.after.txt" | sed 's/^/     /'
+    fi
+    local mb_dd mb_pc mb_dio
+    mb_dd=$(mbps "${SIZE[big]}" "${M[dd]}")
+    mb_pc=$(mbps "${SIZE[big]}" "${M[mf.pc]:-nan}")
+    mb_dio=$(mbps "${SIZE[big]}" "${M[mf.dio]:-nan}")
+    echo
+    echo "== issue 19 table (median of $REPS; load now $(cut -d' ' -f1-3 /proc/loadavg))"
+    # t19 LABEL BEFORE AFTER OP TARGET: one row; PASS/MISS of the after column ("info" without OP)
+    t19() {
+        local res=info
+        [ -n "${4:-}" ] && res=$(cmp_ok "$3" "$4" "$5")
+        printf '%-66s %-10s %-10s %-9s %s\n' "$1" "$2" "$3" "${4:+$4 ${5:-}}" "$res"
+    }
+    # ratio A B per version: A/B with A and B keys ("=KEY" for a baseline shared by both)
+    ratio() {
+        local a=$1 b=$2 v=$3
+        [ "${a#=}" != "$a" ] && a=${M[${a#=}]:-nan} || a=${M[$a.$v]:-nan}
+        [ "${b#=}" != "$b" ] && b=${M[${b#=}]:-nan} || b=${M[$b.$v]:-nan}
+        div "$a" "$b"
+    }
+    both() { echo "$(ratio "$1" "$2" before) $(ratio "$1" "$2" after)"; }
+    local rb ra
+    printf '%-66s %-10s %-10s %-9s %s\n' "figure (ratios; the baseline of this run)" "before" "after" "target" "result"
+    read -r rb ra <<<"$(both =dd cold)"
+    t19 "cold read 1 GiB, dd/mount (dd $mb_dd MB/s; after: direct_io=auto)" "$rb" "$ra" '>=' 0.6
+    read -r rb ra <<<"$(both =dd warm)"
+    t19 "warm re-read, dd/mount" "$rb" "$ra" '>=' 0.9
+    read -r rb ra <<<"$(both =mf.pc pc)"
+    t19 "page cache, cold: memfuse ($mb_pc MB/s) / mount" "$rb" "$ra"
+    read -r rb ra <<<"$(both =mf.dio cold)"
+    t19 "memfuse FOPEN_DIRECT_IO cold ($mb_dio MB/s) / mount cold" "$rb" "$ra"
+    if [ -n "$nginx" ]; then
+        read -r rb ra <<<"$(both =curl.256 h256)"
+        t19 "256 MiB over http://, curl ($(ms "${M[curl.256]}")) / mount" "$rb" "$ra" '>=' 0.9
+        read -r rb ra <<<"$(both =curl.cap hcap)"
+        t19 "same, nginx limit_rate 100m: one curl ($(ms "${M[curl.cap]}")) / mount" "$rb" "$ra" '>=' 3
+        read -r rb ra <<<"$(both hbig =curl.big)"
+        t19 "1 GiB over http://, default: mount / curl ($(ms "${M[curl.big]}"))" "$rb" "$ra" '<=' 1.1
+        read -r rb ra <<<"$(both hnocrc =curl.big)"
+        t19 "1 GiB over http://, -o nocrc: mount / curl" "$rb" "$ra" '<=' 1.1
+        read -r rb ra <<<"$(both hrc =curl.big)"
+        t19 "1 GiB over http://, -o remote_cache=2G: mount / curl" "$rb" "$ra" '<=' 1.1
+    fi
+    read -r rb ra <<<"$(both =numpy stats)"
+    t19 "stats/ of 1 GiB float32: numpy ($(ms "${M[numpy]}")) / mount" "$rb" "$ra" '>=' 5
+    if [ -n "$v1" ]; then
+        read -r rb ra <<<"$(both v2 v1)"
+        t19 "64 MiB int64 saved by TF's V1 saver: V2 / V1 read time" "$rb" "$ra" '>=' 0.7
+    fi
+    read -r rb ra <<<"$(both walk =mf.walk)"
+    t19 "walk of $WALK_TENSORS tensors: mount / memfuse ($(ms "${M[mf.walk]}"))" "$rb" "$ra" '<=' 1.1
+    echo "   (times: stats before $(ms "${M[stats.before]:-nan}"), after $(ms "${M[stats.after]:-nan}"); cold before $(ms "${M[cold.before]:-nan}"), after $(ms "${M[cold.after]:-nan}"))"
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -842,6 +1082,13 @@ if [ "${ONLY:-}" = direct_io ]; then
 fi
 if [ "${ONLY:-}" = stream_crc ]; then
     bench_stream_crc
+    exit 0
+fi
+if [ "${ONLY:-}" = issue19 ]; then
+    [ -n "$BEFORE" ] || die "ONLY=issue19 compares with TFMOUNT_BEFORE: set it to the older binary"
+    mk big --tensors 0 --big-gib "$BIG_GIB"
+    mk twalk --tensors "$WALK_TENSORS"
+    bench_issue19
     exit 0
 fi
 mk big --tensors 0 --big-gib "$BIG_GIB"
@@ -973,9 +1220,7 @@ printf '   1k tensors: %s   1M tensors: %s   ratio 1M/1k %s\n' "$(ms "$T_1K")" "
 echo "== 4: find MNT/variables -name '*.shape' | xargs cat, $WALK_TENSORS tensors (fresh mount per run)"
 # The plain tree: the mount's files copied to $WORK (same names and contents).
 new_mountpoint
-mount_bg "$WORK/twalk/ckpt" "$MP" || die "mount failed"
-cp -r "$MP/variables" "$WORK/plain" || die "copying the walk tree failed"
-unmount "$MP"
+plain_tree "$MP" || die "making the plain walk tree failed"
 declare -A WALK R_WALK
 plain=()
 mfw=()
@@ -1190,55 +1435,24 @@ bench_cli
 # compared with `dd` of the V1 file (warm page cache) and with the same tensor in the V2 mount.
 bench_v1() {
     echo "== 8: V1 checkpoints: sequential reads of large V1 tensors"
-    if ! { [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; }; then
+    if ! has_tf; then
         echo "   (no Python with TensorFlow at $PY: set TF_PYTHON)"
         return
     fi
     local mib=${V1_MIB:-1024}
-    TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/v1" "$mib" <<'PYEOF' || { echo "bench: writing V1 failed" >&2; return; }
-import os, sys
-import numpy as np
-import tensorflow as tf
-out, mib = sys.argv[1], int(sys.argv[2])
-os.makedirs(out, exist_ok=True)
-tf.compat.v1.disable_eager_execution()
-f = np.arange(mib * (1 << 18), dtype=np.float32) * np.float32(0.5)
-i = (np.arange(mib * (1 << 16), dtype=np.int64) * 2654435761) - (1 << 40)
-vf = tf.compat.v1.get_variable("f32", initializer=f)
-vi = tf.compat.v1.get_variable("i64", initializer=i)
-with tf.compat.v1.Session() as s:
-    s.run(tf.compat.v1.global_variables_initializer())
-    tf.compat.v1.train.Saver(write_version=tf.compat.v1.train.SaverDef.V1).save(
-        s, os.path.join(out, "v1.ckpt"), write_meta_graph=False)
-    tf.compat.v1.train.Saver().save(s, os.path.join(out, "v2.ckpt"), write_meta_graph=False)
-PYEOF
-    local v1file=$WORK/v1/v1.ckpt key r t0 v
+    v1_write "$WORK/v1" "$mib" || { echo "bench: writing V1 failed" >&2; return; }
+    local v1file=$WORK/v1/v1.ckpt key r
     new_mountpoint
     local m1=$MP
-    new_mountpoint
-    local m2=$MP
     declare -A T8
     for key in f32 i64; do
         local d1=() d2=() dd=()
         for r in $(seq "$REPS"); do
             cat "$v1file" "$WORK/v1/v2.ckpt.data-00000-of-00001" >/dev/null
-            t0=$(now)
-            dd if="$v1file" of=/dev/null bs=1M status=none
-            dd+=("$(sub "$t0" "$(now)")")
-            mount_bg "$v1file" "$m1" || return
-            t0=$(now)
-            dd if="$m1/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V1 read failed" >&2
-            d1+=("$(sub "$t0" "$(now)")")
-            [ "$r" = "$REPS" ] && note_rss "V1 mount after reading $key" "$m1"
-            unmount "$m1"
-            mount_bg "$WORK/v1/v2.ckpt" "$m2" || return
-            t0=$(now)
-            dd if="$m2/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V2 read failed" >&2
-            d2+=("$(sub "$t0" "$(now)")")
-            unmount "$m2"
+            dd+=("$(timed ddr "$v1file")")
+            d1+=("$(read_v "$v1file" "$m1" "variables/$key.bin" after)")
+            d2+=("$(read_v "$WORK/v1/v2.ckpt" "$m1" "variables/$key.bin" after)")
         done
-        local bytes
-        bytes=$(stat -c %s "$WORK/v1/v2.ckpt.data-00000-of-00001")
         T8[$key.v1]=$(median "${d1[@]}")
         T8[$key.v2]=$(median "${d2[@]}")
         T8[$key.dd]=$(median "${dd[@]}")
@@ -1275,17 +1489,6 @@ bench_views() {
     head_runs=()
     V_RSS_STATS=nan
     V_RSS_TEXT=nan
-    # unmount_wait MOUNTPOINT: unmounts, then waits for the daemon (and its watchdog) to exit: the
-    # next mount on the same path must not race with the old watchdog's cleanup.
-    unmount_wait() {
-        local i
-        unmount "$1"
-        for i in $(seq 200); do
-            [ -z "$(mount_pids "$1")" ] && return 0
-            sleep 0.05
-        done
-        echo "bench: the daemon of $1 is still running" >&2
-    }
     rss_mib() { # rss_mib MOUNTPOINT: summed RssAnon of the mount's processes, MiB
         local pid kib total=0
         for pid in $(mount_pids "$1"); do
@@ -1296,16 +1499,8 @@ bench_views() {
     }
     for r in $(seq "$REPS"); do
         cat "$BIG_DATA" >/dev/null
-        mount_bg "$WORK/big/ckpt" "$vmnt" || break
-        t0=$(now)
-        dd if="$vmnt/variables/big/tensor.bin" of=/dev/null bs=1M status=none || echo "bench: dd .bin failed" >&2
-        bin_runs+=("$(sub "$t0" "$(now)")")
-        unmount_wait "$vmnt"
-        mount_bg "$WORK/big/ckpt" "$vmnt" || break
-        t0=$(now)
-        dd if="$vmnt/model.safetensors" of=/dev/null bs=1M status=none || echo "bench: dd model.safetensors failed" >&2
-        st_runs+=("$(sub "$t0" "$(now)")")
-        unmount_wait "$vmnt"
+        bin_runs+=("$(read_v "$WORK/big/ckpt" "$vmnt" variables/big/tensor.bin after)")
+        st_runs+=("$(read_v "$WORK/big/ckpt" "$vmnt" model.safetensors after)")
         mount_bg "$WORK/t100k/ckpt" "$vmnt" || break
         t0=$(now)
         size=$(stat -c %s "$vmnt/model.safetensors")
@@ -1314,12 +1509,13 @@ bench_views() {
         hdr_runs+=("$(sub "$t0" "$(now)")")
         [ "$r" = 1 ] && echo "   100k: model.safetensors $size bytes, header $hlen bytes"
         unmount_wait "$vmnt"
-        mount_bg "$WORK/big/ckpt" "$vmnt" || break
-        t0=$(now)
-        cat "$vmnt/stats/big/tensor.txt" >"$WORK/stats.txt" || echo "bench: cat stats failed" >&2
-        stats_runs+=("$(sub "$t0" "$(now)")")
-        [ "$r" = "$REPS" ] && V_RSS_STATS=$(rss_mib "$vmnt")
-        unmount_wait "$vmnt"
+        stats_runs+=("$(stats_v "$WORK/big/ckpt" "$vmnt" big/tensor after)")
+        if [ "$r" = "$REPS" ]; then # the daemon's memory after computing the statistics
+            mount_bg "$WORK/big/ckpt" "$vmnt" || break
+            cat "$vmnt/stats/big/tensor.txt" >/dev/null
+            V_RSS_STATS=$(rss_mib "$vmnt")
+            unmount_wait "$vmnt"
+        fi
         mount_bg "$WORK/big/ckpt" "$vmnt" || break
         t0=$(now)
         head -c 100 "$vmnt/text/big/tensor.txt" >/dev/null || echo "bench: head of text failed" >&2
@@ -1332,7 +1528,7 @@ bench_views() {
     T_STATS=$(median "${stats_runs[@]:-nan}")
     T_HEAD=$(median "${head_runs[@]:-nan}")
     R_ST=$(div "$T_STBIN" "$T_ST")
-    sed 's/^/   stats: /' "$WORK/stats.txt" | head -12
+    sed 's/^/   stats: /' "$WORK/stats.after.txt" | head -12
     # The whole text once: its size, time and the daemon's memory at the end.
     T_TEXT=nan
     TEXT_BYTES=0

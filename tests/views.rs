@@ -1660,3 +1660,117 @@ fn damaged_tensor_leaves_the_rest_of_model_safetensors_readable() {
     }
     assert_eq!(m.unmount(), Some(0));
 }
+
+/// A checkpoint of two float32 tensors for the `stats/` read-count tests: `small` (1,000,000
+/// elements, 4 MB: at most 16 MiB, read once for both passes) and `large` (4,500,000 elements,
+/// 18 MB: read twice); returns the prefix and each tensor's bytes.
+fn write_stats_pair(dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
+    let prefix = dir.join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let values = |n: u32, k: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| ((i % 1001) as f32 * k - 3.0).to_le_bytes())
+            .collect()
+    };
+    let small = values(1_000_000, 0.25);
+    let large = values(4_500_000, -0.125);
+    w.add(b"small", DType(1), &[1_000_000], &small, 0)
+        .expect("add");
+    w.add(b"large", DType(1), &[4_500_000], &large, 0)
+        .expect("add");
+    w.finish().expect("finish");
+    (prefix, small, large)
+}
+
+/// The core over `prefix` with data bytes counted in `read`.
+fn counted_fs(prefix: &Path, read: &Arc<AtomicU64>, verify_crc: bool) -> Fs {
+    let probed = probe(prefix).expect("probe");
+    let opts = Options {
+        verify_crc,
+        ..Options::default()
+    };
+    Fs::with_store(Arc::new(CountingStore(read.clone())), &probed, &opts).expect("fs")
+}
+
+/// `stats/` reads a tensor's bytes as few times as it can: the CRC-32C check is folded into its
+/// first pass (no pass of its own), a tensor of at most 16 MiB is read once for both passes and
+/// a larger one twice; the check's outcome is then known, so the `.bin` is served with no check
+/// pass. The figures are the in-memory computation's.
+#[test]
+fn stats_read_a_tensor_once_or_twice_with_the_check_folded_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, small, large) = write_stats_pair(dir.path());
+    let read = Arc::new(AtomicU64::new(0));
+    let fs = counted_fs(&prefix, &read, true);
+    for (name, bytes, passes) in [("small", &small, 1u64), ("large", &large, 2)] {
+        let n = bytes.len() as u64;
+        read.store(0, Ordering::Relaxed);
+        let text = read_path(&fs, format!("stats/{name}.txt").as_bytes()).expect("stats");
+        let want = stats::compute(DType(1), bytes).expect("compute").to_text();
+        assert_eq!(show(&text), show(&want), "{name}");
+        assert_eq!(read.load(Ordering::Relaxed), passes * n, "{name}: stats");
+        let bin = read_path(&fs, format!("variables/{name}.bin").as_bytes()).expect("bin");
+        assert!(bin == *bytes, "{name}: .bin");
+        assert_eq!(
+            read.load(Ordering::Relaxed),
+            (passes + 1) * n,
+            "{name}: the .bin after the statistics"
+        );
+    }
+}
+
+/// A tensor whose bytes do not match their CRC-32C: its `stats/` file fails with EIO (the check
+/// folded into the statistics' pass finds it), and so do later reads of it and of its `.bin`;
+/// the other tensor's statistics read. Without the check (`nocrc`) the statistics are those of
+/// the damaged bytes.
+#[test]
+fn stats_of_a_damaged_tensor_fail_with_eio() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, small, large) = write_stats_pair(dir.path());
+    let data = prefix.with_file_name("ckpt.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).expect("data");
+    for (victim, orig, other) in [("small", &small, "large"), ("large", &large, "small")] {
+        let at = bytes
+            .windows(64)
+            .position(|w| w == &orig[..64])
+            .expect("the tensor's bytes in the data file");
+        // The first, a middle and the last byte, one at a time (the large tensor's middle
+        // only: what differs for it is the second pass, which a failed check never reaches).
+        let offs = match victim {
+            "small" => vec![0, orig.len() / 2, orig.len() - 1],
+            _ => vec![orig.len() / 2],
+        };
+        for off in offs {
+            bytes[at + off] ^= 0x40;
+            std::fs::write(&data, &bytes).expect("write");
+            let read = Arc::new(AtomicU64::new(0));
+            let fs = counted_fs(&prefix, &read, true);
+            let stats = lookup_path(&fs, format!("stats/{victim}.txt").as_bytes()).expect("stats");
+            for what in ["first read", "again"] {
+                let e = fs.read(stats.ino, 0, 65536).expect_err(what);
+                assert_eq!(e.errno(), libc::EIO, "{victim} byte {off}, {what}: {e}");
+                assert!(matches!(e, FsError::Corrupt { .. }), "{e:?}");
+                assert!(e.to_string().contains("checksum mismatch"), "{e}");
+            }
+            let bin = lookup_path(&fs, format!("variables/{victim}.bin").as_bytes()).expect("bin");
+            assert_eq!(
+                fs.read(bin.ino, 0, 4096).expect_err(".bin").errno(),
+                libc::EIO
+            );
+            assert!(read_path(&fs, format!("stats/{other}.txt").as_bytes()).is_some());
+            let fs = counted_fs(&prefix, &read, false);
+            let text = read_path(&fs, format!("stats/{victim}.txt").as_bytes()).expect("nocrc");
+            let mut damaged = orig.to_vec();
+            damaged[off] ^= 0x40;
+            let want = stats::compute(DType(1), &damaged)
+                .expect("compute")
+                .to_text();
+            assert_eq!(
+                show(&text),
+                show(&want),
+                "{victim} byte {off} without the check"
+            );
+            bytes[at + off] ^= 0x40;
+        }
+    }
+}

@@ -54,7 +54,10 @@ pub const OFFSET_XATTR: &str = "user.tfmount.offset";
 /// Bytes of string `text/` file state (marks, the text of a cursor) kept per checkpoint.
 const STRING_TEXT_BYTES: usize = 32 << 20;
 /// `.bin` bytes read at a time when computing statistics.
-const STATS_CHUNK: u64 = 1 << 20;
+const STATS_CHUNK: u64 = 256 << 10;
+/// Statistics of a tensor of at most this many bytes keep its bytes from the first pass for the
+/// second (read once).
+const STATS_KEEP: u64 = 16 << 20;
 /// Text bytes rendered at a time for a read of a numeric `text/` file.
 const TEXT_PIECE: u64 = 256 << 10;
 
@@ -457,17 +460,40 @@ impl Variables {
         Ok(t)
     }
 
-    /// The `stats/` text of the tensor at `pos`: two passes over its bytes, read in chunks, the
-    /// first time it is read. Exactly the size `stat` reported, or an error.
+    /// The `stats/` text of the tensor at `pos`, the first time it is read: two passes over its
+    /// bytes ([`TensorData::scan`], the first also checking them), both [`STATS_CHUNK`] at a
+    /// time into one buffer; the bytes of a tensor of at most [`STATS_KEEP`] bytes are kept
+    /// from the first pass for the second, which then reads nothing. Exactly the size `stat`
+    /// reported, or an error.
     fn stats_text(&self, pos: u64) -> FsResult<Arc<Vec<u8>>> {
         self.texts.get_or_insert_with((self.stats_id, pos), || {
             let info = self.info(pos)?;
             let data = self.data(pos)?;
             let bad = |e: stats::StatsError| self.corrupt(pos, e.to_string());
             let mut first = FirstPass::new(info.dtype).map_err(bad)?;
-            self.each_chunk(pos, &*data, |b| first.push(b))?;
+            let size = data.size();
+            // A small tensor's bytes, kept from the first pass for the second.
+            let mut kept = Vec::with_capacity(if size <= STATS_KEEP { size as usize } else { 0 });
+            let mut buf = vec![0u8; STATS_CHUNK as usize];
+            let whole = |n: u64| {
+                if n == size {
+                    Ok(())
+                } else {
+                    Err(self.corrupt(pos, format!("{n} bytes where {size} were expected")))
+                }
+            };
+            whole(data.scan(&mut buf, &mut |b| {
+                first.push(b);
+                if size <= STATS_KEEP {
+                    kept.extend_from_slice(b);
+                }
+            })?)?;
             let mut second = first.finish().map_err(bad)?;
-            self.each_chunk(pos, &*data, |b| second.push(b))?;
+            if size <= STATS_KEEP {
+                second.push(&kept);
+            } else {
+                whole(data.scan(&mut buf, &mut |b| second.push(b))?)?;
+            }
             let text = second.finish().map_err(bad)?.to_text();
             let want = stats::text_len(info.dtype, info.num_elements()).map_err(bad)?;
             if text.len() as u64 != want {
@@ -482,27 +508,6 @@ impl Variables {
             let w = text.len();
             Ok((Arc::new(text), w))
         })
-    }
-
-    /// Feeds every byte of `data` to `f`, [`STATS_CHUNK`] bytes at a time.
-    fn each_chunk(
-        &self,
-        pos: u64,
-        data: &dyn TensorData,
-        mut f: impl FnMut(&[u8]),
-    ) -> FsResult<()> {
-        let size = data.size();
-        let mut at = 0;
-        while at < size {
-            let len = STATS_CHUNK.min(size - at) as usize;
-            let b = data.read(at, len)?;
-            if b.len() != len {
-                return Err(self.corrupt(pos, format!("short read at offset {at}")));
-            }
-            f(&b);
-            at += len as u64;
-        }
-        Ok(())
     }
 
     /// The extended attributes of the tensor at `pos` (its key only if its entry is damaged).

@@ -753,14 +753,49 @@ impl StoredBytes {
                     }
                 }
             });
-            // Reads waiting for a streaming check learn the outcome (if it was found).
-            if let Some(s) = self.stream.get() {
-                if let Some(o) = sh.checked.get(&(sh.id, self.pos)) {
-                    s.settle(o.is_ok());
-                }
-            }
+            self.settle_stream();
             r?;
         }
+        self.verified.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Reads waiting for a streaming check learn the outcome of another check (if it was
+    /// found).
+    fn settle_stream(&self) {
+        let sh = &self.shared;
+        if let Some(s) = self.stream.get() {
+            if let Some(o) = sh.checked.get(&(sh.id, self.pos)) {
+                s.settle(o.is_ok());
+            }
+        }
+    }
+
+    /// Whether the CRC check of the stored bytes is still to be done: on, and its outcome not
+    /// known (a pass over every byte can then compute it, [`Pod::scan`]).
+    fn check_pending(&self) -> bool {
+        let sh = &self.shared;
+        sh.verify
+            && !self.dtype_string
+            && !self.dtype_variant
+            && !self.verified.load(Ordering::Relaxed)
+            && sh.checked.get(&(sh.id, self.pos)).is_none()
+    }
+
+    /// Records the CRC-32C that a pass over every stored byte computed, as a check-first pass
+    /// does (once, in the shared cache; the error of a mismatch).
+    fn settle_computed(&self, computed: u32) -> FsResult<()> {
+        let r = self
+            .shared
+            .check_once(self.pos, &self.key, &*self.file, || {
+                if mask_crc(computed) == self.crc {
+                    Ok(())
+                } else {
+                    Err(self.mismatch(computed))
+                }
+            });
+        self.settle_stream();
+        r?;
         self.verified.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -855,6 +890,14 @@ impl StoredBytes {
             .map_err(|e| self.shared.corrupt(&self.key, e))
     }
 
+    /// Fills `buf` from byte `a` of the stored range, unchecked.
+    fn read_raw_into(&self, buf: &mut [u8], a: u64) -> Result<(), FormatError> {
+        match self.reader() {
+            Some(r) => r.read_into(buf, self.start + a),
+            None => self.file.read_exact_at(buf, self.start + a),
+        }
+    }
+
     fn read_raw(&self, a: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         match self.reader() {
             Some(r) => {
@@ -882,6 +925,40 @@ impl TensorData for Pod {
         let a = offset.min(size);
         let b = offset.saturating_add(len as u64).min(size);
         self.s.read_checked(a, (b - a) as usize)
+    }
+
+    /// One pass from the start into `buf`. When the CRC check has not run yet, it is computed
+    /// over the bytes handed to `f` (which are all the stored bytes) instead of in a pass of
+    /// its own: a mismatch is the error of the check-first pass, after `f` saw the bytes.
+    fn scan(&self, buf: &mut [u8], f: &mut dyn FnMut(&[u8])) -> FsResult<u64> {
+        let s = &self.s;
+        if buf.is_empty() {
+            return tensors::scan_by_reads(self, 1 << 20, f);
+        }
+        let stored = s.end - s.start;
+        let fold = self.size == stored && s.check_pending();
+        if fold {
+            s.check_extent()?;
+        } else {
+            s.verify()?;
+        }
+        let size = self.size.min(stored);
+        let (mut crc, mut at) = (0u32, 0u64);
+        while at < size {
+            let n = (size - at).min(buf.len() as u64) as usize;
+            let piece = &mut buf[..n];
+            s.read_raw_into(piece, at)
+                .map_err(|e| s.shared.corrupt(&s.key, e))?;
+            if fold {
+                crc = crc32c::crc32c_append(crc, piece);
+            }
+            f(piece);
+            at += piece.len() as u64;
+        }
+        if fold {
+            s.settle_computed(crc)?;
+        }
+        Ok(size)
     }
 }
 

@@ -98,6 +98,36 @@ pub trait TensorData: Send + Sync {
     /// Bytes `[offset, offset + len)` of the `.bin`, clamped to its end. Verifies the stored
     /// checksum before the first bytes are served, when the format has one.
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>>;
+
+    /// Hands the `.bin` to `f` from its start, in order, in pieces of at most `buf.len()` bytes
+    /// (a format may read them into `buf`), checked as [`read`](Self::read) checks them;
+    /// returns how many bytes `f` got (fewer than [`size`](Self::size) if the stored bytes end
+    /// early). For whole-tensor passes (statistics). A format whose check covers exactly these
+    /// bytes may fold it into the pass instead of reading them twice (V2: the CRC-32C of a
+    /// contiguous tensor): then `f` has seen the bytes by the time a mismatch is reported, and
+    /// the caller must discard what it made of them when this returns an error.
+    fn scan(&self, buf: &mut [u8], f: &mut dyn FnMut(&[u8])) -> FsResult<u64> {
+        scan_by_reads(self, buf.len(), f)
+    }
+}
+
+/// [`TensorData::scan`] by [`TensorData::read`]s of `piece` bytes.
+pub fn scan_by_reads<D: TensorData + ?Sized>(
+    data: &D,
+    piece: usize,
+    f: &mut dyn FnMut(&[u8]),
+) -> FsResult<u64> {
+    let (size, piece) = (data.size(), piece.max(1));
+    let mut at = 0u64;
+    while at < size {
+        let b = data.read(at, (size - at).min(piece as u64) as usize)?;
+        if b.is_empty() {
+            break;
+        }
+        f(&b);
+        at += b.len() as u64;
+    }
+    Ok(at)
 }
 
 /// Every tensor of a set, in key order: `(pos, key)` of each shown tensor. For tools that walk
