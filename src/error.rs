@@ -149,6 +149,7 @@ impl FsError {
                 | FormatError::Proto(_)
                 | FormatError::Hdf5(_)
                 | FormatError::Zip(_)
+                | FormatError::Flatbuffer(_)
                 | FormatError::Version(_)
                 | FormatError::BadEntry(_)
                 | FormatError::BadSliceKey

@@ -42,6 +42,7 @@ mod walk;
 use walk::assert_same;
 
 pub mod keras;
+pub mod tflite;
 pub mod v1;
 
 /// A fuzz target: must return normally for every input.
@@ -57,6 +58,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("graph", graph),
     ("v1", v1::v1),
     ("keras", keras::keras),
+    ("tflite", tflite::tflite),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -811,6 +813,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     }
     out.extend(v1::seeds(fixtures)?);
     out.extend(keras::seeds(fixtures)?);
+    out.extend(tflite::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",

@@ -6,6 +6,7 @@
 //! these two interfaces. A new format is one module here and one line in the table.
 
 pub mod keras;
+pub mod tflite;
 pub mod v1;
 pub mod v2;
 
@@ -20,7 +21,7 @@ use super::tensors::TensorSet;
 use crate::error::SourceError;
 
 /// Every checkpoint format, in the order they are tried on a path.
-pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1, &keras::Keras];
+pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1, &keras::Keras, &tflite::Tflite];
 
 /// A checkpoint format.
 pub trait Format: Send + Sync {
