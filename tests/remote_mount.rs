@@ -711,3 +711,64 @@ fn keras_files_over_http_serve_what_local_ones_do() {
     keras_files_serve_what_local_ones_do(&base, &[]);
     keras_opens_cost_a_handful_of_requests(&base, &[]);
 }
+
+/// The TFLite fixtures mounted from a store: buffers inside the flatbuffer and after it,
+/// quantized tensors (`dequantized/`), several subgraphs, metadata with a zip of associated files.
+const TFLITE_FILES: &[&str] = &[
+    "full_int8.tflite",
+    "float_offsets.tflite",
+    "multi.tflite",
+    "with_metadata.tflite",
+];
+
+/// Each of [`TFLITE_FILES`] under `base` (a URL) serves what its local mount does; opening one
+/// (mount, then `stat` of a tensor's `.shape`) costs a handful of requests: HEADs as each format
+/// looks (V2's `.index`, the file itself), and one GET of the file's first block by each format
+/// that reads its head (V1's footer, Keras's and TFLite's signatures; a file this small is one
+/// block, so 3 times its size): 13 requests with 3 GETs when measured. The model's own open
+/// reuses TFLite's detection's file: no further GET.
+fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
+    for f in TFLITE_FILES {
+        let url = format!("{base}/{f}");
+        let r = RemoteMount::start(&url, env);
+        let l = Mount::start(&fixtures().join("tflite").join(f), &[]);
+        same_tree(&r.mp, &l.path());
+    }
+    let url = format!("{base}/full_int8.tflite");
+    let size = std::fs::metadata(fixtures().join("tflite/full_int8.tflite"))
+        .expect("fixture")
+        .len();
+    let r = requests_to_open(&url, env, "variables/MatMul.shape");
+    eprintln!("{url}: {r:?} (file: {size} bytes)");
+    assert_eq!(r.total, r.gets + r.heads + r.lists, "{url}: {r:?}");
+    assert!(r.total <= 14 && r.gets <= 3, "{url}: {r:?}");
+    assert!(
+        r.bytes <= 3 * size,
+        "{url}: {r:?}, the file is {size} bytes"
+    );
+}
+
+/// TFLite models over plain HTTP (nginx).
+#[test]
+fn tflite_models_over_http_serve_what_local_ones_do() {
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["tflite"]);
+    let base = format!("{}/tflite", nginx.url());
+    tflite_files_serve_what_local_ones_do(&base, &[]);
+}
+
+/// TFLite models on S3, as over HTTP.
+#[test]
+fn tflite_models_on_s3_serve_what_local_ones_do() {
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    upload(moto.port, "tfm", "tflite");
+    let env = s3_env(moto.port, home.path());
+    tflite_files_serve_what_local_ones_do("s3://tfm/tflite", &env);
+}

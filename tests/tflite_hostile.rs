@@ -42,12 +42,15 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tflite")
 }
 
+/// A `.bin` read: its bytes and its `user.tfmount.offset`, or the error.
+type BinRead = Result<(Vec<u8>, Option<u64>), String>;
+
 /// What one input served: `.bin`s by key (bytes and the offset xattr, or the error), and how
 /// many other files were read to their end.
 #[derive(Default)]
 struct Served {
     opened: bool,
-    bins: Vec<(String, Result<(Vec<u8>, Option<u64>), String>)>,
+    bins: Vec<(String, BinRead)>,
     others: usize,
 }
 
@@ -115,8 +118,10 @@ fn serve(path: &Path) -> Served {
                     .getxattr(e.ino, b"user.tfmount.offset")
                     .ok()
                     .and_then(|o| String::from_utf8_lossy(&o).trim().parse().ok());
-                s.bins
-                    .push((format!("{at}:{key}"), read_all(&fs, e.ino).map(|b| (b, offset))));
+                s.bins.push((
+                    format!("{at}:{key}"),
+                    read_all(&fs, e.ino).map(|b| (b, offset)),
+                ));
             } else {
                 let _ = read_all(&fs, e.ino);
                 let _ = fs.listxattr(e.ino);
@@ -249,10 +254,12 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
                 bins_ok += 1;
                 let ok = match d {
                     Damage::Cut(_) => original.get(&key) == Some(&b),
-                    Damage::Flip(..) => offset.is_some_and(|o| {
-                        let o = o as usize;
-                        bytes.get(o..o + b.len()) == Some(&b[..])
-                    }) || key.contains("string"),
+                    Damage::Flip(..) => {
+                        offset.is_some_and(|o| {
+                            let o = o as usize;
+                            bytes.get(o..o + b.len()) == Some(&b[..])
+                        }) || key.contains("string")
+                    }
                 };
                 if !ok {
                     failures.push(format!("{name} {d:?}: {key}: wrong bytes served"));
@@ -260,14 +267,17 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
             }
         }
     }
-    eprintln!(
-        "{inputs} damaged inputs, {opened} opened, {bins_ok} .bin read, {bins_err} refused"
-    );
+    eprintln!("{inputs} damaged inputs, {opened} opened, {bins_ok} .bin read, {bins_err} refused");
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
         failures.len(),
-        failures.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     // The damage was seen: some inputs opened, some tensors were refused.
     assert!(opened > 0 && bins_err > 0 && bins_ok > 0);

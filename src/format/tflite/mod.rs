@@ -154,7 +154,10 @@ pub struct OpCode {
 impl OpCode {
     /// The builtin operator's name (`CONV_2D`), `CUSTOM` ones' custom code, or the number.
     pub fn name(&self) -> String {
-        match (fb::BuiltinOperator(self.code).variant_name(), &self.custom_code) {
+        match (
+            fb::BuiltinOperator(self.code).variant_name(),
+            &self.custom_code,
+        ) {
             (Some("CUSTOM"), Some(c)) => c.clone(),
             (Some(n), _) => n.to_string(),
             (None, _) => format!("BUILTIN_{}", self.code),
@@ -432,7 +435,10 @@ pub fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model>
                             offset: (d.bytes().as_ptr() as usize - base) as u64,
                             len: d.len() as u64,
                         },
-                        _ if off > 1 && size > 0 => Buffer::External { offset: off, len: size },
+                        _ if off > 1 && size > 0 => Buffer::External {
+                            offset: off,
+                            len: size,
+                        },
                         _ => Buffer::Empty,
                     }
                 })
@@ -444,7 +450,10 @@ pub fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model>
         .map(|v| {
             v.iter()
                 .map(|c| OpCode {
-                    code: c.builtin_code().0.max(i32::from(c.deprecated_builtin_code())),
+                    code: c
+                        .builtin_code()
+                        .0
+                        .max(i32::from(c.deprecated_builtin_code())),
                     custom_code: c.custom_code().map(str::to_string),
                     version: c.version(),
                 })
@@ -534,7 +543,10 @@ fn subgraph(s: fb::SubGraph<'_>) -> Subgraph {
 fn tensor(t: fb::Tensor<'_>) -> Tensor {
     let quant = t.quantization().and_then(|q| {
         let scale: Vec<f32> = q.scale().map(|v| v.iter().collect()).unwrap_or_default();
-        let zero_point: Vec<i64> = q.zero_point().map(|v| v.iter().collect()).unwrap_or_default();
+        let zero_point: Vec<i64> = q
+            .zero_point()
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
         let min: Vec<f32> = q.min().map(|v| v.iter().collect()).unwrap_or_default();
         let max: Vec<f32> = q.max().map(|v| v.iter().collect()).unwrap_or_default();
         let details = q.details_type().variant_name().filter(|n| *n != "NONE");
@@ -680,7 +692,10 @@ mod tests {
         let Buffer::Inline { offset, len } = model.buffers[1] else {
             panic!("{:?}", model.buffers[1]);
         };
-        assert_eq!(&bytes[offset as usize..(offset + len) as usize], &[1, 2, 3, 4]);
+        assert_eq!(
+            &bytes[offset as usize..(offset + len) as usize],
+            &[1, 2, 3, 4]
+        );
         for cut in 0..bytes.len() {
             let _ = parse(&bytes[..cut], &[]);
         }

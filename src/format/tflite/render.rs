@@ -112,7 +112,9 @@ pub fn model_txt(m: &Model, file_len: u64, metadata: &[(String, String)]) -> Str
     let _ = writeln!(
         s,
         "description: {}",
-        m.description.as_deref().map_or("(none)", |d| cut(d, MAX_FILE / 2))
+        m.description
+            .as_deref()
+            .map_or("(none)", |d| cut(d, MAX_FILE / 2))
     );
     let _ = writeln!(s, "file bytes: {file_len}");
     let _ = writeln!(s, "flatbuffer bytes (verified): {}", m.span);
@@ -191,7 +193,13 @@ pub fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
     let Some(sg) = m.subgraphs.get(k) else {
         return Vec::new();
     };
-    let width = sg.operators.len().saturating_sub(1).to_string().len().max(4);
+    let width = sg
+        .operators
+        .len()
+        .saturating_sub(1)
+        .to_string()
+        .len()
+        .max(4);
     let mut budget = MAX_GRAPH;
     let mut out = Vec::with_capacity(sg.operators.len());
     for (i, op) in sg.operators.iter().enumerate() {
@@ -231,7 +239,11 @@ pub fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
                 );
             }
             None => {
-                let _ = writeln!(s, "opcode: (operator code {} does not exist)", op.opcode_index);
+                let _ = writeln!(
+                    s,
+                    "opcode: (operator code {} does not exist)",
+                    op.opcode_index
+                );
             }
         }
         for (what, v) in [
@@ -250,8 +262,9 @@ pub fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
                 }
             }
         }
-        for (name, text) in &op.options {
-            let _ = writeln!(s, "options: {name} {}", cut(text, MAX_FILE));
+        // The text starts with the union member's name (`Conv2DOptions { padding: SAME, ... }`).
+        for (_, text) in &op.options {
+            let _ = writeln!(s, "options: {}", cut(text, MAX_FILE));
         }
         if op.custom_options > 0 {
             let _ = writeln!(s, "custom options: {} bytes", op.custom_options);

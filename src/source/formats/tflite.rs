@@ -178,7 +178,12 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTflite, SourceError>
 }
 
 /// The bytes of buffer `b`, read whole (metadata buffers), up to `max` bytes.
-fn buffer_bytes(file: &dyn ByteSource, m: &tfl::Model, b: u32, max: u64) -> Result<Vec<u8>, String> {
+fn buffer_bytes(
+    file: &dyn ByteSource,
+    m: &tfl::Model,
+    b: u32,
+    max: u64,
+) -> Result<Vec<u8>, String> {
     let buf = usize::try_from(b)
         .ok()
         .and_then(|i| m.buffers.get(i))
@@ -187,7 +192,9 @@ fn buffer_bytes(file: &dyn ByteSource, m: &tfl::Model, b: u32, max: u64) -> Resu
         return Ok(Vec::new());
     };
     if len > max {
-        return Err(format!("buffer {b}: {len} bytes, more than the {max}-byte limit"));
+        return Err(format!(
+            "buffer {b}: {len} bytes, more than the {max}-byte limit"
+        ));
     }
     file.read_vec(offset, len as usize)
         .map_err(|e| format!("buffer {b}: {e}"))
@@ -211,9 +218,17 @@ fn model_files(sh: &Shared) -> Vec<(String, Arc<[u8]>)> {
         .metadata
         .iter()
         .map(|(name, b)| {
+            // Short printable text (`min_runtime_version` is NUL-padded): shown.
             let text = match buffer_bytes(&*sh.file, m, *b, 256) {
-                Ok(v) if !v.is_empty() && v.iter().all(|c| (0x20..0x7f).contains(c)) => {
-                    format!("{:?} (buffer {b})", String::from_utf8_lossy(&v))
+                Ok(v)
+                    if v.first().is_some_and(|&c| c != 0)
+                        && v.iter()
+                            .rev()
+                            .skip_while(|&&c| c == 0)
+                            .all(|c| (0x20..0x7f).contains(c)) =>
+                {
+                    let end = v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+                    format!("{:?} (buffer {b})", String::from_utf8_lossy(&v[..end]))
                 }
                 _ => {
                     let len = usize::try_from(*b)
@@ -229,7 +244,9 @@ fn model_files(sh: &Shared) -> Vec<(String, Arc<[u8]>)> {
         .collect();
     out.push((
         "model.txt".into(),
-        render::model_txt(m, sh.file.len(), &entries).into_bytes().into(),
+        render::model_txt(m, sh.file.len(), &entries)
+            .into_bytes()
+            .into(),
     ));
     if !m.signatures.is_empty() {
         out.push((
@@ -680,7 +697,11 @@ impl TensorSet for TflSet {
                 dtype: tfl::dtype_name(t.dtype)
                     .and_then(DType::from_name)
                     .unwrap_or(DType(0)),
-                shape: t.shape.iter().map(|&d| u64::try_from(d).unwrap_or(0)).collect(),
+                shape: t
+                    .shape
+                    .iter()
+                    .map(|&d| u64::try_from(d).unwrap_or(0))
+                    .collect(),
                 stored: None,
                 slices: Vec::new(),
             },
@@ -876,7 +897,10 @@ impl TensorData for DeqData {
     }
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
         let size = self.size();
-        let (a, b) = (offset.min(size), offset.saturating_add(len as u64).min(size));
+        let (a, b) = (
+            offset.min(size),
+            offset.saturating_add(len as u64).min(size),
+        );
         let (ea, eb) = (a / 4, b.div_ceil(4));
         let es = self.d.es as u64;
         let q = self.raw.read_raw(ea * es, ((eb - ea) * es) as usize)?;
