@@ -11,6 +11,7 @@ own venv::
 Metadata (``with_metadata.tflite``) is written by tflite-support's metadata writer, which does not install
 beside TensorFlow 2.21: it runs in a virtualenv of its own, named by ``TFLS_PYTHON``::
 
+    apt-get install libusb-1.0-0    # tflite-support's metadata module loads it
     python3 -m venv /tmp/tfls && /tmp/tfls/bin/pip install tflite-support
     TFLS_PYTHON=/tmp/tfls/bin/python /work/tfvenv/bin/python scripts/gen_tflite.py tests/fixtures/tflite
 
@@ -35,6 +36,8 @@ as a SavedModel with the signature ``serving_default`` and converted with ``tf.l
 * ``float16.tflite``      ``DEFAULT`` + ``supported_types = [float16]``: float16 weights behind DEQUANTIZE.
 * ``multi.tflite``        a module with two signatures (``add``, ``scale``) and a ``tf.cond``: several
   subgraphs (one per signature, plus the branches), constants in each.
+* ``sparse.tflite``       a 64x64 weight 90% zeros, ``optimizations = [EXPERIMENTAL_SPARSITY]``: a sparse
+  constant (``Tensor.sparsity``, CSR); the interpreter's ``get_tensor`` gives its stored values, 1-D.
 * ``with_metadata.tflite`` an image classifier (``Classifier``) with TFLite metadata (``TFLITE_METADATA``:
   normalization, a label file) and the associated file ``labels.txt`` zipped onto its end, by tflite-support's
   ``ImageClassifierWriter``.
@@ -93,6 +96,18 @@ class Multi(tf.Module):
     def scale(self, x):
         y = tf.cond(tf.reduce_sum(x) > 0.0, lambda: tf.matmul(x, self.w) * self.a, lambda: x - self.b)
         return {"scaled": y}
+
+
+class Sparse(tf.Module):
+    def __init__(self):
+        super().__init__()
+        w = f32(64, 64)
+        w[rng.uniform(size=w.shape) < 0.9] = 0
+        self.w = tf.Variable(w, name="w")
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 64], tf.float32, name="x")])
+    def __call__(self, x):
+        return {"y": tf.matmul(x, self.w)}
 
 
 class Classifier(tf.Module):
@@ -215,6 +230,10 @@ def main():
         }
         d = saved(multi, tmp, "multi", sigs)
         write(out, "multi.tflite", convert(d, keys=["add", "scale"]))
+
+        sp = Sparse()
+        d = saved(sp, tmp, "sparse", {"serving_default": sp.__call__.get_concrete_function()})
+        write(out, "sparse.tflite", convert(d, optimizations=[tf.lite.Optimize.EXPERIMENTAL_SPARSITY]))
 
         cls = Classifier()
         d = saved(cls, tmp, "cls", {"serving_default": cls.__call__.get_concrete_function()})

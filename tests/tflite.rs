@@ -16,13 +16,14 @@ use common::requires;
 use serde_json::Value;
 use tfmount::cmd::model::{NodeKind, Tree};
 
-const FIXTURES: [&str; 7] = [
+const FIXTURES: [&str; 8] = [
     "float.tflite",
     "float_offsets.tflite",
     "dynamic_int8.tflite",
     "full_int8.tflite",
     "float16.tflite",
     "multi.tflite",
+    "sparse.tflite",
     "with_metadata.tflite",
 ];
 
@@ -52,7 +53,8 @@ for path in sys.argv[1:]:
             b = m.buffers[t.buffer]
             if b.data is None or len(b.data) == 0:
                 continue
-            rec = {"index": i, "name": t.name.decode(), "buffer": int(t.buffer)}
+            rec = {"index": i, "name": t.name.decode(), "buffer": int(t.buffer),
+                   "sparse": t.sparsity is not None}
             if si == 0:
                 v = it.get_tensor(i)
                 d = details[i]
@@ -194,6 +196,7 @@ fn every_constant_tensor_is_what_the_interpreter_holds() {
         return;
     };
     let mut checked = 0;
+    let mut sparse_seen = false;
     for f in FIXTURES {
         let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         let tensors = exp[f]["subgraphs"][0]["tensors"]
@@ -281,10 +284,19 @@ fn every_constant_tensor_is_what_the_interpreter_holds() {
                     "{f}: {key}"
                 );
             }
+            // A sparse constant is listed with its format (the interpreter gives its values 1-D).
+            let sparse = t["sparse"].as_bool().expect("sparse");
+            assert_eq!(
+                row["sparsity"].starts_with("traversal_order ["),
+                sparse,
+                "{f}: {key}: {}",
+                row["sparsity"]
+            );
+            sparse_seen |= sparse;
             checked += 1;
         }
     }
-    assert!(checked > 40, "{checked} tensors checked");
+    assert!(checked > 40 && sparse_seen, "{checked} tensors checked");
 }
 
 #[test]

@@ -237,15 +237,15 @@ pub fn packed(t: i8) -> bool {
     )
 }
 
-/// The verifier's options for a flatbuffer of `len` bytes: depth 64, at most one table per 8
-/// bytes, and an apparent size (every vector and table counted each time it is reached) of at
+/// The verifier's options for a flatbuffer of `len` bytes: depth 64, at most one table per 4
+/// bytes (the least a table takes), and an apparent size (every vector and table counted each time it is reached) of at
 /// most twice the bytes plus 1 MiB, which bounds what reading it can cost however its objects are
 /// shared.
 pub fn verifier_options(len: u64) -> flatbuffers::VerifierOptions {
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     flatbuffers::VerifierOptions {
         max_depth: MAX_DEPTH,
-        max_tables: len / 8 + 1024,
+        max_tables: len / 4 + 1024,
         max_apparent_size: len.saturating_mul(2).saturating_add(1 << 20),
         ignore_missing_null_terminator: false,
     }
