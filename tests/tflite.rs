@@ -561,9 +561,30 @@ fn verify_finds_buffers_past_the_end() {
         out.contains("[buffers]") && out.contains("past the end"),
         "{out}"
     );
-    // The tensors before the cut still read.
+    // The tensors whose bytes lie before the cut still read; the others fail.
     let tree = Tree::open(&p).expect("open");
-    assert!(!cat(&tree, "variables/MatMul.bin").is_empty());
+    let cut = (b.len() - 100) as u64;
+    let (mut before, mut after) = (0, 0);
+    for row in tsv(&tree, "tensors.tsv") {
+        let end: u64 = row["offset"].parse::<u64>().expect("offset")
+            + row["nbytes"].parse::<u64>().expect("nbytes");
+        let n = tree.resolve(row["path"].as_bytes(), true).expect("listed");
+        let read = tree
+            .open_file(n)
+            .and_then(|size| tree.read(n, 0, size as usize));
+        if end <= cut {
+            assert!(read.is_ok(), "{}: {read:?}", row["key"]);
+            before += 1;
+        } else {
+            let e = read.expect_err("past the end").to_string();
+            assert!(e.contains("past the end of the file"), "{e}");
+            after += 1;
+        }
+    }
+    assert!(
+        before > 0 && after > 0,
+        "{before} before the cut, {after} after"
+    );
 }
 
 #[test]

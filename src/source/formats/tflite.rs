@@ -702,7 +702,12 @@ impl TensorSet for TflSet {
                     .iter()
                     .map(|&d| u64::try_from(d).unwrap_or(0))
                     .collect(),
-                stored: None,
+                stored: self.buffer(t).map(|(offset, size)| Stored {
+                    shard: 0,
+                    offset,
+                    size,
+                    crc32c: None,
+                }),
                 slices: Vec::new(),
             },
         })
