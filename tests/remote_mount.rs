@@ -772,3 +772,32 @@ fn tflite_models_on_s3_serve_what_local_ones_do() {
     let env = s3_env(moto.port, home.path());
     tflite_files_serve_what_local_ones_do("s3://tfm/tflite", &env);
 }
+
+/// TFLite models on GCS (fake-gcs-server), as over HTTP.
+#[test]
+fn tflite_models_on_gcs_serve_what_local_ones_do() {
+    let Some(gcs) = Server::fake_gcs() else {
+        return;
+    };
+    gcs_bucket(gcs.port, "tfm");
+    let root = fixtures().join("tflite");
+    let files: Vec<(String, Vec<u8>)> = TFLITE_FILES
+        .iter()
+        .map(|f| {
+            let body = std::fs::read(root.join(f)).expect("fixture");
+            (format!("tflite/{f}"), body)
+        })
+        .collect();
+    gcs_put(gcs.port, "tfm", &files);
+    let home = tempfile::tempdir().expect("home");
+    let key = gcs_key_file(home.path(), gcs.port);
+    let env: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    tflite_files_serve_what_local_ones_do("gs://tfm/tflite", &env);
+}

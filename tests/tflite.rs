@@ -636,3 +636,39 @@ fn xattr(p: &Path, name: &str) -> String {
     buf.truncate(n as usize);
     String::from_utf8(buf).expect("utf-8")
 }
+
+#[test]
+fn the_views_hold_the_same_tensors() {
+    for f in ["full_int8.tflite", "float16.tflite", "multi.tflite"] {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        // model.safetensors: an 8-byte header length, the JSON header, then each tensor's bytes.
+        let st = cat(&tree, "model.safetensors");
+        let n = u64::from_le_bytes(st[..8].try_into().expect("8 bytes")) as usize;
+        let header: Value = serde_json::from_slice(&st[8..8 + n]).expect("header");
+        let rows = tsv(&tree, "tensors.tsv");
+        assert!(!rows.is_empty(), "{f}");
+        for row in &rows {
+            let key = &row["key"];
+            let bin = cat(&tree, &row["path"]);
+            let e = &header[key.as_str()];
+            let (a, b) = (
+                e["data_offsets"][0].as_u64().expect("start") as usize,
+                e["data_offsets"][1].as_u64().expect("end") as usize,
+            );
+            assert_eq!(&st[8 + n + a..8 + n + b], &bin[..], "{f}: {key}");
+            // text/ and stats/ of the tensor read.
+            let stem = tensor_path("", key, "");
+            assert!(
+                !cat(&tree, &format!("text{stem}.txt")).is_empty(),
+                "{f}: {key}"
+            );
+            let stats = text(&tree, &format!("stats{stem}.txt"));
+            assert!(stats.contains("count"), "{f}: {key}: {stats}");
+        }
+        let summary = text(&tree, "summary.txt");
+        assert!(
+            summary.starts_with(&format!("tensors: {}\n", rows.len())),
+            "{f}: {summary}"
+        );
+    }
+}
