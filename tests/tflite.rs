@@ -672,3 +672,23 @@ fn the_views_hold_the_same_tensors() {
         );
     }
 }
+
+#[test]
+fn a_directory_of_models_shows_one_directory_each() {
+    let tree = Tree::open(&dir()).expect("open");
+    let root = tree.resolve(b"", true).expect("root");
+    let names: BTreeSet<String> = tree
+        .list(root)
+        .expect("list")
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect();
+    for f in FIXTURES {
+        assert!(names.contains(f), "{f} in {names:?}");
+        assert!(
+            tree.resolve(format!("{f}/model.txt").as_bytes(), true)
+                .is_ok(),
+            "{f}/model.txt"
+        );
+    }
+}

@@ -255,16 +255,17 @@ pub fn verifier_options(len: u64) -> flatbuffers::VerifierOptions {
 // Finding the payloads not to read
 // ---------------------------------------------------------------------------------------------
 
-/// Reads of the walk in [`payloads`]: whole 64 KiB blocks, a bounded number of them.
+/// Reads of the walk in [`payloads`]: whole 4 KiB blocks (a `Buffer` table sits beside its
+/// payload, so each buffer costs one block), at most [`MAX_BLOCKS`] of them.
 struct Blocks<'a, R: ?Sized> {
     src: &'a R,
     len: u64,
     blocks: HashMap<u64, Vec<u8>>,
 }
 
-const BLOCK: u64 = 64 << 10;
-/// The walk gives up (leaving the rest to be read) after this many blocks.
-const MAX_BLOCKS: usize = 256;
+const BLOCK: u64 = 4 << 10;
+/// The walk gives up (leaving the rest to be read) after this many blocks (16 MiB).
+const MAX_BLOCKS: usize = 4096;
 
 impl<R: ReadAt + ?Sized> Blocks<'_, R> {
     fn bytes<const N: usize>(&mut self, at: u64) -> Option<[u8; N]> {

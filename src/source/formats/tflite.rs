@@ -312,7 +312,7 @@ fn subgraph_tree(sh: &Arc<Shared>, k: usize) -> OpenedTflite {
     let entries = entries(sh, k, "");
     let deq: Vec<Entry> = entries
         .iter()
-        .filter(|e| dequantizable(tensor(sh, e)).is_some())
+        .filter(|e| tensor(sh, e).is_ok_and(|t| dequantizable(t).is_some()))
         .cloned()
         .collect();
     let set = Arc::new(TflSet {
@@ -345,9 +345,13 @@ fn subgraph_tree(sh: &Arc<Shared>, k: usize) -> OpenedTflite {
     }
 }
 
-fn tensor<'a>(sh: &'a Shared, e: &Entry) -> &'a tfl::Tensor {
-    // Entries are made from the model's own tensors: the indexes exist.
-    &sh.model.subgraphs[e.sub].tensors[e.index]
+/// The tensor an entry names (entries are made from the model's own tensors: it exists).
+fn tensor<'a>(sh: &'a Shared, e: &Entry) -> FsResult<&'a tfl::Tensor> {
+    sh.model
+        .subgraphs
+        .get(e.sub)
+        .and_then(|s| s.tensors.get(e.index))
+        .ok_or(FsError::NotFound)
 }
 
 /// The tensors of subgraph `k` that hold data, keyed `prefix` + name (a tensor without a name:
@@ -553,7 +557,7 @@ impl TflSet {
 
     /// The dtype, shape and served size of a tensor, or why it cannot be served.
     fn layout(&self, e: &Entry) -> Result<(DType, Vec<u64>, Served), String> {
-        let t = tensor(&self.shared, e);
+        let t = tensor(&self.shared, e).map_err(|e| e.to_string())?;
         let (offset, len) = self.buffer(t).ok_or("it has no data")?;
         let name = tfl::dtype_name(t.dtype).ok_or(format!("TFLite type {} is unknown", t.dtype))?;
         let dtype = DType::from_name(name).ok_or(format!("dtype {name} is unknown"))?;
@@ -673,7 +677,7 @@ impl TensorSet for TflSet {
     }
     fn info(&self, pos: u64) -> FsResult<TensorInfo> {
         let e = self.entry(pos)?;
-        let t = tensor(&self.shared, e);
+        let t = tensor(&self.shared, e)?;
         let key = e.key.as_bytes().to_vec();
         Ok(match self.layout(e) {
             Ok((dtype, shape, served)) => TensorInfo {
@@ -724,7 +728,7 @@ impl TensorSet for TflSet {
     }
     fn attrs(&self, pos: u64) -> FsResult<Vec<Option<String>>> {
         let e = self.entry(pos)?;
-        let t = tensor(&self.shared, e);
+        let t = tensor(&self.shared, e)?;
         let q = t.quant.as_ref();
         Ok(vec![
             Some(e.index.to_string()),
@@ -813,7 +817,7 @@ pub struct DeqSet {
 
 impl DeqSet {
     fn params(&self, e: &Entry) -> Result<Dequantize, String> {
-        let t = tensor(&self.raw.shared, e);
+        let t = tensor(&self.raw.shared, e).map_err(|e| e.to_string())?;
         let q = dequantizable(t).ok_or("it is not quantized")?;
         let (dtype, shape, _) = self.raw.layout(e)?;
         let es = dtype.elem_size().ok_or("its dtype has no size")?;
