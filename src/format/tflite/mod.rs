@@ -642,10 +642,10 @@ mod tests {
         assert!(strings_to_bin(&b[..6], 2).is_err());
     }
 
-    #[test]
-    fn every_truncation_of_a_built_model_errs_or_parses() {
+    /// A model of one int8 tensor `w` holding `data`, built with the generated builders.
+    fn built(data: &[u8]) -> Vec<u8> {
         let mut fbb = flatbuffers::FlatBufferBuilder::new();
-        let data = fbb.create_vector(&[1u8, 2, 3, 4]);
+        let data = fbb.create_vector(data);
         let b0 = fb::Buffer::create(&mut fbb, &fb::BufferArgs::default());
         let b1 = fb::Buffer::create(
             &mut fbb,
@@ -686,7 +686,42 @@ mod tests {
             },
         );
         fbb.finish(m, Some("TFL3"));
-        let bytes = fbb.finished_data().to_vec();
+        fbb.finished_data().to_vec()
+    }
+
+    /// Reads of a slice, counted.
+    struct Counted<'a>(&'a [u8], std::cell::Cell<u64>);
+
+    impl ReadAt for Counted<'_> {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            self.1.set(self.1.get() + buf.len() as u64);
+            self.0.read_exact_at(buf, offset)
+        }
+    }
+
+    #[test]
+    fn opening_reads_the_tables_not_the_weights() {
+        let weights: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        let bytes = built(&weights);
+        let src = Counted(&bytes, std::cell::Cell::new(0));
+        let model = parse(&src, &[]).unwrap();
+        let Buffer::Inline { offset, len } = model.buffers[1] else {
+            panic!("{:?}", model.buffers[1]);
+        };
+        assert_eq!(
+            &bytes[offset as usize..(offset + len) as usize],
+            &weights[..]
+        );
+        // The 4 MiB payload was left out: a few blocks of the walk and the tables were read.
+        assert!(src.1.get() < 64 << 10, "{} bytes read", src.1.get());
+    }
+
+    #[test]
+    fn every_truncation_of_a_built_model_errs_or_parses() {
+        let bytes = built(&[1, 2, 3, 4]);
         let model = parse(&bytes[..], &[]).unwrap();
         assert_eq!(model.version, 3);
         assert_eq!(model.subgraphs[0].tensors[0].name, "w");
