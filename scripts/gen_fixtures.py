@@ -991,8 +991,8 @@ def main(argv):
         return 2
     out = os.path.abspath(argv[1])
     if os.path.exists(out):
-        for fn in os.listdir(out):  # graphs/, cli/, keras/ and empty_base/ belong to other scripts: keep them
-            if fn not in ("graphs", "cli", "keras", "empty_base"):  # cli/: gen_cli_fixtures.py, keras/: gen_keras_fixtures.py
+        for fn in os.listdir(out):  # graphs/, cli/, keras/, tfjs/ and empty_base/ belong to other scripts: keep them
+            if fn not in ("graphs", "cli", "keras", "tfjs", "empty_base"):  # cli/: gen_cli_fixtures.py, keras/: gen_keras_fixtures.py, tfjs/: gen_tfjs.py
                 p = os.path.join(out, fn)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
     os.makedirs(out, exist_ok=True)

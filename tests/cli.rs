@@ -679,8 +679,13 @@ fn variant(e: &Value, name: &str) -> Value {
 /// A copy of the clean `cli/verify/ckpt` with the variant's damage applied, in a temporary
 /// directory (as `ckpt.*`).
 fn damaged_copy(v: &Value) -> tempfile::TempDir {
+    damaged_copy_of(&cli_dir().join("verify"), v)
+}
+
+/// A copy of the files of `src` with the damage of variant `v` (its `ops`) applied.
+fn damaged_copy_of(src: &Path, v: &Value) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
-    for f in std::fs::read_dir(cli_dir().join("verify")).expect("verify dir") {
+    for f in std::fs::read_dir(src).expect("source dir") {
         let f = f.expect("entry");
         std::fs::copy(f.path(), d.path().join(f.file_name())).expect("copy");
     }
@@ -1167,34 +1172,7 @@ fn verify_of_clean_v1_sources_is_quiet_and_reads_every_byte() {
 
 /// A copy of the variant's `copy` directory with its damage applied.
 fn damaged_v1_copy(v: &Value) -> tempfile::TempDir {
-    let d = tempfile::tempdir().expect("tempdir");
-    let src = fixtures().join(v["copy"].as_str().expect("copy"));
-    for f in std::fs::read_dir(&src).expect("dir") {
-        let f = f.expect("entry");
-        std::fs::copy(f.path(), d.path().join(f.file_name())).expect("copy");
-    }
-    for op in v["ops"].as_array().expect("ops") {
-        let p = d.path().join(op["file"].as_str().expect("file"));
-        match op["op"].as_str().expect("op") {
-            "flip" => {
-                let mut b = std::fs::read(&p).expect("read");
-                let at = op["offset"].as_u64().expect("offset") as usize;
-                b[at] ^= 0xff;
-                std::fs::write(&p, b).expect("write");
-            }
-            "truncate" => {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&p)
-                    .expect("open");
-                f.set_len(op["length"].as_u64().expect("length"))
-                    .expect("truncate");
-            }
-            "delete" => std::fs::remove_file(&p).expect("delete"),
-            other => panic!("unknown op {other}"),
-        }
-    }
-    d
+    damaged_copy_of(&fixtures().join(v["copy"].as_str().expect("copy")), v)
 }
 
 fn str_set(v: &Value) -> BTreeSet<Vec<u8>> {

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{fixtures, is_mounted, walk_files, Mount};
+use common::{fixtures, walk_files, Mount};
 use fault_proxy::{Fault, FaultProxy, Rule};
 use servers::{http, s3_env, Server};
 use tfmount::format::dtype::DType;
@@ -135,7 +135,7 @@ impl Served {
 
     /// A mount of `big/model.ckpt` through the proxy.
     fn mount(&self, opts: &str) -> Daemon {
-        Daemon::start(&self.url(PREFIX), opts, &[])
+        daemon(&self.url(PREFIX), opts, &[])
     }
 
     /// The URL of data shard 0 through the proxy.
@@ -149,76 +149,12 @@ impl Served {
     }
 }
 
-/// A tfmount daemon in the foreground (`-o OPTS URL MOUNTPOINT`) with `RUST_LOG=info`, its log
-/// in a file; unmounted when dropped.
-struct Daemon {
-    dir: tempfile::TempDir,
-    child: std::process::Child,
-}
+/// A tfmount daemon in the foreground (`-o OPTS URL MOUNTPOINT`, `RUST_LOG=info`, its log in
+/// a file), unmounted when dropped.
+type Daemon = Mount;
 
-impl Daemon {
-    fn start(url: &str, opts: &str, env: &[(String, String)]) -> Daemon {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mp = dir.path().join("mnt");
-        std::fs::create_dir(&mp).expect("mkdir");
-        let log = std::fs::File::create(dir.path().join("log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
-            .args(["-f", "-o", opts, url])
-            .arg(&mp)
-            .envs(env.iter().cloned())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("tfmount");
-        let mut d = Daemon { dir, child };
-        let t0 = Instant::now();
-        while !is_mounted(&mp) {
-            if let Some(st) = d.child.try_wait().expect("wait") {
-                panic!(
-                    "tfmount {url} exited ({st}) before mounting: {}",
-                    d.log_text()
-                );
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "{url}: not mounted");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        d
-    }
-
-    fn path(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let mp = self.path();
-        let _ = Command::new("fusermount3").arg("-u").arg(&mp).status();
-        let t0 = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none()
-            && t0.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if is_mounted(&mp) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&mp)
-                .status();
-        }
-    }
+fn daemon(url: &str, opts: &str, env: &[(String, String)]) -> Daemon {
+    Mount::start_env(Path::new(url), &["-o", opts], env)
 }
 
 /// Replaces `path` by `bytes` as an object store replaces an object: atomically (written
@@ -284,11 +220,7 @@ fn only_old_bytes_then_eio(got: &[u8], err: Option<std::io::Error>, old: &[u8], 
 
 /// The daemon is still running, and a healthy tensor in the other data shard reads exactly.
 fn still_serving(m: &mut Daemon) {
-    assert!(
-        m.child.try_wait().expect("wait").is_none(),
-        "the daemon exited: {}",
-        m.log_text()
-    );
+    assert!(m.running(), "the daemon exited: {}", m.log_text());
     let got = std::fs::read(m.path().join(SMALL_FILE)).expect("a healthy tensor reads");
     assert!(got == small_bytes(), "small: wrong bytes");
 }
@@ -451,7 +383,7 @@ fn check_cut_answer_is_retried(fault: Fault) {
             })
             .collect(),
     );
-    let r = Daemon::start(&s.url("sharded/model.ckpt"), TIMEOUT_OPT, &[]);
+    let r = daemon(&s.url("sharded/model.ckpt"), TIMEOUT_OPT, &[]);
     let l = Mount::start(&fixtures().join("sharded/model.ckpt"), &["-o", "nolive"]);
     same_tree(&r.path(), &l.path());
     assert_eq!(s.proxy.injected(), 3, "{}", s.proxy.report());
@@ -755,7 +687,7 @@ fn s3_faults_through_moto() {
         ]
     };
     proxy.set(faults());
-    let mut m = Daemon::start(url, TIMEOUT_OPT, &env);
+    let mut m = daemon(url, TIMEOUT_OPT, &env);
     let (r, took) = read_timed(&m.path().join(BIG_FILE));
     let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", proxy.report(), m.log_text()));
     assert!(got == big_bytes(), "big: wrong bytes");
@@ -774,7 +706,7 @@ fn s3_faults_through_moto() {
         Rule::ranged_get(DATA).nth(1).before(move || put(key, new))
     };
     proxy.set(vec![overwrite()]);
-    let mut m = Daemon::start(url, &format!("{TIMEOUT_OPT},nocrc"), &env);
+    let mut m = daemon(url, &format!("{TIMEOUT_OPT},nocrc"), &env);
     let (got, err) = read_until_error(&m.path().join(BIG_FILE));
     only_old_bytes_then_eio(&got, err, &old, "big");
     assert!(got.len() >= 1 << 20, "the first part was served");
@@ -863,7 +795,7 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
     let written = t0.elapsed();
 
     let url = format!("{}/load/model.ckpt", nginx.url());
-    let mut m = Daemon::start(&url, "remote_cache=64M,remote_timeout=30s", &[]);
+    let mut m = daemon(&url, "remote_cache=64M,remote_timeout=30s", &[]);
     let pid = m.pid();
     let base = rss_anon(pid).expect("RssAnon");
     let stop = Arc::new(AtomicBool::new(false));
@@ -915,10 +847,7 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
         "RssAnon peak {} MiB, more than remote_cache + 64 MiB",
         peak >> 20
     );
-    assert!(
-        m.child.try_wait().expect("wait").is_none(),
-        "the daemon is up"
-    );
+    assert!(m.running(), "the daemon is up");
 }
 
 // Verify while streaming (`docs/integrity.md`): a tensor read from its start is served as its
@@ -927,15 +856,7 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
 
 /// GETs and bytes fetched, from the line the daemon logs at unmount; unmounts `m`.
 fn fetched(mut m: Daemon) -> (u64, u64) {
-    let _ = Command::new("fusermount3").arg("-u").arg(m.path()).status();
-    let t0 = Instant::now();
-    while m.child.try_wait().expect("wait").is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "the daemon did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert_eq!(m.unmount(), Some(0), "the daemon's exit: {}", m.log_text());
     let text = m.log_text();
     let line = text
         .lines()

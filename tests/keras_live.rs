@@ -31,40 +31,10 @@ fn keras_dir() -> PathBuf {
     common::fixtures().join("keras")
 }
 
-fn names(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .expect("readdir")
-        .map(|e| e.expect("dirent").file_name().to_string_lossy().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
 fn latest(mnt: &Path) -> String {
     std::fs::read_link(mnt.join("latest"))
         .map(|p| p.to_string_lossy().to_string())
         .unwrap_or_default()
-}
-
-/// Polls `f` until it holds; fails after `WITHIN`.
-fn within(what: &str, mut f: impl FnMut() -> bool) -> Duration {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return t0.elapsed();
-        }
-        assert!(t0.elapsed() < WITHIN, "not within {WITHIN:?}: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `f` holds for all of `d`.
-fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < d {
-        assert!(f(), "changed: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// `{dataset key: sha256}` of a checkpoint as `expected/*.json` records it (datasets with a
@@ -136,7 +106,7 @@ fn half_written_keras_files_appear_only_once_complete() {
     .expect("copy");
     let m = Mount::start(dir, &[]);
     let mnt = m.path();
-    assert_eq!(names(&mnt), ["ckpt-01.weights.h5", "latest"]);
+    assert_eq!(common::dir_names(&mnt), ["ckpt-01.weights.h5", "latest"]);
     assert_eq!(latest(&mnt), "ckpt-01.weights.h5");
 
     // A copy in progress: the first half, the file closed (inotify's close-write fires).
@@ -144,8 +114,9 @@ fn half_written_keras_files_appear_only_once_complete() {
     let half = bytes.len() / 2;
     let target = dir.join("ckpt-02.weights.h5");
     std::fs::write(&target, &bytes[..half]).expect("first half");
-    stays(NOT_YET, "half of ckpt-02 is not shown", || {
-        names(&mnt) == ["ckpt-01.weights.h5", "latest"] && latest(&mnt) == "ckpt-01.weights.h5"
+    common::stays(NOT_YET, "half of ckpt-02 is not shown", || {
+        common::dir_names(&mnt) == ["ckpt-01.weights.h5", "latest"]
+            && latest(&mnt) == "ckpt-01.weights.h5"
     });
     let f = std::fs::OpenOptions::new()
         .append(true)
@@ -153,10 +124,14 @@ fn half_written_keras_files_appear_only_once_complete() {
         .expect("reopen");
     (&f).write_all(&bytes[half..]).expect("second half");
     drop(f);
-    let took = within("ckpt-02 appears once complete, latest moves to it", || {
-        names(&mnt).contains(&"ckpt-02.weights.h5".to_string())
-            && latest(&mnt) == "ckpt-02.weights.h5"
-    });
+    let took = common::within(
+        WITHIN,
+        "ckpt-02 appears once complete, latest moves to it",
+        || {
+            common::dir_names(&mnt).contains(&"ckpt-02.weights.h5".to_string())
+                && latest(&mnt) == "ckpt-02.weights.h5"
+        },
+    );
     eprintln!("ckpt-02 shown {took:?} after its last byte");
     check_values(
         &mnt,
@@ -175,8 +150,8 @@ fn half_written_keras_files_appear_only_once_complete() {
     provisional[40..48].copy_from_slice(&0x800u64.to_le_bytes());
     let target = dir.join("ckpt-03.weights.h5");
     std::fs::write(&target, &provisional).expect("write");
-    stays(NOT_YET, "ckpt-03 with a provisional superblock", || {
-        !names(&mnt).contains(&"ckpt-03.weights.h5".to_string())
+    common::stays(NOT_YET, "ckpt-03 with a provisional superblock", || {
+        !common::dir_names(&mnt).contains(&"ckpt-03.weights.h5".to_string())
             && latest(&mnt) == "ckpt-02.weights.h5"
     });
     let f = std::fs::OpenOptions::new()
@@ -185,10 +160,14 @@ fn half_written_keras_files_appear_only_once_complete() {
         .expect("reopen");
     f.write_all_at(&bytes[..96], 0).expect("superblock");
     drop(f);
-    within("ckpt-03 appears once its superblock is final", || {
-        names(&mnt).contains(&"ckpt-03.weights.h5".to_string())
-            && latest(&mnt) == "ckpt-03.weights.h5"
-    });
+    common::within(
+        WITHIN,
+        "ckpt-03 appears once its superblock is final",
+        || {
+            common::dir_names(&mnt).contains(&"ckpt-03.weights.h5".to_string())
+                && latest(&mnt) == "ckpt-03.weights.h5"
+        },
+    );
     check_values(
         &mnt,
         "ckpt-03.weights.h5",
@@ -215,7 +194,10 @@ fn a_directory_mixing_v2_and_keras_checkpoints_shows_both() {
     );
     let m = Mount::start(&dir, &[]);
     let mnt = m.path();
-    assert_eq!(names(&mnt), ["ckpt-01.weights.h5", "ckpt-1", "latest"]);
+    assert_eq!(
+        common::dir_names(&mnt),
+        ["ckpt-01.weights.h5", "ckpt-1", "latest"]
+    );
     assert_eq!(latest(&mnt), "ckpt-01.weights.h5");
     assert_eq!(
         std::fs::read(mnt.join("ckpt-1/variables/v.bin")).expect("v2 tensor"),
@@ -228,8 +210,8 @@ fn a_directory_mixing_v2_and_keras_checkpoints_shows_both() {
     );
     // A new V2 checkpoint appears; latest stays on the Keras file.
     write_v2(&staging, &dir, "ckpt-2", &[5.0, 6.0, 7.0, 8.0]);
-    within("ckpt-2 appears", || {
-        names(&mnt) == ["ckpt-01.weights.h5", "ckpt-1", "ckpt-2", "latest"]
+    common::within(WITHIN, "ckpt-2 appears", || {
+        common::dir_names(&mnt) == ["ckpt-01.weights.h5", "ckpt-1", "ckpt-2", "latest"]
     });
     assert_eq!(latest(&mnt), "ckpt-01.weights.h5");
     assert_eq!(
@@ -242,8 +224,8 @@ fn a_directory_mixing_v2_and_keras_checkpoints_shows_both() {
         &dir,
         "ckpt-02.weights.h5",
     );
-    within("ckpt-02.weights.h5 appears and is latest", || {
-        names(&mnt).contains(&"ckpt-02.weights.h5".to_string())
+    common::within(WITHIN, "ckpt-02.weights.h5 appears and is latest", || {
+        common::dir_names(&mnt).contains(&"ckpt-02.weights.h5".to_string())
             && latest(&mnt) == "ckpt-02.weights.h5"
     });
     check_values(
@@ -324,7 +306,7 @@ fn keras_model_checkpoint_epochs_appear_while_training() {
     assert_eq!(first.name, "ckpt-01.weights.h5");
     let m = Mount::start(dir, &[]);
     let mnt = m.path();
-    assert_eq!(names(&mnt), ["ckpt-01.weights.h5", "latest"]);
+    assert_eq!(common::dir_names(&mnt), ["ckpt-01.weights.h5", "latest"]);
     assert_eq!(latest(&mnt), "ckpt-01.weights.h5");
     check_values(&mnt, &first.name, &first.hashes);
     writeln!(stdin, "go").expect("go");
@@ -345,7 +327,7 @@ fn keras_model_checkpoint_epochs_appear_while_training() {
         while let Ok((at, line)) = rx.try_recv() {
             saved.push(parse_saved(at, &line));
         }
-        let listing = names(&mnt);
+        let listing = common::dir_names(&mnt);
         let l = latest(&mnt);
         assert!(
             listing.contains(&l),
@@ -389,11 +371,11 @@ fn keras_model_checkpoint_epochs_appear_while_training() {
         );
     }
     let last = format!("ckpt-{EPOCHS:02}.weights.h5");
-    within("latest is the last epoch", || latest(&mnt) == last);
+    common::within(WITHIN, "latest is the last epoch", || latest(&mnt) == last);
     let mut want: Vec<String> = (1..=EPOCHS)
         .map(|e| format!("ckpt-{e:02}.weights.h5"))
         .collect();
     want.push("latest".into());
-    assert_eq!(names(&mnt), want);
+    assert_eq!(common::dir_names(&mnt), want);
     check_values(&mnt, "latest", &saved[EPOCHS - 1].hashes);
 }

@@ -22,36 +22,6 @@ use tfmount::writer::CheckpointWriter;
 /// How soon a change must show (the README's promise).
 const WITHIN: Duration = Duration::from_secs(2);
 
-fn names(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .expect("readdir")
-        .map(|e| e.expect("dirent").file_name().to_string_lossy().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
-/// Polls `f` until it holds or `WITHIN` has passed; returns how long it took.
-fn within(what: &str, mut f: impl FnMut() -> bool) -> Duration {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return t0.elapsed();
-        }
-        assert!(t0.elapsed() < WITHIN, "not within {WITHIN:?}: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Holds for `d`: the mount does not change.
-fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while t0.elapsed() < d {
-        assert!(f(), "changed: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -127,7 +97,7 @@ fn tf_saves_while_mounted(mode: &str, key_path: &str) {
     assert_eq!(line.trim(), "ready", "live_writer.py: {line}");
     let m = Mount::start(dir, &[]);
     let mnt = m.path();
-    let first = names(&mnt);
+    let first = common::dir_names(&mnt);
     assert_eq!(first.len(), 3, "two checkpoints and latest: {first:?}");
     let mut shown = first;
     for _ in 0..3 {
@@ -139,12 +109,14 @@ fn tf_saves_while_mounted(mode: &str, key_path: &str) {
         assert_eq!(f.first(), Some(&"saved"), "{line}");
         let name = f[1].to_string();
         let vals: Vec<f32> = f[2..].iter().map(|v| v.parse().expect("value")).collect();
-        let took = within(&format!("{name} appears and latest moves to it"), || {
-            names(&mnt).contains(&name) && latest(&mnt) == name
-        });
+        let took = common::within(
+            WITHIN,
+            &format!("{name} appears and latest moves to it"),
+            || common::dir_names(&mnt).contains(&name) && latest(&mnt) == name,
+        );
         eprintln!("{mode}: {name} shown after {took:?}");
         // max_to_keep=2: the one before the previous is gone.
-        let listing = names(&mnt);
+        let listing = common::dir_names(&mnt);
         assert_eq!(listing.len(), 3, "{listing:?}");
         assert!(listing.contains(&"latest".to_string()), "{listing:?}");
         assert_ne!(listing, shown, "the listing changed");
@@ -199,30 +171,30 @@ fn half_written_and_deleted_state_files_keep_the_last_complete_state() {
     write_state(dir, &["ckpt-1"]);
     let m = Mount::start(dir, &[]);
     let mnt = m.path();
-    assert_eq!(names(&mnt), ["ckpt-1", "latest"]);
+    assert_eq!(common::dir_names(&mnt), ["ckpt-1", "latest"]);
     // Two halves, the file closed in between (the worst case for a reader).
     let text = state(&["ckpt-1", "ckpt-2"]);
     let half = text.len() / 2;
     std::fs::write(dir.join("checkpoint"), &text[..half]).expect("half");
-    stays(
+    common::stays(
         Duration::from_millis(1500),
         "a half-written state file",
-        || names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1",
+        || common::dir_names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1",
     );
     std::fs::write(dir.join("checkpoint"), &text).expect("whole");
-    within("the complete state applies", || {
-        names(&mnt) == ["ckpt-1", "ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    common::within(WITHIN, "the complete state applies", || {
+        common::dir_names(&mnt) == ["ckpt-1", "ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
     });
     // Deleted: the mount keeps what it shows.
     std::fs::remove_file(dir.join("checkpoint")).expect("rm");
-    stays(
+    common::stays(
         Duration::from_millis(1500),
         "the state file deleted",
-        || names(&mnt) == ["ckpt-1", "ckpt-2", "latest"],
+        || common::dir_names(&mnt) == ["ckpt-1", "ckpt-2", "latest"],
     );
     write_state(dir, &["ckpt-2"]);
-    within("written again", || {
-        names(&mnt) == ["ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    common::within(WITHIN, "written again", || {
+        common::dir_names(&mnt) == ["ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
     });
     assert_eq!(
         std::fs::read(mnt.join("ckpt-2/variables/v.bin")).expect("read"),
@@ -246,18 +218,18 @@ fn data_shard_appearing_after_the_index() {
     write_ckpt(&staging, "ckpt-2", &[7.0, 8.0, 9.0, 10.0]);
     std::fs::copy(staging.join("ckpt-2.index"), dir.join("ckpt-2.index")).expect("index");
     write_state(&dir, &["ckpt-1", "ckpt-2"]);
-    stays(
+    common::stays(
         Duration::from_millis(1200),
         "ckpt-2 without its data",
-        || !names(&mnt).contains(&"ckpt-2".to_string()),
+        || !common::dir_names(&mnt).contains(&"ckpt-2".to_string()),
     );
     std::fs::copy(
         staging.join("ckpt-2.data-00000-of-00001"),
         dir.join("ckpt-2.data-00000-of-00001"),
     )
     .expect("data");
-    within("ckpt-2 appears with its data", || {
-        names(&mnt).contains(&"ckpt-2".to_string())
+    common::within(WITHIN, "ckpt-2 appears with its data", || {
+        common::dir_names(&mnt).contains(&"ckpt-2".to_string())
     });
     assert_eq!(
         std::fs::read(mnt.join("ckpt-2/variables/v.bin")).expect("read"),
@@ -279,8 +251,8 @@ fn files_open_on_a_pruned_checkpoint_keep_reading() {
     write_ckpt(dir, "ckpt-2", &[2.0; 4]);
     write_state(dir, &["ckpt-2"]);
     prune(dir, "ckpt-1");
-    within("ckpt-1 leaves the listing", || {
-        names(&mnt) == ["ckpt-2", "latest"]
+    common::within(WITHIN, "ckpt-1 leaves the listing", || {
+        common::dir_names(&mnt) == ["ckpt-2", "latest"]
     });
     assert!(
         std::fs::metadata(mnt.join("ckpt-1")).is_err(),
@@ -339,15 +311,15 @@ fn hundred_saves_in_quick_succession() {
         }
         // Every tenth save is read through the mount as soon as it shows.
         if i % 10 == 0 {
-            within(&format!("{name} shows"), || latest(&mnt) == name);
+            common::within(WITHIN, &format!("{name} shows"), || latest(&mnt) == name);
             assert_eq!(
                 std::fs::read(mnt.join(&name).join("variables/v.bin")).expect("read"),
                 f32_bytes(&[i as f32; 4])
             );
         }
     }
-    within("the last state applies", || {
-        names(&mnt) == ["ckpt-100", "ckpt-99", "latest"]
+    common::within(WITHIN, "the last state applies", || {
+        common::dir_names(&mnt) == ["ckpt-100", "ckpt-99", "latest"]
     });
     // Let the kernel forget the pruned checkpoints' inodes (dropping caches forgets them).
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "2");
@@ -377,8 +349,8 @@ fn nolive_is_a_snapshot() {
     let mnt = m.path();
     write_ckpt(dir, "ckpt-2", &[2.0; 4]);
     write_state(dir, &["ckpt-2"]);
-    stays(Duration::from_millis(1500), "a nolive mount", || {
-        names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1"
+    common::stays(Duration::from_millis(1500), "a nolive mount", || {
+        common::dir_names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1"
     });
 }
 
@@ -441,7 +413,7 @@ fn ten_thousand_saves_every_one_shown() {
     }
     let saves_took = t0.elapsed();
     soon("the last state applies", || {
-        names(&mnt)
+        common::dir_names(&mnt)
             == [
                 format!("ckpt-{SAVES}"),
                 format!("ckpt-{}", SAVES - 1),

@@ -801,3 +801,28 @@ fn tflite_models_on_gcs_serve_what_local_ones_do() {
     .collect();
     tflite_files_serve_what_local_ones_do("gs://tfm/tflite", &env);
 }
+
+/// TF.js models over plain HTTP: by the URL of `model.json` and by the URL of its directory
+/// (which nginx answers 403 or 404 for), the shards fetched by their paths relative to it; a
+/// weight across shards, quantized weights and the graph model's nodes serve what the local
+/// mount does.
+#[test]
+fn tfjs_models_over_http_serve_what_local_ones_do() {
+    for (directives, _) in [("", 403), (NGINX_DIRS_404, 404)] {
+        let Some(nginx) = Server::nginx_with(directives) else {
+            return;
+        };
+        serve(&nginx, &["tfjs"]);
+        let base = nginx.url();
+        for (url, local) in [
+            ("tfjs/layers_sharded/model.json", "tfjs/layers_sharded"),
+            ("tfjs/graph_uint8", "tfjs/graph_uint8"),
+            ("tfjs/layers_uint16/", "tfjs/layers_uint16"),
+        ] {
+            let url = format!("{base}/{url}");
+            let r = RemoteMount::start(&url, &[]);
+            let l = Mount::start(&fixtures().join(local), &["-o", "nolive"]);
+            same_tree_but_assets(&url, &r.mp, &l.path());
+        }
+    }
+}

@@ -14,6 +14,7 @@
 //! (otherwise the superblock's and every version-2 object header's are recomputed, so mutations
 //! reach the parsers behind them); bits 1..3 pick the read size.
 
+use tfmount::format::hdf5::metadata_checksum;
 use tfmount::fs::{Fs, Options};
 
 use super::{scratch_dir, walk_fs, MAX_FILE_BYTES};
@@ -129,7 +130,7 @@ pub fn fix_hdf5_checksums(b: &mut [u8]) {
             // signature, version, sizes, flags, four addresses, then the checksum.
             let end = i + 12 + 4 * o as usize;
             if (1..=8).contains(&o) && end + 4 <= b.len() {
-                let sum = lookup3(&b[i..end]);
+                let sum = metadata_checksum(&b[i..end]);
                 b[end..end + 4].copy_from_slice(&sum.to_le_bytes());
             }
         }
@@ -165,80 +166,13 @@ pub fn fix_hdf5_checksums(b: &mut [u8]) {
         else {
             continue;
         };
-        let sum = lookup3(&b[start..end]);
+        let sum = metadata_checksum(&b[start..end]);
         b[end..end + 4].copy_from_slice(&sum.to_le_bytes());
     }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Bob Jenkins' lookup3 `hashlittle` with an initial value of 0: HDF5's metadata checksum.
-pub fn lookup3(k: &[u8]) -> u32 {
-    fn mix(a: &mut u32, b: &mut u32, c: &mut u32) {
-        *a = a.wrapping_sub(*c);
-        *a ^= c.rotate_left(4);
-        *c = c.wrapping_add(*b);
-        *b = b.wrapping_sub(*a);
-        *b ^= a.rotate_left(6);
-        *a = a.wrapping_add(*c);
-        *c = c.wrapping_sub(*b);
-        *c ^= b.rotate_left(8);
-        *b = b.wrapping_add(*a);
-        *a = a.wrapping_sub(*c);
-        *a ^= c.rotate_left(16);
-        *c = c.wrapping_add(*b);
-        *b = b.wrapping_sub(*a);
-        *b ^= a.rotate_left(19);
-        *a = a.wrapping_add(*c);
-        *c = c.wrapping_sub(*b);
-        *c ^= b.rotate_left(4);
-        *b = b.wrapping_add(*a);
-    }
-    fn last(a: &mut u32, b: &mut u32, c: &mut u32) {
-        *c ^= *b;
-        *c = c.wrapping_sub(b.rotate_left(14));
-        *a ^= *c;
-        *a = a.wrapping_sub(c.rotate_left(11));
-        *b ^= *a;
-        *b = b.wrapping_sub(a.rotate_left(25));
-        *c ^= *b;
-        *c = c.wrapping_sub(b.rotate_left(16));
-        *a ^= *c;
-        *a = a.wrapping_sub(c.rotate_left(4));
-        *b ^= *a;
-        *b = b.wrapping_sub(a.rotate_left(14));
-        *c ^= *b;
-        *c = c.wrapping_sub(b.rotate_left(24));
-    }
-    let word = |s: &[u8]| {
-        s.iter()
-            .enumerate()
-            .fold(0u32, |w, (i, &x)| w.wrapping_add(u32::from(x) << (8 * i)))
-    };
-    let init = 0xdead_beef_u32.wrapping_add(k.len() as u32);
-    let (mut a, mut b, mut c) = (init, init, init);
-    let mut k = k;
-    while k.len() > 12 {
-        a = a.wrapping_add(word(&k[0..4]));
-        b = b.wrapping_add(word(&k[4..8]));
-        c = c.wrapping_add(word(&k[8..12]));
-        mix(&mut a, &mut b, &mut c);
-        k = &k[12..];
-    }
-    if k.is_empty() {
-        return c;
-    }
-    a = a.wrapping_add(word(&k[..k.len().min(4)]));
-    if k.len() > 4 {
-        b = b.wrapping_add(word(&k[4..k.len().min(8)]));
-    }
-    if k.len() > 8 {
-        c = c.wrapping_add(word(&k[8..]));
-    }
-    last(&mut a, &mut b, &mut c);
-    c
 }
 
 /// Seeds: every Keras fixture, checksums as they are recomputed (no change on a sound file).

@@ -2,11 +2,12 @@
 //! one must return normally for every input; a panic (including a failed invariant check
 //! below), an abort, a hang or an oversized allocation is a bug in tfmount.
 //!
-//! This file is shared by three users, so a target is written once:
+//! This file is shared by its users, so a target is written once:
 //! - the libFuzzer targets `fuzz/fuzz_targets/*.rs` (`cargo fuzz run TARGET`);
 //! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays), which
 //!   includes it with `#[path]`;
-//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way.
+//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way, and
+//!   `tests/keras_hostile.rs` (for the HDF5 checksum repair).
 //!
 //! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`. It includes
 //! the tests' tree walker (`tests/common/walk.rs`) the same way, and repairs table checksums
@@ -42,6 +43,7 @@ mod walk;
 use walk::assert_same;
 
 pub mod keras;
+pub mod tfjs;
 pub mod tflite;
 pub mod v1;
 
@@ -58,6 +60,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("graph", graph),
     ("v1", v1::v1),
     ("keras", keras::keras),
+    ("tfjs", tfjs::tfjs),
     ("tflite", tflite::tflite),
 ];
 
@@ -813,6 +816,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     }
     out.extend(v1::seeds(fixtures)?);
     out.extend(keras::seeds(fixtures)?);
+    out.extend(tfjs::seeds(fixtures)?);
     out.extend(tflite::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((

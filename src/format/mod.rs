@@ -13,6 +13,7 @@ pub mod slice_key;
 pub mod strings;
 pub mod table;
 pub mod tensor_proto;
+pub mod tfjs;
 pub mod tflite;
 pub mod v1;
 pub mod varint;

@@ -207,15 +207,25 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     if let Some(b) = formats::v1::session_bundle(store, path) {
         return Ok(Probed::Checkpoint(b));
     }
-    let checkpoints = state::checkpoint_files(store, path)?;
-    if !checkpoints.is_empty() {
-        let latest = state::newest_file(store, &checkpoints);
-        return Ok(Probed::CheckpointDir {
-            dir: path.to_path_buf(),
-            checkpoints,
-            latest,
-        });
+    let listed = match state::checkpoint_files(store, path) {
+        Ok(checkpoints) if !checkpoints.is_empty() => {
+            let latest = state::newest_file(store, &checkpoints);
+            return Ok(Probed::CheckpointDir {
+                dir: path.to_path_buf(),
+                checkpoints,
+                latest,
+            });
+        }
+        other => other.map(|_| ()),
+    };
+    // A directory that is one checkpoint by a file inside it (a TF.js model's `model.json`),
+    // also where the store cannot list it (plain HTTP).
+    if let Some(c) =
+        formats::detect(store, path).filter(|d| d.path.starts_with(path) && d.path != path)
+    {
+        return Ok(Probed::Checkpoint(c));
     }
+    listed?;
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),
     })

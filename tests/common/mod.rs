@@ -58,6 +58,11 @@ impl Mount {
     }
 
     pub fn start(source: &Path, extra: &[&str]) -> Mount {
+        Mount::start_env(source, extra, &[])
+    }
+
+    /// As [`Mount::start`], with more environment variables for the daemon.
+    pub fn start_env(source: &Path, extra: &[&str], env: &[(String, String)]) -> Mount {
         let dir = tempfile::tempdir().expect("tempdir");
         let mp = dir.path().join("mnt");
         std::fs::create_dir(&mp).expect("mkdir");
@@ -67,6 +72,7 @@ impl Mount {
             .args(extra)
             .arg(source)
             .arg(&mp)
+            .envs(env.iter().cloned())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -82,13 +88,15 @@ impl Mount {
         while !is_mounted(&mp) {
             if let Some(status) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!(
-                    "tfmount exited with {status} before mounting: {}",
+                    "tfmount {} exited with {status} before mounting: {}",
+                    source.display(),
                     m.log_text()
                 );
             }
             assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "mount did not become ready"
+                t0.elapsed() < Duration::from_secs(30),
+                "{}: mount did not become ready",
+                source.display()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -103,11 +111,23 @@ impl Mount {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
+    /// Whether the daemon is still running.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
     /// Unmounts and waits for the daemon; returns its exit status code.
     pub fn unmount(&mut self) -> Option<i32> {
         let mp = self.path();
         if is_mounted(&mp) {
-            let _ = Command::new("fusermount3").arg("-u").arg(&mp).status();
+            // Quiet: a reader still holding a file makes it busy; Drop then detaches it (-z).
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&mp)
+                .stderr(Stdio::null())
+                .status();
         }
         let child = self.child.take()?;
         wait_with_timeout(child, Duration::from_secs(10))
@@ -137,6 +157,7 @@ impl Drop for Mount {
             let _ = Command::new("fusermount3")
                 .args(["-u", "-z"])
                 .arg(&mp)
+                .stderr(Stdio::null())
                 .status();
         }
     }
@@ -259,5 +280,36 @@ impl Rng {
 
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The names in directory `p`, sorted.
+pub fn dir_names(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .expect("readdir")
+        .map(|e| e.expect("dirent").file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls `f` until it holds; fails after `limit`. Returns how long it took.
+pub fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `f` holds for all of `d` (polled every 50 ms).
+pub fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        assert!(f(), "changed: {what}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -6,6 +6,7 @@
 //! these two interfaces. A new format is one module here and one line in the table.
 
 pub mod keras;
+pub mod tfjs;
 pub mod tflite;
 pub mod v1;
 pub mod v2;
@@ -21,7 +22,13 @@ use super::tensors::TensorSet;
 use crate::error::SourceError;
 
 /// Every checkpoint format, in the order they are tried on a path.
-pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1, &keras::Keras, &tflite::Tflite];
+pub static FORMATS: &[&dyn Format] = &[
+    &v2::V2,
+    &v1::V1,
+    &keras::Keras,
+    &tfjs::Tfjs,
+    &tflite::Tflite,
+];
 
 /// A checkpoint format.
 pub trait Format: Send + Sync {

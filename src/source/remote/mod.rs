@@ -5,11 +5,12 @@
 //! - [`config`]: options (`remote_timeout`, `remote_cache`, anonymous) and the client built from
 //!   the standard environment (AWS and Google variables, `~/.aws` profiles, gcloud files).
 //! - [`store::RemoteStore`]: a [`Store`](super::bytes::Store): probe, list, open (one HEAD).
-//! - [`file::RemoteFile`]: a [`ByteSource`](super::bytes::ByteSource): every GET carries
-//!   `If-Match` with the ETag seen at open; `read_exact_at` reads whole MiB blocks through a
-//!   small shared cache.
+//! - [`read`]: the read primitives: an [`Object`](read::Object) as opened (every GET carries
+//!   `If-Match` with the ETag seen at open), the one GET function, random reads of whole MiB
+//!   blocks through a small shared cache.
 //! - [`prefetch::Reader`]: one per opened tensor, read-ahead for sequential reads, one window
-//!   per sequential reader (stream).
+//!   per sequential reader (stream); built on [`read`].
+//! - [`file::RemoteFile`]: a [`ByteSource`](super::bytes::ByteSource) over both.
 //! - [`budget`]: the one memory budget every fetched byte is reserved from.
 //!
 //! Everything is bounded: every operation fails within `remote_timeout` (retries included),
@@ -20,8 +21,8 @@ pub mod budget;
 pub(crate) mod cause;
 pub mod config;
 pub mod file;
-pub mod parts;
 pub mod prefetch;
+pub mod read;
 pub mod runtime;
 pub mod stats;
 pub mod store;

@@ -10,7 +10,7 @@
 //!   each time the reader catches up with half of it, up to [`MAX_WINDOW`] (64 MiB), in parts
 //!   of at most [`MAX_PART`] (8 MiB), all in flight at once; never past the end of the range;
 //! - any other read is random: whole MiB blocks around it through the store's block cache
-//!   ([`super::parts`]), no read-ahead, and the window starts over.
+//!   ([`super::read`]), no read-ahead, and the window starts over.
 //!
 //! Each sequential reader of the range has its own stream (window and parts, see [`Reader`]):
 //! two readers of one tensor do not reset each other's window.
@@ -30,8 +30,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::budget::Reservation;
-use super::file::{Pending, RemoteFile};
-use super::parts::copy_overlap;
+use super::read::{copy_overlap, Handle, Pending};
 use super::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
@@ -145,7 +144,7 @@ impl Stream {
 /// [`MAX_STREAMS`], the least recently used dropped first (those that fetched nothing before
 /// those that did).
 pub struct Reader {
-    file: Arc<RemoteFile>,
+    h: Arc<Handle>,
     range: Range<u64>,
     whole: Mutex<Option<Whole>>,
     /// Most recently used last.
@@ -158,21 +157,21 @@ pub const MAX_STREAMS: usize = 4;
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
-            .field("url", &self.file.url())
+            .field("url", &self.h.obj.url)
             .field("range", &self.range)
             .finish()
     }
 }
 
 impl Reader {
-    pub(crate) fn new(file: Arc<RemoteFile>, range: Range<u64>) -> Reader {
-        let size = file.size();
+    pub(crate) fn new(h: Arc<Handle>, range: Range<u64>) -> Reader {
+        let size = h.obj.size;
         let end = range.end.min(size);
         let range = range.start.min(end)..end;
         Reader {
             whole: Mutex::new(None),
             streams: Mutex::new(Vec::new()),
-            file,
+            h,
             range,
         }
     }
@@ -222,7 +221,7 @@ impl Reader {
 
     /// Up to `len` bytes at `offset` of the object (fewer only at its end), like `pread`.
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, RemoteError> {
-        let avail = self.file.size().saturating_sub(offset);
+        let avail = self.h.obj.size.saturating_sub(offset);
         let n = usize::try_from(avail).map_or(len, |a| a.min(len));
         let mut buf = vec![0u8; n];
         self.read_into(&mut buf, offset)?;
@@ -231,13 +230,13 @@ impl Reader {
 
     /// Fills `buf` from `offset` of the object; fails within `remote_timeout`.
     pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), RemoteError> {
-        let obj = &self.file.obj;
+        let obj = &self.h.obj;
         obj.check()?;
         obj.check_range(offset, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());
         }
-        let ctx = &self.file.ctx;
+        let ctx = &*self.h.reads;
         let deadline = Instant::now() + ctx.timeout;
         let end = offset + buf.len() as u64;
 
@@ -272,7 +271,7 @@ impl Reader {
         }
 
         let Some(stream) = self.stream_for(offset, end) else {
-            return self.file.read_blocks(buf, offset, deadline);
+            return self.h.read_blocks(buf, offset, deadline);
         };
         let started = Instant::now();
         let mut st = stream.lock();
@@ -297,8 +296,8 @@ impl Reader {
         offset: u64,
         deadline: Instant,
     ) -> Result<(), RemoteError> {
-        let ctx = &self.file.ctx;
-        let obj = &self.file.obj;
+        let ctx = &*self.h.reads;
+        let obj = &self.h.obj;
         let end = offset + buf.len() as u64;
         while st
             .parts
@@ -313,7 +312,7 @@ impl Reader {
             // Random (the stream moved on since it was picked).
             st.reset();
             st.next_seq = end;
-            return self.file.read_blocks(buf, offset, deadline);
+            return self.h.read_blocks(buf, offset, deadline);
         }
         if !in_parts {
             // Sequential, nothing scheduled here yet: start from this read.
@@ -371,8 +370,8 @@ impl Reader {
         consumed_end: u64,
         deadline: Instant,
     ) -> Result<(), RemoteError> {
-        let ctx = &self.file.ctx;
-        let obj = &self.file.obj;
+        let ctx = &*self.h.reads;
+        let obj = &self.h.obj;
         let limit = self.range.end.max(consumed_end).min(obj.size);
         let continuing = !st.parts.is_empty();
         if continuing

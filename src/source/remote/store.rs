@@ -29,8 +29,8 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt
 use super::budget::Budget;
 use super::cause::{self, map_err};
 use super::config::{self, RemoteConfig};
-use super::file::{Io, Object, RemoteFile};
-use super::parts::{PartCache, BLOCK};
+use super::file::RemoteFile;
+use super::read::{Io, Object, PartCache, Reads, BLOCK};
 use super::runtime::Rt;
 use super::stats::{Counters, Stats};
 use super::url::{self as rurl, RemoteUrl, Scheme};
@@ -44,11 +44,8 @@ const MAX_LISTED: usize = 50_000;
 
 /// What every file of a store shares.
 pub(crate) struct Ctx {
-    pub rt: Rt,
-    pub io: Arc<Io>,
-    pub budget: Arc<Budget>,
-    pub cache: PartCache,
-    pub timeout: Duration,
+    /// What every read of the store's objects shares.
+    pub reads: Arc<Reads>,
     /// `s3://bucket/`, `https://host/`: URLs of keys are this + key.
     pub prefix: String,
     pub scheme: Scheme,
@@ -69,7 +66,7 @@ impl Ctx {
     pub fn timeout_err(&self, url: &str) -> RemoteError {
         RemoteError::Timeout {
             url: url.to_string(),
-            after: self.timeout,
+            after: self.reads.timeout,
         }
     }
 
@@ -79,10 +76,17 @@ impl Ctx {
         url: &str,
         fut: impl Future<Output = Result<T, RemoteError>> + Send,
     ) -> Result<T, RemoteError> {
-        let t = self.timeout;
-        self.rt
+        let t = self.reads.timeout;
+        self.reads
+            .rt
             .block_on(async move { tokio::time::timeout(t, fut).await })
             .unwrap_or_else(|_| Err(self.timeout_err(url)))
+    }
+
+    /// An opened object as a file of the store.
+    pub fn file(&self, obj: Object) -> RemoteFile {
+        let meta = self.file_meta(Some(obj.last_modified));
+        RemoteFile::new(Arc::clone(&self.reads), obj, meta)
     }
 
     /// Owner and mode shown for remote files and directories: the daemon's user, read-only.
@@ -238,15 +242,17 @@ impl RemoteStore {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(RemoteStore {
             ctx: Arc::new(Ctx {
-                rt,
-                io: Arc::new(Io {
-                    store,
-                    counters: Arc::new(Counters::default()),
+                reads: Arc::new(Reads {
+                    rt,
+                    io: Arc::new(Io {
+                        store,
+                        counters: Arc::new(Counters::default()),
+                        timeout: cfg.timeout,
+                    }),
+                    budget: Budget::new(cfg.cache_bytes),
+                    cache: PartCache::new(cfg.cache_bytes / 4),
                     timeout: cfg.timeout,
                 }),
-                budget: Budget::new(cfg.cache_bytes),
-                cache: PartCache::new(cfg.cache_bytes / 4),
-                timeout: cfg.timeout,
                 prefix,
                 scheme,
                 credentials,
@@ -284,25 +290,25 @@ impl RemoteStore {
 
     /// Requests made and bytes fetched so far, and the budget in use.
     pub fn stats(&self) -> Stats {
-        let (gets, heads, lists, bytes) = self.ctx.io.counters.snapshot();
+        let (gets, heads, lists, bytes) = self.ctx.reads.io.counters.snapshot();
         Stats {
             gets,
             heads,
             lists,
             bytes_fetched: bytes,
-            budget_used: self.ctx.budget.used(),
-            budget_peak: self.ctx.budget.peak(),
+            budget_used: self.ctx.reads.budget.used(),
+            budget_peak: self.ctx.reads.budget.peak(),
         }
     }
 
     /// Bytes held by the block cache now.
     pub fn cached_bytes(&self) -> u64 {
-        self.ctx.cache.bytes()
+        self.ctx.reads.cache.bytes()
     }
 
     /// The underlying `object_store` client (tests, benchmarks: uploads).
     pub fn object_store(&self) -> Arc<dyn ObjectStore> {
-        Arc::clone(&self.ctx.io.store)
+        Arc::clone(&self.ctx.reads.io.store)
     }
 
     fn new_object(&self, meta: &object_store::ObjectMeta) -> Object {
@@ -316,7 +322,7 @@ impl RemoteStore {
             return Ok(None);
         }
         let url = self.ctx.url(key);
-        let io = &self.ctx.io;
+        let io = &self.ctx.reads.io;
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             match io.store.head(key).await {
@@ -325,7 +331,7 @@ impl RemoteStore {
                     Ok(Some(m))
                 }
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(map_err(&url, self.ctx.timeout, e)),
+                Err(e) => Err(map_err(&url, self.ctx.reads.timeout, e)),
             }
         })
     }
@@ -339,7 +345,7 @@ impl RemoteStore {
                 what: "plain HTTP cannot list directories (give the checkpoint prefix, or a SavedModel directory)".into(),
             });
         }
-        let io = &self.ctx.io;
+        let io = &self.ctx.reads.io;
         let name_of = |p: &Key| -> Option<String> {
             let rest = p.prefix_match(dir)?;
             let parts: Vec<_> = rest.collect();
@@ -369,7 +375,7 @@ impl RemoteStore {
                         lister
                             .list_paginated(prefix.as_deref(), opts)
                             .await
-                            .map_err(|e| map_err(&url, self.ctx.timeout, e))
+                            .map_err(|e| map_err(&url, self.ctx.reads.timeout, e))
                     })?;
                     for p in &page.result.common_prefixes {
                         out.extend(name_of(p).map(|n| (n, true)));
@@ -394,7 +400,7 @@ impl RemoteStore {
                     io.store
                         .list_with_delimiter(Some(dir))
                         .await
-                        .map_err(|e| map_err(&url, self.ctx.timeout, e))
+                        .map_err(|e| map_err(&url, self.ctx.reads.timeout, e))
                 })?;
                 out.extend(
                     r.common_prefixes
@@ -429,8 +435,8 @@ impl RemoteStore {
             u.push('/');
         }
         let url = format!("{}/", self.ctx.url(key));
-        let io = &self.ctx.io;
-        let timeout = self.ctx.timeout;
+        let io = &self.ctx.reads.io;
+        let timeout = self.ctx.reads.timeout;
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             let r = probe
@@ -594,10 +600,7 @@ impl RemoteStore {
             None => self.head(&key)?,
         };
         match meta {
-            Some(meta) => Ok(Arc::new(RemoteFile::new(
-                Arc::clone(&self.ctx),
-                self.new_object(&meta),
-            ))),
+            Some(meta) => Ok(Arc::new(self.ctx.file(self.new_object(&meta)))),
             None => Err(RemoteError::NotFound {
                 url: self.ctx.url(&key),
             }),
@@ -612,23 +615,25 @@ impl RemoteStore {
         let url = self.ctx.url(&key);
         let tail = tail.clamp(1, 8 * BLOCK);
         let ctx = &self.ctx;
-        let deadline = std::time::Instant::now() + ctx.timeout;
+        let deadline = std::time::Instant::now() + ctx.reads.timeout;
         let res = ctx
+            .reads
             .budget
             .reserve(tail, deadline)
             .ok_or_else(|| ctx.timeout_err(&url))?;
         let (meta, start, data) = ctx.run(&url, async {
-            Counters::add(&ctx.io.counters.gets, 1);
+            Counters::add(&ctx.reads.io.counters.gets, 1);
             let opts = GetOptions {
                 range: Some(GetRange::Suffix(tail)),
                 ..Default::default()
             };
             let r = ctx
+                .reads
                 .io
                 .store
                 .get_opts(&key, opts)
                 .await
-                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
+                .map_err(|e| map_err(&url, self.ctx.reads.timeout, e))?;
             let (meta, range) = (r.meta.clone(), r.range.clone());
             let want = range.end.saturating_sub(range.start);
             if want > tail || range.end != meta.size {
@@ -640,7 +645,7 @@ impl RemoteStore {
                     ),
                 });
             }
-            let data = collect(&ctx.io, &url, r.into_stream(), want).await?;
+            let data = collect(&ctx.reads.io, &url, r.into_stream(), want).await?;
             Ok((meta, range.start, data))
         })?;
         self.saw_object(&key);
@@ -652,11 +657,13 @@ impl RemoteStore {
             let block = at / BLOCK;
             let n = ((block + 1) * BLOCK - at).min(rest.len() as u64) as usize;
             let piece = rest.split_to(n);
-            ctx.cache.insert(&ctx.budget, obj.id, block, at, piece);
+            ctx.reads
+                .cache
+                .insert(&ctx.reads.budget, obj.id, block, at, piece);
             at += n as u64;
         }
         drop(res);
-        Ok(Arc::new(RemoteFile::new(Arc::clone(ctx), obj)))
+        Ok(Arc::new(ctx.file(obj)))
     }
 
     /// A whole object of at most `max` bytes in one GET (no HEAD). Larger objects are refused
@@ -666,13 +673,14 @@ impl RemoteStore {
         let url = self.ctx.url(&key);
         let ctx = &self.ctx;
         ctx.run(&url, async {
-            Counters::add(&ctx.io.counters.gets, 1);
+            Counters::add(&ctx.reads.io.counters.gets, 1);
             let r = ctx
+                .reads
                 .io
                 .store
                 .get_opts(&key, GetOptions::default())
                 .await
-                .map_err(|e| map_err(&url, self.ctx.timeout, e))?;
+                .map_err(|e| map_err(&url, self.ctx.reads.timeout, e))?;
             if r.meta.size > max {
                 return Err(RemoteError::Unsupported {
                     url: url.clone(),
@@ -681,7 +689,7 @@ impl RemoteStore {
             }
             self.saw_object(&key);
             let size = r.meta.size;
-            Ok(collect(&ctx.io, &url, r.into_stream(), size)
+            Ok(collect(&ctx.reads.io, &url, r.into_stream(), size)
                 .await?
                 .to_vec())
         })

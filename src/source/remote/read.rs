@@ -1,0 +1,584 @@
+//! The read primitives of object storage, in one module: everything that GETs bytes of an
+//! opened object. The other read modules build on it, one way: [`super::prefetch`] (read-ahead
+//! for sequential readers) uses it, [`super::file`] (the [`ByteSource`](crate::source::bytes::ByteSource))
+//! uses both, [`super::store`] opens objects into them.
+//!
+//! - [`Object`]: an object as opened (size, ETag, time). Every GET carries `If-Match` with that
+//!   ETag (or, if the store gave none, `If-Unmodified-Since`), and the answer's ETag and size are
+//!   checked too: an object rewritten, replaced or deleted after it was opened gives
+//!   [`RemoteError::Changed`], one log line, and every later read of it fails the same way;
+//!   bytes of two versions are never mixed.
+//! - [`fetch`]: the one function that GETs bytes; [`Pending`]: a GET on the store's runtime,
+//!   bounded by a deadline.
+//! - [`Reads`]: what every read of a store shares (runtime, client and counters, memory budget,
+//!   block cache, `remote_timeout`); [`Handle`]: an opened object with them.
+//! - Random reads ([`Handle::read_blocks`]): whole MiB blocks around the bytes asked for, and a
+//!   small cache of recently fetched blocks shared by all files of a store. Blocks are aligned to
+//!   MiB offsets of the object (the last one ends at its end). A read finds the blocks it needs
+//!   in the cache, fetches the missing ones (consecutive blocks in one GET of at most
+//!   [`MAX_GET`] bytes, up to [`IN_FLIGHT`] GETs at once, bytes reserved on demand from the
+//!   budget), copies what it asked for, and keeps the blocks of small reads in the cache
+//!   (`remote_cache` / 4 at most, reserved speculatively: when the budget is taken by
+//!   read-ahead, nothing is cached).
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use lru::LruCache;
+use object_store::path::Path as Key;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
+
+use super::budget::{Budget, Reservation};
+use super::cause::{map_err, status_words};
+use super::runtime::Rt;
+use super::stats::Counters;
+use super::RemoteError;
+
+/// What every read of one store shares. Owned by the store; held by every opened object.
+pub(crate) struct Reads {
+    pub rt: Rt,
+    pub io: Arc<Io>,
+    /// The one memory budget every fetched byte is reserved from.
+    pub budget: Arc<Budget>,
+    /// Recently fetched blocks of all files of the store.
+    pub cache: PartCache,
+    /// `remote_timeout`.
+    pub timeout: Duration,
+}
+
+impl Reads {
+    pub fn timeout_err(&self, url: &str) -> RemoteError {
+        RemoteError::Timeout {
+            url: url.to_string(),
+            after: self.timeout,
+        }
+    }
+}
+
+/// An opened object and what its reads share. Dropping the last handle forgets its cached
+/// blocks (they can no longer be asked for).
+pub(crate) struct Handle {
+    pub reads: Arc<Reads>,
+    pub obj: Arc<Object>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.reads.cache.forget(self.obj.id);
+    }
+}
+
+/// What requests need: the client and the counters. Held by spawned tasks (not the runtime).
+#[derive(Debug)]
+pub(crate) struct Io {
+    pub store: Arc<dyn ObjectStore>,
+    pub counters: Arc<Counters>,
+    /// `remote_timeout` (for messages).
+    pub timeout: std::time::Duration,
+}
+
+/// An object as opened.
+#[derive(Debug)]
+pub(crate) struct Object {
+    pub key: Key,
+    pub url: String,
+    pub size: u64,
+    pub etag: Option<String>,
+    pub last_modified: DateTime<Utc>,
+    pub changed: AtomicBool,
+    /// Why, as first found (said again by every later read).
+    why: std::sync::OnceLock<String>,
+    /// Unique within the store (cache keys).
+    pub id: u64,
+}
+
+impl Object {
+    pub fn new(meta: &ObjectMeta, url: String, id: u64) -> Object {
+        Object {
+            key: meta.location.clone(),
+            url,
+            size: meta.size,
+            etag: meta.e_tag.as_deref().map(quoted_etag),
+            last_modified: meta.last_modified,
+            changed: AtomicBool::new(false),
+            why: std::sync::OnceLock::new(),
+            id,
+        }
+    }
+
+    /// Marks the object changed (logged the first time) and returns the error to give.
+    pub fn mark_changed(&self, why: &str) -> RemoteError {
+        let _ = self.why.set(why.to_string());
+        if !self.changed.swap(true, Ordering::Relaxed) {
+            log::error!(
+                "{}: changed since it was opened ({why}); reads from it fail until it is mounted again",
+                self.url
+            );
+        }
+        RemoteError::Changed {
+            url: self.url.clone(),
+            why: why.to_string(),
+        }
+    }
+
+    /// Fails if the object is already known to have changed, saying why (a read-ahead may
+    /// have found it, which no reader saw fail).
+    pub fn check(&self) -> Result<(), RemoteError> {
+        if self.changed.load(Ordering::Relaxed) {
+            let why = self
+                .why
+                .get()
+                .map_or("seen by an earlier read", String::as_str);
+            return Err(RemoteError::Changed {
+                url: self.url.clone(),
+                why: why.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Fails unless `len` bytes at `offset` lie within the object.
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), RemoteError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(RemoteError::Range {
+                url: self.url.clone(),
+                offset,
+                len,
+                size: self.size,
+            }),
+        }
+    }
+
+    /// Fails (marking the object changed) if an answer describes another version.
+    fn check_meta(&self, meta: &ObjectMeta) -> Result<(), RemoteError> {
+        if let (Some(a), Some(b)) = (&self.etag, &meta.e_tag) {
+            if bare_etag(a) != bare_etag(b) {
+                return Err(self.mark_changed(&format!("ETag {a} -> {b}")));
+            }
+        }
+        if meta.size != self.size {
+            return Err(self.mark_changed(&format!("size {} -> {}", self.size, meta.size)));
+        }
+        Ok(())
+    }
+}
+
+/// An ETag as `If-Match` wants it: quoted (listings of some stores give it bare).
+fn quoted_etag(e: &str) -> String {
+    if e.starts_with('"') || e.starts_with("W/") {
+        e.to_string()
+    } else {
+        format!("\"{e}\"")
+    }
+}
+
+/// An ETag without weakness mark and quotes, for comparing.
+fn bare_etag(e: &str) -> &str {
+    let e = e.strip_prefix("W/").unwrap_or(e);
+    e.strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(e)
+}
+
+/// GETs `range` of `obj` (with `If-Match`), as pieces of `piece` bytes from `range.start` (the
+/// last may be shorter). Exactly `range.len()` bytes are accepted: a body longer or shorter
+/// than asked is an error, and no more than that is ever buffered. No timeout here: callers
+/// bound it.
+pub(crate) async fn fetch(
+    io: &Io,
+    obj: &Object,
+    range: Range<u64>,
+    piece: u64,
+) -> Result<Vec<Bytes>, RemoteError> {
+    obj.check()?;
+    let len = range.end.saturating_sub(range.start);
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    obj.check_range(range.start, len)?;
+    // A weak ETag never matches strongly: such objects are pinned by time (and the answer's
+    // ETag is compared below in both cases).
+    let strong = obj.etag.clone().filter(|e| !e.starts_with("W/"));
+    let opts = GetOptions {
+        range: Some(GetRange::Bounded(range.clone())),
+        if_unmodified_since: strong.is_none().then_some(obj.last_modified),
+        if_match: strong,
+        ..Default::default()
+    };
+    Counters::add(&io.counters.gets, 1);
+    let res = match io.store.get_opts(&obj.key, opts).await {
+        Ok(r) => r,
+        Err(object_store::Error::Precondition { .. }) => {
+            return Err(obj.mark_changed("If-Match failed: rewritten"))
+        }
+        // Said with what the store answered (a read's log line and `verify` show the kind).
+        Err(object_store::Error::NotFound { .. }) => {
+            return Err(obj.mark_changed(&format!("deleted: {}", status_words(404))))
+        }
+        Err(e) => return Err(map_err(&obj.url, io.timeout, e)),
+    };
+    obj.check_meta(&res.meta)?;
+    if res.range != range {
+        return Err(RemoteError::Request {
+            url: obj.url.clone(),
+            msg: format!("asked for bytes {range:?}, got {:?}", res.range),
+        });
+    }
+    let piece = piece.clamp(1, len);
+    let mut out = Vec::with_capacity(usize::try_from(len.div_ceil(piece)).unwrap_or(0).min(1024));
+    let mut cur = BytesMut::with_capacity(piece as usize);
+    let mut got = 0u64;
+    let mut stream = res.into_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| map_err(&obj.url, io.timeout, e))?;
+        Counters::add(&io.counters.bytes, chunk.len() as u64);
+        if got + chunk.len() as u64 > len {
+            return Err(RemoteError::Request {
+                url: obj.url.clone(),
+                msg: format!("the server sent more than the {len} bytes asked for"),
+            });
+        }
+        got += chunk.len() as u64;
+        let mut c = &chunk[..];
+        while !c.is_empty() {
+            let room = piece as usize - cur.len();
+            let (now, rest) = c.split_at(room.min(c.len()));
+            cur.extend_from_slice(now);
+            c = rest;
+            if cur.len() == piece as usize {
+                out.push(cur.split().freeze());
+                let left = len - got + c.len() as u64;
+                cur = BytesMut::with_capacity(piece.min(left) as usize);
+            }
+        }
+    }
+    if got != len {
+        return Err(RemoteError::Request {
+            url: obj.url.clone(),
+            msg: format!("the answer ended after {got} of {len} bytes"),
+        });
+    }
+    if !cur.is_empty() {
+        out.push(cur.freeze());
+    }
+    Ok(out)
+}
+
+/// A GET running on the store's runtime; aborted if dropped before it is waited for.
+pub(crate) struct Pending {
+    handle: tokio::task::JoinHandle<Result<Vec<Bytes>, RemoteError>>,
+    url: String,
+    after: std::time::Duration,
+}
+
+impl Pending {
+    /// Starts fetching `range` of `obj` (pieces of `piece` bytes); the request gives up at
+    /// `deadline`.
+    pub fn spawn(
+        ctx: &Reads,
+        obj: &Arc<Object>,
+        range: Range<u64>,
+        piece: u64,
+        deadline: Instant,
+    ) -> Pending {
+        let io = Arc::clone(&ctx.io);
+        let o = Arc::clone(obj);
+        let after = ctx.timeout;
+        let dl = tokio::time::Instant::from_std(deadline);
+        let handle = ctx.rt.handle().spawn(async move {
+            match tokio::time::timeout_at(dl, fetch(&io, &o, range, piece)).await {
+                Ok(r) => r,
+                Err(_) => Err(RemoteError::Timeout {
+                    url: o.url.clone(),
+                    after,
+                }),
+            }
+        });
+        Pending {
+            handle,
+            url: obj.url.clone(),
+            after,
+        }
+    }
+
+    /// Waits for the answer until `deadline`.
+    pub fn wait(&mut self, ctx: &Reads, deadline: Instant) -> Result<Vec<Bytes>, RemoteError> {
+        let dl = tokio::time::Instant::from_std(deadline);
+        let h = &mut self.handle;
+        match ctx
+            .rt
+            .block_on(async move { tokio::time::timeout_at(dl, h).await })
+        {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(RemoteError::Request {
+                url: self.url.clone(),
+                msg: format!("the request task failed: {e}"),
+            }),
+            Err(_) => {
+                self.handle.abort();
+                Err(RemoteError::Timeout {
+                    url: self.url.clone(),
+                    after: self.after,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// Block size of random reads and of the cache.
+pub const BLOCK: u64 = 1 << 20;
+/// Largest single GET.
+pub const MAX_GET: u64 = 8 << 20;
+/// GETs one random read keeps in flight.
+pub const IN_FLIGHT: usize = 4;
+/// Reads up to this size leave their blocks in the cache; larger ones are streaming.
+const CACHE_READS_UP_TO: u64 = 4 << 20;
+
+/// A cached piece of block `key.1` of object `key.0`: bytes from `start`.
+struct Entry {
+    start: u64,
+    data: Bytes,
+    _res: Reservation,
+}
+
+struct Inner {
+    lru: LruCache<(u64, u64), Entry>,
+    bytes: u64,
+}
+
+/// Recently fetched blocks of all files of one store.
+pub(crate) struct PartCache {
+    cap: u64,
+    inner: Mutex<Inner>,
+}
+
+impl PartCache {
+    pub fn new(cap: u64) -> PartCache {
+        PartCache {
+            cap,
+            inner: Mutex::new(Inner {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// The cached piece of block `block` of object `id`, if it holds `[from, to)`.
+    fn get(&self, id: u64, block: u64, from: u64, to: u64) -> Option<(u64, Bytes)> {
+        let mut g = self.lock();
+        let e = g.lru.get(&(id, block))?;
+        (e.start <= from && e.start + e.data.len() as u64 >= to).then(|| (e.start, e.data.clone()))
+    }
+
+    /// Keeps `data` (bytes of block `block` of object `id` from `start`) if the cache and the
+    /// budget have room, evicting the least recently used blocks for it.
+    pub fn insert(&self, budget: &Arc<Budget>, id: u64, block: u64, start: u64, data: Bytes) {
+        let n = data.len() as u64;
+        if n == 0 || n > self.cap {
+            return;
+        }
+        let mut g = self.lock();
+        let Inner { lru, bytes } = &mut *g;
+        if let Some(old) = lru.pop(&(id, block)) {
+            *bytes -= old.data.len() as u64;
+        }
+        while *bytes + n > self.cap {
+            match lru.pop_lru() {
+                Some((_, old)) => *bytes -= old.data.len() as u64,
+                None => break,
+            }
+        }
+        let res = loop {
+            if let Some(r) = budget.try_reserve(n) {
+                break r;
+            }
+            // The budget is full: make room from the cache's own blocks, else do not cache.
+            match lru.pop_lru() {
+                Some((_, old)) => *bytes -= old.data.len() as u64,
+                None => return,
+            }
+        };
+        *bytes += n;
+        lru.put(
+            (id, block),
+            Entry {
+                start,
+                data,
+                _res: res,
+            },
+        );
+    }
+
+    /// Drops every cached block of object `id`.
+    pub fn forget(&self, id: u64) {
+        let mut g = self.lock();
+        let Inner { lru, bytes } = &mut *g;
+        let mut freed = 0;
+        lru.retain(|k, e| {
+            let keep = k.0 != id;
+            if !keep {
+                freed += e.data.len() as u64;
+            }
+            keep
+        });
+        *bytes -= freed;
+    }
+}
+
+/// Copies the part of `data` (object bytes from `data_start`) that overlaps `buf` (object
+/// bytes from `offset`) into `buf`; returns how many bytes that was.
+pub(crate) fn copy_overlap(buf: &mut [u8], offset: u64, data_start: u64, data: &[u8]) -> u64 {
+    let end = offset + buf.len() as u64;
+    let data_end = data_start + data.len() as u64;
+    let (from, to) = (offset.max(data_start), end.min(data_end));
+    if from >= to {
+        return 0;
+    }
+    let d = &data[(from - data_start) as usize..(to - data_start) as usize];
+    buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(d);
+    to - from
+}
+
+/// One GET of consecutive blocks in flight.
+struct InFlight {
+    first_block: u64,
+    pending: Pending,
+    _res: Reservation,
+}
+
+impl Handle {
+    /// Fills `buf` from `offset`: whole MiB blocks around it through the store's block cache,
+    /// no read-ahead. Fails at `deadline`.
+    pub fn read_blocks(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        deadline: Instant,
+    ) -> Result<(), RemoteError> {
+        let (ctx, obj) = (&*self.reads, &self.obj);
+        obj.check()?;
+        obj.check_range(offset, buf.len() as u64)?;
+        read_blocks(ctx, obj, buf, offset, deadline)
+    }
+}
+
+/// Fills `buf` (already checked to lie within `obj`) from `offset` with whole blocks.
+fn read_blocks(
+    ctx: &Reads,
+    obj: &Arc<Object>,
+    buf: &mut [u8],
+    offset: u64,
+    deadline: Instant,
+) -> Result<(), RemoteError> {
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let end = offset + buf.len() as u64;
+    let block_range = |b: u64| (b * BLOCK, ((b + 1) * BLOCK).min(obj.size));
+    let mut missing = Vec::new();
+    for b in offset / BLOCK..=(end - 1) / BLOCK {
+        let (bs, be) = block_range(b);
+        let (from, to) = (bs.max(offset), be.min(end));
+        match ctx.cache.get(obj.id, b, from, to) {
+            Some((start, data)) => {
+                copy_overlap(buf, offset, start, &data);
+            }
+            None => missing.push(b),
+        }
+    }
+    // Runs of consecutive missing blocks, cut into GETs of at most MAX_GET.
+    let per_get = MAX_GET / BLOCK;
+    let mut gets: Vec<(u64, u64)> = Vec::new();
+    for b in missing {
+        match gets.last_mut() {
+            Some((first, n)) if *first + *n == b && *n < per_get => *n += 1,
+            _ => gets.push((b, 1)),
+        }
+    }
+    let cache_it = buf.len() as u64 <= CACHE_READS_UP_TO;
+    let mut flying: VecDeque<InFlight> = VecDeque::new();
+    let land = |mut f: InFlight, buf: &mut [u8]| -> Result<(), RemoteError> {
+        let pieces = f.pending.wait(ctx, deadline)?;
+        for (i, data) in pieces.into_iter().enumerate() {
+            let b = f.first_block + i as u64;
+            let (bs, _) = block_range(b);
+            copy_overlap(buf, offset, bs, &data);
+            if cache_it {
+                ctx.cache.insert(&ctx.budget, obj.id, b, bs, data);
+            }
+        }
+        Ok(())
+    };
+    for (first, n) in gets {
+        let (start, _) = block_range(first);
+        let (_, stop) = block_range(first + n - 1);
+        let len = stop - start;
+        let res = loop {
+            if let Some(r) = ctx.budget.try_reserve_demand(len) {
+                break r;
+            }
+            // Over budget: land our own GETs first; wait for others' only with none left.
+            match flying.pop_front() {
+                Some(f) => land(f, buf)?,
+                None => {
+                    break ctx
+                        .budget
+                        .reserve(len, deadline)
+                        .ok_or_else(|| ctx.timeout_err(&obj.url))?
+                }
+            }
+        };
+        flying.push_back(InFlight {
+            first_block: first,
+            pending: Pending::spawn(ctx, obj, start..stop, BLOCK, deadline),
+            _res: res,
+        });
+        if flying.len() >= IN_FLIGHT {
+            if let Some(f) = flying.pop_front() {
+                land(f, buf)?;
+            }
+        }
+    }
+    while let Some(f) = flying.pop_front() {
+        land(f, buf)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_compare_without_quotes() {
+        assert_eq!(quoted_etag("abc"), "\"abc\"");
+        assert_eq!(quoted_etag("\"abc\""), "\"abc\"");
+        assert_eq!(quoted_etag("W/\"abc\""), "W/\"abc\"");
+        assert_eq!(bare_etag("\"abc\""), "abc");
+        assert_eq!(bare_etag("W/\"abc\""), "abc");
+        assert_eq!(bare_etag("abc"), "abc");
+        assert_eq!(bare_etag("\""), "\"");
+    }
+}

@@ -1,0 +1,472 @@
+//! TF.js models damaged thousands of ways, opened through the filesystem core (`probe` + `Fs`,
+//! no kernel): truncations and seeded single-bit flips of `model.json` and of every shard of
+//! `layers_sharded` (six shards), `graph_uint8` (uint8 weights across two shards, a string
+//! weight, int32 weights), `layers_float16` and `layers_uint16`.
+//!
+//! For every input:
+//! - nothing panics (each input runs under `catch_unwind`; the failure names every input that
+//!   panicked);
+//! - no single allocation exceeds [`MAX_ALLOCATION`] (the models are a few KB: a larger one is
+//!   sized by a length the input claims);
+//! - every `.bin` that reads without error is what tfjs-core's decoding gives for that weight of
+//!   the damaged model (`scripts/tfjs_reference.py`: numpy, one process for all inputs), or,
+//!   where that cannot decode it or places it differently (the shards do not add up), exactly
+//!   the undamaged model's bytes of that weight (the damage is elsewhere); else it fails;
+//! - `model.json` at the root, when served, is the damaged file's bytes.
+//!
+//! Without a Python with numpy (tests/support/requires.rs) only the panic and allocation checks
+//! run.
+
+mod common;
+
+#[path = "support/tracking_alloc.rs"]
+mod tracking_alloc;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::requires;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tracking_alloc::{largest_allocation, Tracking};
+
+#[global_allocator]
+static GLOBAL: Tracking = Tracking;
+
+/// The largest single allocation one input may cause.
+const MAX_ALLOCATION: usize = 16 << 20;
+/// Every truncation of `model.json` up to this length, then one every [`CUT_STRIDE`] bytes;
+/// every truncation of a shard.
+const CUT_ALL: usize = 600;
+const CUT_STRIDE: usize = 7;
+/// Single-bit flips of `model.json`, and of each shard.
+const FLIPS_JSON: usize = 500;
+const FLIPS_SHARD: usize = 80;
+const SEED: u64 = 0x7466_6a73_5f68_6f73;
+
+const MODELS: [&str; 4] = [
+    "layers_sharded",
+    "graph_uint8",
+    "layers_float16",
+    "layers_uint16",
+];
+
+fn tfjs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tfjs")
+}
+
+fn sha(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// xorshift64*: deterministic for a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    Cut(usize),
+    Flip(usize, u8),
+}
+
+impl Damage {
+    fn apply(self, orig: &[u8]) -> Vec<u8> {
+        match self {
+            Damage::Cut(n) => orig[..n.min(orig.len())].to_vec(),
+            Damage::Flip(at, mask) => {
+                let mut b = orig.to_vec();
+                b[at] ^= mask;
+                b
+            }
+        }
+    }
+}
+
+/// One input: a model, which of its files is damaged, how.
+struct Input {
+    model: &'static str,
+    file: String,
+    damage: Damage,
+    dir: PathBuf,
+}
+
+/// What tfmount served of one input.
+struct Served {
+    opened: Result<(), String>,
+    /// `(key, sha256 of the .bin or the error)`.
+    bins: Vec<(String, Result<String, String>)>,
+    model_json: Option<Result<String, String>>,
+}
+
+fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
+    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = fs
+            .read(ino, out.len() as u64, 1 << 20)
+            .map_err(|e| e.to_string())?;
+        if b.is_empty() {
+            return Err(format!("short read at {} of {size}", out.len()));
+        }
+        out.extend_from_slice(&b);
+    }
+    let past = fs.read(ino, size, 4096).map_err(|e| e.to_string())?;
+    assert!(past.is_empty(), "{} bytes read past the size", past.len());
+    Ok(out)
+}
+
+/// Opens the model directory as a mount would and reads every weight's `.bin` and `model.json`.
+fn serve(dir: &Path) -> Served {
+    let mut s = Served {
+        opened: Ok(()),
+        bins: Vec::new(),
+        model_json: None,
+    };
+    let probed = match tfmount::source::probe(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            s.opened = Err(e.to_string());
+            return s;
+        }
+    };
+    let opts = Options {
+        live: false,
+        ..Options::default()
+    };
+    let fs = match Fs::new(&probed, &opts) {
+        Ok(fs) => fs,
+        Err(e) => {
+            s.opened = Err(e.to_string());
+            return s;
+        }
+    };
+    if let Ok(a) = fs.lookup(ROOT, b"model.json") {
+        s.model_json = Some(read_all(&fs, a.ino).map(|b| sha(&b)));
+    }
+    let Ok(vars) = fs.lookup(ROOT, b"variables") else {
+        return s;
+    };
+    let mut todo = vec![vars.ino];
+    while let Some(d) = todo.pop() {
+        let mut entries = Vec::new();
+        if fs
+            .readdir(d, 0, |e| {
+                entries.push(e);
+                false
+            })
+            .is_err()
+        {
+            continue;
+        }
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            if e.kind == Kind::Dir {
+                todo.push(e.ino);
+                continue;
+            }
+            let Some(stem) = e.name.strip_suffix(b".bin") else {
+                continue;
+            };
+            let key = fs
+                .getxattr(e.ino, tfmount::fs::KEY_XATTR.as_bytes())
+                .map(|k| String::from_utf8_lossy(&k).into_owned())
+                .unwrap_or_else(|_| String::from_utf8_lossy(stem).into_owned());
+            s.bins.push((key, read_all(&fs, e.ino).map(|b| sha(&b))));
+        }
+    }
+    s
+}
+
+thread_local! {
+    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// A panic hook that keeps quiet about panics inside [`in_input`] and records where they were.
+fn quiet_panics_in_inputs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_INPUT.with(|q| q.get()) {
+                let at = info
+                    .location()
+                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
+                WHERE.with(|w| *w.borrow_mut() = at);
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
+fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    IN_INPUT.with(|q| q.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_INPUT.with(|q| q.set(false));
+    r.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
+    })
+}
+
+/// A scratch directory in tmpfs where there is one.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The reference's records, one per directory, from one Python process.
+fn reference(py: &Path, dirs: &[PathBuf]) -> HashMap<PathBuf, Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/tfjs_reference.py");
+    let mut child = Command::new(py)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let list: String = dirs.iter().map(|d| format!("{}\n", d.display())).collect();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(list.as_bytes()).expect("write dirs");
+    });
+    let out = child.wait_with_output().expect("reference");
+    writer.join().expect("writer");
+    assert!(out.status.success(), "{}", script.display());
+    let mut map = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).expect("a record");
+        let d = PathBuf::from(v["dir"].as_str().expect("dir"));
+        map.insert(d, v);
+    }
+    assert_eq!(map.len(), dirs.len(), "a record per input");
+    map
+}
+
+#[derive(Default)]
+struct Tally {
+    inputs: usize,
+    opened: usize,
+    bins: usize,
+    as_reference: usize,
+    changed_as_reference: usize,
+    as_undamaged: usize,
+    refused: usize,
+    panics: Vec<String>,
+    wrong: Vec<String>,
+    big: Vec<String>,
+}
+
+#[test]
+fn damaged_tfjs_models_never_panic_nor_serve_wrong_bytes() {
+    let py = requires::python("numpy", "damaged_tfjs_models: numpy's reading");
+    let root = tfjs_dir();
+    let tmp = scratch();
+    let mut rng = Rng(SEED);
+    let mut inputs: Vec<Input> = Vec::new();
+    let mut files: HashMap<&str, Vec<(String, Vec<u8>)>> = HashMap::new();
+    for model in MODELS {
+        let model_json = std::fs::read(root.join(model).join("model.json")).expect("model.json");
+        let manifest: Value = serde_json::from_slice(&model_json).expect("json");
+        let mut fs: Vec<(String, Vec<u8>)> = vec![("model.json".into(), model_json)];
+        for g in manifest["weightsManifest"].as_array().expect("groups") {
+            for p in g["paths"].as_array().expect("paths") {
+                let p = p.as_str().expect("path").to_string();
+                let b = std::fs::read(root.join(model).join(&p)).expect("shard");
+                fs.push((p, b));
+            }
+        }
+        for (name, bytes) in &fs {
+            let len = bytes.len();
+            let mut damages: Vec<Damage> = Vec::new();
+            if name == "model.json" {
+                damages.extend((0..len.min(CUT_ALL)).map(Damage::Cut));
+                damages.extend((CUT_ALL..len).step_by(CUT_STRIDE).map(Damage::Cut));
+                for _ in 0..FLIPS_JSON {
+                    damages.push(Damage::Flip(rng.below(len), 1 << rng.below(8)));
+                }
+            } else {
+                damages.extend((0..len).map(Damage::Cut));
+                for _ in 0..FLIPS_SHARD {
+                    damages.push(Damage::Flip(rng.below(len), 1 << rng.below(8)));
+                }
+            }
+            for damage in damages {
+                inputs.push(Input {
+                    model,
+                    file: name.clone(),
+                    damage,
+                    dir: tmp.path().join(format!("{}", inputs.len())),
+                });
+            }
+        }
+        files.insert(model, fs);
+    }
+    // The undamaged models first (their own directories): the reference for "elsewhere".
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for model in MODELS {
+        let d = tmp.path().join(format!("undamaged-{model}"));
+        std::fs::create_dir(&d).expect("mkdir");
+        for (name, bytes) in &files[model] {
+            std::fs::write(d.join(name), bytes).expect("write");
+        }
+        dirs.push(d);
+    }
+    for i in &inputs {
+        std::fs::create_dir(&i.dir).expect("mkdir");
+        for (name, bytes) in &files[i.model] {
+            let b = if *name == i.file {
+                i.damage.apply(bytes)
+            } else {
+                bytes.clone()
+            };
+            std::fs::write(i.dir.join(name), b).expect("write");
+        }
+        dirs.push(i.dir.clone());
+    }
+    let records = py.as_deref().map(|py| reference(py, &dirs));
+    quiet_panics_in_inputs();
+
+    // The undamaged models: every weight served, as the reference decodes it.
+    let mut undamaged: HashMap<&str, HashMap<String, String>> = HashMap::new();
+    for model in MODELS {
+        let d = tmp.path().join(format!("undamaged-{model}"));
+        let s = serve(&d);
+        assert!(s.opened.is_ok(), "{model}: {:?}", s.opened);
+        let bins: HashMap<String, String> = s
+            .bins
+            .iter()
+            .map(|(k, r)| {
+                (
+                    k.clone(),
+                    r.clone().unwrap_or_else(|e| panic!("{model}: {k}: {e}")),
+                )
+            })
+            .collect();
+        if let Some(rec) = records.as_ref().map(|r| &r[&d]) {
+            let w = rec["weights"].as_object().expect("weights");
+            assert_eq!(w.len(), bins.len(), "{model}: the reference's weights");
+            for (k, v) in w {
+                assert_eq!(v.as_str(), bins.get(k).map(String::as_str), "{model}: {k}");
+            }
+        }
+        undamaged.insert(model, bins);
+    }
+
+    let mut tally: HashMap<&str, Tally> = HashMap::new();
+    for i in &inputs {
+        let t = tally.entry(i.model).or_default();
+        let what = format!("{} {} {:?}", i.model, i.file, i.damage);
+        let mut served = None;
+        let largest = largest_allocation(|| served = Some(in_input(|| serve(&i.dir))));
+        t.inputs += 1;
+        if largest > MAX_ALLOCATION {
+            t.big
+                .push(format!("{what}: one allocation of {largest} bytes"));
+        }
+        let served = match served.expect("ran") {
+            Ok(s) => s,
+            Err(p) => {
+                t.panics.push(format!("{what}: {p}"));
+                continue;
+            }
+        };
+        if served.opened.is_ok() {
+            t.opened += 1;
+        }
+        if let Some(Ok(h)) = &served.model_json {
+            let want = sha(&std::fs::read(i.dir.join("model.json")).expect("read"));
+            if *h != want {
+                t.wrong
+                    .push(format!("{what}: model.json is not the file's bytes"));
+            }
+        }
+        let rec = records.as_ref().map(|r| &r[&i.dir]);
+        let before = &undamaged[i.model];
+        for (key, got) in &served.bins {
+            let Ok(got) = got else {
+                t.refused += 1;
+                continue;
+            };
+            t.bins += 1;
+            let want = rec
+                .and_then(|r| r["weights"].get(key))
+                .and_then(Value::as_str);
+            if want == Some(got.as_str()) {
+                t.as_reference += 1;
+                if before.get(key) != Some(got) {
+                    t.changed_as_reference += 1;
+                }
+            } else if before.get(key) == Some(got) {
+                t.as_undamaged += 1;
+            } else if rec.is_some() {
+                t.wrong.push(format!(
+                    "{what}: {key}: served bytes are neither the decoding of the damaged model nor the undamaged ones"
+                ));
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    for model in MODELS {
+        let t = &tally[model];
+        eprintln!(
+            "{model}: {} inputs, {} opened; {} .bin read: {} as tfjs-core decodes them ({} of them changed by the damage), {} undamaged; {} refused; {} panics, {} wrong, {} oversized allocations",
+            t.inputs,
+            t.opened,
+            t.bins,
+            t.as_reference,
+            t.changed_as_reference,
+            t.as_undamaged,
+            t.refused,
+            t.panics.len(),
+            t.wrong.len(),
+            t.big.len()
+        );
+        for list in [&t.panics, &t.wrong, &t.big] {
+            failures.extend(list.iter().take(10).cloned());
+        }
+        if records.is_some() {
+            // Not vacuous: damage reached served values, and was refused somewhere.
+            assert!(
+                t.changed_as_reference > 20,
+                "{model}: few changed values checked"
+            );
+            assert!(t.refused > 20, "{model}: few refusals");
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures, first ones:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
