@@ -724,9 +724,9 @@ const TFLITE_FILES: &[&str] = &[
 /// Each of [`TFLITE_FILES`] under `base` (a URL) serves what its local mount does; opening one
 /// (mount, then `stat` of a tensor's `.shape`) costs a handful of requests: HEADs as each format
 /// looks (V2's `.index`, the file itself), and one GET of the file's first block by each format
-/// that reads its head (V1's footer, Keras's and TFLite's signatures; a file this small is one
-/// block, so 3 times its size): 13 requests with 3 GETs when measured. The model's own open
-/// reuses TFLite's detection's file: no further GET.
+/// that reads its head (V1's footer, Keras's, TF.js's and TFLite's signatures, tried in that
+/// order; a file this small is one block, so 4 times its size): 16 requests with 4 GETs when
+/// measured. The model's own open reuses TFLite's detection's file: no further GET.
 fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
     for f in TFLITE_FILES {
         let url = format!("{base}/{f}");
@@ -741,9 +741,9 @@ fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
     let r = requests_to_open(&url, env, "variables/MatMul.shape");
     eprintln!("{url}: {r:?} (file: {size} bytes)");
     assert_eq!(r.total, r.gets + r.heads + r.lists, "{url}: {r:?}");
-    assert!(r.total <= 14 && r.gets <= 3, "{url}: {r:?}");
+    assert!(r.total <= 17 && r.gets <= 4, "{url}: {r:?}");
     assert!(
-        r.bytes <= 3 * size,
+        r.bytes <= 4 * size,
         "{url}: {r:?}, the file is {size} bytes"
     );
 }
