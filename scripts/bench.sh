@@ -48,12 +48,18 @@
 #      1 GiB over http:// default / nocrc / remote_cache=2G vs curl, stats/ of 1 GiB float32 vs
 #      numpy, a 64 MiB V1 int64 tensor vs V2, the walk vs memfuse), for TFMOUNT_BEFORE and this
 #      tree alternating, printed as one table: row, before, after, target, PASS/MISS
+#  14. a ~100 MB TFLite model written by TensorFlow's converter (bench_tflite,
+#      `scripts/gen_tflite.py --big`; a Python with TensorFlow): start -> first stat of its
+#      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
+#      read of that tensor's .bin (~100 MB) cold and warm, memfuse / mount (>= 0.9)
+#      (ONLY=tflite runs this section alone)
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|issue19
-# (section 10, 11, 12, 13 or the issue 19 table alone), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|issue19
+# (section 10, 11, 12, 13, 14 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
+# gen_tflite.py --big earlier: reused, kept), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
@@ -1060,10 +1066,112 @@ bench_issue19() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 14: a ~100 MB TFLite model (TensorFlow's converter; buffers inside the flatbuffer)
+# ---------------------------------------------------------------------------------------------
+# 14a. `tfmount -f FILE MNT` to the first successful `stat MNT/variables/KEY.shape` of its largest
+#      tensor, REPS times (median; page cache warm), and the daemon's /proc/PID/io rchar right
+#      after: opening reads the flatbuffer's tables, not its weights                  < 50 ms
+# 14b. sequential read (dd bs=1M) of that tensor's .bin through a fresh mount, cold and warm, vs
+#      the same bytes from a fresh memfuse mount                              memfuse/mount >= 0.9
+bench_tflite() {
+    echo
+    echo "== 14: a ~100 MB TFLite model"
+    local py tfile key kbytes r t0 t1 n pid mp starts=() rchars=() mcold=() mwarm=() cold=() warm=()
+    L_START=nan L_RCHAR=nan L_RCOLD=nan L_RWARM=nan
+    py=$(keras_python) || { echo "   (no Python with TensorFlow: set TF_PYTHON; scripts/test.sh installs one)"; return; }
+    tfile=${TFLITE_BENCH_FILE:-$WORK/tflite/big.tflite}
+    if [ ! -f "$tfile" ]; then
+        mkdir -p "$(dirname "$tfile")"
+        echo "   writing $tfile with TensorFlow's converter ($py)"
+        TF_CPP_MIN_LOG_LEVEL=3 "$py" "$REPO/scripts/gen_tflite.py" --big "$tfile" 100 >"$WORK/tflite.out" 2>"$WORK/tflite.err" \
+            || { echo "bench: gen_tflite.py --big failed:" >&2; tail -5 "$WORK/tflite.err" >&2; return; }
+    fi
+    # The largest tensor, by tensors.tsv's nbytes column.
+    key=$("$TFMOUNT" cat "$tfile" tensors.tsv | awk -F'\t' 'NR > 1 && $4 > max { max = $4; key = $1 } END { print key }')
+    [ -n "$key" ] || { echo "bench: tflite: no tensor in $tfile" >&2; return; }
+    echo "   $tfile: $(stat -c %s "$tfile") bytes; $key: $("$TFMOUNT" cat "$tfile" "variables/$key.shape")"
+    cat "$tfile" >/dev/null # the page cache warm, for every run alike
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$tfile" "$mp" 2>>"$WORK/tflite.daemon.log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        n=0
+        while [ $((n += 1)) -lt 200000 ]; do
+            if stat "$mp/variables/$key.shape" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: tflite: $key.shape never appeared; daemon log:" >&2
+            tail -5 "$WORK/tflite.daemon.log" >&2
+            kunmount "$mp"
+            break
+        fi
+        starts+=("$(sub "$t0" "$t1")")
+        rchars+=("$(kdaemon_io "$mp" rchar)")
+        kunmount "$mp"
+    done
+    L_START=$(median "${starts[@]:-nan}")
+    L_RCHAR=$(median "${rchars[@]:-nan}")
+    printf '   14a: start -> stat .shape: %s (runs: %s); daemon read %s bytes (runs: %s)\n' \
+        "$(ms "$L_START")" "${starts[*]:-}" "$L_RCHAR" "${rchars[*]:-}"
+    kbytes=$("$TFMOUNT" cat "$tfile" "variables/$key.bin" | tee "$WORK/tflite_kernel.bin" | wc -c)
+    for r in $(seq "$REPS"); do
+        if memfuse_bg "$WORK/tflite_kernel.bin" "$mp"; then
+            t0=$(now)
+            dd if="$mp/data" of=/dev/null bs=1M status=none || echo "bench: memfuse cold dd failed" >&2
+            mcold+=("$(sub "$t0" "$(now)")")
+            t0=$(now)
+            dd if="$mp/data" of=/dev/null bs=1M status=none || echo "bench: memfuse warm dd failed" >&2
+            mwarm+=("$(sub "$t0" "$(now)")")
+            unmount "$mp"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        mount_bg "$tfile" "$mp" || break
+        t0=$(now)
+        dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: tflite cold dd failed" >&2
+        cold+=("$(sub "$t0" "$(now)")")
+        t0=$(now)
+        dd if="$mp/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: tflite warm dd failed" >&2
+        warm+=("$(sub "$t0" "$(now)")")
+        kunmount "$mp"
+    done
+    rm -f "$WORK/tflite_kernel.bin"
+    local tm_cold tm_warm tk_cold tk_warm
+    tm_cold=$(median "${mcold[@]:-nan}")
+    tm_warm=$(median "${mwarm[@]:-nan}")
+    tk_cold=$(median "${cold[@]:-nan}")
+    tk_warm=$(median "${warm[@]:-nan}")
+    L_RCOLD=$(div "$tm_cold" "$tk_cold")
+    L_RWARM=$(div "$tm_warm" "$tk_warm")
+    printf '   14b: %s (%s bytes), cold: mount %s %s MB/s, memfuse %s %s MB/s, memfuse/mount %s (runs: %s | %s)\n' \
+        "$key" "$kbytes" "$(ms "$tk_cold")" "$(mbps "$kbytes" "$tk_cold")" "$(ms "$tm_cold")" "$(mbps "$kbytes" "$tm_cold")" "$L_RCOLD" "${cold[*]:-}" "${mcold[*]:-}"
+    printf '   14b: warm: mount %s %s MB/s, memfuse %s %s MB/s, memfuse/mount %s (runs: %s | %s)\n' \
+        "$(ms "$tk_warm")" "$(mbps "$kbytes" "$tk_warm")" "$(ms "$tm_warm")" "$(mbps "$kbytes" "$tm_warm")" "$L_RWARM" "${warm[*]:-}" "${mwarm[*]:-}"
+    echo
+    echo "== summary of 14"
+    row "figure" "value" "target" "result"
+    row "14a. start -> stat .shape, 100 MB .tflite" "$(ms "$L_START"), read $L_RCHAR B" "< 50 ms" "$(cmp_ok "$L_START" '<' 0.05)"
+    row "14b. cold read, memfuse/mount" "$L_RCOLD" ">= 0.9" "$(cmp_ok "$L_RCOLD" '>=' 0.9)"
+    row "14b. warm read, memfuse/mount" "$L_RWARM" ">= 0.9" "$(cmp_ok "$L_RWARM" '>=' 0.9)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
     bench_keras
+    exit 0
+fi
+if [ "${ONLY:-}" = tflite ]; then
+    bench_tflite
     exit 0
 fi
 echo "== writing checkpoints"
@@ -1567,3 +1675,5 @@ bench_remote
 bench_stream_crc
 
 bench_keras
+
+bench_tflite

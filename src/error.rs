@@ -56,7 +56,7 @@ pub enum SourceError {
     Io { path: PathBuf, err: std::io::Error },
     #[error("{}", named(path, err))]
     Format { path: PathBuf, err: FormatError },
-    #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected a SavedModel directory with saved_model.pb, a checkpoint directory with a `checkpoint` file or *.index files, a checkpoint prefix P with P.index, a Keras file: .weights.h5, .keras, .h5, or a TensorFlow.js model.json or its directory)")]
+    #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected a SavedModel directory with saved_model.pb, a checkpoint directory with a `checkpoint` file or *.index files, a checkpoint prefix P with P.index, a Keras file: .weights.h5, .keras, .h5, a TensorFlow Lite model: .tflite, or a TensorFlow.js model.json or its directory)")]
     NotRecognised { path: PathBuf },
     #[error("{}", named(path, msg))]
     Invalid { path: PathBuf, msg: String },
@@ -149,6 +149,7 @@ impl FsError {
                 | FormatError::Proto(_)
                 | FormatError::Hdf5(_)
                 | FormatError::Zip(_)
+                | FormatError::Flatbuffer(_)
                 | FormatError::Version(_)
                 | FormatError::BadEntry(_)
                 | FormatError::BadSliceKey

@@ -712,6 +712,96 @@ fn keras_files_over_http_serve_what_local_ones_do() {
     keras_opens_cost_a_handful_of_requests(&base, &[]);
 }
 
+/// The TFLite fixtures mounted from a store: buffers inside the flatbuffer and after it,
+/// quantized tensors (`dequantized/`), several subgraphs, metadata with a zip of associated files.
+const TFLITE_FILES: &[&str] = &[
+    "full_int8.tflite",
+    "float_offsets.tflite",
+    "multi.tflite",
+    "with_metadata.tflite",
+];
+
+/// Each of [`TFLITE_FILES`] under `base` (a URL) serves what its local mount does; opening one
+/// (mount, then `stat` of a tensor's `.shape`) costs a handful of requests: HEADs as each format
+/// looks (V2's `.index`, the file itself), and one GET of the file's first block by each format
+/// that reads its head (V1's footer, Keras's, TF.js's and TFLite's signatures, tried in that
+/// order; a file this small is one block, so 4 times its size): 16 requests with 4 GETs when
+/// measured. The model's own open reuses TFLite's detection's file: no further GET.
+fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
+    for f in TFLITE_FILES {
+        let url = format!("{base}/{f}");
+        let r = RemoteMount::start(&url, env);
+        let l = Mount::start(&fixtures().join("tflite").join(f), &[]);
+        same_tree(&r.mp, &l.path());
+    }
+    let url = format!("{base}/full_int8.tflite");
+    let size = std::fs::metadata(fixtures().join("tflite/full_int8.tflite"))
+        .expect("fixture")
+        .len();
+    let r = requests_to_open(&url, env, "variables/MatMul.shape");
+    eprintln!("{url}: {r:?} (file: {size} bytes)");
+    assert_eq!(r.total, r.gets + r.heads + r.lists, "{url}: {r:?}");
+    assert!(r.total <= 17 && r.gets <= 4, "{url}: {r:?}");
+    assert!(
+        r.bytes <= 4 * size,
+        "{url}: {r:?}, the file is {size} bytes"
+    );
+}
+
+/// TFLite models over plain HTTP (nginx).
+#[test]
+fn tflite_models_over_http_serve_what_local_ones_do() {
+    let Some(nginx) = Server::nginx() else {
+        return;
+    };
+    serve(&nginx, &["tflite"]);
+    let base = format!("{}/tflite", nginx.url());
+    tflite_files_serve_what_local_ones_do(&base, &[]);
+}
+
+/// TFLite models on S3, as over HTTP.
+#[test]
+fn tflite_models_on_s3_serve_what_local_ones_do() {
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    upload(moto.port, "tfm", "tflite");
+    let env = s3_env(moto.port, home.path());
+    tflite_files_serve_what_local_ones_do("s3://tfm/tflite", &env);
+}
+
+/// TFLite models on GCS (fake-gcs-server), as over HTTP.
+#[test]
+fn tflite_models_on_gcs_serve_what_local_ones_do() {
+    let Some(gcs) = Server::fake_gcs() else {
+        return;
+    };
+    gcs_bucket(gcs.port, "tfm");
+    let root = fixtures().join("tflite");
+    let files: Vec<(String, Vec<u8>)> = TFLITE_FILES
+        .iter()
+        .map(|f| {
+            let body = std::fs::read(root.join(f)).expect("fixture");
+            (format!("tflite/{f}"), body)
+        })
+        .collect();
+    gcs_put(gcs.port, "tfm", &files);
+    let home = tempfile::tempdir().expect("home");
+    let key = gcs_key_file(home.path(), gcs.port);
+    let env: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    tflite_files_serve_what_local_ones_do("gs://tfm/tflite", &env);
+}
+
 /// TF.js models over plain HTTP: by the URL of `model.json` and by the URL of its directory
 /// (which nginx answers 403 or 404 for), the shards fetched by their paths relative to it; a
 /// weight across shards, quantized weights and the graph model's nodes serve what the local

@@ -44,6 +44,7 @@ use walk::assert_same;
 
 pub mod keras;
 pub mod tfjs;
+pub mod tflite;
 pub mod v1;
 
 /// A fuzz target: must return normally for every input.
@@ -60,6 +61,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("v1", v1::v1),
     ("keras", keras::keras),
     ("tfjs", tfjs::tfjs),
+    ("tflite", tflite::tflite),
 ];
 
 pub fn target(name: &str) -> Option<Target> {
@@ -815,6 +817,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(v1::seeds(fixtures)?);
     out.extend(keras::seeds(fixtures)?);
     out.extend(tfjs::seeds(fixtures)?);
+    out.extend(tflite::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",

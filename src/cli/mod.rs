@@ -17,7 +17,8 @@ use crate::options::{Value, OPTIONS};
 pub const SOURCE_HELP: &str = "A SavedModel directory, a checkpoint directory (with a `checkpoint` state file, \
 or *.index files), its state file, a checkpoint prefix such as dir/model.ckpt-1000 (or the path of its .index or .data-* file), \
 a V1 checkpoint (its table file, a shard, or a shard pattern dir/model.ckpt-?????-of-00003), a graph file \
-(frozen GraphDef .pb/.pbtxt, or a Saver's .meta), or any of these as an s3://, gs://, http:// or https:// URL.";
+(frozen GraphDef .pb/.pbtxt, or a Saver's .meta), a Keras file (.weights.h5, .keras, .h5), a TensorFlow Lite model (.tflite), \
+a TensorFlow.js model.json or its directory, or any of these as an s3://, gs://, http:// or https:// URL.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,8 +33,9 @@ MOUNT/graph, MOUNT/functions, ... linking to the default meta graph.\n\n\
 SOURCE is a SavedModel directory, a checkpoint directory (with a `checkpoint` state file\n\
 or *.index files) or its state file, a checkpoint prefix such as dir/model.ckpt-1000 (a path\n\
 to its .index or .data-* file works too), a V1 checkpoint (table file, shard or shard\n\
-pattern), a graph file (a frozen GraphDef .pb/.pbtxt, or a .meta), or any of these as an\n\
-s3://, gs://, http:// or https:// URL.",
+pattern), a graph file (a frozen GraphDef .pb/.pbtxt, or a .meta), a Keras file, a\n\
+TensorFlow Lite model (.tflite), a TensorFlow.js model.json or its directory, or any of\n\
+these as an s3://, gs://, http:// or https:// URL.",
     after_help = "EXAMPLES:\n  \
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \

@@ -14,6 +14,7 @@ pub mod strings;
 pub mod table;
 pub mod tensor_proto;
 pub mod tfjs;
+pub mod tflite;
 pub mod v1;
 pub mod varint;
 pub mod wire;
@@ -64,6 +65,9 @@ pub enum FormatError {
     Hdf5(String),
     #[error("zip: {0}")]
     Zip(String),
+    /// A TFLite model's flatbuffer (or what it says) is malformed.
+    #[error("TFLite: {0}")]
+    Flatbuffer(String),
     /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
     #[error("not a V1 checkpoint: {0}")]
     NotV1(String),

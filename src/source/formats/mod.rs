@@ -7,6 +7,7 @@
 
 pub mod keras;
 pub mod tfjs;
+pub mod tflite;
 pub mod v1;
 pub mod v2;
 
@@ -21,7 +22,13 @@ use super::tensors::TensorSet;
 use crate::error::SourceError;
 
 /// Every checkpoint format, in the order they are tried on a path.
-pub static FORMATS: &[&dyn Format] = &[&v2::V2, &v1::V1, &keras::Keras, &tfjs::Tfjs];
+pub static FORMATS: &[&dyn Format] = &[
+    &v2::V2,
+    &v1::V1,
+    &keras::Keras,
+    &tfjs::Tfjs,
+    &tflite::Tflite,
+];
 
 /// A checkpoint format.
 pub trait Format: Send + Sync {

@@ -1,0 +1,96 @@
+//! Fuzz body for TFLite models (`tfmount::source::formats::tflite`, `tfmount::format::tflite`):
+//! one input is one `.tflite` file, probed by content (the `TFL3` identifier), mounted through
+//! `Fs` and walked with the shared walker (every directory listed and resumed, every name looked
+//! up, every file read in pieces and whole: `.bin`, `.npy`, `dequantized/`, `graph/`,
+//! `model.txt`, `metadata/`, `subgraphs/N/`, the views).
+//!
+//! Invariants, beyond the walker's: a tensor that opens serves exactly the input's bytes at the
+//! offset its index gives (buffers are served in place), of its shape × element size.
+//!
+//! Input: flags (1 byte), then the file. Bits 0..2 pick the read size; bit 3 keeps the input's
+//! bytes 4..8 as they are (otherwise they are set to `TFL3`, so mutations reach the verifier).
+
+use tfmount::fs::{Fs, Options};
+
+use super::{scratch_dir, walk_fs, MAX_FILE_BYTES};
+
+/// Most tensors checked against the input's bytes per input.
+const MAX_TENSORS: u64 = 400;
+
+pub fn tflite(data: &[u8]) {
+    let Some((&flags, file)) = data.split_first() else {
+        return;
+    };
+    let mut file = file.to_vec();
+    if flags & 8 == 0 && file.len() >= 8 {
+        file[4..8].copy_from_slice(b"TFL3");
+    }
+    let dir = scratch_dir();
+    let path = dir.path().join("model.tflite");
+    if std::fs::write(&path, &file).is_err() {
+        return;
+    }
+    let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][(flags & 7) as usize];
+    let Ok(probed) = tfmount::source::probe(&path) else {
+        return;
+    };
+    let opts = Options {
+        live: false,
+        ..Options::default()
+    };
+    let Ok(fs) = Fs::new(&probed, &opts) else {
+        return;
+    };
+    walk_fs(&fs, read_size, true);
+    for (_, set) in fs.checkpoints() {
+        let mut pos = set.seek(b"").ok().flatten();
+        let mut n = 0;
+        while let Some(p) = pos {
+            n += 1;
+            if n > MAX_TENSORS {
+                break;
+            }
+            pos = set.next(p).ok().flatten();
+            let (Ok(info), Ok(data)) = (set.info(p), set.open(p)) else {
+                continue;
+            };
+            let size = data.size();
+            let Some(stored) = info.stored else { continue };
+            if let Some(es) = info.dtype.elem_size() {
+                let want = info
+                    .shape
+                    .iter()
+                    .try_fold(es as u64, |a, &d| a.checked_mul(d));
+                assert_eq!(want, Some(size), "served size is shape x element size");
+            }
+            if size > MAX_FILE_BYTES {
+                continue;
+            }
+            let Ok(bytes) = data.read(0, size as usize) else {
+                continue;
+            };
+            let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
+            assert_eq!(
+                file.get(at..at.saturating_add(bytes.len())),
+                Some(&bytes[..]),
+                "{}: served bytes are not the file's at offset {at}",
+                String::from_utf8_lossy(&info.key)
+            );
+        }
+    }
+}
+
+pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+    let dir = fixtures.join("tflite");
+    let mut out = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".tflite"))
+        .collect();
+    names.sort();
+    for name in names {
+        let bytes = std::fs::read(dir.join(&name))?;
+        out.push(("tflite", name, [&[0u8][..], &bytes].concat()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,693 @@
+//! TensorFlow Lite models (`tests/fixtures/tflite/`, written by `scripts/gen_tflite.py` with TF's
+//! own converter) served like checkpoints, checked against what TensorFlow reads from the same
+//! files, asked live through the test virtualenv's Python (`TFMOUNT_PYTHON`):
+//! `tf.lite.Interpreter` (`get_tensor`, `get_tensor_details`: bytes, dtype, shape, quantization)
+//! for subgraph 0, TensorFlow's flatbuffer reader (`tensorflow.lite.tools.flatbuffer_utils`)
+//! for which tensors hold data, the other subgraphs, the operators and signatures, and Python's
+//! `zipfile` for the associated files. Also `verify`, `diff`, and one FUSE mount.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::requires;
+use serde_json::Value;
+use tfmount::cmd::model::{NodeKind, Tree};
+
+const FIXTURES: [&str; 8] = [
+    "float.tflite",
+    "float_offsets.tflite",
+    "dynamic_int8.tflite",
+    "full_int8.tflite",
+    "float16.tflite",
+    "multi.tflite",
+    "sparse.tflite",
+    "with_metadata.tflite",
+];
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tflite")
+}
+
+/// TensorFlow's reading of a model, as JSON.
+const READER: &str = r#"
+import json, sys, zipfile
+import numpy as np
+import tensorflow as tf
+from tensorflow.lite.tools import flatbuffer_utils as fu
+from tensorflow.lite.python import schema_py_generated as s
+
+names = {v: k for k, v in vars(s.BuiltinOperator).items() if not k.startswith("_")}
+out = {}
+for path in sys.argv[1:]:
+    m = fu.read_model(path)
+    it = tf.lite.Interpreter(model_path=path)
+    it.allocate_tensors()
+    details = {d["index"]: d for d in it.get_tensor_details()}
+    subgraphs = []
+    for si, sg in enumerate(m.subgraphs):
+        tensors = []
+        for i, t in enumerate(sg.tensors):
+            b = m.buffers[t.buffer]
+            if b.data is None or len(b.data) == 0:
+                continue
+            rec = {"index": i, "name": t.name.decode(), "buffer": int(t.buffer),
+                   "sparse": t.sparsity is not None}
+            if si == 0:
+                v = it.get_tensor(i)
+                d = details[i]
+                q = d["quantization_parameters"]
+                rec.update(dtype=v.dtype.name, shape=[int(x) for x in v.shape], bin=v.tobytes().hex(),
+                           scales=[float(x) for x in q["scales"]],
+                           zero_points=[int(x) for x in q["zero_points"]],
+                           qdim=int(q["quantized_dimension"]))
+                sc = np.asarray(q["scales"], dtype=np.float32)
+                if sc.size:
+                    zp = np.asarray(q["zero_points"], dtype=np.int64)
+                    shape = [1] * v.ndim
+                    if sc.size > 1:
+                        shape[rec["qdim"]] = sc.size
+                    else:
+                        shape = [1] * v.ndim
+                    sc = sc.reshape(shape) if v.ndim else sc.reshape(())
+                    zp = (zp if zp.size > 1 else zp.reshape(-1)[:1]).reshape(shape) if v.ndim else zp.reshape(())
+                    deq = ((v.astype(np.int64) - zp).astype(np.float64) * sc.astype(np.float64)).astype(np.float32)
+                    rec["dequantized"] = deq.tobytes().hex()
+            else:
+                rec.update(bin=bytes(b.data).hex(), shape=[int(x) for x in t.shape])
+            tensors.append(rec)
+        ops = []
+        for op in sg.operators:
+            c = m.operatorCodes[op.opcodeIndex]
+            code = max(c.builtinCode, c.deprecatedBuiltinCode)
+            ops.append({"code": int(code), "name": names.get(code, str(code)),
+                        "inputs": [int(x) for x in op.inputs], "outputs": [int(x) for x in op.outputs]})
+        subgraphs.append({"tensors": tensors, "operators": ops,
+                          "names": [t.name.decode() for t in sg.tensors]})
+    sigs = [{"key": sd.signatureKey.decode(), "subgraph": int(sd.subgraphIndex),
+             "inputs": [x.name.decode() for x in sd.inputs], "outputs": [x.name.decode() for x in sd.outputs]}
+            for sd in (m.signatureDefs or [])]
+    files = {}
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            files = {n: z.read(n).hex() for n in z.namelist()}
+    out[path.rsplit("/", 1)[-1]] = {"subgraphs": subgraphs, "signatures": sigs, "files": files,
+                                    "version": int(m.version)}
+print(json.dumps(out))
+"#;
+
+/// TensorFlow's reading of every fixture (once per test process), or `None` (skipped).
+fn expected(test: &str) -> Option<&'static Value> {
+    static READ: std::sync::OnceLock<Option<Value>> = std::sync::OnceLock::new();
+    READ.get_or_init(|| {
+        let py = requires::python("tensorflow, numpy", test)?;
+        let mut cmd = Command::new(py);
+        cmd.arg("-c").arg(READER);
+        for f in FIXTURES {
+            cmd.arg(dir().join(f));
+        }
+        let o = cmd
+            .env("TF_CPP_MIN_LOG_LEVEL", "3")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run python");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Some(serde_json::from_slice(&o.stdout).expect("json"))
+    })
+    .as_ref()
+}
+
+/// The whole file at `path` of `tree`.
+fn cat(tree: &Tree, path: &str) -> Vec<u8> {
+    let n = tree
+        .resolve(path.as_bytes(), true)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let size = tree.open_file(n).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = tree
+            .read(n, out.len() as u64, 1 << 20)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!b.is_empty(), "{path}: short read at {}", out.len());
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+fn text(tree: &Tree, path: &str) -> String {
+    String::from_utf8(cat(tree, path)).expect("utf-8")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The path of a tensor's file under `dir` (`variables`, `dequantized`), its name escaped.
+fn tensor_path(dir: &str, key: &str, suffix: &str) -> String {
+    let p = String::from_utf8(common::name_path(key.as_bytes())).expect("utf-8");
+    format!("{dir}/{p}{suffix}")
+}
+
+/// Every `.bin` under `dir` of `tree`, as paths relative to it.
+fn bins(tree: &Tree, dir: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut todo = vec![dir.to_string()];
+    while let Some(d) = todo.pop() {
+        let n = tree.resolve(d.as_bytes(), true).expect("dir");
+        for e in tree.list(n).expect("list") {
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            let p = format!("{d}/{name}");
+            if e.node.kind == NodeKind::Dir {
+                todo.push(p);
+            } else if let Some(stem) = p.strip_suffix(".bin") {
+                out.insert(stem[dir.len() + 1..].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// `tensors.tsv` as one map per row, by column name.
+fn tsv(tree: &Tree, path: &str) -> Vec<BTreeMap<String, String>> {
+    let t = text(tree, path);
+    let mut lines = t.lines();
+    let head: Vec<&str> = lines.next().expect("header").split('\t').collect();
+    lines
+        .map(|l| {
+            head.iter()
+                .zip(l.split('\t'))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn floats(s: &str) -> Vec<f32> {
+    s.split_whitespace()
+        .map(|x| x.parse().expect("float"))
+        .collect()
+}
+
+#[test]
+fn every_constant_tensor_is_what_the_interpreter_holds() {
+    let Some(exp) = expected("every_constant_tensor_is_what_the_interpreter_holds") else {
+        return;
+    };
+    let mut checked = 0;
+    let mut sparse_seen = false;
+    for f in FIXTURES {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let tensors = exp[f]["subgraphs"][0]["tensors"]
+            .as_array()
+            .expect("tensors");
+        let keys: BTreeSet<String> = tensors
+            .iter()
+            .map(|t| t["name"].as_str().expect("name").to_string())
+            .collect();
+        let shown: BTreeSet<String> = bins(&tree, "variables")
+            .into_iter()
+            .map(|p| {
+                // Back from the escaped path to the key.
+                let b = p.into_bytes();
+                let comps: Vec<Vec<u8>> = b
+                    .split(|&c| c == b'/')
+                    .map(|c| {
+                        let s = String::from_utf8_lossy(c)
+                            .replace("%2F", "/")
+                            .replace("%25", "%");
+                        s.into_bytes()
+                    })
+                    .collect();
+                String::from_utf8(comps.join(&b'/')).expect("utf-8")
+            })
+            .collect();
+        assert_eq!(shown, keys, "{f}: the tensors with data");
+        let rows = tsv(&tree, "tensors.tsv");
+        for t in tensors {
+            let key = t["name"].as_str().expect("name");
+            let bin = cat(&tree, &tensor_path("variables", key, ".bin"));
+            assert_eq!(hex(&bin), t["bin"].as_str().expect("bin"), "{f}: {key}.bin");
+            assert_eq!(
+                text(&tree, &tensor_path("variables", key, ".dtype")).trim(),
+                t["dtype"].as_str().expect("dtype"),
+                "{f}: {key}.dtype"
+            );
+            let shape: Vec<u64> = text(&tree, &tensor_path("variables", key, ".shape"))
+                .split_whitespace()
+                .map(|x| x.parse().expect("dim"))
+                .collect();
+            let want: Vec<u64> = t["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|x| x.as_u64().expect("dim"))
+                .collect();
+            assert_eq!(shape, want, "{f}: {key}.shape");
+            // The .npy is numpy's header and the same bytes.
+            let npy = cat(&tree, &tensor_path("variables", key, ".npy"));
+            assert!(
+                npy.starts_with(b"\x93NUMPY") && npy.ends_with(&bin),
+                "{f}: {key}.npy"
+            );
+            // Quantization columns of tensors.tsv: the interpreter's.
+            let row = rows
+                .iter()
+                .find(|r| r.get("key").map(String::as_str) == Some(key))
+                .unwrap_or_else(|| panic!("{f}: {key} not in tensors.tsv"));
+            assert_eq!(
+                row["tensor_index"],
+                t["index"].as_u64().expect("index").to_string(),
+                "{f}: {key}"
+            );
+            let scales: Vec<f32> = t["scales"]
+                .as_array()
+                .expect("scales")
+                .iter()
+                .map(|x| x.as_f64().expect("scale") as f32)
+                .collect();
+            if scales.is_empty() {
+                assert_eq!(row["scale"], "-", "{f}: {key}");
+            } else {
+                assert_eq!(floats(&row["scale"]), scales, "{f}: {key} scale");
+                let zps: Vec<String> = t["zero_points"]
+                    .as_array()
+                    .expect("zps")
+                    .iter()
+                    .map(|x| x.as_i64().expect("zp").to_string())
+                    .collect();
+                assert_eq!(row["zero_point"], zps.join(" "), "{f}: {key} zero_point");
+                assert_eq!(
+                    row["quantized_dimension"],
+                    t["qdim"].as_i64().expect("qdim").to_string(),
+                    "{f}: {key}"
+                );
+            }
+            // A sparse constant is listed with its format (the interpreter gives its values 1-D).
+            let sparse = t["sparse"].as_bool().expect("sparse");
+            assert_eq!(
+                row["sparsity"].starts_with("traversal_order ["),
+                sparse,
+                "{f}: {key}: {}",
+                row["sparsity"]
+            );
+            sparse_seen |= sparse;
+            checked += 1;
+        }
+    }
+    assert!(checked > 40 && sparse_seen, "{checked} tensors checked");
+}
+
+#[test]
+fn dequantized_values_are_numpys_of_the_interpreters() {
+    let Some(exp) = expected("dequantized_values_are_numpys_of_the_interpreters") else {
+        return;
+    };
+    let mut per_channel = 0;
+    let mut checked = 0;
+    for f in FIXTURES {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let tensors = exp[f]["subgraphs"][0]["tensors"]
+            .as_array()
+            .expect("tensors");
+        let want: BTreeSet<String> = tensors
+            .iter()
+            .filter(|t| t.get("dequantized").is_some())
+            .map(|t| t["name"].as_str().expect("name").to_string())
+            .collect();
+        let has_dir = tree.resolve(b"dequantized", true).is_ok();
+        assert_eq!(has_dir, !want.is_empty(), "{f}: dequantized/");
+        for t in tensors {
+            let Some(d) = t.get("dequantized") else {
+                continue;
+            };
+            let key = t["name"].as_str().expect("name");
+            let got = cat(&tree, &tensor_path("dequantized", key, ".bin"));
+            assert_eq!(
+                hex(&got),
+                d.as_str().expect("hex"),
+                "{f}: dequantized {key}"
+            );
+            assert_eq!(
+                text(&tree, &tensor_path("dequantized", key, ".dtype")).trim(),
+                "float32"
+            );
+            // A read at an odd offset is the same bytes.
+            let n = tree
+                .resolve(tensor_path("dequantized", key, ".bin").as_bytes(), true)
+                .expect("bin");
+            tree.open_file(n).expect("open");
+            if got.len() > 7 {
+                assert_eq!(tree.read(n, 3, 5).expect("read"), &got[3..8]);
+            }
+            if t["scales"].as_array().expect("scales").len() > 1 {
+                per_channel += 1;
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 7 && per_channel >= 3,
+        "{checked} tensors, {per_channel} per channel"
+    );
+}
+
+#[test]
+fn operators_signatures_and_subgraphs_are_the_models() {
+    let Some(exp) = expected("operators_signatures_and_subgraphs_are_the_models") else {
+        return;
+    };
+    for f in FIXTURES {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let subgraphs = exp[f]["subgraphs"].as_array().expect("subgraphs");
+        for (k, sg) in subgraphs.iter().enumerate() {
+            let at = if k == 0 {
+                String::new()
+            } else {
+                format!("subgraphs/{k}/")
+            };
+            let ops = sg["operators"].as_array().expect("ops");
+            let names = sg["names"].as_array().expect("names");
+            let graph = format!("{at}graph");
+            let listed: Vec<String> = match tree.resolve(graph.as_bytes(), true) {
+                Ok(n) => {
+                    let mut v: Vec<String> = tree
+                        .list(n)
+                        .expect("list")
+                        .iter()
+                        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+                        .filter(|n| n != "." && n != "..")
+                        .collect();
+                    v.sort();
+                    v
+                }
+                Err(_) => Vec::new(),
+            };
+            assert_eq!(listed.len(), ops.len(), "{f}: {graph}");
+            for (i, (file, op)) in listed.iter().zip(ops).enumerate() {
+                let name = op["name"].as_str().expect("name");
+                assert_eq!(file, &format!("{i:04}_{name}.txt"), "{f}");
+                let t = text(&tree, &format!("{graph}/{file}"));
+                assert!(
+                    t.contains(&format!("opcode: {} {name} ", op["code"])),
+                    "{f}: {file}: {t}"
+                );
+                for x in op["inputs"].as_array().expect("inputs") {
+                    let x = x.as_i64().expect("input");
+                    if x >= 0 {
+                        let n = names[x as usize].as_str().expect("name");
+                        assert!(t.contains(&format!("  {x} {n}\n")), "{f}: {file}: {t}");
+                    }
+                }
+            }
+            // The other subgraphs' constants: TensorFlow's reader's bytes.
+            if k > 0 {
+                for t in sg["tensors"].as_array().expect("tensors") {
+                    let key = t["name"].as_str().expect("name");
+                    let bin = cat(&tree, &tensor_path(&format!("{at}variables"), key, ".bin"));
+                    assert_eq!(
+                        hex(&bin),
+                        t["bin"].as_str().expect("bin"),
+                        "{f}: {k}: {key}"
+                    );
+                }
+            }
+        }
+        let sigs = exp[f]["signatures"].as_array().expect("signatures");
+        if sigs.is_empty() {
+            assert!(tree.resolve(b"signatures.txt", true).is_err(), "{f}");
+            continue;
+        }
+        let t = text(&tree, "signatures.txt");
+        for s in sigs {
+            assert!(
+                t.contains(&format!(
+                    "signature {:?} (subgraph {})",
+                    s["key"].as_str().expect("key"),
+                    s["subgraph"]
+                )),
+                "{f}: {t}"
+            );
+            for x in s["inputs"]
+                .as_array()
+                .expect("in")
+                .iter()
+                .chain(s["outputs"].as_array().expect("out"))
+            {
+                assert!(
+                    t.contains(&format!("    {}: ", x.as_str().expect("alias"))),
+                    "{f}: {t}"
+                );
+            }
+        }
+        let model = text(&tree, "model.txt");
+        assert!(
+            model.contains(&format!("schema version: {}\n", exp[f]["version"])),
+            "{f}: {model}"
+        );
+        assert!(
+            model.contains(&format!("subgraphs: {}\n", subgraphs.len())),
+            "{model}"
+        );
+    }
+    // multi.tflite has more than one subgraph, each with constants.
+    assert!(
+        exp["multi.tflite"]["subgraphs"]
+            .as_array()
+            .expect("sg")
+            .len()
+            > 2
+    );
+}
+
+#[test]
+fn metadata_and_associated_files_are_shown() {
+    let Some(exp) = expected("metadata_and_associated_files_are_shown") else {
+        return;
+    };
+    let f = "with_metadata.tflite";
+    let tree = Tree::open(&dir().join(f)).expect("open");
+    let files = exp[f]["files"].as_object().expect("files");
+    assert!(!files.is_empty(), "the fixture has associated files");
+    for (name, bytes) in files {
+        assert_eq!(
+            hex(&cat(&tree, &format!("metadata/{name}"))),
+            bytes.as_str().expect("hex"),
+            "metadata/{name}"
+        );
+    }
+    let md = text(&tree, "metadata.txt");
+    assert!(md.starts_with("ModelMetadata {"), "{md}");
+    for name in files.keys() {
+        assert!(md.contains(&format!("{name:?}")), "{md}");
+    }
+    assert!(text(&tree, "model.txt").contains("TFLITE_METADATA"));
+}
+
+fn tfmount(args: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tfmount")
+}
+
+#[test]
+fn verify_and_diff_line_up_conversions() {
+    let d = dir();
+    for f in FIXTURES {
+        let o = tfmount(&[Path::new("verify"), &d.join(f)]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{f}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // One model converted twice: buffers inside and after the flatbuffer, the same tensors.
+    let o = tfmount(&[
+        Path::new("diff"),
+        &d.join("float.tflite"),
+        &d.join("float_offsets.tflite"),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // Float and float16 conversions: the same keys; the weights changed type (`T`).
+    let o = tfmount(&[
+        Path::new("diff"),
+        &d.join("float.tflite"),
+        &d.join("float16.tflite"),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let weights = out.lines().filter(|l| l.starts_with("T\t")).count();
+    assert!(weights >= 6, "{out}");
+    assert!(out.lines().all(|l| l.starts_with("T\t")), "{out}");
+}
+
+#[test]
+fn verify_finds_buffers_past_the_end() {
+    // float_offsets.tflite keeps every buffer after the flatbuffer: cut the file short and the
+    // last buffers are past its end.
+    let b = std::fs::read(dir().join("float_offsets.tflite")).expect("read");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let p = tmp.path().join("cut.tflite");
+    std::fs::write(&p, &b[..b.len() - 100]).expect("write");
+    let o = tfmount(&[Path::new("verify"), &p]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("[buffers]") && out.contains("past the end"),
+        "{out}"
+    );
+    // The tensors whose bytes lie before the cut still read; the others fail.
+    let tree = Tree::open(&p).expect("open");
+    let cut = (b.len() - 100) as u64;
+    let (mut before, mut after) = (0, 0);
+    for row in tsv(&tree, "tensors.tsv") {
+        let end: u64 = row["offset"].parse::<u64>().expect("offset")
+            + row["nbytes"].parse::<u64>().expect("nbytes");
+        let n = tree.resolve(row["path"].as_bytes(), true).expect("listed");
+        let read = tree
+            .open_file(n)
+            .and_then(|size| tree.read(n, 0, size as usize));
+        if end <= cut {
+            assert!(read.is_ok(), "{}: {read:?}", row["key"]);
+            before += 1;
+        } else {
+            let e = read.expect_err("past the end").to_string();
+            assert!(e.contains("past the end of the file"), "{e}");
+            after += 1;
+        }
+    }
+    assert!(
+        before > 0 && after > 0,
+        "{before} before the cut, {after} after"
+    );
+}
+
+#[test]
+fn a_mount_shows_tensors_quantization_and_graph() {
+    if !requires::fuse("a_mount_shows_tensors_quantization_and_graph") {
+        return;
+    }
+    let src = dir().join("full_int8.tflite");
+    let mut m = common::Mount::start(&src, &[]);
+    let mp = m.path();
+    let kernel = mp.join("variables/MatMul.bin");
+    let bin = std::fs::read(&kernel).expect("read");
+    let tree = Tree::open(&src).expect("open");
+    assert_eq!(bin, cat(&tree, "variables/MatMul.bin"));
+    let scale = xattr(&kernel, "user.tfmount.scale");
+    assert_eq!(floats(&scale).len(), 16, "{scale}");
+    assert_eq!(xattr(&kernel, "user.tfmount.quantized_dimension"), "0");
+    let deq = std::fs::read(mp.join("dequantized/MatMul.bin")).expect("read");
+    assert_eq!(deq.len(), bin.len() * 4);
+    // Counted, not kept: a kept `DirEntry` holds the directory open and the unmount busy.
+    let ops = std::fs::read_dir(mp.join("graph")).expect("graph").count();
+    assert!(ops > 0);
+    assert!(std::fs::read_to_string(mp.join("signatures.txt"))
+        .expect("signatures")
+        .contains("serving_default"));
+    m.unmount();
+}
+
+fn xattr(p: &Path, name: &str) -> String {
+    let path = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+    let name = std::ffi::CString::new(name).expect("name");
+    let mut buf = vec![0u8; 1 << 16];
+    // SAFETY: both strings are NUL-terminated and `buf` is writable for its length.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    assert!(
+        n >= 0,
+        "getxattr {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+    buf.truncate(n as usize);
+    String::from_utf8(buf).expect("utf-8")
+}
+
+#[test]
+fn the_views_hold_the_same_tensors() {
+    for f in ["full_int8.tflite", "float16.tflite", "multi.tflite"] {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        // model.safetensors: an 8-byte header length, the JSON header, then each tensor's bytes.
+        let st = cat(&tree, "model.safetensors");
+        let n = u64::from_le_bytes(st[..8].try_into().expect("8 bytes")) as usize;
+        let header: Value = serde_json::from_slice(&st[8..8 + n]).expect("header");
+        let rows = tsv(&tree, "tensors.tsv");
+        assert!(!rows.is_empty(), "{f}");
+        for row in &rows {
+            let key = &row["key"];
+            let bin = cat(&tree, &row["path"]);
+            let e = &header[key.as_str()];
+            let (a, b) = (
+                e["data_offsets"][0].as_u64().expect("start") as usize,
+                e["data_offsets"][1].as_u64().expect("end") as usize,
+            );
+            assert_eq!(&st[8 + n + a..8 + n + b], &bin[..], "{f}: {key}");
+            // text/ and stats/ of the tensor read.
+            let stem = tensor_path("", key, "");
+            assert!(
+                !cat(&tree, &format!("text{stem}.txt")).is_empty(),
+                "{f}: {key}"
+            );
+            let stats = text(&tree, &format!("stats{stem}.txt"));
+            assert!(stats.contains("count"), "{f}: {key}: {stats}");
+        }
+        let summary = text(&tree, "summary.txt");
+        assert!(
+            summary.starts_with(&format!("tensors: {}\n", rows.len())),
+            "{f}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn a_directory_of_models_shows_one_directory_each() {
+    let tree = Tree::open(&dir()).expect("open");
+    let root = tree.resolve(b"", true).expect("root");
+    let names: BTreeSet<String> = tree
+        .list(root)
+        .expect("list")
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect();
+    for f in FIXTURES {
+        assert!(names.contains(f), "{f} in {names:?}");
+        assert!(
+            tree.resolve(format!("{f}/model.txt").as_bytes(), true)
+                .is_ok(),
+            "{f}/model.txt"
+        );
+    }
+}

@@ -1,0 +1,316 @@
+//! TFLite models damaged thousands of ways, opened through the filesystem core (`probe` + `Fs`,
+//! no kernel): every truncation of the first 2 KB and then at a stride, and seeded single-bit
+//! flips anywhere (flatbuffer tables, vtables, offsets, buffer payloads, the appended zip) of
+//! every fixture of `tests/fixtures/tflite/`.
+//!
+//! For every input:
+//! - nothing panics (each input runs under `catch_unwind`; the failure names every input that
+//!   panicked);
+//! - no single allocation exceeds [`MAX_ALLOCATION`] (the files are at most 20 KB);
+//! - every `.bin` that reads is the file's own bytes where the verified model says they are:
+//!   the damaged file's bytes at the tensor's `user.tfmount.offset`, of the tensor's size (the
+//!   flatbuffer verified, a flip may point a tensor at other bytes of the file: those are what it
+//!   holds then); and a truncated file serves each tensor exactly as the whole file does, or
+//!   fails (cutting bytes off never changes any that are left);
+//! - every other file (`dequantized/`, `graph/`, `model.txt`, `metadata/`, the views) reads
+//!   without a panic, to its end or to an error.
+
+mod common;
+
+#[path = "support/tracking_alloc.rs"]
+mod tracking_alloc;
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tracking_alloc::{largest_allocation, Tracking};
+
+#[global_allocator]
+static GLOBAL: Tracking = Tracking;
+
+/// The largest single allocation one input may cause.
+const MAX_ALLOCATION: usize = 16 << 20;
+/// Every truncation up to this length, then one every [`CUT_STRIDE`] bytes.
+const CUT_ALL: usize = 2048;
+const CUT_STRIDE: usize = 97;
+/// Single-bit flips per file, at seeded places.
+const FLIPS: usize = 1200;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tflite")
+}
+
+/// A `.bin` read: its bytes and its `user.tfmount.offset`, or the error.
+type BinRead = Result<(Vec<u8>, Option<u64>), String>;
+
+/// What one input served: `.bin`s by key (bytes and the offset xattr, or the error), and how
+/// many other files were read to their end.
+#[derive(Default)]
+struct Served {
+    opened: bool,
+    bins: Vec<(String, BinRead)>,
+    others: usize,
+}
+
+fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
+    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = fs
+            .read(ino, out.len() as u64, 1 << 16)
+            .map_err(|e| e.to_string())?;
+        if b.is_empty() {
+            return Err(format!("short read at {} of {size}", out.len()));
+        }
+        out.extend_from_slice(&b);
+    }
+    Ok(out)
+}
+
+/// Opens `path` as a mount would and reads every file of the tree.
+fn serve(path: &Path) -> Served {
+    let mut s = Served::default();
+    let Ok(probed) = tfmount::source::probe(path) else {
+        return s;
+    };
+    let opts = Options {
+        live: false,
+        ..Options::default()
+    };
+    let Ok(fs) = Fs::new(&probed, &opts) else {
+        return s;
+    };
+    s.opened = true;
+    let mut todo = vec![(ROOT, String::new())];
+    while let Some((d, at)) = todo.pop() {
+        let mut entries = Vec::new();
+        if fs
+            .readdir(d, 0, |e| {
+                entries.push(e);
+                false
+            })
+            .is_err()
+        {
+            continue;
+        }
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            let p = format!("{at}/{name}");
+            if e.kind == Kind::Dir {
+                todo.push((e.ino, p));
+                continue;
+            }
+            if e.kind != Kind::File {
+                continue;
+            }
+            let in_vars = p.starts_with("/variables/") || p.contains("/variables/");
+            if in_vars && name.ends_with(".bin") {
+                let key = fs
+                    .getxattr(e.ino, tfmount::fs::KEY_XATTR.as_bytes())
+                    .map(|k| String::from_utf8_lossy(&k).into_owned())
+                    .unwrap_or(p.clone());
+                let offset = fs
+                    .getxattr(e.ino, b"user.tfmount.offset")
+                    .ok()
+                    .and_then(|o| String::from_utf8_lossy(&o).trim().parse().ok());
+                s.bins.push((
+                    format!("{at}:{key}"),
+                    read_all(&fs, e.ino).map(|b| (b, offset)),
+                ));
+            } else {
+                let _ = read_all(&fs, e.ino);
+                let _ = fs.listxattr(e.ino);
+                s.others += 1;
+            }
+        }
+    }
+    s
+}
+
+/// A damage: the first `len` bytes, or one bit flipped.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    Cut(usize),
+    Flip(usize, u8),
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+thread_local! {
+    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+fn quiet_panics_in_inputs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_INPUT.with(|q| q.get()) {
+                let at = info
+                    .location()
+                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
+                WHERE.with(|w| *w.borrow_mut() = at);
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
+fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    IN_INPUT.with(|q| q.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_INPUT.with(|q| q.set(false));
+    r.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
+    })
+}
+
+#[test]
+fn damaged_models_never_panic_nor_serve_wrong_bytes() {
+    quiet_panics_in_inputs();
+    let shm = Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).expect("tmp")
+    } else {
+        tempfile::tempdir().expect("tmp")
+    };
+    let mut failures: Vec<String> = Vec::new();
+    let mut rng = Rng(0x7f1_17e);
+    let (mut inputs, mut opened, mut bins_ok, mut bins_err) = (0usize, 0usize, 0usize, 0usize);
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .expect("fixtures")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".tflite"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 7, "{names:?}");
+    for name in &names {
+        let orig = std::fs::read(dir().join(name)).expect("read");
+        let whole = serve(&dir().join(name));
+        assert!(whole.opened, "{name} opens");
+        let original: HashMap<String, Vec<u8>> = whole
+            .bins
+            .iter()
+            .map(|(k, r)| (k.clone(), r.as_ref().expect("undamaged reads").0.clone()))
+            .collect();
+        let mut damages: Vec<Damage> = (0..orig.len().min(CUT_ALL)).map(Damage::Cut).collect();
+        damages.extend((CUT_ALL..orig.len()).step_by(CUT_STRIDE).map(Damage::Cut));
+        for _ in 0..FLIPS {
+            let at = rng.below(orig.len());
+            damages.push(Damage::Flip(at, 1 << rng.below(8)));
+        }
+        let p = tmp.path().join(name);
+        for d in damages {
+            let bytes = match d {
+                Damage::Cut(n) => orig[..n].to_vec(),
+                Damage::Flip(at, m) => {
+                    let mut b = orig.clone();
+                    b[at] ^= m;
+                    b
+                }
+            };
+            std::fs::write(&p, &bytes).expect("write");
+            inputs += 1;
+            let mut result = None;
+            let big = largest_allocation(|| result = Some(in_input(|| serve(&p))));
+            let served = match result {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    failures.push(format!("{name} {d:?}: panic: {e}"));
+                    continue;
+                }
+                None => continue,
+            };
+            if big > MAX_ALLOCATION {
+                failures.push(format!("{name} {d:?}: an allocation of {big} bytes"));
+            }
+            opened += usize::from(served.opened);
+            for (key, r) in served.bins {
+                let Ok((b, offset)) = r else {
+                    bins_err += 1;
+                    continue;
+                };
+                bins_ok += 1;
+                let ok = match d {
+                    Damage::Cut(_) => original.get(&key) == Some(&b),
+                    Damage::Flip(..) => {
+                        offset.is_some_and(|o| {
+                            let o = o as usize;
+                            bytes.get(o..o + b.len()) == Some(&b[..])
+                        }) || key.contains("string")
+                    }
+                };
+                if !ok {
+                    failures.push(format!("{name} {d:?}: {key}: wrong bytes served"));
+                }
+            }
+        }
+    }
+    eprintln!("{inputs} damaged inputs, {opened} opened, {bins_ok} .bin read, {bins_err} refused");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The damage was seen: some inputs opened, some tensors were refused.
+    assert!(opened > 0 && bins_err > 0 && bins_ok > 0);
+}
+
+#[test]
+fn a_tensor_claiming_a_huge_shape_fails_without_allocating_it() {
+    // float.tflite's MatMul is [16, 256] float32; claim [16, 2^30] instead: its buffer is too
+    // small for its shape, so reading it fails, and no allocation of the claimed size happens.
+    let orig = std::fs::read(dir().join("float.tflite")).expect("read");
+    let needle: Vec<u8> = [2u32, 16, 256]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let at = orig
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the shape vector of MatMul");
+    let mut b = orig.clone();
+    b[at + 8..at + 12].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let p = tmp.path().join("huge.tflite");
+    std::fs::write(&p, &b).expect("write");
+    let mut served = None;
+    let big = largest_allocation(|| served = Some(serve(&p)));
+    let s = served.expect("served");
+    assert!(s.opened);
+    assert!(big < MAX_ALLOCATION, "{big}");
+    let (_, r) = s
+        .bins
+        .iter()
+        .find(|(k, _)| k.ends_with(":MatMul"))
+        .expect("MatMul listed");
+    let e = r.as_ref().expect_err("a shape its buffer cannot hold");
+    assert!(!e.is_empty());
+}
