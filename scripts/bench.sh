@@ -1000,7 +1000,9 @@ bench_walk() {
     T_WALK=${T_WALKV[after]}
     T_TF=nan
     T_WALK100K=nan
-    if [ -d "$WORK/t100k" ] && [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
+    if [ ! -d "$WORK/t100k" ]; then
+        : # ONLY=walk: no 100k-tensor checkpoint written
+    elif [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
         if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
             t0=$(now)
             find "$mnt" -name '*.shape' | xargs cat >/dev/null
