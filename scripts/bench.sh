@@ -14,7 +14,10 @@
 #   4. `find MNT/variables -name '*.shape' | xargs cat` over WALK_TENSORS (20 000) tensors on a
 #      fresh mount (variables/: the tree the plain copy holds),
 #      vs the same walk over an ordinary directory tree of the same files (target: mount <= 2x
-#      plain) and over a memfuse mount of that tree (what FUSE alone costs); 100 000 tensors vs
+#      plain) and over a memfuse mount of that tree (what FUSE alone costs), started as a child
+#      of this script and in a session of its own as tfmount's daemon is (`setsid`; with
+#      scheduler autogroups that decides how soon a server runs: mount / that memfuse <= 1.1;
+#      ONLY=walk runs this section alone); 100 000 tensors vs
 #      tf.train.list_variables when a Python with TensorFlow is found ($TF_PYTHON, else
 #      /work/tfvenv/bin/python)
 #   5. the daemons' RssAnon (/proc/PID/status) after 1-4 (the largest)            <= 64 MiB
@@ -23,6 +26,7 @@
 #   7. the subcommands without FUSE (bench_cli, at the end): verify vs dd, diff of 100k-tensor
 #      checkpoints (time, data bytes read), ls -R vs find over a fresh mount
 #   8. V1 checkpoints (bench_v1): large V1 tensors read vs dd of the V1 file and vs V2
+#      (int64 V2/V1 >= 0.7; ONLY=v1 runs this section alone)
 #   9. the views (bench_views): big/tensor read through model.safetensors vs its .bin (>= 0.9),
 #      the header of model.safetensors of 100 000 tensors (< 1 s), stats/ and text/ of
 #      big/tensor (time, throughput, RssAnon)
@@ -57,13 +61,14 @@
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|issue19
-# (section 10, 11, 12, 13, 14 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
-# gen_tflite.py --big earlier: reused, kept), CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19
+# (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
+# gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
+# CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
 # arguments, e.g. "--cache-size 64M"), BENCH_TMP (default /tmp),
 # TFMOUNT_BEFORE: another tfmount binary (e.g. built from an older commit with
 # `git worktree add /tmp/before REV && (cd /tmp/before && cargo build --release)`), measured in
-# the same repetitions for figures 1, 2, 4 and 5: a before/after comparison from one run.
+# the same repetitions for figures 1, 2, 4, 5 and 8: a before/after comparison from one run.
 # The machine is probably shared and noisy: compare ratios, not absolute figures, and re-run
 # before believing a MISS.
 
@@ -158,11 +163,16 @@ mount_bg() {
 }
 
 # memfuse_bg SRC MNT [--direct-io]: a memfuse mount of SRC (loaded into memory) in the
-# background; sets MEMFUSE_PID; returns once the mount is ready.
+# background; sets MEMFUSE_PID; returns once the mount is ready. With MEMFUSE_SETSID=1, memfuse
+# runs in a session of its own (`setsid`), as tfmount's daemon does: with the kernel's
+# scheduler autogroups (/proc/sys/kernel/sched_autogroup_enabled) a session is a scheduling
+# group, and on a loaded machine a server in another group than its client answers later.
 memfuse_bg() {
     local log=$WORK/memfuse.$RANDOM.log
+    local wrap=()
+    [ "${MEMFUSE_SETSID:-0}" = 1 ] && wrap=(setsid)
     # shellcheck disable=SC2086
-    "$MEMFUSE" ${3:-} "$1" "$2" 2>"$log" &
+    "${wrap[@]}" "$MEMFUSE" ${3:-} "$1" "$2" 2>"$log" &
     MEMFUSE_PID=$!
     FG_PIDS+=("$MEMFUSE_PID")
     local i
@@ -309,7 +319,7 @@ hist = np.histogram(f, bins=16, range=(lo, hi))
 print(f"{time.perf_counter() - t0:.6f}")
 PYEOF
 }
-# v1_write DIR MIB: a float32 tensor f32 of MIB MiB and an int64 tensor i64 of MIB/4 MiB,
+# v1_write DIR MIB: a float32 tensor f32 of MIB MiB and an int64 tensor i64 of MIB/2 MiB,
 # saved by TensorFlow's V1 Saver as DIR/v1.ckpt and as the V2 checkpoint DIR/v2.ckpt
 v1_write() {
     TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$1" "$2" <<'PYEOF'
@@ -339,6 +349,14 @@ plain_tree() {
     unmount_wait "$1"
 }
 has_tf() { [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; }
+# mount_cpu MOUNTPOINT: CPU time (user + system, clock ticks) the mount's processes used so far.
+mount_cpu() {
+    local pid t=0 c
+    for pid in $(mount_pids "$1"); do
+        c=$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null) && t=$((t + c))
+    done
+    echo "$t"
+}
 
 echo "== machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); timings are the median of $REPS"
 echo "   (shared machines are noisy: read the ratios, each against a baseline from this same run)"
@@ -929,7 +947,7 @@ bench_issue19() {
     plain_tree "$mnt" || return
     local v1=
     if has_tf; then
-        v1_write "$WORK/v1" 256 >/dev/null && v1=$WORK/v1 # int64: 64 MiB
+        v1_write "$WORK/v1" 128 >/dev/null && v1=$WORK/v1 # int64: 64 MiB
     else
         echo "   (no Python with TensorFlow at $PY: no V1 row; set TF_PYTHON)"
     fi
@@ -960,6 +978,8 @@ bench_issue19() {
         memfuse_cold_warm "$data" "$mnt" && put mf.pc "$MF_COLD"
         memfuse_cold_warm "$data" "$mnt" --direct-io && put mf.dio "$MF_COLD"
         put mf.walk "$(walk_memfuse "$WORK/plain" "$mnt")"
+        # The like-for-like floor: memfuse in a session of its own, as tfmount's daemon is.
+        put mf.swalk "$(MEMFUSE_SETSID=1 walk_memfuse "$WORK/plain" "$mnt")"
         put numpy "$(numpy_stats "$data" "${OFF[big]}" "$big_n")"
         if [ -n "$nginx" ]; then
             put curl.256 "$(curl_t sc256 "$plain")"
@@ -1061,7 +1081,9 @@ bench_issue19() {
         t19 "64 MiB int64 saved by TF's V1 saver: V2 / V1 read time" "$rb" "$ra" '>=' 0.7
     fi
     read -r rb ra <<<"$(both walk =mf.walk)"
-    t19 "walk of $WALK_TENSORS tensors: mount / memfuse ($(ms "${M[mf.walk]}"))" "$rb" "$ra" '<=' 1.1
+    t19 "walk of $WALK_TENSORS tensors: mount / memfuse ($(ms "${M[mf.walk]}"))" "$rb" "$ra"
+    read -r rb ra <<<"$(both walk =mf.swalk)"
+    t19 "same: mount / memfuse in its own session ($(ms "${M[mf.swalk]}"))" "$rb" "$ra" '<=' 1.1
     echo "   (times: stats before $(ms "${M[stats.before]:-nan}"), after $(ms "${M[stats.after]:-nan}"); cold before $(ms "${M[cold.before]:-nan}"), after $(ms "${M[cold.after]:-nan}"))"
 }
 
@@ -1164,6 +1186,193 @@ bench_tflite() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 8: V1 checkpoints (needs a Python with TensorFlow: the V1 files are written by its V1 Saver)
+# ---------------------------------------------------------------------------------------------
+# A float32 tensor of V1_MIB MiB (packed fixed-width values, served by offset) and an int64
+# tensor of V1_MIB/2 MiB (V1_MIB x 64 Ki values as varints, decoded from position marks), saved by
+# TensorFlow as one V1 file and as a V2 checkpoint. Each is read sequentially (bs=1M) through a
+# fresh mount and compared with the same tensor in the V2 mount (V2/V1: >= 0.7 for int64) and
+# with `dd` of the V1 file (warm page cache); with TFMOUNT_BEFORE, that binary's V1 and V2 reads
+# too, alternating with this tree's in the same repetitions.
+bench_v1() {
+    echo "== 8: V1 checkpoints: sequential reads of large V1 tensors"
+    if ! has_tf; then
+        echo "   (no Python with TensorFlow at $PY: set TF_PYTHON)"
+        return
+    fi
+    local mib=${V1_MIB:-1024}
+    v1_write "$WORK/v1" "$mib" || { echo "bench: writing V1 failed" >&2; return; }
+    local v1file=$WORK/v1/v1.ckpt key r t0 v
+    new_mountpoint
+    local m1=$MP
+    new_mountpoint
+    local m2=$MP
+    declare -A T8
+    for key in f32 i64; do
+        local dd=() c0
+        # Wall times, and the daemon's CPU ticks per read (steadier than wall time on a
+        # loaded machine).
+        declare -A d1=() d2=() c1=() c2=()
+        for r in $(seq "$REPS"); do
+            cat "$v1file" "$WORK/v1/v2.ckpt.data-00000-of-00001" >/dev/null
+            t0=$(now)
+            dd if="$v1file" of=/dev/null bs=1M status=none
+            dd+=("$(sub "$t0" "$(now)")")
+            # Each version's V1 read, then its V2 read, alternating with the other version's.
+            for v in "${VERSIONS[@]}"; do
+                mount_bg "$v1file" "$m1" "$v" || return
+                c0=$(mount_cpu "$m1")
+                t0=$(now)
+                dd if="$m1/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V1 read failed" >&2
+                d1[$v]+="$(sub "$t0" "$(now)") "
+                c1[$v]+="$(($(mount_cpu "$m1") - c0)) "
+                [ "$r" = "$REPS" ] && note_rss "V1 mount after reading $key ($v)" "$m1"
+                unmount "$m1"
+                mount_bg "$WORK/v1/v2.ckpt" "$m2" "$v" || return
+                c0=$(mount_cpu "$m2")
+                t0=$(now)
+                dd if="$m2/variables/$key.bin" of=/dev/null bs=1M status=none || echo "bench: V2 read failed" >&2
+                d2[$v]+="$(sub "$t0" "$(now)") "
+                c2[$v]+="$(($(mount_cpu "$m2") - c0)) "
+                unmount "$m2"
+            done
+        done
+        T8[$key.dd]=$(median "${dd[@]}")
+        for v in "${VERSIONS[@]}"; do
+            # shellcheck disable=SC2086
+            T8[$key.v1.$v]=$(median ${d1[$v]:-nan})
+            # shellcheck disable=SC2086
+            T8[$key.v2.$v]=$(median ${d2[$v]:-nan})
+            # shellcheck disable=SC2086
+            T8[$key.c1.$v]=$(median ${c1[$v]:-nan})
+            # shellcheck disable=SC2086
+            T8[$key.c2.$v]=$(median ${c2[$v]:-nan})
+            printf '   %s %-6s: V1 mount %s, V2 mount %s, V2/V1 %s (runs V1: %s; V2: %s)\n' "$key" "$v" \
+                "$(ms "${T8[$key.v1.$v]}")" "$(ms "${T8[$key.v2.$v]}")" \
+                "$(div "${T8[$key.v2.$v]}" "${T8[$key.v1.$v]}")" "${d1[$v]:-}" "${d2[$v]:-}"
+            printf '   %s %-6s: daemon CPU ticks per read, V1 %s, V2 %s (runs V1: %s; V2: %s)\n' "$key" "$v" \
+                "${T8[$key.c1.$v]}" "${T8[$key.c2.$v]}" "${c1[$v]:-}" "${c2[$v]:-}"
+        done
+        printf '   %s: dd of the whole V1 file (%s bytes) %s\n' "$key" "$(stat -c %s "$v1file")" "$(ms "${T8[$key.dd]}")"
+        unset d1 d2 c1 c2
+    done
+    echo
+    for v in "${VERSIONS[@]}"; do
+        row "8a. V1 float32 ${mib} MiB read ($v)" "$(ms "${T8[f32.v1.$v]}") (V2 $(ms "${T8[f32.v2.$v]}"), V2/V1 $(div "${T8[f32.v2.$v]}" "${T8[f32.v1.$v]}"))" "-" "info"
+        local r8b
+        r8b=$(div "${T8[i64.v2.$v]}" "${T8[i64.v1.$v]}")
+        row "8b. V1 int64 $((mib / 2)) MiB, varints ($v)" "$(ms "${T8[i64.v1.$v]}") (V2 $(ms "${T8[i64.v2.$v]}"), V2/V1 $r8b)" ">= 0.7" "$(cmp_ok "$r8b" '>=' 0.7)"
+        row "8b. int64 daemon CPU ticks, V1 / V2 ($v)" "${T8[i64.c1.$v]} / ${T8[i64.c2.$v]}" "-" "info"
+    done
+    row "8. dd of the whole V1 file" "$(ms "${T8[f32.dd]}")" "-" "info"
+}
+# ---------------------------------------------------------------------------------------------
+# 4: metadata walk
+# ---------------------------------------------------------------------------------------------
+# bench_walk: figure 4 (sets T_PLAIN, T_MWALK, T_MSWALK, T_WALKV, R_WALK, R_WALKM, R_WALKS).
+bench_walk() {
+    echo "== 4: find MNT/variables -name '*.shape' | xargs cat, $WALK_TENSORS tensors (fresh mount per run)"
+    # The plain tree: the mount's files copied to $WORK (same names and contents).
+    new_mountpoint
+    plain_tree "$MP" || die "making the plain walk tree failed"
+    declare -gA WALK R_WALK
+    plain=()
+    mfw=()
+    mfs=()
+    new_mountpoint
+    mnt=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        find "$WORK/plain" -name '*.shape' | xargs cat >/dev/null
+        plain+=("$(sub "$t0" "$(now)")")
+        if memfuse_bg "$WORK/plain" "$mnt"; then
+            t0=$(now)
+            find "$mnt" -name '*.shape' | xargs cat >/dev/null
+            mfw+=("$(sub "$t0" "$(now)")")
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        # The same floor served from a session of its own, as tfmount's daemon is (setsid).
+        if MEMFUSE_SETSID=1 memfuse_bg "$WORK/plain" "$mnt"; then
+            t0=$(now)
+            find "$mnt" -name '*.shape' | xargs cat >/dev/null
+            mfs+=("$(sub "$t0" "$(now)")")
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        for v in "${VERSIONS[@]}"; do
+            mount_bg "$WORK/twalk/ckpt" "$mnt" "$v" || break
+            t0=$(now)
+            # variables/ only: the plain tree holds those files (the views beside them, text/ and
+            # stats/, are more directories that the plain tree does not have).
+            find "$mnt/variables" -name '*.shape' | xargs cat >/dev/null
+            WALK[$v]+="$(sub "$t0" "$(now)") "
+            [ "$r" = "$REPS" ] && note_rss "$WALK_TENSORS-tensor mount after find | xargs cat ($v)" "$mnt"
+            unmount "$mnt"
+        done
+    done
+    T_PLAIN=$(median "${plain[@]}")
+    T_MWALK=$(median "${mfw[@]:-nan}")
+    T_MSWALK=$(median "${mfs[@]:-nan}")
+    printf '   plain directory tree: %s (runs: %s)\n' "$(ms "$T_PLAIN")" "${plain[*]}"
+    printf '   memfuse of that tree: %s  memfuse/plain %s (runs: %s)\n' "$(ms "$T_MWALK")" "$(div "$T_MWALK" "$T_PLAIN")" "${mfw[*]:-}"
+    printf '   memfuse, own session: %s  memfuse/plain %s (runs: %s)\n' "$(ms "$T_MSWALK")" "$(div "$T_MSWALK" "$T_PLAIN")" "${mfs[*]:-}"
+    declare -gA T_WALKV R_WALKM R_WALKS
+    for v in "${VERSIONS[@]}"; do
+        # shellcheck disable=SC2086
+        T_WALKV[$v]=$(median ${WALK[$v]:-nan})
+        R_WALK[$v]=$(div "${T_WALKV[$v]}" "$T_PLAIN")
+        R_WALKM[$v]=$(div "${T_WALKV[$v]}" "$T_MWALK")
+        R_WALKS[$v]=$(div "${T_WALKV[$v]}" "$T_MSWALK")
+        printf '   tfmount %-6s : %s  mount/plain %s  mount/memfuse %s, own session %s (runs: %s)\n' "$v" "$(ms "${T_WALKV[$v]}")" "${R_WALK[$v]}" "${R_WALKM[$v]}" "${R_WALKS[$v]}" "${WALK[$v]:-}"
+    done
+    [ -n "$BEFORE" ] && printf '   after/before: %s\n' "$(div "${T_WALKV[after]}" "${T_WALKV[before]}")"
+    T_WALK=${T_WALKV[after]}
+    T_TF=nan
+    T_WALK100K=nan
+    if [ ! -d "$WORK/t100k" ]; then
+        : # ONLY=walk: no 100k-tensor checkpoint written
+    elif has_tf; then
+        if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
+            t0=$(now)
+            find "$mnt" -name '*.shape' | xargs cat >/dev/null
+            T_WALK100K=$(sub "$t0" "$(now)")
+            unmount "$mnt"
+        fi
+        T_TF=$(TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/t100k/ckpt" "$REPS" <<'EOF' 2>/dev/null
+import statistics, sys, time
+import tensorflow as tf
+runs = []
+for _ in range(int(sys.argv[2])):
+    t0 = time.perf_counter()
+    v = tf.train.list_variables(sys.argv[1])
+    runs.append(time.perf_counter() - t0)
+assert len(v) == 100000, len(v)
+print(f"{statistics.median(runs):.6f}")
+EOF
+        ) || T_TF=nan
+        printf '   100k tensors: mount walk %s; tf.train.list_variables (in-process, TF already imported): %s\n' \
+            "$(ms "$T_WALK100K")" "$(ms "$T_TF")"
+    else
+        echo "   (no Python with TensorFlow at $PY: set TF_PYTHON for the comparison)"
+    fi
+}
+
+# walk_rows: the summary rows of figure 4.
+walk_rows() {
+    for v in "${VERSIONS[@]}"; do
+        row "4. walk $WALK_TENSORS tensors, mount/plain ($v)" "${R_WALK[$v]} ($(ms "${T_WALKV[$v]}") vs $(ms "$T_PLAIN"))" "<= 2" "$(cmp_ok "${R_WALK[$v]}" '<=' 2)"
+    done
+    row "4. same walk, memfuse/plain (FUSE floor)" "$(div "$T_MWALK" "$T_PLAIN")" "-" "info"
+    for v in "${VERSIONS[@]}"; do
+        row "4. walk, mount/memfuse ($v)" "${R_WALKM[$v]}" "-" "info"
+        row "4. walk, mount/memfuse own session ($v)" "${R_WALKS[$v]} ($(ms "$T_MSWALK"))" "<= 1.1" "$(cmp_ok "${R_WALKS[$v]}" '<=' 1.1)"
+    done
+    [ -n "$BEFORE" ] && row "4. walk, after/before" "$(div "${T_WALKV[after]}" "${T_WALKV[before]}")" "-" "info"
+    return 0
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -1197,6 +1406,18 @@ if [ "${ONLY:-}" = issue19 ]; then
     mk big --tensors 0 --big-gib "$BIG_GIB"
     mk twalk --tensors "$WALK_TENSORS"
     bench_issue19
+    exit 0
+fi
+if [ "${ONLY:-}" = v1 ]; then
+    bench_v1
+    exit 0
+fi
+if [ "${ONLY:-}" = walk ]; then
+    mk twalk --tensors "$WALK_TENSORS"
+    bench_walk
+    echo
+    row "figure" "value" "target" "result"
+    walk_rows
     exit 0
 fi
 mk big --tensors 0 --big-gib "$BIG_GIB"
@@ -1325,75 +1546,7 @@ printf '   1k tensors: %s   1M tensors: %s   ratio 1M/1k %s\n' "$(ms "$T_1K")" "
 # ---------------------------------------------------------------------------------------------
 # 4: metadata walk
 # ---------------------------------------------------------------------------------------------
-echo "== 4: find MNT/variables -name '*.shape' | xargs cat, $WALK_TENSORS tensors (fresh mount per run)"
-# The plain tree: the mount's files copied to $WORK (same names and contents).
-new_mountpoint
-plain_tree "$MP" || die "making the plain walk tree failed"
-declare -A WALK R_WALK
-plain=()
-mfw=()
-new_mountpoint
-mnt=$MP
-for r in $(seq "$REPS"); do
-    t0=$(now)
-    find "$WORK/plain" -name '*.shape' | xargs cat >/dev/null
-    plain+=("$(sub "$t0" "$(now)")")
-    if memfuse_bg "$WORK/plain" "$mnt"; then
-        t0=$(now)
-        find "$mnt" -name '*.shape' | xargs cat >/dev/null
-        mfw+=("$(sub "$t0" "$(now)")")
-        unmount "$mnt"
-        wait "$MEMFUSE_PID" 2>/dev/null
-    fi
-    for v in "${VERSIONS[@]}"; do
-        mount_bg "$WORK/twalk/ckpt" "$mnt" "$v" || break
-        t0=$(now)
-        # variables/ only: the plain tree holds those files (the views beside them, text/ and
-        # stats/, are more directories that the plain tree does not have).
-        find "$mnt/variables" -name '*.shape' | xargs cat >/dev/null
-        WALK[$v]+="$(sub "$t0" "$(now)") "
-        [ "$r" = "$REPS" ] && note_rss "$WALK_TENSORS-tensor mount after find | xargs cat ($v)" "$mnt"
-        unmount "$mnt"
-    done
-done
-T_PLAIN=$(median "${plain[@]}")
-T_MWALK=$(median "${mfw[@]:-nan}")
-printf '   plain directory tree: %s (runs: %s)\n' "$(ms "$T_PLAIN")" "${plain[*]}"
-printf '   memfuse of that tree: %s  memfuse/plain %s (runs: %s)\n' "$(ms "$T_MWALK")" "$(div "$T_MWALK" "$T_PLAIN")" "${mfw[*]:-}"
-declare -A T_WALKV
-for v in "${VERSIONS[@]}"; do
-    # shellcheck disable=SC2086
-    T_WALKV[$v]=$(median ${WALK[$v]:-nan})
-    R_WALK[$v]=$(div "${T_WALKV[$v]}" "$T_PLAIN")
-    printf '   tfmount %-6s : %s  mount/plain %s  mount/memfuse %s (runs: %s)\n' "$v" "$(ms "${T_WALKV[$v]}")" "${R_WALK[$v]}" "$(div "${T_WALKV[$v]}" "$T_MWALK")" "${WALK[$v]:-}"
-done
-T_WALK=${T_WALKV[after]}
-T_TF=nan
-T_WALK100K=nan
-if [ -x "$PY" ] && "$PY" -c 'import tensorflow' >/dev/null 2>&1; then
-    if mount_bg "$WORK/t100k/ckpt" "$mnt"; then
-        t0=$(now)
-        find "$mnt" -name '*.shape' | xargs cat >/dev/null
-        T_WALK100K=$(sub "$t0" "$(now)")
-        unmount "$mnt"
-    fi
-    T_TF=$(TF_CPP_MIN_LOG_LEVEL=3 "$PY" - "$WORK/t100k/ckpt" "$REPS" <<'EOF' 2>/dev/null
-import statistics, sys, time
-import tensorflow as tf
-runs = []
-for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter()
-    v = tf.train.list_variables(sys.argv[1])
-    runs.append(time.perf_counter() - t0)
-assert len(v) == 100000, len(v)
-print(f"{statistics.median(runs):.6f}")
-EOF
-    ) || T_TF=nan
-    printf '   100k tensors: mount walk %s; tf.train.list_variables (in-process, TF already imported): %s\n' \
-        "$(ms "$T_WALK100K")" "$(ms "$T_TF")"
-else
-    echo "   (no Python with TensorFlow at $PY: set TF_PYTHON for the comparison)"
-fi
+bench_walk
 
 # ---------------------------------------------------------------------------------------------
 # 6: a 100 000-node graph directory
@@ -1451,10 +1604,7 @@ row "1/2. dd of the .data file (scale)" "$(mbps "$BIG_BYTES" "$T_BASE") MB/s" "-
 row "3a. start -> cat .shape, 1k tensors" "$(ms "$T_1K")" "-" "info"
 row "3b. start -> cat .shape, 1M tensors" "$(ms "$T_1M")" "< 200 ms" "$(cmp_ok "$T_1M" '<' 0.2)"
 row "3c. 1M / 1k" "$R_START" "<= 2" "$(cmp_ok "$R_START" '<=' 2)"
-for v in "${VERSIONS[@]}"; do
-    row "4. walk $WALK_TENSORS tensors, mount/plain ($v)" "${R_WALK[$v]} ($(ms "${T_WALKV[$v]}") vs $(ms "$T_PLAIN"))" "<= 2" "$(cmp_ok "${R_WALK[$v]}" '<=' 2)"
-done
-row "4. same walk, memfuse/plain (FUSE floor)" "$(div "$T_MWALK" "$T_PLAIN")" "-" "info"
+walk_rows
 if [ "$T_TF" != nan ]; then
     row "4. 100k: walk / tf.train.list_variables" "$(ms "$T_WALK100K") / $(ms "$T_TF")" "-" "info"
 fi
@@ -1534,45 +1684,6 @@ bench_cli() {
 }
 bench_cli
 
-# ---------------------------------------------------------------------------------------------
-# 8: V1 checkpoints (needs a Python with TensorFlow: the V1 files are written by its V1 Saver)
-# ---------------------------------------------------------------------------------------------
-# A float32 tensor of V1_MIB MiB (packed fixed-width values, served by offset) and an int64
-# tensor of V1_MIB/4 MiB (varints, decoded from position marks), saved by TensorFlow as one V1
-# file and as a V2 checkpoint. Each is read sequentially (bs=1M) through a fresh mount and
-# compared with `dd` of the V1 file (warm page cache) and with the same tensor in the V2 mount.
-bench_v1() {
-    echo "== 8: V1 checkpoints: sequential reads of large V1 tensors"
-    if ! has_tf; then
-        echo "   (no Python with TensorFlow at $PY: set TF_PYTHON)"
-        return
-    fi
-    local mib=${V1_MIB:-1024}
-    v1_write "$WORK/v1" "$mib" || { echo "bench: writing V1 failed" >&2; return; }
-    local v1file=$WORK/v1/v1.ckpt key r
-    new_mountpoint
-    local m1=$MP
-    declare -A T8
-    for key in f32 i64; do
-        local d1=() d2=() dd=()
-        for r in $(seq "$REPS"); do
-            cat "$v1file" "$WORK/v1/v2.ckpt.data-00000-of-00001" >/dev/null
-            dd+=("$(timed ddr "$v1file")")
-            d1+=("$(read_v "$v1file" "$m1" "variables/$key.bin" after)")
-            d2+=("$(read_v "$WORK/v1/v2.ckpt" "$m1" "variables/$key.bin" after)")
-        done
-        T8[$key.v1]=$(median "${d1[@]}")
-        T8[$key.v2]=$(median "${d2[@]}")
-        T8[$key.dd]=$(median "${dd[@]}")
-        printf '   %s: V1 mount %s, V2 mount %s, dd of the whole V1 file (%s bytes) %s   V2/V1 %s\n' \
-            "$key" "$(ms "${T8[$key.v1]}")" "$(ms "${T8[$key.v2]}")" "$(stat -c %s "$v1file")" \
-            "$(ms "${T8[$key.dd]}")" "$(div "${T8[$key.v2]}" "${T8[$key.v1]}")"
-    done
-    echo
-    row "8a. V1 float32 ${mib} MiB read (V2: same tensor)" "$(ms "${T8[f32.v1]}") (V2 $(ms "${T8[f32.v2]}"), V2/V1 $(div "${T8[f32.v2]}" "${T8[f32.v1]}"))" "-" "info"
-    row "8b. V1 int64 $((mib / 4)) MiB (varints)" "$(ms "${T8[i64.v1]}") (V2 $(ms "${T8[i64.v2]}"), V2/V1 $(div "${T8[i64.v2]}" "${T8[i64.v1]}"))" "-" "info"
-    row "8. dd of the whole V1 file" "$(ms "${T8[f32.dd]}")" "-" "info"
-}
 bench_v1
 
 # ---------------------------------------------------------------------------------------------

@@ -17,50 +17,35 @@ pub fn decode_u64(buf: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// [`decode_u64`], a word at a time: a varint with 8 bytes readable is found and decoded without
-/// a loop over its bytes (packed runs of int64 values in V1 checkpoints; 9- and 10-byte ones,
-/// large and negative values, from the next two bytes).
-#[inline]
-pub fn decode_u64_fast(buf: &[u8]) -> Option<(u64, usize)> {
-    let Some(w) = buf.get(..8) else {
-        return decode_u64(buf);
-    };
-    let mut b = [0u8; 8];
-    b.copy_from_slice(w);
-    let word = u64::from_le_bytes(b);
+/// [`decode_u64`] of a varint starting `b`, which holds 16 readable bytes (any varint fits):
+/// the inner loop of packed runs, with no bounds check per byte.
+#[inline(always)]
+pub fn decode_u64_16(b: &[u8; 16]) -> Option<(u64, usize)> {
+    let word = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     let ends = !word & 0x8080_8080_8080_8080;
-    if ends == 0 {
-        // 9 or 10 bytes (large and negative int64 values): the first 8 give 56 bits.
-        let low = groups(word);
-        return match (buf.get(8), buf.get(9)) {
-            (Some(&b8), _) if b8 & 0x80 == 0 => Some((low | (b8 as u64) << 56, 9)),
-            (Some(&b8), Some(&b9)) if b9 <= 1 => {
-                Some((low | ((b8 & 0x7f) as u64) << 56 | (b9 as u64) << 63, 10))
-            }
-            _ => decode_u64(buf),
-        };
+    if ends != 0 {
+        let len = ends.trailing_zeros() / 8 + 1;
+        return Some((groups(word & (u64::MAX >> (64 - 8 * len))), len as usize));
     }
-    let len = (ends.trailing_zeros() / 8 + 1) as usize;
-    let x = if len == 8 {
-        word
+    let low = groups(word);
+    let (b8, b9) = (b[8], b[9]);
+    if b8 & 0x80 == 0 {
+        Some((low | (b8 as u64) << 56, 9))
+    } else if b9 <= 1 {
+        Some((low | ((b8 & 0x7f) as u64) << 56 | (b9 as u64) << 63, 10))
     } else {
-        word & ((1u64 << (8 * len)) - 1)
-    };
-    Some((groups(x), len))
+        None
+    }
 }
 
 /// The 7-bit groups of up to 8 varint bytes, without their continuation bits: group i (bits
-/// 8i..8i+6) moves to bits 7i..7i+6.
-#[inline]
+/// 8i..8i+6) moves to bits 7i..7i+6 (pairs of groups joined, then pairs of pairs, ...).
+#[inline(always)]
 fn groups(x: u64) -> u64 {
-    (x & 0x7f)
-        | ((x >> 1) & (0x7f << 7))
-        | ((x >> 2) & (0x7f << 14))
-        | ((x >> 3) & (0x7f << 21))
-        | ((x >> 4) & (0x7f << 28))
-        | ((x >> 5) & (0x7f << 35))
-        | ((x >> 6) & (0x7f << 42))
-        | ((x >> 7) & (0x7f << 49))
+    let x = x & 0x7f7f_7f7f_7f7f_7f7f;
+    let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+    let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+    ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff)
 }
 
 /// Decodes a varint32 (at most 5 bytes, value must fit u32).
@@ -89,8 +74,8 @@ mod tests {
             assert_eq!(decode_u64(&b), Some((v, b.len())));
         }
         assert_eq!(decode_u64(&[0x80, 0x80]), None);
-        // The word-at-a-time decoder agrees with the byte loop at every length, followed by
-        // anything, and on truncations and malformed varints.
+        // The 16-byte decoder agrees with the byte loop at every length, followed by anything,
+        // and on malformed varints.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
             x ^= x << 13;
@@ -102,14 +87,20 @@ mod tests {
             b.extend_from_slice(&x.to_le_bytes());
             for cut in [b.len(), 1, 3, 7, 8, 9, 10, 11] {
                 let s = &b[..cut.min(b.len())];
-                assert_eq!(decode_u64_fast(s), decode_u64(s), "{v:#x} cut {cut}");
+                let mut w = [0u8; 16];
+                w[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);
+                if s.len() >= 10 || decode_u64(s).is_some() {
+                    assert_eq!(decode_u64_16(&w), decode_u64(s), "{v:#x} cut {cut}, 16");
+                }
             }
         }
         for bad in [
             &[0xffu8; 11][..],
             &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
         ] {
-            assert_eq!(decode_u64_fast(bad), None);
+            let mut w = [0u8; 16];
+            w[..bad.len()].copy_from_slice(bad);
+            assert_eq!(decode_u64_16(&w), None);
         }
         assert_eq!(decode_u64(&[0xff; 11]), None);
         assert_eq!(

@@ -321,7 +321,7 @@ impl<'a, R: ReadAt + ?Sized> Scanner<'a, R> {
             return Ok(0);
         }
         let avail = (lim - c.pos) as usize;
-        let bytes = self.win.get(c.pos, avail)?;
+        let bytes = self.win.get_some(c.pos, avail, 64)?;
         let (n, used) = count_varints(&bytes[..avail.min(bytes.len())], need)?;
         c.pos += used as u64;
         c.value += n as u64;
@@ -330,10 +330,92 @@ impl<'a, R: ReadAt + ?Sized> Scanner<'a, R> {
     }
 }
 
-/// Counts the varints that end in `bytes` (which starts at a varint), at most `need`: returns
-/// how many, and the bytes up to the end of the last one. A varint of more than 10 bytes, or
-/// one overflowing 64 bits, is an error, as `varint::decode_u64` has it.
+/// Counts the varints that end in `bytes` (which starts at a varint), at most `need` (>= 1):
+/// returns how many, and the bytes up to the end of the last one. A varint of more than 10
+/// bytes, or one overflowing 64 bits, is an error, as `varint::decode_u64` has it.
+///
+/// 64 bytes at a time while the `need`-th varint cannot end in them: the varints ending in a
+/// block are its bytes below 0x80 (a bit mask of the block), and a block in which no run of
+/// continuation bytes reaches 9 (counting the run carried in) needs no other check. Any other
+/// block, and the rest once `need` is near, goes through the byte loop.
 fn count_varints(bytes: &[u8], need: usize) -> Result<(usize, usize)> {
+    let (mut n, mut run, mut used) = (0usize, 0u32, 0usize);
+    let mut k = 0usize;
+    while let Some(block) = bytes.get(k..k + 64) {
+        let cont = continuation_mask(block);
+        let ends = !cont;
+        let count = ends.count_ones() as usize;
+        if n + count >= need {
+            break;
+        }
+        // Runs of 9 or more continuation bytes inside the block, or reaching into its first
+        // end from the previous block: the byte loop checks those.
+        let r2 = cont & (cont >> 1);
+        let r4 = r2 & (r2 >> 2);
+        let r9 = r4 & (r4 >> 4) & (cont >> 8);
+        if r9 != 0 || run + ends.trailing_zeros() >= 9 {
+            (n, run, used) = count_bytes(block, k, need, (n, run, used))?;
+        } else {
+            n += count;
+            used = k + 64 - ends.leading_zeros() as usize;
+            run = ends.leading_zeros();
+        }
+        k += 64;
+    }
+    if n < need {
+        let rest = bytes.get(k..).unwrap_or_default();
+        (n, _, used) = count_bytes(rest, k, need, (n, run, used))?;
+    }
+    Ok((n, used))
+}
+
+/// Bit i set: byte i of the 64-byte `block` has its high bit set (a varint continues past it).
+#[inline]
+fn continuation_mask(block: &[u8]) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut m = 0u64;
+    for (i, w) in block.chunks_exact(8).enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        // Gathers bit 7 of each byte into the top byte, byte j's at bit 56 + j.
+        let top = (u64::from_le_bytes(b) & HIGH).wrapping_mul(0x0002_0408_1020_4081) >> 56;
+        m |= top << (8 * i);
+    }
+    m
+}
+
+/// The byte loop of [`count_varints`] over `bytes` (at offset `at` of the whole), from the
+/// state `(count, run of continuation bytes, used)`, stopping at `need`.
+fn count_bytes(
+    bytes: &[u8],
+    at: usize,
+    need: usize,
+    (mut n, mut run, mut used): (usize, u32, usize),
+) -> Result<(usize, u32, usize)> {
+    for (i, &b) in bytes.iter().enumerate() {
+        if n >= need {
+            break;
+        }
+        if b < 0x80 {
+            if run == 9 && b > 1 {
+                return Err(FormatError::BadVarint);
+            }
+            n += 1;
+            run = 0;
+            used = at + i + 1;
+        } else {
+            run += 1;
+            if run >= 10 {
+                return Err(FormatError::BadVarint);
+            }
+        }
+    }
+    Ok((n, run, used))
+}
+
+/// The byte loop [`count_varints`] replaces, kept to test it against.
+#[cfg(test)]
+fn count_varints_bytewise(bytes: &[u8], need: usize) -> Result<(usize, usize)> {
     let (mut n, mut run, mut used) = (0usize, 0u32, 0usize);
     for (k, &b) in bytes.iter().enumerate() {
         if b < 0x80 {
@@ -354,6 +436,52 @@ fn count_varints(bytes: &[u8], need: usize) -> Result<(usize, usize)> {
         }
     }
     Ok((n, used))
+}
+
+/// The varint at `bytes[k..]`: by [`varint::decode_u64_16`] while 16 bytes are left.
+#[inline(always)]
+fn varint_at(bytes: &[u8], k: usize) -> Option<(u64, usize)> {
+    match bytes.get(k..k + 16) {
+        Some(w) => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(w);
+            varint::decode_u64_16(&b)
+        }
+        None => bytes.get(k..).and_then(varint::decode_u64),
+    }
+}
+
+/// Decodes the varints at the start of `bytes` into `dst`, `W` bytes each (the value's low bytes,
+/// little-endian), until `dst` is full or no whole varint is left: returns the values written
+/// and the bytes they used.
+#[inline]
+fn decode_ints<const W: usize>(bytes: &[u8], dst: &mut [u8]) -> (usize, usize) {
+    let (mut k, mut m) = (0usize, 0usize);
+    for d in dst.chunks_exact_mut(W) {
+        let Some((v, n)) = varint_at(bytes, k) else {
+            break;
+        };
+        let mut le = [0u8; W];
+        le.copy_from_slice(&v.to_le_bytes()[..W]);
+        d.copy_from_slice(&le);
+        k += n;
+        m += 1;
+    }
+    (m, k)
+}
+
+/// [`decode_ints`] for bool: one byte, 1 if the value is not 0.
+fn decode_bools(bytes: &[u8], dst: &mut [u8]) -> (usize, usize) {
+    let (mut k, mut m) = (0usize, 0usize);
+    for d in dst.iter_mut() {
+        let Some((v, n)) = varint_at(bytes, k) else {
+            break;
+        };
+        *d = (v != 0) as u8;
+        k += n;
+        m += 1;
+    }
+    (m, k)
 }
 
 /// Reads the fields of the message `[from, to)` of `win`: `(number, wire, payload start, end)`
@@ -697,53 +825,52 @@ impl SliceValues {
         let mut c = self.start(marks, hint, |m| m.value <= lo);
         let mut sc = Scanner::new(src, self.end, self.enc);
         sc.skip_to(&mut c, lo)?;
-        out.reserve(((hi - lo) * w) as usize);
+        // The values are written in place: `out` grows (and is zeroed) once, `at` is the next
+        // byte to write.
+        let wu = w as usize;
+        let base = out.len();
+        out.resize(base + ((hi - lo) * w) as usize, 0);
+        let mut at = base;
         let bool_kind = self.enc.kind == Kind::Bool;
         while c.value < hi {
             // Inside a packed run of varints: decode straight from the window's chunk.
             if matches!(self.enc.kind, Kind::Varint | Kind::Bool) && c.pos < c.run_end {
                 let avail = (c.run_end - c.pos).min(CHUNK as u64) as usize;
-                let bytes = sc.win.get(c.pos, avail)?;
+                let bytes = sc.win.get_some(c.pos, avail, 64)?;
                 let bytes = &bytes[..avail.min(bytes.len())];
-                let (mut k, first) = (0usize, c.value);
-                // At most one value per byte of the chunk: the output is sized once for that
-                // and cut to what was decoded.
-                let cap = ((hi - c.value) as usize).min(bytes.len());
-                let wu = w as usize;
-                let from = out.len();
-                out.resize(from + cap * wu, 0);
-                let mut m = 0usize;
-                for dst in out[from..].chunks_exact_mut(wu.max(1)) {
-                    let Some((v, n)) = bytes.get(k..).and_then(varint::decode_u64_fast) else {
-                        break;
-                    };
-                    if bool_kind {
-                        dst[0] = (v != 0) as u8;
-                    } else {
-                        dst.copy_from_slice(&v.to_le_bytes()[..wu]);
-                    }
-                    k += n;
-                    m += 1;
-                }
-                out.truncate(from + m * wu);
+                let dst = out.get_mut(at..).unwrap_or_default();
+                let (m, k) = match (bool_kind, wu) {
+                    (true, _) => decode_bools(bytes, dst),
+                    (false, 8) => decode_ints::<8>(bytes, dst),
+                    (false, 4) => decode_ints::<4>(bytes, dst),
+                    (false, 2) => decode_ints::<2>(bytes, dst),
+                    (false, 1) => decode_ints::<1>(bytes, dst),
+                    (false, _) => return Err(bad("unsupported value width")),
+                };
+                at += m * wu;
                 c.value += m as u64;
                 c.pos += k as u64;
-                c.served += (c.value - first) * w;
+                c.served += m as u64 * w;
                 if k > 0 {
                     continue;
                 }
             }
             match sc.next(&mut c)? {
                 Some(Val::Num(v)) => {
-                    if self.enc.kind == Kind::Bool {
-                        out.push((v != 0) as u8);
+                    let dst = out
+                        .get_mut(at..at + wu)
+                        .ok_or_else(|| bad("more values than asked"))?;
+                    if bool_kind {
+                        dst.fill((v != 0) as u8);
                     } else {
-                        out.extend_from_slice(&v.to_le_bytes()[..w as usize]);
+                        dst.copy_from_slice(&v.to_le_bytes()[..wu]);
                     }
+                    at += wu;
                 }
                 _ => return Err(bad("fewer values than located")),
             }
         }
+        out.truncate(at);
         Ok(Some(c))
     }
 
@@ -1245,5 +1372,46 @@ pub(crate) mod tests {
         let big = [u64::MAX / 2];
         let e = entry(b"t", &[(0, -1)], &[]);
         assert!(scan(&e[..], 0, e.len() as u64, expect(b"t", &big, &FULL1, 8)).is_err());
+    }
+
+    #[test]
+    fn word_at_a_time_varint_count_is_the_byte_loop() {
+        // Bytes drawn so that runs of continuation bytes of every length occur, 10th bytes of
+        // every value, and every `need`, at every start: the result (or the error) must be the
+        // byte loop's.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..3000 {
+            let len = (next() % 300) as usize;
+            let bias = next() % 4;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    match (r >> 8) % 8 {
+                        k if k < 4 + bias => 0x80 | (r as u8),
+                        6 => (r as u8) & 1,
+                        _ => (r as u8) & 0x7f,
+                    }
+                })
+                .collect();
+            for need in [1, 2, 3, 5, 8, 13, 64, usize::MAX] {
+                for start in 0..bytes.len().min(9) {
+                    let start = start * 8;
+                    let Some(b) = bytes.get(start..) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        count_varints(b, need).ok(),
+                        count_varints_bytewise(b, need).ok(),
+                        "round {round}, need {need}, bytes {b:02x?}"
+                    );
+                }
+            }
+        }
     }
 }

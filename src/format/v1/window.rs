@@ -44,6 +44,22 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
         Ok(&self.buf[(pos - self.at) as usize..])
     }
 
+    /// The bytes from `pos` on, up to `want` of them: what the buffer holds if that is at least
+    /// `min` bytes (or reaches the end), else a new chunk read from `pos`. Sequential scans use
+    /// it to go on in the chunk they have rather than read its rest again.
+    pub fn get_some(&mut self, pos: u64, want: usize, min: usize) -> Result<&[u8]> {
+        let have_end = self.at + self.buf.len() as u64;
+        let held = pos >= self.at
+            && pos <= have_end
+            && (have_end - pos >= min as u64 || have_end >= self.end.min(pos + want as u64));
+        let b = if held {
+            &self.buf[(pos - self.at) as usize..]
+        } else {
+            self.get(pos, want)?
+        };
+        Ok(&b[..want.min(b.len())])
+    }
+
     /// Exactly `n` bytes at `pos` (`n` small: a key, a header).
     pub fn exact(&mut self, pos: u64, n: usize) -> Result<&[u8]> {
         let b = self.get(pos, n)?;
@@ -73,6 +89,27 @@ mod tests {
         assert_eq!(w.get(200_000, 1).unwrap(), &[0u8; 0][..]);
         assert!(w.exact(199_999, 2).is_err());
         assert_eq!(w.exact(3, 2).unwrap(), &[3, 4]);
+        // get_some: the held chunk while it has `min` bytes, else a new one.
+        let mut w = Window::new(&data[..], 200_000);
+        assert_eq!(w.get(0, 1).unwrap().len(), CHUNK);
+        assert_eq!(w.get_some(100, 50, 10).unwrap(), &data[100..150]);
+        assert_eq!(
+            w.get_some(CHUNK as u64 - 5, 50, 4).unwrap(),
+            &data[CHUNK - 5..CHUNK]
+        );
+        assert_eq!(
+            w.get_some(CHUNK as u64 - 5, 50, 10).unwrap(),
+            &data[CHUNK - 5..CHUNK + 45]
+        );
+        assert_eq!(
+            w.get_some(199_990, 50, 20).unwrap(),
+            &data[199_990..200_000]
+        );
+        assert_eq!(
+            w.get_some(199_995, 50, 20).unwrap(),
+            &data[199_995..200_000]
+        );
+        assert!(w.get_some(200_001, 5, 1).is_err());
         let v = [0x96u8, 0x01, 0xff, 0xff];
         let mut w = Window::new(&v[..], 4);
         assert_eq!(w.varint(0, 4).unwrap(), (150, 2));
