@@ -741,7 +741,7 @@ fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
     let r = requests_to_open(&url, env, "variables/MatMul.shape");
     eprintln!("{url}: {r:?} (file: {size} bytes)");
     assert_eq!(r.total, r.gets + r.heads + r.lists, "{url}: {r:?}");
-    assert!(r.total <= 17 && r.gets <= 4, "{url}: {r:?}");
+    assert!(r.total <= 12 && r.gets <= 2, "{url}: {r:?}");
     assert!(
         r.bytes <= 4 * size,
         "{url}: {r:?}, the file is {size} bytes"

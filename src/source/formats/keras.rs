@@ -52,45 +52,11 @@ enum Kind {
     Zip,
 }
 
-/// The remote file detection opened last, `(URL, file)`, for the next detection or open of
-/// the same URL to reuse (the paths of a remote store are its URLs: one names one object): a probe detects a file, opening it detects it again, then opens
-/// it, and on object storage each would otherwise cost a HEAD and GETs of its head, its zip
-/// directory and its metadata (an opened object's cached blocks go with it). Opening takes it
-/// out. Remote sources are snapshots whose every GET is checked against the ETag first seen;
-/// local files (opening them costs no request; a directory followed live changes under
-/// them) are always opened anew.
-static LAST: Mutex<Option<(PathBuf, Arc<dyn ByteSource>)>> = Mutex::new(None);
-
-/// `path` opened: the file detection opened last if it is the same and unchanged (`take`:
-/// taken out of [`LAST`]), else a new one (kept in [`LAST`] unless `take`).
-fn opened(store: &dyn Store, path: &Path, take: bool) -> std::io::Result<Arc<dyn ByteSource>> {
-    if store.stats_line().is_none() {
-        return store.open(path);
-    }
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    let mine = matches!(&*last, Some((p, _)) if p == path);
-    if mine {
-        let kept = if take { last.take() } else { last.clone() };
-        if let Some((_, f)) = kept {
-            let mut head = [0u8; 8];
-            if f.read_exact_at(&mut head, 0).is_ok() && !f.changed() {
-                return Ok(f);
-            }
-        }
-    }
-    drop(last);
-    let f = store.open(path)?;
-    if !take {
-        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), f.clone()));
-    }
-    Ok(f)
-}
-
 fn sniff(store: &dyn Store, path: &Path) -> Option<(Arc<dyn ByteSource>, Kind)> {
     if !store.is_file(path) {
         return None;
     }
-    let f = opened(store, path, false).ok()?;
+    let f = super::opened(store, path, false).ok()?;
     let mut head = [0u8; 8];
     f.read_exact_at(&mut head, 0).ok()?;
     if &head == HDF5_SIGNATURE {
@@ -304,7 +270,7 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> 
         path: path.to_path_buf(),
         err,
     };
-    let file = opened(store, path, true).map_err(io)?;
+    let file = super::opened(store, path, true).map_err(io)?;
     let mut head = [0u8; 8];
     file.read_exact_at(&mut head, 0)
         .map_err(|e| format_err(path, e))?;

@@ -13,9 +13,9 @@ pub mod v2;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::bytes::{EntryKind, FileMeta, Store};
+use super::bytes::{ByteSource, EntryKind, FileMeta, Store};
 use super::checkpoint::Caches;
 use super::integrity::{Generic, Integrity};
 use super::tensors::TensorSet;
@@ -173,4 +173,43 @@ pub fn in_dir(
         .collect();
     out.sort();
     out
+}
+
+/// The remote file a format's detection opened last, `(URL, file)`, for the next detection
+/// or open of the same URL to reuse, whichever format it is: a probe tries each format on a
+/// file, opening it detects it again, then opens it, and on object storage each would otherwise
+/// cost a HEAD and GETs of its first blocks (an opened object's cached blocks go with it).
+/// Opening takes it out. Remote sources are snapshots whose every GET is checked against the
+/// ETag first seen; local files (opening them costs no request; a directory followed live
+/// changes under them) are always opened anew.
+static LAST: Mutex<Option<(PathBuf, Arc<dyn ByteSource>)>> = Mutex::new(None);
+
+/// `path` of `store` opened, for a format's detection (`take` false: the file is kept in
+/// [`LAST`] for the next detection or open) or for opening it (`take`: the kept file is
+/// taken out): the file detection opened last if it is the same path and unchanged, else a
+/// new one.
+pub(crate) fn opened(
+    store: &dyn Store,
+    path: &Path,
+    take: bool,
+) -> std::io::Result<Arc<dyn ByteSource>> {
+    if store.stats_line().is_none() {
+        return store.open(path);
+    }
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if matches!(&*last, Some((p, _)) if p == path) {
+        let kept = if take { last.take() } else { last.clone() };
+        if let Some((_, f)) = kept {
+            let mut head = [0u8; 8];
+            if f.read_exact_at(&mut head, 0).is_ok() && !f.changed() {
+                return Ok(f);
+            }
+        }
+    }
+    drop(last);
+    let f = store.open(path)?;
+    if !take {
+        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), f.clone()));
+    }
+    Ok(f)
 }

@@ -37,9 +37,10 @@ pub const MAX_STRING_ELEMENTS: u64 = 1 << 20;
 /// The TF.js format.
 pub struct Tfjs;
 
-/// The `model.json` detection read last on a remote store, `(URL, file, bytes)`: opening it
-/// right after takes them instead of asking the store again (see the Keras module's `LAST`;
-/// a remote file's reads are checked against the ETag first seen).
+/// The `model.json` detection read last on a remote store, `(URL, file, bytes)`: opening the
+/// same opened file right after (the formats' shared detection file, `super::opened`) takes
+/// the bytes instead of reading them again (a remote file's reads are checked against the
+/// ETag first seen).
 type Sniffed = (PathBuf, Arc<dyn ByteSource>, Arc<[u8]>);
 static LAST: Mutex<Option<Sniffed>> = Mutex::new(None);
 
@@ -47,7 +48,7 @@ static LAST: Mutex<Option<Sniffed>> = Mutex::new(None);
 /// leading `{`).
 fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
     let named = path.file_name().is_some_and(|n| n == MODEL_JSON);
-    let f = store.open(path).ok()?;
+    let f = super::opened(store, path, false).ok()?;
     let mut head = [0u8; 64];
     let n = (head.len() as u64).min(f.len()) as usize;
     f.read_exact_at(&mut head[..n], 0).ok()?;
@@ -214,22 +215,17 @@ pub struct TfjsSet {
 
 /// Opens the TF.js model whose `model.json` is `path`.
 pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
+    let file = super::opened(store, path, true).map_err(|err| SourceError::Io {
+        path: path.to_path_buf(),
+        err,
+    })?;
+    // The bytes detection read of this very file (the same opened object), if it did.
     let taken = {
         let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
         match &*last {
-            Some((p, f, _)) if p == path && !f.changed() => last.take(),
+            Some((p, f, _)) if p == path && Arc::ptr_eq(f, &file) => last.take().map(|(_, _, b)| b),
             _ => None,
         }
-    };
-    let (file, taken) = match taken {
-        Some((_, f, b)) => (f, Some(b)),
-        None => (
-            store.open(path).map_err(|err| SourceError::Io {
-                path: path.to_path_buf(),
-                err,
-            })?,
-            None,
-        ),
     };
     if file.len() > ft::MAX_MODEL_JSON {
         return Err(invalid(

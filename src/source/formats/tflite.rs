@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
@@ -33,39 +33,11 @@ const METADATA_NAME: &str = "TFLITE_METADATA";
 /// The TFLite format.
 pub struct Tflite;
 
-/// The remote file detection opened last, `(URL, file)`, for the next detection or open of the
-/// same URL to reuse (see the same cache of `keras.rs`): a probe detects a file, opening it
-/// detects it again, then opens it; on object storage each would cost a HEAD and GETs. Opening
-/// takes it out. Local files are always opened anew.
-static LAST: Mutex<Option<(PathBuf, Arc<dyn ByteSource>)>> = Mutex::new(None);
-
-fn opened(store: &dyn Store, path: &Path, take: bool) -> std::io::Result<Arc<dyn ByteSource>> {
-    if store.stats_line().is_none() {
-        return store.open(path);
-    }
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if matches!(&*last, Some((p, _)) if p == path) {
-        let kept = if take { last.take() } else { last.clone() };
-        if let Some((_, f)) = kept {
-            let mut head = [0u8; 8];
-            if f.read_exact_at(&mut head, 0).is_ok() && !f.changed() {
-                return Ok(f);
-            }
-        }
-    }
-    drop(last);
-    let f = store.open(path)?;
-    if !take {
-        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), f.clone()));
-    }
-    Ok(f)
-}
-
 fn sniff(store: &dyn Store, path: &Path) -> bool {
     if !store.is_file(path) {
         return false;
     }
-    let Ok(f) = opened(store, path, false) else {
+    let Ok(f) = super::opened(store, path, false) else {
         return false;
     };
     let mut head = [0u8; 8];
@@ -139,7 +111,7 @@ pub struct OpenedTflite {
 
 /// Opens the model at `path`.
 pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTflite, SourceError> {
-    let file = opened(store, path, true).map_err(|err| SourceError::Io {
+    let file = super::opened(store, path, true).map_err(|err| SourceError::Io {
         path: path.to_path_buf(),
         err,
     })?;
