@@ -37,15 +37,14 @@ mod tracking_alloc;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use common::hostile::{in_input, quiet_panics_in_inputs, read_all, scratch, Damage};
 use common::requires;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tracking_alloc::{largest_allocation, Tracking};
 
@@ -77,56 +76,6 @@ const FILES: [&str; 5] = [
 
 fn keras_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keras")
-}
-
-fn sha(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-/// xorshift64*: deterministic for a seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-/// One damage of one file.
-#[derive(Debug, Clone, Copy)]
-enum Damage {
-    /// The first `n` bytes.
-    Cut(usize),
-    /// Byte `at` xor `mask`.
-    Flip(usize, u8),
-}
-
-impl Damage {
-    fn apply(self, orig: &[u8]) -> Vec<u8> {
-        match self {
-            Damage::Cut(n) => orig[..n.min(orig.len())].to_vec(),
-            Damage::Flip(at, mask) => {
-                let mut b = orig.to_vec();
-                b[at] ^= mask;
-                b
-            }
-        }
-    }
-    fn spec(self) -> String {
-        match self {
-            Damage::Cut(n) => format!("cut={n}"),
-            Damage::Flip(at, mask) => format!("flip={at}:{mask}"),
-        }
-    }
 }
 
 /// Byte ranges of `file` holding datasets' data (contiguous datasets, from h5py's record of
@@ -166,21 +115,21 @@ fn data_ranges(file: &str) -> Vec<(usize, usize)> {
 }
 
 /// Every damage applied to `file` (of `len` bytes).
-fn damages(file: &str, len: usize, rng: &mut Rng) -> Vec<Damage> {
+fn damages(file: &str, len: usize, rng: &mut common::Rng) -> Vec<Damage> {
     let mut out: Vec<Damage> = (0..len.min(CUT_ALL)).map(Damage::Cut).collect();
     out.extend((CUT_ALL..len).step_by(CUT_STRIDE).map(Damage::Cut));
-    let bit = |rng: &mut Rng, at: usize| Damage::Flip(at, 1 << rng.below(8));
+    let bit = |rng: &mut common::Rng, at: usize| Damage::Flip(at, 1 << rng.index(8));
     let ranges = data_ranges(file);
     if file.ends_with("deflated.keras") {
         out.extend((0..FLIPS_DEFLATED).map(|_| {
-            let at = rng.below(len);
+            let at = rng.index(len);
             bit(rng, at)
         }));
         return out;
     }
     if ranges.is_empty() {
         out.extend((0..FLIPS_META + FLIPS_DATA).map(|_| {
-            let at = rng.below(len);
+            let at = rng.index(len);
             bit(rng, at)
         }));
         return out;
@@ -195,11 +144,11 @@ fn damages(file: &str, len: usize, rng: &mut Rng) -> Vec<Damage> {
         data.len()
     );
     for _ in 0..FLIPS_META {
-        let at = meta[rng.below(meta.len())];
+        let at = meta[rng.index(meta.len())];
         out.push(bit(rng, at));
     }
     for _ in 0..FLIPS_DATA {
-        let at = data[rng.below(data.len())];
+        let at = data[rng.index(data.len())];
         out.push(bit(rng, at));
     }
     out
@@ -224,24 +173,6 @@ const ROOT_FILES: [&str; 4] = [
     "model_config.json",
     "training_config.json",
 ];
-
-fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
-    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
-    let mut out = Vec::new();
-    while (out.len() as u64) < size {
-        let b = fs
-            .read(ino, out.len() as u64, 1 << 20)
-            .map_err(|e| e.to_string())?;
-        if b.is_empty() {
-            return Err(format!("short read at {} of {size}", out.len()));
-        }
-        out.extend_from_slice(&b);
-    }
-    // Nothing past the size.
-    let past = fs.read(ino, size, 4096).map_err(|e| e.to_string())?;
-    assert!(past.is_empty(), "{} bytes read past the size", past.len());
-    Ok(out)
-}
 
 /// Opens `path` as a mount would and reads every tensor's `.bin` and `.shape` and the root
 /// files.
@@ -271,8 +202,10 @@ fn serve(path: &Path) -> Served {
     };
     for name in ROOT_FILES {
         if let Ok(a) = fs.lookup(ROOT, name.as_bytes()) {
-            s.files
-                .push((name.to_string(), read_all(&fs, a.ino).map(|b| sha(&b))));
+            s.files.push((
+                name.to_string(),
+                read_all(&fs, a.ino).map(|b| common::sha256_hex(&b)),
+            ));
         }
     }
     let Ok(vars) = fs.lookup(ROOT, b"variables") else {
@@ -311,7 +244,7 @@ fn serve(path: &Path) -> Served {
                     .split_whitespace()
                     .map(|x| x.parse::<u64>().map_err(|e| format!(".shape {x:?}: {e}")))
                     .collect::<Result<Vec<u64>, String>>()?;
-                Ok((sha(&b), shape))
+                Ok((common::sha256_hex(&b), shape))
             });
             s.bins.push((key, got));
         }
@@ -507,64 +440,12 @@ fn compare(what: &str, served: &Served, record: &Value, original: &Value, t: &mu
     }
 }
 
-/// A scratch directory in tmpfs where there is one.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
-    }
-    tempfile::tempdir().expect("tempdir")
-}
-
-thread_local! {
-    /// Set while an input runs: its panic is caught and reported with the input, not printed.
-    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Where the last caught panic happened.
-    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
-/// Installs (once) a panic hook that keeps quiet about panics inside [`in_input`] (thousands of
-/// hostile inputs) and records where they happened; every other panic is printed as usual.
-fn quiet_panics_in_inputs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if IN_INPUT.with(|q| q.get()) {
-                let at = info
-                    .location()
-                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
-                WHERE.with(|w| *w.borrow_mut() = at);
-            } else {
-                prev(info);
-            }
-        }));
-    });
-}
-
-/// Runs `f` for one input; a panic comes back as its message and place.
-fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    IN_INPUT.with(|q| q.set(true));
-    let r = catch_unwind(AssertUnwindSafe(f));
-    IN_INPUT.with(|q| q.set(false));
-    r.map_err(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
-        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
-    })
-}
-
 #[test]
 fn damaged_keras_files_never_panic_nor_serve_wrong_bytes() {
     let started = Instant::now();
     let dir = keras_dir();
     let py = requires::python("h5py, numpy", "damaged_keras_files: h5py's reading");
-    let mut rng = Rng(SEED);
+    let mut rng = common::Rng(SEED);
     // Every input: (file, damage), in the order h5py gets them.
     let mut inputs: Vec<(&str, Damage)> = Vec::new();
     let mut originals: HashMap<&str, Vec<u8>> = HashMap::new();

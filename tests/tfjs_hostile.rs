@@ -24,13 +24,12 @@ mod tracking_alloc;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::hostile::{in_input, quiet_panics_in_inputs, read_all, scratch, Damage};
 use common::requires;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tracking_alloc::{largest_allocation, Tracking};
 
@@ -59,47 +58,6 @@ fn tfjs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tfjs")
 }
 
-fn sha(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-/// xorshift64*: deterministic for a seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Damage {
-    Cut(usize),
-    Flip(usize, u8),
-}
-
-impl Damage {
-    fn apply(self, orig: &[u8]) -> Vec<u8> {
-        match self {
-            Damage::Cut(n) => orig[..n.min(orig.len())].to_vec(),
-            Damage::Flip(at, mask) => {
-                let mut b = orig.to_vec();
-                b[at] ^= mask;
-                b
-            }
-        }
-    }
-}
-
 /// One input: a model, which of its files is damaged, how.
 struct Input {
     model: &'static str,
@@ -114,23 +72,6 @@ struct Served {
     /// `(key, sha256 of the .bin or the error)`.
     bins: Vec<(String, Result<String, String>)>,
     model_json: Option<Result<String, String>>,
-}
-
-fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
-    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
-    let mut out = Vec::new();
-    while (out.len() as u64) < size {
-        let b = fs
-            .read(ino, out.len() as u64, 1 << 20)
-            .map_err(|e| e.to_string())?;
-        if b.is_empty() {
-            return Err(format!("short read at {} of {size}", out.len()));
-        }
-        out.extend_from_slice(&b);
-    }
-    let past = fs.read(ino, size, 4096).map_err(|e| e.to_string())?;
-    assert!(past.is_empty(), "{} bytes read past the size", past.len());
-    Ok(out)
 }
 
 /// Opens the model directory as a mount would and reads every weight's `.bin` and `model.json`.
@@ -159,7 +100,7 @@ fn serve(dir: &Path) -> Served {
         }
     };
     if let Ok(a) = fs.lookup(ROOT, b"model.json") {
-        s.model_json = Some(read_all(&fs, a.ino).map(|b| sha(&b)));
+        s.model_json = Some(read_all(&fs, a.ino).map(|b| common::sha256_hex(&b)));
     }
     let Ok(vars) = fs.lookup(ROOT, b"variables") else {
         return s;
@@ -191,58 +132,11 @@ fn serve(dir: &Path) -> Served {
                 .getxattr(e.ino, tfmount::fs::KEY_XATTR.as_bytes())
                 .map(|k| String::from_utf8_lossy(&k).into_owned())
                 .unwrap_or_else(|_| String::from_utf8_lossy(stem).into_owned());
-            s.bins.push((key, read_all(&fs, e.ino).map(|b| sha(&b))));
+            s.bins
+                .push((key, read_all(&fs, e.ino).map(|b| common::sha256_hex(&b))));
         }
     }
     s
-}
-
-thread_local! {
-    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
-/// A panic hook that keeps quiet about panics inside [`in_input`] and records where they were.
-fn quiet_panics_in_inputs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if IN_INPUT.with(|q| q.get()) {
-                let at = info
-                    .location()
-                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
-                WHERE.with(|w| *w.borrow_mut() = at);
-            } else {
-                prev(info);
-            }
-        }));
-    });
-}
-
-fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    IN_INPUT.with(|q| q.set(true));
-    let r = catch_unwind(AssertUnwindSafe(f));
-    IN_INPUT.with(|q| q.set(false));
-    r.map_err(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
-        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
-    })
-}
-
-/// A scratch directory in tmpfs where there is one.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
-    }
-    tempfile::tempdir().expect("tempdir")
 }
 
 /// The reference's records, one per directory, from one Python process.
@@ -291,7 +185,7 @@ fn damaged_tfjs_models_never_panic_nor_serve_wrong_bytes() {
     let py = requires::python("numpy", "damaged_tfjs_models: numpy's reading");
     let root = tfjs_dir();
     let tmp = scratch();
-    let mut rng = Rng(SEED);
+    let mut rng = common::Rng(SEED);
     let mut inputs: Vec<Input> = Vec::new();
     let mut files: HashMap<&str, Vec<(String, Vec<u8>)>> = HashMap::new();
     for model in MODELS {
@@ -312,12 +206,12 @@ fn damaged_tfjs_models_never_panic_nor_serve_wrong_bytes() {
                 damages.extend((0..len.min(CUT_ALL)).map(Damage::Cut));
                 damages.extend((CUT_ALL..len).step_by(CUT_STRIDE).map(Damage::Cut));
                 for _ in 0..FLIPS_JSON {
-                    damages.push(Damage::Flip(rng.below(len), 1 << rng.below(8)));
+                    damages.push(Damage::Flip(rng.index(len), 1 << rng.index(8)));
                 }
             } else {
                 damages.extend((0..len).map(Damage::Cut));
                 for _ in 0..FLIPS_SHARD {
-                    damages.push(Damage::Flip(rng.below(len), 1 << rng.below(8)));
+                    damages.push(Damage::Flip(rng.index(len), 1 << rng.index(8)));
                 }
             }
             for damage in damages {
@@ -404,7 +298,7 @@ fn damaged_tfjs_models_never_panic_nor_serve_wrong_bytes() {
             t.opened += 1;
         }
         if let Some(Ok(h)) = &served.model_json {
-            let want = sha(&std::fs::read(i.dir.join("model.json")).expect("read"));
+            let want = common::sha256_hex(&std::fs::read(i.dir.join("model.json")).expect("read"));
             if *h != want {
                 t.wrong
                     .push(format!("{what}: model.json is not the file's bytes"));

@@ -21,9 +21,9 @@ mod common;
 mod tracking_alloc;
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
+use common::hostile::{in_input, quiet_panics_in_inputs, read_all_in, Damage};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tracking_alloc::{largest_allocation, Tracking};
 
@@ -52,21 +52,6 @@ struct Served {
     opened: bool,
     bins: Vec<(String, BinRead)>,
     others: usize,
-}
-
-fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
-    let size = fs.open(ino).map_err(|e| e.to_string())?.size;
-    let mut out = Vec::new();
-    while (out.len() as u64) < size {
-        let b = fs
-            .read(ino, out.len() as u64, 1 << 16)
-            .map_err(|e| e.to_string())?;
-        if b.is_empty() {
-            return Err(format!("short read at {} of {size}", out.len()));
-        }
-        out.extend_from_slice(&b);
-    }
-    Ok(out)
 }
 
 /// Opens `path` as a mount would and reads every file of the tree.
@@ -120,70 +105,16 @@ fn serve(path: &Path) -> Served {
                     .and_then(|o| String::from_utf8_lossy(&o).trim().parse().ok());
                 s.bins.push((
                     format!("{at}:{key}"),
-                    read_all(&fs, e.ino).map(|b| (b, offset)),
+                    read_all_in(&fs, e.ino, 1 << 16).map(|b| (b, offset)),
                 ));
             } else {
-                let _ = read_all(&fs, e.ino);
+                let _ = read_all_in(&fs, e.ino, 1 << 16);
                 let _ = fs.listxattr(e.ino);
                 s.others += 1;
             }
         }
     }
     s
-}
-
-/// A damage: the first `len` bytes, or one bit flipped.
-#[derive(Clone, Copy, Debug)]
-enum Damage {
-    Cut(usize),
-    Flip(usize, u8),
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
-thread_local! {
-    static IN_INPUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
-fn quiet_panics_in_inputs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if IN_INPUT.with(|q| q.get()) {
-                let at = info
-                    .location()
-                    .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
-                WHERE.with(|w| *w.borrow_mut() = at);
-            } else {
-                prev(info);
-            }
-        }));
-    });
-}
-
-fn in_input<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    IN_INPUT.with(|q| q.set(true));
-    let r = catch_unwind(AssertUnwindSafe(f));
-    IN_INPUT.with(|q| q.set(false));
-    r.map_err(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
-        format!("{msg}{}", WHERE.with(|w| w.borrow().clone()))
-    })
 }
 
 #[test]
@@ -196,7 +127,7 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
         tempfile::tempdir().expect("tmp")
     };
     let mut failures: Vec<String> = Vec::new();
-    let mut rng = Rng(0x7f1_17e);
+    let mut rng = common::Rng(0x7f1_17e);
     let (mut inputs, mut opened, mut bins_ok, mut bins_err) = (0usize, 0usize, 0usize, 0usize);
     let mut names: Vec<String> = std::fs::read_dir(dir())
         .expect("fixtures")
@@ -217,8 +148,8 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
         let mut damages: Vec<Damage> = (0..orig.len().min(CUT_ALL)).map(Damage::Cut).collect();
         damages.extend((CUT_ALL..orig.len()).step_by(CUT_STRIDE).map(Damage::Cut));
         for _ in 0..FLIPS {
-            let at = rng.below(orig.len());
-            damages.push(Damage::Flip(at, 1 << rng.below(8)));
+            let at = rng.index(orig.len());
+            damages.push(Damage::Flip(at, 1 << rng.index(8)));
         }
         let p = tmp.path().join(name);
         for d in damages {

@@ -2,6 +2,7 @@
 //! ([`walk`]), an NPY header reader ([`npy`]), the tests' random generator.
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod npy;
 #[path = "../support/requires.rs"]
 pub mod requires;
@@ -276,6 +277,11 @@ impl Rng {
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
+    }
+
+    /// An index below `n` (0 for `n` = 0).
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
