@@ -12,10 +12,10 @@ use common::requires;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixtures, is_mounted, walk_files, Mount};
+use common::{fixtures, walk_files, Mount};
 use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server, NGINX_DIRS_404};
 
 /// The fixtures uploaded, each under its own name: a V2 prefix's directory, a SavedModel, a
@@ -50,64 +50,10 @@ fn walk_local(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A tfmount daemon in the foreground on a fresh mount point, with `env`.
-struct RemoteMount {
-    _dir: tempfile::TempDir,
-    mp: PathBuf,
-    child: Child,
-}
-
-impl RemoteMount {
-    fn start(url: &str, env: &[(String, String)]) -> RemoteMount {
-        RemoteMount::start_logged(url, env, None)
-    }
-
-    /// As [`RemoteMount::start`], the daemon's log (stderr) appended to `log`.
-    fn start_logged(url: &str, env: &[(String, String)], log: Option<&Path>) -> RemoteMount {
-        let dir = tempfile::tempdir().expect("tmp");
-        let mp = dir.path().join("mnt");
-        std::fs::create_dir(&mp).expect("mkdir");
-        let stderr = match log {
-            Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
-            None => Stdio::null(),
-        };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
-            .args(["-f", "-o", "remote_timeout=10s", url])
-            .arg(&mp)
-            .envs(env.iter().cloned())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("tfmount");
-        let t0 = Instant::now();
-        while !is_mounted(&mp) {
-            assert!(
-                child.try_wait().expect("wait").is_none(),
-                "tfmount {url} exited before mounting"
-            );
-            assert!(t0.elapsed() < Duration::from_secs(30), "{url}: not mounted");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RemoteMount {
-            _dir: dir,
-            mp,
-            child,
-        }
-    }
-}
-
-impl Drop for RemoteMount {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3").arg("-u").arg(&self.mp).status();
-        let t0 = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none()
-            && t0.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-    }
+/// A foreground daemon mounting `url` with `remote_timeout=10s` (tests/common's [`Mount`]: its
+/// log, `RUST_LOG=info`, in [`Mount::log_text`]; unmounted when dropped).
+fn remote_mount(url: &str, env: &[(String, String)]) -> Mount {
+    Mount::start_env(Path::new(url), &["-o", "remote_timeout=10s"], env)
 }
 
 /// Every file of the remote mount equals the local mount's, and both list the same files.
@@ -147,9 +93,9 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
         ),
         ("s3://tfm/v1/single", fixtures().join("v1/single")),
     ] {
-        let r = RemoteMount::start(url, &env);
+        let r = remote_mount(url, &env);
         let l = Mount::start(&local, &["-o", "nolive"]);
-        same_tree(&r.mp, &l.path());
+        same_tree(&r.path(), &l.path());
     }
     // The subcommands take URLs too.
     let tfm = |args: &[&str]| {
@@ -222,9 +168,9 @@ fn gcs_sources_mount_and_serve_what_local_ones_do() {
         ),
         ("gs://tfm/v1/single", fixtures().join("v1/single")),
     ] {
-        let r = RemoteMount::start(url, &env);
+        let r = remote_mount(url, &env);
         let l = Mount::start(&local, &["-o", "nolive"]);
-        same_tree(&r.mp, &l.path());
+        same_tree(&r.path(), &l.path());
     }
 }
 
@@ -295,9 +241,9 @@ fn http_sources_mount_and_serve_what_local_ones_do() {
             fixtures().join("v1/sharded/model.ckpt-00001-of-00003"),
         ),
     ] {
-        let r = RemoteMount::start(&url, &[]);
+        let r = remote_mount(&url, &[]);
         let l = Mount::start(&local, &["-o", "nolive"]);
-        same_tree_but_assets(&url, &r.mp, &l.path());
+        same_tree_but_assets(&url, &r.path(), &l.path());
     }
 }
 
@@ -335,9 +281,9 @@ fn http_directories_answering_403_or_404_mount() {
             ),
             (format!("{base}/v1/sharded"), fixtures().join("v1/sharded")),
         ] {
-            let r = RemoteMount::start(&url, &[]);
+            let r = remote_mount(&url, &[]);
             let l = Mount::start(&local, &["-o", "nolive"]);
-            same_tree_but_assets(&url, &r.mp, &l.path());
+            same_tree_but_assets(&url, &r.path(), &l.path());
         }
     }
 }
@@ -359,8 +305,8 @@ fn shard_patterns_in_urls_mount_what_the_local_pattern_does() {
         format!("{base}/{PATTERN}"),
         format!("{base}/v1/sharded/model.ckpt-%3F%3F%3F%3F%3F-of-00003"),
     ] {
-        let r = RemoteMount::start(&url, &[]);
-        same_tree(&r.mp, &l.path());
+        let r = remote_mount(&url, &[]);
+        same_tree(&r.path(), &l.path());
     }
     // S3.
     let Some(moto) = Server::moto(&[]) else {
@@ -371,8 +317,8 @@ fn shard_patterns_in_urls_mount_what_the_local_pattern_does() {
     assert_eq!(st, 200, "create bucket: {}", moto.log());
     upload(moto.port, "tfm", "v1/sharded");
     let env = s3_env(moto.port, home.path());
-    let r = RemoteMount::start(&format!("s3://tfm/{PATTERN}"), &env);
-    same_tree(&r.mp, &l.path());
+    let r = remote_mount(&format!("s3://tfm/{PATTERN}"), &env);
+    same_tree(&r.path(), &l.path());
     drop(r);
     // GCS.
     let Some(gcs) = Server::fake_gcs() else {
@@ -397,8 +343,8 @@ fn shard_patterns_in_urls_mount_what_the_local_pattern_does() {
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let r = RemoteMount::start(&format!("gs://tfm/{PATTERN}"), &genv);
-    same_tree(&r.mp, &l.path());
+    let r = remote_mount(&format!("gs://tfm/{PATTERN}"), &genv);
+    same_tree(&r.path(), &l.path());
     drop(r);
     // A query string is refused, in one line that says so and how to write a `?`.
     let url = format!("{base}/{PATTERN}?versionId=3");
@@ -481,13 +427,12 @@ fn remote_errors_name_the_url_and_the_cause() {
     );
 
     // A read that fails in a mount: one log line naming the URL and the tensor.
-    let log = tempfile::NamedTempFile::new().expect("log");
     let url = format!("{base}/sharded/model.ckpt");
-    let r = RemoteMount::start_logged(&url, &[], Some(log.path()));
+    let r = remote_mount(&url, &[]);
     nginx.stop();
-    let e = std::fs::read(r.mp.join("variables/layer2/w.npy")).expect_err("the server is gone");
+    let e = std::fs::read(r.path().join("variables/layer2/w.npy")).expect_err("the server is gone");
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
-    let text = std::fs::read_to_string(log.path()).expect("log");
+    let text = r.log_text();
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("tensor layer2/w"))
@@ -572,9 +517,9 @@ const KERAS_FILES: &[&str] = &[
 fn keras_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
     for f in KERAS_FILES {
         let url = format!("{base}/{f}");
-        let r = RemoteMount::start(&url, env);
+        let r = remote_mount(&url, env);
         let l = Mount::start(&fixtures().join("keras").join(f), &[]);
-        same_tree(&r.mp, &l.path());
+        same_tree(&r.path(), &l.path());
     }
 }
 
@@ -591,13 +536,10 @@ struct Requests {
 /// Mounts `url`, `stat`s `probe` in the mount, unmounts: the requests that cost (the daemon's
 /// count, logged at unmount).
 fn requests_to_open(url: &str, env: &[(String, String)], probe: &str) -> Requests {
-    let log = tempfile::NamedTempFile::new().expect("log");
-    let mut env = env.to_vec();
-    env.push(("RUST_LOG".into(), "info".into()));
-    let r = RemoteMount::start_logged(url, &env, Some(log.path()));
-    std::fs::metadata(r.mp.join(probe)).unwrap_or_else(|e| panic!("{url}: {probe}: {e}"));
-    drop(r);
-    let text = std::fs::read_to_string(log.path()).expect("log");
+    let mut r = remote_mount(url, env);
+    std::fs::metadata(r.path().join(probe)).unwrap_or_else(|e| panic!("{url}: {probe}: {e}"));
+    r.unmount();
+    let text = r.log_text();
     let line = text
         .lines()
         .rfind(|l| l.contains(": requests "))
@@ -661,9 +603,9 @@ fn keras_files_on_s3_serve_what_local_ones_do() {
     upload(moto.port, "tfm", "keras");
     let env = s3_env(moto.port, home.path());
     keras_files_serve_what_local_ones_do("s3://tfm/keras", &env);
-    let r = RemoteMount::start("s3://tfm/keras/checkpoints", &env);
+    let r = remote_mount("s3://tfm/keras/checkpoints", &env);
     let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
-    same_tree(&r.mp, &l.path());
+    same_tree(&r.path(), &l.path());
     keras_opens_cost_a_handful_of_requests("s3://tfm/keras", &env);
 }
 
@@ -694,9 +636,9 @@ fn keras_files_on_gcs_serve_what_local_ones_do() {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     keras_files_serve_what_local_ones_do("gs://tfm/keras", &env);
-    let r = RemoteMount::start("gs://tfm/keras/checkpoints", &env);
+    let r = remote_mount("gs://tfm/keras/checkpoints", &env);
     let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
-    same_tree(&r.mp, &l.path());
+    same_tree(&r.path(), &l.path());
     keras_opens_cost_a_handful_of_requests("gs://tfm/keras", &env);
 }
 
@@ -730,9 +672,9 @@ const TFLITE_FILES: &[&str] = &[
 fn tflite_files_serve_what_local_ones_do(base: &str, env: &[(String, String)]) {
     for f in TFLITE_FILES {
         let url = format!("{base}/{f}");
-        let r = RemoteMount::start(&url, env);
+        let r = remote_mount(&url, env);
         let l = Mount::start(&fixtures().join("tflite").join(f), &[]);
-        same_tree(&r.mp, &l.path());
+        same_tree(&r.path(), &l.path());
     }
     let url = format!("{base}/full_int8.tflite");
     let size = std::fs::metadata(fixtures().join("tflite/full_int8.tflite"))
@@ -820,9 +762,9 @@ fn tfjs_models_over_http_serve_what_local_ones_do() {
             ("tfjs/layers_uint16/", "tfjs/layers_uint16"),
         ] {
             let url = format!("{base}/{url}");
-            let r = RemoteMount::start(&url, &[]);
+            let r = remote_mount(&url, &[]);
             let l = Mount::start(&fixtures().join(local), &["-o", "nolive"]);
-            same_tree_but_assets(&url, &r.mp, &l.path());
+            same_tree_but_assets(&url, &r.path(), &l.path());
         }
     }
 }
