@@ -4,6 +4,8 @@
 //! dataset's bytes (sha256), dtype and shape; the `.keras` members; the legacy files' JSON
 //! attributes and `weight_names`; and `verify`/`diff` through the built binary.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -28,26 +30,7 @@ fn sha(b: &[u8]) -> String {
         .collect()
 }
 
-/// The whole file at `path` of `tree`.
-fn cat(tree: &Tree, path: &str) -> Vec<u8> {
-    let n = tree
-        .resolve(path.as_bytes(), true)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let size = tree.open_file(n).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    while (out.len() as u64) < size {
-        let b = tree
-            .read(n, out.len() as u64, 1 << 20)
-            .unwrap_or_else(|e| panic!("{path}: {e}"));
-        assert!(!b.is_empty(), "{path}: short read at {}", out.len());
-        out.extend_from_slice(&b);
-    }
-    out
-}
-
-fn text(tree: &Tree, path: &str) -> String {
-    String::from_utf8(cat(tree, path)).expect("utf-8")
-}
+use common::{tree_cat as cat, tree_text as text};
 
 /// Checks every dataset h5py listed against the tree's `variables/` (`prefix`: where the
 /// checkpoint's tree is in the mount). Returns how many datasets were checked.

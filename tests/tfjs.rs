@@ -34,26 +34,7 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The whole file at `path` of `tree`.
-fn cat(tree: &Tree, path: &str) -> Vec<u8> {
-    let n = tree
-        .resolve(path.as_bytes(), true)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let size = tree.open_file(n).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    while (out.len() as u64) < size {
-        let b = tree
-            .read(n, out.len() as u64, 1 << 20)
-            .unwrap_or_else(|e| panic!("{path}: {e}"));
-        assert!(!b.is_empty(), "{path}: short read at {}", out.len());
-        out.extend_from_slice(&b);
-    }
-    out
-}
-
-fn text(tree: &Tree, path: &str) -> String {
-    String::from_utf8(cat(tree, path)).expect("utf-8")
-}
+use common::{tree_cat as cat, tree_text as text};
 
 /// The arrays of an `.npz` (numpy's `savez`: a zip of stored `.npy` members): name → (numpy
 /// dtype descr, shape, little-endian data).

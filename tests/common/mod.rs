@@ -319,3 +319,26 @@ pub fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The whole file at `path` of a tree the subcommands see (`tfmount::cmd::model::Tree`), read
+/// in MiB pieces; panics naming the path on an error or a short read.
+pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
+    let n = tree
+        .resolve(path.as_bytes(), true)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let size = tree.open_file(n).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    while (out.len() as u64) < size {
+        let b = tree
+            .read(n, out.len() as u64, 1 << 20)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!b.is_empty(), "{path}: short read at {}", out.len());
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+/// [`tree_cat`] as UTF-8 text.
+pub fn tree_text(tree: &tfmount::cmd::model::Tree, path: &str) -> String {
+    String::from_utf8(tree_cat(tree, path)).expect("utf-8")
+}
