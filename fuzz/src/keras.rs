@@ -17,10 +17,7 @@
 use tfmount::format::hdf5::metadata_checksum;
 use tfmount::fs::{Fs, Options};
 
-use super::{scratch_dir, walk_fs, MAX_FILE_BYTES};
-
-/// Most tensors checked against the input's bytes per input.
-const MAX_TENSORS: u64 = 400;
+use super::{each_served_tensor, scratch_dir, walk_fs};
 
 pub fn keras(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
@@ -58,61 +55,28 @@ pub fn keras(data: &[u8]) {
 /// Each tensor's bytes: shape × element size when it opens; the input's bytes at its stored
 /// offset when it is stored in place.
 fn stored_bytes_are_the_files(fs: &Fs, file: &[u8]) {
-    for (_, set) in fs.checkpoints() {
-        let mut pos = set.seek(b"").ok().flatten();
-        let mut n = 0;
-        while let Some(p) = pos {
-            n += 1;
-            if n > MAX_TENSORS {
-                break;
-            }
-            pos = set.next(p).ok().flatten();
-            let Ok(info) = set.info(p) else { continue };
-            let Ok(data) = set.open(p) else { continue };
-            let size = data.size();
-            if let Some(es) = info.dtype.elem_size() {
-                let want = info
-                    .shape
-                    .iter()
-                    .try_fold(es as u64, |a, &d| a.checked_mul(d));
-                assert_eq!(
-                    want,
-                    Some(size),
-                    "{}: served {size} bytes for shape {:?} of {}",
-                    String::from_utf8_lossy(&info.key),
-                    info.shape,
-                    info.dtype.display_name()
-                );
-            }
-            if size > MAX_FILE_BYTES {
-                continue;
-            }
-            let Ok(bytes) = data.read(0, size as usize) else {
-                continue;
-            };
-            assert_eq!(bytes.len() as u64, size, "a whole read is the whole size");
-            let Some(stored) = info.stored else { continue };
-            let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
-            let Some(raw) = file.get(at..at.saturating_add(bytes.len())) else {
-                panic!(
-                    "{}: served from {at} ({} bytes), past the end of the {}-byte file",
-                    String::from_utf8_lossy(&info.key),
-                    bytes.len(),
-                    file.len()
-                );
-            };
-            let es = info.dtype.elem_size().unwrap_or(1).max(1);
-            let swapped: Vec<u8> = raw
-                .chunks(es)
-                .flat_map(|c| c.iter().rev().copied())
-                .collect();
-            assert!(
-                bytes == raw || bytes == swapped,
-                "{}: served bytes are not the file's at offset {at}",
-                String::from_utf8_lossy(&info.key)
+    each_served_tensor(fs, |info, bytes| {
+        let Some(stored) = info.stored else { return };
+        let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
+        let Some(raw) = file.get(at..at.saturating_add(bytes.len())) else {
+            panic!(
+                "{}: served from {at} ({} bytes), past the end of the {}-byte file",
+                String::from_utf8_lossy(&info.key),
+                bytes.len(),
+                file.len()
             );
-        }
-    }
+        };
+        let es = info.dtype.elem_size().unwrap_or(1).max(1);
+        let swapped: Vec<u8> = raw
+            .chunks(es)
+            .flat_map(|c| c.iter().rev().copied())
+            .collect();
+        assert!(
+            bytes == raw || bytes == swapped,
+            "{}: served bytes are not the file's at offset {at}",
+            String::from_utf8_lossy(&info.key)
+        );
+    });
 }
 
 /// Recomputes the checksums a mutation breaks first: the superblock's (versions 2 and 3) and

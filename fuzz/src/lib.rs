@@ -30,6 +30,7 @@ use tfmount::format::{mask_crc, varint};
 use tfmount::fs::{Fs, Kind, Options};
 use tfmount::source::checkpoint::Caches;
 use tfmount::source::checkpoint::{data_file_name, index_file_name};
+use tfmount::source::tensors::TensorInfo;
 use tfmount::source::{probe, state, Probed};
 use tfmount::tree::{self, FileKind};
 /// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
@@ -633,6 +634,52 @@ pub fn scratch_dir() -> tempfile::TempDir {
 /// Most nodes and bytes one input is walked through (bounds the time of one run).
 const MAX_NODES: usize = 1_000;
 const MAX_FILE_BYTES: u64 = 256 << 10;
+
+/// Tensors of one checkpoint checked against the input's bytes per input.
+const MAX_CHECKED_TENSORS: u64 = 400;
+
+/// Every tensor of the mount's checkpoints that opens (the first [`MAX_CHECKED_TENSORS`] of
+/// each): it serves exactly shape × element size bytes (where the dtype has a size), and one
+/// of at most [`MAX_FILE_BYTES`] read whole gives that many, which `check` gets with what the
+/// index says of the tensor (to compare with the input where it is stored in place).
+fn each_served_tensor(fs: &Fs, mut check: impl FnMut(&TensorInfo, &[u8])) {
+    for (_, set) in fs.checkpoints() {
+        let mut pos = set.seek(b"").ok().flatten();
+        let mut n = 0;
+        while let Some(p) = pos {
+            n += 1;
+            if n > MAX_CHECKED_TENSORS {
+                break;
+            }
+            pos = set.next(p).ok().flatten();
+            let Ok(info) = set.info(p) else { continue };
+            let Ok(data) = set.open(p) else { continue };
+            let size = data.size();
+            if let Some(es) = info.dtype.elem_size() {
+                let want = info
+                    .shape
+                    .iter()
+                    .try_fold(es as u64, |a, &d| a.checked_mul(d));
+                assert_eq!(
+                    want,
+                    Some(size),
+                    "{}: served {size} bytes for shape {:?} of {}",
+                    String::from_utf8_lossy(&info.key),
+                    info.shape,
+                    info.dtype.display_name()
+                );
+            }
+            if size > MAX_FILE_BYTES {
+                continue;
+            }
+            let Ok(bytes) = data.read(0, size as usize) else {
+                continue;
+            };
+            assert_eq!(bytes.len() as u64, size, "a whole read is the whole size");
+            check(&info, &bytes);
+        }
+    }
+}
 
 /// Walks the whole mount with the shared walker (`tests/common/walk.rs`, lenient: listings
 /// resumed from their first, middle and last cookies, every listed name looked up, every file

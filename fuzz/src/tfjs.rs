@@ -16,11 +16,10 @@
 use tfmount::format::tfjs;
 use tfmount::fs::{Fs, Options};
 
-use super::{scratch_dir, walk_fs, MAX_FILE_BYTES};
+use super::{each_served_tensor, scratch_dir, walk_fs};
 
-/// Most shard files written per input, and most tensors checked.
+/// Most shard files written per input.
 const MAX_SHARDS: usize = 64;
-const MAX_TENSORS: u64 = 400;
 
 pub fn tfjs(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
@@ -91,58 +90,25 @@ pub fn tfjs(data: &[u8]) {
 
 /// Each weight that opens: shape × element size bytes; one stored in place: its shard's bytes.
 fn served_bytes_are_the_shards(fs: &Fs, paths: &[String], files: &[Vec<u8>]) {
-    for (_, set) in fs.checkpoints() {
-        let mut pos = set.seek(b"").ok().flatten();
-        let mut n = 0;
-        while let Some(p) = pos {
-            n += 1;
-            if n > MAX_TENSORS {
-                break;
-            }
-            pos = set.next(p).ok().flatten();
-            let Ok(info) = set.info(p) else { continue };
-            let Ok(data) = set.open(p) else { continue };
-            let size = data.size();
-            if let Some(es) = info.dtype.elem_size() {
-                let want = info
-                    .shape
-                    .iter()
-                    .try_fold(es as u64, |a, &d| a.checked_mul(d));
-                assert_eq!(
-                    want,
-                    Some(size),
-                    "{}: served {size} bytes for shape {:?} of {}",
-                    String::from_utf8_lossy(&info.key),
-                    info.shape,
-                    info.dtype.display_name()
-                );
-            }
-            if size > MAX_FILE_BYTES {
-                continue;
-            }
-            let Ok(bytes) = data.read(0, size as usize) else {
-                continue;
-            };
-            assert_eq!(bytes.len() as u64, size, "a whole read is the whole size");
-            let Some(stored) = info.stored else { continue };
-            // The shard's number is its place among the manifest's files; only files written
-            // here (safe, first of their name) can be compared.
-            let Some(file) = files.get(stored.shard as usize) else {
-                continue;
-            };
-            if paths.len() != files.len() {
-                continue;
-            }
-            let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
-            let raw = file.get(at..at.saturating_add(bytes.len()));
-            assert!(
-                raw == Some(&bytes[..]),
-                "{}: served bytes are not {} at offset {at}",
-                String::from_utf8_lossy(&info.key),
-                paths[stored.shard as usize]
-            );
+    each_served_tensor(fs, |info, bytes| {
+        let Some(stored) = info.stored else { return };
+        // The shard's number is its place among the manifest's files; only files written
+        // here (safe, first of their name) can be compared.
+        let Some(file) = files.get(stored.shard as usize) else {
+            return;
+        };
+        if paths.len() != files.len() {
+            return;
         }
-    }
+        let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
+        let raw = file.get(at..at.saturating_add(bytes.len()));
+        assert!(
+            raw == Some(bytes),
+            "{}: served bytes are not {} at offset {at}",
+            String::from_utf8_lossy(&info.key),
+            paths[stored.shard as usize]
+        );
+    });
 }
 
 /// Seeds: every TF.js fixture, its shards concatenated in manifest order, with the shard size

@@ -12,10 +12,7 @@
 
 use tfmount::fs::{Fs, Options};
 
-use super::{scratch_dir, walk_fs, MAX_FILE_BYTES};
-
-/// Most tensors checked against the input's bytes per input.
-const MAX_TENSORS: u64 = 400;
+use super::{each_served_tensor, scratch_dir, walk_fs};
 
 pub fn tflite(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
@@ -42,42 +39,17 @@ pub fn tflite(data: &[u8]) {
         return;
     };
     walk_fs(&fs, read_size, true);
-    for (_, set) in fs.checkpoints() {
-        let mut pos = set.seek(b"").ok().flatten();
-        let mut n = 0;
-        while let Some(p) = pos {
-            n += 1;
-            if n > MAX_TENSORS {
-                break;
-            }
-            pos = set.next(p).ok().flatten();
-            let (Ok(info), Ok(data)) = (set.info(p), set.open(p)) else {
-                continue;
-            };
-            let size = data.size();
-            let Some(stored) = info.stored else { continue };
-            if let Some(es) = info.dtype.elem_size() {
-                let want = info
-                    .shape
-                    .iter()
-                    .try_fold(es as u64, |a, &d| a.checked_mul(d));
-                assert_eq!(want, Some(size), "served size is shape x element size");
-            }
-            if size > MAX_FILE_BYTES {
-                continue;
-            }
-            let Ok(bytes) = data.read(0, size as usize) else {
-                continue;
-            };
-            let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
-            assert_eq!(
-                file.get(at..at.saturating_add(bytes.len())),
-                Some(&bytes[..]),
-                "{}: served bytes are not the file's at offset {at}",
-                String::from_utf8_lossy(&info.key)
-            );
-        }
-    }
+    // In-place tensors: the input's bytes at their offset.
+    each_served_tensor(&fs, |info, bytes| {
+        let Some(stored) = info.stored else { return };
+        let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
+        assert_eq!(
+            file.get(at..at.saturating_add(bytes.len())),
+            Some(bytes),
+            "{}: served bytes are not the file's at offset {at}",
+            String::from_utf8_lossy(&info.key)
+        );
+    });
 }
 
 pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
