@@ -253,10 +253,14 @@ fn files_open_on_a_pruned_checkpoint_keep_reading() {
     prune(dir, "ckpt-1");
     // The listing changes, then the kernel's cached name is dropped (two steps that cannot be
     // one: the notification must not wait on a lookup): both within WITHIN.
-    common::within(WITHIN, "ckpt-1 leaves the listing and stops resolving", || {
-        common::dir_names(&mnt) == ["ckpt-2", "latest"]
-            && std::fs::metadata(mnt.join("ckpt-1")).is_err()
-    });
+    common::within(
+        WITHIN,
+        "ckpt-1 leaves the listing and stops resolving",
+        || {
+            common::dir_names(&mnt) == ["ckpt-2", "latest"]
+                && std::fs::metadata(mnt.join("ckpt-1")).is_err()
+        },
+    );
     let mut buf = [0u8; 16];
     f.read_exact_at(&mut buf, 0).expect("read of the open file");
     assert_eq!(buf.to_vec(), f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
