@@ -30,7 +30,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::budget::Reservation;
-use super::read::{copy_overlap, Handle, Pending};
+use super::read::{copy_from_chunks, Handle, Pending, Piece};
 use super::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
@@ -50,7 +50,7 @@ const AHEAD_SLACK: u64 = 4 << 20;
 
 enum Data {
     Pending(Pending),
-    Ready(Bytes),
+    Ready(Vec<Bytes>),
 }
 
 struct Part {
@@ -61,7 +61,7 @@ struct Part {
 }
 
 struct Whole {
-    data: Bytes,
+    data: Vec<Bytes>,
     served: u64,
     _res: Reservation,
 }
@@ -246,12 +246,9 @@ impl Reader {
             let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
             if whole.is_none() {
                 if let Some(res) = ctx.budget.try_reserve(rlen) {
-                    let mut p = Pending::spawn(ctx, obj, self.range.clone(), rlen, deadline);
-                    let data = p
-                        .wait(ctx, deadline)?
-                        .into_iter()
-                        .next()
-                        .unwrap_or_default();
+                    let mut p =
+                        Pending::spawn(ctx, obj, self.range.clone(), Piece::AsReceived, deadline);
+                    let data = p.wait(ctx, deadline)?;
                     *whole = Some(Whole {
                         data,
                         served: 0,
@@ -260,7 +257,7 @@ impl Reader {
                 }
             }
             if let Some(w) = &mut *whole {
-                copy_overlap(buf, offset, self.range.start, &w.data);
+                copy_from_chunks(buf, offset, self.range.start, &w.data);
                 w.served += buf.len() as u64;
                 if w.served >= rlen {
                     *whole = None;
@@ -335,7 +332,7 @@ impl Reader {
             }
             if let Data::Pending(p) = &mut part.data {
                 match p.wait(ctx, deadline) {
-                    Ok(v) => part.data = Data::Ready(v.into_iter().next().unwrap_or_default()),
+                    Ok(v) => part.data = Data::Ready(v),
                     Err(e) => {
                         st.reset();
                         return Err(e);
@@ -343,7 +340,7 @@ impl Reader {
                 }
             }
             if let Data::Ready(d) = &part.data {
-                pos += copy_overlap(&mut buf[(pos - offset) as usize..], pos, part.start, d);
+                pos += copy_from_chunks(&mut buf[(pos - offset) as usize..], pos, part.start, d);
             }
             i += 1;
         }
@@ -417,7 +414,7 @@ impl Reader {
                     ctx,
                     obj,
                     start..start + len,
-                    len,
+                    Piece::AsReceived,
                     part_deadline,
                 )),
                 _res: res,

@@ -195,7 +195,7 @@ pub(crate) async fn fetch(
     io: &Io,
     obj: &Object,
     range: Range<u64>,
-    piece: u64,
+    piece: Piece,
 ) -> Result<Vec<Bytes>, RemoteError> {
     obj.check()?;
     let len = range.end.saturating_sub(range.start);
@@ -231,8 +231,12 @@ pub(crate) async fn fetch(
             msg: format!("asked for bytes {range:?}, got {:?}", res.range),
         });
     }
-    let piece = piece.clamp(1, len);
-    let mut out = Vec::with_capacity(usize::try_from(len.div_ceil(piece)).unwrap_or(0).min(1024));
+    let piece = match piece {
+        Piece::Of(p) => p.clamp(1, len),
+        Piece::AsReceived => 0,
+    };
+    let pieces = if piece == 0 { 64 } else { len.div_ceil(piece) };
+    let mut out = Vec::with_capacity(usize::try_from(pieces).unwrap_or(0).min(1024));
     let mut cur = BytesMut::with_capacity(piece as usize);
     let mut got = 0u64;
     let mut stream = res.into_stream();
@@ -246,6 +250,13 @@ pub(crate) async fn fetch(
             });
         }
         got += chunk.len() as u64;
+        if piece == 0 {
+            // Kept as the client received it: no copy.
+            if !chunk.is_empty() {
+                out.push(chunk);
+            }
+            continue;
+        }
         let mut c = &chunk[..];
         while !c.is_empty() {
             let room = piece as usize - cur.len();
@@ -271,6 +282,16 @@ pub(crate) async fn fetch(
     Ok(out)
 }
 
+/// How a GET's answer is cut ([`fetch`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Piece {
+    /// Pieces of this many bytes (the last may be shorter): blocks of the block cache.
+    Of(u64),
+    /// The chunks the HTTP client received, as they are (no copy): read-ahead parts, which
+    /// [`copy_from_chunks`] serves from.
+    AsReceived,
+}
+
 /// A GET running on the store's runtime; aborted if dropped before it is waited for.
 pub(crate) struct Pending {
     handle: tokio::task::JoinHandle<Result<Vec<Bytes>, RemoteError>>,
@@ -279,13 +300,13 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Starts fetching `range` of `obj` (pieces of `piece` bytes); the request gives up at
+    /// Starts fetching `range` of `obj` (cut as `piece` says); the request gives up at
     /// `deadline`.
     pub fn spawn(
         ctx: &Reads,
         obj: &Arc<Object>,
         range: Range<u64>,
-        piece: u64,
+        piece: Piece,
         deadline: Instant,
     ) -> Pending {
         let io = Arc::clone(&ctx.io);
@@ -461,6 +482,29 @@ pub(crate) fn copy_overlap(buf: &mut [u8], offset: u64, data_start: u64, data: &
     to - from
 }
 
+/// [`copy_overlap`] of consecutive chunks (object bytes from `data_start`); returns how many
+/// bytes were copied.
+pub(crate) fn copy_from_chunks(
+    buf: &mut [u8],
+    offset: u64,
+    data_start: u64,
+    data: &[Bytes],
+) -> u64 {
+    let end = offset + buf.len() as u64;
+    let (mut at, mut n) = (data_start, 0);
+    for c in data {
+        if at >= end {
+            break;
+        }
+        let c_end = at + c.len() as u64;
+        if c_end > offset {
+            n += copy_overlap(buf, offset, at, c);
+        }
+        at = c_end;
+    }
+    n
+}
+
 /// One GET of consecutive blocks in flight.
 struct InFlight {
     first_block: u64,
@@ -552,7 +596,7 @@ fn read_blocks(
         };
         flying.push_back(InFlight {
             first_block: first,
-            pending: Pending::spawn(ctx, obj, start..stop, BLOCK, deadline),
+            pending: Pending::spawn(ctx, obj, start..stop, Piece::Of(BLOCK), deadline),
             _res: res,
         });
         if flying.len() >= IN_FLIGHT {
