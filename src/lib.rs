@@ -34,6 +34,8 @@ pub mod source;
 #[cfg(test)]
 #[path = "../tests/support/requires.rs"]
 pub(crate) mod test_requires;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod tree;
 /// A small checkpoint writer for tests, fuzzing and benchmarks (checked byte for byte against
 /// TensorFlow's files). Not part of the daemon.

@@ -656,13 +656,7 @@ mod tests {
             )),
             Kind::Complex128.text_width().unwrap()
         );
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut widest = (0, 0);
         for i in 0..400_000u64 {
             let r = next();

@@ -480,13 +480,7 @@ mod tests {
     /// [`Columns`] says, and rendering any element range gives that slice of the whole text.
     #[test]
     fn columns_match_the_streamed_text() {
-        let mut x = 0x1234_5678_9abc_def1u64;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rand = crate::test_rng::xorshift(0x1234_5678_9abc_def1u64);
         let dtypes = [
             1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25, 26, 27,
             28, 29, 30, 31, 32, 33,
@@ -649,13 +643,7 @@ print("ok")
         let Some(py) = crate::test_requires::python("numpy", test) else {
             return;
         };
-        let mut x = 0x1234_5678_9abc_def1u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x1234_5678_9abc_def1u64);
         let n = 20_000usize;
         let mut f32b = Vec::new();
         let mut f64b = Vec::new();
