@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -30,7 +29,7 @@ fn sha(b: &[u8]) -> String {
         .collect()
 }
 
-use common::{tree_cat as cat, tree_text as text};
+use common::{tfmount, tree_cat as cat, tree_text as text};
 
 /// Checks every dataset h5py listed against the tree's `variables/` (`prefix`: where the
 /// checkpoint's tree is in the mount). Returns how many datasets were checked.
@@ -206,14 +205,6 @@ fn a_directory_of_epoch_files_shows_one_directory_each() {
         );
         assert!(n > 0);
     }
-}
-
-fn tfmount(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tfmount"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tfmount")
 }
 
 #[test]

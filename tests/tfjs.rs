@@ -9,7 +9,6 @@ mod common;
 use common::requires;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use tfmount::cmd::model::Tree;
@@ -34,7 +33,7 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-use common::{tree_cat as cat, tree_text as text};
+use common::{tfmount, tree_cat as cat, tree_text as text};
 
 /// The arrays of an `.npz` (numpy's `savez`: a zip of stored `.npy` members): name → (numpy
 /// dtype descr, shape, little-endian data).
@@ -340,14 +339,6 @@ fn every_view_reads() {
         assert!(!cat(&tree, &format!("text/{name}.txt")).is_empty(), "{f}");
         assert!(!cat(&tree, &format!("stats/{name}.txt")).is_empty(), "{f}");
     }
-}
-
-fn tfmount(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tfmount"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tfmount")
 }
 
 /// A copy of fixture `f` in a temporary directory.

@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use common::requires;
 use serde_json::Value;
@@ -119,7 +119,7 @@ fn expected(test: &str) -> Option<&'static Value> {
     .as_ref()
 }
 
-use common::{tree_cat as cat, tree_text as text};
+use common::{tfmount, tree_cat as cat, tree_text as text};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -464,14 +464,6 @@ fn metadata_and_associated_files_are_shown() {
         assert!(md.contains(&format!("{name:?}")), "{md}");
     }
     assert!(text(&tree, "model.txt").contains("TFLITE_METADATA"));
-}
-
-fn tfmount(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tfmount"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tfmount")
 }
 
 #[test]

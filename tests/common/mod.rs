@@ -320,6 +320,15 @@ pub fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Runs the tfmount binary with `args` (no stdin) and returns what it printed and its status.
+pub fn tfmount<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tfmount")
+}
+
 /// The whole file at `path` of a tree the subcommands see (`tfmount::cmd::model::Tree`), read
 /// in MiB pieces; panics naming the path on an error or a short read.
 pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
