@@ -518,12 +518,47 @@ fn decode_ints_any<const W: usize, const PEXT: bool>(
     dst: &mut [u8],
 ) -> (usize, usize) {
     let (mut k, mut m) = (0usize, 0usize);
-    let mut out = dst.chunks_exact_mut(W);
+    let cap = dst.len() / W;
     'blocks: while let Some(win) = bytes.get(k..k + 72) {
-        let mut ends = !continuation_mask(&win[..64]);
+        let Ok(win) = <&[u8; 72]>::try_from(win) else {
+            break;
+        };
+        let cont = continuation_mask(&win[..64]);
+        let mut ends = !cont;
+        if ends == 0 {
+            // 64 continuation bytes: malformed, the loop below stops on it.
+            break;
+        }
+        let n = ends.count_ones() as usize;
+        // Bit i set: bytes i..i+8 all continue (a varint of more than 8 bytes, or the start
+        // of one at the block's end).
+        let r2 = cont & (cont >> 1);
+        let r4 = r2 & (r2 >> 2);
+        let r8 = r4 & (r4 >> 4);
+        if r8 == 0 && n <= cap - m {
+            // Every varint ending here has at most 8 bytes and has room: one load and one
+            // gather each, nothing else checked.
+            let mut start = 0usize;
+            for d in dst[m * W..(m + n) * W].chunks_exact_mut(W) {
+                let end = (ends.trailing_zeros() & 63) as usize;
+                let len = end + 1 - start;
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&win[start..start + 8]);
+                let v = groups_of::<PEXT>(u64::from_le_bytes(b), len);
+                let mut le = [0u8; W];
+                le.copy_from_slice(&v.to_le_bytes()[..W]);
+                d.copy_from_slice(&le);
+                start = end + 1;
+                ends &= ends - 1;
+            }
+            m += n;
+            k += start;
+            continue;
+        }
+        // A long or malformed varint, or the output's end: one at a time, checked.
         let mut start = 0usize;
         while ends != 0 {
-            let Some(d) = out.next() else {
+            let Some(d) = dst.get_mut(m * W..(m + 1) * W) else {
                 k += start;
                 break 'blocks;
             };
@@ -550,10 +585,6 @@ fn decode_ints_any<const W: usize, const PEXT: bool>(
             m += 1;
             start = end + 1;
             ends &= ends - 1;
-        }
-        if start == 0 {
-            // 64 continuation bytes: malformed, the loop below stops on it.
-            break;
         }
         k += start;
     }
