@@ -529,3 +529,46 @@ fn a_fuse_mount_serves_weights_and_attributes() {
     assert!(mp.join("model_config.json").is_file());
     assert_eq!(m.unmount(), Some(0));
 }
+
+/// The subcommands without FUSE: `tfmount ls -R` lists every weight's files and `tfmount cat`
+/// writes the converter's bytes, for a model given by its directory and by its `model.json`.
+#[test]
+fn ls_and_cat_serve_the_weights() {
+    let root = tfjs_dir();
+    for f in FIXTURES {
+        let dir = root.join(f);
+        let o = common::tfmount(&[
+            Path::new("ls"),
+            Path::new("-R"),
+            &dir,
+            Path::new("variables"),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+        for (i, (name, _, _, data)) in npz(&dir.join("expected.npz")).into_iter().enumerate() {
+            assert!(
+                listing.lines().any(|l| l == format!("{name}.bin")),
+                "{f}: {name}.bin not in {listing}"
+            );
+            let source = if i % 2 == 0 {
+                dir.clone()
+            } else {
+                dir.join("model.json")
+            };
+            let path = format!("variables/{name}.bin");
+            let o = common::tfmount(&[Path::new("cat"), &source, Path::new(&path)]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{f}: {path}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert_eq!(o.stdout, data, "{f}: tfmount cat {}", path);
+        }
+    }
+}

@@ -40,6 +40,28 @@ from tensorflow.lite.tools import flatbuffer_utils as fu
 from tensorflow.lite.python import schema_py_generated as s
 
 names = {v: k for k, v in vars(s.BuiltinOperator).items() if not k.startswith("_")}
+def enum(cls):
+    return {v: k for k, v in vars(cls).items() if not k.startswith("_")}
+option_types = enum(s.BuiltinOptions)
+# Option fields whose values are enums: the operator files name the value.
+enums = {"padding": enum(s.Padding), "fused_activation_function": enum(s.ActivationFunctionType),
+         "weights_format": enum(s.FullyConnectedOptionsWeightsFormat),
+         "quantized_bias_type": enum(s.TensorType)}
+def snake(name):
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+def options(op):
+    """The operator's builtin options as TensorFlow's reader holds them: the table's type name
+    and its scalar fields (enums by name, bools, integers) as `field: value` texts."""
+    if not op.builtinOptionsType:
+        return None
+    fields = []
+    for k, v in sorted(vars(op.builtinOptions).items()):
+        k = snake(k)
+        if isinstance(v, bool):
+            fields.append(f"{k}: {str(v).lower()}")
+        elif isinstance(v, int):
+            fields.append(f"{k}: {enums[k].get(v, v) if k in enums else v}")
+    return {"type": option_types[op.builtinOptionsType], "fields": fields}
 out = {}
 for path in sys.argv[1:]:
     m = fu.read_model(path)
@@ -83,7 +105,8 @@ for path in sys.argv[1:]:
             c = m.operatorCodes[op.opcodeIndex]
             code = max(c.builtinCode, c.deprecatedBuiltinCode)
             ops.append({"code": int(code), "name": names.get(code, str(code)),
-                        "inputs": [int(x) for x in op.inputs], "outputs": [int(x) for x in op.outputs]})
+                        "inputs": [int(x) for x in op.inputs], "outputs": [int(x) for x in op.outputs],
+                        "options": options(op)})
         subgraphs.append({"tensors": tensors, "operators": ops,
                           "names": [t.name.decode() for t in sg.tensors]})
     sigs = [{"key": sd.signatureKey.decode(), "subgraph": int(sd.subgraphIndex),
@@ -94,7 +117,8 @@ for path in sys.argv[1:]:
         with zipfile.ZipFile(path) as z:
             files = {n: z.read(n).hex() for n in z.namelist()}
     out[path.rsplit("/", 1)[-1]] = {"subgraphs": subgraphs, "signatures": sigs, "files": files,
-                                    "version": int(m.version)}
+                                    "version": int(m.version),
+                                    "description": m.description.decode() if m.description else None}
 print(json.dumps(out))
 "#;
 
@@ -339,6 +363,7 @@ fn operators_signatures_and_subgraphs_are_the_models() {
     let Some(exp) = expected("operators_signatures_and_subgraphs_are_the_models") else {
         return;
     };
+    let mut checked_options = 0;
     for f in FIXTURES {
         let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         let subgraphs = exp[f]["subgraphs"].as_array().expect("subgraphs");
@@ -374,6 +399,27 @@ fn operators_signatures_and_subgraphs_are_the_models() {
                     t.contains(&format!("opcode: {} {name} ", op["code"])),
                     "{f}: {file}: {t}"
                 );
+                // Builtin options: the table TensorFlow's reader finds, each scalar field's value.
+                if let Some(o) = op["options"].as_object() {
+                    let ty = o["type"].as_str().expect("type");
+                    let line = t
+                        .lines()
+                        .find(|l| l.starts_with("options: "))
+                        .unwrap_or_else(|| panic!("{f}: {file}: no options line: {t}"));
+                    assert!(
+                        line.starts_with(&format!("options: {ty} {{")),
+                        "{f}: {file}: {line}"
+                    );
+                    for field in o["fields"].as_array().expect("fields") {
+                        let field = field.as_str().expect("field");
+                        assert!(
+                            line.contains(&format!(" {field},"))
+                                || line.contains(&format!(" {field} }}")),
+                            "{f}: {file}: {field} not in {line}"
+                        );
+                    }
+                    checked_options += 1;
+                }
                 for x in op["inputs"].as_array().expect("inputs") {
                     let x = x.as_i64().expect("input");
                     if x >= 0 {
@@ -431,7 +477,17 @@ fn operators_signatures_and_subgraphs_are_the_models() {
             model.contains(&format!("subgraphs: {}\n", subgraphs.len())),
             "{model}"
         );
+        // A model without one: `(none)`.
+        let description = exp[f]["description"].as_str().unwrap_or("(none)");
+        assert!(
+            model.contains(&format!("description: {description}\n")),
+            "{f}: {model}"
+        );
     }
+    assert!(
+        checked_options > 10,
+        "{checked_options} operators with options"
+    );
     // multi.tflite has more than one subgraph, each with constants.
     assert!(
         exp["multi.tflite"]["subgraphs"]
@@ -661,6 +717,64 @@ fn a_directory_of_models_shows_one_directory_each() {
             tree.resolve(format!("{f}/model.txt").as_bytes(), true)
                 .is_ok(),
             "{f}/model.txt"
+        );
+    }
+}
+
+/// The subcommands without FUSE on a `.tflite`: `tfmount ls -R` lists the constants' files,
+/// `tfmount cat` writes the bytes the interpreter holds (the in-process tree's, checked against
+/// the interpreter above) and an operator's text.
+#[test]
+fn ls_and_cat_serve_the_model() {
+    let d = dir();
+    for f in FIXTURES {
+        let path = d.join(f);
+        let tree = Tree::open(&path).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let o = tfmount(&[
+            Path::new("ls"),
+            Path::new("-R"),
+            &path,
+            Path::new("variables"),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+        let listed: BTreeSet<String> = listing
+            .lines()
+            .filter_map(|l| l.strip_suffix(".bin"))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(listed, bins(&tree, "variables"), "{f}");
+        assert!(!listed.is_empty(), "{f}");
+        for stem in &listed {
+            let bin = format!("variables/{stem}.bin");
+            let o = tfmount(&[Path::new("cat"), &path, Path::new(&bin)]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{f}: {bin}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert_eq!(o.stdout, cat(&tree, &bin), "{f}: tfmount cat {bin}");
+        }
+        let o = tfmount(&[Path::new("ls"), &path, Path::new("graph")]);
+        let first = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .map(str::to_owned);
+        let first = first.unwrap_or_else(|| panic!("{f}: no operator"));
+        let o = tfmount(&[
+            Path::new("cat"),
+            &path,
+            Path::new(&format!("graph/{first}")),
+        ]);
+        assert!(
+            String::from_utf8_lossy(&o.stdout).starts_with("index: 0\nopcode: "),
+            "{f}"
         );
     }
 }
