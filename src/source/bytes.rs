@@ -47,6 +47,12 @@ pub trait ByteSource: ReadAt + Send + Sync {
     /// True once the file is known to differ from what was opened (every read then fails).
     fn changed(&self) -> bool;
 
+    /// True when reading the same bytes twice costs a second fetch (a remote object), not a
+    /// copy from the kernel's page cache: such sources are read in one pass where possible.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     /// `len` bytes from `offset` in a new buffer.
     fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         let mut v = vec![0u8; len];

@@ -582,18 +582,22 @@ impl V1Checkpoint {
                 .get(s.file)
                 .ok_or_else(|| FormatError::BadEntry("slice in no file".into()))?;
             let key = slice_key::encode(&t.name, &s.extents);
-            let known = |h: BlockHandle| shard.good().get(&h.offset).is_some();
+            // A large raw block of a local file not verified yet: its CRC is checked on another
+            // thread while its value is scanned (both read the page cache), not before.
+            let parallel = !shard.src.is_remote();
+            let deferred = std::cell::Cell::new(None);
+            let known = |h: BlockHandle| {
+                let good = shard.good().get(&h.offset).is_some();
+                if !good && parallel && h.size > fv1::block::SMALL_BLOCK {
+                    deferred.set(Some(h));
+                    return true;
+                }
+                good
+            };
             let (h, value) = shard
                 .table
                 .find(&*shard.src, &key, known)?
                 .ok_or_else(|| FormatError::MissingSlice(slice_text(t, &s.extents)))?;
-            {
-                let mut good = shard.good();
-                good.put(h.offset, ());
-                if good.len() > GOOD_BLOCKS {
-                    good.pop_lru();
-                }
-            }
             let want = Expect {
                 name: &t.name,
                 shape: &t.shape,
@@ -601,9 +605,13 @@ impl V1Checkpoint {
                 dtype: t.dtype,
             };
             let (values, mem) = match value {
-                Value::File { offset, len } => {
-                    (values::scan(&*shard.src, offset, len, want)?, None)
-                }
+                Value::File { offset, len } => match deferred.get() {
+                    Some(h) => (
+                        scan_while_verifying(&*shard.src, h, offset, len, want)?,
+                        None,
+                    ),
+                    None => (values::scan(&*shard.src, offset, len, want)?, None),
+                },
                 Value::Memory { block, start, len } => {
                     // A small value is copied out so the rest of its block is not kept.
                     let (mem, start) = if len < block.len() as u64 / 2 {
@@ -617,6 +625,13 @@ impl V1Checkpoint {
                     (values::scan(&mem[..], start, len, want)?, Some(mem))
                 }
             };
+            {
+                let mut good = shard.good();
+                good.put(h.offset, ());
+                if good.len() > GOOD_BLOCKS {
+                    good.pop_lru();
+                }
+            }
             bytes += values.mem_size()
                 + mem.as_ref().map_or(0, |m| m.capacity())
                 + std::mem::size_of::<LocatedSlice>();
@@ -629,6 +644,32 @@ impl V1Checkpoint {
         }
         Ok(Located { slices, bytes })
     }
+}
+
+/// [`values::scan`] of the value `[offset, offset+len)` of raw block `h`, with the block's CRC
+/// verified on another thread meanwhile; a CRC mismatch is the error whatever the scan found.
+fn scan_while_verifying(
+    src: &dyn ByteSource,
+    h: BlockHandle,
+    offset: u64,
+    len: u64,
+    want: Expect<'_>,
+) -> Result<SliceValues> {
+    std::thread::scope(|sc| {
+        let check = std::thread::Builder::new()
+            .name("tfmount-crc".into())
+            .spawn_scoped(sc, || fv1::block::verify_block(src, h));
+        let scanned = values::scan(src, offset, len, want);
+        let checked = match check {
+            Ok(c) => c
+                .join()
+                .unwrap_or(Err(FormatError::BadBlock("the CRC check failed"))),
+            // No thread: checked here.
+            Err(_) => fv1::block::verify_block(src, h),
+        };
+        checked?;
+        scanned
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -96,6 +96,10 @@ impl ByteSource for RemoteFile {
         self.h.obj.changed.load(Ordering::Relaxed)
     }
 
+    fn is_remote(&self) -> bool {
+        true
+    }
+
     fn range_reader(
         self: Arc<Self>,
         range: std::ops::Range<u64>,

@@ -341,3 +341,88 @@ fn located_state_stays_within_its_budget() {
         .sum();
     assert_eq!(sum, c.bytes);
 }
+
+/// Tensors whose values are raw blocks over [`fv1::block::SMALL_BLOCK`] (a float32 run and an
+/// int64 varint run): their CRC is checked on another thread while the value is scanned. Intact,
+/// every byte reads back; with one byte of a block changed, every read of that tensor fails with
+/// the block's CRC error, again on the second read (a failed check is never remembered as good),
+/// and the other tensor still reads.
+#[test]
+fn large_blocks_are_checked_while_scanned() {
+    use crate::format::varint::encode_u64;
+    let n = 400_000usize;
+    let floats: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let ints: Vec<i64> = (0..n as i64)
+        .map(|i| (i * 2_654_435_761) % (1 << 40) - (1 << 39))
+        .collect();
+    let meta = meta_value(&[(b"f", &[n as i64], 1, 1), (b"i", &[n as i64], 9, 1)]);
+    let mut fp = Vec::new();
+    len_field(
+        5,
+        &floats
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>(),
+        &mut fp,
+    );
+    let mut varints = Vec::new();
+    for v in &ints {
+        encode_u64(*v as u64, &mut varints);
+    }
+    let mut ip = Vec::new();
+    len_field(10, &varints, &mut ip);
+    let entries = vec![
+        (Vec::new(), meta),
+        (
+            slice_key::encode(b"f", &[FULL]),
+            entry(b"f", &[(0, -1)], &fp),
+        ),
+        (
+            slice_key::encode(b"i", &[FULL]),
+            entry(b"i", &[(0, -1)], &ip),
+        ),
+    ];
+    let file = build_table(&entries, 256 << 10, false);
+    let big: Vec<_> = crate::writer::block_handles(&file)
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.size > fv1::block::SMALL_BLOCK)
+        .collect();
+    assert_eq!(
+        big.len(),
+        2,
+        "each value a block of its own over SMALL_BLOCK"
+    );
+    let want_f: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want_i: Vec<u8> = ints.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("model.ckpt");
+    std::fs::write(&p, &file).unwrap();
+    let ck = open(std::slice::from_ref(&p));
+    let (f, i) = (ck.find(b"f").unwrap(), ck.find(b"i").unwrap());
+    assert_eq!(ck.read(f, 0, want_f.len()).unwrap(), want_f);
+    assert_eq!(ck.read(i, 0, want_i.len()).unwrap(), want_i);
+    for (k, h) in big.iter().enumerate() {
+        let mut bad = file.clone();
+        bad[(h.offset + h.size / 2) as usize] ^= 0x01;
+        let p = tmp.path().join(format!("bad{k}.ckpt"));
+        std::fs::write(&p, &bad).unwrap();
+        let ck = open(std::slice::from_ref(&p));
+        let (f, i) = (ck.find(b"f").unwrap(), ck.find(b"i").unwrap());
+        let (damaged, other, want_other) = if k == 0 {
+            (f, i, &want_i)
+        } else {
+            (i, f, &want_f)
+        };
+        for _ in 0..2 {
+            assert!(
+                matches!(
+                    ck.read(damaged, 0, 1 << 20),
+                    Err(FormatError::BlockCrc { .. })
+                ),
+                "block {k}"
+            );
+        }
+        assert_eq!(&ck.read(other, 0, want_other.len()).unwrap(), want_other);
+    }
+}
