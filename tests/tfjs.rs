@@ -537,19 +537,13 @@ fn ls_and_cat_serve_the_weights() {
     let root = tfjs_dir();
     for f in FIXTURES {
         let dir = root.join(f);
-        let o = common::tfmount(&[
+        let ls = [
             Path::new("ls"),
             Path::new("-R"),
             &dir,
             Path::new("variables"),
-        ]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{f}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+        ];
+        let listing = String::from_utf8_lossy(&common::tfmount_ok(&ls)).into_owned();
         for (i, (name, _, _, data)) in npz(&dir.join("expected.npz")).into_iter().enumerate() {
             assert!(
                 listing.lines().any(|l| l == format!("{name}.bin")),
@@ -561,14 +555,8 @@ fn ls_and_cat_serve_the_weights() {
                 dir.join("model.json")
             };
             let path = format!("variables/{name}.bin");
-            let o = common::tfmount(&[Path::new("cat"), &source, Path::new(&path)]);
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{f}: {path}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            assert_eq!(o.stdout, data, "{f}: tfmount cat {}", path);
+            let out = common::tfmount_ok(&[Path::new("cat"), &source, Path::new(&path)]);
+            assert_eq!(out, data, "{f}: tfmount cat {path}");
         }
     }
 }

@@ -730,19 +730,13 @@ fn ls_and_cat_serve_the_model() {
     for f in FIXTURES {
         let path = d.join(f);
         let tree = Tree::open(&path).unwrap_or_else(|e| panic!("{f}: {e}"));
-        let o = tfmount(&[
+        let ls = [
             Path::new("ls"),
             Path::new("-R"),
             &path,
             Path::new("variables"),
-        ]);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{f}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+        ];
+        let listing = String::from_utf8_lossy(&common::tfmount_ok(&ls)).into_owned();
         let listed: BTreeSet<String> = listing
             .lines()
             .filter_map(|l| l.strip_suffix(".bin"))
@@ -752,29 +746,20 @@ fn ls_and_cat_serve_the_model() {
         assert!(!listed.is_empty(), "{f}");
         for stem in &listed {
             let bin = format!("variables/{stem}.bin");
-            let o = tfmount(&[Path::new("cat"), &path, Path::new(&bin)]);
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{f}: {bin}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            assert_eq!(o.stdout, cat(&tree, &bin), "{f}: tfmount cat {bin}");
+            let out = common::tfmount_ok(&[Path::new("cat"), &path, Path::new(&bin)]);
+            assert_eq!(out, cat(&tree, &bin), "{f}: tfmount cat {bin}");
         }
-        let o = tfmount(&[Path::new("ls"), &path, Path::new("graph")]);
-        let first = String::from_utf8_lossy(&o.stdout)
+        let ops = common::tfmount_ok(&[Path::new("ls"), &path, Path::new("graph")]);
+        let ops = String::from_utf8_lossy(&ops).into_owned();
+        let first = ops
             .lines()
             .next()
-            .map(str::to_owned);
-        let first = first.unwrap_or_else(|| panic!("{f}: no operator"));
-        let o = tfmount(&[
-            Path::new("cat"),
-            &path,
-            Path::new(&format!("graph/{first}")),
-        ]);
+            .unwrap_or_else(|| panic!("{f}: no operator"));
+        let op = format!("graph/{first}");
+        let text = common::tfmount_ok(&[Path::new("cat"), &path, Path::new(&op)]);
         assert!(
-            String::from_utf8_lossy(&o.stdout).starts_with("index: 0\nopcode: "),
-            "{f}"
+            String::from_utf8_lossy(&text).starts_with("index: 0\nopcode: "),
+            "{f}: {op}"
         );
     }
 }

@@ -329,6 +329,21 @@ pub fn tfmount<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
         .expect("run tfmount")
 }
 
+/// What `tfmount ARGS` wrote to its standard output; panics with its standard error unless it
+/// exited 0.
+pub fn tfmount_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<u8> {
+    let o = tfmount(args);
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "tfmount {}: {}",
+        shown.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
 /// The whole file at `path` of a tree the subcommands see (`tfmount::cmd::model::Tree`), read
 /// in MiB pieces; panics naming the path on an error or a short read.
 pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
