@@ -812,7 +812,8 @@ bench_direct_io() {
 #      connection), vs one curl stream: the mount's parallel ranged GETs  target >= 3
 # 13c. BIG_GIB tensor: default / -o nocrc / -o remote_cache=2G, mount/curl (time ratio,
 #      target <= 1.1 for the default: one fetch)
-# Each read also with -o crc_first (the check-first pass: the behaviour before streaming), and,
+# Each read also with -o crc_first (the check-first pass: the behaviour before streaming), with
+# -o direct_io=auto (the reply copied straight into the reader's buffer, no page cache), and,
 # with TFMOUNT_BEFORE, with that binary's defaults: before and after from the same repetitions,
 # alternating. The daemon's "bytes fetched" (logged at unmount) shows one fetch per byte.
 sc_nginx() { # sc_nginx NAME DIRECTIVES: starts nginx serving $WORK; sets SC_PORT
@@ -868,11 +869,13 @@ bench_stream_crc() {
     local variants=(
         "256|$TFMOUNT||$plain|sc256"
         "256 crc_first|$TFMOUNT|-o crc_first|$plain|sc256"
+        "256 direct_io=auto|$TFMOUNT|-o direct_io=auto|$plain|sc256"
         "256 capped|$TFMOUNT||$capped|sc256"
         "256 capped crc_first|$TFMOUNT|-o crc_first|$capped|sc256"
         "big|$TFMOUNT||$plain|big"
         "big crc_first|$TFMOUNT|-o crc_first|$plain|big"
         "big nocrc|$TFMOUNT|-o nocrc|$plain|big"
+        "big direct_io=auto|$TFMOUNT|-o direct_io=auto|$plain|big"
         "big remote_cache=2G|$TFMOUNT|-o remote_cache=2G|$plain|big"
         "big remote_cache=2G crc_first|$TFMOUNT|-o remote_cache=2G,crc_first|$plain|big"
     )
