@@ -647,7 +647,8 @@ impl V1Checkpoint {
 }
 
 /// [`values::scan`] of the value `[offset, offset+len)` of raw block `h`, with the block's CRC
-/// verified on another thread meanwhile; a CRC mismatch is the error whatever the scan found.
+/// verified on another thread meanwhile, the scan reading the pieces the check reads (one read
+/// of the file for both, [`feed`]); a CRC mismatch is the error whatever the scan found.
 fn scan_while_verifying(
     src: &dyn ByteSource,
     h: BlockHandle,
@@ -656,16 +657,25 @@ fn scan_while_verifying(
     want: Expect<'_>,
 ) -> Result<SliceValues> {
     std::thread::scope(|sc| {
-        let check = std::thread::Builder::new()
+        let (check, fed) = feed::check_and_feed(src, h);
+        let spawned = std::thread::Builder::new()
             .name("tfmount-crc".into())
-            .spawn_scoped(sc, || fv1::block::verify_block(src, h));
-        let scanned = values::scan(src, offset, len, want);
-        let checked = match check {
-            Ok(c) => c
-                .join()
-                .unwrap_or(Err(FormatError::BadBlock("the CRC check failed"))),
-            // No thread: checked here.
-            Err(_) => fv1::block::verify_block(src, h),
+            .spawn_scoped(sc, check);
+        let (scanned, checked) = match spawned {
+            Ok(c) => {
+                let scanned = values::scan(&fed, offset, len, want);
+                // The check sends no more once the scan's side is gone.
+                drop(fed);
+                let checked = c
+                    .join()
+                    .unwrap_or(Err(FormatError::BadBlock("the CRC check failed")));
+                (scanned, checked)
+            }
+            // No thread: one after the other, here.
+            Err(_) => (
+                values::scan(src, offset, len, want),
+                fv1::block::verify_block(src, h),
+            ),
         };
         checked?;
         scanned
@@ -691,6 +701,7 @@ fn slice_text(t: &V1Tensor, exts: &[Extent]) -> String {
     format!("{}[{}]", String::from_utf8_lossy(&t.name), dims.join(":"))
 }
 
+mod feed;
 #[cfg(test)]
 mod tests;
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::window::Window;
 use crate::format::table::{self, BlockHandle};
-use crate::format::{for_each_chunk, unmask_crc, varint, FormatError, ReadAt, Result};
+use crate::format::{unmask_crc, varint, FormatError, ReadAt, Result};
 
 /// Blocks of at most this many stored bytes are read whole.
 pub const SMALL_BLOCK: u64 = 1 << 20;
@@ -75,14 +75,32 @@ pub fn block_type<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
 /// Verifies the masked CRC-32C of the stored block `h` (its bytes and its type byte), reading it
 /// in [`CRC_CHUNK`] pieces; returns the compression type.
 pub fn verify_block<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
+    verify_block_pieces(file, h, |_, piece| Some(piece))
+}
+
+/// [`verify_block`], handing each piece it reads (at most [`CRC_CHUNK`] bytes, in order) to
+/// `each` once it is in the CRC: the piece's offset in `file` and its bytes. `each` gives back a
+/// buffer to read the next piece into (the same one, or one it is done with), or `None` for a
+/// new one. The pieces are read whatever the verdict; the verdict is the result.
+pub fn verify_block_pieces<R: ReadAt + ?Sized>(
+    file: &R,
+    h: BlockHandle,
+    mut each: impl FnMut(u64, Vec<u8>) -> Option<Vec<u8>>,
+) -> Result<u8> {
     let t = check_handle(file, h)?;
     let mut trailer = [0u8; TRAILER_LEN as usize];
     file.read_exact_at(&mut trailer, t)?;
     let mut computed = 0u32;
-    for_each_chunk(file, h.offset, h.size, CRC_CHUNK, |c| {
-        computed = crc32c::crc32c_append(computed, c);
-        Ok(())
-    })?;
+    let (mut done, mut buf) = (0u64, Vec::new());
+    while done < h.size {
+        let n = (h.size - done).min(CRC_CHUNK as u64) as usize;
+        buf.resize(n, 0);
+        file.read_exact_at(&mut buf, h.offset + done)?;
+        computed = crc32c::crc32c_append(computed, &buf);
+        let at = h.offset + done;
+        done += n as u64;
+        buf = each(at, buf).unwrap_or_default();
+    }
     computed = crc32c::crc32c_append(computed, &trailer[..1]);
     let stored = unmask_crc(u32::from_le_bytes([
         trailer[1], trailer[2], trailer[3], trailer[4],

@@ -426,3 +426,50 @@ fn large_blocks_are_checked_while_scanned() {
         assert_eq!(&ck.read(other, 0, want_other.len()).unwrap(), want_other);
     }
 }
+
+/// The scan's reader of the pieces the CRC check reads: every read, in order, spanning pieces,
+/// behind the pieces held, skipping ahead, and past the block once the check has sent its last
+/// piece, gives the file's bytes; the check's verdict is the block's. With the reader dropped
+/// early (pieces still to send) the check still ends.
+#[test]
+fn the_fed_reader_gives_the_files_bytes() {
+    let mut rng = crate::test_rng::xorshift(0x5eed_f00d);
+    let body: Vec<u8> = (0..(3 << 20) + 12345).map(|_| rng() as u8).collect();
+    let mut file = vec![9u8; 1000];
+    let h = crate::writer::append_block(&mut file, &body, fv1::block::RAW);
+    file.extend_from_slice(&[7u8; 100]);
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("blob");
+    std::fs::write(&p, &file).unwrap();
+    let src = LocalStore.open(&p).unwrap();
+    let reads: &[(u64, usize)] = &[
+        (0, 10),                       // before the block: from the file
+        (h.offset, 100),               // the first piece
+        (h.offset + 200_000, 150_000), // across the first two pieces
+        (h.offset + 100, 64),          // behind the pieces held: from the file
+        (h.offset + 1_000_000, 131_072),
+        (h.offset + 2_700_000, 400_000), // skipping ahead, across pieces
+        (h.offset + h.size - 50, 60),    // the end of the block and its trailer
+        (h.offset + h.size + 5, 100),    // past the block: from the file
+    ];
+    std::thread::scope(|sc| {
+        let (check, fed) = super::feed::check_and_feed(&*src, h);
+        let c = sc.spawn(check);
+        for &(at, n) in reads {
+            let mut b = vec![0u8; n];
+            fed.read_exact_at(&mut b, at).unwrap();
+            assert_eq!(b, file[at as usize..at as usize + n], "{at}+{n}");
+        }
+        drop(fed);
+        assert_eq!(c.join().unwrap().unwrap(), fv1::block::RAW);
+    });
+    // The reader gone after one read: the check goes on alone and ends.
+    std::thread::scope(|sc| {
+        let (check, fed) = super::feed::check_and_feed(&*src, h);
+        let c = sc.spawn(check);
+        let mut b = [0u8; 8];
+        fed.read_exact_at(&mut b, h.offset).unwrap();
+        drop(fed);
+        assert_eq!(c.join().unwrap().unwrap(), fv1::block::RAW);
+    });
+}
