@@ -21,6 +21,10 @@
 #                              the manylinux_2_X tag maturin's audit finds for the binary;
 #   WHEEL_SMOKE_BUILD=pip      `pip wheel .` instead: the PEP 517 route `pip install .` takes
 #                              (isolated build env with maturin from PyPI, `linux_x86_64` tag).
+#   WHEEL_SMOKE_PROFILE=dev    with maturin: cargo's dev profile instead of release (`--profile
+#                              dev`): the same packaging route, a binary built without release
+#                              optimisation, reusing the dev-profile dependencies an earlier
+#                              build compiled (CI: the fuzz smoke run's), minutes less on 2 cores.
 #   PYTHON                     the interpreter for both venvs (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,7 +87,7 @@ case "$BUILD" in
 maturin)
     status=0
     # maturin is asked to find the manylinux tag itself (no --compatibility): see pyproject.toml.
-    "$BVENV/bin/maturin" build --release --out "$WORK/dist" >"$LOG" 2>&1 || status=$?
+    "$BVENV/bin/maturin" build --profile "${WHEEL_SMOKE_PROFILE:-release}" --out "$WORK/dist" >"$LOG" 2>&1 || status=$?
     ;;
 pip)
     status=0
