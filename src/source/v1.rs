@@ -585,11 +585,11 @@ impl V1Checkpoint {
             // A large raw block of a local file not verified yet: its CRC is checked on another
             // thread while its value is scanned (both read the page cache), not before.
             let parallel = !shard.src.is_remote();
-            let deferred = std::cell::Cell::new(None);
+            let deferred = std::cell::Cell::new(false);
             let known = |h: BlockHandle| {
                 let good = shard.good().get(&h.offset).is_some();
                 if !good && parallel && h.size > fv1::block::SMALL_BLOCK {
-                    deferred.set(Some(h));
+                    deferred.set(true);
                     return true;
                 }
                 good
@@ -605,13 +605,14 @@ impl V1Checkpoint {
                 dtype: t.dtype,
             };
             let (values, mem) = match value {
-                Value::File { offset, len } => match deferred.get() {
-                    Some(h) => (
-                        scan_while_verifying(&*shard.src, h, offset, len, want)?,
-                        None,
-                    ),
-                    None => (values::scan(&*shard.src, offset, len, want)?, None),
-                },
+                // `h` is the one block `known` was asked about.
+                Value::File { offset, len } if deferred.get() => (
+                    scan_while_verifying(&*shard.src, h, offset, len, want)?,
+                    None,
+                ),
+                Value::File { offset, len } => {
+                    (values::scan(&*shard.src, offset, len, want)?, None)
+                }
                 Value::Memory { block, start, len } => {
                     // A small value is copied out so the rest of its block is not kept.
                     let (mem, start) = if len < block.len() as u64 / 2 {

@@ -356,15 +356,9 @@ fn large_blocks_are_checked_while_scanned() {
         .map(|i| (i * 2_654_435_761) % (1 << 40) - (1 << 39))
         .collect();
     let meta = meta_value(&[(b"f", &[n as i64], 1, 1), (b"i", &[n as i64], 9, 1)]);
+    let want_f: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
     let mut fp = Vec::new();
-    len_field(
-        5,
-        &floats
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<_>>(),
-        &mut fp,
-    );
+    len_field(5, &want_f, &mut fp);
     let mut varints = Vec::new();
     for v in &ints {
         encode_u64(*v as u64, &mut varints);
@@ -393,7 +387,6 @@ fn large_blocks_are_checked_while_scanned() {
         2,
         "each value a block of its own over SMALL_BLOCK"
     );
-    let want_f: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
     let want_i: Vec<u8> = ints.iter().flat_map(|v| v.to_le_bytes()).collect();
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("model.ckpt");
