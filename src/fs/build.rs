@@ -10,6 +10,7 @@ use super::assets::Assets;
 use super::fixed::{Fixed, FixedNodes};
 use super::graph::{self, GraphTree};
 use super::live::Live;
+use super::names::NamesTree;
 use super::subtree::Subtree;
 use super::text::{self, MetaGraphText, Part, WholeText};
 use super::variables::{Variables, View};
@@ -20,10 +21,10 @@ use crate::source::bytes::{FileMeta, Store};
 use crate::source::dirtree::{self, PassTree, StoreTree, What};
 use crate::source::formats::{self, Detected, OpenCtx, Opened};
 use crate::source::graph::{GraphFile, GraphKind};
+use crate::source::names::{self, LazyNames};
 use crate::source::tensors::{EmptySet, TensorSet};
-use crate::source::{names, Probed};
+use crate::source::Probed;
 use crate::tree::ino::{Ino, ROOT};
-use crate::tree::{self, FileKind};
 
 fn meta_of(store: &dyn Store, path: &Path) -> Result<FileMeta, SourceError> {
     store.meta(path).map_err(|err| SourceError::Io {
@@ -170,7 +171,7 @@ impl<'a> Builder<'a> {
                     children: Vec::new(),
                     meta: g.meta,
                 });
-                self.add_graph(root, g)?;
+                self.add_graph(root, Arc::new(g))?;
             }
             Probed::CheckpointDir {
                 dir,
@@ -210,7 +211,7 @@ impl<'a> Builder<'a> {
                 } else {
                     dir.join("saved_model.pbtxt")
                 };
-                let g = GraphFile::open(store, &graph, GraphKind::SavedModel)?;
+                let g = Arc::new(GraphFile::open(store, &graph, GraphKind::SavedModel)?);
                 match variables {
                     Some(prefix) => {
                         let found = Detected {
@@ -219,8 +220,15 @@ impl<'a> Builder<'a> {
                             format: &formats::v2::V2,
                         };
                         let ck = found.format.open(&self.ctx(), &found)?;
-                        // names/ and weights.safetensors name the variables alike.
-                        let pairs = self.saved_model_names(&*ck, &g);
+                        // names/ and weights.safetensors name the variables alike, by names made
+                        // when first used.
+                        let has_names = ck.has_names();
+                        let pairs = Arc::new(if has_names {
+                            let (ck, g) = (ck.clone(), g.clone());
+                            LazyNames::new(move || saved_model_names(&*ck, &g))
+                        } else {
+                            LazyNames::ready(Vec::new())
+                        });
                         let set = ck.tensors();
                         self.add_variables(
                             root,
@@ -229,7 +237,9 @@ impl<'a> Builder<'a> {
                             prefix,
                             pairs.clone(),
                         )?;
-                        self.add_names(root, &*set, pairs);
+                        if has_names {
+                            self.add_names(root, set, pairs)?;
+                        }
                     }
                     None => {
                         let path = dir.join("variables/variables");
@@ -237,7 +247,13 @@ impl<'a> Builder<'a> {
                             path: path.clone(),
                             meta,
                         });
-                        self.add_variables(root, String::new(), set, &path, Vec::new())?;
+                        self.add_variables(
+                            root,
+                            String::new(),
+                            set,
+                            &path,
+                            Arc::new(LazyNames::ready(Vec::new())),
+                        )?;
                     }
                 }
                 self.add_graph(root, g)?;
@@ -272,11 +288,20 @@ impl<'a> Builder<'a> {
         path: &Path,
     ) -> Result<(), SourceError> {
         let set = ck.tensors();
-        // names/ and weights.safetensors name the tensors alike (the format's readable names).
-        let pairs = ck.names();
+        // names/ and weights.safetensors name the tensors alike (the format's readable names),
+        // made when first used: never at mount.
+        let has_names = ck.has_names();
+        let pairs = Arc::new(if has_names {
+            let ck = ck.clone();
+            LazyNames::new(move || ck.names())
+        } else {
+            LazyNames::ready(Vec::new())
+        });
         let tree_name = name.clone();
         self.add_variables(dir, name, set.clone(), path, pairs.clone())?;
-        self.add_names(dir, &*set, pairs);
+        if has_names {
+            self.add_names(dir, set.clone(), pairs)?;
+        }
         let meta = ck.meta();
         for (path, bytes) in ck.files() {
             let (parent, name) = self.parent_of(dir, &path, meta);
@@ -311,12 +336,12 @@ impl<'a> Builder<'a> {
         }
         if let Some((p, bytes)) = ck.graph_def() {
             let g = GraphFile::from_bytes(&p, meta, GraphKind::GraphDef, bytes)?;
-            self.add_graph(dir, g)?;
+            self.add_graph(dir, Arc::new(g))?;
         }
         match ck.meta_graph() {
             Some(p) if self.store.is_file(&p) => {
                 let g = GraphFile::open(self.store, &p, GraphKind::MetaGraph)?;
-                self.add_graph(dir, g)
+                self.add_graph(dir, Arc::new(g))
             }
             _ => Ok(()),
         }
@@ -351,7 +376,7 @@ impl<'a> Builder<'a> {
         name: String,
         set: Arc<dyn TensorSet>,
         path: &Path,
-        names: Vec<(String, String)>,
+        names: Arc<LazyNames>,
     ) -> Result<(), SourceError> {
         let (s, texts) = (set.clone(), self.fs.texts.clone());
         let reuse = self.fs.opts.cache_bytes > 0;
@@ -377,80 +402,18 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// A SavedModel's `names/` pairs, which its `weights.safetensors` names weights by too.
-    fn saved_model_names(&self, ck: &dyn Opened, g: &GraphFile) -> Vec<(String, String)> {
-        use prost::Message;
-        let Some(tog) = ck.object_graph() else {
-            return Vec::new();
-        };
-        let buf = g.bytes();
-        for m in &g.metas {
-            if m.object_graph_def.is_empty() {
-                continue;
-            }
-            let mut bytes = Vec::new();
-            for f in &m.object_graph_def {
-                bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
-            }
-            match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
-                Ok(sog) => return names::saved_model_names(&sog, &tog),
-                Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
-            }
-        }
-        Vec::new()
-    }
-
-    /// `names/`: symlinks from the names users know to the tensor files in `variables/`.
-    fn add_names(&mut self, parent: Ino, set: &dyn TensorSet, pairs: Vec<(String, String)>) {
-        if pairs.is_empty() {
-            return;
-        }
-        let meta = set.meta();
-        let root = self.add_dir(parent, b"names", meta);
-        let mut dirs: std::collections::HashMap<(Ino, Vec<u8>), Ino> = Default::default();
-        let escaped_path = |s: &[u8]| -> Vec<Vec<u8>> {
-            let comps: Vec<&[u8]> = s.split(|&b| b == b'/').collect();
-            let last = comps.len() - 1;
-            comps
-                .iter()
-                .enumerate()
-                .map(|(i, c)| tree::escape(c, i < last))
-                .collect()
-        };
-        for (name, key) in pairs {
-            let Some(dtype) = dtype_of(set, key.as_bytes()) else {
-                continue;
-            };
-            let comps = escaped_path(name.as_bytes());
-            let mut dir = root;
-            for c in &comps[..comps.len() - 1] {
-                dir = match dirs.get(&(dir, c.clone())) {
-                    Some(&d) => d,
-                    None => {
-                        let d = self.add_dir(dir, c, meta);
-                        dirs.insert((dir, c.clone()), d);
-                        d
-                    }
-                };
-            }
-            let mut target = b"../".repeat(comps.len());
-            target.extend_from_slice(b"variables/");
-            target.extend_from_slice(&escaped_path(key.as_bytes()).join(&b'/'));
-            let leaf = &comps[comps.len() - 1];
-            let files: &[FileKind] = super::tensor_files::files(Some(dtype));
-            for kind in files {
-                let mut n = leaf.clone();
-                n.extend_from_slice(kind.suffix().as_bytes());
-                let mut tg = target.clone();
-                tg.extend_from_slice(kind.suffix().as_bytes());
-                let l = self.add(Fixed::Symlink {
-                    parent: dir,
-                    target: tg,
-                    meta,
-                });
-                self.link(dir, &n, l, Kind::Symlink);
-            }
-        }
+    /// `names/` under `parent`: one subtree, built when first used ([`NamesTree`]).
+    fn add_names(
+        &mut self,
+        parent: Ino,
+        set: Arc<dyn TensorSet>,
+        pairs: Arc<LazyNames>,
+    ) -> Result<(), SourceError> {
+        let path = set.path().to_path_buf();
+        let id = self.register(&path, |id| NamesTree::new(id, parent, set, pairs))?;
+        let root = NamesTree::root(id).ok_or_else(|| too_many(&path))?;
+        self.link(parent, b"names", root, Kind::Dir);
+        Ok(())
     }
 
     /// A SavedModel's `assets/` and `assets.extra/`: one subtree each, listed when first used,
@@ -519,10 +482,9 @@ impl<'a> Builder<'a> {
 
     /// Adds `meta_graphs/` for `file` under the fixed directory `parent`, and symlinks in
     /// `parent` to the default meta graph's entries.
-    fn add_graph(&mut self, parent: Ino, file: GraphFile) -> Result<(), SourceError> {
+    fn add_graph(&mut self, parent: Ino, file: Arc<GraphFile>) -> Result<(), SourceError> {
         let want_tags = self.fs.opts.tags.clone();
         let want_tags = want_tags.as_deref();
-        let file = Arc::new(file);
         let meta = file.meta;
         let mgs = self.add_dir(parent, b"meta_graphs", meta);
         let mut names: Vec<Vec<u8>> = Vec::new();
@@ -646,11 +608,26 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// The dtype of the tensor under `key`, if the set has one.
-fn dtype_of(set: &dyn TensorSet, key: &[u8]) -> Option<crate::format::dtype::DType> {
-    let pos = set.seek(key).ok()??;
-    if set.key(pos).ok()? != key {
-        return None;
+/// A SavedModel's `names/` pairs, which its `weights.safetensors` names weights by too: from
+/// its object graph and the checkpoint's.
+fn saved_model_names(ck: &dyn Opened, g: &GraphFile) -> Vec<(String, String)> {
+    use prost::Message;
+    let Some(tog) = ck.object_graph() else {
+        return Vec::new();
+    };
+    let buf = g.bytes();
+    for m in &g.metas {
+        if m.object_graph_def.is_empty() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        for f in &m.object_graph_def {
+            bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
+        }
+        match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
+            Ok(sog) => return names::saved_model_names(&sog, &tog),
+            Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
+        }
     }
-    set.info(pos).ok().map(|i| i.dtype)
+    Vec::new()
 }

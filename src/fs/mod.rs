@@ -13,6 +13,7 @@ pub mod fixed;
 pub mod graph;
 pub mod keyspace;
 pub mod live;
+pub mod names;
 pub mod registry;
 pub mod string_text;
 pub mod subtree;

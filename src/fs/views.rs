@@ -20,6 +20,7 @@ use crate::error::{FsError, FsResult};
 use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
 use crate::format::FormatError;
 use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEADER};
+use crate::source::names::LazyNames;
 use crate::source::tensors::{attr_column, walk, TensorData, TensorInfo, TensorSet};
 use crate::tree;
 
@@ -32,7 +33,7 @@ const OPEN_TENSORS: usize = 4;
 /// pairs of the checkpoint's `names/`, which `weights.safetensors` names the weights by.
 pub fn root_files(
     set: &Arc<dyn TensorSet>,
-    names: Vec<(String, String)>,
+    names: Arc<LazyNames>,
 ) -> Vec<(&'static [u8], Arc<dyn Generated>)> {
     vec![
         (
@@ -155,7 +156,7 @@ pub struct Safetensors {
     set: Arc<dyn TensorSet>,
     /// `None`: every tensor under its key (`model.safetensors`); else `weights.safetensors`,
     /// with the `names/` pairs that name the weights.
-    weights: Option<Vec<(String, String)>>,
+    weights: Option<Arc<LazyNames>>,
     built: OnceLock<Result<Built, String>>,
     /// The tensors read last, by input index: a sequential read of a large tensor resolves it
     /// once.
@@ -185,7 +186,7 @@ impl Safetensors {
     /// a JSON object, as a string, from each name in the file to its checkpoint key (every
     /// weight whose key is UTF-8; a key that is not is left out, named in `"tfmount.excluded"`
     /// by its bytes).
-    pub fn weights(set: Arc<dyn TensorSet>, names: Vec<(String, String)>) -> Safetensors {
+    pub fn weights(set: Arc<dyn TensorSet>, names: Arc<LazyNames>) -> Safetensors {
         Safetensors {
             weights: Some(names),
             ..Safetensors::new(set)
@@ -203,7 +204,7 @@ impl Safetensors {
         self.built
             .get_or_init(|| match &self.weights {
                 None => self.build(),
-                Some(names) => self.build_weights(names),
+                Some(names) => self.build_weights(names.get()),
             })
             .as_ref()
             .map_err(|e| failed(&*self.set, self.file_name(), e.clone()))

@@ -174,23 +174,34 @@ fn merge<const N: usize>(lists: [Vec<(String, String)>; N]) -> Vec<(String, Stri
     uniquify(all)
 }
 
-/// Gives later duplicates the first free `_N` suffix.
+/// Gives later duplicates the first free `_N` suffix. Linear: the next suffix to try is
+/// remembered per name (a suffix once taken stays taken, so no smaller one can come free), and
+/// each candidate tried is either taken (by an earlier name, at most once per taken name) or
+/// the one given.
 pub fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut taken: HashSet<String> = names.iter().map(|(n, _)| n.clone()).collect();
-    let mut seen = HashSet::new();
+    let mut seen: HashSet<String> = HashSet::with_capacity(names.len());
+    // Per name given a suffix: the next suffix to try.
+    let mut next: HashMap<String, u64> = HashMap::new();
     let mut out = Vec::with_capacity(names.len());
     for (name, key) in names {
-        if seen.insert(name.clone()) {
+        if !seen.contains(&name) {
+            seen.insert(name.clone());
             out.push((name, key));
             continue;
         }
-        let mut k = 1;
+        let k = next.entry(name.clone()).or_insert(1);
+        let mut c = String::with_capacity(name.len() + 8);
         let fresh = loop {
-            let c = format!("{name}_{k}");
+            use std::fmt::Write;
+            c.clear();
+            c.push_str(&name);
+            // Writing to a String cannot fail.
+            let _ = write!(c, "_{k}");
+            *k += 1;
             if !taken.contains(&c) {
                 break c;
             }
-            k += 1;
         };
         taken.insert(fresh.clone());
         seen.insert(fresh.clone());
@@ -199,59 +210,43 @@ pub fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A checkpoint's `names/` pairs, made the first time something needs them (`names/`,
+/// `weights.safetensors`), never at mount: a TF2 checkpoint's object graph is a tensor that
+/// grows with the number of variables, and the names are a pass over all of it.
+pub struct LazyNames {
+    made: std::sync::OnceLock<Vec<(String, String)>>,
+    make: std::sync::Mutex<Option<MakeNames>>,
+}
 
-    /// Object paths first, then variable names (`:0` dropped); a pair already there is not
-    /// repeated; two variables named alike get `_1`.
-    #[test]
-    fn checkpoint_names_are_object_paths_then_variable_names() {
-        use crate::proto::trackable_object_graph::trackable_object::SerializedTensor;
-        use crate::proto::trackable_object_graph::TrackableObject;
-        let child = |id: i32, name: &str| ObjectReference {
-            node_id: id,
-            local_name: name.to_string(),
-        };
-        let var = |full: &str, key: &str| TrackableObject {
-            attributes: vec![SerializedTensor {
-                name: VARIABLE_VALUE.to_string(),
-                full_name: full.to_string(),
-                checkpoint_key: key.to_string(),
-            }],
-            ..Default::default()
-        };
-        let tog = TrackableObjectGraph {
-            nodes: vec![
-                TrackableObject {
-                    children: vec![child(1, "dense"), child(2, "x"), child(3, "y")],
-                    ..Default::default()
-                },
-                var("dense:0", "dense/.ATTRIBUTES/VARIABLE_VALUE"),
-                var("Variable:0", "x/.ATTRIBUTES/VARIABLE_VALUE"),
-                var("Variable", "y/.ATTRIBUTES/VARIABLE_VALUE"),
-            ],
-        };
-        let v = |a: &str, b: &str| (a.to_string(), format!("{b}/.ATTRIBUTES/VARIABLE_VALUE"));
-        assert_eq!(
-            checkpoint_names(&tog),
-            vec![
-                v("dense", "dense"),
-                v("x", "x"),
-                v("y", "y"),
-                v("Variable", "x"),
-                v("Variable_1", "y"),
-            ]
-        );
+type MakeNames = Box<dyn FnOnce() -> Vec<(String, String)> + Send>;
+
+impl LazyNames {
+    /// Names `make` gives when first asked for.
+    pub fn new(make: impl FnOnce() -> Vec<(String, String)> + Send + 'static) -> LazyNames {
+        LazyNames {
+            made: std::sync::OnceLock::new(),
+            make: std::sync::Mutex::new(Some(Box::new(make))),
+        }
     }
 
-    #[test]
-    fn collisions_get_suffixes() {
-        let v = |a: &str, b: &str| (a.to_string(), b.to_string());
-        let got = uniquify(vec![v("k", "a"), v("k", "b"), v("k_1", "c"), v("k", "d")]);
-        assert_eq!(
-            got,
-            vec![v("k", "a"), v("k_2", "b"), v("k_1", "c"), v("k_3", "d")]
-        );
+    /// Names known already.
+    pub fn ready(pairs: Vec<(String, String)>) -> LazyNames {
+        LazyNames {
+            made: std::sync::OnceLock::from(pairs),
+            make: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The pairs (made now, once, if not yet; a second caller waits for the first).
+    pub fn get(&self) -> &[(String, String)] {
+        self.made.get_or_init(|| {
+            let make = self.make.lock().unwrap_or_else(|p| p.into_inner()).take();
+            make.map(|f| f()).unwrap_or_default()
+        })
+    }
+
+    /// Whether the pairs have been made (tests: nothing made them at mount).
+    pub fn is_made(&self) -> bool {
+        self.made.get().is_some()
     }
 }

@@ -130,6 +130,16 @@ pub mod graph {
     const _: () = assert!(INDEX.shift == 0);
 }
 
+/// Local layout of a `names/` node (`fs::names`): a directory (`LEAF` 0, `INDEX` its number
+/// from 1), or one file of a leaf (`LEAF` 1, `FILE` its kind, `INDEX` the leaf's number).
+pub mod names {
+    use super::{Field, LOCAL};
+    pub const LEAF: Field = Field::top(LOCAL.bits, 1);
+    pub const FILE: Field = LEAF.then(3);
+    pub const INDEX: Field = FILE.then(48);
+    const _: () = assert!(INDEX.shift == 0);
+}
+
 /// A readdir cookie: where to continue after an entry. Cookies below [`cookie::BASE`] are the
 /// start, `.` and `..`.
 pub mod cookie {
@@ -166,6 +176,10 @@ mod tests {
         assert_eq!(
             slot::GENERATION.bits + slot::FREE.bits + slot::LOOKUPS.bits,
             64
+        );
+        assert_eq!(
+            names::LEAF.bits + names::FILE.bits + names::INDEX.bits,
+            LOCAL.bits
         );
         assert_eq!(
             graph::SPACE.bits + graph::FILE.bits + graph::DEPTH.bits + graph::INDEX.bits,

@@ -413,6 +413,10 @@ impl Opened for OpenedKeras {
         self.set.clone()
     }
 
+    fn has_names(&self) -> bool {
+        !self.names.is_empty()
+    }
+
     fn names(&self) -> Vec<(String, String)> {
         self.names.clone()
     }

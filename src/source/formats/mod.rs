@@ -106,6 +106,12 @@ pub trait Opened: Send + Sync {
     fn object_graph(&self) -> Option<crate::proto::TrackableObjectGraph> {
         None
     }
+    /// Whether it has `names/` (decided without making them: [`Opened::names`] may cost a pass
+    /// over data that grows with the number of tensors, and is called only when `names/` or
+    /// `weights.safetensors` is first used).
+    fn has_names(&self) -> bool {
+        false
+    }
     /// `names/`: `(name users know, key)` pairs, from what the file itself says.
     fn names(&self) -> Vec<(String, String)> {
         Vec::new()

@@ -116,6 +116,12 @@ impl Opened for OpenedV2 {
         object_graph(&self.ck)
     }
 
+    /// A TF2 checkpoint: it stores an object graph (one index lookup; the graph itself is read
+    /// when the names are).
+    fn has_names(&self) -> bool {
+        matches!(self.ck.lookup(names::OBJECT_GRAPH_KEY), Ok(Some(_)))
+    }
+
     fn names(&self) -> Vec<(String, String)> {
         self.object_graph()
             .map(|tog| names::checkpoint_names(&tog))
