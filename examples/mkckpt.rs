@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example mkckpt -- PREFIX --tensors N \
 //!     [--elems E] [--big-gib G] [--depth D] [--shards S] [--snappy] [--alter-every K]
+//!     [--tf2 distinct|identical]
 //! ```
 //!
 //! N float32 tensors of E elements each, named in a model-like hierarchy of D path components,
@@ -13,6 +14,10 @@
 //! tensor of G GiB written streamed in 1 MiB pieces (shard 0). `--alter-every K` gives every
 //! K-th tensor (i % K == K - 1) other values: with the same other arguments, a checkpoint that
 //! differs from the default one in 1/K of its tensors (`tfmount diff` benchmarks).
+//! `--tf2 MODE` writes a TF2 object-based checkpoint instead: each name is an object path (keys
+//! `<name>/.ATTRIBUTES/VARIABLE_VALUE`) and the object graph is stored, the variables' own
+//! names (`full_name`) all distinct (the object paths) or all `Variable` (what unnamed
+//! `tf.Variable`s get: `names/` then uniquifies N identical names).
 //!
 //! Prints what it wrote, the time taken, and `first_key=` / `last_key=` lines (bytewise order)
 //! that scripts can parse.
@@ -23,7 +28,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use tfmount::format::dtype::DType;
-use tfmount::writer::CheckpointWriter;
+use tfmount::writer::{object_graph, CheckpointWriter, VARIABLE_VALUE_SUFFIX};
 
 const FLOAT: DType = DType(1);
 const LEAVES: [&str; 4] = ["kernel", "bias", "gamma", "beta"];
@@ -55,6 +60,10 @@ struct Args {
     /// Give every K-th tensor (i % K == K - 1) other values (0: none)
     #[arg(long, default_value_t = 0)]
     alter_every: u64,
+    /// Write a TF2 object-based checkpoint: keys and object graph, variable names distinct
+    /// or identical
+    #[arg(long, value_parser = ["distinct", "identical"])]
+    tf2: Option<String>,
 }
 
 /// The name of tensor `i` with `depth` path components.
@@ -123,8 +132,22 @@ fn main() -> io::Result<()> {
     let width = top.max(1).to_string().len().max(5);
     let mut buf = Vec::with_capacity(args.elems as usize * 4);
     let (mut first, mut last): (Option<String>, Option<String>) = (None, None);
+    let mut variables: Vec<(String, String)> = Vec::new();
     for i in 0..args.tensors {
-        let name = tensor_name(i, args.depth, width);
+        let path = tensor_name(i, args.depth, width);
+        let name = match args.tf2.as_deref() {
+            Some(mode) => {
+                let full = if mode == "identical" {
+                    "Variable".to_string()
+                } else {
+                    path.clone()
+                };
+                let key = format!("{path}{VARIABLE_VALUE_SUFFIX}");
+                variables.push((path, full));
+                key
+            }
+            None => path,
+        };
         buf.clear();
         let altered = args.alter_every > 0 && i % args.alter_every == args.alter_every - 1;
         Rng(if altered { i ^ (1 << 63) } else { i }).fill_f32(&mut buf, args.elems);
@@ -141,6 +164,9 @@ fn main() -> io::Result<()> {
         if last.as_ref().is_none_or(|l| name > *l) {
             last = Some(name);
         }
+    }
+    if args.tf2.is_some() {
+        w.add_object_graph(&object_graph(&variables))?;
     }
     let small_secs = start.elapsed().as_secs_f64();
     let mut big_bytes = 0u64;

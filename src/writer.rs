@@ -894,6 +894,18 @@ impl CheckpointWriter {
         self.push_contiguous(key, DT_STRING, shape, at, masked)
     }
 
+    /// Adds a TF2 object graph as `tf.train.Checkpoint.write` stores it: a scalar string tensor
+    /// under `_CHECKPOINTABLE_OBJECT_GRAPH` holding the serialized proto (see [`object_graph`]).
+    pub fn add_object_graph(&mut self, tog: &crate::proto::TrackableObjectGraph) -> io::Result<()> {
+        let bytes = tog.encode_to_vec();
+        self.add_strings(
+            crate::source::names::OBJECT_GRAPH_KEY,
+            &[],
+            &[bytes.as_slice()],
+            0,
+        )
+    }
+
     /// Adds one slice of the partitioned tensor `key` (`BundleWriter::AddSlice`): the slice's data
     /// goes under `slice_key::encode(key, extents)` with the slice's own shape, and the slice is
     /// appended to the full entry's `slices` (call order). A slice covering the whole tensor is
@@ -1100,6 +1112,52 @@ pub struct Summary {
     pub index_bytes: u64,
     /// Bytes over all data shards.
     pub data_bytes: u64,
+}
+
+/// The suffix TF2 gives a variable's checkpoint key after its object path.
+pub const VARIABLE_VALUE_SUFFIX: &str = "/.ATTRIBUTES/VARIABLE_VALUE";
+
+/// A TF2 object graph over `variables`: `(object path, full name)` pairs, each object path's
+/// `/`-separated components a chain of objects from the root (node 0), the last one a variable
+/// whose `VARIABLE_VALUE` is saved under `<object path>/.ATTRIBUTES/VARIABLE_VALUE` and named
+/// `full name` (`v.name` without `:0`). What `tf.train.Checkpoint` writes for nested
+/// `tf.Module`s; shared objects and optimizer slots are not made.
+pub fn object_graph(variables: &[(String, String)]) -> crate::proto::TrackableObjectGraph {
+    use crate::proto::trackable_object_graph::trackable_object::{
+        ObjectReference, SerializedTensor,
+    };
+    use crate::proto::trackable_object_graph::TrackableObject;
+    let mut nodes = vec![TrackableObject::default()];
+    let mut by_path: HashMap<String, usize> = HashMap::new();
+    for (path, full_name) in variables {
+        let mut node = 0usize;
+        let mut at = String::new();
+        for c in path.split('/') {
+            if !at.is_empty() {
+                at.push('/');
+            }
+            at.push_str(c);
+            node = match by_path.get(&at) {
+                Some(&n) => n,
+                None => {
+                    let n = nodes.len();
+                    nodes[node].children.push(ObjectReference {
+                        node_id: i32::try_from(n).unwrap_or(i32::MAX),
+                        local_name: c.to_string(),
+                    });
+                    nodes.push(TrackableObject::default());
+                    by_path.insert(at.clone(), n);
+                    n
+                }
+            };
+        }
+        nodes[node].attributes.push(SerializedTensor {
+            name: "VARIABLE_VALUE".into(),
+            full_name: full_name.clone(),
+            checkpoint_key: format!("{path}{VARIABLE_VALUE_SUFFIX}"),
+        });
+    }
+    crate::proto::TrackableObjectGraph { nodes }
 }
 
 #[cfg(test)]

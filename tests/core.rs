@@ -2240,3 +2240,153 @@ fn index_truncated_in_place_while_open() {
         "child died: {status}: {out}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mount work independent of the number of tensors
+// ---------------------------------------------------------------------------------------------
+
+/// The local store, counting the bytes read from each file through it.
+#[derive(Default)]
+struct CountingStore {
+    read: std::sync::Arc<std::sync::Mutex<BTreeMap<PathBuf, u64>>>,
+}
+
+struct CountedFile {
+    inner: std::sync::Arc<dyn tfmount::source::bytes::ByteSource>,
+    read: std::sync::Arc<std::sync::Mutex<BTreeMap<PathBuf, u64>>>,
+}
+
+impl tfmount::format::ReadAt for CountedFile {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> tfmount::format::Result<()> {
+        *self
+            .read
+            .lock()
+            .unwrap()
+            .entry(self.inner.name().to_path_buf())
+            .or_default() += buf.len() as u64;
+        self.inner.read_exact_at(buf, offset)
+    }
+}
+
+impl tfmount::source::bytes::ByteSource for CountedFile {
+    fn name(&self) -> &Path {
+        self.inner.name()
+    }
+    fn meta(&self) -> tfmount::source::bytes::FileMeta {
+        self.inner.meta()
+    }
+    fn changed(&self) -> bool {
+        self.inner.changed()
+    }
+}
+
+impl tfmount::source::bytes::Store for CountingStore {
+    fn kind(&self, path: &Path) -> Option<tfmount::source::bytes::EntryKind> {
+        tfmount::source::bytes::LocalStore.kind(path)
+    }
+    fn list(
+        &self,
+        dir: &Path,
+    ) -> std::io::Result<Vec<(std::ffi::OsString, tfmount::source::bytes::EntryKind)>> {
+        tfmount::source::bytes::LocalStore.list(dir)
+    }
+    fn open(
+        &self,
+        path: &Path,
+    ) -> std::io::Result<std::sync::Arc<dyn tfmount::source::bytes::ByteSource>> {
+        Ok(std::sync::Arc::new(CountedFile {
+            inner: tfmount::source::bytes::LocalStore.open(path)?,
+            read: self.read.clone(),
+        }))
+    }
+    fn meta(&self, path: &Path) -> std::io::Result<tfmount::source::bytes::FileMeta> {
+        tfmount::source::bytes::LocalStore.meta(path)
+    }
+}
+
+/// A TF2 checkpoint of `n` variables (object paths `layer_<i>/kernel`), all named `Variable`
+/// (unnamed `tf.Variable`s) or each its own name, with its object graph.
+fn tf2_checkpoint(dir: &Path, n: usize, identical: bool) -> PathBuf {
+    let prefix = dir.join("ckpt");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let mut vars = Vec::new();
+    for i in 0..n {
+        let path = format!("layer_{i:06}/kernel");
+        let full = if identical {
+            "Variable".to_string()
+        } else {
+            path.clone()
+        };
+        let key = format!("{path}{}", tfmount::writer::VARIABLE_VALUE_SUFFIX);
+        w.add(
+            key.as_bytes(),
+            tfmount::format::dtype::DType(1),
+            &[2],
+            &(i as f32).to_le_bytes().repeat(2),
+            0,
+        )
+        .expect("add");
+        vars.push((path, full));
+    }
+    w.add_object_graph(&tfmount::writer::object_graph(&vars))
+        .expect("object graph");
+    w.finish().expect("finish");
+    prefix
+}
+
+/// Mounting a TF2 checkpoint of 20,000 variables and `stat`-ing one file's sidecar reads none
+/// of its data file (where the object graph is) and a few of its index blocks: the names
+/// `names/` and `weights.safetensors` show are made when first used, not at mount. Then
+/// `names/` works: both names of a variable lead to its file. (Issue 25: uniquify of 20k
+/// identical names at mount took 20-40 s.)
+#[test]
+fn mount_reads_neither_the_object_graph_nor_the_whole_index() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let prefix = tf2_checkpoint(tmp.path(), 20_000, true);
+    let (index, data) = (index_path(&prefix), data_path(&prefix, 0, 1));
+    let index_len = std::fs::metadata(&index).expect("index").len();
+    let store = std::sync::Arc::new(CountingStore::default());
+    let read = store.read.clone();
+    let probed = tfmount::source::probe_in(&*store, &prefix).expect("probe");
+    let fs = Fs::with_store(store, &probed, &Options::default()).expect("mount");
+    let a = lookup_path(
+        &fs,
+        b"variables/layer_012345/kernel/.ATTRIBUTES/VARIABLE_VALUE.shape",
+    )
+    .expect("stat");
+    assert_eq!(a.size, 2, "the .shape of a [2] tensor is \"2\\n\"");
+    let names = lookup_path(&fs, b"names").expect("names/ is there, not made yet");
+    assert_eq!(names.kind, Kind::Dir);
+    let counts = read.lock().unwrap().clone();
+    let of = |p: &Path| counts.get(p).copied().unwrap_or(0);
+    assert_eq!(of(&data), 0, "data file bytes read at mount: {counts:?}");
+    // The footer, the index block and at most two data blocks (TF writes 256 KiB blocks): the
+    // index of 20,000 entries is several times that.
+    assert!(
+        index_len > 4 * 262_144,
+        "the index ({index_len} bytes) must be several blocks for this to mean anything"
+    );
+    assert!(
+        of(&index) < 3 * 262_144,
+        "index bytes read at mount + one stat: {} of {index_len}",
+        of(&index)
+    );
+    // names/ made on first use: the object path and the uniquified variable name.
+    let link = lookup_path(&fs, b"names/layer_012345/kernel.bin").expect("object path");
+    assert_eq!(
+        fs.readlink(link.ino).expect("readlink"),
+        b"../../variables/layer_012345/kernel/.ATTRIBUTES/VARIABLE_VALUE.bin"
+    );
+    let link = lookup_path(&fs, b"names/Variable_12345.npy").expect("variable name");
+    assert_eq!(
+        fs.readlink(link.ino).expect("readlink"),
+        b"../variables/layer_012345/kernel/.ATTRIBUTES/VARIABLE_VALUE.npy"
+    );
+    assert!(
+        read.lock().unwrap().get(&data).copied().unwrap_or(0) > 0,
+        "names/ read the object graph when first used"
+    );
+}

@@ -365,3 +365,57 @@ fn keras_names_are_the_ones_keras_gives() {
     assert!(want.len() > 60, "{} names", want.len());
     assert_eq!(bins(&tree, "names"), want);
 }
+
+/// Keras 3's `model.export()` saves each weight as two variables (`variables/N` and
+/// `_all_variables/N`, one name, the same bytes): `names/` names each weight once by the name
+/// Keras gives it (its object paths stay too), and `weights.safetensors` holds each once, with
+/// the values Keras holds (scripts/gen_keras_export.py).
+#[test]
+fn an_exported_model_shows_each_weight_once() {
+    let dir = keras_dir();
+    let expected = json(&dir.join("expected/export.json"));
+    let tree = Tree::open(&dir.join("export")).expect("open");
+    let f32s = |v: &Value| -> Vec<u8> {
+        v.as_array()
+            .expect("values")
+            .iter()
+            .flat_map(|x| (x.as_f64().expect("number") as f32).to_le_bytes())
+            .collect()
+    };
+    let mut want: Vec<String> = Vec::new();
+    let mut want_st = BTreeMap::new();
+    for w in expected["weights"].as_array().expect("weights") {
+        let path = w["path"].as_str().expect("path");
+        assert_eq!(
+            cat(&tree, &format!("names/{path}.bin")),
+            f32s(&w["values"]),
+            "names/{path}.bin"
+        );
+        want.push(format!("{path}.bin"));
+        want_st.insert(path.to_string(), f32s(&w["values"]));
+    }
+    want.sort();
+    let shown: Vec<String> = bins(&tree, "names")
+        .into_iter()
+        .filter(|p| !p.starts_with("variables/") && !p.starts_with("_all_variables/"))
+        .collect();
+    assert_eq!(shown, want, "names/ besides the object paths");
+    // weights.safetensors: each weight once, under its name, with its values.
+    let st = cat(&tree, "weights.safetensors");
+    let n = u64::from_le_bytes(st[..8].try_into().expect("8 bytes")) as usize;
+    let header: Value = serde_json::from_slice(&st[8..8 + n]).expect("header");
+    let body = &st[8 + n..];
+    let mut got = BTreeMap::new();
+    for (name, t) in header.as_object().expect("object") {
+        if name == "__metadata__" {
+            continue;
+        }
+        let off = t["data_offsets"].as_array().expect("offsets");
+        let (a, b) = (
+            off[0].as_u64().expect("a") as usize,
+            off[1].as_u64().expect("b") as usize,
+        );
+        got.insert(name.clone(), body[a..b].to_vec());
+    }
+    assert_eq!(got, want_st);
+}

@@ -293,7 +293,7 @@ impl<'a> Builder<'a> {
         let has_names = ck.has_names();
         let pairs = Arc::new(if has_names {
             let ck = ck.clone();
-            LazyNames::new(move || ck.names())
+            LazyNames::new(move || ck.names().into())
         } else {
             LazyNames::ready(Vec::new())
         });
@@ -610,10 +610,10 @@ impl<'a> Builder<'a> {
 
 /// A SavedModel's `names/` pairs, which its `weights.safetensors` names weights by too: from
 /// its object graph and the checkpoint's.
-fn saved_model_names(ck: &dyn Opened, g: &GraphFile) -> Vec<(String, String)> {
+fn saved_model_names(ck: &dyn Opened, g: &GraphFile) -> names::Names {
     use prost::Message;
     let Some(tog) = ck.object_graph() else {
-        return Vec::new();
+        return names::Names::default();
     };
     let buf = g.bytes();
     for m in &g.metas {
@@ -625,9 +625,36 @@ fn saved_model_names(ck: &dyn Opened, g: &GraphFile) -> Vec<(String, String)> {
             bytes.extend_from_slice(buf.get(f.payload_range()).unwrap_or(&[]));
         }
         match crate::proto::SavedObjectGraph::decode(bytes.as_slice()) {
-            Ok(sog) => return names::saved_model_names(&sog, &tog),
+            Ok(sog) => {
+                let set = ck.tensors();
+                let same = |a: &str, b: &str| same_bytes(&*set, a, b);
+                return names::saved_model_names(&sog, &tog, &same);
+            }
             Err(e) => log::warn!("{}: object graph: {e}", g.path.display()),
         }
     }
-    Vec::new()
+    names::Names::default()
+}
+
+/// Whether the tensors under keys `a` and `b` hold the same bytes as far as the index says:
+/// dtype, shape, length and a stored CRC-32C alike (a format that stores none: never).
+fn same_bytes(set: &dyn TensorSet, a: &str, b: &str) -> bool {
+    let info = |k: &str| {
+        let p = set.seek(k.as_bytes()).ok()??;
+        let i = set.info(p).ok()?;
+        (i.key == k.as_bytes()).then_some(i)
+    };
+    match (info(a), info(b)) {
+        (Some(x), Some(y)) => match (&x.stored, &y.stored) {
+            (Some(sx), Some(sy)) => {
+                x.dtype == y.dtype
+                    && x.shape == y.shape
+                    && sx.size == sy.size
+                    && sx.crc32c.is_some()
+                    && sx.crc32c == sy.crc32c
+            }
+            _ => false,
+        },
+        _ => false,
+    }
 }

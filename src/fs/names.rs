@@ -9,7 +9,6 @@
 //! `variables/`. Components are escaped as `variables/` escapes keys. A directory's entries are
 //! sorted by name, so lookups are binary searches and listings resume from a cookie.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
@@ -19,7 +18,7 @@ use crate::error::{FsError, FsResult};
 use crate::format::dtype::DType;
 use crate::format::FormatError;
 use crate::source::bytes::FileMeta;
-use crate::source::names::LazyNames;
+use crate::source::names::{FxMap, LazyNames};
 use crate::source::tensors::{walk, TensorSet};
 use crate::tree::ino::{cookie, names as layout, Ino};
 use crate::tree::{self, FileKind};
@@ -179,16 +178,23 @@ fn escaped_path(s: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// The tree of `pairs` over `set`: one pass over the set for the dtypes of the keys named, then
-/// one leaf per pair whose key the set holds.
+/// one leaf per pair whose key the set holds. A directory is found by its escaped path (no copy
+/// unless it is new).
 fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, String> {
-    let wanted: HashSet<&[u8]> = pairs.iter().map(|(_, k)| k.as_bytes()).collect();
-    let mut found: HashMap<Vec<u8>, (u64, DType)> = HashMap::with_capacity(wanted.len());
-    if !wanted.is_empty() {
+    // Each key named, numbered; what the set says of it, by number.
+    let mut slot_of: FxMap<&[u8], usize> = FxMap::default();
+    slot_of.reserve(pairs.len());
+    for (_, k) in pairs {
+        let n = slot_of.len();
+        slot_of.entry(k.as_bytes()).or_insert(n);
+    }
+    let mut found: Vec<Option<(u64, DType)>> = vec![None; slot_of.len()];
+    if !slot_of.is_empty() {
         walk(set, |p, k| {
-            if wanted.contains(k) {
+            if let Some(&n) = slot_of.get(k) {
                 // A tensor whose entry cannot be read has no dtype: no links to it.
                 if let Ok(info) = set.info(p) {
-                    found.insert(k.to_vec(), (p, info.dtype));
+                    found[n] = Some((p, info.dtype));
                 }
             }
             Ok(true)
@@ -203,9 +209,12 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
         }],
         leaves: Vec::new(),
     };
-    let mut subdirs: HashMap<(u32, Vec<u8>), u32> = HashMap::new();
+    // Directories by escaped path (`a/b`), `names/` itself being the empty path.
+    let mut subdirs: FxMap<Vec<u8>, u32> = FxMap::default();
+    let mut path = Vec::new();
     for (name, key) in pairs {
-        let Some(&(pos, dtype)) = found.get(key.as_bytes()) else {
+        let Some(&Some((pos, dtype))) = slot_of.get(key.as_bytes()).and_then(|&n| found.get(n))
+        else {
             continue;
         };
         let comps = escaped_path(name.as_bytes());
@@ -213,8 +222,13 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
             continue;
         };
         let mut dir = 0u32;
+        path.clear();
         for c in dirs {
-            dir = match subdirs.get(&(dir, c.clone())) {
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(c);
+            dir = match subdirs.get(path.as_slice()) {
                 Some(&d) => d,
                 None => {
                     let d = u32::try_from(b.dirs.len()).map_err(|_| "too many names")?;
@@ -227,7 +241,7 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
                         name,
                         child: Child::Dir(d),
                     });
-                    subdirs.insert((dir, c.clone()), d);
+                    subdirs.insert(path.clone(), d);
                     d
                 }
             };
@@ -251,7 +265,7 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
         leaves,
     } = b;
     for d in &mut dirs {
-        d.items.sort_by(|x, y| {
+        d.items.sort_unstable_by(|x, y| {
             let (a, c) = (
                 &arena[x.name.at..x.name.at + x.name.len],
                 &arena[y.name.at..y.name.at + y.name.len],
@@ -289,6 +303,15 @@ impl Built {
 
 impl Subtree for NamesTree {
     fn attr(&self, local: u64) -> FsResult<NodeAttr> {
+        // `names/` itself is there before the names are made (a `stat` or `ls -l` of its parent
+        // makes nothing).
+        if local == dir_local(0) {
+            return Ok(NodeAttr {
+                kind: Kind::Dir,
+                size: Size::Known(0),
+                meta: self.meta(),
+            });
+        }
         let b = self.built()?;
         Ok(match self.node(b, local)? {
             Node::Dir(_) => NodeAttr {
@@ -305,6 +328,9 @@ impl Subtree for NamesTree {
     }
 
     fn kind(&self, local: u64) -> FsResult<Kind> {
+        if local == dir_local(0) {
+            return Ok(Kind::Dir);
+        }
         Ok(match self.node(self.built()?, local)? {
             Node::Dir(_) => Kind::Dir,
             Node::Link(..) => Kind::Symlink,
@@ -329,6 +355,9 @@ impl Subtree for NamesTree {
     }
 
     fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
+        if dir == dir_local(0) {
+            return Ok(Some(self.parent));
+        }
         let b = self.built()?;
         Ok(Some(match self.node(b, dir)? {
             Node::Dir(d) => self.dir_ino(b.dirs.get(d as usize).and_then(|x| x.parent)),

@@ -20,7 +20,7 @@ use crate::error::{FsError, FsResult};
 use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
 use crate::format::FormatError;
 use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEADER};
-use crate::source::names::LazyNames;
+use crate::source::names::{LazyNames, Names};
 use crate::source::tensors::{attr_column, walk, TensorData, TensorInfo, TensorSet};
 use crate::tree;
 
@@ -204,17 +204,18 @@ impl Safetensors {
         self.built
             .get_or_init(|| match &self.weights {
                 None => self.build(),
-                Some(names) => self.build_weights(names.get()),
+                Some(names) => self.build_weights(names.names()),
             })
             .as_ref()
             .map_err(|e| failed(&*self.set, self.file_name(), e.clone()))
     }
 
     /// `weights.safetensors`: one pass over the index for the weights and their names.
-    fn build_weights(&self, names: &[(String, String)]) -> Result<Built, String> {
+    fn build_weights(&self, names: &Names) -> Result<Built, String> {
         let set = &*self.set;
         let file = self.file_name();
-        let weights = crate::source::weights::of_set(set, names).map_err(|e| e.to_string())?;
+        let weights = crate::source::weights::of_set(set, &names.pairs, &names.aliases)
+            .map_err(|e| e.to_string())?;
         let mut infos = Vec::with_capacity(weights.len());
         let mut pos = Vec::with_capacity(weights.len());
         let mut left_out = 0;

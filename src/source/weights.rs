@@ -53,16 +53,19 @@ pub fn model_weights(
         .collect()
 }
 
-/// [`model_weights`] of a whole set, named by `names` (its `names/` pairs): `(shown name, key,
-/// position in the set)`, in key order. One pass over the index.
+/// [`model_weights`] of a whole set, named by `names` (its `names/` pairs), leaving out
+/// `aliases` (keys holding a weight another key holds: [`names::Names::aliases`]): `(shown name,
+/// key, position in the set)`, in key order. One pass over the index.
 pub fn of_set(
     set: &dyn TensorSet,
     names: &[(String, String)],
+    aliases: &[String],
 ) -> FsResult<Vec<(String, Vec<u8>, u64)>> {
+    let aliases: std::collections::HashSet<&[u8]> = aliases.iter().map(|a| a.as_bytes()).collect();
     let mut keys = Vec::new();
     let mut pos = Vec::new();
     walk(set, |p, k| {
-        if is_weight(k) {
+        if is_weight(k) && !aliases.contains(k) {
             keys.push(k.to_vec());
             pos.push(p);
         }
