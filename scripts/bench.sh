@@ -52,6 +52,12 @@
 #      1 GiB over http:// default / nocrc / remote_cache=2G vs curl, stats/ of 1 GiB float32 vs
 #      numpy, a 64 MiB V1 int64 tensor vs V2, the walk vs memfuse), for TFMOUNT_BEFORE and this
 #      tree alternating, printed as one table: row, before, after, target, PASS/MISS
+#  15. TF2 object-based checkpoints (bench_tf2_names, mkckpt --tf2; ONLY=tf2names runs this
+#      section alone): start -> first cat of a .shape for 20 000 and 1 000 000 variables whose
+#      own names are all distinct or all `Variable` (names/ and weights.safetensors are made on
+#      first use, never at mount: 20k < 50 ms, 1M < 100 ms, each beside 1k plain tensors), then
+#      `ls -f MNT/names | wc -l` of the 1M-identical mount (the object graph decoded, 1M names
+#      uniquified, the tree of 4M links built and listed; target < 2 s)
 #  14. a ~100 MB TFLite model written by TensorFlow's converter (bench_tflite,
 #      `scripts/gen_tflite.py --big`; a Python with TensorFlow): start -> first stat of its
 #      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
@@ -1385,6 +1391,53 @@ walk_rows() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 15: TF2 checkpoints: mount cost independent of the object graph, names/ at 1M (bench_tf2_names)
+# ---------------------------------------------------------------------------------------------
+bench_tf2_names() {
+    echo "== 15: TF2 object-based checkpoints: start to first cat, and names/ of 1M identical names"
+    local n mode runs=() t0 t1 r mp
+    startup t1k
+    T15_BASE=$T_START
+    declare -gA T15=()
+    for n in 20k 1m; do
+        for mode in distinct identical; do
+            mk "tf2_${n}_$mode" --tensors "$([ "$n" = 20k ] && echo 20000 || echo 1000000)" \
+                --elems 1 --tf2 "$mode"
+            startup "tf2_${n}_$mode"
+            T15[$n.$mode]=$T_START
+        done
+    done
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        # shellcheck disable=SC2086
+        "$TFMOUNT" $TFMOUNT_ARGS "$WORK/tf2_1m_identical/ckpt" "$mp" || die "mount tf2_1m_identical"
+        t0=$(now)
+        N15=$(ls -f "$mp/names" | wc -l)
+        t1=$(now)
+        runs+=("$(sub "$t0" "$t1")")
+        unmount "$mp"
+    done
+    T15_LS=$(median "${runs[@]}")
+    printf '   1k plain: %s; 20k distinct %s identical %s; 1M distinct %s identical %s\n' \
+        "$(ms "$T15_BASE")" "$(ms "${T15[20k.distinct]}")" "$(ms "${T15[20k.identical]}")" \
+        "$(ms "${T15[1m.distinct]}")" "$(ms "${T15[1m.identical]}")"
+    printf '   ls -f names/ of 1M identical: %s entries, %s (runs: %s)\n' "$N15" "$(ms "$T15_LS")" "${runs[*]}"
+    tf2_rows() {
+        local k
+        for k in 20k.distinct 20k.identical 1m.distinct 1m.identical; do
+            local target=0.05
+            [ "${k%%.*}" = 1m ] && target=0.1
+            row "15. TF2 $k: start -> first cat" "$(ms "${T15[$k]}") ($(div "${T15[$k]}" "$T15_BASE")x 1k)" "< ${target} s" "$(cmp_ok "${T15[$k]}" '<' "$target")"
+        done
+        row "15. ls -f names/, 1M identical" "$(ms "$T15_LS")" "< 2 s" "$(cmp_ok "$T15_LS" '<' 2)"
+    }
+    echo
+    row "figure" "value" "target" "result"
+    tf2_rows
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -1422,6 +1475,11 @@ if [ "${ONLY:-}" = issue19 ]; then
 fi
 if [ "${ONLY:-}" = v1 ]; then
     bench_v1
+    exit 0
+fi
+if [ "${ONLY:-}" = tf2names ]; then
+    mk t1k --tensors 1000
+    bench_tf2_names
     exit 0
 fi
 if [ "${ONLY:-}" = walk ]; then
@@ -1559,6 +1617,7 @@ printf '   1k tensors: %s   1M tensors: %s   ratio 1M/1k %s\n' "$(ms "$T_1K")" "
 # 4: metadata walk
 # ---------------------------------------------------------------------------------------------
 bench_walk
+bench_tf2_names
 
 # ---------------------------------------------------------------------------------------------
 # 6: a 100 000-node graph directory
@@ -1617,6 +1676,7 @@ row "3a. start -> cat .shape, 1k tensors" "$(ms "$T_1K")" "-" "info"
 row "3b. start -> cat .shape, 1M tensors" "$(ms "$T_1M")" "< 200 ms" "$(cmp_ok "$T_1M" '<' 0.2)"
 row "3c. 1M / 1k" "$R_START" "<= 2" "$(cmp_ok "$R_START" '<=' 2)"
 walk_rows
+declare -F tf2_rows >/dev/null && tf2_rows
 if [ "$T_TF" != nan ]; then
     row "4. 100k: walk / tf.train.list_variables" "$(ms "$T_WALK100K") / $(ms "$T_TF")" "-" "info"
 fi
