@@ -237,6 +237,57 @@ fn data_shard_appearing_after_the_index() {
     );
 }
 
+/// A data shard copied in over time (`cp -r`, `gsutil cp` and `rsync` write a checkpoint's files
+/// in any order, each over time): the checkpoint is not shown while its shard is shorter than
+/// the extents its index names, and once it is whole every byte reads right. (It was shown as
+/// soon as the shard existed, and its reads failed for good.)
+#[test]
+fn data_shard_written_in_pieces_after_the_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("run");
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+    write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
+    write_state(&dir, &["ckpt-1"]);
+    let m = Mount::start(&dir, &[]);
+    let mnt = m.path();
+    // Two tensors, the second after the first in the shard.
+    let vals: Vec<f32> = (0..65_536).map(|i| i as f32).collect();
+    let prefix = staging.join("ckpt-2");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    w.add(b"a", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
+        .expect("add");
+    w.add(b"b", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
+        .expect("add");
+    w.finish().expect("finish");
+    let data = std::fs::read(staging.join("ckpt-2.data-00000-of-00001")).expect("data");
+    std::fs::copy(staging.join("ckpt-2.index"), dir.join("ckpt-2.index")).expect("index");
+    write_state(&dir, &["ckpt-1", "ckpt-2"]);
+    // The first 300 KiB of 512: tensor `a` whole, `b` cut.
+    let target = dir.join("ckpt-2.data-00000-of-00001");
+    let mut f = std::fs::File::create(&target).expect("create");
+    Write::write_all(&mut f, &data[..300 << 10]).expect("first part");
+    Write::flush(&mut f).expect("flush");
+    common::stays(
+        Duration::from_millis(1500),
+        "ckpt-2 shown with a shard shorter than its index says",
+        || !common::dir_names(&mnt).contains(&"ckpt-2".to_string()),
+    );
+    Write::write_all(&mut f, &data[300 << 10..]).expect("the rest");
+    drop(f);
+    common::within(WITHIN, "ckpt-2 appears once its shard is whole", || {
+        common::dir_names(&mnt).contains(&"ckpt-2".to_string())
+    });
+    for t in ["a", "b"] {
+        assert_eq!(
+            std::fs::read(mnt.join(format!("ckpt-2/variables/{t}.bin"))).expect("read"),
+            f32_bytes(&vals),
+            "{t}"
+        );
+    }
+}
+
 /// Open files of a pruned checkpoint keep reading what they opened.
 #[test]
 fn files_open_on_a_pruned_checkpoint_keep_reading() {

@@ -120,6 +120,10 @@ pub struct Checkpoint {
     index: Arc<dyn ByteSource>,
     header: Header,
     shards: Shards,
+    /// How long each data shard must be: the end of the furthest extent the index places in
+    /// it (one pass over the index, the first time a live directory asks: [`TensorSet::complete`]);
+    /// `None` where the index cannot be read through (its damage is reported by reads).
+    ends: std::sync::OnceLock<Option<HashMap<u32, u64>>>,
 }
 
 /// What the opened tensors of a checkpoint keep a reference to.
@@ -350,6 +354,7 @@ impl Checkpoint {
             index,
             header,
             shards,
+            ends: std::sync::OnceLock::new(),
         })
     }
 
@@ -631,9 +636,22 @@ impl TensorSet for Checkpoint {
         self.open_tensor(&t)
     }
 
+    /// Every data shard there and at least as long as the furthest extent its index places in
+    /// it: a shard still being written or copied (`cp -r`, `gsutil cp`, `rsync` write files in
+    /// any order and over time) is not complete, however it is named.
     fn complete(&self) -> bool {
-        self.shards.len() == self.header.num_shards as usize
-            && self.shards.values().all(|s| s.is_ok())
+        if self.shards.len() != self.header.num_shards as usize
+            || !self.shards.values().all(|s| s.is_ok())
+        {
+            return false;
+        }
+        let Some(ends) = self.ends.get_or_init(|| self.shard_ends()) else {
+            return true;
+        };
+        ends.iter().all(|(shard, end)| match self.shards.get(shard) {
+            Some(Ok(f)) => f.len() >= *end,
+            _ => false,
+        })
     }
 
     fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>> {
@@ -650,6 +668,33 @@ impl TensorSet for Checkpoint {
 }
 
 impl Checkpoint {
+    /// The end of the furthest extent the index places in each shard; `None` when the index
+    /// cannot be read through.
+    fn shard_ends(&self) -> Option<HashMap<u32, u64>> {
+        let mut ends: HashMap<u32, u64> = HashMap::new();
+        let mut pos = self.table.seek(b"").ok()?;
+        while let Some(p) = pos {
+            let (blk, i) = self.table.entry(p).ok()?;
+            if !blk.key(i).is_empty() {
+                if let Ok(e) = bundle::parse_entry(blk.value(i)) {
+                    if let Data::Contiguous {
+                        shard,
+                        offset,
+                        size,
+                        ..
+                    } = e.data
+                    {
+                        let end = offset.saturating_add(size);
+                        let v = ends.entry(shard).or_insert(0);
+                        *v = (*v).max(end);
+                    }
+                }
+            }
+            pos = self.table.next(p).ok()?;
+        }
+        Some(ends)
+    }
+
     /// A table position as a set position; a position too large for the inode layout is an
     /// error on that part of the index.
     fn packed(&self, p: Option<Pos>) -> FsResult<Option<u64>> {
