@@ -419,3 +419,60 @@ fn an_exported_model_shows_each_weight_once() {
     }
     assert_eq!(got, want_st);
 }
+
+/// A `.keras` whose stored weights member has one byte flipped inside a dataset, mounted: every
+/// dataset of the member fails with EIO (the zip's CRC-32 of the member does not match; Keras
+/// refuses the file), the check is made once and logged once, naming the file and the member
+/// (besides the mount's usual line per failing file), and the other members' files still read;
+/// with `-o nocrc` the changed bytes are served.
+#[test]
+fn a_damaged_keras_member_is_not_served() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = keras_dir();
+    let expected = json(&dir.join("expected/model.keras.json"));
+    let datasets = expected["model.weights.h5"]["datasets"]
+        .as_array()
+        .expect("datasets");
+    let (d0, d1) = (&datasets[0], &datasets[1]);
+    let at = d0["zip_offset"].as_u64().expect("zip_offset") as usize;
+    let (_t, p) = damaged(&dir.join("model.keras"), |_| at);
+    let bin = |d: &Value| {
+        let key = d["path"].as_str().expect("path").trim_start_matches('/');
+        format!("variables/{key}.bin")
+    };
+    let intact = Tree::open(&dir.join("model.keras")).expect("open");
+    let mut m = common::Mount::start(&p, &[]);
+    let mp = m.path();
+    for d in [d0, d1] {
+        let e = std::fs::read(mp.join(bin(d))).expect_err("a dataset of the damaged member");
+        assert_eq!(e.raw_os_error(), Some(5), "{}: {e}", bin(d));
+    }
+    // Asked again: the remembered outcome, no second log line.
+    assert!(std::fs::read(mp.join(bin(d0))).is_err());
+    for name in ["config.json", "metadata.json"] {
+        assert_eq!(
+            std::fs::read(mp.join(name)).expect(name),
+            cat(&intact, name),
+            "{name}"
+        );
+    }
+    assert_eq!(m.unmount(), Some(0));
+    let log = m.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("member model.weights.h5: zip: CRC-32 mismatch"))
+        .filter(|l| l.contains("its datasets fail with EIO"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(
+        lines[0].contains(&*String::from_utf8_lossy(p.as_os_str().as_bytes())),
+        "{log}"
+    );
+    // -o nocrc: the bytes as they are, the flipped one included.
+    let mut m = common::Mount::start(&p, &["-o", "nocrc"]);
+    let got = std::fs::read(m.path().join(bin(d0))).expect("served with nocrc");
+    let want = cat(&intact, &bin(d0));
+    assert_eq!(got.len(), want.len());
+    assert_ne!(got, want, "the flipped byte is served");
+    assert_eq!(m.unmount(), Some(0));
+}

@@ -560,3 +560,44 @@ fn ls_and_cat_serve_the_weights() {
         }
     }
 }
+
+/// The byte count of `verify`'s summary line (`verify: N tensors, B bytes, ...`).
+fn verified_bytes(stderr: &[u8]) -> u64 {
+    let s = String::from_utf8_lossy(stderr);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("verify: "))
+        .unwrap_or_else(|| panic!("no summary line: {s}"));
+    line.split(", ")
+        .find_map(|f| f.strip_suffix(" bytes"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count: {line}"))
+}
+
+#[test]
+fn verify_counts_each_byte_checked_once() {
+    let root = tfjs_dir();
+    for f in ["layers", "layers_sharded", "layers_uint8"] {
+        let dir = root.join(f);
+        let tree = Tree::open(&dir).expect("open");
+        let weights: u64 = tsv(&tree)
+            .iter()
+            .map(|r| r["nbytes"].parse::<u64>().expect("nbytes"))
+            .sum();
+        let shards: u64 = std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+            .map(|p| std::fs::metadata(p).expect("stat").len())
+            .sum();
+        let o = tfmount(&[Path::new("verify"), &dir]);
+        assert_eq!(o.status.code(), Some(0), "{f}");
+        // The weights' bytes as served (decoded), each once; the shard size checks read none.
+        assert_eq!(verified_bytes(&o.stderr), weights, "{f}");
+        if f == "layers_uint8" {
+            assert!(weights > shards, "{f}: decoded from fewer bytes");
+        } else {
+            assert_eq!(weights, shards, "{f}: float32 weights fill the shards");
+        }
+    }
+}

@@ -763,3 +763,32 @@ fn ls_and_cat_serve_the_model() {
         );
     }
 }
+
+/// The byte count of `verify`'s summary line (`verify: N tensors, B bytes, ...`).
+fn verified_bytes(stderr: &[u8]) -> u64 {
+    let s = String::from_utf8_lossy(stderr);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("verify: "))
+        .unwrap_or_else(|| panic!("no summary line: {s}"));
+    line.split(", ")
+        .find_map(|f| f.strip_suffix(" bytes"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count: {line}"))
+}
+
+#[test]
+fn verify_counts_each_byte_checked_once() {
+    // float.tflite has one subgraph, no metadata and no associated files: what verify reads is
+    // its constant tensors' bytes, once (the buffer extent check reads none).
+    let p = dir().join("float.tflite");
+    let tree = Tree::open(&p).expect("open");
+    let tensors: u64 = tsv(&tree, "tensors.tsv")
+        .iter()
+        .map(|r| r["nbytes"].parse::<u64>().expect("nbytes"))
+        .sum();
+    assert!(tensors > 0);
+    let o = tfmount(&[Path::new("verify"), &p]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(verified_bytes(&o.stderr), tensors);
+}

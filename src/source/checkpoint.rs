@@ -648,10 +648,11 @@ impl TensorSet for Checkpoint {
         let Some(ends) = self.ends.get_or_init(|| self.shard_ends()) else {
             return true;
         };
-        ends.iter().all(|(shard, end)| match self.shards.get(shard) {
-            Some(Ok(f)) => f.len() >= *end,
-            _ => false,
-        })
+        ends.iter()
+            .all(|(shard, end)| match self.shards.get(shard) {
+                Some(Ok(f)) => f.len() >= *end,
+                _ => false,
+            })
     }
 
     fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>> {

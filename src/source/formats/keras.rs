@@ -112,7 +112,7 @@ impl Format for Keras {
     }
 
     fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
-        open(ctx.store, &found.path).map(|k| Arc::new(k) as Arc<dyn Opened>)
+        open(ctx.store, &found.path, ctx.verify).map(|k| Arc::new(k) as Arc<dyn Opened>)
     }
 }
 
@@ -250,7 +250,67 @@ pub struct OpenedKeras {
     names: Vec<(String, String)>,
     files: Vec<(String, Arc<[u8]>)>,
     /// The `.keras` weights member, stored: checked against the zip's CRC-32 by `verify`.
-    member: Option<(Arc<dyn ByteSource>, fzip::Member)>,
+    member: Option<Arc<MemberCheck>>,
+}
+
+/// The check of a stored `.keras` weights member against the CRC-32 the zip's directory holds
+/// of it: made once, before the first byte of a dataset read from the member is served (the
+/// whole member read; local files: from the page cache after the first time), and remembered.
+/// A deflated member needs none: it is inflated, and checked, when opened.
+pub struct MemberCheck {
+    path: PathBuf,
+    file: Arc<dyn ByteSource>,
+    member: fzip::Member,
+    /// The outcome once known: the CRC-32 matched, or did not (a read that failed is not
+    /// remembered: the next read tries again).
+    outcome: Mutex<Option<Result<(), FormatError>>>,
+}
+
+impl MemberCheck {
+    fn new(path: &Path, file: Arc<dyn ByteSource>, member: fzip::Member) -> MemberCheck {
+        MemberCheck {
+            path: path.to_path_buf(),
+            file,
+            member,
+            outcome: Mutex::new(None),
+        }
+    }
+
+    /// The remembered outcome, or the check made now (one log line if the member is
+    /// damaged); callers meanwhile wait for it (a bounded read of the member).
+    fn outcome(&self) -> Result<(), FormatError> {
+        let mut o = self.outcome.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = &*o {
+            return r.clone();
+        }
+        let r = fzip::check_crc(&*self.file, &self.member);
+        match &r {
+            Ok(()) => *o = Some(Ok(())),
+            Err(e @ FormatError::Zip(_)) => {
+                log::error!(
+                    "{}: member {}: {e}; its datasets fail with EIO",
+                    self.path.display(),
+                    self.member.name
+                );
+                *o = Some(r.clone());
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// The outcome as the reason a dataset read failed.
+    fn check(&self, key: &str) -> FsResult<()> {
+        self.outcome().map_err(|e| {
+            let e = match e {
+                FormatError::Zip(m) => {
+                    FormatError::Zip(format!("member {}: {m}", self.member.name))
+                }
+                e => e,
+            };
+            FsError::corrupt(format!("tensor {key}"), self.path.display(), e)
+        })
+    }
 }
 
 /// The datasets of a Keras file as a [`TensorSet`]: positions are indexes into `datasets`,
@@ -262,10 +322,14 @@ pub struct KerasSet {
     bytes: Bytes,
     h5: Index,
     datasets: Vec<DatasetInfo>,
+    /// The stored `.keras` member's check, made before its datasets are served (not with
+    /// `-o nocrc`).
+    check: Option<Arc<MemberCheck>>,
 }
 
-/// Opens the Keras file at `path`.
-pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> {
+/// Opens the Keras file at `path`; `verify`: a stored `.keras` member is checked against its
+/// CRC-32 before its datasets are served.
+pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras, SourceError> {
     let io = |err| SourceError::Io {
         path: path.to_path_buf(),
         err,
@@ -296,7 +360,7 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> 
             }
         }
         if w.stored() {
-            member = Some((file.clone(), w.clone()));
+            member = Some(Arc::new(MemberCheck::new(path, file.clone(), w.clone())));
             Bytes::InFile {
                 file: file.clone(),
                 base: w.data_offset,
@@ -354,6 +418,7 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedKeras, SourceError> 
         bytes,
         h5,
         datasets,
+        check: member.clone().filter(|_| verify),
     });
     Ok(OpenedKeras {
         set,
@@ -440,15 +505,24 @@ impl Opened for OpenedKeras {
                 (b"[HDF5 metadata]".to_vec(), Err(msg.clone()))
             }));
         }
-        let Some((file, m)) = self.member.clone() else {
+        let Some(m) = self.member.clone() else {
             return Box::new(generic);
         };
-        let path = self.set.path.clone();
+        // The member's bytes the datasets' reads do not cover (each byte counted once).
+        let outside = m.member.size.saturating_sub(
+            self.set
+                .datasets
+                .iter()
+                .filter_map(|d| self.set.in_file(d))
+                .map(|(_, n)| n)
+                .sum(),
+        );
         Box::new(generic.with_file_check(Box::new(move || {
-            let label = format!("[{}]", m.name).into_bytes();
-            let r = fzip::check_crc(&*file, &m)
-                .map(|()| m.size)
-                .map_err(|e| format!("{}: {WEIGHTS_MEMBER}: {e}", path.display()));
+            let label = format!("[{}]", m.member.name).into_bytes();
+            let r = m
+                .outcome()
+                .map(|()| outside)
+                .map_err(|e| format!("{}: {WEIGHTS_MEMBER}: {e}", m.path.display()));
             (label, r)
         })))
     }
@@ -569,6 +643,9 @@ impl TensorSet for KerasSet {
                         )),
                     ));
                 }
+                if let Some(c) = &self.check {
+                    c.check(&d.path)?;
+                }
                 let at = match bytes {
                     Bytes::InFile { file, base, .. } => At::File {
                         file: file.clone(),
@@ -587,6 +664,9 @@ impl TensorSet for KerasSet {
             }
             (Layout::Unallocated, _) => Ok(Arc::new(Zeros(size))),
             _ => {
+                if let Some(c) = &self.check {
+                    c.check(&d.path)?;
+                }
                 let data = self
                     .h5
                     .read_whole(d, MAX_DECODED)

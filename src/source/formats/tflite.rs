@@ -430,9 +430,9 @@ impl Opened for OpenedTflite {
         });
         let mut g = Generic::new(set, Vec::new());
         let s = sh.clone();
+        // Offsets only: reads no byte, so adds none to the count (the tensors' reads count theirs).
         g = g.with_file_check(Box::new(move || {
             let len = s.file.len();
-            let mut total = 0u64;
             for (i, b) in s.model.buffers.iter().enumerate() {
                 if let Some((offset, n)) = b.extent() {
                     if offset.checked_add(n).is_none_or(|e| e > len) {
@@ -445,16 +445,24 @@ impl Opened for OpenedTflite {
                             )),
                         );
                     }
-                    total += n;
                 }
             }
-            (b"[buffers]".to_vec(), Ok(total))
+            (b"[buffers]".to_vec(), Ok(0))
         }));
         if let Some(md) = sh.metadata.clone() {
             let p = sh.path.clone();
+            // The metadata buffer's bytes, read and verified when the model was opened.
+            let read = sh
+                .model
+                .metadata
+                .iter()
+                .find(|(n, _)| n == METADATA_NAME)
+                .and_then(|(_, b)| sh.model.buffers.get(usize::try_from(*b).ok()?))
+                .and_then(|b| b.extent())
+                .map_or(0, |(_, n)| n);
             g = g.with_file_check(Box::new(move || {
                 let r = match &md {
-                    Ok(t) => Ok(t.len() as u64),
+                    Ok(_) => Ok(read),
                     Err(e) => Err(format!("{}: {e}", p.display())),
                 };
                 (format!("[{METADATA_NAME}]").into_bytes(), r)
