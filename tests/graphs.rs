@@ -999,6 +999,22 @@ fn mounted_graphs_through_the_kernel() {
         String::from_utf8_lossy(&st.stderr)
     );
     assert!(String::from_utf8_lossy(&st.stderr).contains("no meta graph has the tag set"));
+    // Also where there is only one meta graph: `--tags gpu` on a `serve`-only SavedModel is
+    // refused, naming the tag sets there are (it mounted `serve` silently).
+    let demo = common::fixtures().join("demo_savedmodel");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(["--tags", "gpu"])
+        .arg(&demo)
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert_eq!(st.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("no meta graph has the tag set \"gpu\" (it has: serve)"),
+        "{err}"
+    );
 }
 
 /// `names/` symlinks resolve through the kernel to the same bytes as `variables/`.

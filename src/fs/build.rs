@@ -557,10 +557,9 @@ impl<'a> Builder<'a> {
             }
             dirs.push((dir, name, m.tags.clone()));
         }
-        // The default meta graph: the only one, else the one --tags names, else "serve".
-        let chosen = if dirs.len() == 1 {
-            dirs.first()
-        } else if let Some(want) = want_tags {
+        // The default meta graph: the one --tags names (refused when none has that tag set,
+        // also when there is only one), else the only one, else "serve".
+        let chosen = if let Some(want) = want_tags.filter(|_| file.kind == GraphKind::SavedModel) {
             let mut want: Vec<&str> = want.split(',').filter(|t| !t.is_empty()).collect();
             want.sort_unstable();
             dirs.iter().find(|(_, _, tags)| {
@@ -568,6 +567,8 @@ impl<'a> Builder<'a> {
                 t.sort_unstable();
                 t == want
             })
+        } else if dirs.len() == 1 {
+            dirs.first()
         } else {
             dirs.iter().find(|(_, _, tags)| tags == &["serve"])
         };
@@ -584,7 +585,7 @@ impl<'a> Builder<'a> {
                 });
                 self.link(parent, &n, l, Kind::Symlink);
             }
-        } else if let Some(want) = want_tags {
+        } else if let Some(want) = want_tags.filter(|_| file.kind == GraphKind::SavedModel) {
             return Err(SourceError::Invalid {
                 path: file.path.clone(),
                 msg: format!(
