@@ -553,4 +553,11 @@ fn skipped_checkpoints_are_logged() {
         log.contains("listed checkpoint gone.ckpt does not exist; skipped"),
         "{log}"
     );
+    // At info, not warn: a CheckpointManager lists a pruned checkpoint at every save.
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("gone.ckpt"))
+            .all(|l| l.contains("INFO") && !l.contains("WARN")),
+        "{log}"
+    );
 }

@@ -131,13 +131,16 @@ fn read_state_file(store: &dyn Store, path: &Path) -> Result<String, SourceError
     })
 }
 
-/// Logs `msg` at `warn` the first time it comes up in this process (a live mount re-reads the
-/// state file at every change; the same skipped checkpoint is said once).
-fn warn_once(msg: String) {
+/// Logs `msg` at `info` the first time it comes up in this process (a live mount re-reads the
+/// state file at every change; the same skipped checkpoint is said once). Not `warn`: a
+/// `CheckpointManager` deletes the checkpoint it prunes before it rewrites the state file, so
+/// every save of an ordinary training run lists one checkpoint that is already gone; `verify`
+/// reports a listed checkpoint that is missing as a problem.
+fn info_once(msg: String) {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
     if said.len() < 4096 && !said.contains(&msg) {
-        log::warn!("{msg}");
+        log::info!("{msg}");
         said.push(msg);
     }
 }
@@ -247,7 +250,7 @@ pub fn resolve(
                     out.push((name, prefix));
                 }
             }
-            None => warn_once(format!(
+            None => info_once(format!(
                 "{}: listed checkpoint {p} does not exist; skipped",
                 state_file.display()
             )),
