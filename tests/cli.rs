@@ -1570,3 +1570,61 @@ fn verify_reports_checkpoints_a_directory_lacks() {
         "{l:?}"
     );
 }
+
+/// `verify DIR` of a copied training directory checks the copy: its state file names the
+/// original by an absolute path that still exists, but the directory's own checkpoint of that
+/// name comes first (a damaged copy passed as "0 problems"); a state file entry that resolves
+/// outside the directory is followed with a warning on stderr.
+#[test]
+fn verify_of_a_copied_directory_checks_the_copy() {
+    use tfmount::format::dtype::DType;
+    use tfmount::writer::{data_path, CheckpointWriter};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let train = tmp.path().join("train");
+    std::fs::create_dir_all(&train).expect("mkdir");
+    let prefix = train.join("ckpt-1");
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    let vals: Vec<u8> = (0..4096u32)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect();
+    w.add(b"v", DType(1), &[4096], &vals, 0).expect("add");
+    w.finish().expect("finish");
+    // As TensorFlow writes it for an absolute save path.
+    let state = format!(
+        "model_checkpoint_path: \"{p}\"\nall_model_checkpoint_paths: \"{p}\"\n",
+        p = prefix.display()
+    );
+    std::fs::write(train.join("checkpoint"), &state).expect("state");
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir_all(&copy).expect("mkdir");
+    for e in std::fs::read_dir(&train).expect("ls") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), copy.join(e.file_name())).expect("copy");
+    }
+    let shard = data_path(&copy.join("ckpt-1"), 0, 1);
+    let len = std::fs::metadata(&shard).expect("shard").len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard)
+        .expect("open");
+    f.set_len(len / 2).expect("cut");
+    let o = tfmount_in(tmp.path(), &[OsStr::new("verify"), copy.as_os_str()]);
+    assert_eq!(code(&o), 1, "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("copy/ckpt-1.data-00000-of-00001"),
+        "the copy's shard is named: {}",
+        text(&o.stdout)
+    );
+    assert!(!text(&o.stderr).contains("outside"), "{}", text(&o.stderr));
+    // A directory whose state file names only a checkpoint elsewhere: followed, and said.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("checkpoint"), &state).expect("state");
+    let o = tfmount_in(tmp.path(), &[OsStr::new("verify"), other.as_os_str()]);
+    assert_eq!(code(&o), 0, "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("outside") && text(&o.stderr).contains("train/ckpt-1"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -70,14 +70,46 @@ fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
     // A V1 checkpoint is shown under its name without the shard part.
     let shown = |path: &Path| base_name(&super::v1::checkpoint_stem(path));
     let as_written = prefix_of(dir, p);
-    if exists(&as_written) {
-        return Some((shown(&as_written)?, as_written));
-    }
     let name = base_name(&as_written)?;
     let local = prefix_of(dir, &name);
+    // The directory's own checkpoint of that name first: a copied training directory's state
+    // file names the original by its absolute path, and a user who names a directory means it.
+    if local != as_written && exists(&local) {
+        return Some((shown(&local)?, local));
+    }
+    if exists(&as_written) {
+        if !inside(dir, &as_written) {
+            warn_once(format!(
+                "{}: the state file names checkpoint {p}, outside {}; following it",
+                dir.join("checkpoint").display(),
+                dir.display()
+            ));
+        }
+        return Some((shown(&as_written)?, as_written));
+    }
     exists(&local)
         .then(|| Some((shown(&local)?, local)))
         .flatten()
+}
+
+/// Whether checkpoint prefix `prefix` lies in directory `dir` or below it (resolved where both
+/// exist on the local filesystem, else as written).
+fn inside(dir: &Path, prefix: &Path) -> bool {
+    let parent = prefix.parent().unwrap_or(Path::new(""));
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent)) {
+        (Ok(d), Ok(p)) => p.starts_with(d),
+        _ => prefix.starts_with(dir),
+    }
+}
+
+/// Logs `msg` at `warn` the first time it comes up in this process.
+fn warn_once(msg: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if said.len() < 4096 && !said.contains(&msg) {
+        log::warn!("{msg}");
+        said.push(msg);
+    }
 }
 
 /// The names checkpoints are shown under: their prefixes' base names, except the empty one,
