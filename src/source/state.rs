@@ -95,7 +95,13 @@ fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
 /// Whether checkpoint prefix `prefix` lies in directory `dir` or below it (resolved where both
 /// exist on the local filesystem, else as written).
 fn inside(dir: &Path, prefix: &Path) -> bool {
-    let parent = prefix.parent().unwrap_or(Path::new(""));
+    use std::os::unix::ffi::OsStrExt;
+    // `d/` is the prefix of empty base name in `d` itself.
+    let parent = if prefix.as_os_str().as_bytes().ends_with(b"/") {
+        prefix
+    } else {
+        prefix.parent().unwrap_or(Path::new(""))
+    };
     match (std::fs::canonicalize(dir), std::fs::canonicalize(parent)) {
         (Ok(d), Ok(p)) => p.starts_with(d),
         _ => prefix.starts_with(dir),
