@@ -229,10 +229,103 @@ fn init_logging() {
         .try_init();
 }
 
-/// Opens SOURCE and builds its tree (a URL is not followed live).
-fn open_fs(args: &Args, settings: &Settings) -> Result<(Fs, String), Failure> {
+/// The directories a local source is served from (its whole tree may be read while mounted:
+/// a SavedModel's `assets/`, a followed checkpoint directory, a Keras or TF.js directory) and
+/// the files it names, each canonical (symlinks resolved). Paths that cannot be resolved are
+/// left out: they are not read either.
+fn source_paths(given: &Path, probed: &source::Probed) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    // A prefix (`train/ckpt-1`) is not a file itself: its directory, resolved, and its name.
+    let canon_file = |p: &Path| {
+        canon(p).or_else(|| {
+            let name = p.file_name()?;
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(canon(dir)?.join(name))
+        })
+    };
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    if given.is_dir() {
+        dirs.extend(canon(given));
+    } else {
+        files.extend(canon_file(given));
+    }
+    match probed {
+        source::Probed::SavedModel { dir, variables } => {
+            dirs.extend(canon(dir));
+            files.extend(variables.as_deref().and_then(canon_file));
+        }
+        source::Probed::CheckpointDir {
+            dir, checkpoints, ..
+        } => {
+            dirs.extend(canon(dir));
+            files.extend(checkpoints.iter().filter_map(|(_, p)| canon_file(p)));
+        }
+        source::Probed::Checkpoint(d) => {
+            if d.path.is_dir() {
+                dirs.extend(canon(&d.path));
+            } else {
+                files.extend(canon_file(&d.path));
+            }
+            files.extend(d.files.iter().filter_map(|p| canon_file(p)));
+        }
+        source::Probed::Graph { path, .. } => files.extend(canon_file(path)),
+    }
+    (dirs, files)
+}
+
+/// Refuses a mount point inside the tree the mount serves (it would be listed through itself
+/// without end, and the daemon's reads of its own mount would wait for each other: a mount
+/// nothing but `/sys/fs/fuse/connections/N/abort` ends), and a SOURCE inside the mount point
+/// (the mount would hide it). Decided on canonical paths, before mounting.
+fn check_nesting(
+    given: &Path,
+    probed: &source::Probed,
+    mp_given: &Path,
+    mp: &Path,
+) -> Result<(), Failure> {
+    let (dirs, files) = source_paths(given, probed);
+    if let Some(dir) = dirs.iter().find(|d| mp.starts_with(d)) {
+        let shown = if mp_given == mp {
+            String::new()
+        } else {
+            format!(" (it is {})", mp.display())
+        };
+        return Err(fail(
+            EXIT_MOUNTPOINT,
+            format!(
+                "{}: mount point is inside the source {}{shown}: the mount would show itself inside itself, without end; choose a mount point outside {}",
+                mp_given.display(),
+                given.display(),
+                dir.display()
+            ),
+        ));
+    }
+    if let Some(p) = dirs.iter().chain(&files).find(|p| p.starts_with(mp)) {
+        return Err(fail(
+            EXIT_MOUNTPOINT,
+            format!(
+                "{}: the source {} is inside this mount point ({}): the mount would hide it; choose a mount point outside it",
+                mp_given.display(),
+                given.display(),
+                p.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens SOURCE and builds its tree (a URL is not followed live). A local SOURCE is first
+/// checked not to contain the mount point `mp` (canonical), nor to be inside it.
+fn open_fs(args: &Args, settings: &Settings, mp: &Path) -> Result<(Fs, String), Failure> {
     let src = source::open(&args.source, &settings.remote)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
+    if !src.remote {
+        check_nesting(&args.source, &src.probed, &args.mountpoint, mp)?;
+    }
     let mut opts = settings.fs.clone();
     if src.remote {
         opts.live = false;
@@ -258,7 +351,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     check_fuse()?;
     raise_fd_limit();
     if args.foreground {
-        let (fs, fsname) = open_fs(&args, &settings)?;
+        let (fs, fsname) = open_fs(&args, &settings, &mountpoint)?;
         return serve(fs, &mountpoint, &fsname, &settings, None);
     }
     // The daemon's log goes to --log-file: open it now, so that a path that cannot be written
@@ -281,7 +374,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     // Open the source before forking, so its errors reach the user with the right exit code.
     // A remote store runs threads, which do not survive fork(): it is opened here to check it,
     // and again in the daemon.
-    let (fs, fsname) = open_fs(&args, &settings)?;
+    let (fs, fsname) = open_fs(&args, &settings, &mountpoint)?;
     let fs = if remote {
         drop(fs);
         None
@@ -300,7 +393,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
             detach_stdio(log_file.as_ref());
             let opened = match fs {
                 Some(fs) => Ok(fs),
-                None => open_fs(&args, &settings).map(|(fs, _)| fs),
+                None => open_fs(&args, &settings, &mountpoint).map(|(fs, _)| fs),
             };
             let served = match opened {
                 Ok(fs) => serve(fs, &mountpoint, &fsname, &settings, Some(ready_w)),

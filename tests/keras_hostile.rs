@@ -625,8 +625,10 @@ fn a_huge_claimed_shape_fails_without_allocating_it() {
             for &i in &at {
                 d[i..i + 8].copy_from_slice(&huge.to_le_bytes());
             }
-            // The patched dataspaces must reach the parser, not stop at their headers' checksums.
+            // The patched dataspaces must reach the parser, not stop at their headers' checksums
+            // (nor, in a `.keras`, at the stored member's CRC-32, checked before it is served).
             targets::keras::fix_hdf5_checksums(&mut d);
+            fix_stored_zip_crcs(&mut d);
             let tmp = scratch();
             let p = tmp.path().join(file);
             std::fs::write(&p, &d).expect("write");
@@ -658,6 +660,33 @@ fn a_huge_claimed_shape_fails_without_allocating_it() {
         }
     }
     assert_eq!(checked, 9);
+}
+
+/// Sets the CRC-32 of every STORED member of a zip (`.keras`) in its local header and its
+/// central directory entry to that of the member's bytes as they are; no-op on other files.
+fn fix_stored_zip_crcs(b: &mut [u8]) {
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as usize;
+    let mut i = 0;
+    while i + 46 <= b.len() {
+        if &b[i..i + 4] != b"PK\x01\x02" || u16_at(b, i + 10) != 0 {
+            i += 1;
+            continue;
+        }
+        let local = u32_at(b, i + 42);
+        if local + 30 > b.len() || &b[local..local + 4] != b"PK\x03\x04" {
+            i += 1;
+            continue;
+        }
+        let start = local + 30 + u16_at(b, local + 26) + u16_at(b, local + 28);
+        let end = (start + u32_at(b, i + 20)).min(b.len());
+        let mut crc = flate2::Crc::new();
+        crc.update(&b[start..end]);
+        let c = crc.sum().to_le_bytes();
+        b[local + 14..local + 18].copy_from_slice(&c);
+        b[i + 16..i + 20].copy_from_slice(&c);
+        i += 46;
+    }
 }
 
 /// One damaged copy of a fixture, served.

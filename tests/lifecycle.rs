@@ -245,6 +245,133 @@ fn mount_point_errors_have_their_exit_codes() {
     assert_eq!(std::fs::read(full.join("mine.txt")).expect("back"), b"x");
 }
 
+/// Runs `tfmount -f SOURCE MP` (and `extra`) that must refuse before mounting: its exit code
+/// and stderr. Should it mount anyway (the refusal missing), the mount is removed without
+/// anything being read from it, so a failing test leaves no mount behind.
+fn refused(source: &Path, mp: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let err_path = mp.with_extension("stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .arg("-f")
+        .args(extra)
+        .arg(source)
+        .arg(mp)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let mut exited = None;
+    let t0 = std::time::Instant::now();
+    let mut child = Some(child);
+    while t0.elapsed() < WAIT {
+        if let Some(s) = child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            exited = Some(s.code());
+            break;
+        }
+        if is_mounted(mp) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if exited.is_none() {
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(mp)
+            .status();
+        let code = child.take().and_then(|c| wait_with_timeout(c, WAIT));
+        panic!(
+            "tfmount {} {} (pid {pid}) mounted instead of refusing (exit {code:?}): {}",
+            source.display(),
+            mp.display(),
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        );
+    }
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    (exited.flatten(), err)
+}
+
+/// A mount point inside the tree a mount serves is refused before mounting, naming both paths
+/// (else `ls -R` of it lists itself without end and the daemon's reads of its own mount wait for
+/// each other forever): inside a SavedModel's `assets/`, reached through a symlink from outside,
+/// inside a checkpoint directory, inside a Keras directory; and a SOURCE inside the mount point
+/// (`-o nonempty`) is refused too. A mount point beside a SOURCE file still mounts.
+#[test]
+fn mount_point_inside_its_source_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sm = tmp.path().join("smcopy");
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(fixtures().join("demo_savedmodel"))
+        .arg(&sm)
+        .status()
+        .expect("cp");
+    assert!(st.success());
+    let inner = sm.join("assets").join("mnt");
+    std::fs::create_dir_all(&inner).expect("mkdir");
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&inner, &link).expect("symlink");
+    let ckdir = tmp.path().join("train");
+    std::fs::create_dir(&ckdir).expect("mkdir");
+    let (prefix, _) = small_checkpoint(&ckdir);
+    let ck_mp = ckdir.join("mnt");
+    std::fs::create_dir(&ck_mp).expect("mkdir");
+    let kdir = tmp.path().join("kerasdir");
+    std::fs::create_dir(&kdir).expect("mkdir");
+    std::fs::copy(
+        fixtures().join("keras/model.weights.h5"),
+        kdir.join("a.weights.h5"),
+    )
+    .expect("copy");
+    let k_mp = kdir.join("sub").join("mnt");
+    std::fs::create_dir_all(&k_mp).expect("mkdir");
+    for (source, mp) in [
+        (&sm, &inner),
+        (&sm, &link),
+        (&sm.join("saved_model.pb"), &inner),
+        (&ckdir, &ck_mp),
+        (&kdir, &k_mp),
+    ] {
+        let (code, err) = refused(source, mp, &[]);
+        assert_eq!(
+            code,
+            Some(4),
+            "{} {}: {err}",
+            source.display(),
+            mp.display()
+        );
+        assert!(
+            err.contains("mount point is inside the source")
+                && err.contains(&*mp.to_string_lossy())
+                && err.contains(&*source.to_string_lossy()),
+            "{err}"
+        );
+        assert!(!is_mounted(mp));
+    }
+    // SOURCE inside the mount point (which -o nonempty would allow over files).
+    let (code, err) = refused(&prefix, &ckdir, &["-o", "nonempty"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("is inside this mount point") && err.contains(&*prefix.to_string_lossy()),
+        "{err}"
+    );
+    // A mount point beside a SOURCE file is not inside it.
+    let mut m = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .arg("-f")
+        .arg(&prefix)
+        .arg(&ck_mp)
+        .spawn()
+        .expect("spawn");
+    within(WAIT, "the mount beside its source", || is_mounted(&ck_mp));
+    assert!(ck_mp.join("variables").is_dir());
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&ck_mp)
+        .status()
+        .expect("fusermount3");
+    assert!(st.success());
+    assert_eq!(m.wait().expect("wait").code(), Some(0));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Least privilege
 // ---------------------------------------------------------------------------------------------
