@@ -1390,6 +1390,47 @@ walk_rows() {
     return 0
 }
 
+# startup NAME: sets T_START = median seconds from exec of `tfmount -f` to a successful
+# `cat KEY.shape` (KEY = the checkpoint's last key), or nan. Runs in this shell (no $(...)), so
+# the trap knows the daemons and mountpoints.
+startup() {
+    local name=$1 key mp t0 t1 pid r n runs=()
+    T_START=nan
+    key=$(key_of "$WORK/$name.out" last_key)
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$WORK/$name/ckpt" "$mp" 2>>"$WORK/$name.daemon.log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        # Tight poll (a counter, not `seq`: expanding a long list would itself take ~100 ms).
+        n=0
+        while [ $((n += 1)) -lt 200000 ]; do
+            if cat "$mp/variables/$key.shape" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: $name: $key.shape never became readable; daemon log:" >&2
+            tail -5 "$WORK/$name.daemon.log" >&2
+            unmount "$mp"
+            kill "$pid" 2>/dev/null
+            return 1
+        fi
+        runs+=("$(sub "$t0" "$t1")")
+        [ "$r" = "$REPS" ] && note_rss "$name mount after its first cat" "$mp"
+        unmount "$mp"
+        wait "$pid" 2>/dev/null
+    done
+    echo "   $name: key $key, runs ${runs[*]}"
+    T_START=$(median "${runs[@]}")
+}
+
 # ---------------------------------------------------------------------------------------------
 # 15: TF2 checkpoints: mount cost independent of the object graph, names/ at 1M (bench_tf2_names)
 # ---------------------------------------------------------------------------------------------
@@ -1565,46 +1606,6 @@ done
 # ---------------------------------------------------------------------------------------------
 # 3: time to first answer
 # ---------------------------------------------------------------------------------------------
-# startup NAME: sets T_START = median seconds from exec of `tfmount -f` to a successful
-# `cat KEY.shape` (KEY = the checkpoint's last key), or nan. Runs in this shell (no $(...)), so
-# the trap knows the daemons and mountpoints.
-startup() {
-    local name=$1 key mp t0 t1 pid r n runs=()
-    T_START=nan
-    key=$(key_of "$WORK/$name.out" last_key)
-    new_mountpoint
-    mp=$MP
-    for r in $(seq "$REPS"); do
-        t0=$(now)
-        # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$WORK/$name/ckpt" "$mp" 2>>"$WORK/$name.daemon.log" &
-        pid=$!
-        FG_PIDS+=("$pid")
-        t1=
-        # Tight poll (a counter, not `seq`: expanding a long list would itself take ~100 ms).
-        n=0
-        while [ $((n += 1)) -lt 200000 ]; do
-            if cat "$mp/variables/$key.shape" >/dev/null 2>&1; then
-                t1=$(now)
-                break
-            fi
-            kill -0 "$pid" 2>/dev/null || break
-        done
-        if [ -z "$t1" ]; then
-            echo "bench: $name: $key.shape never became readable; daemon log:" >&2
-            tail -5 "$WORK/$name.daemon.log" >&2
-            unmount "$mp"
-            kill "$pid" 2>/dev/null
-            return 1
-        fi
-        runs+=("$(sub "$t0" "$t1")")
-        [ "$r" = "$REPS" ] && note_rss "$name mount after its first cat" "$mp"
-        unmount "$mp"
-        wait "$pid" 2>/dev/null
-    done
-    echo "   $name: key $key, runs ${runs[*]}"
-    T_START=$(median "${runs[@]}")
-}
 echo "== 3: start to first successful cat of a .shape"
 startup t1k
 T_1K=$T_START
