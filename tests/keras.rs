@@ -476,3 +476,78 @@ fn a_damaged_keras_member_is_not_served() {
     assert_ne!(got, want, "the flipped byte is served");
     assert_eq!(m.unmount(), Some(0));
 }
+
+/// `summary.txt`'s role row `name`: (tensors, parameters).
+fn role_row(summary: &str, name: &str) -> (u64, u64) {
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no row {name:?} in\n{summary}"));
+    let n: Vec<u64> = line[name.len()..]
+        .split_whitespace()
+        .take(2)
+        .map(|x| x.replace(',', "").parse().expect("number"))
+        .collect();
+    (n[0], n[1])
+}
+
+/// Adam's momentum and velocity are optimizer slots in every Keras layout, its iteration count
+/// and learning rate the optimizer's own: counted from what h5py read when Keras wrote the
+/// files (a Keras 3 file's `optimizer/vars/0` and `vars/1` are the iteration count and the
+/// learning rate; a legacy `.h5` names them).
+#[test]
+fn summary_counts_keras_optimizer_slots_as_slots() {
+    let dir = keras_dir();
+    for (file, expected) in [
+        ("model.weights.h5", "model.weights.h5"),
+        ("model.keras", "model.keras"),
+        ("model_deflated.keras", "model.keras"),
+        ("legacy_model.h5", "legacy_model.h5"),
+        (
+            "checkpoints/ckpt-01.weights.h5",
+            "checkpoints/ckpt-01.weights.h5",
+        ),
+    ] {
+        let e = json(&dir.join(format!("expected/{expected}.json")));
+        let datasets = if e["datasets"].is_array() {
+            &e["datasets"]
+        } else {
+            &e["model.weights.h5"]["datasets"]
+        };
+        // Served optimizer datasets (h5py gave a dtype), split into the optimizer's own
+        // (named, or Keras 3's first two) and the rest.
+        let (mut own, mut slots) = ((0u64, 0u64), (0u64, 0u64));
+        for d in datasets.as_array().expect("datasets") {
+            let path = d["path"].as_str().expect("path");
+            if !path.starts_with("/optimizer") || !d["dtype"].is_string() {
+                continue;
+            }
+            let params: u64 = d["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|x| x.as_u64().expect("dim"))
+                .product();
+            let is_own = matches!(path.rsplit('/').next(), Some("iteration" | "learning_rate"))
+                || path == "/optimizer/vars/0"
+                || path == "/optimizer/vars/1";
+            let t = if is_own { &mut own } else { &mut slots };
+            t.0 += 1;
+            t.1 += params;
+        }
+        assert_eq!(own.0, 2, "{file}: iteration and learning rate");
+        assert!(slots.0 >= 4, "{file}: {} slots", slots.0);
+        let tree = Tree::open(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let summary = text(&tree, "summary.txt");
+        assert_eq!(
+            role_row(&summary, "optimizer slots"),
+            slots,
+            "{file}\n{summary}"
+        );
+        assert_eq!(
+            role_row(&summary, "optimizer other"),
+            own,
+            "{file}\n{summary}"
+        );
+    }
+}

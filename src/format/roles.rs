@@ -2,16 +2,25 @@
 //! weights): the naming conventions of TensorFlow's and Keras's writers, so the same rules serve
 //! a TF1 checkpoint, a TF2 object-based one and the Keras formats.
 //!
-//! - optimizer slots: a TF2 key holding `/.OPTIMIZER_SLOT/`, a Keras optimizer's
-//!   `optimizer/_variables/...`; a TF1 slot, i.e. a key with a `/` whose last component is a TF1
-//!   optimizer's slot name (`Adam`, `Momentum`, `RMSProp`, `Adagrad`, `AdagradDA`,
-//!   `ProximalAdagrad`, `Ftrl`, `Adadelta`, `Adamax`, `Nadam`, `LazyAdam`), optionally followed
-//!   by `_<digits>` (`dense/kernel/Adam_1`);
+//! - optimizer slots (state kept per model variable: Adam's momentum and velocity, ...): a TF2
+//!   key holding `/.OPTIMIZER_SLOT/`, a Keras 3 optimizer's `optimizer/_variables/...` in a TF
+//!   checkpoint; a TF1 slot, i.e. a key with a `/` whose last component is a TF1 optimizer's slot
+//!   name (`Adam`, `Momentum`, `RMSProp`, `Adagrad`, `AdagradDA`, `ProximalAdagrad`, `Ftrl`,
+//!   `Adadelta`, `Adamax`, `Nadam`, `LazyAdam`), optionally followed by `_<digits>`
+//!   (`dense/kernel/Adam_1`); a Keras 3 weights file's (`.weights.h5`, `.keras`)
+//!   `optimizer/vars/N` from N = 2 on; a legacy Keras `.h5`'s `optimizer_weights/...` other than
+//!   the optimizer's own below (Keras 3's `adam/dense_kernel_momentum`, Keras 2's
+//!   `Adam/dense/kernel/m:0`, older Keras' `training/Adam/Variable_1:0`);
 //! - other optimizer state: a last component `beta1_power` or `beta2_power` (optionally
-//!   `_<digits>`); a key under `optimizer/` (TF2 Keras' iteration count and learning rate; a
-//!   Keras 3 weights file's `optimizer/vars/N`), except `optimizer/_trainable_variables/...`,
-//!   through which Keras 3 reaches the model's own variables first in a TF checkpoint; a key
-//!   under `optimizer_weights/` (legacy Keras `.h5`);
+//!   `_<digits>`); a key under `optimizer/` in a TF checkpoint (TF2 Keras' iteration count and
+//!   learning rate), except `optimizer/_trainable_variables/...`, through which Keras 3 reaches
+//!   the model's own variables first; a Keras 3 weights file's `optimizer/vars/0` (the iteration
+//!   count) and `optimizer/vars/1` (the learning rate: Keras stores it there when it is a number;
+//!   with a schedule `vars/1` is the first slot, which [`Role::of_tensor`] tells by its shape); a
+//!   legacy `.h5`'s `optimizer_weights/<optimizer>/<name>` whose `<name>` (without `:<digits>`)
+//!   is one of the optimizer's own variables (`iteration`, `iterations`, `iter`,
+//!   `learning_rate`, `lr`, `decay`, `m_schedule`, `u_product`, and a loss-scale optimizer's
+//!   `dynamic_scale`, `step_counter`, `current_loss_scale`, `good_steps`);
 //! - bookkeeping: `global_step`, `save_counter` (by TF2 object path or TF1 key), the object
 //!   graph `_CHECKPOINTABLE_OBJECT_GRAPH`;
 //! - the model: everything else, also a counter of the user's own (`step`): only what TensorFlow
@@ -87,15 +96,60 @@ impl Role {
         if is(OPTIMIZER_OWN) {
             return Role::OptimizerOther;
         }
-        // Keras: a TF checkpoint's optimizer (whose `_trainable_variables` are the model's own,
-        // reached first through it), a Keras 3 file's `optimizer/vars/N`, a legacy `.h5`'s
-        // `optimizer_weights/`.
-        if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/")
-            || key.starts_with(b"optimizer_weights/")
-        {
+        // A Keras 3 weights file's optimizer: `vars/0` is the iteration count, `vars/1` the
+        // learning rate (when it is a number), the rest its slots.
+        if let Some(n) = key.strip_prefix(b"optimizer/vars/") {
+            return match n {
+                b"0" | b"1" => Role::OptimizerOther,
+                _ => Role::OptimizerSlot,
+            };
+        }
+        // A legacy `.h5`'s optimizer: its own variables by name, the rest its slots.
+        if let Some(rest) = key.strip_prefix(b"optimizer_weights/") {
+            const OWN: &[&[u8]] = &[
+                b"iteration",
+                b"iterations",
+                b"iter",
+                b"learning_rate",
+                b"lr",
+                b"decay",
+                b"m_schedule",
+                b"u_product",
+                b"dynamic_scale",
+                b"step_counter",
+                b"current_loss_scale",
+                b"good_steps",
+            ];
+            let leaf = match rest.iter().rposition(|&b| b == b'/') {
+                Some(i) => &rest[i + 1..],
+                None => rest,
+            };
+            let leaf = match leaf.iter().rposition(|&b| b == b':') {
+                Some(i) if leaf[i + 1..].iter().all(u8::is_ascii_digit) => &leaf[..i],
+                _ => leaf,
+            };
+            return if OWN.contains(&leaf) {
+                Role::OptimizerOther
+            } else {
+                Role::OptimizerSlot
+            };
+        }
+        // A TF checkpoint's Keras optimizer (whose `_trainable_variables` are the model's own,
+        // reached first through it): its iteration count, learning rate.
+        if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/") {
             return Role::OptimizerOther;
         }
         Role::Model
+    }
+
+    /// The role of the tensor named `key` of shape `shape`: [`Role::of`], except that a Keras 3
+    /// weights file's `optimizer/vars/1` that is not a scalar is a slot (its optimizer had a
+    /// learning-rate schedule, which Keras does not store, so the slots start at `vars/1`).
+    pub fn of_tensor(key: &[u8], shape: &[u64]) -> Role {
+        if key == b"optimizer/vars/1" && !shape.is_empty() {
+            return Role::OptimizerSlot;
+        }
+        Role::of(key)
     }
 }
 

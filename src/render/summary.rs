@@ -158,7 +158,7 @@ impl Summary {
             .entry(r.dtype.display_name())
             .or_insert((Totals::default(), counted));
         d.0.add(params, r.nbytes);
-        let role = Role::of(r.key);
+        let role = Role::of_tensor(r.key, r.shape);
         if let Some(i) = Role::ALL.iter().position(|&x| x == role) {
             self.by_role[i].add(params, r.nbytes);
         }
@@ -529,8 +529,20 @@ step                                1           1          8      8 B
             (b"save_counter/.ATTRIBUTES/VARIABLE_VALUE", Role::Bookkeeping),
             (b"global_step/.ATTRIBUTES/VARIABLE_VALUE", Role::Bookkeeping),
             // Keras files: a Keras 3 file's optimizer, a legacy .h5's.
-            (b"optimizer/vars/3", Role::OptimizerOther),
-            (b"optimizer_weights/adam/dense_kernel_momentum", Role::OptimizerOther),
+            (b"optimizer/vars/0", Role::OptimizerOther),
+            (b"optimizer/vars/1", Role::OptimizerOther),
+            (b"optimizer/vars/2", Role::OptimizerSlot),
+            (b"optimizer/vars/47", Role::OptimizerSlot),
+            (b"optimizer_weights/adam/dense_kernel_momentum", Role::OptimizerSlot),
+            (b"optimizer_weights/adam/dense_kernel_velocity", Role::OptimizerSlot),
+            (b"optimizer_weights/adam/iteration", Role::OptimizerOther),
+            (b"optimizer_weights/adam/learning_rate", Role::OptimizerOther),
+            // Keras 2 (tf_keras) and older Keras `.h5`.
+            (b"optimizer_weights/Adam/iter:0", Role::OptimizerOther),
+            (b"optimizer_weights/Adam/dense/kernel/m:0", Role::OptimizerSlot),
+            (b"optimizer_weights/Adam/dense/kernel/v:0", Role::OptimizerSlot),
+            (b"optimizer_weights/Adam/iterations:0", Role::OptimizerOther),
+            (b"optimizer_weights/training/Adam/Variable_3:0", Role::OptimizerSlot),
             (b"model_weights/dense/dense/kernel:0", Role::Model),
             (b"layers/dense/vars/0", Role::Model),
             (b"_CHECKPOINTABLE_OBJECT_GRAPH", Role::Bookkeeping),
@@ -548,6 +560,12 @@ step                                1           1          8      8 B
         for &(k, want) in cases {
             assert_eq!(Role::of(k), want, "{}", String::from_utf8_lossy(k));
         }
+        // With a learning-rate schedule, Keras 3's `vars/1` is the first slot: not a scalar.
+        let of = Role::of_tensor;
+        assert_eq!(of(b"optimizer/vars/1", &[]), Role::OptimizerOther);
+        assert_eq!(of(b"optimizer/vars/1", &[3, 2]), Role::OptimizerSlot);
+        assert_eq!(of(b"optimizer/vars/0", &[]), Role::OptimizerOther);
+        assert_eq!(of(b"layers/dense/vars/1", &[3]), Role::Model);
     }
 
     #[test]
