@@ -108,14 +108,20 @@ fn inside(dir: &Path, prefix: &Path) -> bool {
     }
 }
 
-/// Logs `msg` at `warn` the first time it comes up in this process.
-fn warn_once(msg: String) {
+/// Logs `msg` at `level` the first time it comes up in this process (a live mount re-reads
+/// the state file at every change: the same thing is said once).
+fn log_once(level: log::Level, msg: String) {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
     if said.len() < 4096 && !said.contains(&msg) {
-        log::warn!("{msg}");
+        log::log!(level, "{msg}");
         said.push(msg);
     }
+}
+
+/// [`log_once`] at `warn`.
+fn warn_once(msg: String) {
+    log_once(log::Level::Warn, msg);
 }
 
 /// The names checkpoints are shown under: their prefixes' base names, except the empty one,
@@ -169,18 +175,12 @@ fn read_state_file(store: &dyn Store, path: &Path) -> Result<String, SourceError
     })
 }
 
-/// Logs `msg` at `info` the first time it comes up in this process (a live mount re-reads the
-/// state file at every change; the same skipped checkpoint is said once). Not `warn`: a
+/// [`log_once`] at `info`, for a listed checkpoint that is gone. Not `warn`: a
 /// `CheckpointManager` deletes the checkpoint it prunes before it rewrites the state file, so
 /// every save of an ordinary training run lists one checkpoint that is already gone; `verify`
 /// reports a listed checkpoint that is missing as a problem.
 fn info_once(msg: String) {
-    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    if said.len() < 4096 && !said.contains(&msg) {
-        log::info!("{msg}");
-        said.push(msg);
-    }
+    log_once(log::Level::Info, msg);
 }
 
 /// What a checkpoint directory lacks, as `(name, reason)`: with a state file, each checkpoint
