@@ -154,9 +154,7 @@ impl NamesTree {
         let leaf = b.leaves.get(l as usize).ok_or(FsError::NotFound)?;
         let key = self.set.key(leaf.pos)?;
         let mut t = b"../".repeat(leaf.depth as usize);
-        t.extend_from_slice(b"variables/");
-        t.extend_from_slice(&escaped_path(&key).join(&b'/'));
-        t.extend_from_slice(kind.suffix().as_bytes());
+        t.extend_from_slice(&super::views::file_path(&key, kind));
         Ok(t)
     }
 

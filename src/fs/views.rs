@@ -54,17 +54,25 @@ fn failed(set: &dyn TensorSet, file: &str, msg: String) -> FsError {
     FsError::corrupt(file, set.path().display(), FormatError::Text(msg))
 }
 
-/// The path of a tensor's `.bin` relative to its checkpoint's root: `variables/` and the escaped
-/// key (each `/`-separated component escaped as a directory, the last as a file).
+/// The path of a tensor's `.bin` relative to its checkpoint's root (see [`file_path`]).
 pub fn bin_path(key: &[u8]) -> Vec<u8> {
+    file_path(key, tree::FileKind::Bin)
+}
+
+/// The path of a tensor's file of `kind` relative to its checkpoint's root: `variables/` and
+/// the escaped key (each `/`-separated component escaped as a directory, the last as a file),
+/// then the kind's suffix.
+pub fn file_path(key: &[u8], kind: tree::FileKind) -> Vec<u8> {
     let mut p = b"variables/".to_vec();
     let comps: Vec<&[u8]> = key.split(|&b| b == b'/').collect();
     let last = comps.len() - 1;
     for (i, c) in comps.iter().enumerate() {
         p.extend_from_slice(&tree::escape(c, i < last));
-        p.push(if i < last { b'/' } else { b'.' });
+        if i < last {
+            p.push(b'/');
+        }
     }
-    p.extend_from_slice(b"bin");
+    p.extend_from_slice(kind.suffix().as_bytes());
     p
 }
 
