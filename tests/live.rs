@@ -202,10 +202,9 @@ fn half_written_and_deleted_state_files_keep_the_last_complete_state() {
     );
 }
 
-/// A checkpoint whose data shard appears after its index (and after the state file names it)
-/// is shown once the shard is there, with its bytes.
-#[test]
-fn data_shard_appearing_after_the_index() {
+/// A followed training directory `run/` holding `ckpt-1` (state file naming it), mounted, and a
+/// `staging/` beside it where the next checkpoint is written before it is copied in.
+fn followed_run_and_staging() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("run");
     let staging = tmp.path().join("staging");
@@ -214,6 +213,14 @@ fn data_shard_appearing_after_the_index() {
     write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
     write_state(&dir, &["ckpt-1"]);
     let m = Mount::start(&dir, &[]);
+    (tmp, dir, staging, m)
+}
+
+/// A checkpoint whose data shard appears after its index (and after the state file names it)
+/// is shown once the shard is there, with its bytes.
+#[test]
+fn data_shard_appearing_after_the_index() {
+    let (_tmp, dir, staging, m) = followed_run_and_staging();
     let mnt = m.path();
     write_ckpt(&staging, "ckpt-2", &[7.0, 8.0, 9.0, 10.0]);
     std::fs::copy(staging.join("ckpt-2.index"), dir.join("ckpt-2.index")).expect("index");
@@ -243,14 +250,7 @@ fn data_shard_appearing_after_the_index() {
 /// soon as the shard existed, and its reads failed for good.)
 #[test]
 fn data_shard_written_in_pieces_after_the_index() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("run");
-    let staging = tmp.path().join("staging");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::create_dir_all(&staging).expect("mkdir");
-    write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
-    write_state(&dir, &["ckpt-1"]);
-    let m = Mount::start(&dir, &[]);
+    let (_tmp, dir, staging, m) = followed_run_and_staging();
     let mnt = m.path();
     // Two tensors, the second after the first in the shard.
     let vals: Vec<f32> = (0..65_536).map(|i| i as f32).collect();
