@@ -235,6 +235,84 @@ fn a_directory_mixing_v2_and_keras_checkpoints_shows_both() {
     );
 }
 
+/// A directory with nothing complete in it yet mounts empty and is followed (docs/live.md): an
+/// empty one, whose first TensorFlow save (with its state file) then appears, `latest` given by
+/// that state file; and one whose only Keras file is still being written (its first 2 KiB: no
+/// HDF5 reader can open it yet), which appears once complete.
+#[test]
+fn a_directory_with_nothing_complete_yet_mounts_empty_and_is_followed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+
+    // Empty, then a TF save: data and index, then the state file naming it.
+    let dir = tmp.path().join("tf");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let m = Mount::start(&dir, &[]);
+    let mnt = m.path();
+    assert!(
+        common::dir_names(&mnt).is_empty(),
+        "{:?}",
+        common::dir_names(&mnt)
+    );
+    write_v2(&staging, &dir, "ckpt-1", &[1.0, 2.0, 3.0, 4.0]);
+    std::fs::write(
+        dir.join("checkpoint"),
+        "model_checkpoint_path: \"ckpt-1\"\nall_model_checkpoint_paths: \"ckpt-1\"\n",
+    )
+    .expect("state file");
+    common::within(WITHIN, "ckpt-1 appears, latest names it", || {
+        common::dir_names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1"
+    });
+    assert_eq!(
+        std::fs::read(mnt.join("latest/variables/v.bin")).expect("v2 tensor"),
+        f32_bytes(&[1.0, 2.0, 3.0, 4.0])
+    );
+    // From then on the state file rules: a checkpoint it does not name is not shown.
+    write_v2(&staging, &dir, "ckpt-2", &[5.0, 6.0, 7.0, 8.0]);
+    std::fs::write(
+        dir.join("checkpoint"),
+        "model_checkpoint_path: \"ckpt-2\"\nall_model_checkpoint_paths: \"ckpt-2\"\n",
+    )
+    .expect("state file");
+    common::within(WITHIN, "ckpt-2 replaces ckpt-1", || {
+        common::dir_names(&mnt) == ["ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    });
+    drop(m);
+
+    // The first Keras file of a run, 2 KiB of it written.
+    let dir = tmp.path().join("keras");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let bytes = std::fs::read(keras_dir().join("checkpoints/ckpt-01.weights.h5")).expect("fixture");
+    let target = dir.join("ckpt-01.weights.h5");
+    std::fs::write(&target, &bytes[..2048]).expect("first bytes");
+    let err = tfmount::cmd::model::Ckpt::open(&target)
+        .err()
+        .expect("2 KiB of an HDF5 file do not open");
+    eprintln!("the first 2 KiB: {err}");
+    let m = Mount::start(&dir, &[]);
+    let mnt = m.path();
+    assert!(
+        common::dir_names(&mnt).is_empty(),
+        "{:?}",
+        common::dir_names(&mnt)
+    );
+    std::fs::write(&target, &bytes).expect("whole file");
+    common::within(
+        WITHIN,
+        "ckpt-01 appears once complete, latest names it",
+        || {
+            common::dir_names(&mnt) == ["ckpt-01.weights.h5", "latest"]
+                && latest(&mnt) == "ckpt-01.weights.h5"
+        },
+    );
+    check_values(
+        &mnt,
+        "latest",
+        &expected_hashes("checkpoints/ckpt-01.weights.h5"),
+    );
+}
+
 /// One `saved NAME SIZE JSON` line of `keras_live_writer.py`.
 struct Saved {
     at: Instant,

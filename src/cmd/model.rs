@@ -317,6 +317,12 @@ impl CheckpointSet {
                         opened: Err(reason),
                     });
                 }
+                if members.is_empty() {
+                    return Err(SourceProblem::NoCheckpoint(format!(
+                        "{}: holds no checkpoint yet",
+                        dir.display()
+                    )));
+                }
                 Ok(CheckpointSet { members })
             }
             Probed::Graph { path, .. } => Err(SourceProblem::NoCheckpoint(format!(
@@ -357,6 +363,9 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
             };
             match pick {
                 Some((_, p)) => Ckpt::open_path(&store, p, &cache),
+                None if checkpoints.is_empty() => {
+                    Err(format!("{}: holds no checkpoint yet", dir.display()))
+                }
                 None => {
                     let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
                     Err(format!(

@@ -70,10 +70,18 @@ pub fn build(store: &Arc<dyn Store>, probed: &Probed, opts: &Options) -> Result<
             return Ok(fs);
         }
         // Checkpoints that are one file each (Keras: one per epoch) appear whole: the
-        // directory is followed by listing it.
-        if opts.live && checkpoints.iter().any(|(_, p)| store.is_file(p)) {
+        // directory is followed by listing it. So is a directory with nothing in it yet.
+        if opts.live
+            && (checkpoints.is_empty() || checkpoints.iter().any(|(_, p)| store.is_file(p)))
+        {
             fs.live = Some(Live::open(&fs, store, dir, None)?);
             return Ok(fs);
+        }
+        if checkpoints.is_empty() {
+            return Err(SourceError::Invalid {
+                path: dir.clone(),
+                msg: "holds no model or checkpoint yet (an empty directory is mounted and followed only live: a local directory, without -o nolive)".into(),
+            });
         }
     }
     let id = fs

@@ -197,6 +197,11 @@ pub struct Live {
     /// The state file that lists its checkpoints; `None`: its checkpoint files are listed
     /// (a directory of Keras files, one per epoch), the newest being `latest`.
     state_file: Option<PathBuf>,
+    /// Mounted with nothing in it yet: the directory's state file is followed once one
+    /// appears (a TensorFlow job's first save), its files are listed until then.
+    adopt_state: bool,
+    /// The state file adopted (see `adopt_state`), from then on followed as `state_file` is.
+    adopted: std::sync::OnceLock<PathBuf>,
     root: Arc<LiveDir>,
     /// Unlinked checkpoints not yet freed.
     pruned: Mutex<Vec<Mounted>>,
@@ -264,9 +269,11 @@ impl Live {
             state: RwLock::new(DirState::default()),
         });
         fs.registry.set(0, root.clone());
-        let live = Live {
+        let mut live = Live {
             dir: dir.to_path_buf(),
             state_file: state_file.map(Path::to_path_buf),
+            adopt_state: false,
+            adopted: std::sync::OnceLock::new(),
             root,
             pruned: Mutex::new(Vec::new()),
             waiting: Mutex::new(Vec::new()),
@@ -278,12 +285,15 @@ impl Live {
             Some(f) => state::resolve(store, dir, f)?,
             None => (state::checkpoint_files(store, dir)?, None),
         };
-        if checkpoints.is_empty() {
+        if checkpoints.is_empty() && state_file.is_some() {
             return Err(SourceError::Invalid {
                 path: state_file.unwrap_or(dir).to_path_buf(),
                 msg: "none of the checkpoints this state file lists exists".into(),
             });
         }
+        // Nothing in it yet (a training job that has not saved): mounted empty, and the
+        // state file its first save writes is followed.
+        live.adopt_state = state_file.is_none() && checkpoints.is_empty();
         let mut first_error = None;
         for (name, prefix) in &checkpoints {
             match live.mount_one(fs, store, name, prefix) {
@@ -301,8 +311,13 @@ impl Live {
             }
         }
         if state_file.is_none() {
-            if let (true, Some(e)) = (live.root.read().entries.is_empty(), first_error) {
-                return Err(e);
+            // Nothing complete yet (the first file still being written): mounted empty and
+            // followed; said on stderr too, as the mount is made.
+            if live.root.read().entries.is_empty() && first_error.is_some() {
+                log::warn!(
+                    "{}: no checkpoint in it opens yet; mounted empty, each checkpoint shown once it is complete",
+                    dir.display()
+                );
             }
             latest = live.newest_shown(store);
         }
@@ -315,10 +330,30 @@ impl Live {
     /// file's (see [`complete_state`]), or the checkpoint files in it (`latest`: see
     /// [`Live::newest_shown`]).
     fn current(&self, store: &dyn Store) -> Option<(state::NamedPrefixes, Option<String>)> {
-        match &self.state_file {
+        match self.state_file() {
             Some(f) => complete_state(store, &self.dir, f),
             None => Some((state::checkpoint_files(store, &self.dir).ok()?, None)),
         }
+    }
+
+    /// The state file followed: the one mounted with, or the one adopted (see
+    /// [`Live::adopt_state`]) once it exists.
+    fn state_file(&self) -> Option<&Path> {
+        if let Some(f) = &self.state_file {
+            return Some(f);
+        }
+        if let Some(f) = self.adopted.get() {
+            return Some(f);
+        }
+        let f = self.dir.join("checkpoint");
+        if self.adopt_state && std::fs::metadata(&f).is_ok_and(|m| m.is_file()) {
+            log::info!(
+                "{}: its state file appeared; following it",
+                self.dir.display()
+            );
+            return Some(self.adopted.get_or_init(|| f));
+        }
+        None
     }
 
     /// `latest` without a state file: the newest checkpoint file among those shown (not one
@@ -378,7 +413,7 @@ impl Live {
         let mut out = Vec::new();
         self.free_forgotten(fs);
         // Without a state file there is no one file to watch: the directory is listed again.
-        let now_stamp = self.state_file.as_deref().and_then(stamp);
+        let now_stamp = self.state_file().and_then(stamp);
         let waiting_any = !self
             .waiting
             .lock()
@@ -462,7 +497,7 @@ impl Live {
                 .push(m);
         }
         // latest.
-        let latest = match self.state_file {
+        let latest = match self.state_file() {
             Some(_) => latest,
             None => self.newest_shown(store),
         };

@@ -207,6 +207,13 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     if let Some(b) = formats::v1::session_bundle(store, path) {
         return Ok(Probed::Checkpoint(b));
     }
+    if state::nothing_yet(store, path) {
+        return Ok(Probed::CheckpointDir {
+            dir: path.to_path_buf(),
+            checkpoints: Vec::new(),
+            latest: None,
+        });
+    }
     let listed = match state::checkpoint_files(store, path) {
         Ok(checkpoints) if !checkpoints.is_empty() => {
             let latest = state::newest_file(store, &checkpoints);

@@ -318,6 +318,24 @@ pub fn checkpoint_files(
     Ok(out)
 }
 
+/// Whether directory `dir` holds nothing yet but what a training job's first save leaves
+/// while it runs: it is empty, or holds only temporary files (TensorFlow's `*_temp*`
+/// directories of a sharded save, `*.tempstate*` files and a state file's `checkpoint.tmp*`;
+/// hidden files, as `rsync` and many copy tools write before a rename).
+/// Such a directory is a checkpoint directory with no checkpoint in it yet.
+pub fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
+    let Ok(entries) = store.list(dir) else {
+        return false;
+    };
+    entries.iter().all(|(name, _)| {
+        let n = name.to_string_lossy();
+        n.starts_with('.')
+            || n.contains("_temp")
+            || n.contains(".tempstate")
+            || n.starts_with("checkpoint.tmp")
+    })
+}
+
 /// The `latest` of a directory without a state file: the newest checkpoint that is one file
 /// (a Keras file; ModelCheckpoint writes one per epoch) by modification time, the last by name
 /// among equals. TensorFlow's own checkpoints (prefixes of several files) get no `latest`
