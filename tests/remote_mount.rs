@@ -390,6 +390,64 @@ fn fails_with(url: &str, env: &[(String, String)], msg: &str) {
     }
 }
 
+/// A web server that ignores `Range:` (nginx with `max_ranges 0`, as Python's `http.server`
+/// does) cannot serve tfmount: every kind of source says so in words, naming the URL (not
+/// "not a TensorFlow checkpoint"), in `ls`, `cat`, `verify` and at mount.
+#[test]
+fn a_server_without_range_requests_is_named_as_the_problem() {
+    let Some(nginx) = Server::nginx_with("max_ranges 0;") else {
+        return;
+    };
+    serve(
+        &nginx,
+        &["demo_savedmodel", "sharded", "keras", "tflite", "tfjs"],
+    );
+    let (st, body) = http(
+        nginx.port,
+        "GET",
+        "/tflite/float.tflite",
+        &[("Range", "bytes=0-3")],
+        b"",
+    );
+    assert_eq!(st, 200, "the server under test ignores Range");
+    assert!(body.len() > 4, "whole file sent");
+    let base = nginx.url();
+    for (url, named) in [
+        ("keras/model.keras", "keras/model.keras"),
+        ("tflite/float.tflite", "tflite/float.tflite"),
+        ("tfjs/graph/model.json", "tfjs/graph/model.json"),
+        ("sharded/model.ckpt", "sharded/model.ckpt.index"),
+    ] {
+        let url = format!("{base}/{url}");
+        let named = format!("{base}/{named}");
+        fails_with(&url, &[], &format!("{named}: {RANGE_WORDS}"));
+    }
+    // A SavedModel: each command names the first of its files it reads.
+    let url = format!("{base}/demo_savedmodel");
+    let mp = tempfile::tempdir().expect("mount point");
+    let mp = mp.path().to_str().expect("path");
+    for (args, who) in [
+        (vec!["ls", &url], "tfmount ls"),
+        (vec!["verify", &url], "tfmount verify"),
+        (vec![&url, mp], "tfmount"),
+    ] {
+        let out = tfmount(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let named = err
+            .strip_prefix(&format!("{who}: {url}/"))
+            .and_then(|e| e.strip_suffix(&format!(": {RANGE_WORDS}\n")))
+            .unwrap_or_else(|| panic!("{args:?}: {err}"));
+        assert!(
+            ["saved_model.pb", "variables/variables.index"].contains(&named),
+            "{args:?}: {err}"
+        );
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+    }
+}
+
+/// What tfmount says of a server that ignores `Range:` (src/source/remote/cause.rs).
+const RANGE_WORDS: &str = "the server does not answer HTTP range requests (it sends the whole file when asked for part of it), and tfmount reads files in parts: serve it with a server that does (nginx, any object store) or download it";
+
 /// Messages about remote sources name the full URL and say what is wrong in words: a 404, a
 /// refused connection, a missing bucket at mount and in the subcommands; a read that fails
 /// in a mount logs one line naming the URL and the tensor.

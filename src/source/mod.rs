@@ -172,9 +172,34 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
             });
         }
     }
+    unreadable(store, path)?;
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),
     })
+}
+
+/// Before "not recognised" is said of a remote file: whether its bytes can be read at all.
+/// Recognising a format reads a few bytes at some offset, and a server that cannot answer a
+/// range request (or any other read failure) must be named as what is wrong, not the file.
+/// One request of one byte, made only on the way to that error; local files are not tried.
+fn unreadable(store: &dyn Store, path: &Path) -> Result<(), SourceError> {
+    if store.kind(path) != Some(bytes::EntryKind::File) {
+        return Ok(());
+    }
+    let Ok(f) = store.open(path) else {
+        return Ok(());
+    };
+    if !f.is_remote() {
+        return Ok(());
+    }
+    let mut b = [0u8; 1];
+    match f.read_exact_at(&mut b, 0) {
+        Ok(()) => Ok(()),
+        Err(err) => Err(SourceError::Format {
+            path: path.to_path_buf(),
+            err,
+        }),
+    }
 }
 
 /// What directory `path` of `store` is: a SavedModel, a checkpoint directory (with a state
@@ -233,6 +258,7 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         return Ok(Probed::Checkpoint(c));
     }
     listed?;
+    unreadable(store, path)?;
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),
     })

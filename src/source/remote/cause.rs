@@ -251,6 +251,10 @@ fn request_cause(e: &(dyn Error + 'static)) -> (Cause, Vec<String>) {
     (c, texts)
 }
 
+/// What a server that ignores `Range:` headers is told (object_store's own words name only
+/// the object).
+pub(crate) const RANGE_UNSUPPORTED: &str = "the server does not answer HTTP range requests (it sends the whole file when asked for part of it), and tfmount reads files in parts: serve it with a server that does (nginx, any object store) or download it";
+
 /// A store error as a [`RemoteError`] about `url`; `timeout` is `remote_timeout`.
 pub(crate) fn map_err(url: &str, timeout: Duration, e: object_store::Error) -> RemoteError {
     use object_store::Error as E;
@@ -259,10 +263,16 @@ pub(crate) fn map_err(url: &str, timeout: Duration, e: object_store::Error) -> R
             return RemoteError::NotFound { url: url.into() };
         }
         E::NotSupported { .. } | E::NotImplemented { .. } => {
+            let text = e.to_string();
+            let what = if text.contains("Range request not supported") {
+                RANGE_UNSUPPORTED.to_string()
+            } else {
+                one_line(&text)
+            };
             return RemoteError::Unsupported {
                 url: url.into(),
-                what: one_line(&e.to_string()),
-            }
+                what,
+            };
         }
         _ => {}
     }
