@@ -152,6 +152,7 @@ impl FsError {
                 | FormatError::Flatbuffer(_)
                 | FormatError::Version(_)
                 | FormatError::BadEntry(_)
+                | FormatError::DataTruncated { .. }
                 | FormatError::BadSliceKey
                 | FormatError::BadString(_)
                 | FormatError::TensorCrc { .. }

@@ -171,6 +171,50 @@ fn check_mountpoint(mp: &Path, nonempty: bool) -> Result<PathBuf, Failure> {
     Ok(canon)
 }
 
+/// Why the kernel (or fusermount3) refused a mount with "permission denied", as far as can
+/// be told from here, and what to do about it.
+fn permission_words() -> String {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dev = Path::new("/dev/fuse");
+    let usable = std::ffi::CString::new("/dev/fuse")
+        .map(|c| {
+            // SAFETY: `c` is a valid NUL-terminated path; access(2) only reads it.
+            unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::W_OK) == 0 }
+        })
+        .unwrap_or(false);
+    if !usable {
+        let how = std::fs::metadata(dev)
+            .map(|m| {
+                format!(
+                    " (mode {:o}, owner uid {} gid {})",
+                    m.permissions().mode() & 0o7777,
+                    m.uid(),
+                    m.gid()
+                )
+            })
+            .unwrap_or_default();
+        return format!(
+            "permission denied: this user cannot read and write /dev/fuse{how}; it is normally mode 666, or join the group that owns it (in a container: --device /dev/fuse)"
+        );
+    }
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        let setuid = [
+            "/usr/bin/fusermount3",
+            "/bin/fusermount3",
+            "/usr/local/bin/fusermount3",
+        ]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .any(|m| m.uid() == 0 && m.permissions().mode() & 0o4000 != 0);
+        if !setuid {
+            return "permission denied: a user other than root mounts through fusermount3, which must be installed setuid root (apt-get install fuse3)".into();
+        }
+        return "permission denied: the mount point must be a directory this user owns and may write, and FUSE mounts by users other than root must be allowed (in a container: --cap-add SYS_ADMIN and --device /dev/fuse)".into();
+    }
+    "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it".into()
+}
+
 fn check_fuse() -> Result<(), Failure> {
     if !Path::new("/dev/fuse").exists() {
         return Err(fail(
@@ -343,11 +387,39 @@ fn open_fs(args: &Args, settings: &Settings, mp: &Path) -> Result<(Fs, String), 
     Ok((fs, fsname))
 }
 
+/// A mount point that failed its check, said as the arguments given in the wrong order when
+/// they look so: MOUNTPOINT is a model (or a URL) and SOURCE an existing directory.
+fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
+    let (src, mp) = (&args.source, &args.mountpoint);
+    if !src.is_dir() {
+        return f;
+    }
+    let url = source::remote::url::is_remote(&mp.to_string_lossy());
+    let model = url
+        || matches!(
+            source::open(mp, &settings.remote).map(|s| s.probed),
+            Ok(p) if !matches!(&p, source::Probed::CheckpointDir { checkpoints, .. } if checkpoints.is_empty())
+        );
+    if !model {
+        return f;
+    }
+    fail(
+        f.code,
+        format!(
+            "{}: a model, not a mount point: SOURCE comes first, then MOUNTPOINT (tfmount {} {})",
+            mp.display(),
+            mp.display(),
+            src.display()
+        ),
+    )
+}
+
 fn run_inner(args: Args) -> Result<(), Failure> {
     init_logging();
     let settings = settings(&args)?;
     let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
-    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)?;
+    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
+        .map_err(|f| swapped(&args, &settings, f))?;
     check_fuse()?;
     raise_fd_limit();
     if args.foreground {
@@ -590,7 +662,15 @@ fn serve(
             } else {
                 EXIT_RUNTIME
             };
-            let f = fail(code, format!("{}: mount failed: {e}", mountpoint.display()));
+            let why = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                permission_words()
+            } else {
+                e.to_string()
+            };
+            let f = fail(
+                code,
+                format!("{}: mount failed: {why}", mountpoint.display()),
+            );
             if let Some(mut w) = ready {
                 let _ = writeln!(w, "{}:{}", f.code, f.msg);
             }

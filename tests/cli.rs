@@ -381,6 +381,92 @@ fn cat_of_a_damaged_tensor_fails_with_one_line_naming_it() {
     assert_eq!(o.stdout, 1234i64.to_le_bytes());
 }
 
+/// Damage is said in words about the user's file, in one line: a data shard cut short (`cat`
+/// says what `verify` says, and `diff --exact` names the side it is on), an index cut short,
+/// a `.tflite` cut short (the flatbuffer verifier's trace of fields becomes one line).
+#[test]
+fn damage_is_said_in_words_in_one_line() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let good = fixtures().join("sharded/model.ckpt");
+    for f in std::fs::read_dir(fixtures().join("sharded")).expect("ls") {
+        let f = f.expect("entry").path();
+        std::fs::copy(&f, tmp.path().join(f.file_name().expect("name"))).expect("copy");
+    }
+    let cut = tmp.path().join("model.ckpt");
+    let shard = tmp.path().join("model.ckpt.data-00001-of-00003");
+    let len = std::fs::metadata(&shard).expect("shard").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard)
+        .expect("open")
+        .set_len(len - 4)
+        .expect("truncate");
+    let cut_s = cut.to_string_lossy().to_string();
+    let words = format!(
+        "is truncated: {} bytes, the tensor is stored at bytes ",
+        len - 4
+    );
+    let v = tfmount(&["verify", &cut_s]);
+    assert_eq!(code(&v), 1);
+    let reason = text(&v.stdout);
+    let (key, reason) = reason.trim_end().split_once('\t').expect("KEY<TAB>REASON");
+    assert!(reason.contains(&words), "{reason}");
+    let c = tfmount(&["cat", &cut_s, &format!("variables/{key}.bin")]);
+    let err = text(&c.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&words) && err.contains(key) && !err.contains("bad tensor entry"),
+        "{err}"
+    );
+    let tail = reason.split_once(&words).expect("words").1;
+    assert!(
+        err.trim_end().ends_with(tail),
+        "cat: {err}; verify: {reason}"
+    );
+    for (a, b, side) in [
+        (good.clone(), cut.clone(), "B"),
+        (cut.clone(), good.clone(), "A"),
+    ] {
+        let d = tfmount(&[
+            "diff",
+            "--exact",
+            &a.to_string_lossy(),
+            &b.to_string_lossy(),
+        ]);
+        let err = text(&d.stderr);
+        assert_eq!(code(&d), 2, "{err}");
+        assert!(
+            err.starts_with(&format!("tfmount diff: {side} ({cut_s}): {key}: "))
+                && err.contains(&words),
+            "{err}"
+        );
+    }
+    // An index cut short.
+    let index = tmp.path().join("cut.index");
+    let bytes = std::fs::read(fixtures().join("sharded/model.ckpt.index")).expect("index");
+    std::fs::write(&index, &bytes[..bytes.len() - 20]).expect("write");
+    let o = tfmount(&["ls", &tmp.path().join("cut").to_string_lossy()]);
+    let err = text(&o.stderr);
+    assert_eq!(code(&o), 3, "{err}");
+    assert!(
+        err.contains("not a TensorFlow table (index) file") && !err.contains("magic number\n"),
+        "{err}"
+    );
+    // A .tflite cut short.
+    let lite = tmp.path().join("cut.tflite");
+    let bytes = std::fs::read(fixtures().join("tflite/float.tflite")).expect("tflite");
+    std::fs::write(&lite, &bytes[..3000]).expect("write");
+    let o = tfmount(&["ls", &lite.to_string_lossy()]);
+    let err = text(&o.stderr);
+    assert_eq!(code(&o), 3, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the flatbuffer does not verify: field `")
+            && err.contains("truncated or damaged"),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // ls
 // ---------------------------------------------------------------------------------------------

@@ -245,6 +245,95 @@ fn mount_point_errors_have_their_exit_codes() {
     assert_eq!(std::fs::read(full.join("mine.txt")).expect("back"), b"x");
 }
 
+/// SOURCE and MOUNTPOINT given in the wrong order (an empty directory first, then a model or a
+/// URL) are said to be so, with the command in the right order, not "mkdir -p MODEL".
+#[test]
+fn swapped_source_and_mount_point_are_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (prefix, _) = small_checkpoint(tmp.path());
+    let mp = tmp.path().join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    let sm = fixtures().join("demo_savedmodel");
+    for model in [prefix.clone(), sm, PathBuf::from("s3://bucket/run/ckpt-1")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .arg("-f")
+            .arg(&mp)
+            .arg(&model)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        let want = format!(
+            "tfmount: {m}: a model, not a mount point: SOURCE comes first, then MOUNTPOINT (tfmount {m} {})\n",
+            mp.display(),
+            m = model.display()
+        );
+        assert_eq!(err, want);
+        assert!(!is_mounted(&mp));
+    }
+}
+
+/// A user other than root refused by FUSE is told what to check (/dev/fuse's mode, fusermount3,
+/// a container's device and capability), not "Permission denied (os error 13)".
+#[test]
+fn permission_denied_at_mount_says_what_to_check() {
+    if !root() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (prefix, _) = small_checkpoint(tmp.path());
+    let mp = tmp.path().join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    for p in [tmp.path(), mp.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    let mut readable = vec![tmp.path().to_path_buf()];
+    readable.extend(
+        std::fs::read_dir(tmp.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").path()),
+    );
+    for p in readable {
+        let mode = if p.is_dir() { 0o777 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .arg("-f")
+        .arg(&prefix)
+        .arg(&mp)
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run as nobody");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || is_mounted(&mp) {
+        // This machine lets any user mount through FUSE: nothing to say.
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&mp)
+            .status();
+        eprintln!("mounting as nobody worked here: no refusal to check");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "tfmount: {}: mount failed: permission denied: ",
+            mp.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        ["/dev/fuse", "fusermount3", "SYS_ADMIN"]
+            .iter()
+            .any(|w| err.contains(w)),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "{err}");
+}
+
 /// Runs `tfmount -f SOURCE MP` (and `extra`) that must refuse before mounting: its exit code
 /// and stderr. Should it mount anyway (the refusal missing), the mount is removed without
 /// anything being read from it, so a failing test leaves no mount behind.

@@ -129,6 +129,14 @@ impl<'c> Diff<'c> {
         }
     }
 
+    /// Trouble with the checkpoint on `side`, named by its path.
+    fn trouble_on(&mut self, side: Side, what: &str) {
+        match side {
+            Side::A => self.trouble("A", self.a, what),
+            Side::B => self.trouble("B", self.b, what),
+        }
+    }
+
     fn trouble(&mut self, side: &str, ck: &Ckpt, what: &str) {
         eprintln!("tfmount diff: {side} ({}): {what}", ck.prefix().display());
         self.trouble = true;
@@ -220,7 +228,7 @@ impl<'c> Diff<'c> {
         } else {
             match self.index_equal(&ta, &tb) {
                 Ok(v) => v,
-                Err(e) => return self.trouble("A/B", self.a, &format!("{}: {e}", show(&ta.key))),
+                Err((side, e)) => return self.trouble_on(side, &format!("{}: {e}", show(&ta.key))),
             }
         };
         let equal = match by_index {
@@ -232,8 +240,8 @@ impl<'c> Diff<'c> {
                 self.stats.by_bytes += 1;
                 match self.bytes_equal(&ta, &tb) {
                     Ok(eq) => eq,
-                    Err(e) => {
-                        return self.trouble("A/B", self.a, &format!("{}: {e}", show(&ta.key)))
+                    Err((side, e)) => {
+                        return self.trouble_on(side, &format!("{}: {e}", show(&ta.key)))
                     }
                 }
             }
@@ -255,7 +263,7 @@ impl<'c> Diff<'c> {
         &self,
         ta: &super::model::TensorInfo,
         tb: &super::model::TensorInfo,
-    ) -> Result<Option<bool>, String> {
+    ) -> Result<Option<bool>, (Side, String)> {
         match (ta.partitioned, tb.partitioned) {
             (false, false) => Ok(match (ta.crc, tb.crc) {
                 (Some(x), Some(y)) => Some(x == y && ta.nbytes == tb.nbytes),
@@ -263,8 +271,8 @@ impl<'c> Diff<'c> {
             }),
             (true, true) => {
                 // The same slicing: slice by slice. Otherwise only the bytes can tell.
-                let mut pa = self.a.pieces(ta).map_err(|e| format!("A: {e}"))?;
-                let mut pb = self.b.pieces(tb).map_err(|e| format!("B: {e}"))?;
+                let mut pa = self.a.pieces(ta).map_err(|e| (Side::A, e.to_string()))?;
+                let mut pb = self.b.pieces(tb).map_err(|e| (Side::B, e.to_string()))?;
                 pa.sort_by(|x, y| x.extent.cmp(&y.extent));
                 pb.sort_by(|x, y| x.extent.cmp(&y.extent));
                 if pa.len() != pb.len() || pa.iter().zip(&pb).any(|(x, y)| x.extent != y.extent) {
@@ -288,9 +296,15 @@ impl<'c> Diff<'c> {
         &self,
         ta: &super::model::TensorInfo,
         tb: &super::model::TensorInfo,
-    ) -> Result<bool, String> {
-        let na = self.a.served_size(ta).map_err(|e| format!("A: {e}"))?;
-        let nb = self.b.served_size(tb).map_err(|e| format!("B: {e}"))?;
+    ) -> Result<bool, (Side, String)> {
+        let na = self
+            .a
+            .served_size(ta)
+            .map_err(|e| (Side::A, e.to_string()))?;
+        let nb = self
+            .b
+            .served_size(tb)
+            .map_err(|e| (Side::B, e.to_string()))?;
         if na != nb {
             return Ok(false);
         }
@@ -300,13 +314,14 @@ impl<'c> Diff<'c> {
             let x = self
                 .a
                 .read_served(ta, off, n)
-                .map_err(|e| format!("A: {e}"))?;
+                .map_err(|e| (Side::A, e.to_string()))?;
             let y = self
                 .b
                 .read_served(tb, off, n)
-                .map_err(|e| format!("B: {e}"))?;
+                .map_err(|e| (Side::B, e.to_string()))?;
             if x.len() != n || y.len() != n {
-                return Err(format!("short read at byte {off}"));
+                let side = if x.len() != n { Side::A } else { Side::B };
+                return Err((side, format!("short read at byte {off}")));
             }
             if x != y {
                 return Ok(false);
@@ -315,6 +330,13 @@ impl<'c> Diff<'c> {
         }
         Ok(true)
     }
+}
+
+/// Which of the two checkpoints a failure is in.
+#[derive(Clone, Copy)]
+enum Side {
+    A,
+    B,
 }
 
 fn show(key: &[u8]) -> String {

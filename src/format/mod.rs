@@ -25,7 +25,7 @@ pub mod zip;
 pub enum FormatError {
     #[error("file is too short to be an sstable ({0} bytes)")]
     TooShort(usize),
-    #[error("bad sstable magic number")]
+    #[error("not a TensorFlow table (index) file: it does not end with the table magic number (truncated, or another kind of file)")]
     BadMagic,
     #[error(
         "block handle points outside the file (offset {offset}, size {size}, file {file_len})"
@@ -53,6 +53,9 @@ pub enum FormatError {
     Version(String),
     #[error("bad tensor entry: {0}")]
     BadEntry(String),
+    /// A tensor's stored bytes run past the end of its data file.
+    #[error("data file is truncated: {len} bytes, the tensor is stored at bytes {start}..{end}")]
+    DataTruncated { len: u64, start: u64, end: u64 },
     #[error("bad slice key")]
     BadSliceKey,
     #[error("corrupt string tensor: {0}")]

@@ -750,13 +750,11 @@ impl StoredBytes {
     /// Fails if the stored range runs past the end of its file (logged once, like a failed CRC
     /// check: the file's length is fixed at mount).
     fn check_extent(&self) -> FsResult<()> {
-        let (end, file) = (self.end, &*self.file);
+        let (start, end, file) = (self.start, self.end, &*self.file);
         if end > file.len() {
             let len = file.len();
             self.shared.check_once(self.pos, &self.key, file, || {
-                Err(FormatError::BadEntry(format!(
-                    "it runs past the end of its data file ({end} bytes needed, {len} present)"
-                )))
+                Err(FormatError::DataTruncated { len, start, end })
             })?;
         }
         Ok(())

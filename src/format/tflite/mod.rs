@@ -393,6 +393,81 @@ fn ints(v: Option<flatbuffers::Vector<'_, i32>>) -> Vec<i32> {
     v.map(|v| v.iter().collect()).unwrap_or_default()
 }
 
+/// The flatbuffer verifier's error in one line of words (its own text is several lines, a
+/// trace of the fields it was in): what is wrong, and the innermost table field it was in.
+fn not_verified(e: &flatbuffers::InvalidFlatbuffer, len: u64) -> String {
+    use flatbuffers::{ErrorTraceDetail as D, InvalidFlatbuffer as E};
+    let (what, trace) = match e {
+        E::RangeOutOfBounds { range, error_trace } => (
+            if range.end as u64 > len {
+                format!(
+                    "it points at bytes {}..{} of a {len}-byte file: the file is truncated or damaged",
+                    range.start, range.end
+                )
+            } else {
+                format!(
+                    "it points at bytes {}..{}, outside what it may use: the file is damaged",
+                    range.start, range.end
+                )
+            },
+            Some(error_trace),
+        ),
+        E::MissingRequiredField {
+            required,
+            error_trace,
+        } => (
+            format!("required field `{required}` is missing: the file is damaged"),
+            Some(error_trace),
+        ),
+        E::InconsistentUnion {
+            field, error_trace, ..
+        } => (
+            format!("union `{field}` has a type without a value or a value without a type: the file is damaged"),
+            Some(error_trace),
+        ),
+        E::Utf8Error {
+            range, error_trace, ..
+        } => (
+            format!("the string at bytes {}..{} is not UTF-8: the file is damaged", range.start, range.end),
+            Some(error_trace),
+        ),
+        E::MissingNullTerminator { range, error_trace } => (
+            format!("the string at bytes {}..{} has no terminating zero: the file is damaged", range.start, range.end),
+            Some(error_trace),
+        ),
+        E::Unaligned {
+            position,
+            unaligned_type,
+            error_trace,
+        } => (
+            format!("a {unaligned_type} at byte {position} is not aligned: the file is damaged"),
+            Some(error_trace),
+        ),
+        E::SignedOffsetOutOfBounds {
+            position,
+            error_trace,
+            ..
+        } => (
+            format!("the table at byte {position} has a vtable offset outside the file: the file is damaged"),
+            Some(error_trace),
+        ),
+        E::TooManyTables => ("it holds more tables than a model of its size can".into(), None),
+        E::ApparentSizeTooLarge => ("it claims more bytes than the file has".into(), None),
+        E::DepthLimitReached => ("its tables nest deeper than 64 levels".into(), None),
+    };
+    let field = trace.and_then(|t| {
+        t.as_ref().iter().find_map(|d| match d {
+            D::TableField { field_name, .. } => Some(field_name.to_string()),
+            D::UnionVariant { variant, .. } => Some(variant.to_string()),
+            D::VectorElement { .. } => None,
+        })
+    });
+    match field {
+        Some(f) => format!("the flatbuffer does not verify: field `{f}`: {what}"),
+        None => format!("the flatbuffer does not verify: {what}"),
+    }
+}
+
 /// Reads the model in `src`. `avoid`: ranges of the file that are not the flatbuffer's (an
 /// appended zip), not read.
 pub fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model> {
@@ -422,8 +497,7 @@ pub fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model>
     skip.sort_unstable();
     let img = image(src, span, &skip)?;
     let opts = verifier_options(span);
-    let m = fb::root_as_model_with_opts(&opts, &img)
-        .map_err(|e| bad(format!("the flatbuffer does not verify: {e}")))?;
+    let m = fb::root_as_model_with_opts(&opts, &img).map_err(|e| bad(not_verified(&e, len)))?;
     let base = img.as_ptr() as usize;
     let buffers = m
         .buffers()
@@ -578,8 +652,12 @@ fn tensor(t: fb::Tensor<'_>) -> Tensor {
 pub fn render_metadata(bytes: &[u8]) -> Result<String> {
     use metadata_schema_generated::tflite as md;
     let opts = verifier_options(bytes.len() as u64);
-    let m = md::root_as_model_metadata_with_opts(&opts, bytes)
-        .map_err(|e| bad(format!("TFLITE_METADATA does not verify: {e}")))?;
+    let m = md::root_as_model_metadata_with_opts(&opts, bytes).map_err(|e| {
+        bad(format!(
+            "TFLITE_METADATA: {}",
+            not_verified(&e, bytes.len() as u64)
+        ))
+    })?;
     let mut s = format!("{m:#?}");
     s.push('\n');
     Ok(s)
