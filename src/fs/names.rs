@@ -65,6 +65,10 @@ struct Leaf {
     /// Its tensor's position in the set.
     pos: u64,
     dtype: DType,
+    /// The length of its links' target without the file's suffix (`../` per component, then
+    /// the tensor's path in `variables/`): a link's size without a lookup of its key, so a
+    /// listing (READDIRPLUS: every entry's attributes) reads no index.
+    target_len: u32,
 }
 
 struct Built {
@@ -186,13 +190,15 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
         let n = slot_of.len();
         slot_of.entry(k.as_bytes()).or_insert(n);
     }
-    let mut found: Vec<Option<(u64, DType)>> = vec![None; slot_of.len()];
+    // Each key's position, dtype and the length of its path in `variables/` (no suffix).
+    let mut found: Vec<Option<(u64, DType, usize)>> = vec![None; slot_of.len()];
     if !slot_of.is_empty() {
         walk(set, |p, k| {
             if let Some(&n) = slot_of.get(k) {
                 // A tensor whose entry cannot be read has no dtype: no links to it.
                 if let Ok(info) = set.info(p) {
-                    found[n] = Some((p, info.dtype));
+                    let len = super::views::file_path(k, FileKind::Bin).len() - ".bin".len();
+                    found[n] = Some((p, info.dtype, len));
                 }
             }
             Ok(true)
@@ -211,7 +217,8 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
     let mut subdirs: FxMap<Vec<u8>, u32> = FxMap::default();
     let mut path = Vec::new();
     for (name, key) in pairs {
-        let Some(&Some((pos, dtype))) = slot_of.get(key.as_bytes()).and_then(|&n| found.get(n))
+        let Some(&Some((pos, dtype, path_len))) =
+            slot_of.get(key.as_bytes()).and_then(|&n| found.get(n))
         else {
             continue;
         };
@@ -245,11 +252,13 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
             };
         }
         let l = u32::try_from(b.leaves.len()).map_err(|_| "too many names")?;
+        let target_len = u32::try_from(3 * comps.len() + path_len).map_err(|_| "name too long")?;
         b.leaves.push(Leaf {
             dir,
             depth: u32::try_from(comps.len()).unwrap_or(u32::MAX),
             pos,
             dtype,
+            target_len,
         });
         let name = b.push(leaf_name);
         b.dirs[dir as usize].items.push(Item {
@@ -317,11 +326,14 @@ impl Subtree for NamesTree {
                 size: Size::Known(0),
                 meta: self.meta(),
             },
-            Node::Link(l, kind) => NodeAttr {
-                kind: Kind::Symlink,
-                size: Size::Known(self.target(b, l, kind)?.len() as u64),
-                meta: self.meta(),
-            },
+            Node::Link(l, kind) => {
+                let leaf = b.leaves.get(l as usize).ok_or(FsError::NotFound)?;
+                NodeAttr {
+                    kind: Kind::Symlink,
+                    size: Size::Known(u64::from(leaf.target_len) + kind.suffix().len() as u64),
+                    meta: self.meta(),
+                }
+            }
         })
     }
 

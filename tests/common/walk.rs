@@ -127,6 +127,10 @@ pub fn walk<T: Tree>(tree: &T, opts: &Walk) -> BTreeMap<Vec<u8>, Node<T::Handle>
             }
             let p = join(&path, &e.name);
             let link = (e.kind == Kind::Symlink).then(|| tree.readlink(&e.handle, &p));
+            if let Some(l) = &link {
+                // A symlink's size is its target's length (`ls -l`, `lstat`).
+                assert_eq!(l.len() as u64, e.size, "{}: size vs readlink", show(&p));
+            }
             let key = if opts.keys { tree.key(&e.handle) } else { None };
             let data = (opts.read && e.kind == Kind::File).then(|| tree.read(&e.handle, e.size));
             if e.kind == Kind::Dir {
