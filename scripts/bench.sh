@@ -58,6 +58,11 @@
 #      first use, never at mount: 20k < 50 ms, 1M < 100 ms, each beside 1k plain tensors), then
 #      `ls -f MNT/names | wc -l` of the 1M-identical mount (the object graph decoded, 1M names
 #      uniquified, the tree of 4M links built and listed; target < 2 s)
+#  16. the whole tree at the model's size (bench_whole_tree; ONLY=whole_tree runs this section
+#      alone): two checkpoints of WHOLE_MIB (200) MiB of float32 tensors, one tensor in 40
+#      changed; `du -s --apparent-size` of a mount vs the tensor bytes (<= 2.05x), and `diff -rq`
+#      of two fresh mounts vs `diff -rq` of their variables/ on two fresh mounts (<= 2x), with
+#      the derived views hidden (the default) and, for scale, listed (-o views=visible)
 #  14. a ~100 MB TFLite model written by TensorFlow's converter (bench_tflite,
 #      `scripts/gen_tflite.py --big`; a Python with TensorFlow): start -> first stat of its
 #      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
@@ -1490,6 +1495,62 @@ if [ "${ONLY:-}" = tflite ]; then
     exit 0
 fi
 echo "== writing checkpoints"
+bench_whole_tree() {
+    echo "== 16: the whole tree: du and diff -rq of a mount vs its tensors"
+    local mib=${WHOLE_MIB:-200} n=200 elems tensor_bytes mode a b ta tb t0 t1 runs_all runs_vars r du_b
+    elems=$((mib * 1024 * 1024 / 4 / n))
+    tensor_bytes=$((n * elems * 4))
+    mk wt_a --tensors "$n" --elems "$elems" --depth 2
+    mk wt_b --tensors "$n" --elems "$elems" --depth 2 --alter-every 40
+    a=$WORK/wt_a/ckpt
+    b=$WORK/wt_b/ckpt
+    for mode in hidden visible; do
+        local args=$TFMOUNT_ARGS
+        TFMOUNT_ARGS="$args -o views=$mode"
+        new_mountpoint
+        ta=$MP
+        mount_bg "$a" "$ta" || die "mount $a"
+        du_b=$(du -s --apparent-size -B1 "$ta" | cut -f1)
+        unmount "$ta"
+        runs_all=()
+        runs_vars=()
+        for r in $(seq "$REPS"); do
+            new_mountpoint; ta=$MP
+            new_mountpoint; tb=$MP
+            mount_bg "$a" "$ta" && mount_bg "$b" "$tb" || die "mount"
+            t0=$(now)
+            diff -rq "$ta" "$tb" >"$WORK/wt_diff.$mode" 2>&1
+            t1=$(now)
+            runs_all+=("$(sub "$t0" "$t1")")
+            unmount "$ta"; unmount "$tb"
+            new_mountpoint; ta=$MP
+            new_mountpoint; tb=$MP
+            mount_bg "$a" "$ta" && mount_bg "$b" "$tb" || die "mount"
+            t0=$(now)
+            diff -rq "$ta/variables" "$tb/variables" >/dev/null 2>&1
+            t1=$(now)
+            runs_vars+=("$(sub "$t0" "$t1")")
+            unmount "$ta"; unmount "$tb"
+        done
+        TFMOUNT_ARGS=$args
+        declare -g "WT_DU_$mode=$(div "$du_b" "$tensor_bytes")"
+        declare -g "WT_ALL_$mode=$(median "${runs_all[@]}")"
+        declare -g "WT_VARS_$mode=$(median "${runs_vars[@]}")"
+        printf '   views=%s: du %s bytes for %s tensor bytes; diff -rq %s lines, %s (runs %s); of variables/ %s (runs %s)\n' \
+            "$mode" "$du_b" "$tensor_bytes" "$(wc -l <"$WORK/wt_diff.$mode")" \
+            "$(ms "$(median "${runs_all[@]}")")" "${runs_all[*]}" \
+            "$(ms "$(median "${runs_vars[@]}")")" "${runs_vars[*]}"
+    done
+    echo
+    row "figure" "value" "target" "result"
+    row "16. du --apparent-size / tensor bytes" "${WT_DU_hidden}x" "<= 2.05x" "$(cmp_ok "$WT_DU_hidden" '<=' 2.05)"
+    local ratio
+    ratio=$(div "$WT_ALL_hidden" "$WT_VARS_hidden")
+    row "16. diff -rq mounts / of variables/" "${ratio}x" "<= 2x" "$(cmp_ok "$ratio" '<=' 2)"
+    row "16. (views=visible) du / tensor bytes" "${WT_DU_visible}x" "(was 8.0x)" "-"
+    row "16. (views=visible) diff -rq / variables/" "$(div "$WT_ALL_visible" "$WT_VARS_visible")x" "(was 21-78x)" "-"
+}
+
 mk() { # mk NAME ARGS...
     local name=$1
     shift
@@ -1516,6 +1577,10 @@ if [ "${ONLY:-}" = issue19 ]; then
 fi
 if [ "${ONLY:-}" = v1 ]; then
     bench_v1
+    exit 0
+fi
+if [ "${ONLY:-}" = whole_tree ]; then
+    bench_whole_tree
     exit 0
 fi
 if [ "${ONLY:-}" = tf2names ]; then
@@ -1861,3 +1926,5 @@ bench_stream_crc
 bench_keras
 
 bench_tflite
+
+bench_whole_tree

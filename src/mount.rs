@@ -46,7 +46,8 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
         remote: RemoteConfig::from_env(),
         ..Settings::default()
     };
-    crate::options::apply(&mut s, args.options.iter().map(String::as_str))
+    let env = crate::options::env_defaults().map_err(|e| fail(EXIT_USAGE, e))?;
+    crate::options::apply(&mut s, env.iter().chain(&args.options).map(String::as_str))
         .map_err(|e| fail(EXIT_USAGE, e))?;
     s.fs.tags = args.tags.clone();
     Ok(s)
@@ -391,7 +392,9 @@ fn open_fs(args: &Args, settings: &Settings, mp: &Path) -> Result<(Fs, String), 
 /// they look so: MOUNTPOINT is a model (or a URL) and SOURCE an existing directory.
 fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
     let (src, mp) = (&args.source, &args.mountpoint);
-    if !src.is_dir() {
+    // A mount point already in use (a second mount on it) keeps its own message.
+    let mounted = std::fs::canonicalize(mp).is_ok_and(|c| is_mount_point(&c));
+    if !src.is_dir() || mounted {
         return f;
     }
     let url = source::remote::url::is_remote(&mp.to_string_lossy());

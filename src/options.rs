@@ -165,6 +165,12 @@ pub const OPTIONS: &[MountOpt] = &[
         "never",
         "How large tensor files are read. `never`: through the kernel's page cache, shared by every process, and files open without a request to the daemon. `auto`: a tensor's `.bin` or `.npy` of 64 MiB or more is read with direct I/O: around the page cache, each read(2) one request of up to 1 MiB straight into the caller's buffer (mmap still works), nothing kept for the next reader; other files keep the page cache, but every open of a file then costs a request. `always`: direct I/O for every `.bin`, `.npy` and `*.safetensors` file whatever its size.",
     ),
+    opt(
+        "views",
+        Value::Choice("hidden|visible"),
+        "hidden",
+        "Whether the derived views (`text/`, `stats/`, `names/`, `dequantized/`, `model.safetensors`, `weights.safetensors`) are listed. `hidden`: reachable by path (`cat MNT/text/KEY.txt`, `cd MNT/names`) but not listed, so `du`, `cp -r`, `rsync`, `tar`, `grep -r` and `diff -r` see each tensor's bytes twice (`.bin`, `.npy`), not eight times. `visible`: listed too. The environment variable TFMOUNT_VIEWS sets the default.",
+    ),
     no_op(opt(
         "ro",
         Value::None,
@@ -190,6 +196,20 @@ pub const OPTIONS: &[MountOpt] = &[
         "Always on: the kernel checks the permission bits.",
     )),
 ];
+
+/// The environment variable that sets `-o views`'s default (`hidden` or `visible`), for
+/// scripts and containers; `-o views=...` overrides it.
+pub const VIEWS_ENV: &str = "TFMOUNT_VIEWS";
+
+/// The defaults the environment sets ([`VIEWS_ENV`]), as `-o` lists to apply before the
+/// command line's; an unusable value is an error naming the variable.
+pub fn env_defaults() -> Result<Vec<String>, String> {
+    match std::env::var(VIEWS_ENV) {
+        Ok(v) if v == "hidden" || v == "visible" => Ok(vec![format!("views={v}")]),
+        Ok(v) => Err(format!("{VIEWS_ENV}={v:?}: expected hidden or visible")),
+        Err(_) => Ok(Vec::new()),
+    }
+}
 
 /// The option named `name`.
 pub fn find(name: &str) -> Option<&'static MountOpt> {
@@ -298,6 +318,13 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "remote_timeout" => s.remote.timeout = parse_duration(value).ok_or(())?,
         "anonymous" => s.remote.anonymous = true,
         "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
+        "views" => {
+            s.fs.views_visible = match value {
+                "visible" => true,
+                "hidden" => false,
+                _ => return Err(()),
+            }
+        }
         _ if o.no_op => {}
         // An option in the table that nothing sets: a programming error caught by the unit
         // test below, refused rather than ignored.
@@ -372,6 +399,7 @@ mod tests {
                 || s.fs.crc_first != d.fs.crc_first
                 || s.fs.cache_bytes != d.fs.cache_bytes
                 || s.fs.live != d.fs.live
+                || s.fs.views_visible != d.fs.views_visible
                 || s.threads != d.threads
                 || s.nonempty != d.nonempty
                 || s.acl != d.acl

@@ -147,7 +147,14 @@ fn hostile_want(tmp: &Path) -> BTreeMap<String, (char, Vec<u8>)> {
 
 fn open_fs(src: &Path) -> Result<Fs, String> {
     let p = probe(src).map_err(|e| e.to_string())?;
-    Fs::new(&p, &Options::default()).map_err(|e| e.to_string())
+    Fs::new(
+        &p,
+        &Options {
+            views_visible: true,
+            ..Options::default()
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// What a walk found under `assets` and `assets.extra`, in the terms of [`hostile_want`].

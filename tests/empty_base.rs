@@ -74,7 +74,14 @@ fn check_all(fs: &Fs, root: &str, name: &str, what: &str) {
 
 fn open(src: &Path) -> Fs {
     let p = probe(src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
-    Fs::new(&p, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+    Fs::new(
+        &p,
+        &Options {
+            views_visible: true,
+            ..Options::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -11,7 +11,14 @@ use tfmount::source::probe;
 
 fn open(source: &Path) -> Result<Fs, String> {
     let p = probe(source).map_err(|e| e.to_string())?;
-    Fs::new(&p, &Options::default()).map_err(|e| e.to_string())
+    Fs::new(
+        &p,
+        &Options {
+            views_visible: true,
+            ..Options::default()
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn list(fs: &Fs, ino: u64) -> Result<Vec<DirEntry>, tfmount::error::FsError> {

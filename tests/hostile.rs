@@ -98,7 +98,14 @@ fn f32_entry(offset: u64, data: &[u8]) -> Vec<u8> {
 
 fn open_fs(prefix: &Path) -> Result<Fs, String> {
     let probed = probe(prefix).map_err(|e| e.to_string())?;
-    Fs::new(&probed, &Options::default()).map_err(|e| e.to_string())
+    Fs::new(
+        &probed,
+        &Options {
+            views_visible: true,
+            ..Options::default()
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn lookup_path(fs: &Fs, path: &[u8]) -> Result<tfmount::fs::Attr, FsError> {

@@ -191,6 +191,7 @@ fn serve(path: &Path) -> Served {
     };
     let opts = Options {
         live: false,
+        views_visible: true,
         ..Options::default()
     };
     let fs = match Fs::new(&probed, &opts) {

@@ -371,7 +371,14 @@ fn other_spellings(name: &[u8]) -> Vec<Vec<u8>> {
 
 /// Walks the mount of `prefix` and compares it with `want`; returns the number of paths checked.
 fn check_set(what: &str, prefix: &std::path::Path, want: &BTreeMap<Vec<u8>, Want>) -> usize {
-    let fs = Fs::new(&probe(prefix).expect("probe"), &Options::default()).expect("Fs::new");
+    let fs = Fs::new(
+        &probe(prefix).expect("probe"),
+        &Options {
+            views_visible: true,
+            ..Options::default()
+        },
+    )
+    .expect("Fs::new");
     let core = Core {
         resume: Resume::Every,
         ..Core::strict(&fs)

@@ -90,6 +90,7 @@ fn serve(dir: &Path) -> Served {
     };
     let opts = Options {
         live: false,
+        views_visible: true,
         ..Options::default()
     };
     let fs = match Fs::new(&probed, &opts) {

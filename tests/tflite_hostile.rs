@@ -62,6 +62,7 @@ fn serve(path: &Path) -> Served {
     };
     let opts = Options {
         live: false,
+        views_visible: true,
         ..Options::default()
     };
     let Ok(fs) = Fs::new(&probed, &opts) else {
@@ -117,6 +118,78 @@ fn serve(path: &Path) -> Served {
     s
 }
 
+/// What one fixture's damaged inputs gave.
+#[derive(Default)]
+struct Tally {
+    failures: Vec<String>,
+    inputs: usize,
+    opened: usize,
+    bins_ok: usize,
+    bins_err: usize,
+}
+
+/// Serves each of `damages` of fixture `name` (written to `p` in turn) and checks it.
+fn sweep(name: &str, orig: &[u8], damages: Vec<Damage>, p: &Path) -> Tally {
+    let mut t = Tally::default();
+    let whole = serve(&dir().join(name));
+    assert!(whole.opened, "{name} opens");
+    let original: HashMap<String, Vec<u8>> = whole
+        .bins
+        .iter()
+        .map(|(k, r)| (k.clone(), r.as_ref().expect("undamaged reads").0.clone()))
+        .collect();
+    for d in damages {
+        let bytes = match d {
+            Damage::Cut(n) => orig[..n].to_vec(),
+            Damage::Flip(at, m) => {
+                let mut b = orig.to_vec();
+                b[at] ^= m;
+                b
+            }
+        };
+        std::fs::write(p, &bytes).expect("write");
+        t.inputs += 1;
+        let mut result = None;
+        let big = largest_allocation(|| result = Some(in_input(|| serve(p))));
+        let served = match result {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                t.failures.push(format!("{name} {d:?}: panic: {e}"));
+                continue;
+            }
+            None => continue,
+        };
+        if big > MAX_ALLOCATION {
+            t.failures
+                .push(format!("{name} {d:?}: an allocation of {big} bytes"));
+        }
+        t.opened += usize::from(served.opened);
+        for (key, r) in served.bins {
+            let Ok((b, offset)) = r else {
+                t.bins_err += 1;
+                continue;
+            };
+            t.bins_ok += 1;
+            let ok = match d {
+                Damage::Cut(_) => original.get(&key) == Some(&b),
+                Damage::Flip(..) => {
+                    offset.is_some_and(|o| {
+                        let o = o as usize;
+                        bytes.get(o..o + b.len()) == Some(&b[..])
+                    }) || key.contains("string")
+                }
+            };
+            if !ok {
+                t.failures
+                    .push(format!("{name} {d:?}: {key}: wrong bytes served"));
+            }
+        }
+    }
+    t
+}
+
+/// The fixtures' damaged inputs are made in one seeded sequence, then served by one worker
+/// per CPU (each input is independent; the allocation tracking is per thread).
 #[test]
 fn damaged_models_never_panic_nor_serve_wrong_bytes() {
     quiet_panics_in_inputs();
@@ -126,9 +199,7 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
     } else {
         tempfile::tempdir().expect("tmp")
     };
-    let mut failures: Vec<String> = Vec::new();
     let mut rng = common::Rng(0x7f1_17e);
-    let (mut inputs, mut opened, mut bins_ok, mut bins_err) = (0usize, 0usize, 0usize, 0usize);
     let mut names: Vec<String> = std::fs::read_dir(dir())
         .expect("fixtures")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -136,68 +207,56 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
         .collect();
     names.sort();
     assert!(names.len() >= 7, "{names:?}");
+    let mut jobs: Vec<(String, Vec<u8>, Vec<Damage>)> = Vec::new();
     for name in &names {
         let orig = std::fs::read(dir().join(name)).expect("read");
-        let whole = serve(&dir().join(name));
-        assert!(whole.opened, "{name} opens");
-        let original: HashMap<String, Vec<u8>> = whole
-            .bins
-            .iter()
-            .map(|(k, r)| (k.clone(), r.as_ref().expect("undamaged reads").0.clone()))
-            .collect();
         let mut damages: Vec<Damage> = (0..orig.len().min(CUT_ALL)).map(Damage::Cut).collect();
         damages.extend((CUT_ALL..orig.len()).step_by(CUT_STRIDE).map(Damage::Cut));
         for _ in 0..FLIPS {
             let at = rng.index(orig.len());
             damages.push(Damage::Flip(at, 1 << rng.index(8)));
         }
-        let p = tmp.path().join(name);
-        for d in damages {
-            let bytes = match d {
-                Damage::Cut(n) => orig[..n].to_vec(),
-                Damage::Flip(at, m) => {
-                    let mut b = orig.clone();
-                    b[at] ^= m;
-                    b
-                }
-            };
-            std::fs::write(&p, &bytes).expect("write");
-            inputs += 1;
-            let mut result = None;
-            let big = largest_allocation(|| result = Some(in_input(|| serve(&p))));
-            let served = match result {
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    failures.push(format!("{name} {d:?}: panic: {e}"));
-                    continue;
-                }
-                None => continue,
-            };
-            if big > MAX_ALLOCATION {
-                failures.push(format!("{name} {d:?}: an allocation of {big} bytes"));
-            }
-            opened += usize::from(served.opened);
-            for (key, r) in served.bins {
-                let Ok((b, offset)) = r else {
-                    bins_err += 1;
-                    continue;
-                };
-                bins_ok += 1;
-                let ok = match d {
-                    Damage::Cut(_) => original.get(&key) == Some(&b),
-                    Damage::Flip(..) => {
-                        offset.is_some_and(|o| {
-                            let o = o as usize;
-                            bytes.get(o..o + b.len()) == Some(&b[..])
-                        }) || key.contains("string")
-                    }
-                };
-                if !ok {
-                    failures.push(format!("{name} {d:?}: {key}: wrong bytes served"));
-                }
-            }
-        }
+        jobs.push((name.clone(), orig, damages));
     }
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(jobs.len());
+    let jobs = std::sync::Mutex::new(jobs);
+    let tallies: Vec<Tally> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                        let Some((name, orig, damages)) = job else {
+                            return done;
+                        };
+                        done.push(sweep(&name, &orig, damages, &tmp.path().join(&name)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    let mut all = Tally::default();
+    for t in tallies {
+        all.failures.extend(t.failures);
+        all.inputs += t.inputs;
+        all.opened += t.opened;
+        all.bins_ok += t.bins_ok;
+        all.bins_err += t.bins_err;
+    }
+    let Tally {
+        failures,
+        inputs,
+        opened,
+        bins_ok,
+        bins_err,
+    } = all;
     eprintln!("{inputs} damaged inputs, {opened} opened, {bins_ok} .bin read, {bins_err} refused");
     assert!(
         failures.is_empty(),

@@ -262,6 +262,7 @@ fn hostile_v1_files_through_the_core() {
     let path = tmp.path().join("model.ckpt");
     let opts = Options {
         live: false,
+        views_visible: true,
         ..Default::default()
     };
     let mut rng = common::Rng(7);

@@ -115,9 +115,14 @@ impl Tree {
     /// naming the path.
     pub fn open(source: &Path) -> Result<Tree, String> {
         let src = open_source(source)?;
+        // Lists what a mount lists: views as TFMOUNT_VIEWS says (hidden by default).
+        let mut settings = crate::options::Settings::default();
+        let env = crate::options::env_defaults()?;
+        crate::options::apply(&mut settings, env.iter().map(String::as_str))?;
         let opts = Options {
             cache_bytes: CACHE_BYTES,
             live: false,
+            views_visible: settings.fs.views_visible,
             ..Options::default()
         };
         let fs = Fs::with_store(src.store, &src.probed, &opts).map_err(|e| e.to_string())?;

@@ -43,6 +43,25 @@ fn too_many(path: &Path) -> SourceError {
     }
 }
 
+/// The derived views of a checkpoint's tree, as `summary.txt` lists them: `text/`, `stats/`,
+/// the two safetensors files, `names/` where it has names, and its format's tensor
+/// directories (`dequantized/`).
+fn derived_views(has_names: bool, tensor_dirs: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "text/",
+        "stats/",
+        "model.safetensors",
+        "weights.safetensors",
+    ]
+    .map(String::from)
+    .into();
+    if has_names {
+        v.push("names/".into());
+    }
+    v.extend(tensor_dirs.iter().map(|p| format!("{p}/")));
+    v
+}
+
 /// Builds one table of fixed nodes (and the subtrees linked into it) into an [`Fs`].
 pub(super) struct Builder<'a> {
     fs: &'a Fs,
@@ -99,10 +118,12 @@ pub fn build(store: &Arc<dyn Store>, probed: &Probed, opts: &Options) -> Result<
 impl<'a> Builder<'a> {
     /// A builder of fixed-node table `id` (already reserved).
     pub(super) fn new(fs: &'a Fs, store: &'a dyn Store, id: u16) -> Builder<'a> {
+        let mut fixed = FixedNodes::new(id);
+        fixed.show_views = fs.opts.views_visible;
         Builder {
             fs,
             store,
-            fixed: FixedNodes::new(id),
+            fixed,
             shared: None,
             ids: vec![id],
         }
@@ -120,6 +141,12 @@ impl<'a> Builder<'a> {
 
     fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
         self.fixed.link(dir, name, child, kind);
+    }
+
+    /// Links a derived view: reachable by path, listed only with `-o views=visible`
+    /// ([`FixedNodes::link_view`]).
+    fn link_view(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+        self.fixed.link_view(dir, name, child, kind);
     }
 
     /// A new fixed directory `name` in `parent`.
@@ -244,6 +271,7 @@ impl<'a> Builder<'a> {
                             set.clone(),
                             prefix,
                             pairs.clone(),
+                            derived_views(has_names, &[]),
                         )?;
                         if has_names {
                             self.add_names(root, set, pairs)?;
@@ -261,6 +289,7 @@ impl<'a> Builder<'a> {
                             set,
                             &path,
                             Arc::new(LazyNames::ready(Vec::new())),
+                            derived_views(false, &[]),
                         )?;
                     }
                 }
@@ -306,7 +335,9 @@ impl<'a> Builder<'a> {
             LazyNames::ready(Vec::new())
         });
         let tree_name = name.clone();
-        self.add_variables(dir, name, set.clone(), path, pairs.clone())?;
+        let dirs: Vec<String> = ck.tensor_dirs().into_iter().map(|(p, _)| p).collect();
+        let views = derived_views(has_names, &dirs);
+        self.add_variables(dir, name, set.clone(), path, pairs.clone(), views)?;
         if has_names {
             self.add_names(dir, set.clone(), pairs)?;
         }
@@ -329,7 +360,8 @@ impl<'a> Builder<'a> {
             })?;
             let root = Ino::new(id, Variables::view_root(View::Variables))
                 .ok_or_else(|| too_many(tensors.path()))?;
-            self.link(parent, name.as_bytes(), root, Kind::Dir);
+            // Tensors derived from the checkpoint's own (TFLite's `dequantized/`).
+            self.link_view(parent, name.as_bytes(), root, Kind::Dir);
         }
         for (path, child) in ck.children() {
             let (parent, name) = self.parent_of(dir, &path, meta);
@@ -385,22 +417,30 @@ impl<'a> Builder<'a> {
         set: Arc<dyn TensorSet>,
         path: &Path,
         names: Arc<LazyNames>,
+        views: Vec<String>,
     ) -> Result<(), SourceError> {
         let (s, texts) = (set.clone(), self.fs.texts.clone());
         let reuse = self.fs.opts.cache_bytes > 0;
         let id = self.register(path, |id| Variables::new(id, dir, s, texts, reuse))?;
         for view in [View::Variables, View::Text, View::Stats] {
             let root = Ino::new(id, Variables::view_root(view)).ok_or_else(|| too_many(path))?;
-            self.link(dir, view.name(), root, Kind::Dir);
+            match view {
+                View::Variables => self.link(dir, view.name(), root, Kind::Dir),
+                View::Text | View::Stats => self.link_view(dir, view.name(), root, Kind::Dir),
+            }
         }
-        for (name, file) in views::root_files(&set, names) {
+        for (name, file, derived) in views::root_files(&set, names, views) {
             let meta = set.meta();
             let f = self.add(Fixed::Text {
                 parent: dir,
                 text: file,
                 meta,
             });
-            self.link(dir, name, f, Kind::File);
+            if derived {
+                self.link_view(dir, name, f, Kind::File);
+            } else {
+                self.link(dir, name, f, Kind::File);
+            }
         }
         self.fs
             .checkpoints
@@ -420,7 +460,7 @@ impl<'a> Builder<'a> {
         let path = set.path().to_path_buf();
         let id = self.register(&path, |id| NamesTree::new(id, parent, set, pairs))?;
         let root = NamesTree::root(id).ok_or_else(|| too_many(&path))?;
-        self.link(parent, b"names", root, Kind::Dir);
+        self.link_view(parent, b"names", root, Kind::Dir);
         Ok(())
     }
 

@@ -73,6 +73,11 @@ impl Fixed {
 pub struct FixedNodes {
     id: u16,
     nodes: Vec<Fixed>,
+    /// Links to derived views, `(directory, index among its children)`: answered by lookup,
+    /// left out of listings unless `show_views` (see [`FixedNodes::link_view`]).
+    views: Vec<(u64, usize)>,
+    /// List the views too (`-o views=visible`).
+    pub show_views: bool,
 }
 
 impl FixedNodes {
@@ -80,7 +85,44 @@ impl FixedNodes {
         FixedNodes {
             id,
             nodes: Vec::new(),
+            views: Vec::new(),
+            show_views: false,
         }
+    }
+
+    /// Adds `child` to `dir` as [`FixedNodes::link`] does, as a derived view: a file or
+    /// directory whose bytes all come from tensors listed elsewhere in the tree (`text/`,
+    /// `names/`, `model.safetensors`, ...). It answers lookups as any child does, but the
+    /// listing of `dir` leaves it out (unless `show_views`), so that tools that walk the whole
+    /// tree (`du`, `cp -r`, `tar`, `diff -r`) see each tensor's bytes at most twice (its `.bin`
+    /// and `.npy`), as `.zfs` is reachable but not listed under ZFS's `snapdir=hidden`.
+    pub fn link_view(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+        if dir.subtree() != self.id {
+            return;
+        }
+        if let Some(Fixed::Dir { children, .. }) = self.get_mut(dir.local()) {
+            let n = children.len();
+            children.push((name.to_vec(), child, kind));
+            self.views.push((dir.local(), n));
+        }
+    }
+
+    /// Whether child `n` of directory `dir` (local) is a view.
+    fn is_view(&self, dir: u64, n: usize) -> bool {
+        self.views.contains(&(dir, n))
+    }
+
+    /// The names of the views linked into directory `dir` of this table, in link order.
+    pub fn views_in(&self, dir: Ino) -> Vec<Vec<u8>> {
+        let Ok(Fixed::Dir { children, .. }) = self.get(dir.local()) else {
+            return Vec::new();
+        };
+        children
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| self.is_view(dir.local(), *n))
+            .map(|(_, (name, _, _))| name.clone())
+            .collect()
     }
 
     /// Adds a node; returns its inode number (`None` when the table is full).
@@ -179,6 +221,9 @@ impl Subtree for FixedNodes {
         };
         let start = c.saturating_sub(cookie::BASE - 1) as usize;
         for (n, (name, child, kind)) in children.iter().enumerate().skip(start) {
+            if !self.show_views && self.is_view(dir, n) {
+                continue;
+            }
             let e = Entry {
                 ino: *child,
                 name,

@@ -135,26 +135,34 @@ impl Subtree for LiveDir {
         if dir != ROOT_LOCAL {
             return Err(FsError::NotDir);
         }
-        let st = self.read();
         // Cookies are the entries' sequence numbers, so a listing resumed after a change goes
         // on where it was.
         let after = c.saturating_sub(cookie::BASE);
-        if c < LATEST_COOKIE {
-            for m in st
+        // What to list, copied out: `add` asks for attributes (READDIRPLUS), which reads this
+        // state again, and a read lock taken twice by one thread waits forever once the watcher
+        // is waiting to write (the std lock lets no new reader past a waiting writer).
+        let (shown, latest) = {
+            let st = self.read();
+            let shown: Vec<(Ino, String, u64)> = st
                 .entries
                 .iter()
                 .filter(|m| c < cookie::BASE || m.seq > after)
-            {
+                .map(|m| (m.root, m.name.clone(), m.seq))
+                .collect();
+            (shown, st.latest.is_some())
+        };
+        if c < LATEST_COOKIE {
+            for (root, name, seq) in &shown {
                 if add(Entry {
-                    ino: m.root,
-                    name: m.name.as_bytes(),
+                    ino: *root,
+                    name: name.as_bytes(),
                     kind: Kind::Dir,
-                    cookie: cookie::BASE + m.seq,
+                    cookie: cookie::BASE + seq,
                 }) {
                     return Ok(());
                 }
             }
-            if st.latest.is_some() {
+            if latest {
                 if let Some(ino) = Ino::new(0, LATEST_LOCAL) {
                     add(Entry {
                         ino,
@@ -696,6 +704,39 @@ mod tests {
         let a = fs.lookup(parent, name.as_bytes()).expect(name);
         assert!(fs.looked_up(a.ino, a.generation), "{name} handed out");
         a
+    }
+
+    /// A listing's callback asks for each entry's attributes (READDIRPLUS), `latest`'s among
+    /// them, while the watcher may be waiting to apply a change: the listing holds no lock
+    /// while it calls back, or the two wait for each other forever (seen in
+    /// `tests/live.rs`: a mount whose listing never returned).
+    #[test]
+    fn a_listing_does_not_wait_for_the_watcher() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        save(tmp.path(), 0);
+        let probed = crate::source::probe(tmp.path()).expect("probe");
+        let fs = std::sync::Arc::new(Fs::new(&probed, &Options::default()).expect("mount"));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let f = fs.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            let r = f.readdir_plus(ROOT, 0, |_, _| {
+                // A writer arrives while the listing is under way (a change applied).
+                let live = f.live.as_ref().expect("live");
+                let root = live.root.clone();
+                let writer = std::thread::spawn(move || drop(root.write()));
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let _ = crate::fs::subtree::Subtree::attr(&*live.root, super::LATEST_LOCAL);
+                writer.join().expect("writer");
+                n += 1;
+                false
+            });
+            let _ = done_tx.send((r.is_ok(), n));
+        });
+        let (ok, n) = done_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the listing finished (no deadlock)");
+        assert!(ok && n >= 3, "listed {n} entries");
     }
 
     /// A pruned checkpoint keeps serving while the kernel holds its inodes; once they are

@@ -60,6 +60,10 @@ pub struct Options {
     pub tags: Option<String>,
     /// Follow a checkpoint directory with a state file while mounted (see [`live`]).
     pub live: bool,
+    /// List the derived views (`text/`, `stats/`, `names/`, `dequantized/`, the safetensors
+    /// files) in the directories that hold them. Off: they are reachable by path but not listed
+    /// (docs/layout.md, "Listed and reachable").
+    pub views_visible: bool,
 }
 
 impl Default for Options {
@@ -71,6 +75,7 @@ impl Default for Options {
             text_cache_bytes: 16 << 20,
             tags: None,
             live: true,
+            views_visible: false,
         }
     }
 }

@@ -29,23 +29,32 @@ pub const TSV_MARK_EVERY: u64 = 512;
 /// Opened tensors `model.safetensors` keeps (the ones being streamed).
 const OPEN_TENSORS: usize = 4;
 
-/// The root files of a checkpoint's tree, by name, in listing order. `names`: the `(name, key)`
-/// pairs of the checkpoint's `names/`, which `weights.safetensors` names the weights by.
+/// The root files of a checkpoint's tree, by name, in listing order, each with whether it is a
+/// derived view (the tensors' bytes again: listed only with `-o views=visible`). `names`: the
+/// `(name, key)` pairs of the checkpoint's `names/`, which `weights.safetensors` names the
+/// weights by.
 pub fn root_files(
     set: &Arc<dyn TensorSet>,
     names: Arc<LazyNames>,
-) -> Vec<(&'static [u8], Arc<dyn Generated>)> {
+    views: Vec<String>,
+) -> Vec<(&'static [u8], Arc<dyn Generated>, bool)> {
     vec![
         (
             &b"model.safetensors"[..],
             Arc::new(Safetensors::new(set.clone())) as Arc<dyn Generated>,
+            true,
         ),
         (
             b"weights.safetensors",
             Arc::new(Safetensors::weights(set.clone(), names)),
+            true,
         ),
-        (b"tensors.tsv", Arc::new(Tsv::new(set.clone()))),
-        (b"summary.txt", Arc::new(SummaryFile::new(set.clone()))),
+        (b"tensors.tsv", Arc::new(Tsv::new(set.clone())), false),
+        (
+            b"summary.txt",
+            Arc::new(SummaryFile::new(set.clone(), views)),
+            false,
+        ),
     ]
 }
 
@@ -516,15 +525,52 @@ impl Generated for Tsv {
 /// [`crate::render::summary::MAX_SCOPES`] rows).
 pub struct SummaryFile {
     set: Arc<dyn TensorSet>,
+    /// The derived views beside it, as `(path, what it holds)`, listed at its end.
+    views: Vec<(String, &'static str)>,
     text: OnceLock<Result<Vec<u8>, String>>,
 }
 
+/// What each derived view holds, in one line of `summary.txt`.
+pub fn view_words(name: &str) -> &'static str {
+    match name {
+        "text/" => "each tensor's values as text: text/KEY.txt",
+        "stats/" => "each tensor's min, max, mean, NaN and zero counts: stats/KEY.txt",
+        "names/" => "links from the names you know (variable names, object paths) to variables/",
+        "model.safetensors" => "every tensor, keyed as in variables/ (safetensors.safe_open)",
+        "weights.safetensors" => "every weight, keyed by its name in names/",
+        "dequantized/" => "each quantized tensor as float32 (scale and zero point applied)",
+        _ => "tensors derived from the ones in variables/",
+    }
+}
+
 impl SummaryFile {
-    pub fn new(set: Arc<dyn TensorSet>) -> SummaryFile {
+    pub fn new(set: Arc<dyn TensorSet>, views: Vec<String>) -> SummaryFile {
         SummaryFile {
             set,
+            views: views
+                .into_iter()
+                .map(|v| {
+                    let w = view_words(&v);
+                    (v, w)
+                })
+                .collect(),
             text: OnceLock::new(),
         }
+    }
+
+    /// The closing part: the views of this checkpoint, reachable by path but not listed.
+    fn views_text(&self) -> String {
+        if self.views.is_empty() {
+            return String::new();
+        }
+        let width = self.views.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        let mut out = String::from(
+            "\nviews (reachable by path, not listed unless mounted with -o views=visible):\n",
+        );
+        for (p, w) in &self.views {
+            out.push_str(&format!("  {p:<width$}  {w}\n"));
+        }
+        out
     }
 
     fn text(&self) -> FsResult<&[u8]> {
@@ -542,7 +588,9 @@ impl SummaryFile {
                 })
                 .map_err(|e| e.to_string())?;
                 log_left_out(set, "summary.txt", left_out);
-                Ok(s.to_text())
+                let mut text = s.to_text();
+                text.extend_from_slice(self.views_text().as_bytes());
+                Ok(text)
             })
             .as_ref()
             .map(|t| t.as_slice())

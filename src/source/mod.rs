@@ -232,13 +232,6 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     if let Some(b) = formats::v1::session_bundle(store, path) {
         return Ok(Probed::Checkpoint(b));
     }
-    if state::nothing_yet(store, path) {
-        return Ok(Probed::CheckpointDir {
-            dir: path.to_path_buf(),
-            checkpoints: Vec::new(),
-            latest: None,
-        });
-    }
     let listed = match state::checkpoint_files(store, path) {
         Ok(checkpoints) if !checkpoints.is_empty() => {
             let latest = state::newest_file(store, &checkpoints);
@@ -258,6 +251,15 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         return Ok(Probed::Checkpoint(c));
     }
     listed?;
+    // A directory with nothing in it yet (a training job's, before its first save): listed
+    // again only here, on the way to "not recognised".
+    if state::nothing_yet(store, path) {
+        return Ok(Probed::CheckpointDir {
+            dir: path.to_path_buf(),
+            checkpoints: Vec::new(),
+            latest: None,
+        });
+    }
     unreadable(store, path)?;
     Err(SourceError::NotRecognised {
         path: path.to_path_buf(),

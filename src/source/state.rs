@@ -327,6 +327,11 @@ pub fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
     let Ok(entries) = store.list(dir) else {
         return false;
     };
+    // Checkpoint files are never temporary, hidden ones included (an empty base name's
+    // `.index`).
+    if !super::formats::in_dir(store, dir, &entries).is_empty() {
+        return false;
+    }
     entries.iter().all(|(name, _)| {
         let n = name.to_string_lossy();
         n.starts_with('.')
