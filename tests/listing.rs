@@ -27,6 +27,32 @@ const VIEWS: &[&str] = &[
     "weights.safetensors",
 ];
 
+/// The views docs/layout.md names under "Listed and reachable" (its first sentence, between
+/// the dashes) are exactly [`VIEWS`]: the page and this test cannot drift apart.
+#[test]
+fn the_layout_page_names_these_views() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/layout.md"))
+            .expect("docs/layout.md");
+    let section = page
+        .split_once("### Listed and reachable\n")
+        .expect("a Listed and reachable section")
+        .1;
+    let sentence = section
+        .split_once(" — ")
+        .and_then(|(_, r)| r.split_once(" — "))
+        .expect("the views between dashes")
+        .0;
+    let named: BTreeSet<String> = sentence
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|n| n.trim_end_matches('/').to_string())
+        .collect();
+    let want: BTreeSet<String> = VIEWS.iter().map(|v| v.to_string()).collect();
+    assert_eq!(named, want, "{sentence}");
+}
+
 /// Sources of every format, each with the views its root has.
 fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
     let f = fixtures();
