@@ -18,7 +18,7 @@ use common::walk::{self, show, Core, Dir, Walk};
 use common::*;
 use tfmount::error::FsError;
 use tfmount::fs::assets::MAX_DEPTH;
-use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::fs::{Fs, Kind, ROOT};
 use tfmount::source::probe;
 
 /// The content of every file outside the model: found in nothing the mount serves.
@@ -147,14 +147,7 @@ fn hostile_want(tmp: &Path) -> BTreeMap<String, (char, Vec<u8>)> {
 
 fn open_fs(src: &Path) -> Result<Fs, String> {
     let p = probe(src).map_err(|e| e.to_string())?;
-    Fs::new(
-        &p,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .map_err(|e| e.to_string())
+    Fs::new(&p, &common::views_listed()).map_err(|e| e.to_string())
 }
 
 /// What a walk found under `assets` and `assets.extra`, in the terms of [`hostile_want`].

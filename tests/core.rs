@@ -171,14 +171,8 @@ fn core_walk_equals_tensorflow_record() {
         let name = entry["name"].as_str().expect("name");
         let src = fixtures().join(entry["source"].as_str().expect("source"));
         let probed = probe(&src).unwrap_or_else(|e| panic!("{name}: probe: {e}"));
-        let fs = Fs::new(
-            &probed,
-            &Options {
-                views_visible: true,
-                ..Options::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name}: Fs::new: {e}"));
+        let fs = Fs::new(&probed, &common::views_listed())
+            .unwrap_or_else(|e| panic!("{name}: Fs::new: {e}"));
         let tree = walk_strict(&fs);
         for (view, json) in entry["views"].as_object().expect("views") {
             let expected = load_json(json.as_str().expect("json path"));
@@ -346,26 +340,17 @@ fn entry_tuple(e: &DirEntry) -> (Vec<u8>, u64, Kind, u64) {
 fn readdir_cookies_resume_correctly() {
     let all_dtypes = Fs::new(
         &probe(&fixtures().join("all_dtypes/ckpt")).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     let tf1 = Fs::new(
         &probe(&fixtures().join("tf1_adam")).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     let saved = Fs::new(
         &probe(&fixtures().join("demo_savedmodel")).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     let cases: Vec<(&str, &Fs, Vec<u8>)> = vec![
@@ -461,10 +446,7 @@ fn readdir_cookies_resume_correctly() {
 fn lookup_of_non_canonical_names_fails() {
     let fs = Fs::new(
         &probe(&fixtures().join("all_dtypes/ckpt")).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     let must_exist: &[&[u8]] = &[
@@ -780,13 +762,7 @@ fn try_variant(
     tally.variants += 1;
     let r = catch_unwind(AssertUnwindSafe(|| {
         let probed = Probed::prefix(prefix.to_path_buf());
-        match Fs::new(
-            &probed,
-            &Options {
-                views_visible: true,
-                ..Options::default()
-            },
-        ) {
+        match Fs::new(&probed, &common::views_listed()) {
             Ok(fs) => {
                 let mut t = Tally::default();
                 let mut u = Vec::new();
@@ -1101,8 +1077,7 @@ fn variant_tensor_crc_is_checked() {
 fn open_prefix(prefix: &Path, verify_crc: bool) -> Fs {
     let opts = Options {
         verify_crc,
-        views_visible: true,
-        ..Options::default()
+        ..common::views_listed()
     };
     Fs::new(&Probed::prefix(prefix.to_path_buf()), &opts).expect("Fs::new")
 }
@@ -1728,10 +1703,7 @@ fn hostile_protobuf_values() {
 fn hostile_inode_numbers() {
     let fs = Fs::new(
         &probe(&fixtures().join("partitioned/model.ckpt")).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     let mut rng = Rng(42);
@@ -2092,14 +2064,7 @@ fn checkpoint_state_file_resolution_and_errors() {
             latest: Some("model.ckpt-3".to_string()),
         }
     );
-    let fs = Fs::new(
-        &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .expect("fs");
+    let fs = Fs::new(&probed, &common::views_listed()).expect("fs");
     let latest = fs.lookup(ROOT, b"latest").expect("latest");
     assert_eq!(latest.kind, Kind::Symlink);
     assert_eq!(fs.readlink(latest.ino).expect("readlink"), b"model.ckpt-3");
@@ -2386,15 +2351,7 @@ fn mount_reads_neither_the_object_graph_nor_the_whole_index() {
     let store = std::sync::Arc::new(CountingStore::default());
     let read = store.read.clone();
     let probed = tfmount::source::probe_in(&*store, &prefix).expect("probe");
-    let fs = Fs::with_store(
-        store,
-        &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .expect("mount");
+    let fs = Fs::with_store(store, &probed, &common::views_listed()).expect("mount");
     let a = lookup_path(
         &fs,
         b"variables/layer_012345/kernel/.ATTRIBUTES/VARIABLE_VALUE.shape",

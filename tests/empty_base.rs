@@ -14,7 +14,7 @@ use std::process::Command;
 
 use common::*;
 use serde_json::Value;
-use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::fs::{Fs, Kind, ROOT};
 use tfmount::source::{probe, Probed};
 
 fn keras() -> PathBuf {
@@ -74,14 +74,7 @@ fn check_all(fs: &Fs, root: &str, name: &str, what: &str) {
 
 fn open(src: &Path) -> Fs {
     let p = probe(src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
-    Fs::new(
-        &p,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+    Fs::new(&p, &common::views_listed()).unwrap_or_else(|e| panic!("{}: {e}", src.display()))
 }
 
 fn copy_dir(from: &Path, to: &Path) {

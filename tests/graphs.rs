@@ -6,19 +6,12 @@ mod common;
 use std::collections::HashSet;
 use std::path::Path;
 
-use tfmount::fs::{DirEntry, Fs, Kind, Options, ROOT};
+use tfmount::fs::{DirEntry, Fs, Kind, ROOT};
 use tfmount::source::probe;
 
 fn open(source: &Path) -> Result<Fs, String> {
     let p = probe(source).map_err(|e| e.to_string())?;
-    Fs::new(
-        &p,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .map_err(|e| e.to_string())
+    Fs::new(&p, &common::views_listed()).map_err(|e| e.to_string())
 }
 
 fn list(fs: &Fs, ino: u64) -> Result<Vec<DirEntry>, tfmount::error::FsError> {

@@ -24,7 +24,7 @@ use tfmount::format::dtype::{DType, DT_STRING};
 use tfmount::format::strings::StringLayout;
 use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, MAGIC};
 use tfmount::format::varint::{decode_u64, encode_u64};
-use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::fs::{Fs, Kind, ROOT};
 use tfmount::proto::BundleEntryProto;
 use tfmount::source::{probe, Probed};
 use tfmount::writer::{
@@ -98,14 +98,7 @@ fn f32_entry(offset: u64, data: &[u8]) -> Vec<u8> {
 
 fn open_fs(prefix: &Path) -> Result<Fs, String> {
     let probed = probe(prefix).map_err(|e| e.to_string())?;
-    Fs::new(
-        &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .map_err(|e| e.to_string())
+    Fs::new(&probed, &common::views_listed()).map_err(|e| e.to_string())
 }
 
 fn lookup_path(fs: &Fs, path: &[u8]) -> Result<tfmount::fs::Attr, FsError> {

@@ -191,8 +191,7 @@ fn serve(path: &Path) -> Served {
     };
     let opts = Options {
         live: false,
-        views_visible: true,
-        ..Options::default()
+        ..common::views_listed()
     };
     let fs = match Fs::new(&probed, &opts) {
         Ok(fs) => fs,

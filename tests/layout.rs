@@ -22,7 +22,7 @@ use common::walk::{self, show, Core, Walk};
 use common::*;
 use serde_json::Value;
 use tfmount::format::dtype::DType;
-use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::fs::{Fs, Kind, ROOT};
 use tfmount::render::elem::{self, Kind as Elem, Value as Num};
 use tfmount::render::stats as stats_text;
 use tfmount::render::values::Columns;
@@ -343,10 +343,7 @@ fn the_layout_contract_block_holds() {
     for (src, json) in FIXTURES {
         let fs = Fs::new(
             &probe(&fixtures().join(src)).expect("probe"),
-            &Options {
-                views_visible: true,
-                ..Options::default()
-            },
+            &common::views_listed(),
         )
         .expect("Fs::new");
         let walked = walk::walk(
@@ -619,14 +616,7 @@ fn the_name_escaping_rules_hold() {
             .expect("add");
     }
     w.finish().expect("finish");
-    let fs = Fs::new(
-        &probe(&prefix).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .expect("Fs::new");
+    let fs = Fs::new(&probe(&prefix).expect("probe"), &common::views_listed()).expect("Fs::new");
     let names = |dir: &str| -> BTreeSet<Vec<u8>> {
         let a = lookup_path(&fs, dir.as_bytes()).unwrap_or_else(|| panic!("{dir}"));
         let mut v = BTreeSet::new();
@@ -849,28 +839,14 @@ fn text_and_stats_sizes_are_the_documented_ones() {
     let mut checked = (0, 0);
     for (src, json) in FIXTURES {
         let probed = probe(&fixtures().join(src)).expect("probe");
-        let fs = Fs::new(
-            &probed,
-            &Options {
-                views_visible: true,
-                ..Options::default()
-            },
-        )
-        .expect("Fs::new");
+        let fs = Fs::new(&probed, &common::views_listed()).expect("Fs::new");
         for rec in records(&load_json(json)) {
             let d = dtype_named(&rec.dtype);
             let n: u64 = rec.shape.iter().product();
             let what = format!("{src}: {}", show(&rec.key));
             let path = |view: &str| [view.as_bytes(), b"/", &rec.stem, b".txt"].concat();
             // A fresh core for each first stat: nothing rendered or read before.
-            let fresh = Fs::new(
-                &probed,
-                &Options {
-                    views_visible: true,
-                    ..Options::default()
-                },
-            )
-            .expect("Fs::new");
+            let fresh = Fs::new(&probed, &common::views_listed()).expect("Fs::new");
             if let Some(&w) = widths.get(&d.0) {
                 let a = lookup_path(&fresh, &path("text")).expect("text file");
                 assert_eq!(a.size, n * (w as u64 + 1), "{what}: text size");
@@ -931,14 +907,7 @@ fn the_text_and_stats_examples_are_real() {
     let text = page();
     let views = section(&text, "### Views: text, statistics, safetensors, tables");
     let probed = probe(&fixtures().join("tf1_adam/model.ckpt-3")).expect("probe");
-    let fs = Fs::new(
-        &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .expect("Fs::new");
+    let fs = Fs::new(&probed, &common::views_listed()).expect("Fs::new");
     let mut found = 0;
     let lines: Vec<&str> = views.lines().collect();
     for (i, l) in lines.iter().enumerate() {

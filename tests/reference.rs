@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::walk::{self, show, Core, Resume, Walk};
 use common::{fnv1a_64, npy, Rng};
 use tfmount::format::dtype::{DType, DT_STRING};
-use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::fs::{Fs, Kind, ROOT};
 use tfmount::source::probe;
 use tfmount::writer::CheckpointWriter;
 
@@ -371,14 +371,7 @@ fn other_spellings(name: &[u8]) -> Vec<Vec<u8>> {
 
 /// Walks the mount of `prefix` and compares it with `want`; returns the number of paths checked.
 fn check_set(what: &str, prefix: &std::path::Path, want: &BTreeMap<Vec<u8>, Want>) -> usize {
-    let fs = Fs::new(
-        &probe(prefix).expect("probe"),
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .expect("Fs::new");
+    let fs = Fs::new(&probe(prefix).expect("probe"), &common::views_listed()).expect("Fs::new");
     let core = Core {
         resume: Resume::Every,
         ..Core::strict(&fs)

@@ -90,8 +90,7 @@ fn serve(dir: &Path) -> Served {
     };
     let opts = Options {
         live: false,
-        views_visible: true,
-        ..Options::default()
+        ..common::views_listed()
     };
     let fs = match Fs::new(&probed, &opts) {
         Ok(fs) => fs,

@@ -62,8 +62,7 @@ fn serve(path: &Path) -> Served {
     };
     let opts = Options {
         live: false,
-        views_visible: true,
-        ..Options::default()
+        ..common::views_listed()
     };
     let Ok(fs) = Fs::new(&probed, &opts) else {
         return s;

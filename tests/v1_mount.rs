@@ -262,8 +262,7 @@ fn hostile_v1_files_through_the_core() {
     let path = tmp.path().join("model.ckpt");
     let opts = Options {
         live: false,
-        views_visible: true,
-        ..Default::default()
+        ..common::views_listed()
     };
     let mut rng = common::Rng(7);
     let mut variants: Vec<Vec<u8>> = (0..orig.len()).map(|n| orig[..n].to_vec()).collect();

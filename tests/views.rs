@@ -146,14 +146,8 @@ fn checkpoints() -> Vec<Ckpt> {
 
 fn open_fs(source: &Path) -> Fs {
     let probed = probe(source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
-    Fs::new(
-        &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", source.display()))
+    Fs::new(&probed, &common::views_listed())
+        .unwrap_or_else(|e| panic!("{}: {e}", source.display()))
 }
 
 fn lookup_path(fs: &Fs, path: &[u8]) -> Result<Attr, FsError> {
@@ -1162,10 +1156,7 @@ fn stat_is_exact_and_reads_no_tensor_data() {
     let fs = Fs::with_store(
         Arc::new(CountingStore(read.clone())),
         &probed,
-        &Options {
-            views_visible: true,
-            ..Options::default()
-        },
+        &common::views_listed(),
     )
     .expect("fs");
     read.store(0, Ordering::Relaxed);
@@ -1697,8 +1688,7 @@ fn counted_fs(prefix: &Path, read: &Arc<AtomicU64>, verify_crc: bool) -> Fs {
     let probed = probe(prefix).expect("probe");
     let opts = Options {
         verify_crc,
-        views_visible: true,
-        ..Options::default()
+        ..common::views_listed()
     };
     Fs::with_store(Arc::new(CountingStore(read.clone())), &probed, &opts).expect("fs")
 }

@@ -198,6 +198,15 @@ pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Core options for tests that walk or read every file of a tree: the derived views listed
+/// too (`-o views=visible`), so that they are walked, read and damaged like the rest.
+pub fn views_listed() -> tfmount::fs::Options {
+    tfmount::fs::Options {
+        views_visible: true,
+        ..tfmount::fs::Options::default()
+    }
+}
+
 /// Dtypes numpy holds natively (the ones that get an `.npy` file).
 pub const NUMPY_NATIVE: &[&str] = &[
     "float16",
