@@ -256,11 +256,7 @@ fn a_directory_with_nothing_complete_yet_mounts_empty_and_is_followed() {
         common::dir_names(&mnt)
     );
     write_v2(&staging, &dir, "ckpt-1", &[1.0, 2.0, 3.0, 4.0]);
-    std::fs::write(
-        dir.join("checkpoint"),
-        "model_checkpoint_path: \"ckpt-1\"\nall_model_checkpoint_paths: \"ckpt-1\"\n",
-    )
-    .expect("state file");
+    common::write_state(&dir, &["ckpt-1"]);
     common::within(WITHIN, "ckpt-1 appears, latest names it", || {
         common::dir_names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1"
     });
@@ -270,11 +266,7 @@ fn a_directory_with_nothing_complete_yet_mounts_empty_and_is_followed() {
     );
     // From then on the state file rules: a checkpoint it does not name is not shown.
     write_v2(&staging, &dir, "ckpt-2", &[5.0, 6.0, 7.0, 8.0]);
-    std::fs::write(
-        dir.join("checkpoint"),
-        "model_checkpoint_path: \"ckpt-2\"\nall_model_checkpoint_paths: \"ckpt-2\"\n",
-    )
-    .expect("state file");
+    common::write_state(&dir, &["ckpt-2"]);
     common::within(WITHIN, "ckpt-2 replaces ckpt-1", || {
         common::dir_names(&mnt) == ["ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
     });

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Mount;
+use common::{state, write_state, Mount};
 use tfmount::format::dtype::DType;
 
 const DT_FLOAT: DType = DType(1);
@@ -34,23 +34,6 @@ fn write_ckpt(dir: &Path, name: &str, vals: &[f32]) -> PathBuf {
         .expect("add");
     w.finish().expect("finish");
     prefix
-}
-
-fn state(names: &[&str]) -> String {
-    let mut s = format!(
-        "model_checkpoint_path: \"{}\"\n",
-        names.last().expect("a checkpoint")
-    );
-    for n in names {
-        s.push_str(&format!("all_model_checkpoint_paths: \"{n}\"\n"));
-    }
-    s
-}
-
-fn write_state(dir: &Path, names: &[&str]) {
-    let tmp = dir.join("checkpoint.tmp");
-    std::fs::write(&tmp, state(names)).expect("state");
-    std::fs::rename(&tmp, dir.join("checkpoint")).expect("rename");
 }
 
 fn prune(dir: &Path, name: &str) {

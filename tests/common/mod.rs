@@ -198,6 +198,26 @@ pub fn walk_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A checkpoint state file naming `names` (the last one current), as TensorFlow writes it.
+pub fn state(names: &[&str]) -> String {
+    let mut s = format!(
+        "model_checkpoint_path: \"{}\"\n",
+        names.last().expect("a checkpoint")
+    );
+    for n in names {
+        s.push_str(&format!("all_model_checkpoint_paths: \"{n}\"\n"));
+    }
+    s
+}
+
+/// Writes [`state`] of `names` as `dir/checkpoint`, through a temporary file and a rename (as
+/// TensorFlow replaces it).
+pub fn write_state(dir: &Path, names: &[&str]) {
+    let tmp = dir.join("checkpoint.tmp");
+    std::fs::write(&tmp, state(names)).expect("state");
+    std::fs::rename(&tmp, dir.join("checkpoint")).expect("rename");
+}
+
 /// Core options for tests that walk or read every file of a tree: the derived views listed
 /// too (`-o views=visible`), so that they are walked, read and damaged like the rest.
 pub fn views_listed() -> tfmount::fs::Options {
