@@ -112,19 +112,6 @@ impl FixedNodes {
         self.views.contains(&(dir, n))
     }
 
-    /// The names of the views linked into directory `dir` of this table, in link order.
-    pub fn views_in(&self, dir: Ino) -> Vec<Vec<u8>> {
-        let Ok(Fixed::Dir { children, .. }) = self.get(dir.local()) else {
-            return Vec::new();
-        };
-        children
-            .iter()
-            .enumerate()
-            .filter(|(n, _)| self.is_view(dir.local(), *n))
-            .map(|(_, (name, _, _))| name.clone())
-            .collect()
-    }
-
     /// Adds a node; returns its inode number (`None` when the table is full).
     pub fn add(&mut self, f: Fixed) -> Option<Ino> {
         self.nodes.push(f);

@@ -531,7 +531,7 @@ pub struct SummaryFile {
 }
 
 /// What each derived view holds, in one line of `summary.txt`.
-pub fn view_words(name: &str) -> &'static str {
+fn view_words(name: &str) -> &'static str {
     match name {
         "text/" => "each tensor's values as text: text/KEY.txt",
         "stats/" => "each tensor's min, max, mean, NaN and zero counts: stats/KEY.txt",
