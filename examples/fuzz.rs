@@ -161,7 +161,7 @@ fn mutate_once(rng: &mut Rng, buf: &mut Vec<u8>, other: &[u8], max_len: usize) {
             let end = (end + 1).min(len);
             let mut v = Vec::new();
             let x = INTERESTING[rng.below(INTERESTING.len())];
-            tfmount::format::varint::encode_u64(x.wrapping_add(rng.below(3) as u64), &mut v);
+            tfmount::parse::varint::encode_u64(x.wrapping_add(rng.below(3) as u64), &mut v);
             buf.splice(i..end, v);
         }
         10 if !other.is_empty() => {

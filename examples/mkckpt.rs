@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use tfmount::format::dtype::DType;
+use tfmount::parse::dtype::DType;
 use tfmount::writer::{object_graph, CheckpointWriter, VARIABLE_VALUE_SUFFIX};
 
 const FLOAT: DType = DType(1);

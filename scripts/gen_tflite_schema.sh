@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates the checked-in FlatBuffers code of src/format/tflite/ from the schemas beside it:
+# Regenerates the checked-in FlatBuffers code of src/formats/tflite/model/ from the schemas beside it:
 #   schema.fbs           TensorFlow Lite's model schema (TensorFlow's
 #                        tensorflow/compiler/mlir/lite/schema/schema.fbs, as copied into
 #                        tensorflow/tflite-micro at commit 90b983c2b3f1480642e040bbd2ddb37b998f3424)
@@ -12,7 +12,7 @@
 #   scripts/gen_tflite_schema.sh            # from the repository's root
 set -eu
 cd "$(dirname "$0")/.."
-dir=src/format/tflite
+dir=src/formats/tflite/model
 venv=$(mktemp -d)
 trap 'rm -rf "$venv"' EXIT
 python3 -m venv "$venv"

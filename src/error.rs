@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use crate::format::{FormatError, ReadError};
+use crate::parse::FormatError;
+use crate::parse::ReadError;
 
 /// An I/O error in words, as a user reads it: `no such file or directory`, `permission
 /// denied`; never an `ErrorKind` debug name or a bare `(os error N)`.

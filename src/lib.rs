@@ -23,11 +23,14 @@ pub mod cache;
 pub mod cli;
 pub mod cmd;
 pub mod error;
-pub mod format;
+pub mod formats;
 pub mod fs;
 pub mod fuse;
+pub mod graph;
 pub mod mount;
 pub mod options;
+pub mod parse;
+pub mod probe;
 pub mod render;
 pub mod source;
 /// What unit tests need from outside the crate (Python modules), shared with `tests/`.

@@ -15,6 +15,7 @@ use crate::error::io_words;
 use crate::fs::Fs;
 use crate::fuse::FuseFs;
 pub use crate::options::Settings;
+use crate::probe;
 use crate::source;
 use crate::source::remote::RemoteConfig;
 
@@ -278,7 +279,7 @@ fn init_logging() {
 /// a SavedModel's `assets/`, a followed checkpoint directory, a Keras or TF.js directory) and
 /// the files it names, each canonical (symlinks resolved). Paths that cannot be resolved are
 /// left out: they are not read either.
-fn source_paths(given: &Path, probed: &source::Probed) -> (Vec<PathBuf>, Vec<PathBuf>) {
+fn source_paths(given: &Path, probed: &probe::Probed) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let canon = |p: &Path| std::fs::canonicalize(p).ok();
     // A prefix (`train/ckpt-1`) is not a file itself: its directory, resolved, and its name.
     let canon_file = |p: &Path| {
@@ -299,17 +300,17 @@ fn source_paths(given: &Path, probed: &source::Probed) -> (Vec<PathBuf>, Vec<Pat
         files.extend(canon_file(given));
     }
     match probed {
-        source::Probed::SavedModel { dir, variables } => {
+        probe::Probed::SavedModel { dir, variables } => {
             dirs.extend(canon(dir));
             files.extend(variables.as_deref().and_then(canon_file));
         }
-        source::Probed::CheckpointDir {
+        probe::Probed::CheckpointDir {
             dir, checkpoints, ..
         } => {
             dirs.extend(canon(dir));
             files.extend(checkpoints.iter().filter_map(|(_, p)| canon_file(p)));
         }
-        source::Probed::Checkpoint(d) => {
+        probe::Probed::Checkpoint(d) => {
             if d.path.is_dir() {
                 dirs.extend(canon(&d.path));
             } else {
@@ -317,7 +318,7 @@ fn source_paths(given: &Path, probed: &source::Probed) -> (Vec<PathBuf>, Vec<Pat
             }
             files.extend(d.files.iter().filter_map(|p| canon_file(p)));
         }
-        source::Probed::Graph { path, .. } => files.extend(canon_file(path)),
+        probe::Probed::Graph { path, .. } => files.extend(canon_file(path)),
     }
     (dirs, files)
 }
@@ -328,7 +329,7 @@ fn source_paths(given: &Path, probed: &source::Probed) -> (Vec<PathBuf>, Vec<Pat
 /// (the mount would hide it). Decided on canonical paths, before mounting.
 fn check_nesting(
     given: &Path,
-    probed: &source::Probed,
+    probed: &probe::Probed,
     mp_given: &Path,
     mp: &Path,
 ) -> Result<(), Failure> {
@@ -366,7 +367,7 @@ fn check_nesting(
 /// Opens SOURCE and builds its tree (a URL is not followed live). A local SOURCE is first
 /// checked not to contain the mount point `mp` (canonical), nor to be inside it.
 fn open_fs(args: &Args, settings: &Settings, mp: &Path) -> Result<(Fs, String), Failure> {
-    let src = source::open(&args.source, &settings.remote)
+    let src = probe::open(&args.source, &settings.remote)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     if !src.remote {
         check_nesting(&args.source, &src.probed, &args.mountpoint, mp)?;
@@ -400,8 +401,8 @@ fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
     let url = source::remote::url::is_remote(&mp.to_string_lossy());
     let model = url
         || matches!(
-            source::open(mp, &settings.remote).map(|s| s.probed),
-            Ok(p) if !matches!(&p, source::Probed::CheckpointDir { checkpoints, .. } if checkpoints.is_empty())
+            probe::open(mp, &settings.remote).map(|s| s.probed),
+            Ok(p) if !matches!(&p, probe::Probed::CheckpointDir { checkpoints, .. } if checkpoints.is_empty())
         );
     if !model {
         return f;

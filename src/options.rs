@@ -9,7 +9,8 @@ use fuser::SessionACL;
 
 use crate::fs::Options;
 use crate::fuse::DirectIo;
-use crate::source::remote::config::{self as remote_config, RemoteConfig};
+use crate::source::remote::config as remote_config;
+use crate::source::remote::config::RemoteConfig;
 
 /// What a value must look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@
 //! `12 00`), as `TensorShape::AsProto` makes it.
 //!
 //! ```no_run
-//! use tfmount::format::dtype::DType;
+//! use tfmount::parse::dtype::DType;
 //! use tfmount::writer::CheckpointWriter;
 //! let mut w = CheckpointWriter::new("/tmp/ckpt/model", 1)?;
 //! let bytes: Vec<u8> = [1.0f32, 2.0, 3.0].iter().flat_map(|f| f.to_le_bytes()).collect();
@@ -45,11 +45,20 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::format::bundle::slice_shape;
-use crate::format::dtype::{DType, DT_STRING};
-use crate::format::slice_key::{self, Extent};
-use crate::format::table::{parse_footer, read_block, Block, BlockHandle, FOOTER_LEN, MAGIC};
-use crate::format::{mask_crc, varint, FormatError};
+use crate::parse::bundle::slice_shape;
+use crate::parse::dtype::DType;
+use crate::parse::dtype::DT_STRING;
+use crate::parse::mask_crc;
+use crate::parse::slice_key;
+use crate::parse::slice_key::Extent;
+use crate::parse::table::parse_footer;
+use crate::parse::table::read_block;
+use crate::parse::table::Block;
+use crate::parse::table::BlockHandle;
+use crate::parse::table::FOOTER_LEN;
+use crate::parse::table::MAGIC;
+use crate::parse::varint;
+use crate::parse::FormatError;
 use crate::proto::tensor_slice_proto::extent::HasLength;
 use crate::proto::tensor_slice_proto::Extent as ExtentProto;
 use crate::proto::{
@@ -899,7 +908,7 @@ impl CheckpointWriter {
     pub fn add_object_graph(&mut self, tog: &crate::proto::TrackableObjectGraph) -> io::Result<()> {
         let bytes = tog.encode_to_vec();
         self.add_strings(
-            crate::source::names::OBJECT_GRAPH_KEY,
+            crate::formats::names::OBJECT_GRAPH_KEY,
             &[],
             &[bytes.as_slice()],
             0,

@@ -19,7 +19,7 @@ use common::*;
 use tfmount::error::FsError;
 use tfmount::fs::assets::MAX_DEPTH;
 use tfmount::fs::{Fs, Kind, ROOT};
-use tfmount::source::probe;
+use tfmount::probe::probe;
 
 /// The content of every file outside the model: found in nothing the mount serves.
 const SECRET: &[u8] = b"OUTSIDE-THE-MODEL-7d1e";

@@ -142,7 +142,7 @@ fn all_sources() -> Vec<String> {
 
 fn open_fs(source: &str) -> Fs {
     let p = fixtures().join(source);
-    let probed = tfmount::source::probe(&p).unwrap_or_else(|e| panic!("{source}: {e}"));
+    let probed = tfmount::probe::probe(&p).unwrap_or_else(|e| panic!("{source}: {e}"));
     Fs::new(
         &probed,
         &Options {
@@ -834,11 +834,11 @@ fn verify_lines(out: &[u8]) -> Vec<(Vec<u8>, String)> {
 #[test]
 fn verify_of_clean_sources_is_quiet() {
     for source in all_sources() {
-        let Ok(probed) = tfmount::source::probe(&fixtures().join(&source)) else {
+        let Ok(probed) = tfmount::probe::probe(&fixtures().join(&source)) else {
             continue;
         };
         let o = tfmount(&["verify", &source]);
-        if matches!(probed, tfmount::source::Probed::Graph { .. }) {
+        if matches!(probed, tfmount::probe::Probed::Graph { .. }) {
             assert_eq!(code(&o), 3, "verify {source}");
             continue;
         }
@@ -1671,7 +1671,7 @@ fn verify_reports_checkpoints_a_directory_lacks() {
 /// outside the directory is followed with a warning on stderr.
 #[test]
 fn verify_of_a_copied_directory_checks_the_copy() {
-    use tfmount::format::dtype::DType;
+    use tfmount::parse::dtype::DType;
     use tfmount::writer::{data_path, CheckpointWriter};
     let tmp = tempfile::tempdir().expect("tmp");
     let train = tmp.path().join("train");

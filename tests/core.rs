@@ -14,16 +14,22 @@ use common::*;
 use prost::Message;
 use serde_json::Value;
 use tfmount::error::FsError;
-use tfmount::format::bundle::{check_tiling, parse_entry, parse_header, slice_elements, Data};
-use tfmount::format::mask_crc;
-use tfmount::format::slice_key::{self, Extent};
-use tfmount::format::strings::StringLayout;
-use tfmount::format::table::Block;
+use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Attr, DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
+use tfmount::parse::bundle::check_tiling;
+use tfmount::parse::bundle::parse_entry;
+use tfmount::parse::bundle::parse_header;
+use tfmount::parse::bundle::slice_elements;
+use tfmount::parse::bundle::Data;
+use tfmount::parse::mask_crc;
+use tfmount::parse::slice_key;
+use tfmount::parse::slice_key::Extent;
+use tfmount::parse::table::Block;
+use tfmount::probe::probe;
+use tfmount::probe::Probed;
 use tfmount::proto::{
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };
-use tfmount::source::{probe, Probed};
 use tfmount::tree::ino::{keyspace, Ino};
 use tfmount::tree::{self, FileKind};
 use tfmount::writer::{
@@ -1021,7 +1027,7 @@ fn variant_tensor_crc_is_checked() {
     let data = std::fs::read(fixtures().join("all_dtypes/ckpt.data-00000-of-00001")).expect("data");
     let stored = &data[off..off + size];
     // TF's CRC of a variant tensor, recomputed from the stored bytes (one element: shape []).
-    let (len, used) = tfmount::format::varint::decode_u64(stored).expect("length");
+    let (len, used) = tfmount::parse::varint::decode_u64(stored).expect("length");
     let elem = &stored[used..used + len as usize];
     let len_crc = &stored[used + len as usize..used + len as usize + 4];
     assert_eq!(
@@ -1267,7 +1273,7 @@ fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
 }
 
 /// Checks the invariants an accepted entry promises its users (no overflow later).
-fn check_accepted(e: &tfmount::format::bundle::Entry) {
+fn check_accepted(e: &tfmount::parse::bundle::Entry) {
     let n = e
         .shape
         .iter()
@@ -1288,7 +1294,7 @@ fn check_accepted(e: &tfmount::format::bundle::Entry) {
             for s in slices {
                 assert_eq!(s.len(), e.shape.len());
                 let _ = slice_elements(&e.shape, s);
-                let _ = tfmount::format::bundle::slice_shape(&e.shape, s);
+                let _ = tfmount::parse::bundle::slice_shape(&e.shape, s);
             }
             let _ = check_tiling(&e.shape, slices);
         }
@@ -2256,11 +2262,11 @@ struct CountedFile {
     read: std::sync::Arc<std::sync::Mutex<BTreeMap<PathBuf, u64>>>,
 }
 
-impl tfmount::format::ReadAt for CountedFile {
+impl tfmount::parse::ReadAt for CountedFile {
     fn len(&self) -> u64 {
         self.inner.len()
     }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> tfmount::format::Result<()> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> tfmount::parse::Result<()> {
         *self
             .read
             .lock()
@@ -2323,7 +2329,7 @@ fn tf2_checkpoint(dir: &Path, n: usize, identical: bool) -> PathBuf {
         let key = format!("{path}{}", tfmount::writer::VARIABLE_VALUE_SUFFIX);
         w.add(
             key.as_bytes(),
-            tfmount::format::dtype::DType(1),
+            tfmount::parse::dtype::DType(1),
             &[2],
             &(i as f32).to_le_bytes().repeat(2),
             0,
@@ -2350,7 +2356,7 @@ fn mount_reads_neither_the_object_graph_nor_the_whole_index() {
     let index_len = std::fs::metadata(&index).expect("index").len();
     let store = std::sync::Arc::new(CountingStore::default());
     let read = store.read.clone();
-    let probed = tfmount::source::probe_in(&*store, &prefix).expect("probe");
+    let probed = tfmount::probe::probe_in(&*store, &prefix).expect("probe");
     let fs = Fs::with_store(store, &probed, &common::views_listed()).expect("mount");
     let a = lookup_path(
         &fs,

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::{requires, sha256_hex, Mount};
-use tfmount::format::dtype::DType;
+use tfmount::parse::dtype::DType;
 use tfmount::writer::{data_path, CheckpointWriter};
 
 const U32: DType = DType(22);

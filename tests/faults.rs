@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use common::{fixtures, walk_files, Mount};
 use fault_proxy::{Fault, FaultProxy, Rule};
 use servers::{http, s3_env, Server};
-use tfmount::format::dtype::DType;
+use tfmount::parse::dtype::DType;
 use tfmount::writer::CheckpointWriter;
 
 /// `-o remote_timeout` of the mounts that meet faults.

@@ -14,8 +14,9 @@ use tracking_alloc::{largest_allocation, Tracking};
 
 use std::path::{Path, PathBuf};
 
-use tfmount::format::table::{self, Block};
-use tfmount::format::FormatError;
+use tfmount::parse::table;
+use tfmount::parse::table::Block;
+use tfmount::parse::FormatError;
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -210,7 +211,7 @@ fn densest_snappy_block_still_decompresses() {
     );
     let mut file = stored.clone();
     file.push(1);
-    let crc = tfmount::format::mask_crc(crc32c::crc32c(&file));
+    let crc = tfmount::parse::mask_crc(crc32c::crc32c(&file));
     file.extend_from_slice(&crc.to_le_bytes());
     let h = table::BlockHandle {
         offset: 0,

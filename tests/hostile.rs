@@ -19,14 +19,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::Mount;
 use prost::Message;
 use tfmount::error::FsError;
-use tfmount::format::bundle::{parse_entry, parse_header, MAX_SHARDS};
-use tfmount::format::dtype::{DType, DT_STRING};
-use tfmount::format::strings::StringLayout;
-use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, MAGIC};
-use tfmount::format::varint::{decode_u64, encode_u64};
+use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Fs, Kind, ROOT};
+use tfmount::parse::bundle::parse_entry;
+use tfmount::parse::bundle::parse_header;
+use tfmount::parse::bundle::MAX_SHARDS;
+use tfmount::parse::dtype::DType;
+use tfmount::parse::dtype::DT_STRING;
+use tfmount::parse::table::parse_footer;
+use tfmount::parse::table::read_block;
+use tfmount::parse::table::Block;
+use tfmount::parse::table::BlockHandle;
+use tfmount::parse::table::MAGIC;
+use tfmount::parse::varint::decode_u64;
+use tfmount::parse::varint::encode_u64;
+use tfmount::probe::probe;
+use tfmount::probe::Probed;
 use tfmount::proto::BundleEntryProto;
-use tfmount::source::{probe, Probed};
 use tfmount::writer::{
     append_block, block_handles, data_path, encode_block, encode_footer, finish_table,
     fix_block_crc, index_path, tensor_entry, CheckpointWriter, TableBuilder,

@@ -182,7 +182,7 @@ fn serve(path: &Path) -> Served {
         bins: Vec::new(),
         files: Vec::new(),
     };
-    let probed = match tfmount::source::probe(path) {
+    let probed = match tfmount::probe::probe(path) {
         Ok(p) => p,
         Err(e) => {
             s.opened = Err(e.to_string());

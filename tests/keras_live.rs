@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{sha256_hex, Mount};
-use tfmount::format::dtype::DType;
+use tfmount::parse::dtype::DType;
 use tfmount::writer::CheckpointWriter;
 
 /// How soon a change must show (docs/live.md's promise).

@@ -21,12 +21,12 @@ use std::path::Path;
 use common::walk::{self, show, Core, Walk};
 use common::*;
 use serde_json::Value;
-use tfmount::format::dtype::DType;
 use tfmount::fs::{Fs, Kind, ROOT};
+use tfmount::parse::dtype::DType;
+use tfmount::probe::probe;
 use tfmount::render::elem::{self, Kind as Elem, Value as Num};
 use tfmount::render::stats as stats_text;
 use tfmount::render::values::Columns;
-use tfmount::source::probe;
 use tfmount::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use tfmount::format::dtype::DType;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
-use tfmount::source::probe;
+use tfmount::parse::dtype::DType;
+use tfmount::probe::probe;
 use tfmount::writer::CheckpointWriter;
 
 /// The names of derived views at a checkpoint's root.

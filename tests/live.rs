@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{state, write_state, Mount};
-use tfmount::format::dtype::DType;
+use tfmount::parse::dtype::DType;
 
 const DT_FLOAT: DType = DType(1);
 use tfmount::writer::CheckpointWriter;

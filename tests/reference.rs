@@ -20,9 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::walk::{self, show, Core, Resume, Walk};
 use common::{fnv1a_64, npy, Rng};
-use tfmount::format::dtype::{DType, DT_STRING};
 use tfmount::fs::{Fs, Kind, ROOT};
-use tfmount::source::probe;
+use tfmount::parse::dtype::DType;
+use tfmount::parse::dtype::DT_STRING;
+use tfmount::probe::probe;
 use tfmount::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------

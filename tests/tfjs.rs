@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tfmount::cmd::model::Tree;
-use tfmount::format::zip;
+use tfmount::parse::zip;
 
 const FIXTURES: &[&str] = &[
     "layers",

@@ -81,7 +81,7 @@ fn serve(dir: &Path) -> Served {
         bins: Vec::new(),
         model_json: None,
     };
-    let probed = match tfmount::source::probe(dir) {
+    let probed = match tfmount::probe::probe(dir) {
         Ok(p) => p,
         Err(e) => {
             s.opened = Err(e.to_string());

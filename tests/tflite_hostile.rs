@@ -57,7 +57,7 @@ struct Served {
 /// Opens `path` as a mount would and reads every file of the tree.
 fn serve(path: &Path) -> Served {
     let mut s = Served::default();
-    let Ok(probed) = tfmount::source::probe(path) else {
+    let Ok(probed) = tfmount::probe::probe(path) else {
         return s;
     };
     let opts = Options {

@@ -1,5 +1,5 @@
 //! V1 checkpoints (`tests/fixtures/v1/`, written by TensorFlow's V1 `Saver`) opened with
-//! `tfmount::source::v1::V1Checkpoint` and compared with TensorFlow's own view recorded in
+//! `tfmount::formats::v1::set::V1Checkpoint` and compared with TensorFlow's own view recorded in
 //! `tests/fixtures/v1/expected/*.json`: tensor names, dtypes, shapes, sizes, the sha256 of every
 //! tensor's bytes and, for small tensors, the bytes and values. Reads at random offsets and
 //! lengths, and sequential reads in odd chunk sizes, must equal slices of the whole. Hostile
@@ -14,10 +14,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tfmount::format::mask_crc;
-use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle};
+use tfmount::formats::v1::set::v1_files;
+use tfmount::formats::v1::set::V1Checkpoint;
+use tfmount::parse::mask_crc;
+use tfmount::parse::table::parse_footer;
+use tfmount::parse::table::read_block;
+use tfmount::parse::table::Block;
+use tfmount::parse::table::BlockHandle;
 use tfmount::source::bytes::LocalStore;
-use tfmount::source::v1::{v1_files, V1Checkpoint};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;

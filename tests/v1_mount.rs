@@ -276,7 +276,7 @@ fn hostile_v1_files_through_the_core() {
     let (mut mounted, mut refused) = (0, 0);
     for v in &variants {
         std::fs::write(&path, v).expect("write");
-        let Ok(probed) = tfmount::source::probe(&path) else {
+        let Ok(probed) = tfmount::probe::probe(&path) else {
             refused += 1;
             continue;
         };
@@ -313,7 +313,7 @@ fn hostile_v1_files_through_the_core() {
 /// each, `latest` on the V2 one, both serving their tensors.
 #[test]
 fn state_file_naming_v1_and_v2_checkpoints() {
-    use tfmount::format::dtype::DType;
+    use tfmount::parse::dtype::DType;
     use tfmount::writer::CheckpointWriter;
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path();

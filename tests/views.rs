@@ -20,13 +20,18 @@ use common::requires;
 use common::*;
 use serde_json::{json, Value};
 use tfmount::error::FsError;
-use tfmount::format::dtype::DType;
-use tfmount::format::{FormatError, ReadAt};
 use tfmount::fs::{Attr, Fs, Kind, Options, ROOT};
+use tfmount::parse::dtype::DType;
+use tfmount::parse::FormatError;
+use tfmount::parse::ReadAt;
+use tfmount::probe::probe;
 use tfmount::render::stats;
 use tfmount::render::values::{render_all, Columns};
-use tfmount::source::bytes::{ByteSource, EntryKind, FileMeta, LocalStore, Store};
-use tfmount::source::probe;
+use tfmount::source::bytes::ByteSource;
+use tfmount::source::bytes::EntryKind;
+use tfmount::source::bytes::FileMeta;
+use tfmount::source::bytes::LocalStore;
+use tfmount::source::bytes::Store;
 use tfmount::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------

@@ -11,13 +11,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use tfmount::format::bundle::{parse_entry, parse_header, Data, Entry};
-use tfmount::format::dtype::{DType, DT_STRING, DT_VARIANT};
-use tfmount::format::slice_key::{self, Extent, FULL};
-use tfmount::format::strings::StringLayout;
-use tfmount::format::table::{parse_footer, read_block, Block, BlockHandle, Table};
-use tfmount::format::{mask_crc, varint};
-use tfmount::source::checkpoint::Caches;
+use tfmount::formats::v2::checkpoint::Caches;
+use tfmount::formats::v2::strings::StringLayout;
+use tfmount::parse::bundle::parse_entry;
+use tfmount::parse::bundle::parse_header;
+use tfmount::parse::bundle::Data;
+use tfmount::parse::bundle::Entry;
+use tfmount::parse::dtype::DType;
+use tfmount::parse::dtype::DT_STRING;
+use tfmount::parse::dtype::DT_VARIANT;
+use tfmount::parse::mask_crc;
+use tfmount::parse::slice_key;
+use tfmount::parse::slice_key::Extent;
+use tfmount::parse::slice_key::FULL;
+use tfmount::parse::table::parse_footer;
+use tfmount::parse::table::read_block;
+use tfmount::parse::table::Block;
+use tfmount::parse::table::BlockHandle;
+use tfmount::parse::table::Table;
+use tfmount::parse::varint;
 use tfmount::writer::{data_path, index_path, CheckpointWriter};
 
 // ---------------------------------------------------------------------------------------------
@@ -238,12 +250,12 @@ fn check_read_back(prefix: &Path, want: &BTreeMap<Vec<u8>, Want>) {
                 };
                 let exts: Vec<_> = slices.iter().map(|s| s.0.clone()).collect();
                 assert_eq!(got, &exts, "slices in call order");
-                tfmount::format::bundle::check_tiling(shape, got).unwrap();
+                tfmount::parse::bundle::check_tiling(shape, got).unwrap();
                 for (ext, data) in slices {
                     let pk = slice_key::encode(key, ext);
                     let pe = rb.get(&pk).expect("slice part entry");
                     assert_eq!(pe.dtype, *dtype);
-                    assert_eq!(pe.shape, tfmount::format::bundle::slice_shape(shape, ext));
+                    assert_eq!(pe.shape, tfmount::parse::bundle::slice_shape(shape, ext));
                     assert_eq!(&rb.decoded(pe), data);
                     expected_keys.push(pk);
                 }

@@ -1,5 +1,5 @@
-//! Fuzz body for Keras checkpoints (`tfmount::source::formats::keras`, `tfmount::format::hdf5`,
-//! `tfmount::format::zip`): one input is one file (HDF5 `.weights.h5`/`.h5`, or a `.keras`
+//! Fuzz body for Keras checkpoints (`tfmount::formats::keras`, `tfmount::formats::keras::hdf5`,
+//! `tfmount::parse::zip`): one input is one file (HDF5 `.weights.h5`/`.h5`, or a `.keras`
 //! zip), probed by content, mounted through `Fs` and walked with the shared walker (every
 //! directory listed and resumed, every name looked up, every file read in pieces and whole:
 //! `.bin`, `.npy`, `.shape`, `.dtype`, `text/`, `stats/`, `names/`, `config.json`, ...).
@@ -14,7 +14,7 @@
 //! (otherwise the superblock's and every version-2 object header's are recomputed, so mutations
 //! reach the parsers behind them); bits 1..3 pick the read size.
 
-use tfmount::format::hdf5::metadata_checksum;
+use tfmount::formats::keras::hdf5::metadata_checksum;
 use tfmount::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
@@ -38,7 +38,7 @@ pub fn keras(data: &[u8]) {
         return;
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][((flags >> 1) & 7) as usize];
-    let Ok(probed) = tfmount::source::probe(&path) else {
+    let Ok(probed) = tfmount::probe::probe(&path) else {
         return;
     };
     let opts = Options {

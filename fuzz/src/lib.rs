@@ -21,17 +21,27 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use tfmount::format::bundle::{self, Data};
-use tfmount::format::dtype::{DT_STRING, DT_VARIANT};
-use tfmount::format::slice_key::{self, Extent};
-use tfmount::format::strings::{self, StringLayout};
-use tfmount::format::table::{self, Block, Table};
-use tfmount::format::{mask_crc, varint};
+use tfmount::formats::tensors::TensorInfo;
+use tfmount::formats::v2::checkpoint::data_file_name;
+use tfmount::formats::v2::checkpoint::index_file_name;
+use tfmount::formats::v2::checkpoint::Caches;
+use tfmount::formats::v2::strings;
+use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Fs, Kind, Options};
-use tfmount::source::checkpoint::Caches;
-use tfmount::source::checkpoint::{data_file_name, index_file_name};
-use tfmount::source::tensors::TensorInfo;
-use tfmount::source::{probe, state, Probed};
+use tfmount::parse::bundle;
+use tfmount::parse::bundle::Data;
+use tfmount::parse::dtype::DT_STRING;
+use tfmount::parse::dtype::DT_VARIANT;
+use tfmount::parse::mask_crc;
+use tfmount::parse::slice_key;
+use tfmount::parse::slice_key::Extent;
+use tfmount::parse::table;
+use tfmount::parse::table::Block;
+use tfmount::parse::table::Table;
+use tfmount::parse::varint;
+use tfmount::probe::probe;
+use tfmount::probe::state;
+use tfmount::probe::Probed;
 use tfmount::tree::{self, FileKind};
 /// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
 /// the regression tests, which call it as `targets::fix_table_crcs`.

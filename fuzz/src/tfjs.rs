@@ -1,4 +1,4 @@
-//! Fuzz body for TF.js models (`tfmount::source::formats::tfjs`, `tfmount::format::tfjs`): one
+//! Fuzz body for TF.js models (`tfmount::formats::tfjs`, `tfmount::formats::tfjs::manifest`): one
 //! input is one model directory, `model.json` and the bytes of its shards, probed as a
 //! directory, mounted through `Fs` and walked with the shared walker (every directory listed and
 //! resumed, every name looked up, every file read in pieces and whole: `.bin`, `.npy`, `text/`,
@@ -13,7 +13,7 @@
 //! files the manifest lists (in order, across groups), each the shard size, the last the rest.
 //! A listed path that tfmount would not follow, or one given twice, is not written.
 
-use tfmount::format::tfjs;
+use tfmount::formats::tfjs::manifest as tfjs;
 use tfmount::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
@@ -71,7 +71,7 @@ pub fn tfjs(data: &[u8]) {
         files.push(bytes);
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][(flags & 7) as usize];
-    let Ok(probed) = tfmount::source::probe(dir.path()) else {
+    let Ok(probed) = tfmount::probe::probe(dir.path()) else {
         return;
     };
     let opts = Options {

@@ -1,4 +1,4 @@
-//! Fuzz body for TFLite models (`tfmount::source::formats::tflite`, `tfmount::format::tflite`):
+//! Fuzz body for TFLite models (`tfmount::formats::tflite`, `tfmount::formats::tflite::model`):
 //! one input is one `.tflite` file, probed by content (the `TFL3` identifier), mounted through
 //! `Fs` and walked with the shared walker (every directory listed and resumed, every name looked
 //! up, every file read in pieces and whole: `.bin`, `.npy`, `dequantized/`, `graph/`,
@@ -28,7 +28,7 @@ pub fn tflite(data: &[u8]) {
         return;
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][(flags & 7) as usize];
-    let Ok(probed) = tfmount::source::probe(&path) else {
+    let Ok(probed) = tfmount::probe::probe(&path) else {
         return;
     };
     let opts = Options {

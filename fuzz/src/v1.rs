@@ -1,4 +1,4 @@
-//! Fuzz body for V1 checkpoints (`tfmount::format::v1`, `tfmount::source::v1`): one input split
+//! Fuzz body for V1 checkpoints (`tfmount::formats::v1::table`, `tfmount::formats::v1::set`): one input split
 //! into up to 4 table files, written as a single file or as shards `ck-0000N-of-0000M`, resolved
 //! with `v1_files`, mounted through `Fs` and walked (every file read), then opened with
 //! `V1Checkpoint` and every tensor read whole, in pieces and at a few other ranges. Invariants: tensors sorted by unique names; probing agrees with opening;
@@ -10,10 +10,12 @@
 //! index name gets its CRC recomputed); bit 1 names the checkpoint by the `?????` pattern instead
 //! of its first shard; bits 2..4 pick the piece size.
 
-use tfmount::format::v1::values::encoding;
-use tfmount::format::v1::{probe, V1Table};
+use tfmount::formats::v1::set::v1_files;
+use tfmount::formats::v1::set::V1Checkpoint;
+use tfmount::formats::v1::table::probe;
+use tfmount::formats::v1::table::values::encoding;
+use tfmount::formats::v1::table::V1Table;
 use tfmount::source::bytes::LocalStore;
-use tfmount::source::v1::{v1_files, V1Checkpoint};
 
 use super::{fix_table_crcs, join_chunks, scratch_dir, split_chunks, MAX_FILE_BYTES};
 
@@ -66,7 +68,7 @@ pub fn v1(data: &[u8]) {
     assert_eq!(paths.len(), n, "every shard is found");
     // Through the whole filesystem: probed by content, mounted in the core, every directory
     // listed and resumed, every name looked up, every file read (the shared walker's checks).
-    if let Ok(probed) = tfmount::source::probe(&source) {
+    if let Ok(probed) = tfmount::probe::probe(&source) {
         let opts = tfmount::fs::Options {
             live: false,
             ..Default::default()

@@ -10,8 +10,11 @@ use crate::options::{usage, OPTIONS};
 /// One command for documentation: the mount form with every subcommand beside it (the parser
 /// keeps them apart, see [`super::is_subcommand`]).
 pub fn full_command() -> clap::Command {
-    let subs: Vec<clap::Command> = super::cli_command().get_subcommands().cloned().collect();
-    super::mount_command()
+    let subs: Vec<clap::Command> = crate::cli::cli_command()
+        .get_subcommands()
+        .cloned()
+        .collect();
+    crate::cli::mount_command()
         .subcommands(subs)
         .args_conflicts_with_subcommands(true)
         .subcommand_negates_reqs(true)
@@ -253,11 +256,11 @@ optional `B` or `iB`: `4096`, `64K`, `32MiB`, `1G`. DURATION: seconds, or a numb
 or `m`: `60`, `500ms`, `2m`.\n",
     );
     // A fixed width, so that the text does not depend on the terminal it was generated in.
-    let mut mount = super::mount_command().term_width(100);
+    let mut mount = crate::cli::mount_command().term_width(100);
     out.push_str("\n#### `tfmount --help`\n\n```text\n");
     out.push_str(mount.render_long_help().to_string().trim_end());
     out.push_str("\n```\n");
-    let mut cli = super::cli_command().term_width(100);
+    let mut cli = crate::cli::cli_command().term_width(100);
     cli.build();
     for sub in cli.get_subcommands_mut() {
         let name = sub.get_name().to_string();

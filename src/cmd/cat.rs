@@ -3,9 +3,9 @@
 
 use std::io::{self, Write};
 
-use super::model::Tree;
 use super::{arg_bytes, closed, escape};
 use crate::cli::CatArgs;
+use crate::cmd::model::Tree;
 
 /// Bytes asked for per read (as a mount's readahead would).
 const CHUNK: usize = 1 << 20;

@@ -10,9 +10,9 @@ use std::cmp::Ordering;
 use std::iter::Peekable;
 use std::time::Instant;
 
-use super::model::{one_checkpoint, Ckpt, Item, Walk};
 use super::{closed, escape, Lines};
 use crate::cli::DiffArgs;
+use crate::cmd::model::{one_checkpoint, Ckpt, Item, Walk};
 
 /// Bytes compared at a time when the bytes decide.
 const CHUNK: usize = 4 << 20;
@@ -261,8 +261,8 @@ impl<'c> Diff<'c> {
     /// `None` when they cannot tell.
     fn index_equal(
         &self,
-        ta: &super::model::TensorInfo,
-        tb: &super::model::TensorInfo,
+        ta: &crate::cmd::model::TensorInfo,
+        tb: &crate::cmd::model::TensorInfo,
     ) -> Result<Option<bool>, (Side, String)> {
         match (ta.partitioned, tb.partitioned) {
             (false, false) => Ok(match (ta.crc, tb.crc) {
@@ -294,8 +294,8 @@ impl<'c> Diff<'c> {
     /// Compares the served bytes (partitioned tensors reassembled) chunk by chunk.
     fn bytes_equal(
         &self,
-        ta: &super::model::TensorInfo,
-        tb: &super::model::TensorInfo,
+        ta: &crate::cmd::model::TensorInfo,
+        tb: &crate::cmd::model::TensorInfo,
     ) -> Result<bool, (Side, String)> {
         let na = self
             .a

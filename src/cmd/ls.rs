@@ -3,9 +3,9 @@
 
 use std::io;
 
-use super::model::{Node, NodeKind, Tree};
 use super::{arg_bytes, closed, escape, Lines};
 use crate::cli::LsArgs;
+use crate::cmd::model::{Node, NodeKind, Tree};
 
 pub fn run(args: &LsArgs) -> i32 {
     let tree = match Tree::open(&args.source) {

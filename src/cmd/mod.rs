@@ -20,22 +20,22 @@ pub fn run(cmd: Command) -> i32 {
     // The subcommands report what fails themselves, in their own lines; of the core's log,
     // only what nothing else says is shown: Keras datasets that are not served (`tfmount:
     // warning: ...`). `RUST_LOG` shows more, as for a mount.
-    let _ =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(
-            "off,tfmount::source::formats::keras=warn,tfmount::source::state=warn",
-        ))
-        .format(|f, r| {
-            use std::io::Write as _;
-            let level = match r.level() {
-                log::Level::Error => "error",
-                log::Level::Warn => "warning",
-                log::Level::Info => "info",
-                log::Level::Debug => "debug",
-                log::Level::Trace => "trace",
-            };
-            writeln!(f, "tfmount: {level}: {}", r.args())
-        })
-        .try_init();
+    let _ = env_logger::Builder::from_env(
+        env_logger::Env::default()
+            .default_filter_or("off,tfmount::formats::keras=warn,tfmount::probe::state=warn"),
+    )
+    .format(|f, r| {
+        use std::io::Write as _;
+        let level = match r.level() {
+            log::Level::Error => "error",
+            log::Level::Warn => "warning",
+            log::Level::Info => "info",
+            log::Level::Debug => "debug",
+            log::Level::Trace => "trace",
+        };
+        writeln!(f, "tfmount: {level}: {}", r.args())
+    })
+    .try_init();
     match cmd {
         Command::Mount(args) => crate::mount::run(args),
         Command::Ls(a) => ls::run(&a),

@@ -18,15 +18,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::FsError;
+use crate::formats;
+use crate::formats::integrity::Integrity;
+use crate::formats::v2::checkpoint::Caches;
+use crate::formats::OpenCtx;
+use crate::formats::Opened;
 use crate::fs::{Fs, Kind, Options, ROOT};
-use crate::source::bytes::{LocalStore, Store};
-use crate::source::checkpoint::Caches;
-use crate::source::formats::{self, OpenCtx, Opened};
-use crate::source::integrity::Integrity;
-use crate::source::{self, Probed};
+use crate::probe;
+use crate::probe::Probed;
+use crate::source::bytes::LocalStore;
+use crate::source::bytes::Store;
 
-pub use crate::source::formats::v2::show_extent;
-pub use crate::source::integrity::{Entry as TensorInfo, Item, Piece, Walk};
+pub use crate::formats::integrity::Entry as TensorInfo;
+pub use crate::formats::integrity::Item;
+pub use crate::formats::integrity::Piece;
+pub use crate::formats::integrity::Walk;
+pub use crate::formats::v2::show_extent;
 
 /// Bytes of decoded index blocks kept per source.
 const CACHE_BYTES: usize = 32 << 20;
@@ -315,7 +322,7 @@ impl CheckpointSet {
                     .collect();
                 // What the state file lists but is not there (or the index files that are
                 // gone): failed members, so that verify never passes an incomplete directory.
-                for (name, reason) in crate::source::state::problems(store.as_ref(), &dir) {
+                for (name, reason) in crate::probe::state::problems(store.as_ref(), &dir) {
                     members.push(Member {
                         prefix: dir.join(&name),
                         name: format!("{name}/"),
@@ -389,9 +396,8 @@ pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
 }
 
 /// SOURCE opened as the mount opens it: a local path or an object-store URL.
-fn open_source(source: &Path) -> Result<source::Source, String> {
-    source::open(source, &crate::source::remote::RemoteConfig::from_env())
-        .map_err(|e| e.to_string())
+fn open_source(source: &Path) -> Result<probe::Source, String> {
+    probe::open(source, &crate::source::remote::RemoteConfig::from_env()).map_err(|e| e.to_string())
 }
 
 /// How the subcommands open checkpoints: stored checksums are checked by the checks

@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::model::{show_extent, CheckpointSet, Ckpt, Item, Piece, SourceProblem, TensorInfo};
 use super::{closed, Lines};
 use crate::cli::VerifyArgs;
+use crate::cmd::model::{show_extent, CheckpointSet, Ckpt, Item, Piece, SourceProblem, TensorInfo};
 
 /// Bytes read and checksummed as one unit of work.
 const CHUNK: u64 = 8 << 20;
@@ -191,7 +191,8 @@ impl Verifier {
                 } => {
                     self.run_batch(name, ck, std::mem::take(&mut batch));
                     batch_bytes = 0;
-                    let esc = |k: &[u8]| String::from_utf8_lossy(&super::escape(k)).into_owned();
+                    let esc =
+                        |k: &[u8]| String::from_utf8_lossy(&crate::cmd::escape(k)).into_owned();
                     let range = match (after, up_to) {
                         (Some(a), Some(u)) => {
                             format!("; it holds the keys in ({}, {}]", esc(&a), esc(&u))

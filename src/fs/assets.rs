@@ -13,13 +13,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
-use super::Kind;
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
-use crate::format::{FormatError, ReadError};
-use crate::source::bytes::{ByteSource, FileMeta};
-use crate::source::dirtree::{self, Info, Loc, PassTree, What};
+use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use crate::fs::Kind;
+use crate::parse::FormatError;
+use crate::parse::ReadError;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::FileMeta;
+use crate::source::dirtree;
+use crate::source::dirtree::Info;
+use crate::source::dirtree::Loc;
+use crate::source::dirtree::PassTree;
+use crate::source::dirtree::What;
 use crate::tree::ino::{cookie, Ino};
 
 /// Most nodes one passed-through directory tree shows; listings past this are cut short (and

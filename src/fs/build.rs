@@ -6,24 +6,34 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::assets::Assets;
-use super::fixed::{Fixed, FixedNodes};
-use super::graph::{self, GraphTree};
-use super::live::Live;
-use super::names::NamesTree;
-use super::subtree::Subtree;
-use super::text::{self, MetaGraphText, Part, WholeText};
-use super::variables::{Variables, View};
-use super::views;
 use super::{Fs, Kind, Options};
 use crate::error::SourceError;
-use crate::source::bytes::{FileMeta, Store};
-use crate::source::dirtree::{self, PassTree, StoreTree, What};
-use crate::source::formats::{self, Detected, OpenCtx, Opened};
-use crate::source::graph::{GraphFile, GraphKind};
-use crate::source::names::{self, LazyNames};
-use crate::source::tensors::{EmptySet, TensorSet};
-use crate::source::Probed;
+use crate::formats;
+use crate::formats::names;
+use crate::formats::names::LazyNames;
+use crate::formats::tensors::EmptySet;
+use crate::formats::tensors::TensorSet;
+use crate::formats::Detected;
+use crate::formats::OpenCtx;
+use crate::formats::Opened;
+use crate::fs::assets::Assets;
+use crate::fs::fixed::{Fixed, FixedNodes};
+use crate::fs::graph::{self, GraphTree};
+use crate::fs::live::Live;
+use crate::fs::names::NamesTree;
+use crate::fs::subtree::Subtree;
+use crate::fs::text::{self, MetaGraphText, Part, WholeText};
+use crate::fs::variables::{Variables, View};
+use crate::fs::views;
+use crate::graph::GraphFile;
+use crate::graph::GraphKind;
+use crate::probe::Probed;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::Store;
+use crate::source::dirtree;
+use crate::source::dirtree::PassTree;
+use crate::source::dirtree::StoreTree;
+use crate::source::dirtree::What;
 use crate::tree::ino::{Ino, ROOT};
 
 fn meta_of(store: &dyn Store, path: &Path) -> Result<FileMeta, SourceError> {
@@ -346,7 +356,7 @@ impl<'a> Builder<'a> {
             let (parent, name) = self.parent_of(dir, &path, meta);
             let f = self.add(Fixed::Text {
                 parent,
-                text: Arc::new(super::fixed::Bytes(bytes)),
+                text: Arc::new(crate::fs::fixed::Bytes(bytes)),
                 meta,
             });
             self.link(parent, name.as_bytes(), f, Kind::File);

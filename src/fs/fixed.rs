@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use super::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
-use super::Kind;
 use crate::error::{FsError, FsResult};
+use crate::fs::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
+use crate::fs::Kind;
 use crate::source::bytes::FileMeta;
 use crate::tree::ino::{cookie, Ino};
 
@@ -250,7 +250,7 @@ impl Subtree for FixedNodes {
         Ok(match self.get(local)? {
             Fixed::Text { text, .. } => text
                 .key()
-                .map(|k| vec![(super::KEY_XATTR, k)])
+                .map(|k| vec![(crate::fs::KEY_XATTR, k)])
                 .unwrap_or_default(),
             _ => Vec::new(),
         })

@@ -8,17 +8,20 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::keyspace::{self, Item, Names};
-use super::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
-use super::tensor_files::{dtype_text, npy_header, shape_text, with_header};
-use super::text::{cached, render_error, text_id, Texts};
 use super::{Kind, KEY_XATTR};
 use crate::error::{FsError, FsResult};
-use crate::format::dtype::DType;
-use crate::format::tensor_proto::ConstTensor;
-use crate::format::{wire, FormatError};
+use crate::fs::keyspace::{self, Item, Names};
+use crate::fs::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
+use crate::fs::tensor_files::{dtype_text, npy_header, shape_text, with_header};
+use crate::fs::text::{cached, render_error, text_id, Texts};
+use crate::graph::GraphFile;
+use crate::graph::GraphKind;
+use crate::graph::Space;
+use crate::parse::dtype::DType;
+use crate::parse::tensor_proto::ConstTensor;
+use crate::parse::wire;
+use crate::parse::FormatError;
 use crate::render;
-use crate::source::graph::{GraphFile, GraphKind, Space};
 use crate::tree::ino::{cookie, graph as layout, Ino};
 use crate::tree::{self, FileKind};
 

@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use super::subtree::Entry;
-use super::Kind;
 use crate::error::{FsError, FsResult};
+use crate::fs::subtree::Entry;
+use crate::fs::Kind;
 use crate::tree::ino::{cookie, Ino};
 use crate::tree::{self, Unescaped};
 

@@ -14,12 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::build::Builder;
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use super::{Fs, Kind};
 use crate::error::{FsError, FsResult, SourceError};
-use crate::source::bytes::{FileMeta, LocalStore, Store};
-use crate::source::state;
+use crate::fs::build::Builder;
+use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use crate::probe::state;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::LocalStore;
+use crate::source::bytes::Store;
 use crate::source::watch::DirWatch;
 use crate::tree::ino::{cookie, Ino, ROOT};
 
@@ -671,8 +673,8 @@ mod tests {
     use std::path::Path;
 
     use crate::error::FsError;
-    use crate::format::dtype::DType;
     use crate::fs::{Fs, Options, ROOT};
+    use crate::parse::dtype::DType;
     use crate::tree::ino::Ino;
     use crate::writer::CheckpointWriter;
 
@@ -714,7 +716,7 @@ mod tests {
     fn a_listing_does_not_wait_for_the_watcher() {
         let tmp = tempfile::tempdir().expect("tmp");
         save(tmp.path(), 0);
-        let probed = crate::source::probe(tmp.path()).expect("probe");
+        let probed = crate::probe::probe(tmp.path()).expect("probe");
         let fs = std::sync::Arc::new(Fs::new(&probed, &Options::default()).expect("mount"));
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let f = fs.clone();
@@ -747,7 +749,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path();
         save(dir, 0);
-        let probed = crate::source::probe(dir).expect("probe");
+        let probed = crate::probe::probe(dir).expect("probe");
         let fs = Fs::new(&probed, &Options::default()).expect("mount");
         let root = lookup(&fs, ROOT, "ckpt-0");
         let vars = lookup(&fs, root.ino, "variables");

@@ -27,10 +27,12 @@ use std::time::SystemTime;
 
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
-use crate::source::bytes::{FileMeta, LocalStore, Store};
-use crate::source::checkpoint::Caches;
-use crate::source::tensors::TensorSet;
-use crate::source::Probed;
+use crate::formats::tensors::TensorSet;
+use crate::formats::v2::checkpoint::Caches;
+use crate::probe::Probed;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::LocalStore;
+use crate::source::bytes::Store;
 use crate::tree::ino::Ino;
 use registry::Registry;
 pub use subtree::Content;
@@ -149,7 +151,7 @@ impl Fs {
         Fs::with_store(Arc::new(LocalStore), probed, opts)
     }
 
-    /// Builds the tree of a source probed in `store` (see [`crate::source::open`]). Only local
+    /// Builds the tree of a source probed in `store` (see [`crate::probe::open`]). Only local
     /// checkpoint directories are followed live.
     pub fn with_store(
         store: Arc<dyn Store>,
@@ -337,7 +339,7 @@ impl Fs {
         let (t, local) = self.sub(ino)?;
         let r = t.read(local, offset, size);
         if let Err(FsError::Corrupt {
-            source: crate::format::FormatError::TensorCrc { .. },
+            source: crate::parse::FormatError::TensorCrc { .. },
             ..
         }) = &r
         {

@@ -11,15 +11,17 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
-use super::tensor_files;
-use super::Kind;
 use crate::error::{FsError, FsResult};
-use crate::format::dtype::DType;
-use crate::format::FormatError;
+use crate::formats::names::FxMap;
+use crate::formats::names::LazyNames;
+use crate::formats::tensors::walk;
+use crate::formats::tensors::TensorSet;
+use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use crate::fs::tensor_files;
+use crate::fs::Kind;
+use crate::parse::dtype::DType;
+use crate::parse::FormatError;
 use crate::source::bytes::FileMeta;
-use crate::source::names::{FxMap, LazyNames};
-use crate::source::tensors::{walk, TensorSet};
 use crate::tree::ino::{cookie, names as layout, Ino};
 use crate::tree::{self, FileKind};
 
@@ -158,7 +160,7 @@ impl NamesTree {
         let leaf = b.leaves.get(l as usize).ok_or(FsError::NotFound)?;
         let key = self.set.key(leaf.pos)?;
         let mut t = b"../".repeat(leaf.depth as usize);
-        t.extend_from_slice(&super::views::file_path(&key, kind));
+        t.extend_from_slice(&crate::fs::views::file_path(&key, kind));
         Ok(t)
     }
 
@@ -197,7 +199,7 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
             if let Some(&n) = slot_of.get(k) {
                 // A tensor whose entry cannot be read has no dtype: no links to it.
                 if let Ok(info) = set.info(p) {
-                    let len = super::views::file_path(k, FileKind::Bin).len() - ".bin".len();
+                    let len = crate::fs::views::file_path(k, FileKind::Bin).len() - ".bin".len();
                     found[n] = Some((p, info.dtype, len));
                 }
             }

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::subtree::Subtree;
+use crate::fs::subtree::Subtree;
 use crate::tree::ino::{slot, MAX_SUBTREES};
 
 struct Slot {

@@ -16,10 +16,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::error::{FsError, FsResult};
-use crate::format::dtype::DType;
-use crate::format::FormatError;
+use crate::formats::tensors::TensorData;
+use crate::parse::dtype::DType;
+use crate::parse::FormatError;
 use crate::render::values::TextRenderer;
-use crate::source::tensors::TensorData;
 
 /// `.bin` bytes rendered at a time.
 pub const STEP: u64 = 64 << 10;

@@ -2,8 +2,8 @@
 //! subtree (checkpoint variables, a meta graph's names, the fixed nodes). A subtree sees only
 //! its own local node numbers; the dispatcher turns them into inode numbers.
 
-use super::Kind;
 use crate::error::{FsError, FsResult};
+use crate::fs::Kind;
 use crate::source::bytes::FileMeta;
 use crate::tree::ino::Ino;
 

@@ -3,8 +3,8 @@
 //! header splice.
 
 use crate::error::FsResult;
-use crate::format::dtype::DType;
-use crate::format::npy;
+use crate::parse::dtype::DType;
+use crate::parse::npy;
 use crate::tree::FileKind;
 
 /// The text of a `.shape` file: dims separated by one space, then a newline.

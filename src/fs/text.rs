@@ -6,13 +6,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::fixed::Generated;
-use super::subtree::slice_of;
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
-use crate::format::FormatError;
+use crate::fs::fixed::Generated;
+use crate::fs::subtree::slice_of;
+use crate::graph::GraphFile;
+use crate::graph::MetaGraph;
+use crate::parse::FormatError;
 use crate::render;
-use crate::source::graph::{GraphFile, MetaGraph};
 
 /// Rendered text by `(text file, piece)`, bounded by bytes.
 pub type Texts = Lru<(u64, u64), Arc<Vec<u8>>>;
@@ -64,7 +65,7 @@ pub struct MetaGraphText {
 impl MetaGraphText {
     fn text(&self) -> FsResult<Arc<Vec<u8>>> {
         let buf = self.file.bytes();
-        let parts = |f: fn(&MetaGraph) -> &Vec<crate::format::wire::Field>| {
+        let parts = |f: fn(&MetaGraph) -> &Vec<crate::parse::wire::Field>| {
             self.file
                 .metas
                 .get(self.mg)

@@ -14,14 +14,21 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::fixed::Generated;
-use super::subtree::{slice_of, Content};
 use crate::error::{FsError, FsResult};
-use crate::format::safetensors::{Layout, Part, TensorRecord as StRecord};
-use crate::format::FormatError;
+use crate::formats::names::LazyNames;
+use crate::formats::names::Names;
+use crate::formats::tensors::attr_column;
+use crate::formats::tensors::walk;
+use crate::formats::tensors::TensorData;
+use crate::formats::tensors::TensorInfo;
+use crate::formats::tensors::TensorSet;
+use crate::fs::fixed::Generated;
+use crate::fs::subtree::{slice_of, Content};
+use crate::parse::safetensors::Layout;
+use crate::parse::safetensors::Part;
+use crate::parse::safetensors::TensorRecord as StRecord;
+use crate::parse::FormatError;
 use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEADER};
-use crate::source::names::{LazyNames, Names};
-use crate::source::tensors::{attr_column, walk, TensorData, TensorInfo, TensorSet};
 use crate::tree;
 
 /// `tensors.tsv` keeps where every this many lines start.
@@ -166,7 +173,7 @@ fn log_left_out(set: &dyn TensorSet, file: &str, n: u64) {
 // model.safetensors
 // ---------------------------------------------------------------------------------------------
 
-/// `model.safetensors`: the layout of [`crate::format::safetensors`] over the checkpoint's
+/// `model.safetensors`: the layout of [`crate::parse::safetensors`] over the checkpoint's
 /// tensors, bytes read through each tensor's [`TensorData`] (CRC-checked, partitioned tensors
 /// assembled per request).
 pub struct Safetensors {
@@ -196,7 +203,7 @@ impl Safetensors {
         }
     }
 
-    /// `weights.safetensors`: the model's weights only ([`crate::source::weights`] says which),
+    /// `weights.safetensors`: the model's weights only ([`crate::formats::weights`] says which),
     /// each under the name `names` (the checkpoint's `names/` pairs) gives its key last, else
     /// under its key; laid out and served like `model.safetensors` (built at its first `stat`,
     /// bytes read through each tensor's [`TensorData`]). `__metadata__` adds `"tfmount.keys"`:
@@ -231,7 +238,7 @@ impl Safetensors {
     fn build_weights(&self, names: &Names) -> Result<Built, String> {
         let set = &*self.set;
         let file = self.file_name();
-        let weights = crate::source::weights::of_set(set, &names.pairs, &names.aliases)
+        let weights = crate::formats::weights::of_set(set, &names.pairs, &names.aliases)
             .map_err(|e| e.to_string())?;
         let mut infos = Vec::with_capacity(weights.len());
         let mut pos = Vec::with_capacity(weights.len());
@@ -286,7 +293,7 @@ impl Safetensors {
         let mut keys: Vec<u8> = Vec::new();
         let mut dims: Vec<u64> = Vec::new();
         // Per record: key end, dims end, dtype, nbytes.
-        let mut recs: Vec<(usize, usize, crate::format::dtype::DType, u64)> = Vec::new();
+        let mut recs: Vec<(usize, usize, crate::parse::dtype::DType, u64)> = Vec::new();
         let mut pos = Vec::new();
         let mut left_out = 0;
         walk(set, |p, _| {

@@ -19,10 +19,11 @@ use std::fmt::Write;
 
 use prost::Message;
 
-use super::structured::{self, iterate, repr, str_of, truthy, type_name, Py};
+use crate::graph::GraphFile;
+use crate::graph::GraphKind;
 use crate::proto::saved_object::Kind;
 use crate::proto::{SavedObjectGraph, StructuredValue};
-use crate::source::graph::{GraphFile, GraphKind};
+use crate::render::structured::{self, iterate, repr, str_of, truthy, type_name, Py};
 
 const NA: &str = " N/A (could not be listed due to unknown reasons)\n";
 

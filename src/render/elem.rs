@@ -23,7 +23,7 @@
 //! float8 12 to 14, float4 4); complex `re+imj` twice the part's width plus one (the imaginary
 //! part is written without its sign, after `+` or `-`).
 
-use crate::format::dtype::DType;
+use crate::parse::dtype::DType;
 
 /// A float format narrower than `f32`, decoded exactly: 1 sign bit, `exp` exponent bits, `man`
 /// mantissa bits, exponent `bias`, and which encodings mean NaN / infinity.
@@ -218,7 +218,8 @@ pub enum Kind {
 impl Kind {
     /// The element kind of `dtype`; `None` for variant, resource, invalid and unknown values.
     pub fn of(dtype: DType) -> Option<Kind> {
-        use crate::format::dtype::{Elem, F8};
+        use crate::parse::dtype::Elem;
+        use crate::parse::dtype::F8;
         let mini = |fmt, size| Some(Kind::Mini { fmt, size });
         match dtype.elem()? {
             Elem::Int { size, signed } => Some(Kind::Int { size, signed }),

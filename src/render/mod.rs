@@ -18,8 +18,8 @@ use std::ops::Range;
 use prost_reflect::text_format::FormatOptions;
 use prost_reflect::DynamicMessage;
 
-use crate::format::wire;
-use crate::source::graph::descriptor;
+use crate::graph::descriptor;
+use crate::parse::wire;
 
 /// Renders the message of type `type_name` encoded by the concatenation of `parts` of `buf`
 /// (several occurrences of a message field merge, as in the binary format). Multi-line text with
@@ -109,7 +109,7 @@ fn indent_text(t: &[u8], n: usize) -> Vec<u8> {
 /// node and each library function is its own piece, so a graph near 2 GB streams. Fields a
 /// message has once are rendered together (text format forbids repeating them).
 pub fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
-    let e = |e: crate::format::FormatError| e.to_string();
+    let e = |e: crate::parse::FormatError| e.to_string();
     let raw = |f: &wire::Field| f.start..f.end;
     let mut out = Vec::new();
     let mut top_rest = Vec::new();

@@ -18,14 +18,16 @@ use std::ops::Range;
 
 use prost::Message;
 
-use super::concrete;
-use super::pyrepr::{str_list_repr, str_set_repr};
-use crate::format::wire::{self, Field, LEN};
-use crate::source::graph::GraphFile;
+use crate::graph::GraphFile;
+use crate::parse::wire;
+use crate::parse::wire::Field;
+use crate::parse::wire::LEN;
+use crate::render::concrete;
+use crate::render::pyrepr::{str_list_repr, str_set_repr};
 
 /// The enum value name of a DataType (`DT_FLOAT`), or its number.
 fn dtype_enum_name(v: i32) -> String {
-    crate::source::graph::enum_value_name("tensorflow.DataType", v)
+    crate::graph::enum_value_name("tensorflow.DataType", v)
 }
 
 /// The whole `signatures.txt` of meta graph `mg` of `file`.
@@ -108,7 +110,7 @@ const CALL_OPS: [&[u8]; 2] = [b"PartitionedCall", b"StatefulPartitionedCall"];
 /// attr of a (Stateful)PartitionedCall; function names themselves are not ops. Scanned on the
 /// wire (nothing is decoded whole), so a graph near 2 GB costs one pass.
 pub fn ops_used(buf: &[u8], graph_def: &[Field]) -> Result<Vec<String>, String> {
-    let e = |e: crate::format::FormatError| e.to_string();
+    let e = |e: crate::parse::FormatError| e.to_string();
     // Function name -> FunctionDef (the last of a name wins, as in TensorFlow's dict).
     let mut library: HashMap<&[u8], Range<usize>> = HashMap::new();
     for g in graph_def {
@@ -182,7 +184,7 @@ fn visit<'a>(
 /// `f` attr names (`node.attr["f"].func.name`: empty when the attr is absent or not a func).
 type OpAndF<'a> = (&'a [u8], Option<&'a [u8]>);
 
-fn node_op_and_f(buf: &[u8], node: Range<usize>) -> crate::format::Result<OpAndF<'_>> {
+fn node_op_and_f(buf: &[u8], node: Range<usize>) -> crate::parse::Result<OpAndF<'_>> {
     let op = wire::last_len(buf, node.clone(), 2)?.map_or(&[][..], |f| &buf[f.payload_range()]);
     if !CALL_OPS.contains(&op) {
         return Ok((op, None));

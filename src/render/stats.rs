@@ -51,8 +51,10 @@
 //!   the element count) and separated by one space; `-` in every cell when there is no
 //!   histogram.
 
-use super::elem::{pad_from, write_f32, write_f64, write_int, Kind, Value, F32_WIDTH, F64_WIDTH};
-use crate::format::dtype::DType;
+use crate::parse::dtype::DType;
+use crate::render::elem::{
+    pad_from, write_f32, write_f64, write_int, Kind, Value, F32_WIDTH, F64_WIDTH,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StatsError {
@@ -78,7 +80,7 @@ impl BinType {
     /// is exact double rounding for +, -, *, / of such operands).
     fn round(self, x: f64) -> f64 {
         match self {
-            BinType::F16 => super::elem::round_to_f16(x as f32) as f64,
+            BinType::F16 => crate::render::elem::round_to_f16(x as f32) as f64,
             BinType::F32 => x as f32 as f64,
             BinType::F64 => x,
         }
@@ -205,7 +207,7 @@ impl Reader {
         let (bin, single) = match kind {
             Kind::Complex64 | Kind::Complex128 | Kind::String => return Err(unsupported()),
             Kind::F64 => (BinType::F64, false),
-            Kind::Mini { fmt, .. } if fmt == super::elem::F16 => (BinType::F16, true),
+            Kind::Mini { fmt, .. } if fmt == crate::render::elem::F16 => (BinType::F16, true),
             Kind::F32 | Kind::BF16 | Kind::Mini { .. } => (BinType::F32, true),
             Kind::Bool | Kind::Int { .. } | Kind::SubByte { .. } => (BinType::F64, false),
         };

@@ -10,7 +10,7 @@
 use crate::proto::structured_value::Kind;
 use crate::proto::{StructuredValue, TensorShapeProto};
 
-use super::pyrepr::{float_repr, str_repr};
+use crate::render::pyrepr::{float_repr, str_repr};
 
 /// Deeper structures are refused (prost refuses messages nested over 100 deep anyway).
 const MAX_DEPTH: usize = 128;
@@ -67,7 +67,7 @@ pub fn dtype_py_name(v: i32) -> Option<String> {
     if base <= 0 {
         return None;
     }
-    let enum_name = crate::source::graph::enum_value_name("tensorflow.DataType", base);
+    let enum_name = crate::graph::enum_value_name("tensorflow.DataType", base);
     let name = enum_name.strip_prefix("DT_")?;
     let py = match name {
         "FLOAT" => "float32".to_string(),

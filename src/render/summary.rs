@@ -23,7 +23,7 @@
 //!   with `/`. At most [`MAX_SCOPES`] scopes are listed (the first ones in key order); the rest are
 //!   added up in one `(N more scopes)` row, so memory stays bounded for any checkpoint.
 //! - role, one of four rows always shown: `model`, `optimizer slots`, `optimizer other`,
-//!   `bookkeeping`, decided from the key by [`crate::format::roles`] (the same rules pick the
+//!   `bookkeeping`, decided from the key by [`crate::parse::roles`] (the same rules pick the
 //!   tensors of `weights.safetensors`).
 //!
 //!   Optimizers with custom names (`AdamOptimizer(name="MyAdam")`) are not recognized.
@@ -31,8 +31,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::escape::escape;
-use crate::format::dtype::DType;
+use crate::parse::dtype::DType;
+use crate::render::escape::escape;
 
 /// One tensor as these views need it.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +122,7 @@ impl Totals {
     }
 }
 
-pub use crate::format::roles::Role;
+pub use crate::parse::roles::Role;
 
 /// Elements of a shape (saturating).
 fn elements(shape: &[u64]) -> u128 {

@@ -27,9 +27,9 @@
 
 use std::ops::Range;
 
-use super::elem::{write_padded, Kind};
-use super::escape::Escaper;
-use crate::format::dtype::DType;
+use crate::parse::dtype::DType;
+use crate::render::elem::{write_padded, Kind};
+use crate::render::escape::Escaper;
 
 /// Why a tensor cannot be rendered, or its bytes do not fit its shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,8 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::format::{FormatError, ReadAt};
+use crate::parse::FormatError;
+use crate::parse::ReadAt;
 
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
@@ -119,7 +120,10 @@ pub trait Store: Send + Sync {
     /// The directory tree under `root` read lazily and confined to it, where the store has its
     /// own (the local filesystem, with symlinks: see [`super::dirtree`]); `None` where the
     /// store's `list` and `open` serve ([`super::dirtree::StoreTree`]).
-    fn confined_tree(&self, _root: &Path) -> Option<io::Result<Arc<dyn super::dirtree::PassTree>>> {
+    fn confined_tree(
+        &self,
+        _root: &Path,
+    ) -> Option<io::Result<Arc<dyn crate::source::dirtree::PassTree>>> {
         None
     }
 
@@ -177,7 +181,7 @@ impl Store for LocalStore {
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ByteSource>> {
-        let (f, _) = super::file::SourceFile::open(path)?;
+        let (f, _) = crate::source::file::SourceFile::open(path)?;
         Ok(f)
     }
 
@@ -185,10 +189,13 @@ impl Store for LocalStore {
         std::fs::metadata(path).map(|m| FileMeta::of(&m))
     }
 
-    fn confined_tree(&self, root: &Path) -> Option<io::Result<Arc<dyn super::dirtree::PassTree>>> {
+    fn confined_tree(
+        &self,
+        root: &Path,
+    ) -> Option<io::Result<Arc<dyn crate::source::dirtree::PassTree>>> {
         Some(
-            super::dirtree::LocalTree::open(root)
-                .map(|t| Arc::new(t) as Arc<dyn super::dirtree::PassTree>),
+            crate::source::dirtree::LocalTree::open(root)
+                .map(|t| Arc::new(t) as Arc<dyn crate::source::dirtree::PassTree>),
         )
     }
 }

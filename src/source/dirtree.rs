@@ -32,8 +32,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::bytes::{ByteSource, EntryKind, FileMeta, Store};
-use crate::format::{FormatError, ReadAt};
+use crate::parse::FormatError;
+use crate::parse::ReadAt;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::EntryKind;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::Store;
 
 /// A location in a [`PassTree`]: a file or directory (never a symlink), numbered by the tree.
 pub type Loc = u64;
@@ -571,7 +575,7 @@ impl PassTree for LocalTree {
                 p
             }
         };
-        let (f, m) = super::file::SourceFile::open(&open_path)?;
+        let (f, m) = crate::source::file::SourceFile::open(&open_path)?;
         if m.dev() != r.dev
             || m.ino() != r.ino
             || m.len() != r.info.len
@@ -619,7 +623,7 @@ fn path_below(locs: &RwLock<Locs>, loc: Loc) -> PathBuf {
 /// An opened local file, named by its path in the tree (it may have been opened through a
 /// descriptor's `/proc` path).
 struct Named {
-    file: Arc<super::file::SourceFile>,
+    file: Arc<crate::source::file::SourceFile>,
     name: PathBuf,
 }
 

@@ -21,8 +21,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::bytes::{ByteSource, FileMeta};
-use crate::format::{FormatError, ReadAt, ReadError};
+use crate::parse::FormatError;
+use crate::parse::ReadAt;
+use crate::parse::ReadError;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::FileMeta;
 
 /// What must not change while the file is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

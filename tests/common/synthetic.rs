@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tfmount::format::dtype::DType;
-use tfmount::format::slice_key::{Extent, FULL};
+use tfmount::parse::dtype::DType;
+use tfmount::parse::slice_key::Extent;
+use tfmount::parse::slice_key::FULL;
 use tfmount::writer::CheckpointWriter;
 
 pub const F16: DType = DType(19);

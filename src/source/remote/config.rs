@@ -42,9 +42,10 @@ use object_store::http::HttpBuilder;
 use object_store::list::PaginatedListStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
-use super::aws_profile;
-use super::url::{RemoteUrl, Scheme};
-use super::RemoteError;
+use crate::source::remote::aws_profile;
+use crate::source::remote::url::RemoteUrl;
+use crate::source::remote::url::Scheme;
+use crate::source::remote::RemoteError;
 
 /// Default bound on one operation, retries included (`remote_timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -9,11 +9,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::prefetch::Reader;
-use super::read::{Handle, Object, Reads};
-use super::RemoteError;
-use crate::format::{self, ReadAt};
-use crate::source::bytes::{ByteSource, FileMeta};
+use crate::parse;
+use crate::parse::ReadAt;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::FileMeta;
+use crate::source::remote::prefetch::Reader;
+use crate::source::remote::read::Handle;
+use crate::source::remote::read::Object;
+use crate::source::remote::read::Reads;
+use crate::source::remote::RemoteError;
 
 /// An opened remote object.
 pub struct RemoteFile {
@@ -78,7 +82,7 @@ impl ReadAt for RemoteFile {
         self.h.obj.size
     }
 
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> format::Result<()> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> parse::Result<()> {
         Ok(self.read_at(buf, offset)?)
     }
 }
@@ -108,8 +112,8 @@ impl ByteSource for RemoteFile {
     }
 }
 
-impl crate::source::bytes::RangeReader for super::Reader {
-    fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), crate::format::FormatError> {
-        super::Reader::read_into(self, buf, offset).map_err(Into::into)
+impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
+    fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), crate::parse::FormatError> {
+        crate::source::remote::Reader::read_into(self, buf, offset).map_err(Into::into)
     }
 }

@@ -97,10 +97,10 @@ impl From<RemoteError> for io::Error {
     }
 }
 
-impl From<RemoteError> for crate::format::FormatError {
+impl From<RemoteError> for crate::parse::FormatError {
     fn from(e: RemoteError) -> Self {
         // The message names the object and why (a rewrite, a timeout, ...).
-        crate::format::FormatError::Read(crate::format::ReadError::Other(e.to_string()))
+        crate::parse::FormatError::Read(crate::parse::ReadError::Other(e.to_string()))
     }
 }
 

@@ -29,9 +29,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::budget::Reservation;
-use super::read::{copy_from_chunks, Handle, Pending, Piece};
-use super::RemoteError;
+use crate::source::remote::budget::Reservation;
+use crate::source::remote::read::copy_from_chunks;
+use crate::source::remote::read::Handle;
+use crate::source::remote::read::Pending;
+use crate::source::remote::read::Piece;
+use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
 pub const WHOLE_UP_TO: u64 = 8 << 20;

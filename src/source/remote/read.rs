@@ -34,11 +34,13 @@ use lru::LruCache;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
-use super::budget::{Budget, Reservation};
-use super::cause::{map_err, status_words};
-use super::runtime::Rt;
-use super::stats::Counters;
-use super::RemoteError;
+use crate::source::remote::budget::Budget;
+use crate::source::remote::budget::Reservation;
+use crate::source::remote::cause::map_err;
+use crate::source::remote::cause::status_words;
+use crate::source::remote::runtime::Rt;
+use crate::source::remote::stats::Counters;
+use crate::source::remote::RemoteError;
 
 /// What every read of one store shares. Owned by the store; held by every opened object.
 pub(crate) struct Reads {

@@ -18,11 +18,15 @@ use object_store::{
     ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
-use super::budget::OVERDRAFT;
-use super::prefetch::{FIRST_WINDOW, MAX_PART, MAX_WINDOW};
 use super::{RemoteConfig, RemoteError, RemoteStore};
-use crate::format::ReadAt;
-use crate::source::bytes::{ByteSource, EntryKind, Store};
+use crate::parse::ReadAt;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::EntryKind;
+use crate::source::bytes::Store;
+use crate::source::remote::budget::OVERDRAFT;
+use crate::source::remote::prefetch::FIRST_WINDOW;
+use crate::source::remote::prefetch::MAX_PART;
+use crate::source::remote::prefetch::MAX_WINDOW;
 
 const MIB: u64 = 1 << 20;
 

@@ -7,7 +7,7 @@
 //!
 //! Shard patterns (`?????`) and escapes: see [`parse`].
 
-use super::RemoteError;
+use crate::source::remote::RemoteError;
 
 /// Which kind of object store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

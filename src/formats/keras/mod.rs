@@ -1,0 +1,802 @@
+//! Keras checkpoints behind the format seam: Keras 3 `.weights.h5`, `.keras` (a zip holding
+//! `model.weights.h5`, `config.json`, `metadata.json`), and legacy HDF5 files (`model.save("x.h5")`,
+//! `save_weights("x.h5")` of Keras 2 and of Keras 3's legacy saver). Recognised by content:
+//! the HDF5 signature, or a zip whose members include `model.weights.h5`.
+//!
+//! Every dataset is a tensor under its HDF5 path without the leading `/`
+//! (`layers/dense/vars/0`, `model_weights/dense/dense/kernel:0`). Contiguous datasets (all that
+//! Keras writes) are read in place by offset: in the file, or inside the zip for a stored
+//! `.keras` member; the HDF5 parser reads only metadata. A deflated `.keras` member is inflated
+//! into memory once, up to [`MAX_INFLATED`] bytes, and refused above that. Compact and chunked
+//! datasets (other writers) are decoded whole when opened, up to [`MAX_DECODED`] bytes.
+
+pub mod config_names;
+pub mod hdf5;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{Detected, Format, OpenCtx, Opened};
+use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::integrity::Generic;
+use crate::formats::integrity::Integrity;
+use crate::formats::keras::hdf5::DatasetInfo;
+use crate::formats::keras::hdf5::Index;
+use crate::formats::keras::hdf5::Layout;
+use crate::formats::names;
+use crate::formats::tensors::Stored;
+use crate::formats::tensors::TensorData;
+use crate::formats::tensors::TensorInfo;
+use crate::formats::tensors::TensorSet;
+use crate::parse::zip as fzip;
+use crate::parse::FormatError;
+use crate::parse::ReadAt;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::EntryKind;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::RangeReader;
+use crate::source::bytes::Store;
+
+/// A deflated `.keras` member larger than this is refused (it is held in memory).
+pub const MAX_INFLATED: u64 = 256 << 20;
+/// A compact or chunked dataset larger than this is refused (it is decoded in memory).
+pub const MAX_DECODED: u64 = 256 << 20;
+/// `config.json`, `metadata.json` and the JSON attributes of legacy files are shown up to
+/// this size.
+const MAX_JSON: u64 = 16 << 20;
+/// The member of a `.keras` zip that holds the weights.
+const WEIGHTS_MEMBER: &str = "model.weights.h5";
+/// The members shown as files at the root of a `.keras` file's tree.
+const SHOWN_MEMBERS: [&str; 2] = ["config.json", "metadata.json"];
+
+const HDF5_SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+const ZIP_SIGNATURE: &[u8; 4] = b"PK\x03\x04";
+
+/// The Keras format.
+pub struct Keras;
+
+/// What a file's first bytes say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Hdf5,
+    Zip,
+}
+
+fn sniff(store: &dyn Store, path: &Path) -> Option<(Arc<dyn ByteSource>, Kind)> {
+    if !store.is_file(path) {
+        return None;
+    }
+    let f = crate::formats::opened(store, path, false).ok()?;
+    let mut head = [0u8; 8];
+    f.read_exact_at(&mut head, 0).ok()?;
+    if &head == HDF5_SIGNATURE {
+        return Some((f, Kind::Hdf5));
+    }
+    if head.starts_with(ZIP_SIGNATURE) {
+        // A `.keras` file is one by its name too, so that a damaged one says what is wrong
+        // with it when opened; another zip only if it holds the weights member.
+        let named = path.extension().is_some_and(|e| e == "keras");
+        if named || fzip::members(&*f).is_ok_and(|m| m.iter().any(|m| m.name == WEIGHTS_MEMBER)) {
+            return Some((f, Kind::Zip));
+        }
+    }
+    None
+}
+
+/// File names a Keras checkpoint may have in a directory (the bytes decide).
+fn keras_name(name: &str) -> bool {
+    name.ends_with(".h5") || name.ends_with(".hdf5") || name.ends_with(".keras")
+}
+
+impl Format for Keras {
+    fn name(&self) -> &'static str {
+        "Keras file"
+    }
+
+    fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
+        sniff(store, path).map(|_| Detected {
+            path: path.to_path_buf(),
+            files: Vec::new(),
+            format: &Keras,
+        })
+    }
+
+    /// Each `.h5`, `.hdf5` or `.keras` file whose bytes are a Keras checkpoint, named by its
+    /// file name (`ckpt-01.weights.h5`).
+    fn in_dir(
+        &self,
+        store: &dyn Store,
+        dir: &Path,
+        entries: &[(OsString, EntryKind)],
+    ) -> Vec<(String, PathBuf)> {
+        entries
+            .iter()
+            .filter(|(_, kind)| *kind == EntryKind::File)
+            .filter_map(|(name, _)| {
+                let name = name.to_str()?;
+                let path = dir.join(name);
+                (keras_name(name) && sniff(store, &path).is_some())
+                    .then(|| (name.to_string(), path))
+            })
+            .collect()
+    }
+
+    fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
+        open(ctx.store, &found.path, ctx.verify).map(|k| Arc::new(k) as Arc<dyn Opened>)
+    }
+}
+
+fn invalid(path: &Path, msg: impl Into<String>) -> SourceError {
+    SourceError::Invalid {
+        path: path.to_path_buf(),
+        msg: msg.into(),
+    }
+}
+
+fn format_err(path: &Path, err: FormatError) -> SourceError {
+    SourceError::Format {
+        path: path.to_path_buf(),
+        err,
+    }
+}
+
+/// Where the HDF5 bytes are: in the file at an offset (a plain file: 0; a stored `.keras`
+/// member: its data offset), or inflated in memory.
+#[derive(Clone)]
+enum Bytes {
+    InFile {
+        file: Arc<dyn ByteSource>,
+        base: u64,
+        len: u64,
+    },
+    Memory(Arc<[u8]>),
+}
+
+impl Bytes {
+    fn len(&self) -> u64 {
+        match self {
+            Bytes::InFile { len, .. } => *len,
+            Bytes::Memory(b) => b.len() as u64,
+        }
+    }
+}
+
+/// The HDF5 bytes as the parser reads them: through a small cache of aligned blocks, so that
+/// metadata spread over a remote object costs a few requests, not one per structure.
+struct Metadata {
+    bytes: Bytes,
+    blocks: Mutex<lru::LruCache<u64, Arc<Vec<u8>>>>,
+}
+
+/// Bytes of one metadata block, and how many are kept.
+const BLOCK: u64 = 64 << 10;
+const BLOCKS: usize = 64;
+
+impl Metadata {
+    fn new(bytes: Bytes) -> Metadata {
+        Metadata {
+            bytes,
+            blocks: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(BLOCKS).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
+        }
+    }
+
+    fn block(
+        &self,
+        file: &dyn ByteSource,
+        base: u64,
+        len: u64,
+        n: u64,
+    ) -> crate::parse::Result<Arc<Vec<u8>>> {
+        if let Some(b) = self
+            .blocks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&n)
+        {
+            return Ok(b.clone());
+        }
+        let start = n * BLOCK;
+        let size = BLOCK.min(len.saturating_sub(start)) as usize;
+        let b = Arc::new(file.read_vec(base + start, size)?);
+        self.blocks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(n, b.clone());
+        Ok(b)
+    }
+}
+
+impl ReadAt for Metadata {
+    fn len(&self) -> u64 {
+        self.bytes.len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> crate::parse::Result<()> {
+        match &self.bytes {
+            Bytes::Memory(b) => (**b).read_exact_at(buf, offset),
+            Bytes::InFile { file, base, len } => {
+                let end = offset
+                    .checked_add(buf.len() as u64)
+                    .filter(|&e| e <= *len)
+                    .ok_or(crate::parse::ReadError::PastEnd {
+                        offset,
+                        len: buf.len() as u64,
+                        file_len: *len,
+                    })?;
+                // Large reads go straight to the file.
+                if buf.len() as u64 > BLOCK {
+                    return file.read_exact_at(buf, base + offset);
+                }
+                let mut done = 0usize;
+                let mut at = offset;
+                while at < end {
+                    let n = at / BLOCK;
+                    let blk = self.block(&**file, *base, *len, n)?;
+                    let from = (at - n * BLOCK) as usize;
+                    let take = ((end - at) as usize).min(blk.len().saturating_sub(from));
+                    if take == 0 {
+                        return Err(crate::parse::ReadError::PastEnd {
+                            offset: at,
+                            len: end - at,
+                            file_len: *len,
+                        }
+                        .into());
+                    }
+                    buf[done..done + take].copy_from_slice(&blk[from..from + take]);
+                    done += take;
+                    at += take as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An opened Keras checkpoint.
+pub struct OpenedKeras {
+    set: Arc<KerasSet>,
+    names: Vec<(String, String)>,
+    files: Vec<(String, Arc<[u8]>)>,
+    /// The `.keras` weights member, stored: checked against the zip's CRC-32 by `verify`.
+    member: Option<Arc<MemberCheck>>,
+}
+
+/// The check of a stored `.keras` weights member against the CRC-32 the zip's directory holds
+/// of it: made once, before the first byte of a dataset read from the member is served (the
+/// whole member read; local files: from the page cache after the first time), and remembered.
+/// A deflated member needs none: it is inflated, and checked, when opened.
+pub struct MemberCheck {
+    path: PathBuf,
+    file: Arc<dyn ByteSource>,
+    member: fzip::Member,
+    /// The outcome once known: the CRC-32 matched, or did not (a read that failed is not
+    /// remembered: the next read tries again).
+    outcome: Mutex<Option<Result<(), FormatError>>>,
+}
+
+impl MemberCheck {
+    fn new(path: &Path, file: Arc<dyn ByteSource>, member: fzip::Member) -> MemberCheck {
+        MemberCheck {
+            path: path.to_path_buf(),
+            file,
+            member,
+            outcome: Mutex::new(None),
+        }
+    }
+
+    /// The remembered outcome, or the check made now (one log line if the member is
+    /// damaged); callers meanwhile wait for it (a bounded read of the member).
+    fn outcome(&self) -> Result<(), FormatError> {
+        let mut o = self.outcome.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = &*o {
+            return r.clone();
+        }
+        let r = fzip::check_crc(&*self.file, &self.member);
+        match &r {
+            Ok(()) => *o = Some(Ok(())),
+            Err(e @ FormatError::Zip(_)) => {
+                log::error!(
+                    "{}: member {}: {e}; its datasets fail with EIO",
+                    self.path.display(),
+                    self.member.name
+                );
+                *o = Some(r.clone());
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// The outcome as the reason a dataset read failed.
+    fn check(&self, key: &str) -> FsResult<()> {
+        self.outcome().map_err(|e| {
+            let e = match e {
+                FormatError::Zip(m) => {
+                    FormatError::Zip(format!("member {}: {m}", self.member.name))
+                }
+                e => e,
+            };
+            FsError::corrupt(format!("tensor {key}"), self.path.display(), e)
+        })
+    }
+}
+
+/// The datasets of a Keras file as a [`TensorSet`]: positions are indexes into `datasets`,
+/// sorted by key.
+pub struct KerasSet {
+    path: PathBuf,
+    meta: FileMeta,
+    file: Arc<dyn ByteSource>,
+    bytes: Bytes,
+    h5: Index,
+    datasets: Vec<DatasetInfo>,
+    /// The stored `.keras` member's check, made before its datasets are served (not with
+    /// `-o nocrc`).
+    check: Option<Arc<MemberCheck>>,
+}
+
+/// Opens the Keras file at `path`; `verify`: a stored `.keras` member is checked against its
+/// CRC-32 before its datasets are served.
+pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras, SourceError> {
+    let io = |err| SourceError::Io {
+        path: path.to_path_buf(),
+        err,
+    };
+    let file = crate::formats::opened(store, path, true).map_err(io)?;
+    let mut head = [0u8; 8];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| format_err(path, e))?;
+    let mut files: Vec<(String, Arc<[u8]>)> = Vec::new();
+    let mut member = None;
+    let bytes = if head.starts_with(ZIP_SIGNATURE) {
+        let members = fzip::members(&*file).map_err(|e| format_err(path, e))?;
+        let w = members
+            .iter()
+            .find(|m| m.name == WEIGHTS_MEMBER)
+            .ok_or_else(|| {
+                invalid(
+                    path,
+                    format!("a zip without {WEIGHTS_MEMBER}: not a .keras file"),
+                )
+            })?
+            .clone();
+        for name in SHOWN_MEMBERS {
+            if let Some(m) = members.iter().find(|m| m.name == name) {
+                let b = fzip::read_member(&*file, m, MAX_JSON)
+                    .map_err(|e| invalid(path, format!("{name}: {e}")))?;
+                files.push((name.to_string(), b.into()));
+            }
+        }
+        if w.stored() {
+            member = Some(Arc::new(MemberCheck::new(path, file.clone(), w.clone())));
+            Bytes::InFile {
+                file: file.clone(),
+                base: w.data_offset,
+                len: w.size,
+            }
+        } else {
+            let b = fzip::read_member(&*file, &w, MAX_INFLATED).map_err(|e| {
+                invalid(
+                    path,
+                    format!("{WEIGHTS_MEMBER}: {e} (compressed members are inflated into memory up to {MAX_INFLATED} bytes; store it uncompressed: `zip -0`)"),
+                )
+            })?;
+            Bytes::Memory(b.into())
+        }
+    } else {
+        Bytes::InFile {
+            file: file.clone(),
+            base: 0,
+            len: file.len(),
+        }
+    };
+    let md = Arc::new(Metadata::new(bytes.clone()));
+    let mut h5 = Index::open(md).map_err(|e| format_err(path, e))?;
+    let datasets = std::mem::take(&mut h5.datasets);
+    for (p, why) in &h5.skipped {
+        log::warn!("{}: {p} is not shown: {why}", path.display());
+    }
+    // Legacy files: the model's JSON in root attributes.
+    for (attr, name) in [
+        ("model_config", "model_config.json"),
+        ("training_config", "training_config.json"),
+    ] {
+        if let Some(s) = h5.attr_string("", attr) {
+            if s.len() as u64 <= MAX_JSON {
+                files.push((name.to_string(), Arc::from(s.into_bytes())));
+            }
+        }
+    }
+    let mut names = legacy_names(&h5, &datasets);
+    // Keras 3: the layers' and optimizer's own names, from config.json (a .keras file).
+    if let Some((_, config)) = files.iter().find(|(n, _)| n == "config.json") {
+        match serde_json::from_slice::<serde_json::Value>(config) {
+            Ok(config) => {
+                let keys: Vec<&str> = datasets.iter().map(|d| d.path.as_str()).collect();
+                names.extend(config_names::names(&config, &keys));
+                names = names::uniquify(names);
+            }
+            Err(e) => log::warn!("{}: config.json: {e}", path.display()),
+        }
+    }
+    let set = Arc::new(KerasSet {
+        path: path.to_path_buf(),
+        meta: file.meta(),
+        file,
+        bytes,
+        h5,
+        datasets,
+        check: member.clone().filter(|_| verify),
+    });
+    Ok(OpenedKeras {
+        set,
+        names,
+        files,
+        member,
+    })
+}
+
+/// `names/` of a legacy file, from its `weight_names` attributes: each layer group (listed by
+/// `layer_names` at the root or in `model_weights/`) names its datasets, relative to itself
+/// (`dense/kernel:0`); `optimizer_weights/` names its own. The name shown drops TensorFlow's
+/// `:0`.
+fn legacy_names(h5: &Index, datasets: &[DatasetInfo]) -> Vec<(String, String)> {
+    let exists = |k: &str| {
+        datasets
+            .binary_search_by(|d| d.path.as_str().cmp(k))
+            .is_ok()
+    };
+    let mut out = Vec::new();
+    let mut add = |group: &str, weights: Vec<String>| {
+        for w in weights {
+            let key = if group.is_empty() {
+                w.clone()
+            } else {
+                format!("{group}/{w}")
+            };
+            if exists(&key) {
+                let shown = w.strip_suffix(":0").unwrap_or(&w).to_string();
+                out.push((shown, key));
+            }
+        }
+    };
+    for top in ["", "model_weights"] {
+        let Some(layers) = h5.attr_strings(top, "layer_names") else {
+            continue;
+        };
+        for layer in layers {
+            let group = if top.is_empty() {
+                layer.clone()
+            } else {
+                format!("{top}/{layer}")
+            };
+            if let Some(w) = h5.attr_strings(&group, "weight_names") {
+                add(&group, w);
+            }
+        }
+    }
+    if let Some(w) = h5.attr_strings("optimizer_weights", "weight_names") {
+        add("optimizer_weights", w);
+    }
+    names::uniquify(out)
+}
+
+impl Opened for OpenedKeras {
+    fn tensors(&self) -> Arc<dyn TensorSet> {
+        self.set.clone()
+    }
+
+    fn has_names(&self) -> bool {
+        !self.names.is_empty()
+    }
+
+    fn names(&self) -> Vec<(String, String)> {
+        self.names.clone()
+    }
+
+    fn files(&self) -> Vec<(String, Arc<[u8]>)> {
+        self.files.clone()
+    }
+
+    /// The generic checks, and the CRC-32 the zip's directory holds of a stored `.keras`
+    /// weights member.
+    fn integrity(&self, _store: Arc<dyn Store>) -> Box<dyn Integrity> {
+        let mut generic = Generic::new(self.set.clone(), Vec::new());
+        // Groups and datasets left out for damaged metadata: the file is not sound.
+        if let Some((p, why)) = self.set.h5.damaged.first() {
+            let msg = format!(
+                "{}: {} HDF5 objects not shown for damaged metadata; the first, {p}: {why}",
+                self.set.path.display(),
+                self.set.h5.damaged.len()
+            );
+            generic = generic.with_file_check(Box::new(move || {
+                (b"[HDF5 metadata]".to_vec(), Err(msg.clone()))
+            }));
+        }
+        let Some(m) = self.member.clone() else {
+            return Box::new(generic);
+        };
+        // The member's bytes the datasets' reads do not cover (each byte counted once).
+        let outside = m.member.size.saturating_sub(
+            self.set
+                .datasets
+                .iter()
+                .filter_map(|d| self.set.in_file(d))
+                .map(|(_, n)| n)
+                .sum(),
+        );
+        Box::new(generic.with_file_check(Box::new(move || {
+            let label = format!("[{}]", m.member.name).into_bytes();
+            let r = m
+                .outcome()
+                .map(|()| outside)
+                .map_err(|e| format!("{}: {WEIGHTS_MEMBER}: {e}", m.path.display()));
+            (label, r)
+        })))
+    }
+}
+
+impl KerasSet {
+    fn dataset(&self, pos: u64) -> FsResult<&DatasetInfo> {
+        usize::try_from(pos)
+            .ok()
+            .and_then(|i| self.datasets.get(i))
+            .ok_or(FsError::NotFound)
+    }
+
+    fn corrupt(&self, key: &str, e: FormatError) -> FsError {
+        FsError::corrupt(format!("tensor {key}"), self.path.display(), e)
+    }
+
+    /// Where a contiguous dataset's bytes lie in the file, when they are in the file.
+    fn in_file(&self, d: &DatasetInfo) -> Option<(u64, u64)> {
+        match (&d.layout, &self.bytes) {
+            (Layout::Contiguous { offset, size }, Bytes::InFile { base, .. }) => {
+                Some((base.saturating_add(*offset), *size))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl TensorSet for KerasSet {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+    fn source_bytes(&self) -> u64 {
+        self.file.len()
+    }
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+        let i = self.datasets.partition_point(|d| d.path.as_bytes() < key);
+        Ok((i < self.datasets.len()).then_some(i as u64))
+    }
+    fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+        let n = pos.saturating_add(1);
+        Ok((n < self.datasets.len() as u64).then_some(n))
+    }
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
+        Ok(self.dataset(pos)?.path.as_bytes().to_vec())
+    }
+    fn hidden(&self, _key: &[u8]) -> bool {
+        false
+    }
+    fn info(&self, pos: u64) -> FsResult<TensorInfo> {
+        let d = self.dataset(pos)?;
+        Ok(TensorInfo {
+            key: d.path.as_bytes().to_vec(),
+            dtype: d.dtype,
+            shape: d.shape.clone(),
+            stored: self.in_file(d).map(|(offset, size)| Stored {
+                shard: 0,
+                offset,
+                size,
+                crc32c: None,
+            }),
+            slices: Vec::new(),
+        })
+    }
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        let d = self.dataset(pos)?;
+        let es = d.dtype.elem_size().ok_or_else(|| {
+            self.corrupt(
+                &d.path,
+                FormatError::BadEntry(format!("dtype {} cannot be served", d.dtype.display_name())),
+            )
+        })? as u64;
+        // A shape whose size overflows is damage, not a file of 2^64 - 1 bytes.
+        let size = d
+            .shape
+            .iter()
+            .try_fold(es, |a, &n| a.checked_mul(n))
+            .ok_or_else(|| {
+                self.corrupt(
+                    &d.path,
+                    FormatError::BadEntry(format!(
+                        "its shape {:?} of {}-byte elements overflows",
+                        d.shape, es
+                    )),
+                )
+            })?;
+        let swap = if d.big_endian && es > 1 {
+            es as usize
+        } else {
+            0
+        };
+        match (&d.layout, &self.bytes) {
+            (
+                Layout::Contiguous {
+                    offset,
+                    size: stored,
+                },
+                bytes,
+            ) => {
+                if *stored < size {
+                    return Err(self.corrupt(
+                        &d.path,
+                        FormatError::BadEntry(format!(
+                            "its data holds {stored} bytes, its shape and dtype need {size}"
+                        )),
+                    ));
+                }
+                let end = offset.saturating_add(size);
+                if end > bytes.len() {
+                    return Err(self.corrupt(
+                        &d.path,
+                        FormatError::BadEntry(format!(
+                            "its data runs past the end of the file ({end} bytes needed, {} present)",
+                            bytes.len()
+                        )),
+                    ));
+                }
+                if let Some(c) = &self.check {
+                    c.check(&d.path)?;
+                }
+                let at = match bytes {
+                    Bytes::InFile { file, base, .. } => At::File {
+                        file: file.clone(),
+                        start: base + offset,
+                        reader: std::sync::OnceLock::new(),
+                    },
+                    Bytes::Memory(b) => At::Memory(b.clone(), *offset),
+                };
+                Ok(Arc::new(Contiguous {
+                    key: d.path.clone(),
+                    path: self.path.clone(),
+                    size,
+                    swap,
+                    at,
+                }))
+            }
+            (Layout::Unallocated, _) => Ok(Arc::new(Zeros(size))),
+            _ => {
+                if let Some(c) = &self.check {
+                    c.check(&d.path)?;
+                }
+                let data = self
+                    .h5
+                    .read_whole(d, MAX_DECODED)
+                    .map_err(|e| self.corrupt(&d.path, e))?;
+                if (data.len() as u64) < size {
+                    return Err(self.corrupt(
+                        &d.path,
+                        FormatError::BadEntry(format!(
+                            "{} bytes decoded, its shape and dtype need {size}",
+                            data.len()
+                        )),
+                    ));
+                }
+                Ok(Arc::new(Contiguous {
+                    key: d.path.clone(),
+                    path: self.path.clone(),
+                    size,
+                    swap,
+                    at: At::Memory(data.into(), 0),
+                }))
+            }
+        }
+    }
+    fn slice_locations(&self, _pos: u64) -> FsResult<Vec<Stored>> {
+        Ok(Vec::new())
+    }
+    /// Whether the file was completely written: its superblock's end-of-file address is its
+    /// length. HDF5 writes the superblock first with a provisional end (2 KiB) and rewrites it
+    /// with the real one as the last write of closing the file, so a file being written (or a
+    /// copy still in progress, whose superblock says where it will end) is not complete.
+    fn complete(&self) -> bool {
+        self.h5.eof() == self.bytes.len()
+    }
+}
+
+/// Where a dataset's bytes are read from.
+enum At {
+    File {
+        file: Arc<dyn ByteSource>,
+        start: u64,
+        reader: std::sync::OnceLock<Option<Arc<dyn RangeReader>>>,
+    },
+    Memory(Arc<[u8]>, u64),
+}
+
+/// A dataset's bytes in one piece (in the file, or decoded in memory), byte-swapped to
+/// little-endian when stored big-endian.
+struct Contiguous {
+    key: String,
+    path: PathBuf,
+    size: u64,
+    /// Element size to swap (0: stored little-endian).
+    swap: usize,
+    at: At,
+}
+
+impl Contiguous {
+    fn raw(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+        let r = match &self.at {
+            At::Memory(b, base) => {
+                let from = usize::try_from(base + a).unwrap_or(usize::MAX);
+                b.get(from..from.saturating_add(len))
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| FormatError::BadEntry("past the end of the data".into()))
+            }
+            At::File {
+                file,
+                start,
+                reader,
+            } => {
+                let reader = reader
+                    .get_or_init(|| file.clone().range_reader(*start..*start + self.size))
+                    .as_ref();
+                match reader {
+                    Some(r) => {
+                        let mut v = vec![0u8; len];
+                        r.read_into(&mut v, start + a).map(|()| v)
+                    }
+                    None => file.read_vec(start + a, len),
+                }
+            }
+        };
+        r.map_err(|e| FsError::corrupt(format!("tensor {}", self.key), self.path.display(), e))
+    }
+}
+
+impl TensorData for Contiguous {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = offset.min(self.size);
+        let b = offset.saturating_add(len as u64).min(self.size);
+        if self.swap == 0 {
+            return self.raw(a, (b - a) as usize);
+        }
+        // Whole elements, swapped, then the bytes asked for.
+        let es = self.swap as u64;
+        let (ea, eb) = (a / es * es, b.div_ceil(es) * es);
+        let mut v = self.raw(ea, (eb - ea) as usize)?;
+        for e in v.chunks_exact_mut(self.swap) {
+            e.reverse();
+        }
+        let from = (a - ea) as usize;
+        Ok(v.get(from..from + (b - a) as usize).unwrap_or(&[]).to_vec())
+    }
+}
+
+/// A dataset with no data written: its fill value, zeros.
+struct Zeros(u64);
+
+impl TensorData for Zeros {
+    fn size(&self) -> u64 {
+        self.0
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let n = self.0.saturating_sub(offset).min(len as u64);
+        Ok(vec![0u8; n as usize])
+    }
+}

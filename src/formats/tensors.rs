@@ -1,0 +1,185 @@
+//! What the filesystem needs of a checkpoint, whatever its format (V2 bundle, V1 table): a
+//! sorted key space addressed by positions, what the index says of each tensor, and the
+//! tensor's bytes in tfmount's `.bin` layout, resolved once per open.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::FsResult;
+use crate::parse::dtype::DType;
+use crate::parse::slice_key::Extent;
+use crate::source::bytes::FileMeta;
+
+/// Positions of a [`TensorSet`] fit in this many bits (the inode layout relies on it).
+pub const POS_BITS: u32 = 40;
+
+/// Where a tensor stored in one piece lies in its data shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub shard: u32,
+    pub offset: u64,
+    pub size: u64,
+    /// The stored CRC-32C of those bytes (unmasked), when the format keeps one.
+    pub crc32c: Option<u32>,
+}
+
+/// What the index says of one tensor; nothing of its data is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub key: Vec<u8>,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    /// `Some` for a tensor stored in one piece.
+    pub stored: Option<Stored>,
+    /// The saved slices of a partitioned tensor (each slice's extent along every dimension),
+    /// empty otherwise.
+    pub slices: Vec<Vec<Extent>>,
+}
+
+impl TensorInfo {
+    /// Elements of the whole tensor (saturating; shapes are checked when parsed).
+    pub fn num_elements(&self) -> u64 {
+        self.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))
+    }
+}
+
+/// A checkpoint's tensors, in key order.
+pub trait TensorSet: Send + Sync {
+    /// The checkpoint's path (prefix or file), for messages and names.
+    fn path(&self) -> &Path;
+    /// Owner, times and read bits every file of the checkpoint shows.
+    fn meta(&self) -> FileMeta;
+    /// Total bytes of its source files.
+    fn source_bytes(&self) -> u64;
+
+    /// The first position whose key is `>= key`.
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>>;
+    /// The position after `pos`.
+    fn next(&self, pos: u64) -> FsResult<Option<u64>>;
+    /// The key at `pos`.
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>>;
+    /// Keys that are not tensors of the model (headers, slice entries): not shown.
+    fn hidden(&self, key: &[u8]) -> bool;
+
+    /// What the index says of the tensor at `pos`.
+    fn info(&self, pos: u64) -> FsResult<TensorInfo>;
+    /// The tensor's bytes, resolved: everything its reads need.
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>>;
+    /// Where each saved slice of a partitioned tensor is stored (in `info().slices` order).
+    fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>>;
+    /// Whether every source file the checkpoint needs was there and opened.
+    fn complete(&self) -> bool {
+        true
+    }
+    /// Attributes a format keeps beyond the index's (TFLite quantization, the stored form of a
+    /// TF.js weight): their extended-attribute names, each `user.tfmount.<column>`. Every
+    /// tensor file shows the ones a tensor has, and `tensors.tsv` gets one column per name
+    /// (named `<column>`, after `offset`; `-` where a tensor has none).
+    fn attr_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The values of [`TensorSet::attr_names`] for the tensor at `pos`, in that order (`None`
+    /// where it has none; a shorter list leaves the rest `None`). Single-line text.
+    fn attrs(&self, _pos: u64) -> FsResult<Vec<Option<String>>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The `tensors.tsv` column of an attribute name (`user.tfmount.scale` -> `scale`).
+pub fn attr_column(name: &str) -> &str {
+    name.strip_prefix("user.tfmount.").unwrap_or(name)
+}
+
+/// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
+/// 8-byte length and the bytes of each element).
+pub trait TensorData: Send + Sync {
+    /// Size of the `.bin`.
+    fn size(&self) -> u64;
+    /// Bytes `[offset, offset + len)` of the `.bin`, clamped to its end. Verifies the stored
+    /// checksum before the first bytes are served, when the format has one.
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>>;
+
+    /// Hands the `.bin` to `f` from its start, in order, in pieces of at most `buf.len()` bytes
+    /// (a format may read them into `buf`), checked as [`read`](Self::read) checks them;
+    /// returns how many bytes `f` got (fewer than [`size`](Self::size) if the stored bytes end
+    /// early). For whole-tensor passes (statistics). A format whose check covers exactly these
+    /// bytes may fold it into the pass instead of reading them twice (V2: the CRC-32C of a
+    /// contiguous tensor): then `f` has seen the bytes by the time a mismatch is reported, and
+    /// the caller must discard what it made of them when this returns an error.
+    fn scan(&self, buf: &mut [u8], f: &mut dyn FnMut(&[u8])) -> FsResult<u64> {
+        scan_by_reads(self, buf.len(), f)
+    }
+}
+
+/// [`TensorData::scan`] by [`TensorData::read`]s of `piece` bytes.
+pub fn scan_by_reads<D: TensorData + ?Sized>(
+    data: &D,
+    piece: usize,
+    f: &mut dyn FnMut(&[u8]),
+) -> FsResult<u64> {
+    let (size, piece) = (data.size(), piece.max(1));
+    let mut at = 0u64;
+    while at < size {
+        let b = data.read(at, (size - at).min(piece as u64) as usize)?;
+        if b.is_empty() {
+            break;
+        }
+        f(&b);
+        at += b.len() as u64;
+    }
+    Ok(at)
+}
+
+/// Every tensor of a set, in key order: `(pos, key)` of each shown tensor. For tools that walk
+/// a whole checkpoint (verify, diff, tensors.tsv).
+pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>) -> FsResult<()> {
+    let mut pos = set.seek(b"")?;
+    while let Some(p) = pos {
+        let key = set.key(p)?;
+        if !set.hidden(&key) && !f(p, &key)? {
+            break;
+        }
+        pos = set.next(p)?;
+    }
+    Ok(())
+}
+
+/// A set with no tensors: a SavedModel saved without variables still gets `variables/` and
+/// the views (`tensors.tsv` with its header only, `summary.txt` with totals of 0).
+pub struct EmptySet {
+    pub path: std::path::PathBuf,
+    pub meta: FileMeta,
+}
+
+impl TensorSet for EmptySet {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+    fn source_bytes(&self) -> u64 {
+        0
+    }
+    fn seek(&self, _key: &[u8]) -> FsResult<Option<u64>> {
+        Ok(None)
+    }
+    fn next(&self, _pos: u64) -> FsResult<Option<u64>> {
+        Ok(None)
+    }
+    fn key(&self, _pos: u64) -> FsResult<Vec<u8>> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn hidden(&self, _key: &[u8]) -> bool {
+        false
+    }
+    fn info(&self, _pos: u64) -> FsResult<TensorInfo> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn open(&self, _pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        Err(crate::error::FsError::NotFound)
+    }
+    fn slice_locations(&self, _pos: u64) -> FsResult<Vec<Stored>> {
+        Err(crate::error::FsError::NotFound)
+    }
+}

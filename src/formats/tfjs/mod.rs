@@ -1,0 +1,976 @@
+//! TensorFlow.js models behind the format seam: a `model.json` (layers model or graph model)
+//! and the shard files its `weightsManifest` lists (see [`crate::formats::tfjs::manifest`]). Recognised by
+//! content (a JSON object with `weightsManifest` and `modelTopology` or `format`); a file named
+//! `model.json` that begins with `{` by its name too, so that a damaged one says what is wrong
+//! with it; a directory holding `model.json` is the model (see `probe_dir` in `source/mod.rs`).
+//!
+//! Every weight is a tensor keyed by its manifest name, served as tfjs-core holds it after
+//! loading: quantized weights decoded ([`crate::formats::tfjs::manifest::decode_quantized`]), the others
+//! read in place from the shards (a weight crossing a shard boundary read across them), string
+//! weights (4-byte lengths in the stream) in tfmount's string layout. A group's shards are one
+//! byte stream; where their sizes do not add up to what its weights need, the sizes the
+//! converter cuts (every shard but the last of the same size) tell which shard is damaged, and
+//! only the weights touching it fail.
+
+pub mod manifest;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
+use serde_json::Value;
+
+use super::{Detected, Format, OpenCtx, Opened};
+use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::integrity::Generic;
+use crate::formats::integrity::Integrity;
+use crate::formats::integrity::Item;
+use crate::formats::tensors::Stored;
+use crate::formats::tensors::TensorData;
+use crate::formats::tensors::TensorInfo;
+use crate::formats::tensors::TensorSet;
+use crate::formats::tfjs::manifest as ft;
+use crate::formats::tfjs::manifest::Quant;
+use crate::formats::tfjs::manifest::WDtype;
+use crate::formats::tfjs::manifest::Weight;
+use crate::parse::FormatError;
+use crate::source::bytes::ByteSource;
+use crate::source::bytes::EntryKind;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::Store;
+
+/// The file a directory is a TF.js model by.
+pub const MODEL_JSON: &str = "model.json";
+/// A string weight is read into memory whole, up to this many bytes.
+pub const MAX_STRING_BYTES: u64 = 256 << 20;
+/// Most elements of a string weight (each costs a read of its length when the model is opened).
+pub const MAX_STRING_ELEMENTS: u64 = 1 << 20;
+
+/// The TF.js format.
+pub struct Tfjs;
+
+/// The `model.json` detection read last on a remote store, `(URL, file, bytes)`: opening the
+/// same opened file right after (the formats' shared detection file, `super::opened`) takes
+/// the bytes instead of reading them again (a remote file's reads are checked against the
+/// ETag first seen).
+type Sniffed = (PathBuf, Arc<dyn ByteSource>, Arc<[u8]>);
+static LAST: Mutex<Option<Sniffed>> = Mutex::new(None);
+
+/// The bytes of file `path` if it is a TF.js `model.json` (by content, or by name and a
+/// leading `{`).
+fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
+    let named = path.file_name().is_some_and(|n| n == MODEL_JSON);
+    let f = crate::formats::opened(store, path, false).ok()?;
+    let mut head = [0u8; 64];
+    let n = (head.len() as u64).min(f.len()) as usize;
+    f.read_exact_at(&mut head[..n], 0).ok()?;
+    if !ft::looks_like_object(&head[..n]) {
+        return None;
+    }
+    if f.len() > ft::MAX_MODEL_JSON {
+        // Too large to tell by content; a model.json says why it is refused when opened.
+        return named.then(|| Arc::from(&[][..]));
+    }
+    let bytes = f.read_vec(0, f.len() as usize).ok()?;
+    let is = named || serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| ft::is_model(&v));
+    if !is {
+        return None;
+    }
+    let bytes: Arc<[u8]> = bytes.into();
+    if store.stats_line().is_some() {
+        *LAST.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((path.to_path_buf(), f, bytes.clone()));
+    }
+    Some(bytes)
+}
+
+impl Format for Tfjs {
+    fn name(&self) -> &'static str {
+        "TensorFlow.js model"
+    }
+
+    /// `path` itself (a `model.json`, or a JSON file that is a model by content), or, when
+    /// `path` is not a file, `path/model.json`: a directory is the model its `model.json` is.
+    fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
+        let found = |p: &Path| Detected {
+            path: p.to_path_buf(),
+            files: Vec::new(),
+            format: &Tfjs,
+        };
+        if store.is_file(path) {
+            return sniff(store, path).map(|_| found(path));
+        }
+        let inner = path.join(MODEL_JSON);
+        if !store.is_file(&inner) {
+            return None;
+        }
+        sniff(store, &inner).map(|_| found(&inner))
+    }
+
+    /// None: a directory of checkpoints does not list TF.js models (a directory holding a
+    /// `model.json` is one model, found by [`Format::detect`]).
+    fn in_dir(
+        &self,
+        _store: &dyn Store,
+        _dir: &Path,
+        _entries: &[(OsString, EntryKind)],
+    ) -> Vec<(String, PathBuf)> {
+        Vec::new()
+    }
+
+    fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
+        open(ctx.store, &found.path).map(|m| Arc::new(m) as Arc<dyn Opened>)
+    }
+}
+
+fn invalid(path: &Path, msg: impl Into<String>) -> SourceError {
+    SourceError::Invalid {
+        path: path.to_path_buf(),
+        msg: msg.into(),
+    }
+}
+
+/// One shard file of a group.
+struct Shard {
+    path: PathBuf,
+    /// The file, or why it cannot be opened.
+    file: Result<Arc<dyn ByteSource>, String>,
+    /// Where it starts in its group's stream and how many bytes it should hold there.
+    start: u64,
+    expected: u64,
+    /// Why its bytes are not the manifest's (missing, or not the size it should be).
+    damage: Option<String>,
+    /// Its number among all of the model's shards (manifest order), for `Stored`.
+    global: u32,
+}
+
+/// A group's stream: its shards in order.
+struct Stream {
+    shards: Vec<Shard>,
+    /// What its weights need, when known.
+    needed: Option<u64>,
+    /// Why the shards' sizes cannot be matched to the manifest at all (none can be trusted).
+    unplaced: Option<String>,
+}
+
+impl Stream {
+    /// Bytes `[at, at + buf.len())` of the stream; an error naming the damaged shard.
+    fn read(&self, buf: &mut [u8], at: u64) -> Result<(), FormatError> {
+        if let Some(why) = &self.unplaced {
+            return Err(FormatError::BadEntry(why.clone()));
+        }
+        let end = at.saturating_add(buf.len() as u64);
+        let mut done = 0usize;
+        for s in &self.shards {
+            let (a, b) = (s.start, s.start.saturating_add(s.expected));
+            if b <= at || a >= end {
+                continue;
+            }
+            if let Some(why) = &s.damage {
+                return Err(FormatError::BadEntry(why.clone()));
+            }
+            let f = s
+                .file
+                .as_ref()
+                .map_err(|e| FormatError::BadEntry(e.clone()))?;
+            let from = at.max(a);
+            let to = end.min(b);
+            let n = (to - from) as usize;
+            let into = (from - at) as usize;
+            let dst = buf
+                .get_mut(into..into + n)
+                .ok_or_else(|| FormatError::BadEntry("read outside its buffer".into()))?;
+            f.read_exact_at(dst, from - a)?;
+            done += n;
+        }
+        if done != buf.len() {
+            return Err(FormatError::BadEntry(format!(
+                "bytes {at}..{end} of the group's stream lie past its shards"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The shards bytes `[a, b)` of the stream touch.
+    fn touching(&self, a: u64, b: u64) -> impl Iterator<Item = &Shard> {
+        self.shards
+            .iter()
+            .filter(move |s| a < b && s.start < b && s.start.saturating_add(s.expected) > a)
+    }
+}
+
+/// Where a weight lies: its group, and its bytes in the group's stream (`None`: not known, for
+/// the reason given: a string weight whose lengths could not be read, and the weights after it).
+struct Placed {
+    weight: Weight,
+    group: usize,
+    at: Result<(u64, u64), String>,
+}
+
+/// An opened TF.js model.
+pub struct OpenedTfjs {
+    set: Arc<TfjsSet>,
+    files: Vec<(String, Arc<[u8]>)>,
+    graph: Option<Vec<u8>>,
+    /// Why the topology could not be converted to a GraphDef (reported by `verify`).
+    graph_error: Option<String>,
+}
+
+/// The weights of a TF.js model as a [`TensorSet`]: positions index `weights`, sorted by name.
+pub struct TfjsSet {
+    path: PathBuf,
+    meta: FileMeta,
+    streams: Vec<Arc<Stream>>,
+    weights: Vec<Placed>,
+    source_bytes: u64,
+}
+
+/// Opens the TF.js model whose `model.json` is `path`.
+pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
+    let file = crate::formats::opened(store, path, true).map_err(|err| SourceError::Io {
+        path: path.to_path_buf(),
+        err,
+    })?;
+    // The bytes detection read of this very file (the same opened object), if it did.
+    let taken = {
+        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        match &*last {
+            Some((p, f, _)) if p == path && Arc::ptr_eq(f, &file) => last.take().map(|(_, _, b)| b),
+            _ => None,
+        }
+    };
+    if file.len() > ft::MAX_MODEL_JSON {
+        return Err(invalid(
+            path,
+            format!(
+                "{} bytes: model.json files over {} bytes are refused (parsed in memory)",
+                file.len(),
+                ft::MAX_MODEL_JSON
+            ),
+        ));
+    }
+    let bytes: Arc<[u8]> = match taken {
+        Some(b) if b.len() as u64 == file.len() => b,
+        _ => file
+            .read_vec(0, file.len() as usize)
+            .map_err(|err| SourceError::Format {
+                path: path.to_path_buf(),
+                err,
+            })?
+            .into(),
+    };
+    let model = ft::parse(&bytes).map_err(|e| invalid(path, e))?;
+    let meta = file.meta();
+    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+
+    let mut streams = Vec::new();
+    let mut placed: Vec<Placed> = Vec::new();
+    let mut global = 0u32;
+    let mut source_bytes = bytes.len() as u64;
+    for (gi, g) in model.groups.iter().enumerate() {
+        let mut shards = Vec::new();
+        for p in &g.paths {
+            let sp = dir.join(p);
+            let file = if !ft::safe_shard_path(p) {
+                Err(format!(
+                    "{}: shard path {p:?} is not below model.json's directory (absolute, `..` or a URL): not followed",
+                    path.display()
+                ))
+            } else {
+                store
+                    .open(&sp)
+                    .map_err(|e| format!("{}: {e}", sp.display()))
+            };
+            if let Ok(f) = &file {
+                source_bytes = source_bytes.saturating_add(f.len());
+            }
+            shards.push(Shard {
+                path: sp,
+                file,
+                start: 0,
+                expected: 0,
+                damage: None,
+                global,
+            });
+            global = global.saturating_add(1);
+        }
+        let mut stream = Stream {
+            shards,
+            needed: None,
+            unplaced: None,
+        };
+        // Fixed-size weights first: where the string weights are is read from the stream,
+        // which needs the shards placed. Place them by their actual sizes for the scan.
+        place_actual(&mut stream);
+        let mut at: Result<u64, String> = Ok(0);
+        for w in &g.weights {
+            let here = match &at {
+                Ok(a) => {
+                    let len = match w.stored_len() {
+                        Some(n) => Ok(n),
+                        None => string_len(&stream, *a, w.elements()),
+                    };
+                    len.and_then(|n| {
+                        a.checked_add(n)
+                            .map(|e| (*a, e))
+                            .ok_or_else(|| "offsets overflow".to_string())
+                    })
+                }
+                Err(e) => Err(e.clone()),
+            };
+            at = here.as_ref().map(|(_, e)| *e).map_err(|e| {
+                if e.starts_with("after ") {
+                    e.clone()
+                } else {
+                    format!("after {}: {e}", w.name)
+                }
+            });
+            placed.push(Placed {
+                weight: w.clone(),
+                group: gi,
+                at: here.map_err(|e| format!("{}: {e}", path.display())),
+            });
+        }
+        stream.needed = at.ok();
+        let strings_end = placed
+            .iter()
+            .filter(|p| p.group == gi && p.weight.dtype == WDtype::String)
+            .filter_map(|p| p.at.as_ref().ok().map(|(_, e)| *e))
+            .max();
+        check_sizes(&mut stream, gi, strings_end);
+        streams.push(Arc::new(stream));
+    }
+    // Sorted by name; a name given twice: the later one, as tfjs-core's map keeps it.
+    let mut by_name: std::collections::BTreeMap<String, Placed> = Default::default();
+    for p in placed {
+        if let Some(old) = by_name.insert(p.weight.name.clone(), p) {
+            log::warn!(
+                "{}: weight {} is listed twice; the later entry is shown (as tfjs-core loads it)",
+                path.display(),
+                old.weight.name
+            );
+        }
+    }
+    let weights: Vec<Placed> = by_name.into_values().collect();
+
+    let mut files: Vec<(String, Arc<[u8]>)> = vec![(MODEL_JSON.to_string(), bytes.clone())];
+    let (mut graph, mut graph_error) = (None, None);
+    if model.is_graph() {
+        if let Some(t) = &model.topology {
+            match to_binary("tensorflow.GraphDef", t) {
+                Ok(b) => graph = Some(b),
+                Err(e) => {
+                    let e = format!("{}: modelTopology is not a GraphDef: {e}", path.display());
+                    log::warn!("{e}");
+                    graph_error = Some(e);
+                }
+            }
+        }
+        if let Some(s) = &model.signature {
+            match signature_text(s) {
+                Ok(t) => files.push(("signatures.txt".into(), t.into_bytes().into())),
+                Err(e) => log::warn!("{}: signature is not a SignatureDef: {e}", path.display()),
+            }
+        }
+    } else if let Some(t) = &model.topology {
+        // A layers model: the Keras configuration, as the Keras module shows a legacy file's.
+        let (config, training) = match t.get("model_config") {
+            Some(c) => (c, t.get("training_config")),
+            None => (t, None),
+        };
+        for (name, v) in [
+            ("model_config.json", Some(config)),
+            ("training_config.json", training),
+        ] {
+            if let Some(v) = v.filter(|v| !v.is_null()) {
+                if let Ok(mut b) = serde_json::to_vec_pretty(v) {
+                    b.push(b'\n');
+                    files.push((name.to_string(), b.into()));
+                }
+            }
+        }
+    }
+    let set = Arc::new(TfjsSet {
+        path: path.to_path_buf(),
+        meta,
+        streams,
+        weights,
+        source_bytes,
+    });
+    Ok(OpenedTfjs {
+        set,
+        files,
+        graph,
+        graph_error,
+    })
+}
+
+/// Shards placed by their actual sizes (what tfjs-core concatenates); a missing one as empty.
+fn place_actual(s: &mut Stream) {
+    let mut at = 0u64;
+    for sh in &mut s.shards {
+        sh.start = at;
+        sh.expected = sh.file.as_ref().map(|f| f.len()).unwrap_or(0);
+        at = at.saturating_add(sh.expected);
+    }
+}
+
+/// Bytes a string weight of `n` elements at `at` takes: each element a 4-byte little-endian
+/// length and that many bytes.
+fn string_len(s: &Stream, at: u64, n: u64) -> Result<u64, String> {
+    if n > MAX_STRING_ELEMENTS {
+        return Err(format!(
+            "a string weight of {n} elements (more than {MAX_STRING_ELEMENTS} are not read)"
+        ));
+    }
+    let mut len = 0u64;
+    for _ in 0..n {
+        let mut b = [0u8; 4];
+        s.read(&mut b, at + len).map_err(|e| e.to_string())?;
+        len = len
+            .checked_add(4 + u64::from(u32::from_le_bytes(b)))
+            .filter(|&l| l <= MAX_STRING_BYTES)
+            .ok_or_else(|| format!("a string weight over {MAX_STRING_BYTES} bytes (not read)"))?;
+    }
+    // The last element's bytes are not read here: they must be in the stream too, before
+    // anything is sized by that length.
+    let end: u64 = s.shards.iter().map(|sh| sh.expected).sum();
+    if at.saturating_add(len) > end {
+        return Err(format!(
+            "a string weight of {len} bytes at {at} runs past the {end} bytes of its shards"
+        ));
+    }
+    Ok(len)
+}
+
+/// Matches the shards' sizes to what the group's weights need. When they add up (and every
+/// shard is there), the shards stay placed by their sizes. Otherwise the sizes the converter
+/// cuts are assumed (every shard but the last `S` bytes, the last the rest, with `S` the
+/// largest of the others): a shard that is missing or not its size is damaged, and the weights
+/// touching it fail. The whole group fails where no such cut fits, and where a string weight
+/// ends past the first damaged shard's start (its lengths were read with the shards placed by
+/// their sizes, which differ from the cut's from there on). `strings_end`: where the group's
+/// last string weight ends.
+fn check_sizes(s: &mut Stream, group: usize, strings_end: Option<u64>) {
+    let Some(needed) = s.needed else {
+        return;
+    };
+    let actual: Vec<Option<u64>> = s
+        .shards
+        .iter()
+        .map(|sh| sh.file.as_ref().ok().map(|f| f.len()))
+        .collect();
+    let present: u64 = actual.iter().flatten().sum();
+    if actual.iter().all(Option::is_some) && present == needed {
+        return;
+    }
+    let missing: Vec<String> = s
+        .shards
+        .iter()
+        .filter(|sh| sh.file.is_err())
+        .map(|sh| {
+            sh.path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let summary = if missing.is_empty() {
+        format!("the shards of weightsManifest[{group}] hold {present} bytes, its weights need {needed}")
+    } else {
+        format!(
+            "weightsManifest[{group}]: {} missing; the others hold {present} bytes, its weights need {needed}",
+            missing.join(", ")
+        )
+    };
+    let n = s.shards.len() as u64;
+    let cut = match n {
+        0 => None,
+        1 => Some(needed),
+        _ => actual[..actual.len() - 1].iter().flatten().copied().max(),
+    };
+    let fits = cut.filter(|&c| {
+        c > 0
+            && c.checked_mul(n - 1)
+                .is_some_and(|full| full < needed && needed - full <= c)
+    });
+    let Some(c) = fits else {
+        s.unplaced = Some(format!("{summary}; which shard is damaged cannot be told"));
+        return;
+    };
+    let mut placed = Vec::with_capacity(s.shards.len());
+    let mut at = 0u64;
+    for (i, sh) in s.shards.iter().enumerate() {
+        let want = if i as u64 + 1 == n { needed - at } else { c };
+        let damage = match (&sh.file, actual.get(i).copied().flatten()) {
+            (Err(e), _) => Some(format!("shard missing: {e}")),
+            (Ok(_), Some(len)) if len != want => Some(format!(
+                "{}: {len} bytes, the manifest's weights need {want} in this shard",
+                sh.path.display()
+            )),
+            _ => None,
+        };
+        placed.push((at, want, damage));
+        at += want;
+    }
+    let first_damage = placed
+        .iter()
+        .find(|(_, _, d)| d.is_some())
+        .map_or(needed, |(a, _, _)| *a);
+    if strings_end.is_some_and(|e| e > first_damage) {
+        s.unplaced = Some(format!(
+            "{summary}, and its string weights' lengths lie past the damaged shard: where its weights lie cannot be told"
+        ));
+        return;
+    }
+    for (sh, (start, expected, damage)) in s.shards.iter_mut().zip(placed) {
+        sh.start = start;
+        sh.expected = expected;
+        sh.damage = damage;
+    }
+}
+
+/// A JSON message (protobuf's JSON mapping) as binary protobuf of type `name`, its map fields
+/// written in key order (so the bytes, and what is rendered of them, are the same every time).
+fn to_binary(name: &str, v: &Value) -> Result<Vec<u8>, String> {
+    let msg = to_message(name, v)?;
+    Ok(prost::Message::encode_to_vec(&msg))
+}
+
+/// A JSON message as a message of the rendering descriptors (maps as repeated entries, in key
+/// order).
+fn to_message(name: &str, v: &Value) -> Result<DynamicMessage, String> {
+    let pool = crate::probe::state::descriptor_pool()?;
+    let mapped = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("no descriptor of {name}"))?;
+    let plain = crate::graph::descriptor(name).ok_or_else(|| format!("no descriptor of {name}"))?;
+    let v = unmap(&mapped, v, 0)?;
+    DynamicMessage::deserialize_with_options(
+        plain,
+        v,
+        &DeserializeOptions::new().deny_unknown_fields(false),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Nesting of JSON messages followed (serde_json parses at most 128 levels).
+const MAX_DEPTH: usize = 256;
+
+/// `v` (a JSON message of type `desc`) with every map field's object written as a list of
+/// `{key, value}` entries in key order: the form of the descriptors without map entries.
+fn unmap(desc: &MessageDescriptor, v: &Value, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err("nested too deeply".into());
+    }
+    let Value::Object(o) = v else {
+        return Ok(v.clone());
+    };
+    let mut out = serde_json::Map::new();
+    for (k, val) in o {
+        let field = desc
+            .get_field_by_json_name(k)
+            .or_else(|| desc.get_field_by_name(k));
+        let Some(field) = field else {
+            out.insert(k.clone(), val.clone());
+            continue;
+        };
+        let message = |val: &Value| -> Result<Value, String> {
+            match field.kind().as_message() {
+                Some(m) if field.is_map() => {
+                    // The entry's value type, when it is a message.
+                    match m.map_entry_value_field().kind().as_message() {
+                        Some(vm) => unmap(vm, val, depth + 1),
+                        None => Ok(val.clone()),
+                    }
+                }
+                Some(m) => unmap(m, val, depth + 1),
+                None => Ok(val.clone()),
+            }
+        };
+        let new = if field.is_map() {
+            let Value::Object(entries) = val else {
+                return Err(format!("{k}: a map that is not a JSON object"));
+            };
+            Value::Array(
+                entries
+                    .iter()
+                    .map(|(ek, ev)| Ok(serde_json::json!({"key": ek, "value": message(ev)?})))
+                    .collect::<Result<Vec<_>, String>>()?,
+            )
+        } else if let (true, Value::Array(items)) = (field.is_list(), val) {
+            Value::Array(items.iter().map(message).collect::<Result<Vec<_>, _>>()?)
+        } else {
+            message(val)?
+        };
+        out.insert(k.clone(), new);
+    }
+    Ok(Value::Object(out))
+}
+
+/// `signatures.txt` of a graph model: its `signature`, a SignatureDef, as protobuf text.
+fn signature_text(v: &Value) -> Result<String, String> {
+    let msg = to_message("tensorflow.SignatureDef", v)?;
+    let body = msg.to_text_format_with_options(
+        &prost_reflect::text_format::FormatOptions::new().pretty(true),
+    );
+    Ok(format!(
+        "# The graph model's signature (model.json `signature`), a tensorflow.SignatureDef\n{body}\n"
+    ))
+}
+
+impl Opened for OpenedTfjs {
+    fn tensors(&self) -> Arc<dyn TensorSet> {
+        self.set.clone()
+    }
+
+    fn files(&self) -> Vec<(String, Arc<[u8]>)> {
+        self.files.clone()
+    }
+
+    fn graph_def(&self) -> Option<(PathBuf, Vec<u8>)> {
+        self.graph.clone().map(|g| (self.set.path.clone(), g))
+    }
+
+    /// The generic checks (every weight read and decoded), missing shards first, then each
+    /// shard's size against what the manifest's weights need in it, and the topology's
+    /// conversion.
+    fn integrity(&self, _store: Arc<dyn Store>) -> Box<dyn Integrity> {
+        let total = self
+            .set
+            .streams
+            .iter()
+            .map(|s| s.shards.len())
+            .sum::<usize>() as u32;
+        let mut first = Vec::new();
+        for s in &self.set.streams {
+            for sh in &s.shards {
+                if sh.file.is_err() {
+                    first.push(Item::MissingShard {
+                        shard: sh.global,
+                        shards: total,
+                        file: sh.path.clone(),
+                    });
+                }
+            }
+        }
+        let mut generic = Generic::new(self.set.clone(), first);
+        for (gi, s) in self.set.streams.iter().enumerate() {
+            let label = |sh: &Shard| {
+                format!(
+                    "[{}]",
+                    sh.path.file_name().unwrap_or_default().to_string_lossy()
+                )
+                .into_bytes()
+            };
+            let model = self.set.path.display().to_string();
+            let outcome: Vec<(Vec<u8>, Result<u64, String>)> = match (&s.unplaced, s.needed) {
+                (Some(why), _) => vec![(
+                    format!("[weightsManifest[{gi}]]").into_bytes(),
+                    Err(format!("{model}: {why}")),
+                )],
+                (None, None) => vec![(
+                    format!("[weightsManifest[{gi}]]").into_bytes(),
+                    Err(format!(
+                        "{model}: the size of weightsManifest[{gi}]'s weights cannot be told (a string weight's lengths cannot be read)"
+                    )),
+                )],
+                (None, Some(_)) => s
+                    .shards
+                    .iter()
+                    .filter(|sh| sh.file.is_ok())
+                    .map(|sh| {
+                        // A size compared: no byte read, none added to the count (the
+                        // weights' reads count theirs).
+                        let r = match &sh.damage {
+                            Some(d) => Err(d.clone()),
+                            None => Ok(0),
+                        };
+                        (label(sh), r)
+                    })
+                    .collect(),
+            };
+            for (l, r) in outcome {
+                generic = generic.with_file_check(Box::new(move || (l.clone(), r.clone())));
+            }
+        }
+        if let Some(e) = self.graph_error.clone() {
+            generic = generic.with_file_check(Box::new(move || {
+                (b"[modelTopology]".to_vec(), Err(e.clone()))
+            }));
+        }
+        Box::new(generic)
+    }
+}
+
+/// Attributes of a weight (`tensors.tsv` columns): its stored form and where it lies.
+const ATTRS: &[&str] = &[
+    "user.tfmount.quantization",
+    "user.tfmount.scale",
+    "user.tfmount.min",
+    "user.tfmount.original_dtype",
+    "user.tfmount.shards",
+];
+
+impl TfjsSet {
+    fn placed(&self, pos: u64) -> FsResult<&Placed> {
+        usize::try_from(pos)
+            .ok()
+            .and_then(|i| self.weights.get(i))
+            .ok_or(FsError::NotFound)
+    }
+
+    fn corrupt(&self, key: &str, e: FormatError) -> FsError {
+        FsError::corrupt(format!("tensor {key}"), self.path.display(), e)
+    }
+
+    fn stream(&self, p: &Placed) -> FsResult<&Arc<Stream>> {
+        self.streams.get(p.group).ok_or(FsError::NotFound)
+    }
+}
+
+impl TensorSet for TfjsSet {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+    fn source_bytes(&self) -> u64 {
+        self.source_bytes
+    }
+    fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
+        let i = self
+            .weights
+            .partition_point(|w| w.weight.name.as_bytes() < key);
+        Ok((i < self.weights.len()).then_some(i as u64))
+    }
+    fn next(&self, pos: u64) -> FsResult<Option<u64>> {
+        let n = pos.saturating_add(1);
+        Ok((n < self.weights.len() as u64).then_some(n))
+    }
+    fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
+        Ok(self.placed(pos)?.weight.name.as_bytes().to_vec())
+    }
+    fn hidden(&self, _key: &[u8]) -> bool {
+        false
+    }
+    fn info(&self, pos: u64) -> FsResult<TensorInfo> {
+        let p = self.placed(pos)?;
+        let w = &p.weight;
+        // Stored in place: an unquantized fixed-size weight within one sound shard.
+        let stored = match (&p.at, &w.quant, w.dtype) {
+            (Ok((a, b)), None, d) if d != WDtype::String => {
+                let s = self.stream(p)?;
+                let mut t = s.touching(*a, *b);
+                match (t.next(), t.next()) {
+                    (Some(sh), None) if sh.damage.is_none() && s.unplaced.is_none() => {
+                        Some(Stored {
+                            shard: sh.global,
+                            offset: a - sh.start,
+                            size: b - a,
+                            crc32c: None,
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        Ok(TensorInfo {
+            key: w.name.as_bytes().to_vec(),
+            dtype: w.dtype.dtype(),
+            shape: w.shape.clone(),
+            stored,
+            slices: Vec::new(),
+        })
+    }
+    fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        let p = self.placed(pos)?;
+        let w = &p.weight;
+        let bad = |m: String| self.corrupt(&w.name, FormatError::BadEntry(m));
+        let (a, b) = p.at.clone().map_err(bad)?;
+        if let Some(why) = w.undecodable() {
+            return Err(bad(why));
+        }
+        let base = Weighted {
+            key: w.name.clone(),
+            path: self.path.clone(),
+            stream: self.stream(p)?.clone(),
+            start: a,
+            stored: b - a,
+        };
+        match (&w.quant, w.dtype) {
+            (Some(q), _) => Ok(Arc::new(Dequantized {
+                size: w.elements() * 4,
+                quant: q.clone(),
+                dtype: w.dtype,
+                at: base,
+            })),
+            (None, WDtype::String) => {
+                let mut raw = vec![0u8; (b - a) as usize];
+                base.raw(&mut raw, 0)?;
+                let served = string_layout(&raw, w.elements()).map_err(bad)?;
+                Ok(Arc::new(Memory(served)))
+            }
+            (None, _) => Ok(Arc::new(InPlace(base))),
+        }
+    }
+    fn slice_locations(&self, _pos: u64) -> FsResult<Vec<Stored>> {
+        Ok(Vec::new())
+    }
+    fn complete(&self) -> bool {
+        self.streams.iter().all(|s| {
+            s.unplaced.is_none()
+                && s.needed.is_some()
+                && s.shards
+                    .iter()
+                    .all(|sh| sh.file.is_ok() && sh.damage.is_none())
+        })
+    }
+    fn attr_names(&self) -> &'static [&'static str] {
+        ATTRS
+    }
+    fn attrs(&self, pos: u64) -> FsResult<Vec<Option<String>>> {
+        let p = self.placed(pos)?;
+        let q = p.weight.quant.as_ref();
+        let shards = match &p.at {
+            Ok((a, b)) => {
+                let s = self.stream(p)?;
+                let names: Vec<String> = s
+                    .touching(*a, *b)
+                    .map(|sh| {
+                        sh.path
+                            .file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .replace(['\t', '\n'], " ")
+                    })
+                    .collect();
+                Some(names.join(",")).filter(|s| !s.is_empty())
+            }
+            Err(_) => None,
+        };
+        Ok(vec![
+            q.map(|q| q.stored.name().to_string()),
+            q.and_then(|q| q.scale).map(|s| s.to_string()),
+            q.and_then(|q| q.min).map(|m| m.to_string()),
+            q.and_then(|q| q.original_dtype.clone())
+                .map(|s| s.replace(['\t', '\n'], " ")),
+            shards,
+        ])
+    }
+}
+
+/// tfjs's string encoding (each element a 4-byte length and its bytes) in tfmount's string
+/// layout (each element an 8-byte little-endian length and its bytes).
+fn string_layout(raw: &[u8], n: u64) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(raw.len().saturating_add(4 * n as usize));
+    let mut at = 0usize;
+    for i in 0..n {
+        let len = raw
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(|| format!("string element {i}: its length lies past the weight"))?;
+        let s = raw
+            .get(at + 4..at + 4 + len)
+            .ok_or_else(|| format!("string element {i}: {len} bytes run past the weight"))?;
+        out.extend_from_slice(&(len as u64).to_le_bytes());
+        out.extend_from_slice(s);
+        at += 4 + len;
+    }
+    Ok(out)
+}
+
+/// A weight's stored bytes in its group's stream.
+struct Weighted {
+    key: String,
+    path: PathBuf,
+    stream: Arc<Stream>,
+    start: u64,
+    stored: u64,
+}
+
+impl Weighted {
+    /// Stored bytes `[offset, offset + buf.len())` of the weight.
+    fn raw(&self, buf: &mut [u8], offset: u64) -> FsResult<()> {
+        self.stream
+            .read(buf, self.start.saturating_add(offset))
+            .map_err(|e| FsError::corrupt(format!("tensor {}", self.key), self.path.display(), e))
+    }
+}
+
+/// An unquantized fixed-size weight: its stored bytes are its served bytes.
+struct InPlace(Weighted);
+
+impl TensorData for InPlace {
+    fn size(&self) -> u64 {
+        self.0.stored
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = offset.min(self.0.stored);
+        let b = offset.saturating_add(len as u64).min(self.0.stored);
+        let mut v = vec![0u8; (b - a) as usize];
+        self.0.raw(&mut v, a)?;
+        Ok(v)
+    }
+}
+
+/// A quantized weight, decoded as it is read: 4 served bytes per stored element.
+struct Dequantized {
+    size: u64,
+    quant: Quant,
+    dtype: WDtype,
+    at: Weighted,
+}
+
+impl TensorData for Dequantized {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = offset.min(self.size);
+        let b = offset.saturating_add(len as u64).min(self.size);
+        if a == b {
+            return Ok(Vec::new());
+        }
+        let es = self.quant.stored.size();
+        let (ea, eb) = (a / 4, b.div_ceil(4));
+        let mut raw = vec![0u8; ((eb - ea) * es) as usize];
+        self.at.raw(&mut raw, ea * es)?;
+        let mut out = Vec::with_capacity(raw.len() / es as usize * 4);
+        ft::decode_quantized(&raw, &self.quant, self.dtype, &mut out).map_err(|e| {
+            FsError::corrupt(
+                format!("tensor {}", self.at.key),
+                self.at.path.display(),
+                FormatError::BadEntry(e),
+            )
+        })?;
+        let from = (a - ea * 4) as usize;
+        Ok(out
+            .get(from..from + (b - a) as usize)
+            .unwrap_or(&[])
+            .to_vec())
+    }
+}
+
+/// Served bytes held in memory (a string weight in tfmount's layout).
+struct Memory(Vec<u8>);
+
+impl TensorData for Memory {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let b = a.saturating_add(len).min(self.0.len());
+        Ok(self.0.get(a..b).unwrap_or(&[]).to_vec())
+    }
+}

@@ -1,0 +1,448 @@
+//! Graphs: a SavedModel's `saved_model.pb`/`.pbtxt`, a `.meta` MetaGraphDef, or a GraphDef file,
+//! read into memory when the mount starts (text is held as its binary encoding) and indexed by
+//! walking the wire format.
+//! Opening reads only the top level of each meta graph (tags, signature and collection keys); the
+//! nodes and functions of a meta graph are indexed the first time they are listed. The index
+//! keeps offsets, never decoded messages, so a graph near protobuf's 2 GB limit costs a few
+//! dozen bytes per node.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+
+use crate::error::SourceError;
+use crate::parse::wire;
+use crate::parse::wire::Field;
+use crate::parse::wire::LEN;
+use crate::parse::FormatError;
+use crate::parse::Result;
+use crate::source::bytes::FileMeta;
+use crate::source::bytes::Store;
+
+/// Graph files larger than protobuf's 2 GiB message limit are refused unread.
+const MAX_GRAPH_FILE: usize = i32::MAX as usize;
+
+/// What the file holds at its top level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphKind {
+    SavedModel,
+    MetaGraph,
+    GraphDef,
+}
+
+impl GraphKind {
+    pub fn type_name(self) -> &'static str {
+        match self {
+            GraphKind::SavedModel => "tensorflow.SavedModel",
+            GraphKind::MetaGraph => "tensorflow.MetaGraphDef",
+            GraphKind::GraphDef => "tensorflow.GraphDef",
+        }
+    }
+}
+
+/// A named message in a sorted list: its name and its bytes, as ranges of the graph buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Item {
+    name_at: usize,
+    name_len: u32,
+    body_at: usize,
+    body_len: u32,
+}
+
+impl Item {
+    fn new(name: Range<usize>, body: Range<usize>) -> Option<Item> {
+        Some(Item {
+            name_at: name.start,
+            name_len: u32::try_from(name.len()).ok()?,
+            body_at: body.start,
+            body_len: u32::try_from(body.len()).ok()?,
+        })
+    }
+
+    pub fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        buf.get(self.name_at..self.name_at + self.name_len as usize)
+            .unwrap_or(&[])
+    }
+
+    pub fn body(&self) -> Range<usize> {
+        self.body_at..self.body_at + self.body_len as usize
+    }
+}
+
+/// Items sorted by name (first occurrence of a name wins).
+#[derive(Debug, Default)]
+pub struct Space {
+    pub items: Vec<Item>,
+}
+
+impl Space {
+    fn build(buf: &[u8], mut items: Vec<Item>, what: &str) -> Space {
+        items.sort_by(|a, b| a.name(buf).cmp(b.name(buf)));
+        let before = items.len();
+        items.dedup_by(|b, a| a.name(buf) == b.name(buf));
+        if items.len() != before {
+            log::warn!(
+                "{} {what} share a name with another; only the first of each name is shown",
+                before - items.len()
+            );
+        }
+        Space { items }
+    }
+
+    /// The first item whose name is `>= key`.
+    pub fn lower_bound(&self, buf: &[u8], key: &[u8]) -> usize {
+        self.items.partition_point(|it| it.name(buf) < key)
+    }
+
+    /// The item named exactly `key`.
+    pub fn find(&self, buf: &[u8], key: &[u8]) -> Option<usize> {
+        let i = self.lower_bound(buf, key);
+        (self.items.get(i)?.name(buf) == key).then_some(i)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// The lazily built index of one meta graph's nodes and functions.
+#[derive(Debug, Default)]
+pub struct Index {
+    pub nodes: Space,
+    pub functions: Space,
+    /// The body of each function, in the order of `functions`.
+    pub bodies: Vec<Space>,
+    /// Const nodes with a tensor value: the name, and the TensorProto's bytes.
+    pub constants: Space,
+}
+
+/// One meta graph (for a GraphDef file: the graph, as a meta graph with no other parts).
+pub struct MetaGraph {
+    pub tags: Vec<String>,
+    /// The MetaGraphDef's bytes (a GraphDef file: empty).
+    pub range: Range<usize>,
+    pub meta_info_def: Vec<Field>,
+    pub graph_def: Vec<Field>,
+    pub saver_def: Vec<Field>,
+    pub object_graph_def: Vec<Field>,
+    pub signatures: Space,
+    pub collections: Space,
+    index: OnceLock<std::result::Result<Index, String>>,
+}
+
+pub struct GraphFile {
+    pub path: PathBuf,
+    pub meta: FileMeta,
+    pub kind: GraphKind,
+    /// The file's bytes (binary protobuf; a text file is held as its binary encoding).
+    pub data: Vec<u8>,
+    pub metas: Vec<MetaGraph>,
+}
+
+fn pool() -> &'static DescriptorPool {
+    static POOL: OnceLock<DescriptorPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        // The descriptor set is built into the binary by build.rs; failing to decode it is a
+        // build defect, caught by every test.
+        let pool = crate::probe::state::descriptor_pool()
+            .unwrap_or_else(|e| panic!("built-in descriptors: {e}"));
+        // Map fields are declared here as the repeated entry messages they are on the wire:
+        // prost-reflect keeps a decoded map in a HashMap and prints it in that map's random
+        // order, so each rendering of a message with a map field (NodeDef attr, signatures,
+        // functions) could differ, and a file rendered again for a later read changed under
+        // its reader. As repeated entries they keep the file's order; the text syntax is the
+        // same (`attr { key: ... value { ... } }`).
+        let mut file: Vec<_> = pool.file_descriptor_protos().cloned().collect();
+        fn unmap(m: &mut prost_types::DescriptorProto) {
+            if let Some(o) = m.options.as_mut() {
+                o.map_entry = None;
+            }
+            m.nested_type.iter_mut().for_each(unmap);
+        }
+        file.iter_mut()
+            .flat_map(|f| f.message_type.iter_mut())
+            .for_each(unmap);
+        DescriptorPool::from_file_descriptor_set(prost_types::FileDescriptorSet { file })
+            .unwrap_or_else(|e| panic!("built-in descriptors without map entries: {e}"))
+    })
+}
+
+pub fn descriptor(name: &str) -> Option<MessageDescriptor> {
+    pool().get_message_by_name(name)
+}
+
+/// Map entries (`key = 1`, `value = 2`) as items.
+fn map_items(buf: &[u8], entries: &[Field]) -> Result<Vec<Item>> {
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let key = wire::last_len(buf, e.payload_range(), 1)?;
+        let value = wire::last_len(buf, e.payload_range(), 2)?;
+        let name = key.map_or(e.payload..e.payload, |k| k.payload_range());
+        let body = value.map_or(e.end..e.end, |v| v.payload_range());
+        out.extend(Item::new(name, body));
+    }
+    Ok(out)
+}
+
+fn strings_of(buf: &[u8], fields: &[Field], number: u32) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for f in fields {
+        for g in wire::fields_in(buf, f.payload_range()) {
+            let g = g?;
+            if g.number == number && g.wire == LEN {
+                out.push(String::from_utf8_lossy(&buf[g.payload_range()]).into_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl MetaGraph {
+    fn scan(buf: &[u8], range: Range<usize>) -> Result<MetaGraph> {
+        let mut m = MetaGraph {
+            tags: Vec::new(),
+            range: range.clone(),
+            meta_info_def: Vec::new(),
+            graph_def: Vec::new(),
+            saver_def: Vec::new(),
+            object_graph_def: Vec::new(),
+            signatures: Space::default(),
+            collections: Space::default(),
+            index: OnceLock::new(),
+        };
+        let (mut sigs, mut colls) = (Vec::new(), Vec::new());
+        for f in wire::fields_in(buf, range) {
+            let f = f?;
+            if f.wire != LEN {
+                continue;
+            }
+            match f.number {
+                1 => m.meta_info_def.push(f),
+                2 => m.graph_def.push(f),
+                3 => m.saver_def.push(f),
+                4 => colls.push(f),
+                5 => sigs.push(f),
+                7 => m.object_graph_def.push(f),
+                _ => {}
+            }
+        }
+        m.tags = strings_of(buf, &m.meta_info_def, 4)?;
+        m.signatures = Space::build(buf, map_items(buf, &sigs)?, "signatures");
+        m.collections = Space::build(buf, map_items(buf, &colls)?, "collections");
+        Ok(m)
+    }
+
+    fn graph_only(buf: &[u8]) -> MetaGraph {
+        MetaGraph {
+            tags: Vec::new(),
+            range: 0..0,
+            meta_info_def: Vec::new(),
+            // The whole file is the GraphDef: one pseudo-field covering it.
+            graph_def: vec![Field::whole(2, buf.len())],
+            saver_def: Vec::new(),
+            object_graph_def: Vec::new(),
+            signatures: Space::default(),
+            collections: Space::default(),
+            index: OnceLock::new(),
+        }
+    }
+
+    /// The index of nodes and functions, built on first use. `Err` if the graph is damaged.
+    pub fn index(&self, buf: &[u8]) -> std::result::Result<&Index, String> {
+        self.index
+            .get_or_init(|| Self::build_index(buf, &self.graph_def).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.clone())
+    }
+
+    fn build_index(buf: &[u8], graph_def: &[Field]) -> Result<Index> {
+        let mut nodes = Vec::new();
+        let mut consts = Vec::new();
+        let mut functions = Vec::new();
+        for g in graph_def {
+            for f in wire::fields_in(buf, g.payload_range()) {
+                let f = f?;
+                match (f.number, f.wire) {
+                    (1, LEN) => {
+                        let (item, value) = node_item(buf, &f)?;
+                        if let Some(v) = value {
+                            consts.extend(Item::new(
+                                item.name_at..item.name_at + item.name_len as usize,
+                                v,
+                            ));
+                        }
+                        nodes.push(item);
+                    }
+                    (2, LEN) => {
+                        for l in wire::fields_in(buf, f.payload_range()) {
+                            let l = l?;
+                            if l.number == 1 && l.wire == LEN {
+                                functions.push(function_item(buf, &l)?);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let functions = Space::build(buf, functions, "functions");
+        let mut bodies = Vec::with_capacity(functions.len());
+        for f in &functions.items {
+            let mut items = Vec::new();
+            for n in wire::fields_in(buf, f.body()) {
+                let n = n?;
+                if n.number == 3 && n.wire == LEN {
+                    items.push(node_item(buf, &n)?.0);
+                }
+            }
+            bodies.push(Space::build(buf, items, "function nodes"));
+        }
+        Ok(Index {
+            nodes: Space::build(buf, nodes, "nodes"),
+            functions,
+            bodies,
+            constants: Space::build(buf, consts, "constants"),
+        })
+    }
+}
+
+/// A NodeDef as an item, and the TensorProto of its `value` attr if it is a `Const`.
+fn node_item(buf: &[u8], f: &Field) -> Result<(Item, Option<Range<usize>>)> {
+    let mut name = f.payload..f.payload;
+    let mut is_const = false;
+    let mut value = None;
+    for g in wire::fields_in(buf, f.payload_range()) {
+        let g = g?;
+        if g.wire != LEN {
+            continue;
+        }
+        match g.number {
+            1 => name = g.payload_range(),
+            2 => is_const = &buf[g.payload_range()] == b"Const",
+            5 => {
+                let key = wire::last_len(buf, g.payload_range(), 1)?;
+                if key.is_some_and(|k| &buf[k.payload_range()] == b"value") {
+                    // AttrValue.tensor = 8
+                    value = wire::last_len(buf, g.payload_range(), 2)?
+                        .map(|v| wire::last_len(buf, v.payload_range(), 8))
+                        .transpose()?
+                        .flatten()
+                        .map(|t| t.payload_range());
+                }
+            }
+            _ => {}
+        }
+    }
+    let item = Item::new(name, f.payload_range())
+        .ok_or_else(|| FormatError::Proto("message over 4 GiB".into()))?;
+    Ok((item, value.filter(|_| is_const)))
+}
+
+/// A FunctionDef as an item named by its signature's name.
+fn function_item(buf: &[u8], f: &Field) -> Result<Item> {
+    let name = match wire::last_len(buf, f.payload_range(), 1)? {
+        Some(sig) => wire::last_len(buf, sig.payload_range(), 1)?
+            .map_or(sig.payload..sig.payload, |n| n.payload_range()),
+        None => f.payload..f.payload,
+    };
+    Item::new(name, f.payload_range())
+        .ok_or_else(|| FormatError::Proto("message over 4 GiB".into()))
+}
+
+impl GraphFile {
+    /// Opens `path` holding `kind`, binary or (for `.pbtxt` files) text format.
+    pub fn open(
+        store: &dyn Store,
+        path: &Path,
+        kind: GraphKind,
+    ) -> std::result::Result<GraphFile, SourceError> {
+        let io = |err| SourceError::Io {
+            path: path.to_path_buf(),
+            err,
+        };
+        let fmt = |err| SourceError::Format {
+            path: path.to_path_buf(),
+            err,
+        };
+        // Graph files are read whole when the mount starts: the mount then serves exactly what
+        // it opened, whatever happens to the file later (no mapping to lose: see file.rs).
+        let f = store.open(path).map_err(io)?;
+        let len = usize::try_from(f.len())
+            .ok()
+            .filter(|&l| l <= MAX_GRAPH_FILE)
+            .ok_or_else(|| fmt(FormatError::Proto("file larger than 2 GiB".into())))?;
+        let raw = f.read_vec(0, len).map_err(fmt)?;
+        let meta = f.meta();
+        let text = path.extension().is_some_and(|e| e == "pbtxt");
+        let data = if text {
+            let desc = descriptor(kind.type_name())
+                .ok_or_else(|| fmt(FormatError::Proto("descriptor missing".into())))?;
+            let s = std::str::from_utf8(&raw)
+                .map_err(|_| fmt(FormatError::Text("not UTF-8 text".into())))?;
+            let msg = DynamicMessage::parse_text_format(desc, s)
+                .map_err(|e| fmt(FormatError::Text(e.to_string())))?;
+            prost::Message::encode_to_vec(&msg)
+        } else {
+            raw
+        };
+        GraphFile::from_bytes(path, meta, kind, data)
+    }
+
+    /// A graph already in memory (binary), e.g. converted from another format's JSON.
+    pub fn from_bytes(
+        path: &Path,
+        meta: FileMeta,
+        kind: GraphKind,
+        data: Vec<u8>,
+    ) -> std::result::Result<GraphFile, SourceError> {
+        let fmt = |err| SourceError::Format {
+            path: path.to_path_buf(),
+            err,
+        };
+        let metas = match kind {
+            GraphKind::SavedModel => {
+                let mut metas = Vec::new();
+                for f in wire::fields(&data) {
+                    let f = f.map_err(fmt)?;
+                    if f.number == 2 && f.wire == LEN {
+                        metas.push(MetaGraph::scan(&data, f.payload_range()).map_err(fmt)?);
+                    }
+                }
+                metas
+            }
+            GraphKind::MetaGraph => vec![MetaGraph::scan(&data, 0..data.len()).map_err(fmt)?],
+            GraphKind::GraphDef => {
+                // Check the top level now, so a file that is not a GraphDef fails at mount.
+                for f in wire::fields(&data) {
+                    f.map_err(fmt)?;
+                }
+                vec![MetaGraph::graph_only(&data)]
+            }
+        };
+        Ok(GraphFile {
+            path: path.to_path_buf(),
+            meta,
+            kind,
+            data,
+            metas,
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// The name of value `v` of enum `enum_name`, or the number when it has none.
+pub fn enum_value_name(enum_name: &str, v: i32) -> String {
+    pool()
+        .get_enum_by_name(enum_name)
+        .and_then(|e| e.get_value(v))
+        .map_or_else(|| v.to_string(), |x| x.name().to_string())
+}

@@ -1,0 +1,195 @@
+//! Pure parsers for TensorFlow's on-disk formats. Nothing here knows about FUSE or logging:
+//! every function takes bytes (a slice, or a [`ReadAt`] for data read on demand) and returns a
+//! value or a [`FormatError`].
+
+pub mod bundle;
+pub mod dtype;
+pub mod npy;
+pub mod partition;
+pub mod roles;
+pub mod safetensors;
+pub mod slice_key;
+pub mod table;
+pub mod tensor_proto;
+pub mod varint;
+pub mod wire;
+pub mod zip;
+
+/// What is wrong with a file. Every malformed input maps to one of these; none panics.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    #[error("file is too short to be an sstable ({0} bytes)")]
+    TooShort(usize),
+    #[error("not a TensorFlow table (index) file: it does not end with the table magic number (truncated, or another kind of file)")]
+    BadMagic,
+    #[error(
+        "block handle points outside the file (offset {offset}, size {size}, file {file_len})"
+    )]
+    BadHandle {
+        offset: u64,
+        size: u64,
+        file_len: u64,
+    },
+    #[error("block checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    BlockCrc { stored: u32, computed: u32 },
+    #[error("bad block compression type {0}")]
+    BadBlockType(u8),
+    #[error("snappy: {0}")]
+    Snappy(String),
+    #[error("corrupt block: {0}")]
+    BadBlock(&'static str),
+    #[error("keys out of order in block")]
+    UnsortedKeys,
+    #[error("bad varint")]
+    BadVarint,
+    #[error("protobuf: {0}")]
+    Proto(String),
+    #[error("unsupported bundle version: {0}")]
+    Version(String),
+    #[error("bad tensor entry: {0}")]
+    BadEntry(String),
+    /// A tensor's stored bytes run past the end of its data file.
+    #[error("data file is truncated: {len} bytes, the tensor is stored at bytes {start}..{end}")]
+    DataTruncated { len: u64, start: u64, end: u64 },
+    #[error("bad slice key")]
+    BadSliceKey,
+    #[error("corrupt string tensor: {0}")]
+    BadString(&'static str),
+    #[error("tensor checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    TensorCrc { stored: u32, computed: u32 },
+    #[error("text format: {0}")]
+    Text(String),
+    #[error("HDF5: {0}")]
+    Hdf5(String),
+    #[error("zip: {0}")]
+    Zip(String),
+    /// A TFLite model's flatbuffer (or what it says) is malformed.
+    #[error("TFLite: {0}")]
+    Flatbuffer(String),
+    /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
+    #[error("not a V1 checkpoint: {0}")]
+    NotV1(String),
+    /// A V1 slice's entry is absent from the table its meta names.
+    #[error("the entry of saved slice {0} is missing")]
+    MissingSlice(String),
+    /// A V1 slice's entry does not hold the slice its key names.
+    #[error("saved slice does not match its key: {0}")]
+    SliceMismatch(String),
+    /// A V1 slice holds a different number of values than its extent needs.
+    #[error("saved slice holds {found} values, its extent needs {expected}")]
+    ValueCount { expected: u64, found: u64 },
+    /// The bytes could not be read (the file changed, shrank, or an I/O error).
+    #[error("{0}")]
+    Read(#[from] ReadError),
+}
+
+/// Why bytes of a source could not be read.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("changed since it was mounted")]
+    Changed,
+    #[error("shorter than when it was mounted")]
+    Short,
+    #[error("{len} bytes at offset {offset} lie past its end ({file_len} bytes)")]
+    PastEnd {
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
+    /// An operating-system error, by errno.
+    #[error("{}", std::io::Error::from_raw_os_error(*.0))]
+    Os(i32),
+    /// Another failure of the byte source (e.g. a remote store), described.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<prost::DecodeError> for FormatError {
+    fn from(e: prost::DecodeError) -> Self {
+        FormatError::Proto(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, FormatError>;
+
+/// Bytes read on demand by offset: a file read with `pread` (see `source::file`), or a slice.
+pub trait ReadAt {
+    /// Total length in bytes.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` from `offset`; an error if any of it lies past the end or cannot be read.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|a| Some(a..a.checked_add(buf.len())?))
+            .and_then(|r| self.get(r))
+            .ok_or(ReadError::PastEnd {
+                offset,
+                len: buf.len() as u64,
+                file_len: <[u8]>::len(self) as u64,
+            })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// Reads `len` bytes of `src` from `offset` in pieces of at most `chunk` bytes, handing each to
+/// `f` in order; one buffer of `min(len, chunk)` bytes is allocated.
+pub fn for_each_chunk<R: ReadAt + ?Sized>(
+    src: &R,
+    offset: u64,
+    len: u64,
+    chunk: usize,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    if offset.checked_add(len).is_none_or(|end| end > src.len()) {
+        return Err(FormatError::Read(ReadError::PastEnd {
+            offset,
+            len,
+            file_len: src.len(),
+        }));
+    }
+    let mut buf = vec![0u8; len.min(chunk as u64) as usize];
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], offset + done)?;
+        f(&buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// CRC-32C masking used by TensorFlow's tables and bundles (tf-format.md §2.3).
+pub fn mask_crc(c: u32) -> u32 {
+    c.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+pub fn unmask_crc(m: u32) -> u32 {
+    m.wrapping_sub(0xa282_ead8).rotate_left(15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_of_zero_is_the_documented_constant() {
+        assert_eq!(mask_crc(0), 0xa282_ead8);
+        for c in [0u32, 1, 0xdead_beef, u32::MAX] {
+            assert_eq!(unmask_crc(mask_crc(c)), c);
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`), and
+//! directories of bare `*.index` files.
+
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use prost_reflect::{DescriptorPool, DynamicMessage};
+
+use crate::error::SourceError;
+use crate::formats::v2::checkpoint::index_file_name;
+use crate::formats::v2::checkpoint::split_prefix;
+use crate::proto::CheckpointState;
+use crate::source::bytes::Store;
+
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file_descriptor_set.bin"));
+
+/// The built-in descriptors, decoded once (a cheap clone afterwards).
+pub fn descriptor_pool() -> Result<DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
+        .clone()
+}
+
+/// Parses the text of a state file.
+pub fn parse(text: &str) -> Result<CheckpointState, String> {
+    let pool = descriptor_pool()?;
+    let desc = pool
+        .get_message_by_name("tensorflow.CheckpointState")
+        .ok_or("CheckpointState descriptor missing")?;
+    let msg = DynamicMessage::parse_text_format(desc, text).map_err(|e| e.to_string())?;
+    msg.transcode_to::<CheckpointState>()
+        .map_err(|e| e.to_string())
+}
+
+/// The name a checkpoint whose prefix has an empty base name (`dir/`: its files are
+/// `dir/.index` and `dir/.data-*`) is shown under in a checkpoint directory's mount; see
+/// [`show_names`].
+pub const EMPTY_BASE_NAME: &str = "ckpt";
+
+/// The prefix a state-file path `p` names, relative to `dir` (or absolute). `"."`, `""`, and
+/// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
+/// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
+/// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
+pub(crate) fn prefix_of(dir: &Path, p: &str) -> PathBuf {
+    let joined = dir.join(p);
+    let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
+    if !names_dir {
+        return joined;
+    }
+    let mut s = joined.into_os_string().into_vec();
+    while s.len() > 1 && s.ends_with(b"/.") {
+        s.truncate(s.len() - 1);
+    }
+    if !s.ends_with(b"/") {
+        s.push(b'/');
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(s))
+}
+
+/// The base name of a prefix (empty for `dir/`), as UTF-8.
+fn base_name(prefix: &Path) -> Option<String> {
+    split_prefix(prefix).1.to_str().map(str::to_string)
+}
+
+/// Finds the prefix a state-file path refers to: as written (relative to the directory) if it
+/// exists, else by its base name inside the directory (the directory was moved or copied).
+/// Returns it with its name in the mount before [`show_names`] (empty for an empty base name).
+fn locate(store: &dyn Store, dir: &Path, p: &str) -> Option<(String, PathBuf)> {
+    let exists = |path: &Path| crate::formats::detect(store, path).is_some();
+    // A V1 checkpoint is shown under its name without the shard part.
+    let shown = |path: &Path| base_name(&crate::formats::v1::set::checkpoint_stem(path));
+    let as_written = prefix_of(dir, p);
+    let name = base_name(&as_written)?;
+    let local = prefix_of(dir, &name);
+    // The directory's own checkpoint of that name first: a copied training directory's state
+    // file names the original by its absolute path, and a user who names a directory means it.
+    if local != as_written && exists(&local) {
+        return Some((shown(&local)?, local));
+    }
+    if exists(&as_written) {
+        if !inside(dir, &as_written) {
+            warn_once(format!(
+                "{}: the state file names checkpoint {p}, outside {}; following it",
+                dir.join("checkpoint").display(),
+                dir.display()
+            ));
+        }
+        return Some((shown(&as_written)?, as_written));
+    }
+    exists(&local)
+        .then(|| Some((shown(&local)?, local)))
+        .flatten()
+}
+
+/// Whether checkpoint prefix `prefix` lies in directory `dir` or below it (resolved where both
+/// exist on the local filesystem, else as written).
+fn inside(dir: &Path, prefix: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    // `d/` is the prefix of empty base name in `d` itself.
+    let parent = if prefix.as_os_str().as_bytes().ends_with(b"/") {
+        prefix
+    } else {
+        prefix.parent().unwrap_or(Path::new(""))
+    };
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent)) {
+        (Ok(d), Ok(p)) => p.starts_with(d),
+        _ => prefix.starts_with(dir),
+    }
+}
+
+/// Logs `msg` at `level` the first time it comes up in this process (a live mount re-reads
+/// the state file at every change: the same thing is said once).
+fn log_once(level: log::Level, msg: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if said.len() < 4096 && !said.contains(&msg) {
+        log::log!(level, "{msg}");
+        said.push(msg);
+    }
+}
+
+/// [`log_once`] at `warn`.
+fn warn_once(msg: String) {
+    log_once(log::Level::Warn, msg);
+}
+
+/// The names checkpoints are shown under: their prefixes' base names, except the empty one,
+/// shown as [`EMPTY_BASE_NAME`] (or, if a checkpoint of that name is shown too, as the first
+/// free one of `ckpt~2`, `ckpt~3`, ...).
+fn show_name(name: &str, taken: &[&str]) -> String {
+    if !name.is_empty() {
+        return name.to_string();
+    }
+    let mut n = EMPTY_BASE_NAME.to_string();
+    let mut k = 2;
+    while taken.contains(&n.as_str()) {
+        n = format!("{EMPTY_BASE_NAME}~{k}");
+        k += 1;
+    }
+    n
+}
+
+/// [`show_name`] for each of `names`.
+pub fn show_names(names: &mut [(String, PathBuf)]) {
+    let taken: Vec<String> = names.iter().map(|(n, _)| n.clone()).collect();
+    let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
+    for (n, _) in names.iter_mut() {
+        *n = show_name(n, &taken);
+    }
+}
+
+/// State files larger than this are refused (TensorFlow writes about a hundred bytes a
+/// checkpoint).
+pub const MAX_STATE_FILE: u64 = 16 << 20;
+
+/// The text of a state file: at most [`MAX_STATE_FILE`] bytes of UTF-8 from a regular file
+/// (a FIFO put in its place is refused rather than waited on).
+fn read_state_file(store: &dyn Store, path: &Path) -> Result<String, SourceError> {
+    let bytes = store.read_whole(path, MAX_STATE_FILE).map_err(|err| {
+        if err.kind() == std::io::ErrorKind::InvalidData {
+            SourceError::Invalid {
+                path: path.to_path_buf(),
+                msg: format!("larger than {MAX_STATE_FILE} bytes: not a checkpoint state file"),
+            }
+        } else {
+            SourceError::Io {
+                path: path.to_path_buf(),
+                err,
+            }
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|_| SourceError::Invalid {
+        path: path.to_path_buf(),
+        msg: "not a valid checkpoint state file: not UTF-8 text".into(),
+    })
+}
+
+/// [`log_once`] at `info`, for a listed checkpoint that is gone. Not `warn`: a
+/// `CheckpointManager` deletes the checkpoint it prunes before it rewrites the state file, so
+/// every save of an ordinary training run lists one checkpoint that is already gone; `verify`
+/// reports a listed checkpoint that is missing as a problem.
+fn info_once(msg: String) {
+    log_once(log::Level::Info, msg);
+}
+
+/// What a checkpoint directory lacks, as `(name, reason)`: with a state file, each checkpoint
+/// it lists that cannot be found or is not a checkpoint (`missing: ...`, `unreadable: ...`);
+/// without one, each `P.data-*` whose `P.index` is gone. `tfmount verify` reports these; the
+/// mount shows what exists.
+pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
+    let state_file = dir.join("checkpoint");
+    let mut out: Vec<(String, String)> = Vec::new();
+    if store.is_file(&state_file) {
+        let Ok(text) = read_state_file(store, &state_file) else {
+            return out;
+        };
+        let Ok(state) = parse(&text) else {
+            return out;
+        };
+        let listed = state
+            .all_model_checkpoint_paths
+            .iter()
+            .chain(std::iter::once(&state.model_checkpoint_path))
+            .filter(|p| !p.is_empty());
+        for p in listed {
+            if locate(store, dir, p).is_some() {
+                continue;
+            }
+            let as_written = prefix_of(dir, p);
+            let base = base_name(&as_written).unwrap_or_else(|| p.clone());
+            let local = prefix_of(dir, &base);
+            let name = if base.is_empty() {
+                EMPTY_BASE_NAME.to_string()
+            } else {
+                base
+            };
+            if out.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let reason = if store.is_file(&local) {
+                format!(
+                    "unreadable: {} is neither a V1 checkpoint nor a V2 prefix (truncated or damaged?); listed in {}",
+                    local.display(),
+                    state_file.display()
+                )
+            } else {
+                format!(
+                    "missing: {} not found; listed in {}",
+                    index_file_name(&local).display(),
+                    state_file.display()
+                )
+            };
+            out.push((name, reason));
+        }
+        return out;
+    }
+    let Ok(entries) = store.list(dir) else {
+        return out;
+    };
+    for (name, _) in entries {
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, _)) = name.split_once(".data-") else {
+            continue;
+        };
+        let prefix = dir.join(stem);
+        if stem.is_empty()
+            || store.is_file(&index_file_name(&prefix))
+            || out.iter().any(|(n, _)| n == stem)
+        {
+            continue;
+        }
+        out.push((
+            stem.to_string(),
+            format!(
+                "missing: {} not found (its data file {name} is there)",
+                index_file_name(&prefix).display()
+            ),
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// Checkpoints as `(name shown in the mount, prefix)`.
+pub type NamedPrefixes = Vec<(String, PathBuf)>;
+
+/// The checkpoints a state file lists that exist, oldest first, and the current one's name.
+pub fn resolve(
+    store: &dyn Store,
+    dir: &Path,
+    state_file: &Path,
+) -> Result<(NamedPrefixes, Option<String>), SourceError> {
+    let text = read_state_file(store, state_file)?;
+    let state = parse(&text).map_err(|msg| SourceError::Invalid {
+        path: state_file.to_path_buf(),
+        msg: format!("not a valid checkpoint state file: {msg}"),
+    })?;
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    // An empty entry of all_model_checkpoint_paths is the directory's own prefix `dir/` (as
+    // TensorFlow joins it); an empty model_checkpoint_path is no checkpoint (proto3 cannot tell
+    // it from an absent one, and TensorFlow refuses such a state file).
+    let current = (!state.model_checkpoint_path.is_empty()).then_some(&state.model_checkpoint_path);
+    let listed = state.all_model_checkpoint_paths.iter().chain(current);
+    for p in listed {
+        match locate(store, dir, p) {
+            Some((name, prefix)) => {
+                if !out.iter().any(|(n, _)| *n == name) {
+                    out.push((name, prefix));
+                }
+            }
+            None => info_once(format!(
+                "{}: listed checkpoint {p} does not exist; skipped",
+                state_file.display()
+            )),
+        }
+    }
+    let latest = current
+        .and_then(|p| locate(store, dir, p))
+        .and_then(|(n, _)| out.iter().position(|(m, _)| *m == n));
+    show_names(&mut out);
+    let latest = latest.and_then(|i| out.get(i)).map(|(n, _)| n.clone());
+    Ok((out, latest))
+}
+
+/// The checkpoints of any format directly inside `dir` (`P.index` files, Keras files, ...), as
+/// `(name shown, path)`, sorted by name (see [`show_names`] for `dir/.index`).
+pub fn checkpoint_files(
+    store: &dyn Store,
+    dir: &Path,
+) -> Result<Vec<(String, PathBuf)>, SourceError> {
+    let entries = store.list(dir).map_err(|err| SourceError::Io {
+        path: dir.to_path_buf(),
+        err,
+    })?;
+    let mut out = crate::formats::in_dir(store, dir, &entries);
+    show_names(&mut out);
+    out.sort();
+    Ok(out)
+}
+
+/// Whether directory `dir` holds nothing yet but what a training job's first save leaves
+/// while it runs: it is empty, or holds only temporary files (TensorFlow's `*_temp*`
+/// directories of a sharded save, `*.tempstate*` files and a state file's `checkpoint.tmp*`;
+/// hidden files, as `rsync` and many copy tools write before a rename).
+/// Such a directory is a checkpoint directory with no checkpoint in it yet.
+pub fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
+    let Ok(entries) = store.list(dir) else {
+        return false;
+    };
+    // Checkpoint files are never temporary, hidden ones included (an empty base name's
+    // `.index`).
+    if !crate::formats::in_dir(store, dir, &entries).is_empty() {
+        return false;
+    }
+    entries.iter().all(|(name, _)| {
+        let n = name.to_string_lossy();
+        n.starts_with('.')
+            || n.contains("_temp")
+            || n.contains(".tempstate")
+            || n.starts_with("checkpoint.tmp")
+    })
+}
+
+/// The `latest` of a directory without a state file: the newest checkpoint that is one file
+/// (a Keras file; ModelCheckpoint writes one per epoch) by modification time, the last by name
+/// among equals. TensorFlow's own checkpoints (prefixes of several files) get no `latest`
+/// without a state file, as TensorFlow's `latest_checkpoint` gives none.
+pub fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) -> Option<String> {
+    checkpoints
+        .iter()
+        .filter(|(_, p)| store.is_file(p))
+        .filter_map(|(n, p)| Some((store.meta(p).ok()?.mtime, n)))
+        .max()
+        .map(|(_, n)| n.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_reference_example() {
+        let s = parse(
+            "model_checkpoint_path: \"model.ckpt-46900\"\n\
+             all_model_checkpoint_paths: \"model.ckpt-0\"\n\
+             all_model_checkpoint_paths: \"model.ckpt-46900\"\n\
+             all_model_checkpoint_timestamps: 1.5e9\nlast_preserved_timestamp: 2\n",
+        )
+        .unwrap();
+        assert_eq!(s.model_checkpoint_path, "model.ckpt-46900");
+        assert_eq!(
+            s.all_model_checkpoint_paths,
+            vec!["model.ckpt-0", "model.ckpt-46900"]
+        );
+        assert!(parse("model_checkpoint_path: 12 garbage {").is_err());
+        assert!(parse("no_such_field: 1").is_err());
+    }
+
+    #[test]
+    fn directory_prefixes_and_their_names() {
+        let d = Path::new("run");
+        for (p, want) in [
+            (".", "run/"),
+            ("", "run/"),
+            ("./.", "run/./"),
+            ("sub/", "run/sub/"),
+            ("sub/.", "run/sub/"),
+            ("/abs/dir/", "/abs/dir/"),
+            ("ckpt-1", "run/ckpt-1"),
+        ] {
+            assert_eq!(prefix_of(d, p).as_os_str(), want, "{p:?}");
+        }
+        assert_eq!(base_name(Path::new("run/")).as_deref(), Some(""));
+        let mut names = vec![
+            (String::new(), PathBuf::from("run/")),
+            ("ckpt".to_string(), PathBuf::from("run/ckpt")),
+            ("ckpt~2".to_string(), PathBuf::from("run/ckpt~2")),
+        ];
+        show_names(&mut names);
+        assert_eq!(names[0].0, "ckpt~3");
+        let mut alone = vec![(String::new(), PathBuf::from("run/"))];
+        show_names(&mut alone);
+        assert_eq!(alone[0].0, EMPTY_BASE_NAME);
+    }
+}
