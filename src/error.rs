@@ -63,7 +63,7 @@ pub enum SourceError {
     Invalid { path: PathBuf, msg: String },
     /// A remote source's store failed (the message names the URL and the cause).
     #[error("{0}")]
-    Remote(#[from] crate::source::remote::RemoteError),
+    Remote(#[from] RemoteError),
 }
 
 /// `source`'s message without a leading `file: ` (a remote store's errors name their URL, which
@@ -197,5 +197,81 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("f: tensor x: tensor checksum mismatch"));
+    }
+}
+
+/// What went wrong with a remote operation. One line each, naming the object's full URL
+/// (`scheme://host[:port]/key` or `s3://bucket/key`, never credentials) and the cause in words:
+/// `http://127.0.0.1:8000/run/ckpt.index: HTTP 404 Not Found`, `...: connection refused`,
+/// `...: timed out after 60s (remote_timeout)`, `s3://b/: no such bucket (HTTP 404 Not Found)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteError {
+    /// The object is not what was opened (rewritten, replaced or deleted): every later read of
+    /// it fails the same way.
+    #[error("{url}: changed since it was opened ({why})")]
+    Changed { url: String, why: String },
+    /// No answer (or no success, after retries) within `remote_timeout`.
+    #[error("{url}: timed out after {} (remote_timeout)", seconds(after))]
+    Timeout {
+        url: String,
+        after: std::time::Duration,
+    },
+    /// The store answered 404 for the object.
+    #[error("{url}: HTTP 404 Not Found")]
+    NotFound { url: String },
+    /// The store cannot do this (listing over plain HTTP).
+    #[error("{url}: {what}")]
+    Unsupported { url: String, what: String },
+    /// A URL or credentials problem found before any request.
+    #[error("{0}")]
+    Config(String),
+    /// The request failed (after retries): `msg` is the cause in words (`HTTP 403 Forbidden
+    /// (AccessDenied: ...)`, `no such bucket (HTTP 404 Not Found)`, `connection refused`).
+    #[error("{url}: {msg}")]
+    Request { url: String, msg: String },
+    /// A read outside the object as opened.
+    #[error("{url}: {len} bytes at offset {offset} lie past its end ({size} bytes)")]
+    Range {
+        url: String,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+}
+
+impl RemoteError {
+    pub fn kind(&self) -> std::io::ErrorKind {
+        match self {
+            RemoteError::NotFound { .. } => std::io::ErrorKind::NotFound,
+            RemoteError::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            RemoteError::Unsupported { .. } => std::io::ErrorKind::Unsupported,
+            RemoteError::Config(_) => std::io::ErrorKind::InvalidInput,
+            RemoteError::Range { .. } => std::io::ErrorKind::UnexpectedEof,
+            RemoteError::Changed { .. } | RemoteError::Request { .. } => std::io::ErrorKind::Other,
+        }
+    }
+}
+
+impl From<RemoteError> for std::io::Error {
+    fn from(e: RemoteError) -> std::io::Error {
+        std::io::Error::new(e.kind(), e.to_string())
+    }
+}
+
+impl From<RemoteError> for crate::parse::FormatError {
+    fn from(e: RemoteError) -> Self {
+        // The message names the object and why (a rewrite, a timeout, ...).
+        crate::parse::FormatError::Read(crate::parse::ReadError::Other(e.to_string()))
+    }
+}
+
+/// `60s`, `1.5s`, `400ms`.
+fn seconds(d: &std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_secs() == 0 {
+        format!("{}ms", d.subsec_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }

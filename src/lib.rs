@@ -1,27 +1,7 @@
-pub mod proto {
-    #![allow(clippy::all)]
-    include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
-
-    impl TensorShapeProto {
-        /// A shape of `dims` exactly as given (negative or huge dims are kept, for tests that
-        /// write hostile shapes).
-        pub fn of_dims(dims: &[i64]) -> TensorShapeProto {
-            TensorShapeProto {
-                dim: dims
-                    .iter()
-                    .map(|&size| tensor_shape_proto::Dim {
-                        size,
-                        name: String::new(),
-                    })
-                    .collect(),
-                unknown_rank: false,
-            }
-        }
-    }
-}
 pub mod cache;
 pub mod cli;
 pub mod cmd;
+pub mod descriptors;
 pub mod error;
 pub mod formats;
 pub mod fs;
@@ -31,6 +11,7 @@ pub mod mount;
 pub mod options;
 pub mod parse;
 pub mod probe;
+pub mod proto;
 pub mod render;
 pub mod source;
 /// What unit tests need from outside the crate (Python modules), shared with `tests/`.

@@ -2291,25 +2291,25 @@ impl tfmount::source::bytes::ByteSource for CountedFile {
 
 impl tfmount::source::bytes::Store for CountingStore {
     fn kind(&self, path: &Path) -> Option<tfmount::source::bytes::EntryKind> {
-        tfmount::source::bytes::LocalStore.kind(path)
+        tfmount::source::local::LocalStore.kind(path)
     }
     fn list(
         &self,
         dir: &Path,
     ) -> std::io::Result<Vec<(std::ffi::OsString, tfmount::source::bytes::EntryKind)>> {
-        tfmount::source::bytes::LocalStore.list(dir)
+        tfmount::source::local::LocalStore.list(dir)
     }
     fn open(
         &self,
         path: &Path,
     ) -> std::io::Result<std::sync::Arc<dyn tfmount::source::bytes::ByteSource>> {
         Ok(std::sync::Arc::new(CountedFile {
-            inner: tfmount::source::bytes::LocalStore.open(path)?,
+            inner: tfmount::source::local::LocalStore.open(path)?,
             read: self.read.clone(),
         }))
     }
     fn meta(&self, path: &Path) -> std::io::Result<tfmount::source::bytes::FileMeta> {
-        tfmount::source::bytes::LocalStore.meta(path)
+        tfmount::source::local::LocalStore.meta(path)
     }
 }
 

@@ -644,7 +644,7 @@ fn s3_faults_through_moto() {
     // Uploads (and the overwrite below) are signed, through tfmount's own client: moto
     // refuses an unsigned overwrite (403).
     let direct = tfmount::source::remote::RemoteConfig {
-        env: tfmount::source::remote::config::Env::from_pairs(s3_env(moto.port, home.path())),
+        env: tfmount::source::remote::env::Env::from_pairs(s3_env(moto.port, home.path())),
         ..Default::default()
     };
     let (store, _) =

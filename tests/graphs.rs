@@ -293,7 +293,7 @@ fn exists(fs: &Fs, path: &[u8]) -> bool {
 
 /// Parses protobuf text with our own parser (prost-reflect) into message type `M`.
 fn parse<M: Message + Default>(type_name: &str, text: &[u8]) -> M {
-    let desc = tfmount::graph::descriptor(type_name).expect("descriptor");
+    let desc = tfmount::descriptors::descriptor(type_name).expect("descriptor");
     let s = std::str::from_utf8(text).expect("text is UTF-8");
     let m = prost_reflect::DynamicMessage::parse_text_format(desc, s)
         .unwrap_or_else(|e| panic!("{type_name} text does not parse: {e}\n{s}"));

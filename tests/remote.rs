@@ -23,7 +23,7 @@ use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 use tfmount::parse::ReadAt;
 use tfmount::source::bytes::EntryKind;
 use tfmount::source::bytes::Store;
-use tfmount::source::remote::config::Env;
+use tfmount::source::remote::env::Env;
 use tfmount::source::remote::RemoteConfig;
 use tfmount::source::remote::RemoteError;
 use tfmount::source::remote::RemoteStore;

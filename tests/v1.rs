@@ -21,7 +21,7 @@ use tfmount::parse::table::parse_footer;
 use tfmount::parse::table::read_block;
 use tfmount::parse::table::Block;
 use tfmount::parse::table::BlockHandle;
-use tfmount::source::bytes::LocalStore;
+use tfmount::source::local::LocalStore;
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;

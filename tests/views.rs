@@ -30,8 +30,8 @@ use tfmount::render::values::{render_all, Columns};
 use tfmount::source::bytes::ByteSource;
 use tfmount::source::bytes::EntryKind;
 use tfmount::source::bytes::FileMeta;
-use tfmount::source::bytes::LocalStore;
 use tfmount::source::bytes::Store;
+use tfmount::source::local::LocalStore;
 use tfmount::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------

@@ -502,7 +502,7 @@ pub fn checkpoint_state(data: &[u8]) {
         return;
     }
     let parsed = std::str::from_utf8(data).ok().map(state::parse);
-    let resolved = state::resolve(&tfmount::source::bytes::LocalStore, dir.path(), &state_file);
+    let resolved = state::resolve(&tfmount::source::local::LocalStore, dir.path(), &state_file);
     let Some(Ok(st)) = parsed else {
         assert!(
             resolved.is_err(),

@@ -12,10 +12,10 @@
 
 use tfmount::formats::v1::set::v1_files;
 use tfmount::formats::v1::set::V1Checkpoint;
+use tfmount::formats::v1::table::encoding::encoding;
 use tfmount::formats::v1::table::probe;
-use tfmount::formats::v1::table::values::encoding;
 use tfmount::formats::v1::table::V1Table;
-use tfmount::source::bytes::LocalStore;
+use tfmount::source::local::LocalStore;
 
 use super::{fix_table_crcs, join_chunks, scratch_dir, split_chunks, MAX_FILE_BYTES};
 

@@ -26,8 +26,8 @@ use crate::formats::Opened;
 use crate::fs::{Fs, Kind, Options, ROOT};
 use crate::probe;
 use crate::probe::Probed;
-use crate::source::bytes::LocalStore;
 use crate::source::bytes::Store;
+use crate::source::local::LocalStore;
 
 pub use crate::formats::integrity::Entry as TensorInfo;
 pub use crate::formats::integrity::Item;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Fs, Kind, Options};
+use super::{Fs, Kind};
 use crate::error::SourceError;
 use crate::formats;
 use crate::formats::names;
@@ -19,7 +19,6 @@ use crate::formats::Opened;
 use crate::fs::assets::Assets;
 use crate::fs::fixed::{Fixed, FixedNodes};
 use crate::fs::graph::{self, GraphTree};
-use crate::fs::live::Live;
 use crate::fs::names::NamesTree;
 use crate::fs::subtree::Subtree;
 use crate::fs::text::{self, MetaGraphText, Part, WholeText};
@@ -84,45 +83,24 @@ pub(super) struct Builder<'a> {
     pub(super) ids: Vec<u16>,
 }
 
-pub fn build(store: &Arc<dyn Store>, probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
-    let mut fs = Fs::empty(opts);
+/// Builds the fixed tree of `probed` into `fs` (everything but a live directory).
+pub(super) fn build_fixed(
+    fs: &mut Fs,
+    store: &Arc<dyn Store>,
+    probed: &Probed,
+) -> Result<(), SourceError> {
     let shared = store.clone();
     let store = &**store;
-    if let Probed::CheckpointDir {
-        dir, checkpoints, ..
-    } = probed
-    {
-        let state_file = dir.join("checkpoint");
-        if opts.live && store.is_file(&state_file) {
-            let live = Live::open(&fs, store, dir, Some(&state_file))?;
-            fs.live = Some(live);
-            return Ok(fs);
-        }
-        // Checkpoints that are one file each (Keras: one per epoch) appear whole: the
-        // directory is followed by listing it. So is a directory with nothing in it yet.
-        if opts.live
-            && (checkpoints.is_empty() || checkpoints.iter().any(|(_, p)| store.is_file(p)))
-        {
-            fs.live = Some(Live::open(&fs, store, dir, None)?);
-            return Ok(fs);
-        }
-        if checkpoints.is_empty() {
-            return Err(SourceError::Invalid {
-                path: dir.clone(),
-                msg: "holds no model or checkpoint yet (an empty directory is mounted and followed only live: a local directory, without -o nolive)".into(),
-            });
-        }
-    }
     let id = fs
         .registry
         .reserve()
         .ok_or_else(|| too_many(Path::new("/")))?;
-    let mut b = Builder::new(&fs, store, id);
+    let mut b = Builder::new(fs, store, id);
     b.shared = Some(shared);
     b.build_root(probed)?;
     let fixed = b.finish();
     fs.registry.set(id, Arc::new(fixed));
-    Ok(fs)
+    Ok(())
 }
 
 impl<'a> Builder<'a> {

@@ -20,8 +20,8 @@ use crate::fs::build::Builder;
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use crate::probe::state;
 use crate::source::bytes::FileMeta;
-use crate::source::bytes::LocalStore;
 use crate::source::bytes::Store;
+use crate::source::local::LocalStore;
 use crate::source::watch::DirWatch;
 use crate::tree::ino::{cookie, Ino, ROOT};
 

@@ -31,8 +31,8 @@ use crate::formats::tensors::TensorSet;
 use crate::formats::v2::checkpoint::Caches;
 use crate::probe::Probed;
 use crate::source::bytes::FileMeta;
-use crate::source::bytes::LocalStore;
 use crate::source::bytes::Store;
+use crate::source::local::LocalStore;
 use crate::tree::ino::Ino;
 use registry::Registry;
 pub use subtree::Content;
@@ -145,6 +145,38 @@ fn dir_perm(meta: &FileMeta) -> u16 {
     (r | (r >> 2)) as u16
 }
 
+/// The live tree of a checkpoint directory followed live (`-o live`, the default, on a local
+/// directory), or `None` when `probed` is built once.
+fn live_dir(
+    fs: &Fs,
+    store: &dyn Store,
+    probed: &Probed,
+    opts: &Options,
+) -> Result<Option<live::Live>, SourceError> {
+    let Probed::CheckpointDir {
+        dir, checkpoints, ..
+    } = probed
+    else {
+        return Ok(None);
+    };
+    let state_file = dir.join("checkpoint");
+    if opts.live && store.is_file(&state_file) {
+        return live::Live::open(fs, store, dir, Some(&state_file)).map(Some);
+    }
+    // Checkpoints that are one file each (Keras: one per epoch) appear whole: the
+    // directory is followed by listing it. So is a directory with nothing in it yet.
+    if opts.live && (checkpoints.is_empty() || checkpoints.iter().any(|(_, p)| store.is_file(p))) {
+        return live::Live::open(fs, store, dir, None).map(Some);
+    }
+    if checkpoints.is_empty() {
+        return Err(SourceError::Invalid {
+            path: dir.clone(),
+            msg: "holds no model or checkpoint yet (an empty directory is mounted and followed only live: a local directory, without -o nolive)".into(),
+        });
+    }
+    Ok(None)
+}
+
 impl Fs {
     /// Builds the tree of a probed local source (see [`build`]).
     pub fn new(probed: &Probed, opts: &Options) -> Result<Fs, SourceError> {
@@ -158,7 +190,12 @@ impl Fs {
         probed: &Probed,
         opts: &Options,
     ) -> Result<Fs, SourceError> {
-        let mut fs = build::build(&store, probed, opts)?;
+        let mut fs = Fs::empty(opts);
+        if let Some(live) = live_dir(&fs, &*store, probed, opts)? {
+            fs.live = Some(live);
+        } else {
+            build::build_fixed(&mut fs, &store, probed)?;
+        }
         fs.store = Some(store);
         Ok(fs)
     }

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::SourceError;
 use crate::formats::v2::checkpoint::index_file_name;
-use crate::source::bytes::{LocalStore, Store};
+use crate::source::bytes::Store;
+use crate::source::local::LocalStore;
 
 /// What a SOURCE path turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,30 +1,20 @@
 //! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`), and
 //! directories of bare `*.index` files.
 
-use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use prost_reflect::{DescriptorPool, DynamicMessage};
+use prost_reflect::DynamicMessage;
 
 use crate::error::SourceError;
 use crate::formats::v2::checkpoint::index_file_name;
+use crate::formats::v2::checkpoint::prefix_of;
 use crate::formats::v2::checkpoint::split_prefix;
 use crate::proto::CheckpointState;
 use crate::source::bytes::Store;
 
-static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file_descriptor_set.bin"));
-
-/// The built-in descriptors, decoded once (a cheap clone afterwards).
-pub fn descriptor_pool() -> Result<DescriptorPool, String> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
-        .clone()
-}
-
 /// Parses the text of a state file.
 pub fn parse(text: &str) -> Result<CheckpointState, String> {
-    let pool = descriptor_pool()?;
+    let pool = crate::descriptors::descriptor_pool()?;
     let desc = pool
         .get_message_by_name("tensorflow.CheckpointState")
         .ok_or("CheckpointState descriptor missing")?;
@@ -37,26 +27,6 @@ pub fn parse(text: &str) -> Result<CheckpointState, String> {
 /// `dir/.index` and `dir/.data-*`) is shown under in a checkpoint directory's mount; see
 /// [`show_names`].
 pub const EMPTY_BASE_NAME: &str = "ckpt";
-
-/// The prefix a state-file path `p` names, relative to `dir` (or absolute). `"."`, `""`, and
-/// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
-/// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
-/// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
-pub(crate) fn prefix_of(dir: &Path, p: &str) -> PathBuf {
-    let joined = dir.join(p);
-    let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
-    if !names_dir {
-        return joined;
-    }
-    let mut s = joined.into_os_string().into_vec();
-    while s.len() > 1 && s.ends_with(b"/.") {
-        s.truncate(s.len() - 1);
-    }
-    if !s.ends_with(b"/") {
-        s.push(b'/');
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(s))
-}
 
 /// The base name of a prefix (empty for `dir/`), as UTF-8.
 fn base_name(prefix: &Path) -> Option<String> {

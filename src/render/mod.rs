@@ -18,7 +18,7 @@ use std::ops::Range;
 use prost_reflect::text_format::FormatOptions;
 use prost_reflect::DynamicMessage;
 
-use crate::graph::descriptor;
+use crate::descriptors::descriptor;
 use crate::parse::wire;
 
 /// Renders the message of type `type_name` encoded by the concatenation of `parts` of `buf`

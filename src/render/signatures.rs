@@ -27,7 +27,7 @@ use crate::render::pyrepr::{str_list_repr, str_set_repr};
 
 /// The enum value name of a DataType (`DT_FLOAT`), or its number.
 fn dtype_enum_name(v: i32) -> String {
-    crate::graph::enum_value_name("tensorflow.DataType", v)
+    crate::descriptors::enum_value_name("tensorflow.DataType", v)
 }
 
 /// The whole `signatures.txt` of meta graph `mg` of `file`.

@@ -67,7 +67,7 @@ pub fn dtype_py_name(v: i32) -> Option<String> {
     if base <= 0 {
         return None;
     }
-    let enum_name = crate::graph::enum_value_name("tensorflow.DataType", base);
+    let enum_name = crate::descriptors::enum_value_name("tensorflow.DataType", base);
     let name = enum_name.strip_prefix("DT_")?;
     let py = match name {
         "FLOAT" => "float32".to_string(),

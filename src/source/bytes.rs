@@ -7,7 +7,7 @@
 //! - [`ByteSource`]: one opened file: its length and metadata as opened, reads at an offset
 //!   ([`ReadAt`], the parsers' view), and whether it has changed since it was opened.
 //!
-//! The local implementations are [`LocalStore`] and [`super::file::SourceFile`] (`pread` +
+//! The local implementations are [`super::local::LocalStore`] and [`super::file::SourceFile`] (`pread` +
 //! `fstat`).
 
 use std::ffi::OsString;
@@ -143,59 +143,5 @@ pub trait Store: Send + Sync {
         f.read_exact_at(&mut buf, 0)
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(buf)
-    }
-}
-
-/// The local filesystem.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct LocalStore;
-
-fn kind_of(ft: std::fs::FileType) -> EntryKind {
-    if ft.is_file() {
-        EntryKind::File
-    } else if ft.is_dir() {
-        EntryKind::Dir
-    } else {
-        EntryKind::Other
-    }
-}
-
-impl Store for LocalStore {
-    fn kind(&self, path: &Path) -> Option<EntryKind> {
-        std::fs::metadata(path).ok().map(|m| kind_of(m.file_type()))
-    }
-
-    fn list(&self, dir: &Path) -> io::Result<Vec<(OsString, EntryKind)>> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            let e = e?;
-            // Follow symlinks, as `kind` does.
-            let k = match e.file_type() {
-                Ok(ft) if ft.is_symlink() => self.kind(&e.path()).unwrap_or(EntryKind::Other),
-                Ok(ft) => kind_of(ft),
-                Err(_) => continue,
-            };
-            out.push((e.file_name(), k));
-        }
-        Ok(out)
-    }
-
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn ByteSource>> {
-        let (f, _) = crate::source::file::SourceFile::open(path)?;
-        Ok(f)
-    }
-
-    fn meta(&self, path: &Path) -> io::Result<FileMeta> {
-        std::fs::metadata(path).map(|m| FileMeta::of(&m))
-    }
-
-    fn confined_tree(
-        &self,
-        root: &Path,
-    ) -> Option<io::Result<Arc<dyn crate::source::dirtree::PassTree>>> {
-        Some(
-            crate::source::dirtree::LocalTree::open(root)
-                .map(|t| Arc::new(t) as Arc<dyn crate::source::dirtree::PassTree>),
-        )
     }
 }

@@ -5,5 +5,6 @@
 pub mod bytes;
 pub mod dirtree;
 pub mod file;
+pub mod local;
 pub mod remote;
 pub mod watch;

@@ -542,11 +542,12 @@ fn to_binary(name: &str, v: &Value) -> Result<Vec<u8>, String> {
 /// A JSON message as a message of the rendering descriptors (maps as repeated entries, in key
 /// order).
 fn to_message(name: &str, v: &Value) -> Result<DynamicMessage, String> {
-    let pool = crate::probe::state::descriptor_pool()?;
+    let pool = crate::descriptors::descriptor_pool()?;
     let mapped = pool
         .get_message_by_name(name)
         .ok_or_else(|| format!("no descriptor of {name}"))?;
-    let plain = crate::graph::descriptor(name).ok_or_else(|| format!("no descriptor of {name}"))?;
+    let plain =
+        crate::descriptors::descriptor(name).ok_or_else(|| format!("no descriptor of {name}"))?;
     let v = unmap(&mapped, v, 0)?;
     DynamicMessage::deserialize_with_options(
         plain,

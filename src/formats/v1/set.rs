@@ -26,12 +26,12 @@ use crate::formats::tensors::TensorInfo;
 use crate::formats::tensors::TensorSet;
 use crate::formats::v1::table as fv1;
 use crate::formats::v1::table::block::Value;
+use crate::formats::v1::table::encoding::Encoding;
+use crate::formats::v1::table::encoding::Kind;
 use crate::formats::v1::table::values;
 use crate::formats::v1::table::values::emit_string;
 use crate::formats::v1::table::values::Cursor;
-use crate::formats::v1::table::values::Encoding;
 use crate::formats::v1::table::values::Expect;
-use crate::formats::v1::table::values::Kind;
 use crate::formats::v1::table::values::SliceValues;
 use crate::formats::v1::table::V1Table;
 use crate::parse::bundle::check_tiling;
@@ -359,7 +359,7 @@ impl V1Checkpoint {
         if let Some(e) = &t.error {
             return Err(e.clone());
         }
-        let enc = values::encoding(t.dtype).ok_or_else(|| {
+        let enc = crate::formats::v1::table::encoding::encoding(t.dtype).ok_or_else(|| {
             FormatError::BadEntry(format!("unsupported dtype {}", t.dtype.display_name()))
         })?;
         Ok((t, enc))

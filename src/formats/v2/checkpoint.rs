@@ -5,7 +5,7 @@
 //! happens to their paths.
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -217,6 +217,26 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(".index");
     PathBuf::from(s)
+}
+
+/// The prefix a state-file path `p` names, relative to `dir` (or absolute). `"."`, `""`, and
+/// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
+/// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
+/// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
+pub fn prefix_of(dir: &Path, p: &str) -> PathBuf {
+    let joined = dir.join(p);
+    let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
+    if !names_dir {
+        return joined;
+    }
+    let mut s = joined.into_os_string().into_vec();
+    while s.len() > 1 && s.ends_with(b"/.") {
+        s.truncate(s.len() - 1);
+    }
+    if !s.ends_with(b"/") {
+        s.push(b'/');
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(s))
 }
 
 /// A prefix's directory and base name, split at its last `/` as TensorFlow names the files: the

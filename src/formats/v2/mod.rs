@@ -88,7 +88,7 @@ impl Format for V2 {
             .filter(|(_, kind)| *kind == EntryKind::File)
             .filter_map(|(name, _)| {
                 let stem = name.to_str()?.strip_suffix(".index")?.to_string();
-                let prefix = crate::probe::state::prefix_of(dir, &stem);
+                let prefix = crate::formats::v2::checkpoint::prefix_of(dir, &stem);
                 Some((stem, prefix))
             })
             .collect()

@@ -11,7 +11,7 @@ use crate::error::io_words;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::source::remote::config::Env;
+use crate::source::remote::env::Env;
 
 /// What a profile holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -30,8 +30,8 @@
 //! Every request is bounded: connect timeout 5 s, request timeout and retry budget
 //! `remote_timeout`, and every operation is also wrapped in `remote_timeout` by the callers.
 
+pub use super::env::Env;
 use crate::error::io_words;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,43 +51,6 @@ use crate::source::remote::RemoteError;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default memory budget for read-ahead and cached parts (`remote_cache`).
 pub const DEFAULT_CACHE: u64 = 256 << 20;
-
-/// A snapshot of environment variables (the process's, or given by a test). Empty values count
-/// as unset.
-#[derive(Debug, Clone, Default)]
-pub struct Env {
-    vars: HashMap<String, String>,
-}
-
-impl Env {
-    /// The process environment (variables that are not UTF-8 are skipped).
-    pub fn from_process() -> Env {
-        Env::from_pairs(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
-    }
-
-    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Env {
-        Env {
-            vars: pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect(),
-        }
-    }
-
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.vars.get(key).map(String::as_str)
-    }
-
-    fn flag(&self, key: &str) -> bool {
-        self.get(key)
-            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
-    }
-
-    /// `$HOME`, else `/`.
-    pub fn home(&self) -> PathBuf {
-        PathBuf::from(self.get("HOME").unwrap_or("/"))
-    }
-}
 
 /// Options of the remote stores.
 #[derive(Debug, Clone)]

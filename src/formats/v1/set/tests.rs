@@ -11,7 +11,7 @@ use crate::formats::v1::table::tests::meta_value;
 use crate::formats::v1::table::values::tests::entry;
 use crate::formats::v1::table::values::tests::len_field;
 use crate::parse::slice_key::FULL;
-use crate::source::bytes::LocalStore;
+use crate::source::local::LocalStore;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

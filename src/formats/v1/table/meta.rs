@@ -6,7 +6,7 @@
 
 use prost::Message;
 
-use crate::formats::v1::table::values::encoding;
+use crate::formats::v1::table::encoding::encoding;
 use crate::parse::bundle::parse_shape;
 use crate::parse::bundle::MAX_RANK;
 use crate::parse::bundle::MAX_SLICES;

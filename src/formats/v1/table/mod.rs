@@ -14,6 +14,7 @@
 //! varint).
 
 pub mod block;
+pub mod encoding;
 pub mod meta;
 pub mod values;
 mod window;

@@ -9,11 +9,11 @@ use crate::formats::v1::table::block::Value;
 use crate::formats::v1::table::block::RAW;
 use crate::formats::v1::table::block::SMALL_BLOCK;
 use crate::formats::v1::table::block::SNAPPY;
+use crate::formats::v1::table::encoding::Kind;
 use crate::formats::v1::table::values::scan;
 use crate::formats::v1::table::values::tests::entry;
 use crate::formats::v1::table::values::tests::len_field;
 use crate::formats::v1::table::values::Expect;
-use crate::formats::v1::table::values::Kind;
 use crate::formats::v1::table::values::SliceValues;
 use crate::parse::dtype::DType;
 use crate::parse::mask_crc;
@@ -267,7 +267,7 @@ fn bit_flips_with_crcs_recomputed_never_panic() {
                     };
                     read += 1;
                     let n = crate::parse::bundle::slice_elements(&m.shape, s);
-                    let enc = crate::formats::v1::table::values::encoding(m.dtype).unwrap();
+                    let enc = crate::formats::v1::table::encoding::encoding(m.dtype).unwrap();
                     if enc.kind == Kind::Bytes {
                         assert!(bytes.len() as u64 >= 8 * n);
                     } else {

@@ -18,6 +18,7 @@
 //! varint runs are counted (and skipped) by their varints' last bytes, checking each is well
 //! formed, and decoded in a tight loop over the chunk in memory.
 
+use crate::formats::v1::table::encoding::{encoding, Encoding, Kind};
 use crate::formats::v1::table::meta::extents;
 use crate::formats::v1::table::window::Window;
 use crate::formats::v1::table::window::CHUNK;
@@ -41,66 +42,6 @@ pub const MARK_VALUES: u64 = 16 << 10;
 pub const MARK_BYTES: u64 = 1 << 20;
 /// A `SavedSlice.slice` larger than this is refused (a rank-254 slice is under 6 KiB).
 const MAX_SLICE_PROTO: u64 = 1 << 20;
-
-/// How a value is stored in the typed field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Fixed32,
-    Fixed64,
-    /// Varint, served as its low `width` bytes (two's complement).
-    Varint,
-    /// Varint, served as one byte: 1 if non-zero.
-    Bool,
-    /// Length-delimited bytes (`string_val`), one occurrence per element.
-    Bytes,
-}
-
-/// Where a dtype's values are in a TensorProto, and how they are served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Encoding {
-    /// Number of the typed repeated field.
-    pub field: u32,
-    pub kind: Kind,
-    /// Stored values per element (2 for complex: re, im).
-    pub per_elem: u64,
-    /// Served bytes per value (0 for strings).
-    pub width: u64,
-}
-
-/// The encoding of `dtype`'s values in a V1 checkpoint (TensorFlow's `SaveTypeTraits`), or `None`
-/// for dtypes V1 cannot hold. bfloat16, uint32 and uint64, which TensorFlow's V1 writer refuses,
-/// are read from `half_val`, `uint32_val` and `uint64_val` as a TensorProto holds them.
-pub fn encoding(dtype: DType) -> Option<Encoding> {
-    use crate::parse::dtype::field as f;
-    use crate::parse::dtype::Elem;
-    let row = dtype.row()?;
-    // TensorFlow's V1 writer saves no sub-byte types (their int_val holds whole ints).
-    if matches!(row.elem, Elem::SubByte { .. }) {
-        return None;
-    }
-    let field = row.proto_field;
-    let kind = match field {
-        f::FLOAT | f::SCOMPLEX => Kind::Fixed32,
-        f::DOUBLE | f::DCOMPLEX => Kind::Fixed64,
-        f::INT | f::INT64 | f::HALF | f::UINT32 | f::UINT64 => Kind::Varint,
-        f::BOOL => Kind::Bool,
-        f::STRING => Kind::Bytes,
-        // resource handles, variants, float8_val (one bytes field for all values)
-        _ => return None,
-    };
-    // Complex values are stored as (real, imaginary) pairs of their part's type.
-    let per_elem = if matches!(field, f::SCOMPLEX | f::DCOMPLEX) {
-        2
-    } else {
-        1
-    };
-    Some(Encoding {
-        field,
-        kind,
-        per_elem,
-        width: row.size as u64 / per_elem,
-    })
-}
 
 /// A position in a slice's values, from which decoding can resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

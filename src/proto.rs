@@ -1,0 +1,20 @@
+//! The protobuf messages of TensorFlow's files, generated from `proto/` by `build.rs` (prost).
+#![allow(clippy::all)]
+include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
+
+impl TensorShapeProto {
+    /// A shape of `dims` exactly as given (negative or huge dims are kept, for tests that
+    /// write hostile shapes).
+    pub fn of_dims(dims: &[i64]) -> TensorShapeProto {
+        TensorShapeProto {
+            dim: dims
+                .iter()
+                .map(|&size| tensor_shape_proto::Dim {
+                    size,
+                    name: String::new(),
+                })
+                .collect(),
+            unknown_rank: false,
+        }
+    }
+}
