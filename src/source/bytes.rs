@@ -10,9 +10,9 @@
 //! The local implementations are [`super::local::LocalStore`] and [`super::file::SourceFile`] (`pread` +
 //! `fstat`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::parse::FormatError;
@@ -120,10 +120,7 @@ pub trait Store: Send + Sync {
     /// The directory tree under `root` read lazily and confined to it, where the store has its
     /// own (the local filesystem, with symlinks: see [`super::dirtree`]); `None` where the
     /// store's `list` and `open` serve ([`super::dirtree::StoreTree`]).
-    fn confined_tree(
-        &self,
-        _root: &Path,
-    ) -> Option<io::Result<Arc<dyn crate::source::dirtree::PassTree>>> {
+    fn confined_tree(&self, _root: &Path) -> Option<io::Result<Arc<dyn PassTree>>> {
         None
     }
 
@@ -144,4 +141,65 @@ pub trait Store: Send + Sync {
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(buf)
     }
+}
+
+// A directory tree passed through (SavedModel assets): the seam `Store::confined_tree` returns;
+// the implementations are in `super::dirtree`.
+
+/// A location in a [`PassTree`]: a file or directory (never a symlink), numbered by the tree.
+pub type Loc = u64;
+/// The root directory of a tree.
+pub const ROOT: Loc = 0;
+/// Size and metadata of a file or directory, as listed.
+#[derive(Debug, Clone, Copy)]
+pub struct Info {
+    pub meta: FileMeta,
+    pub len: u64,
+}
+
+/// A file or directory of a tree: where it is, and its size and metadata when the listing told
+/// them (else [`PassTree::info`] asks).
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    pub loc: Loc,
+    pub info: Option<Info>,
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone)]
+pub enum What {
+    File(Node),
+    Dir(Node),
+    /// A symlink: its target as stored, its own metadata, and what it leads to when that is a
+    /// file or directory inside the root (`true`: a directory).
+    Link {
+        target: Vec<u8>,
+        meta: FileMeta,
+        to: Option<(bool, Node)>,
+    },
+    /// Anything else (a FIFO, a socket, a device): not passed through.
+    Other,
+}
+
+#[derive(Debug, Clone)]
+pub struct TreeEntry {
+    pub name: OsString,
+    pub what: What,
+}
+
+/// A directory tree read lazily, confined to its root (see the module docs).
+pub trait PassTree: Send + Sync {
+    /// Entry `name` of directory `dir`, if there is one.
+    fn entry(&self, dir: Loc, name: &OsStr) -> io::Result<Option<TreeEntry>>;
+    /// The entries of directory `dir` (unsorted), at most `max` of them; `true` if there were
+    /// more.
+    fn list(&self, dir: Loc, max: usize) -> io::Result<(Vec<TreeEntry>, bool)>;
+    /// Size and metadata of a file or directory.
+    fn info(&self, loc: Loc) -> io::Result<Info>;
+    /// Opens a file for reading: the file that was listed, or an error.
+    fn open(&self, file: Loc) -> io::Result<Arc<dyn ByteSource>>;
+    /// The directory `loc` is in (`None` for the root).
+    fn parent(&self, loc: Loc) -> Option<Loc>;
+    /// Where `loc` is, for messages.
+    fn path(&self, loc: Loc) -> PathBuf;
 }

@@ -38,11 +38,8 @@ use crate::source::bytes::ByteSource;
 use crate::source::bytes::EntryKind;
 use crate::source::bytes::FileMeta;
 use crate::source::bytes::Store;
+pub use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
 
-/// A location in a [`PassTree`]: a file or directory (never a symlink), numbered by the tree.
-pub type Loc = u64;
-/// The root directory of a tree.
-pub const ROOT: Loc = 0;
 /// Symlinks followed while resolving one (the kernel's limit).
 pub const MAX_HOPS: u32 = 40;
 /// Path components walked while resolving one symlink (all the links it leads through
@@ -54,60 +51,6 @@ pub const DIR_FDS: usize = 16;
 pub const MAX_LOCS: usize = 1 << 19;
 /// Paths longer than this are opened through the parent directory's descriptor.
 const LONG_PATH: usize = 3800;
-
-/// Size and metadata of a file or directory, as listed.
-#[derive(Debug, Clone, Copy)]
-pub struct Info {
-    pub meta: FileMeta,
-    pub len: u64,
-}
-
-/// A file or directory of a tree: where it is, and its size and metadata when the listing told
-/// them (else [`PassTree::info`] asks).
-#[derive(Debug, Clone, Copy)]
-pub struct Node {
-    pub loc: Loc,
-    pub info: Option<Info>,
-}
-
-/// What a directory entry is.
-#[derive(Debug, Clone)]
-pub enum What {
-    File(Node),
-    Dir(Node),
-    /// A symlink: its target as stored, its own metadata, and what it leads to when that is a
-    /// file or directory inside the root (`true`: a directory).
-    Link {
-        target: Vec<u8>,
-        meta: FileMeta,
-        to: Option<(bool, Node)>,
-    },
-    /// Anything else (a FIFO, a socket, a device): not passed through.
-    Other,
-}
-
-#[derive(Debug, Clone)]
-pub struct TreeEntry {
-    pub name: OsString,
-    pub what: What,
-}
-
-/// A directory tree read lazily, confined to its root (see the module docs).
-pub trait PassTree: Send + Sync {
-    /// Entry `name` of directory `dir`, if there is one.
-    fn entry(&self, dir: Loc, name: &OsStr) -> io::Result<Option<TreeEntry>>;
-    /// The entries of directory `dir` (unsorted), at most `max` of them; `true` if there were
-    /// more.
-    fn list(&self, dir: Loc, max: usize) -> io::Result<(Vec<TreeEntry>, bool)>;
-    /// Size and metadata of a file or directory.
-    fn info(&self, loc: Loc) -> io::Result<Info>;
-    /// Opens a file for reading: the file that was listed, or an error.
-    fn open(&self, file: Loc) -> io::Result<Arc<dyn ByteSource>>;
-    /// The directory `loc` is in (`None` for the root).
-    fn parent(&self, loc: Loc) -> Option<Loc>;
-    /// Where `loc` is, for messages.
-    fn path(&self, loc: Loc) -> PathBuf;
-}
 
 fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
