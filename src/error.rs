@@ -57,8 +57,10 @@ pub enum SourceError {
     Io { path: PathBuf, err: std::io::Error },
     #[error("{}", named(path, err))]
     Format { path: PathBuf, err: FormatError },
-    #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected a SavedModel directory with saved_model.pb, a checkpoint directory with a `checkpoint` file or *.index files, a checkpoint prefix P with P.index, a Keras file: .weights.h5, .keras, .h5, a TensorFlow Lite model: .tflite, or a TensorFlow.js model.json or its directory)")]
-    NotRecognised { path: PathBuf },
+    /// Nothing recognised the path; `expected` lists what a SOURCE can be (from the table of
+    /// formats, by the prober).
+    #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected {expected})")]
+    NotRecognised { path: PathBuf, expected: String },
     #[error("{}", named(path, msg))]
     Invalid { path: PathBuf, msg: String },
     /// A remote source's store failed (the message names the URL and the cause).
@@ -148,9 +150,7 @@ impl FsError {
                 | FormatError::UnsortedKeys
                 | FormatError::BadVarint
                 | FormatError::Proto(_)
-                | FormatError::Hdf5(_)
                 | FormatError::Zip(_)
-                | FormatError::Flatbuffer(_)
                 | FormatError::Version(_)
                 | FormatError::BadEntry(_)
                 | FormatError::DataTruncated { .. }
@@ -158,10 +158,7 @@ impl FsError {
                 | FormatError::BadString(_)
                 | FormatError::TensorCrc { .. }
                 | FormatError::Text(_)
-                | FormatError::NotV1(_)
-                | FormatError::MissingSlice(_)
-                | FormatError::SliceMismatch(_)
-                | FormatError::ValueCount { .. } => libc::EIO,
+                | FormatError::Format(_) => libc::EIO,
             },
             FsError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         }

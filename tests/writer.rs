@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use tfmount::formats::v2::checkpoint::Caches;
+use tfmount::formats::caches::Caches;
 use tfmount::formats::v2::strings::StringLayout;
 use tfmount::parse::bundle::parse_entry;
 use tfmount::parse::bundle::parse_header;

@@ -21,10 +21,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use tfmount::formats::caches::Caches;
 use tfmount::formats::tensors::TensorInfo;
 use tfmount::formats::v2::checkpoint::data_file_name;
 use tfmount::formats::v2::checkpoint::index_file_name;
-use tfmount::formats::v2::checkpoint::Caches;
 use tfmount::formats::v2::strings;
 use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Fs, Kind, Options};

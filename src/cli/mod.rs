@@ -13,29 +13,41 @@ use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, S
 
 use crate::options::{Value, OPTIONS};
 
-/// What SOURCE can be, said once for the mount form and every subcommand.
-pub const SOURCE_HELP: &str = "A SavedModel directory, a checkpoint directory (with a `checkpoint` state file, \
-or *.index files), its state file, a checkpoint prefix such as dir/model.ckpt-1000 (or the path of its .index or .data-* file), \
-a V1 checkpoint (its table file, a shard, or a shard pattern dir/model.ckpt-?????-of-00003), a graph file \
-(frozen GraphDef .pb/.pbtxt, or a Saver's .meta), a Keras file (.weights.h5, .keras, .h5), a TensorFlow Lite model (.tflite), \
-a TensorFlow.js model.json or its directory, or any of these as an s3://, gs://, http:// or https:// URL.";
+/// What SOURCE can be, said once for the mount form and every subcommand: the kinds of source
+/// that are not one checkpoint, then each format's own words (`Format::source`, in the table
+/// of formats).
+pub fn source_help() -> String {
+    let list = crate::formats::sources(
+        &[
+            "A SavedModel directory",
+            "a checkpoint directory (with a `checkpoint` state file, or *.index files)",
+            "its state file",
+            "a graph file (frozen GraphDef .pb/.pbtxt, or a Saver's .meta)",
+        ],
+        "or any of these as an s3://, gs://, http:// or https:// URL",
+    );
+    format!("{list}.")
+}
+
+/// The mount form's long description; its last paragraph is [`source_help`].
+fn long_about() -> String {
+    format!(
+        "Mount a TensorFlow checkpoint or SavedModel as a read-only directory.\n\n\
+Every tensor KEY becomes MOUNT/variables/KEY.bin (raw row-major little-endian bytes),\n\
+KEY.shape, KEY.dtype and, for dtypes numpy holds natively, KEY.npy. Graphs appear under\n\
+MOUNT/meta_graphs/TAGS/ (graph/NODE.pbtxt, functions/, signatures/, constants/), with\n\
+MOUNT/graph, MOUNT/functions, ... linking to the default meta graph.\n\n\
+SOURCE: {}",
+        source_help()
+    )
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "tfmount",
     version,
     about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory of tensor files",
-    long_about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory.\n\n\
-Every tensor KEY becomes MOUNT/variables/KEY.bin (raw row-major little-endian bytes),\n\
-KEY.shape, KEY.dtype and, for dtypes numpy holds natively, KEY.npy. Graphs appear under\n\
-MOUNT/meta_graphs/TAGS/ (graph/NODE.pbtxt, functions/, signatures/, constants/), with\n\
-MOUNT/graph, MOUNT/functions, ... linking to the default meta graph.\n\n\
-SOURCE is a SavedModel directory, a checkpoint directory (with a `checkpoint` state file\n\
-or *.index files) or its state file, a checkpoint prefix such as dir/model.ckpt-1000 (a path\n\
-to its .index or .data-* file works too), a V1 checkpoint (table file, shard or shard\n\
-pattern), a graph file (a frozen GraphDef .pb/.pbtxt, or a .meta), a Keras file, a\n\
-TensorFlow Lite model (.tflite), a TensorFlow.js model.json or its directory, or any of\n\
-these as an s3://, gs://, http:// or https:// URL.",
+    long_about = long_about(),
     after_help = "EXAMPLES:\n  \
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
@@ -54,7 +66,7 @@ EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   2 usage 
 3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable"
 )]
 pub struct Args {
-    #[arg(help = SOURCE_HELP)]
+    #[arg(help = source_help())]
     pub source: PathBuf,
 
     /// An existing empty directory to mount on (-o nonempty allows a non-empty one).
@@ -198,7 +210,7 @@ pub struct LsArgs {
     /// List subdirectories recursively (paths relative to PATH).
     #[arg(short = 'R')]
     pub recursive: bool,
-    #[arg(help = SOURCE_HELP)]
+    #[arg(help = source_help())]
     pub source: PathBuf,
     /// A directory (or file) of the tree, relative to its root.
     pub path: Option<OsString>,
@@ -214,7 +226,7 @@ EXIT CODES:\n  0 every file written   1 a PATH missing, a directory, or unreadab
 A SOURCE named like a subcommand is written ./ls."
 )]
 pub struct CatArgs {
-    #[arg(help = SOURCE_HELP)]
+    #[arg(help = source_help())]
     pub source: PathBuf,
     /// Files of the tree, relative to its root.
     #[arg(required = true)]
@@ -232,7 +244,7 @@ A SOURCE named like a subcommand is written ./ls."
     )
 )]
 pub struct VerifyArgs {
-    #[arg(help = SOURCE_HELP)]
+    #[arg(help = source_help())]
     pub source: PathBuf,
     /// Threads reading and checking (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]

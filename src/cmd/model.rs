@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use crate::error::FsError;
 use crate::formats;
+use crate::formats::caches::Caches;
 use crate::formats::integrity::Integrity;
-use crate::formats::v2::checkpoint::Caches;
 use crate::formats::OpenCtx;
 use crate::formats::Opened;
 use crate::fs::{Fs, Kind, Options, ROOT};

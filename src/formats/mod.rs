@@ -5,6 +5,7 @@
 //! The formats are listed once, in [`FORMATS`]; the filesystem and the subcommands see only
 //! these two interfaces. A new format is one module here and one line in the table.
 
+pub mod caches;
 pub mod crc_stream;
 pub mod integrity;
 pub mod keras;
@@ -21,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::SourceError;
+use crate::formats::caches::Caches;
 use crate::formats::integrity::Generic;
 use crate::formats::integrity::Integrity;
 use crate::formats::tensors::TensorSet;
-use crate::formats::v2::checkpoint::Caches;
 use crate::source::bytes::ByteSource;
 use crate::source::bytes::EntryKind;
 use crate::source::bytes::FileMeta;
@@ -39,10 +40,25 @@ pub static FORMATS: &[&dyn Format] = &[
     &tflite::Tflite,
 ];
 
+/// What SOURCE can be, in words, for `--help`, the man page and error messages: the kinds of
+/// source that are not one checkpoint (`before`), then every format's [`Format::source`] in
+/// [`FORMATS`] order, joined as a list ending in `last`.
+pub fn sources(before: &[&str], last: &str) -> String {
+    let all: Vec<&str> = before
+        .iter()
+        .copied()
+        .chain(FORMATS.iter().map(|f| f.source()))
+        .collect();
+    format!("{}, {last}", all.join(", "))
+}
+
 /// A checkpoint format.
 pub trait Format: Send + Sync {
     /// A short name for messages (`V2 checkpoint`, `V1 checkpoint`).
     fn name(&self) -> &'static str;
+    /// What a SOURCE of this format is, in words, as `--help`, the man page, docs/cli.md and
+    /// the "not recognised" message list it (`a Keras file (.weights.h5, .keras, .h5)`).
+    fn source(&self) -> &'static str;
     /// Whether `path` of `store` is a checkpoint of this format (decided by its bytes, or by
     /// the names of files only this format writes): what to open it by.
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected>;

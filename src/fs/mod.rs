@@ -27,8 +27,8 @@ use std::time::SystemTime;
 
 use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::caches::Caches;
 use crate::formats::tensors::TensorSet;
-use crate::formats::v2::checkpoint::Caches;
 use crate::probe::Probed;
 use crate::source::bytes::FileMeta;
 use crate::source::bytes::Store;

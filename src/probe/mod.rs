@@ -163,9 +163,7 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         }
     }
     unreadable(store, path)?;
-    Err(SourceError::NotRecognised {
-        path: path.to_path_buf(),
-    })
+    Err(not_recognised(path))
 }
 
 /// Before "not recognised" is said of a remote file: whether its bytes can be read at all.
@@ -251,7 +249,20 @@ fn probe_dir(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         });
     }
     unreadable(store, path)?;
-    Err(SourceError::NotRecognised {
+    Err(not_recognised(path))
+}
+
+/// The error for a path nothing recognised, listing what a SOURCE can be.
+fn not_recognised(path: &Path) -> SourceError {
+    SourceError::NotRecognised {
         path: path.to_path_buf(),
-    })
+        expected: crate::formats::sources(
+            &[
+                "a SavedModel directory with saved_model.pb",
+                "a checkpoint directory with a `checkpoint` file or *.index files",
+                "a graph file (.pb, .pbtxt, .meta)",
+            ],
+            "or any of these as an s3://, gs://, http(s):// URL",
+        ),
+    }
 }

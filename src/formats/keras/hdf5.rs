@@ -54,7 +54,7 @@ pub const MAX_OBJECTS: usize = 1 << 20;
 const FILTER_FLETCHER32: u16 = 3;
 
 fn err(e: impl std::fmt::Display) -> FormatError {
-    FormatError::Hdf5(e.to_string())
+    FormatError::Format(format!("HDF5: {e}"))
 }
 
 /// A [`ReadAt`] as the crate's storage. Every read is checked against the length first.

@@ -94,6 +94,10 @@ impl Format for Keras {
         "Keras file"
     }
 
+    fn source(&self) -> &'static str {
+        "a Keras file (.weights.h5, .keras, .h5)"
+    }
+
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
         sniff(store, path).map(|_| Detected {
             path: path.to_path_buf(),

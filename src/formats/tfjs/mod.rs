@@ -90,6 +90,10 @@ impl Format for Tfjs {
         "TensorFlow.js model"
     }
 
+    fn source(&self) -> &'static str {
+        "a TensorFlow.js model.json or its directory"
+    }
+
     /// `path` itself (a `model.json`, or a JSON file that is a model by content), or, when
     /// `path` is not a file, `path/model.json`: a directory is the model its `model.json` is.
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {

@@ -28,7 +28,6 @@ use crate::formats::tflite::model::render;
 use crate::formats::tflite::model::Buffer;
 use crate::parse::dtype::DType;
 use crate::parse::zip as fzip;
-use crate::parse::FormatError;
 use crate::source::bytes::ByteSource;
 use crate::source::bytes::EntryKind;
 use crate::source::bytes::FileMeta;
@@ -59,6 +58,10 @@ fn sniff(store: &dyn Store, path: &Path) -> bool {
 impl Format for Tflite {
     fn name(&self) -> &'static str {
         "TFLite model"
+    }
+
+    fn source(&self) -> &'static str {
+        "a TensorFlow Lite model (.tflite)"
     }
 
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
@@ -536,7 +539,7 @@ impl TflSet {
         FsError::corrupt(
             format!("tensor {key}"),
             self.path.display(),
-            FormatError::Flatbuffer(msg),
+            model::bad(msg),
         )
     }
 

@@ -33,6 +33,10 @@ impl Format for V1 {
         "V1 checkpoint"
     }
 
+    fn source(&self) -> &'static str {
+        "a V1 checkpoint (its table file, a shard, or a shard pattern dir/model.ckpt-?????-of-00003)"
+    }
+
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
         set::v1_files(store, path).map(|files| Detected {
             path: path.to_path_buf(),

@@ -611,10 +611,9 @@ impl V1Checkpoint {
                 }
                 good
             };
-            let (h, value) = shard
-                .table
-                .find(&*shard.src, &key, known)?
-                .ok_or_else(|| FormatError::MissingSlice(slice_text(t, &s.extents)))?;
+            let (h, value) = shard.table.find(&*shard.src, &key, known)?.ok_or_else(|| {
+                crate::formats::v1::table::missing_slice(slice_text(t, &s.extents))
+            })?;
             let want = Expect {
                 name: &t.name,
                 shape: &t.shape,

@@ -7,11 +7,11 @@
 use std::collections::HashMap;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::caches::{Caches, CHECK_WEIGHT};
 use crate::formats::crc_stream::Admit;
 use crate::formats::crc_stream::StreamCheck;
 use crate::formats::tensors;
@@ -33,7 +33,6 @@ use crate::parse::partition::for_each_run;
 use crate::parse::partition::locate;
 use crate::parse::slice_key;
 use crate::parse::slice_key::Extent;
-use crate::parse::table::Block;
 use crate::parse::table::BlockStore;
 use crate::parse::table::Pos;
 use crate::parse::table::Table;
@@ -58,14 +57,6 @@ const MISSING_LOGGED: usize = 8;
 const FAILED_LOGGED: usize = 8;
 /// Data shards opened by name where the store cannot list the directory (each costs a request).
 const MAX_UNLISTED_SHARDS: usize = 4096;
-/// Bytes of string-tensor layouts kept (8 bytes an element); larger layouts are rebuilt per
-/// open.
-const STRING_CACHE_BYTES: usize = 16 << 20;
-/// Outcomes of tensor CRC checks remembered (an entry weighs [`CHECK_WEIGHT`]); a forgotten
-/// outcome is checked again.
-const CHECK_CACHE_BYTES: usize = 4 << 20;
-const CHECK_WEIGHT: usize = 64;
-
 /// A V2 index position as a [`TensorSet`] position: `block:23 | entry:17`.
 const ENTRY_BITS: u32 = 17;
 const BLOCK_BITS: u32 = tensors::POS_BITS - ENTRY_BITS;
@@ -80,46 +71,6 @@ fn unpack(v: u64) -> Pos {
     Pos {
         block: ((v >> ENTRY_BITS) & ((1 << BLOCK_BITS) - 1)) as u32,
         entry: (v & ((1 << ENTRY_BITS) - 1)) as u32,
-    }
-}
-
-/// The caches every checkpoint of a mount shares, each bounded by bytes: decoded index blocks,
-/// string-tensor layouts, and the outcomes of tensor CRC checks.
-pub struct Caches {
-    blocks: Lru<(u64, u32), Arc<Block>>,
-    strings: Lru<(u64, Pos), Arc<StringLayout>>,
-    checked: Lru<(u64, Pos), Result<(), FormatError>>,
-    next_id: AtomicU64,
-}
-
-impl Caches {
-    /// `block_bytes`: bytes of decoded index blocks to keep.
-    pub fn new(block_bytes: usize) -> Arc<Caches> {
-        Arc::new(Caches {
-            blocks: Lru::new(block_bytes),
-            strings: Lru::new(STRING_CACHE_BYTES),
-            checked: Lru::new(CHECK_CACHE_BYTES),
-            next_id: AtomicU64::new(1),
-        })
-    }
-
-    pub fn block_stats(&self) -> crate::cache::CacheStats {
-        self.blocks.stats()
-    }
-}
-
-impl BlockStore for Caches {
-    fn get(&self, table: u64, block: u32) -> Option<Arc<Block>> {
-        self.blocks.get(&(table, block))
-    }
-
-    fn put(&self, table: u64, block: u32, value: Arc<Block>) {
-        let w = value.mem_size();
-        self.blocks.insert((table, block), value, w);
-    }
-
-    fn register(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::SourceError;
+use crate::formats::caches::Caches;
 use crate::formats::integrity::bare;
 use crate::formats::integrity::Entry;
 use crate::formats::integrity::Handle;
@@ -24,7 +25,6 @@ use crate::formats::names;
 use crate::formats::tensors::TensorSet;
 use crate::formats::v2::checkpoint::data_file_name;
 use crate::formats::v2::checkpoint::index_file_name;
-use crate::formats::v2::checkpoint::Caches;
 use crate::formats::v2::checkpoint::Checkpoint;
 use crate::formats::v2::checkpoint::Tensor;
 use crate::parse::bundle;
@@ -60,6 +60,10 @@ fn as_prefix(path: &Path) -> Option<PathBuf> {
 impl Format for V2 {
     fn name(&self) -> &'static str {
         "V2 checkpoint"
+    }
+
+    fn source(&self) -> &'static str {
+        "a checkpoint prefix P with a P.index file, such as dir/model.ckpt-1000 (or the path of its .index or .data-* file)"
     }
 
     /// `PATH.index` exists; or PATH is one of a prefix's files (`P.index`, `P.data-*`).

@@ -70,8 +70,9 @@ pub const MAX_METADATA: u64 = 16 << 20;
 /// Nesting depth the verifier allows (TFLite's own verifier: 64).
 const MAX_DEPTH: usize = 64;
 
-fn bad(m: impl Into<String>) -> FormatError {
-    FormatError::Flatbuffer(m.into())
+/// A malformed model, in words.
+pub(crate) fn bad(m: impl std::fmt::Display) -> FormatError {
+    FormatError::Format(format!("TFLite: {m}"))
 }
 
 /// Whether `head` (a file's first 8 bytes or more) is a TFLite model's.

@@ -199,14 +199,11 @@ fn a_damaged_tensor_fails_alone() {
     for _ in 0..2 {
         assert!(matches!(
             ck.read(i(b"short"), 0, 4),
-            Err(FormatError::ValueCount {
-                expected: 3,
-                found: 2
-            })
+            Err(e) if e == crate::formats::v1::table::value_count(3, 2)
         ));
         assert!(matches!(
             ck.read(i(b"gone"), 0, 4),
-            Err(FormatError::MissingSlice(_))
+            Err(FormatError::Format(m)) if m.starts_with("the entry of saved slice")
         ));
     }
     assert_eq!(ck.served_size(i(b"words")).unwrap(), 8 + 2 + 8 + 1);
@@ -234,7 +231,7 @@ fn an_empty_tensor_read_checks_its_entry() {
     assert!(ck.read(i(b"gone"), 0, 0).unwrap().is_empty());
     assert!(matches!(
         ck.read(i(b"gone"), 0, 1),
-        Err(FormatError::MissingSlice(_))
+        Err(FormatError::Format(m)) if m.starts_with("the entry of saved slice")
     ));
     assert!(ck.read(i(b"none"), 0, 1).unwrap().is_empty());
     // TensorFlow's empty tensors read back empty.

@@ -30,6 +30,28 @@ use crate::parse::table::MAX_BLOCK_LEN;
 use crate::parse::wire::LEN;
 use crate::parse::{FormatError, ReadAt, Result};
 
+/// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
+pub fn not_v1(why: impl std::fmt::Display) -> FormatError {
+    FormatError::Format(format!("not a V1 checkpoint: {why}"))
+}
+
+/// A slice's entry is absent from the table its meta names.
+pub fn missing_slice(slice: impl std::fmt::Display) -> FormatError {
+    FormatError::Format(format!("the entry of saved slice {slice} is missing"))
+}
+
+/// A slice's entry does not hold the slice its key names.
+pub fn slice_mismatch(why: impl std::fmt::Display) -> FormatError {
+    FormatError::Format(format!("saved slice does not match its key: {why}"))
+}
+
+/// A slice holds a different number of values than its extent needs.
+pub fn value_count(expected: u64, found: u64) -> FormatError {
+    FormatError::Format(format!(
+        "saved slice holds {found} values, its extent needs {expected}"
+    ))
+}
+
 /// A meta entry larger than this is refused.
 pub const MAX_META_LEN: u64 = MAX_BLOCK_LEN as u64;
 
@@ -56,11 +78,9 @@ impl V1Table {
     /// verified). Fails if the file is not a V1 table.
     pub fn open<R: ReadAt + ?Sized>(file: &R) -> Result<V1Table> {
         let (index, handles) = read_index(file)?;
-        let first = *handles
-            .first()
-            .ok_or_else(|| FormatError::NotV1("no data blocks".into()))?;
+        let first = *handles.first().ok_or_else(|| not_v1("no data blocks"))?;
         let value = find_in_table_block(file, first, b"", false)?
-            .ok_or_else(|| FormatError::NotV1("no entry under the empty key".into()))?;
+            .ok_or_else(|| not_v1("no entry under the empty key"))?;
         if value.len() > MAX_META_LEN {
             return Err(FormatError::BadEntry(format!(
                 "meta entry of {} bytes",

@@ -678,9 +678,9 @@ pub fn scan<R: ReadAt + ?Sized>(
         }
         Ok(())
     })?;
-    let (ds, de) = data.ok_or_else(|| FormatError::SliceMismatch("no data in the entry".into()))?;
+    let (ds, de) = data.ok_or_else(|| super::slice_mismatch("no data in the entry"))?;
     if several {
-        return Err(FormatError::SliceMismatch("several data fields".into()));
+        return Err(super::slice_mismatch("several data fields"));
     }
     // SavedSlice: name (1), slice (2), data (3).
     let (mut name, mut slices, mut tensor, mut tensors) = (None, 0, None, 0);
@@ -700,7 +700,7 @@ pub fn scan<R: ReadAt + ?Sized>(
         }
         Ok(())
     })?;
-    let mismatch = |m: &str| FormatError::SliceMismatch(m.to_string());
+    let mismatch = |m: &str| super::slice_mismatch(m.to_string());
     // (proto3 leaves an empty name out.)
     match name {
         Some((a, b)) if b - a == want.name.len() as u64 => {
@@ -750,7 +750,7 @@ fn scan_values<R: ReadAt + ?Sized>(
     expected: u64,
 ) -> Result<SliceValues> {
     let mut sc = Scanner::new(src, end, enc);
-    let count = |found| FormatError::ValueCount { expected, found };
+    let count = |found| super::value_count(expected, found);
     // Fields only: one packed run of fixed-width values is served by offset.
     if matches!(enc.kind, Kind::Fixed32 | Kind::Fixed64) {
         let mut runs = Vec::new();
@@ -1288,10 +1288,7 @@ pub(crate) mod tests {
         let e = entry(b"c", &[(0, -1)], &tp);
         assert!(matches!(
             scan(&e[..], 0, e.len() as u64, expect(b"c", &shape, &FULL1, 8)),
-            Err(FormatError::ValueCount {
-                expected: 4,
-                found: 3
-            })
+            Err(e) if e == super::super::value_count(4, 3)
         ));
     }
 
