@@ -707,3 +707,67 @@ fn paths_in_comments_strings_and_inline_modules_are_read_right() {
         ]
     );
 }
+
+/// The paths the table under `## Inside the rooms` names: in each row's second cell, the first
+/// is a path from the project's root and the rest are beside it (`src/fs/graph.rs`, `text.rs`);
+/// a path ending in `/` is a folder and covers what is in it.
+fn mapped_paths(doc: &str) -> Vec<String> {
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Inside the rooms"))
+        .expect("docs/architecture.md has an `## Inside the rooms` section");
+    let mut out = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() < 3 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let mut dir = String::new();
+        for p in cells[1].split(',').map(|p| p.trim().trim_matches('`')) {
+            if p.contains('/') {
+                let cut = p.trim_end_matches('/').rfind('/').map_or(0, |i| i + 1);
+                dir = p[..cut].to_string();
+                out.push(p.to_string());
+            } else {
+                out.push(format!("{dir}{p}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_source_file_is_in_the_map_and_every_mapped_path_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mapped = mapped_paths(&doc);
+    assert!(mapped.len() > 40, "the map names {} paths", mapped.len());
+    let missing: Vec<&String> = mapped.iter().filter(|p| !root.join(p).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "the map names paths that do not exist: {missing:?}"
+    );
+    let mut unmapped = Vec::new();
+    let mut dirs = vec![root.join("src")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let covered = mapped
+                .iter()
+                .any(|m| *m == rel || (m.ends_with('/') && rel.starts_with(m.as_str())));
+            if !covered && rel.ends_with(".rs") {
+                unmapped.push(rel);
+            }
+        }
+    }
+    unmapped.sort();
+    assert!(
+        unmapped.is_empty(),
+        "files docs/architecture.md does not map: {unmapped:?}"
+    );
+}
