@@ -8,10 +8,10 @@
 //!   [`Piece`]s (one per slice for a partitioned tensor), and the reads `verify` and `diff` need.
 //!   Every byte read from a data shard through a `Ckpt` is counted ([`Ckpt::data_bytes_read`]).
 //!
-//! V2 bundles are read through their index (stored CRC-32Cs, data shards); V1 checkpoints
-//! through the core's tensor set ([`v1`]).
+//! Each checkpoint is checked through its format's [`crate::formats::integrity::Integrity`]
+//! (V2's stored CRC-32Cs and index, or the generic walk over any `TensorSet`).
 //!
-//! When the core is restructured, only this file (and [`v1`]) needs to follow.
+//! When the core is restructured, only this file needs to follow.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

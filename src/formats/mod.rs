@@ -3,7 +3,9 @@
 //! an opened checkpoint implements [`Opened`] (its tensors, and the extras a format may have:
 //! a graph beside it, readable names, files of its own, a fast path for `verify` and `diff`).
 //! The formats are listed once, in [`FORMATS`]; the filesystem and the subcommands see only
-//! these two interfaces. A new format is one module here and one line in the table.
+//! these two interfaces. A new format is one folder here and one row in the table
+//! (docs/architecture.md, "Adding a format"); the modules beside the folders are what formats
+//! share.
 
 pub mod caches;
 pub mod crc_stream;

@@ -1,5 +1,5 @@
-//! What the filesystem needs of a checkpoint, whatever its format (V2 bundle, V1 table): a
-//! sorted key space addressed by positions, what the index says of each tensor, and the
+//! What the filesystem needs of a checkpoint, whatever its format (every folder of
+//! `src/formats/` implements it): a sorted key space addressed by positions, what the index says of each tensor, and the
 //! tensor's bytes in tfmount's `.bin` layout, resolved once per open.
 
 use std::path::Path;

@@ -4,7 +4,8 @@
 //! [`Fs`] is one dispatcher: it decodes an inode number once (`subtree | local`, see
 //! [`crate::tree::ino`]) and forwards to the type serving that subtree ([`subtree::Subtree`]):
 //! the fixed nodes ([`fixed`]), a checkpoint's variables ([`variables`]), a meta graph's names
-//! ([`graph`]). Building the tree at mount time ([`build`]) is apart from serving it. Every
+//! ([`graph`]), `names/` ([`names`]), a SavedModel's assets ([`assets`]). Building the tree at
+//! mount time ([`build`], or [`live`] for a directory followed live) is apart from serving it. Every
 //! failed operation is logged here, once, with what it concerns.
 
 pub mod assets;

@@ -1,4 +1,6 @@
-//! Pure parsers for TensorFlow's on-disk formats. Nothing here knows about FUSE or logging:
+//! Pure parsers that more than one format (or view) uses: SSTable, bundle entries, slices,
+//! dtypes, varints, wire scanning, npy, zip, safetensors. A parser one format alone uses lives
+//! in that format's folder (`src/formats/<name>/`). Nothing here knows about FUSE or logging:
 //! every function takes bytes (a slice, or a [`ReadAt`] for data read on demand) and returns a
 //! value or a [`FormatError`].
 

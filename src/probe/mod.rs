@@ -1,5 +1,6 @@
-//! Sources: what a SOURCE path is (checkpoint prefix, checkpoint directory, SavedModel) and
-//! what it holds. Probed in order; the first that matches wins.
+//! What a SOURCE path is: a SavedModel, a checkpoint directory (with a state file or without),
+//! a graph file, or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
+//! object-store URL. Probed in order; the first that matches wins.
 
 pub mod state;
 

@@ -1,5 +1,6 @@
-//! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`), and
-//! directories of bare `*.index` files.
+//! The `checkpoint` state file of a checkpoint directory (text-format `CheckpointState`):
+//! parsed, its paths resolved to checkpoint prefixes inside the directory, what is wrong with
+//! it said in words; and what a directory without one holds.
 
 use std::path::{Path, PathBuf};
 
