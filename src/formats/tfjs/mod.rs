@@ -30,6 +30,7 @@ use crate::formats::tensors::Stored;
 use crate::formats::tensors::TensorData;
 use crate::formats::tensors::TensorInfo;
 use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{next_position, seek_sorted};
 use crate::formats::tfjs::manifest as ft;
 use crate::formats::tfjs::manifest::Quant;
 use crate::formats::tfjs::manifest::WDtype;
@@ -821,14 +822,12 @@ impl TensorSet for TfjsSet {
         self.source_bytes
     }
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
-        let i = self
-            .weights
-            .partition_point(|w| w.weight.name.as_bytes() < key);
-        Ok((i < self.weights.len()).then_some(i as u64))
+        Ok(seek_sorted(&self.weights, key, |w| {
+            w.weight.name.as_bytes()
+        }))
     }
     fn next(&self, pos: u64) -> FsResult<Option<u64>> {
-        let n = pos.saturating_add(1);
-        Ok((n < self.weights.len() as u64).then_some(n))
+        Ok(next_position(pos, self.weights.len()))
     }
     fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
         Ok(self.placed(pos)?.weight.name.as_bytes().to_vec())
