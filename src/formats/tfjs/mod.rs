@@ -263,12 +263,12 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
     })
 }
 
+/// An opened file and its bytes.
+type FileBytes = (Arc<dyn ByteSource>, Arc<[u8]>);
+
 /// `model.json` opened and its bytes (those detection read of this very file if it did),
 /// refused over [`ft::MAX_MODEL_JSON`] bytes.
-fn read_model_json(
-    store: &dyn Store,
-    path: &Path,
-) -> Result<(Arc<dyn ByteSource>, Arc<[u8]>), SourceError> {
+fn read_model_json(store: &dyn Store, path: &Path) -> Result<FileBytes, SourceError> {
     let file = crate::formats::opened(store, path, true).map_err(|err| SourceError::Io {
         path: path.to_path_buf(),
         err,
