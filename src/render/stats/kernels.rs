@@ -357,7 +357,7 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    use super::super::numpy::tests::Rng;
+    use super::super::tests::Rng;
     use super::super::Scalar;
     use super::*;
 

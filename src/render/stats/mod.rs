@@ -616,7 +616,6 @@ impl Stats {
 
 #[cfg(test)]
 mod tests {
-    use super::numpy::tests::cases;
     use super::*;
 
     pub(super) fn f32s(v: &[f32]) -> Vec<u8> {
@@ -778,6 +777,313 @@ mod tests {
                 Err(StatsError::Unsupported(_))
             ));
         }
+    }
+
+    /// A deterministic xorshift generator.
+    pub(super) struct Rng(pub(super) u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        /// Uniform in [0, 1).
+        pub(super) fn unit(&mut self) -> f64 {
+            (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Element bytes of `v` (a value exact or rounded in the dtype) for the float dtypes tested.
+    fn float_bytes(dtype: i32, v: f64) -> Vec<u8> {
+        match dtype {
+            1 => (v as f32).to_le_bytes().to_vec(),
+            2 => v.to_le_bytes().to_vec(),
+            // float16 / bfloat16: the nearest value by search over the patterns (test-only).
+            19 => {
+                // The nearest float16, then its bits from the f32 holding it exactly.
+                let r = crate::render::elem::round_to_f16(v as f32);
+                let sign = if r.is_sign_negative() { 0x8000u16 } else { 0 };
+                let a = r.abs();
+                let bits = if a.is_nan() {
+                    0x7e00
+                } else if a.is_infinite() {
+                    0x7c00
+                } else if a < 2f32.powi(-14) {
+                    (a * 2f32.powi(24)) as u16
+                } else {
+                    let b = a.to_bits();
+                    ((((b >> 23) + 15 - 127) << 10) | ((b >> 13) & 0x3ff)) as u16
+                };
+                assert_eq!(
+                    crate::render::elem::f16_to_f32(bits | sign).to_bits(),
+                    r.to_bits()
+                );
+                (bits | sign).to_le_bytes().to_vec()
+            }
+            14 => (((v as f32).to_bits() >> 16) as u16).to_le_bytes().to_vec(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Test tensors: (dtype, bytes) for every supported kind and several value patterns.
+    fn cases() -> Vec<(i32, Vec<u8>)> {
+        let mut r = Rng(0xdead_beef_cafe_f00d);
+        let n = 3000;
+        let mut out = Vec::new();
+        for dt in [1, 2, 19, 14] {
+            let size = if dt == 2 {
+                8
+            } else if dt == 1 {
+                4
+            } else {
+                2
+            };
+            // Raw bit patterns: every kind of value, NaN and infinities included.
+            out.push((dt, (0..n * size).map(|_| r.next() as u8).collect()));
+            // Ordinary values with NaN, ±inf, zeros and -0 sprinkled in.
+            let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
+            let mut b = Vec::new();
+            for i in 0..n {
+                let v = if i % 37 == 0 {
+                    special[(i / 37) % special.len()]
+                } else {
+                    (r.unit() * 2.0 - 1.0) * (r.unit() * 6.0).exp()
+                };
+                b.extend(float_bytes(dt, v));
+            }
+            out.push((dt, b));
+            // A grid: many values exactly on bin edges.
+            let b = (0..n)
+                .flat_map(|_| float_bytes(dt, (r.next() % 129) as f64 / 8.0 - 8.0))
+                .collect();
+            out.push((dt, b));
+            // Positive values only, a range not starting at zero.
+            let b = (0..n)
+                .flat_map(|_| float_bytes(dt, 100.0 + r.unit() * 3.0))
+                .collect();
+            out.push((dt, b));
+            // One value repeated; one value at 2048 (float16: numpy refuses); two neighbours.
+            out.push((dt, (0..50).flat_map(|_| float_bytes(dt, 3.0)).collect()));
+            out.push((dt, (0..5).flat_map(|_| float_bytes(dt, 2048.0)).collect()));
+            let mut b = float_bytes(dt, 1.0);
+            let mut next = b.clone();
+            next[0] = next[0].wrapping_add(1);
+            b.extend(next);
+            out.push((dt, b));
+            // All NaN; empty.
+            out.push((dt, (0..4).flat_map(|_| float_bytes(dt, f64::NAN)).collect()));
+            out.push((dt, Vec::new()));
+        }
+        // Integers (size, dtype): full range, a small range, one value, extremes only.
+        for (dt, size) in [
+            (6, 1),
+            (5, 2),
+            (3, 4),
+            (9, 8),
+            (4, 1),
+            (17, 2),
+            (22, 4),
+            (23, 8),
+            (10, 1),
+            (29, 1),
+            (30, 1),
+        ] {
+            out.push((dt, (0..n * size).map(|_| r.next() as u8).collect()));
+            let b = (0..n)
+                .flat_map(|_| {
+                    let v = r.next() % 16 + 3;
+                    v.to_le_bytes()[..size].to_vec()
+                })
+                .collect();
+            out.push((dt, b));
+            out.push((
+                dt,
+                (0..7)
+                    .flat_map(|_| 5u64.to_le_bytes()[..size].to_vec())
+                    .collect(),
+            ));
+            let mut lo = vec![0u8; size];
+            let mut hi = vec![0xffu8; size];
+            if matches!(dt, 6 | 5 | 3 | 9) {
+                lo[size - 1] = 0x80;
+                hi[size - 1] = 0x7f;
+            }
+            out.push((dt, [lo.clone(), hi, lo, vec![0; size]].concat()));
+            out.push((dt, Vec::new()));
+        }
+        out
+    }
+
+    const NUMPY_STATS: &str = r#"
+import sys, json, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+names = {1: "<f4", 2: "<f8", 19: "<f2", 6: "i1", 5: "<i2", 3: "<i4", 9: "<i8",
+         4: "u1", 17: "<u2", 22: "<u4", 23: "<u8"}
+def load(code, raw):
+    if code == 14:  # bfloat16: its float32 values
+        return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+    if code == 10:  # bool as uint8 0/1
+        return (np.frombuffer(raw, np.uint8) != 0).astype(np.uint8)
+    if code == 29:  # int4: low 4 bits, signed
+        return ((np.frombuffer(raw, np.uint8) & 15) ^ 8).astype(np.int8) - 8
+    if code == 30:
+        return np.frombuffer(raw, np.uint8) & 15
+    return np.frombuffer(raw, names[code])
+out = []
+for path, code in json.load(open(sys.argv[1])):
+    a = load(code, open(path, "rb").read())
+    isf = a.dtype.kind == "f"
+    f = a[np.isfinite(a)] if isf else a
+    num = (lambda x: repr(float(x))) if isf else (lambda x: int(x))
+    res = {"count": int(a.size), "finite": int(f.size),
+           "nan": int(np.isnan(a).sum()) if isf else 0,
+           "pinf": int((a == np.inf).sum()) if isf else 0,
+           "ninf": int((a == -np.inf).sum()) if isf else 0,
+           "zeros": int((a == 0).sum()), "hist": None}
+    if f.size:
+        g = f.astype(np.float64)
+        res.update(min=num(f.min()), max=num(f.max()), mean=repr(float(np.mean(g))),
+                   std=repr(float(np.std(g))), rms=repr(float(np.sqrt(np.mean(g * g)))))
+        try:
+            n, e = np.histogram(f, bins=16, range=(f.min(), f.max()))
+            res["hist"] = {"counts": [int(c) for c in n], "edges": [repr(float(x)) for x in e],
+                           "dtype": str(e.dtype)}
+        except ValueError:
+            pass
+    out.append(res)
+print(json.dumps(out))
+"#;
+
+    /// Every figure against numpy.
+    #[test]
+    fn matches_numpy() {
+        let Some(py) = crate::test_requires::python("numpy", "matches_numpy") else {
+            return;
+        };
+        let cases = cases();
+        let dir = tempfile::tempdir().unwrap();
+        let mut manifest = Vec::new();
+        for (i, (dt, bytes)) in cases.iter().enumerate() {
+            let p = dir.path().join(format!("{i}.bin"));
+            std::fs::write(&p, bytes).unwrap();
+            manifest.push(serde_json::json!([p, dt]));
+        }
+        let m = dir.path().join("cases.json");
+        std::fs::write(&m, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        let out = std::process::Command::new(&py)
+            .arg("-c")
+            .arg(NUMPY_STATS)
+            .arg(&m)
+            .output()
+            .expect("run python");
+        assert!(
+            out.status.success(),
+            "the numpy check failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let f = |v: &serde_json::Value| v.as_str().unwrap().parse::<f64>().unwrap();
+        let int = |v: &serde_json::Value| {
+            v.as_i64()
+                .map(|x| x as i128)
+                .or(v.as_u64().map(|x| x as i128))
+                .unwrap()
+        };
+        let (mut histograms, mut refused) = (0, 0);
+        for (i, ((dt, bytes), w)) in cases.iter().zip(&want).enumerate() {
+            let s = compute(DType(*dt), bytes).unwrap();
+            let ctx = format!("case {i} dtype {dt}");
+            assert_eq!(s.count, w["count"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.finite, w["finite"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.nan, w["nan"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.pos_inf, w["pinf"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.neg_inf, w["ninf"].as_u64().unwrap(), "{ctx}");
+            assert_eq!(s.zeros, w["zeros"].as_u64().unwrap(), "{ctx}");
+            if s.finite == 0 {
+                assert!(s.min.is_none() && s.mean.is_none() && s.histogram.is_none());
+                continue;
+            }
+            for (ours, theirs) in [(s.min, &w["min"]), (s.max, &w["max"])] {
+                match ours.unwrap() {
+                    Scalar::Int(v) => assert_eq!(v, int(theirs), "{ctx}"),
+                    Scalar::Float(v) => assert_eq!(v, f(theirs), "{ctx}"),
+                }
+            }
+            let rms = f(&w["rms"]);
+            if rms.is_finite() {
+                let tol = 1e-12 * rms;
+                let (m, sd) = (s.mean.unwrap(), s.std.unwrap());
+                assert!(
+                    (m - f(&w["mean"])).abs() <= tol,
+                    "{ctx}: mean {m} vs {}",
+                    w["mean"]
+                );
+                assert!(
+                    (sd - f(&w["std"])).abs() <= tol,
+                    "{ctx}: std {sd} vs {}",
+                    w["std"]
+                );
+            }
+            match (&s.histogram, w["hist"].is_null()) {
+                (None, true) => refused += 1,
+                (Some(h), false) => {
+                    histograms += 1;
+                    let wc: Vec<u64> = w["hist"]["counts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c.as_u64().unwrap())
+                        .collect();
+                    assert_eq!(h.counts.to_vec(), wc, "{ctx}");
+                    let we: Vec<f64> = w["hist"]["edges"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(f)
+                        .collect();
+                    assert_eq!(h.edges.to_vec(), we, "{ctx}");
+                    let bin = match s.bin {
+                        BinType::F16 => "float16",
+                        BinType::F32 => "float32",
+                        BinType::F64 => "float64",
+                    };
+                    assert_eq!(w["hist"]["dtype"], bin, "{ctx}");
+                }
+                (h, _) => panic!("{ctx}: ours {h:?}, numpy {}", w["hist"]),
+            }
+            // The text says the same: every figure parses back to the value.
+            let text = String::from_utf8(s.to_text()).unwrap();
+            assert_eq!(
+                text.len() as u64,
+                text_len(DType(*dt), s.count).unwrap(),
+                "{ctx}: size"
+            );
+            let all = fields(&text);
+            let field = |name: &str| all[name].clone();
+            let back = |x: String| x.parse::<f64>().unwrap();
+            match s.min.unwrap() {
+                Scalar::Int(v) => assert_eq!(field("min").parse::<i128>().unwrap(), v),
+                Scalar::Float(v) if s.single => {
+                    assert_eq!(back(field("min")) as f32, v as f32, "{ctx}")
+                }
+                Scalar::Float(v) => assert_eq!(back(field("min")), v, "{ctx}"),
+            }
+            assert_eq!(back(field("mean")).to_bits(), s.mean.unwrap().to_bits());
+            if let Some(h) = &s.histogram {
+                let edges: Vec<f64> = field("edges")
+                    .split_whitespace()
+                    .map(|e| match s.bin {
+                        BinType::F64 => back(e.into()),
+                        _ => back(e.into()) as f32 as f64,
+                    })
+                    .collect();
+                assert_eq!(edges, h.edges.to_vec(), "{ctx}");
+            }
+        }
+        // The cases exercise both outcomes.
+        assert!(histograms > 40 && refused > 5, "{histograms} {refused}");
     }
 
     /// Every test tensor's record has the size [`text_len`] gives before anything is computed,
