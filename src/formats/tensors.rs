@@ -43,6 +43,19 @@ impl TensorInfo {
     }
 }
 
+/// [`TensorSet::seek`] of a set whose positions index `items`, sorted by the key `key_of`
+/// gives: the first position whose key is `>= key`.
+pub(crate) fn seek_sorted<T>(items: &[T], key: &[u8], key_of: impl Fn(&T) -> &[u8]) -> Option<u64> {
+    let i = items.partition_point(|t| key_of(t) < key);
+    (i < items.len()).then_some(i as u64)
+}
+
+/// [`TensorSet::next`] of a set of `len` positions `0..len`.
+pub(crate) fn next_position(pos: u64, len: usize) -> Option<u64> {
+    let n = pos.saturating_add(1);
+    (n < len as u64).then_some(n)
+}
+
 /// A checkpoint's tensors, in key order.
 pub trait TensorSet: Send + Sync {
     /// The checkpoint's path (prefix or file), for messages and names.

@@ -174,116 +174,137 @@ impl<'a> Builder<'a> {
         formats::open_path(&self.ctx(), path)
     }
 
+    /// Node 1 of the table: the directory the mount root (or a live checkpoint's `<name>/`) is.
+    fn add_root(&mut self, meta: FileMeta) -> Ino {
+        self.add(Fixed::Dir {
+            parent: ROOT,
+            children: Vec::new(),
+            meta,
+        })
+    }
+
     /// The mount root's table (node 1 is the root) for a probed source.
     fn build_root(&mut self, probed: &Probed) -> Result<(), SourceError> {
-        let store = self.store;
         match probed {
             Probed::Checkpoint(found) => {
                 let ck = found.format.open(&self.ctx(), found)?;
-                let root = self.add(Fixed::Dir {
-                    parent: ROOT,
-                    children: Vec::new(),
-                    meta: ck.meta(),
-                });
-                self.add_checkpoint(root, String::new(), ck, &found.path)?;
+                let root = self.add_root(ck.meta());
+                self.add_checkpoint(root, String::new(), ck, &found.path)
             }
             Probed::Graph { path, kind } => {
-                let g = GraphFile::open(store, path, *kind)?;
-                let root = self.add(Fixed::Dir {
-                    parent: ROOT,
-                    children: Vec::new(),
-                    meta: g.meta,
-                });
-                self.add_graph(root, Arc::new(g))?;
+                let g = GraphFile::open(self.store, path, *kind)?;
+                let root = self.add_root(g.meta);
+                self.add_graph(root, Arc::new(g))
             }
             Probed::CheckpointDir {
                 dir,
                 checkpoints,
                 latest,
-            } => {
-                let meta = meta_of(store, dir)?;
-                let root = self.add(Fixed::Dir {
-                    parent: ROOT,
-                    children: Vec::new(),
-                    meta,
-                });
-                for (name, prefix) in checkpoints {
-                    let ck = self.open_any(prefix)?;
-                    let d = self.add_dir(root, name.as_bytes(), ck.meta());
-                    self.add_checkpoint(d, name.clone(), ck, prefix)?;
-                }
-                if let Some(latest) = latest {
-                    let l = self.add(Fixed::Symlink {
-                        parent: root,
-                        target: latest.as_bytes().to_vec(),
-                        meta,
-                    });
-                    self.link(root, b"latest", l, Kind::Symlink);
-                }
-            }
+            } => self.build_checkpoint_dir(dir, checkpoints, latest.as_deref()),
             Probed::SavedModel { dir, variables } => {
-                let meta = meta_of(store, dir)?;
-                let root = self.add(Fixed::Dir {
-                    parent: ROOT,
-                    children: Vec::new(),
+                self.build_saved_model(dir, variables.as_deref())
+            }
+        }
+    }
+
+    /// The root of a directory of checkpoints (not followed live): `<name>/` for each, and the
+    /// `latest` symlink to the current one.
+    fn build_checkpoint_dir(
+        &mut self,
+        dir: &Path,
+        checkpoints: &[(String, std::path::PathBuf)],
+        latest: Option<&str>,
+    ) -> Result<(), SourceError> {
+        let meta = meta_of(self.store, dir)?;
+        let root = self.add_root(meta);
+        for (name, prefix) in checkpoints {
+            let ck = self.open_any(prefix)?;
+            let d = self.add_dir(root, name.as_bytes(), ck.meta());
+            self.add_checkpoint(d, name.clone(), ck, prefix)?;
+        }
+        if let Some(latest) = latest {
+            let l = self.add(Fixed::Symlink {
+                parent: root,
+                target: latest.as_bytes().to_vec(),
+                meta,
+            });
+            self.link(root, b"latest", l, Kind::Symlink);
+        }
+        Ok(())
+    }
+
+    /// The root of a SavedModel directory: its variables (an empty `variables/` when it has
+    /// none), its graph and its assets.
+    fn build_saved_model(
+        &mut self,
+        dir: &Path,
+        variables: Option<&Path>,
+    ) -> Result<(), SourceError> {
+        let meta = meta_of(self.store, dir)?;
+        let root = self.add_root(meta);
+        let pb = dir.join("saved_model.pb");
+        let graph = if self.store.is_file(&pb) {
+            pb
+        } else {
+            dir.join("saved_model.pbtxt")
+        };
+        let g = Arc::new(GraphFile::open(self.store, &graph, GraphKind::SavedModel)?);
+        match variables {
+            Some(prefix) => self.add_saved_model_variables(root, prefix, &g)?,
+            None => {
+                let path = dir.join("variables/variables");
+                let set = Arc::new(EmptySet {
+                    path: path.clone(),
                     meta,
                 });
-                let pb = dir.join("saved_model.pb");
-                let graph = if store.is_file(&pb) {
-                    pb
-                } else {
-                    dir.join("saved_model.pbtxt")
-                };
-                let g = Arc::new(GraphFile::open(store, &graph, GraphKind::SavedModel)?);
-                match variables {
-                    Some(prefix) => {
-                        let found = Detected {
-                            path: prefix.clone(),
-                            files: Vec::new(),
-                            format: &formats::v2::V2,
-                        };
-                        let ck = found.format.open(&self.ctx(), &found)?;
-                        // names/ and weights.safetensors name the variables alike, by names made
-                        // when first used.
-                        let has_names = ck.has_names();
-                        let pairs = Arc::new(if has_names {
-                            let (ck, g) = (ck.clone(), g.clone());
-                            LazyNames::new(move || saved_model_names(&*ck, &g))
-                        } else {
-                            LazyNames::ready(Vec::new())
-                        });
-                        let set = ck.tensors();
-                        self.add_variables(
-                            root,
-                            String::new(),
-                            set.clone(),
-                            prefix,
-                            pairs.clone(),
-                            derived_views(has_names, &[]),
-                        )?;
-                        if has_names {
-                            self.add_names(root, set, pairs)?;
-                        }
-                    }
-                    None => {
-                        let path = dir.join("variables/variables");
-                        let set = Arc::new(EmptySet {
-                            path: path.clone(),
-                            meta,
-                        });
-                        self.add_variables(
-                            root,
-                            String::new(),
-                            set,
-                            &path,
-                            Arc::new(LazyNames::ready(Vec::new())),
-                            derived_views(false, &[]),
-                        )?;
-                    }
-                }
-                self.add_graph(root, g)?;
-                self.add_assets(root, dir)?;
+                self.add_variables(
+                    root,
+                    String::new(),
+                    set,
+                    &path,
+                    Arc::new(LazyNames::ready(Vec::new())),
+                    derived_views(false, &[]),
+                )?;
             }
+        }
+        self.add_graph(root, g)?;
+        self.add_assets(root, dir)
+    }
+
+    /// A SavedModel's V2 checkpoint `prefix` under `root`: `variables/` and the views, and
+    /// `names/` named by the object graph of `g`.
+    fn add_saved_model_variables(
+        &mut self,
+        root: Ino,
+        prefix: &Path,
+        g: &Arc<GraphFile>,
+    ) -> Result<(), SourceError> {
+        let found = Detected {
+            path: prefix.to_path_buf(),
+            files: Vec::new(),
+            format: &formats::v2::V2,
+        };
+        let ck = found.format.open(&self.ctx(), &found)?;
+        // names/ and weights.safetensors name the variables alike, by names made
+        // when first used.
+        let has_names = ck.has_names();
+        let pairs = Arc::new(if has_names {
+            let (ck, g) = (ck.clone(), g.clone());
+            LazyNames::new(move || saved_model_names(&*ck, &g))
+        } else {
+            LazyNames::ready(Vec::new())
+        });
+        let set = ck.tensors();
+        self.add_variables(
+            root,
+            String::new(),
+            set.clone(),
+            prefix,
+            pairs.clone(),
+            derived_views(has_names, &[]),
+        )?;
+        if has_names {
+            self.add_names(root, set, pairs)?;
         }
         Ok(())
     }
@@ -295,11 +316,7 @@ impl<'a> Builder<'a> {
         prefix: &Path,
     ) -> Result<(), SourceError> {
         let ck = self.open_any(prefix)?;
-        let root = self.add(Fixed::Dir {
-            parent: ROOT,
-            children: Vec::new(),
-            meta: ck.meta(),
-        });
+        let root = self.add_root(ck.meta());
         self.add_checkpoint(root, name.to_string(), ck, prefix)
     }
 
@@ -519,119 +536,24 @@ impl<'a> Builder<'a> {
     /// Adds `meta_graphs/` for `file` under the fixed directory `parent`, and symlinks in
     /// `parent` to the default meta graph's entries.
     fn add_graph(&mut self, parent: Ino, file: Arc<GraphFile>) -> Result<(), SourceError> {
-        let want_tags = self.fs.opts.tags.clone();
-        let want_tags = want_tags.as_deref();
         let meta = file.meta;
         let mgs = self.add_dir(parent, b"meta_graphs", meta);
-        let mut names: Vec<Vec<u8>> = Vec::new();
         let mut dirs = Vec::new();
-        for (i, m) in file.metas.iter().enumerate() {
-            let mut name = graph::meta_graph_dir_name(file.kind, &m.tags);
-            if names.contains(&name) {
-                let mut k = 2;
-                while names.contains(&[name.as_slice(), format!("~{k}").as_bytes()].concat()) {
-                    k += 1;
-                }
-                name.extend_from_slice(format!("~{k}").as_bytes());
-            }
-            names.push(name.clone());
-            let dir = self.add_dir(mgs, &name, meta);
-            let (f, texts) = (file.clone(), self.fs.texts.clone());
-            let id = self.register(&file.path, |id| GraphTree::new(id, dir, f, i, texts))?;
-            let mut spaces: Vec<(&[u8], u32)> = Vec::new();
-            if !m.graph_def.is_empty() {
-                spaces.extend([
-                    (&b"graph"[..], graph::SP_NODES),
-                    (b"functions", graph::SP_FUNCS),
-                    (b"constants", graph::SP_CONSTS),
-                ]);
-            }
-            if !m.signatures.is_empty() {
-                spaces.push((b"signatures", graph::SP_SIGS));
-            }
-            if !m.collections.is_empty() {
-                spaces.push((b"collections", graph::SP_COLLS));
-            }
-            for (n, space) in spaces {
-                if let Some(r) = GraphTree::space_root(id, space) {
-                    self.link(dir, n, r, Kind::Dir);
-                }
-            }
-            let parts: [(&[u8], bool, Part); 4] = [
-                (
-                    b"meta_info_def.pbtxt",
-                    !m.meta_info_def.is_empty(),
-                    Part::MetaInfo,
-                ),
-                (b"saver_def.pbtxt", !m.saver_def.is_empty(), Part::Saver),
-                (
-                    b"object_graph.pbtxt",
-                    !m.object_graph_def.is_empty(),
-                    Part::ObjectGraph,
-                ),
-                (
-                    b"signatures.txt",
-                    file.kind != GraphKind::GraphDef,
-                    Part::Signatures,
-                ),
-            ];
-            for (n, present, part) in parts {
-                if present {
-                    let t = self.add(Fixed::Text {
-                        parent: dir,
-                        text: Arc::new(MetaGraphText {
-                            file: file.clone(),
-                            mg: i,
-                            part,
-                            texts: self.fs.texts.clone(),
-                            id: text::text_id(),
-                        }),
-                        meta,
-                    });
-                    self.link(dir, n, t, Kind::File);
-                }
-            }
-            dirs.push((dir, name, m.tags.clone()));
+        for (i, name) in meta_graph_dir_names(&file).into_iter().enumerate() {
+            let dir = self.add_meta_graph(mgs, &name, &file, i)?;
+            dirs.push((dir, name, file.metas[i].tags.clone()));
         }
-        // The default meta graph: the one --tags names (refused when none has that tag set,
-        // also when there is only one), else the only one, else "serve".
-        let chosen = if let Some(want) = want_tags.filter(|_| file.kind == GraphKind::SavedModel) {
-            let mut want: Vec<&str> = want.split(',').filter(|t| !t.is_empty()).collect();
-            want.sort_unstable();
-            dirs.iter().find(|(_, _, tags)| {
-                let mut t: Vec<&str> = tags.iter().map(|s| s.as_str()).collect();
-                t.sort_unstable();
-                t == want
-            })
-        } else if dirs.len() == 1 {
-            dirs.first()
-        } else {
-            dirs.iter().find(|(_, _, tags)| tags == &["serve"])
-        };
-        if let Some((dir, name, _)) = chosen {
-            for (n, _, _) in self.fixed.children(*dir) {
-                let mut target = b"meta_graphs/".to_vec();
-                target.extend_from_slice(name);
-                target.push(b'/');
-                target.extend_from_slice(&n);
-                let l = self.add(Fixed::Symlink {
-                    parent,
-                    target,
-                    meta,
-                });
-                self.link(parent, &n, l, Kind::Symlink);
+        let want_tags = self.fs.opts.tags.clone();
+        let want_tags = want_tags
+            .as_deref()
+            .filter(|_| file.kind == GraphKind::SavedModel);
+        match default_meta_graph(&dirs, want_tags) {
+            Some((dir, name, _)) => self.link_default_meta_graph(parent, *dir, name, meta),
+            None => {
+                if let Some(want) = want_tags {
+                    return Err(no_tag_set(&file, want, &dirs));
+                }
             }
-        } else if let Some(want) = want_tags.filter(|_| file.kind == GraphKind::SavedModel) {
-            return Err(SourceError::Invalid {
-                path: file.path.clone(),
-                msg: format!(
-                    "no meta graph has the tag set {want:?} (it has: {})",
-                    dirs.iter()
-                        .map(|(_, n, _)| String::from_utf8_lossy(n).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                ),
-            });
         }
         if file.kind == GraphKind::SavedModel {
             let t = self.add(Fixed::Text {
@@ -642,6 +564,158 @@ impl<'a> Builder<'a> {
             self.link(parent, b"saved_model.pbtxt", t, Kind::File);
         }
         Ok(())
+    }
+
+    /// `meta_graphs/NAME/` of meta graph `i` of `file` in `mgs`: its node spaces (one subtree)
+    /// and its parts' texts.
+    fn add_meta_graph(
+        &mut self,
+        mgs: Ino,
+        name: &[u8],
+        file: &Arc<GraphFile>,
+        i: usize,
+    ) -> Result<Ino, SourceError> {
+        let dir = self.add_dir(mgs, name, file.meta);
+        let (f, texts) = (file.clone(), self.fs.texts.clone());
+        let id = self.register(&file.path, |id| GraphTree::new(id, dir, f, i, texts))?;
+        for (n, space) in graph_spaces(&file.metas[i]) {
+            if let Some(r) = GraphTree::space_root(id, space) {
+                self.link(dir, n, r, Kind::Dir);
+            }
+        }
+        self.add_meta_graph_parts(dir, file, i);
+        Ok(dir)
+    }
+
+    /// The rendered parts of meta graph `i` that it has, as text files in `dir`.
+    fn add_meta_graph_parts(&mut self, dir: Ino, file: &Arc<GraphFile>, i: usize) {
+        let m = &file.metas[i];
+        let parts: [(&[u8], bool, Part); 4] = [
+            (
+                b"meta_info_def.pbtxt",
+                !m.meta_info_def.is_empty(),
+                Part::MetaInfo,
+            ),
+            (b"saver_def.pbtxt", !m.saver_def.is_empty(), Part::Saver),
+            (
+                b"object_graph.pbtxt",
+                !m.object_graph_def.is_empty(),
+                Part::ObjectGraph,
+            ),
+            (
+                b"signatures.txt",
+                file.kind != GraphKind::GraphDef,
+                Part::Signatures,
+            ),
+        ];
+        for (n, present, part) in parts {
+            if present {
+                let t = self.add(Fixed::Text {
+                    parent: dir,
+                    text: Arc::new(MetaGraphText {
+                        file: file.clone(),
+                        mg: i,
+                        part,
+                        texts: self.fs.texts.clone(),
+                        id: text::text_id(),
+                    }),
+                    meta: file.meta,
+                });
+                self.link(dir, n, t, Kind::File);
+            }
+        }
+    }
+
+    /// Symlinks in `parent` to each entry of the default meta graph's directory `dir`
+    /// (`meta_graphs/NAME/`).
+    fn link_default_meta_graph(&mut self, parent: Ino, dir: Ino, name: &[u8], meta: FileMeta) {
+        for (n, _, _) in self.fixed.children(dir) {
+            let mut target = b"meta_graphs/".to_vec();
+            target.extend_from_slice(name);
+            target.push(b'/');
+            target.extend_from_slice(&n);
+            let l = self.add(Fixed::Symlink {
+                parent,
+                target,
+                meta,
+            });
+            self.link(parent, &n, l, Kind::Symlink);
+        }
+    }
+}
+
+/// A meta graph's directory in `meta_graphs/`, its name and its tags.
+type MetaGraphDir = (Ino, Vec<u8>, Vec<String>);
+
+/// The names of `file`'s meta graphs' directories, in order: by their tags, a name given
+/// before taking `~2`, `~3`, ...
+fn meta_graph_dir_names(file: &GraphFile) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for m in &file.metas {
+        let mut name = graph::meta_graph_dir_name(file.kind, &m.tags);
+        if names.contains(&name) {
+            let mut k = 2;
+            while names.contains(&[name.as_slice(), format!("~{k}").as_bytes()].concat()) {
+                k += 1;
+            }
+            name.extend_from_slice(format!("~{k}").as_bytes());
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// The node spaces meta graph `m` has, by their directory names.
+fn graph_spaces(m: &crate::graph::MetaGraph) -> Vec<(&'static [u8], u32)> {
+    let mut spaces: Vec<(&[u8], u32)> = Vec::new();
+    if !m.graph_def.is_empty() {
+        spaces.extend([
+            (&b"graph"[..], graph::SP_NODES),
+            (b"functions", graph::SP_FUNCS),
+            (b"constants", graph::SP_CONSTS),
+        ]);
+    }
+    if !m.signatures.is_empty() {
+        spaces.push((b"signatures", graph::SP_SIGS));
+    }
+    if !m.collections.is_empty() {
+        spaces.push((b"collections", graph::SP_COLLS));
+    }
+    spaces
+}
+
+/// The default meta graph: the one with the tag set `want_tags` (--tags, for a SavedModel),
+/// else the only one, else "serve".
+fn default_meta_graph<'d>(
+    dirs: &'d [MetaGraphDir],
+    want_tags: Option<&str>,
+) -> Option<&'d MetaGraphDir> {
+    if let Some(want) = want_tags {
+        let mut want: Vec<&str> = want.split(',').filter(|t| !t.is_empty()).collect();
+        want.sort_unstable();
+        dirs.iter().find(|(_, _, tags)| {
+            let mut t: Vec<&str> = tags.iter().map(|s| s.as_str()).collect();
+            t.sort_unstable();
+            t == want
+        })
+    } else if dirs.len() == 1 {
+        dirs.first()
+    } else {
+        dirs.iter().find(|(_, _, tags)| tags == &["serve"])
+    }
+}
+
+/// --tags named a tag set no meta graph of `file` has (refused, also when there is only one).
+fn no_tag_set(file: &GraphFile, want: &str, dirs: &[MetaGraphDir]) -> SourceError {
+    SourceError::Invalid {
+        path: file.path.clone(),
+        msg: format!(
+            "no meta graph has the tag set {want:?} (it has: {})",
+            dirs.iter()
+                .map(|(_, n, _)| String::from_utf8_lossy(n).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
     }
 }
 

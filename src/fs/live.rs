@@ -249,9 +249,9 @@ fn complete_state(
     state::resolve(store, dir, state_file).ok()
 }
 
-fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?))
+/// The state file's size and mtime (through the store, as every read of the directory is).
+fn stamp(store: &dyn Store, path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    store.stamp(path).ok()
 }
 
 impl Live {
@@ -332,7 +332,8 @@ impl Live {
             latest = live.newest_shown(store);
         }
         live.root.write().latest = latest;
-        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) = state_file.and_then(stamp);
+        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) =
+            state_file.and_then(|f| stamp(store, f));
         Ok(live)
     }
 
@@ -340,7 +341,7 @@ impl Live {
     /// file's (see [`complete_state`]), or the checkpoint files in it (`latest`: see
     /// [`Live::newest_shown`]).
     fn current(&self, store: &dyn Store) -> Option<(state::NamedPrefixes, Option<String>)> {
-        match self.state_file() {
+        match self.state_file(store) {
             Some(f) => complete_state(store, &self.dir, f),
             None => Some((state::checkpoint_files(store, &self.dir).ok()?, None)),
         }
@@ -348,7 +349,7 @@ impl Live {
 
     /// The state file followed: the one mounted with, or the one adopted (see
     /// [`Live::adopt_state`]) once it exists.
-    fn state_file(&self) -> Option<&Path> {
+    fn state_file(&self, store: &dyn Store) -> Option<&Path> {
         if let Some(f) = &self.state_file {
             return Some(f);
         }
@@ -356,7 +357,7 @@ impl Live {
             return Some(f);
         }
         let f = self.dir.join("checkpoint");
-        if self.adopt_state && std::fs::metadata(&f).is_ok_and(|m| m.is_file()) {
+        if self.adopt_state && store.is_file(&f) {
             log::info!(
                 "{}: its state file appeared; following it",
                 self.dir.display()
@@ -423,7 +424,34 @@ impl Live {
         let mut out = Vec::new();
         self.free_forgotten(fs);
         // Without a state file there is no one file to watch: the directory is listed again.
-        let now_stamp = self.state_file().and_then(stamp);
+        let now_stamp = self.state_file(store).and_then(|f| stamp(store, f));
+        if !force && self.settled(now_stamp) {
+            return out;
+        }
+        // A missing or half-written state file keeps the last complete state.
+        let Some((checkpoints, latest)) = self.current(store) else {
+            return out;
+        };
+        let all_ready = self.mount_new(fs, store, &checkpoints, &mut out);
+        self.prune_gone(fs, &checkpoints, &mut out);
+        let latest = match self.state_file(store) {
+            Some(_) => latest,
+            None => self.newest_shown(store),
+        };
+        self.move_latest(latest, &mut out);
+        if !out.is_empty() {
+            out.push(Invalidate::Inode(ROOT.0));
+        }
+        if all_ready {
+            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
+        }
+        self.free_forgotten(fs);
+        out
+    }
+
+    /// Whether there is nothing to apply: the state file is as stamped when last applied
+    /// (`now_stamp`; none without a state file: never settled) and no checkpoint is waiting.
+    fn settled(&self, now_stamp: Option<(u64, std::time::SystemTime)>) -> bool {
         let waiting_any = !self
             .waiting
             .lock()
@@ -431,15 +459,18 @@ impl Live {
             .is_empty();
         let unchanged = now_stamp.is_some()
             && *self.applied.lock().unwrap_or_else(|p| p.into_inner()) == now_stamp;
-        if unchanged && !force && !waiting_any {
-            return out;
-        }
-        // A missing or half-written state file keeps the last complete state.
-        let Some((checkpoints, latest)) = self.current(store) else {
-            return out;
-        };
-        let root_ino = ROOT.0;
-        // New checkpoints.
+        unchanged && !waiting_any
+    }
+
+    /// Mounts the checkpoints of `checkpoints` not shown yet, each once it is complete;
+    /// whether all of them are (none left waiting or failing to open).
+    fn mount_new(
+        &self,
+        fs: &Fs,
+        store: &dyn Store,
+        checkpoints: &state::NamedPrefixes,
+        out: &mut Vec<Invalidate>,
+    ) -> bool {
         let known: Vec<String> = self
             .root
             .read()
@@ -448,7 +479,7 @@ impl Live {
             .map(|m| m.name.clone())
             .collect();
         let mut all_ready = true;
-        for (name, prefix) in &checkpoints {
+        for (name, prefix) in checkpoints {
             if known.contains(name) {
                 continue;
             }
@@ -462,7 +493,7 @@ impl Live {
                     log::info!("{}: checkpoint {name} appeared", self.dir.display());
                     self.root.write().push(m);
                     out.push(Invalidate::Entry {
-                        parent: root_ino,
+                        parent: ROOT.0,
                         name: name.as_bytes().to_vec(),
                     });
                 }
@@ -470,19 +501,31 @@ impl Live {
                     all_ready = false;
                     // Said once per checkpoint and error: a file being written is retried at
                     // every change until it opens.
-                    let msg = format!("{}: checkpoint {name}: {e}; retried", self.dir.display());
-                    let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
-                    if !said.contains(&msg) {
-                        log::warn!("{msg}");
-                        if said.len() >= 1024 {
-                            said.clear();
-                        }
-                        said.push(msg);
-                    }
+                    self.warn_once(format!(
+                        "{}: checkpoint {name}: {e}; retried",
+                        self.dir.display()
+                    ));
                 }
             }
         }
-        // Pruned checkpoints.
+        all_ready
+    }
+
+    /// Logs `msg` unless it was said before (of the last 1024 said).
+    fn warn_once(&self, msg: String) {
+        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        if !said.contains(&msg) {
+            log::warn!("{msg}");
+            if said.len() >= 1024 {
+                said.clear();
+            }
+            said.push(msg);
+        }
+    }
+
+    /// Unlinks the checkpoints shown that `checkpoints` no longer names; they are freed once
+    /// forgotten ([`Live::free_forgotten`]).
+    fn prune_gone(&self, fs: &Fs, checkpoints: &state::NamedPrefixes, out: &mut Vec<Invalidate>) {
         let gone: Vec<Mounted> = {
             let mut st = self.root.write();
             let (keep, gone) = std::mem::take(&mut st.entries)
@@ -494,7 +537,7 @@ impl Live {
         for m in gone {
             log::info!("{}: checkpoint {} pruned", self.dir.display(), m.name);
             out.push(Invalidate::Entry {
-                parent: root_ino,
+                parent: ROOT.0,
                 name: m.name.as_bytes().to_vec(),
             });
             fs.checkpoints
@@ -506,11 +549,10 @@ impl Live {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(m);
         }
-        // latest.
-        let latest = match self.state_file() {
-            Some(_) => latest,
-            None => self.newest_shown(store),
-        };
+    }
+
+    /// Points `latest` at `latest`, if it moved.
+    fn move_latest(&self, latest: Option<String>, out: &mut Vec<Invalidate>) {
         let latest_changed = {
             let mut st = self.root.write();
             let changed = st.latest != latest;
@@ -519,21 +561,13 @@ impl Live {
         };
         if latest_changed {
             out.push(Invalidate::Entry {
-                parent: root_ino,
+                parent: ROOT.0,
                 name: b"latest".to_vec(),
             });
             if let Some(l) = Ino::new(0, LATEST_LOCAL) {
                 out.push(Invalidate::Inode(l.0));
             }
         }
-        if !out.is_empty() {
-            out.push(Invalidate::Inode(root_ino));
-        }
-        if all_ready {
-            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
-        }
-        self.free_forgotten(fs);
-        out
     }
 
     /// Whether a new checkpoint is complete: its data shards all there, a Keras file written

@@ -98,6 +98,13 @@ pub trait Store: Send + Sync {
         self.kind(path) == Some(EntryKind::File)
     }
 
+    /// Size and modification time of file `path`, to tell whether it changed since it was
+    /// last read (a followed state file). By default the file is opened for them.
+    fn stamp(&self, path: &Path) -> io::Result<(u64, std::time::SystemTime)> {
+        let f = self.open(path)?;
+        Ok((f.len(), f.meta().mtime))
+    }
+
     /// The error for a SOURCE `path` that names nothing (no file, no `path.index`, no
     /// directory), in words.
     fn missing(&self, path: &Path) -> io::Error {

@@ -53,6 +53,11 @@ impl Store for LocalStore {
         std::fs::metadata(path).map(|m| FileMeta::of(&m))
     }
 
+    fn stamp(&self, path: &Path) -> io::Result<(u64, std::time::SystemTime)> {
+        let m = std::fs::metadata(path)?;
+        Ok((m.len(), m.modified()?))
+    }
+
     fn confined_tree(
         &self,
         root: &Path,

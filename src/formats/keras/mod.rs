@@ -29,6 +29,7 @@ use crate::formats::tensors::Stored;
 use crate::formats::tensors::TensorData;
 use crate::formats::tensors::TensorInfo;
 use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{next_position, seek_sorted};
 use crate::parse::zip as fzip;
 use crate::parse::FormatError;
 use crate::parse::ReadAt;
@@ -577,12 +578,10 @@ impl TensorSet for KerasSet {
         self.file.len()
     }
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
-        let i = self.datasets.partition_point(|d| d.path.as_bytes() < key);
-        Ok((i < self.datasets.len()).then_some(i as u64))
+        Ok(seek_sorted(&self.datasets, key, |d| d.path.as_bytes()))
     }
     fn next(&self, pos: u64) -> FsResult<Option<u64>> {
-        let n = pos.saturating_add(1);
-        Ok((n < self.datasets.len() as u64).then_some(n))
+        Ok(next_position(pos, self.datasets.len()))
     }
     fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
         Ok(self.dataset(pos)?.path.as_bytes().to_vec())

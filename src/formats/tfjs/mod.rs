@@ -30,6 +30,7 @@ use crate::formats::tensors::Stored;
 use crate::formats::tensors::TensorData;
 use crate::formats::tensors::TensorInfo;
 use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{next_position, seek_sorted};
 use crate::formats::tfjs::manifest as ft;
 use crate::formats::tfjs::manifest::Quant;
 use crate::formats::tfjs::manifest::WDtype;
@@ -232,18 +233,51 @@ pub struct TfjsSet {
 
 /// Opens the TF.js model whose `model.json` is `path`.
 pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
+    let (file, bytes) = read_model_json(store, path)?;
+    let model = ft::parse(&bytes).map_err(|e| invalid(path, e))?;
+    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+
+    let mut streams = Vec::new();
+    let mut placed: Vec<Placed> = Vec::new();
+    let mut global = 0u32;
+    let mut source_bytes = bytes.len() as u64;
+    for (gi, g) in model.groups.iter().enumerate() {
+        let shards = open_shards(store, path, &dir, &g.paths, &mut global);
+        for f in shards.iter().filter_map(|s| s.file.as_ref().ok()) {
+            source_bytes = source_bytes.saturating_add(f.len());
+        }
+        let (stream, group) = place_group(path, gi, &g.weights, shards);
+        streams.push(Arc::new(stream));
+        placed.extend(group);
+    }
+    let weights = latest_by_name(path, placed);
+    let (files, graph, graph_error) = topology_files(path, &model, bytes);
+    let set = Arc::new(TfjsSet {
+        path: path.to_path_buf(),
+        meta: file.meta(),
+        streams,
+        weights,
+        source_bytes,
+    });
+    Ok(OpenedTfjs {
+        set,
+        files,
+        graph,
+        graph_error,
+    })
+}
+
+/// An opened file and its bytes.
+type FileBytes = (Arc<dyn ByteSource>, Arc<[u8]>);
+
+/// `model.json` opened and its bytes (those detection read of this very file if it did),
+/// refused over [`ft::MAX_MODEL_JSON`] bytes.
+fn read_model_json(store: &dyn Store, path: &Path) -> Result<FileBytes, SourceError> {
     let file = crate::formats::opened(store, path, true).map_err(|err| SourceError::Io {
         path: path.to_path_buf(),
         err,
     })?;
-    // The bytes detection read of this very file (the same opened object), if it did.
-    let taken = {
-        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-        match &*last {
-            Some((p, f, _)) if p == path && Arc::ptr_eq(f, &file) => last.take().map(|(_, _, b)| b),
-            _ => None,
-        }
-    };
+    let taken = take_sniffed(path, &file);
     if file.len() > ft::MAX_MODEL_JSON {
         return Err(invalid(
             path,
@@ -264,88 +298,125 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
             })?
             .into(),
     };
-    let model = ft::parse(&bytes).map_err(|e| invalid(path, e))?;
-    let meta = file.meta();
-    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    Ok((file, bytes))
+}
 
-    let mut streams = Vec::new();
-    let mut placed: Vec<Placed> = Vec::new();
-    let mut global = 0u32;
-    let mut source_bytes = bytes.len() as u64;
-    for (gi, g) in model.groups.iter().enumerate() {
-        let mut shards = Vec::new();
-        for p in &g.paths {
-            let sp = dir.join(p);
-            let file = if !ft::safe_shard_path(p) {
-                Err(format!(
-                    "{}: shard path {p:?} is not below model.json's directory (absolute, `..` or a URL): not followed",
-                    path.display()
-                ))
-            } else {
-                store
-                    .open(&sp)
-                    .map_err(|e| format!("{}: {e}", sp.display()))
-            };
-            if let Ok(f) = &file {
-                source_bytes = source_bytes.saturating_add(f.len());
-            }
-            shards.push(Shard {
-                path: sp,
-                file,
-                start: 0,
-                expected: 0,
-                damage: None,
-                global,
-            });
-            global = global.saturating_add(1);
-        }
-        let mut stream = Stream {
-            shards,
-            needed: None,
-            unplaced: None,
-        };
-        // Fixed-size weights first: where the string weights are is read from the stream,
-        // which needs the shards placed. Place them by their actual sizes for the scan.
-        place_actual(&mut stream);
-        let mut at: Result<u64, String> = Ok(0);
-        for w in &g.weights {
-            let here = match &at {
-                Ok(a) => {
-                    let len = match w.stored_len() {
-                        Some(n) => Ok(n),
-                        None => string_len(&stream, *a, w.elements()),
-                    };
-                    len.and_then(|n| {
-                        a.checked_add(n)
-                            .map(|e| (*a, e))
-                            .ok_or_else(|| "offsets overflow".to_string())
-                    })
-                }
-                Err(e) => Err(e.clone()),
-            };
-            at = here.as_ref().map(|(_, e)| *e).map_err(|e| {
-                if e.starts_with("after ") {
-                    e.clone()
-                } else {
-                    format!("after {}: {e}", w.name)
-                }
-            });
-            placed.push(Placed {
-                weight: w.clone(),
-                group: gi,
-                at: here.map_err(|e| format!("{}: {e}", path.display())),
-            });
-        }
-        stream.needed = at.ok();
-        let strings_end = placed
-            .iter()
-            .filter(|p| p.group == gi && p.weight.dtype == WDtype::String)
-            .filter_map(|p| p.at.as_ref().ok().map(|(_, e)| *e))
-            .max();
-        check_sizes(&mut stream, gi, strings_end);
-        streams.push(Arc::new(stream));
+/// The bytes detection read of this very file (the same opened object), if it did: taken out
+/// of [`LAST`].
+fn take_sniffed(path: &Path, file: &Arc<dyn ByteSource>) -> Option<Arc<[u8]>> {
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    match &*last {
+        Some((p, f, _)) if p == path && Arc::ptr_eq(f, file) => last.take().map(|(_, _, b)| b),
+        _ => None,
     }
-    // Sorted by name; a name given twice: the later one, as tfjs-core's map keeps it.
+}
+
+/// A group's shard files, opened from `dir` (a path that is not below it is not followed: the
+/// shard says why), numbered from `*global` on among all of the model's shards.
+fn open_shards(
+    store: &dyn Store,
+    path: &Path,
+    dir: &Path,
+    paths: &[String],
+    global: &mut u32,
+) -> Vec<Shard> {
+    let mut shards = Vec::new();
+    for p in paths {
+        let sp = dir.join(p);
+        let file = if !ft::safe_shard_path(p) {
+            Err(format!(
+                "{}: shard path {p:?} is not below model.json's directory (absolute, `..` or a URL): not followed",
+                path.display()
+            ))
+        } else {
+            store
+                .open(&sp)
+                .map_err(|e| format!("{}: {e}", sp.display()))
+        };
+        shards.push(Shard {
+            path: sp,
+            file,
+            start: 0,
+            expected: 0,
+            damage: None,
+            global: *global,
+        });
+        *global = global.saturating_add(1);
+    }
+    shards
+}
+
+/// Group `gi`'s stream made of `shards`, its weights placed in it, and its shards' sizes
+/// checked against what the weights need.
+fn place_group(
+    path: &Path,
+    gi: usize,
+    weights: &[Weight],
+    shards: Vec<Shard>,
+) -> (Stream, Vec<Placed>) {
+    let mut stream = Stream {
+        shards,
+        needed: None,
+        unplaced: None,
+    };
+    // Fixed-size weights first: where the string weights are is read from the stream,
+    // which needs the shards placed. Place them by their actual sizes for the scan.
+    place_actual(&mut stream);
+    let (placed, needed) = place_weights(path, gi, weights, &stream);
+    stream.needed = needed;
+    let strings_end = placed
+        .iter()
+        .filter(|p| p.weight.dtype == WDtype::String)
+        .filter_map(|p| p.at.as_ref().ok().map(|(_, e)| *e))
+        .max();
+    check_sizes(&mut stream, gi, strings_end);
+    (stream, placed)
+}
+
+/// Group `gi`'s weights placed one after another in `stream` (a string weight's length read
+/// from it), and the bytes they need; past a weight that cannot be placed, none can (each says
+/// after which).
+fn place_weights(
+    path: &Path,
+    gi: usize,
+    weights: &[Weight],
+    stream: &Stream,
+) -> (Vec<Placed>, Option<u64>) {
+    let mut placed = Vec::with_capacity(weights.len());
+    let mut at: Result<u64, String> = Ok(0);
+    for w in weights {
+        let here = match &at {
+            Ok(a) => {
+                let len = match w.stored_len() {
+                    Some(n) => Ok(n),
+                    None => string_len(stream, *a, w.elements()),
+                };
+                len.and_then(|n| {
+                    a.checked_add(n)
+                        .map(|e| (*a, e))
+                        .ok_or_else(|| "offsets overflow".to_string())
+                })
+            }
+            Err(e) => Err(e.clone()),
+        };
+        at = here.as_ref().map(|(_, e)| *e).map_err(|e| {
+            if e.starts_with("after ") {
+                e.clone()
+            } else {
+                format!("after {}: {e}", w.name)
+            }
+        });
+        placed.push(Placed {
+            weight: w.clone(),
+            group: gi,
+            at: here.map_err(|e| format!("{}: {e}", path.display())),
+        });
+    }
+    (placed, at.ok())
+}
+
+/// The weights sorted by name; a name given twice: the later one, as tfjs-core's map keeps it.
+fn latest_by_name(path: &Path, placed: Vec<Placed>) -> Vec<Placed> {
     let mut by_name: std::collections::BTreeMap<String, Placed> = Default::default();
     for p in placed {
         if let Some(old) = by_name.insert(p.weight.name.clone(), p) {
@@ -356,21 +427,20 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
             );
         }
     }
-    let weights: Vec<Placed> = by_name.into_values().collect();
+    by_name.into_values().collect()
+}
 
-    let mut files: Vec<(String, Arc<[u8]>)> = vec![(MODEL_JSON.to_string(), bytes.clone())];
+/// The files shown beside the weights (`model.json` itself, then what the topology gives),
+/// the GraphDef of a graph model and why its topology is not one.
+type TopologyFiles = (Vec<(String, Arc<[u8]>)>, Option<Vec<u8>>, Option<String>);
+
+/// `model.json`'s bytes as a file, and what the model's topology gives: a graph model's
+/// GraphDef and `signatures.txt`, a layers model's Keras configuration.
+fn topology_files(path: &Path, model: &ft::Model, bytes: Arc<[u8]>) -> TopologyFiles {
+    let mut files: Vec<(String, Arc<[u8]>)> = vec![(MODEL_JSON.to_string(), bytes)];
     let (mut graph, mut graph_error) = (None, None);
     if model.is_graph() {
-        if let Some(t) = &model.topology {
-            match to_binary("tensorflow.GraphDef", t) {
-                Ok(b) => graph = Some(b),
-                Err(e) => {
-                    let e = format!("{}: modelTopology is not a GraphDef: {e}", path.display());
-                    log::warn!("{e}");
-                    graph_error = Some(e);
-                }
-            }
-        }
+        (graph, graph_error) = graph_def(path, model);
         if let Some(s) = &model.signature {
             match signature_text(s) {
                 Ok(t) => files.push(("signatures.txt".into(), t.into_bytes().into())),
@@ -378,36 +448,46 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
             }
         }
     } else if let Some(t) = &model.topology {
-        // A layers model: the Keras configuration, as the Keras module shows a legacy file's.
-        let (config, training) = match t.get("model_config") {
-            Some(c) => (c, t.get("training_config")),
-            None => (t, None),
-        };
-        for (name, v) in [
-            ("model_config.json", Some(config)),
-            ("training_config.json", training),
-        ] {
-            if let Some(v) = v.filter(|v| !v.is_null()) {
-                if let Ok(mut b) = serde_json::to_vec_pretty(v) {
-                    b.push(b'\n');
-                    files.push((name.to_string(), b.into()));
-                }
+        files.extend(layers_config_files(t));
+    }
+    (files, graph, graph_error)
+}
+
+/// A graph model's topology as a binary GraphDef, or why it is not one (logged).
+fn graph_def(path: &Path, model: &ft::Model) -> (Option<Vec<u8>>, Option<String>) {
+    let Some(t) = &model.topology else {
+        return (None, None);
+    };
+    match to_binary("tensorflow.GraphDef", t) {
+        Ok(b) => (Some(b), None),
+        Err(e) => {
+            let e = format!("{}: modelTopology is not a GraphDef: {e}", path.display());
+            log::warn!("{e}");
+            (None, Some(e))
+        }
+    }
+}
+
+/// A layers model's topology: the Keras configuration, as the Keras module shows a legacy
+/// file's (`model_config.json`, and `training_config.json` when there is one).
+fn layers_config_files(topology: &Value) -> Vec<(String, Arc<[u8]>)> {
+    let (config, training) = match topology.get("model_config") {
+        Some(c) => (c, topology.get("training_config")),
+        None => (topology, None),
+    };
+    let mut files = Vec::new();
+    for (name, v) in [
+        ("model_config.json", Some(config)),
+        ("training_config.json", training),
+    ] {
+        if let Some(v) = v.filter(|v| !v.is_null()) {
+            if let Ok(mut b) = serde_json::to_vec_pretty(v) {
+                b.push(b'\n');
+                files.push((name.to_string(), b.into()));
             }
         }
     }
-    let set = Arc::new(TfjsSet {
-        path: path.to_path_buf(),
-        meta,
-        streams,
-        weights,
-        source_bytes,
-    });
-    Ok(OpenedTfjs {
-        set,
-        files,
-        graph,
-        graph_error,
-    })
+    files
 }
 
 /// Shards placed by their actual sizes (what tfjs-core concatenates); a missing one as empty.
@@ -747,14 +827,12 @@ impl TensorSet for TfjsSet {
         self.source_bytes
     }
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
-        let i = self
-            .weights
-            .partition_point(|w| w.weight.name.as_bytes() < key);
-        Ok((i < self.weights.len()).then_some(i as u64))
+        Ok(seek_sorted(&self.weights, key, |w| {
+            w.weight.name.as_bytes()
+        }))
     }
     fn next(&self, pos: u64) -> FsResult<Option<u64>> {
-        let n = pos.saturating_add(1);
-        Ok((n < self.weights.len() as u64).then_some(n))
+        Ok(next_position(pos, self.weights.len()))
     }
     fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
         Ok(self.placed(pos)?.weight.name.as_bytes().to_vec())

@@ -23,6 +23,7 @@ use crate::formats::tensors::Stored;
 use crate::formats::tensors::TensorData;
 use crate::formats::tensors::TensorInfo;
 use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{next_position, seek_sorted};
 use crate::formats::tflite::model as tfl;
 use crate::formats::tflite::model::render;
 use crate::formats::tflite::model::Buffer;
@@ -657,12 +658,10 @@ impl TensorSet for TflSet {
         self.shared.file.len()
     }
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>> {
-        let i = self.entries.partition_point(|e| e.key.as_bytes() < key);
-        Ok((i < self.entries.len()).then_some(i as u64))
+        Ok(seek_sorted(&self.entries, key, |e| e.key.as_bytes()))
     }
     fn next(&self, pos: u64) -> FsResult<Option<u64>> {
-        let n = pos.saturating_add(1);
-        Ok((n < self.entries.len() as u64).then_some(n))
+        Ok(next_position(pos, self.entries.len()))
     }
     fn key(&self, pos: u64) -> FsResult<Vec<u8>> {
         Ok(self.entry(pos)?.key.as_bytes().to_vec())

@@ -220,36 +220,11 @@ fn build_s3(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
     let env = &cfg.env;
     let fail = |m: String| RemoteError::Config(format!("{}: {m}", url.store_prefix()));
     let anonymous = cfg.anonymous || env.flag("AWS_SKIP_SIGNATURE");
-    let static_keys = match (
-        env.get("AWS_ACCESS_KEY_ID"),
-        env.get("AWS_SECRET_ACCESS_KEY"),
-    ) {
-        (Some(k), Some(s)) => Some((k.to_string(), s.to_string(), env.get("AWS_SESSION_TOKEN"))),
-        (Some(_), None) => {
-            return Err(fail(
-                "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into(),
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(fail(
-                "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not".into(),
-            ))
-        }
-        (None, None) => None,
-    };
+    let keys = env_keys(env).map_err(fail)?;
     // The profile is read even with keys in the environment: it may give region or endpoint.
     let profile = aws_profile::load(env).map_err(fail)?;
-    let region = env
-        .get("AWS_REGION")
-        .or(env.get("AWS_DEFAULT_REGION"))
-        .map(str::to_string)
-        .or_else(|| profile.as_ref().and_then(|p| p.region.clone()))
-        .unwrap_or_else(|| "us-east-1".into());
-    let endpoint = env
-        .get("AWS_ENDPOINT_URL_S3")
-        .or(env.get("AWS_ENDPOINT_URL"))
-        .map(str::to_string)
-        .or_else(|| profile.as_ref().and_then(|p| p.endpoint_url.clone()));
+    let region = s3_region(env, profile.as_ref());
+    let endpoint = s3_endpoint(env, profile.as_ref());
     let plain_http = endpoint.as_deref().is_some_and(|e| {
         e.get(..7)
             .is_some_and(|h| h.eq_ignore_ascii_case("http://"))
@@ -267,77 +242,10 @@ fn build_s3(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
     if anonymous {
         b = b.with_skip_signature(true);
         credentials = "anonymous (unsigned requests)".to_string();
-    } else if let Some((k, s, t)) = static_keys {
-        b = b.with_access_key_id(k).with_secret_access_key(s);
-        if let Some(t) = t {
-            b = b.with_token(t);
-        }
-        credentials = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY".to_string();
-    } else if let Some(p) = profile
-        .as_ref()
-        .filter(|p| p.access_key_id.is_some() || p.secret_access_key.is_some())
-    {
-        let (Some(k), Some(s)) = (&p.access_key_id, &p.secret_access_key) else {
-            return Err(fail(format!(
-                "{} has only one of aws_access_key_id and aws_secret_access_key",
-                p.source
-            )));
-        };
-        b = b.with_access_key_id(k).with_secret_access_key(s);
-        if let Some(t) = &p.session_token {
-            b = b.with_token(t);
-        }
-        credentials = p.source.clone();
-    } else if let Some(p) = profile.as_ref().filter(|p| p.unsupported.is_some()) {
-        return Err(fail(format!(
-            "{} gets its credentials through `{}`, which tfmount does not follow; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. `aws configure export-credentials --format env`)",
-            p.source,
-            p.unsupported.as_deref().unwrap_or("?")
-        )));
-    } else if let (Some(file), Some(role)) = (
-        env.get("AWS_WEB_IDENTITY_TOKEN_FILE"),
-        env.get("AWS_ROLE_ARN"),
-    ) {
-        b = b
-            .with_config(AmazonS3ConfigKey::WebIdentityTokenFile, file)
-            .with_config(AmazonS3ConfigKey::RoleArn, role);
-        for (var, key) in [
-            ("AWS_ROLE_SESSION_NAME", AmazonS3ConfigKey::RoleSessionName),
-            ("AWS_ENDPOINT_URL_STS", AmazonS3ConfigKey::StsEndpoint),
-        ] {
-            if let Some(v) = env.get(var) {
-                b = b.with_config(key, v);
-            }
-        }
-        credentials = "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN)".to_string();
-    } else if let Some(uri) = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
-        b = b.with_config(AmazonS3ConfigKey::ContainerCredentialsRelativeUri, uri);
-        credentials = "container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)".to_string();
-    } else if let (Some(uri), Some(tok)) = (
-        env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
-        env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
-    ) {
-        b = b
-            .with_config(AmazonS3ConfigKey::ContainerCredentialsFullUri, uri)
-            .with_config(AmazonS3ConfigKey::ContainerAuthorizationTokenFile, tok);
-        credentials = "container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI)".to_string();
     } else {
-        let (creds_file, conf_file) = aws_profile::files(env);
-        let looked = format!(
-            "looked for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile `{}` in {} and {}, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_*",
-            env.get("AWS_PROFILE").unwrap_or("default"),
-            creds_file.display(),
-            conf_file.display()
-        );
-        if env.flag("AWS_EC2_METADATA_DISABLED") {
-            return Err(fail(format!(
-                "no AWS credentials: {looked}, and instance metadata is disabled (AWS_EC2_METADATA_DISABLED); for a public bucket use anonymous access (AWS_SKIP_SIGNATURE=true)"
-            )));
-        }
-        if let Some(ep) = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") {
-            b = b.with_metadata_endpoint(ep.trim_end_matches('/'));
-        }
-        credentials = format!("instance metadata (none in the environment: {looked})");
+        let found;
+        (found, credentials) = find_s3_credentials(env, keys, profile.as_ref()).map_err(fail)?;
+        b = found.apply(b);
     }
     let store = Arc::new(b.build().map_err(|e| fail(e.to_string()))?);
     Ok(Built {
@@ -346,6 +254,196 @@ fn build_s3(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
         dir_probe: None,
         credentials,
     })
+}
+
+/// An access key: its id, its secret and a session token.
+type AccessKey<'e> = (String, String, Option<&'e str>);
+
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`) if set; an error
+/// when only one of the first two is.
+fn env_keys(env: &Env) -> Result<Option<AccessKey<'_>>, String> {
+    match (
+        env.get("AWS_ACCESS_KEY_ID"),
+        env.get("AWS_SECRET_ACCESS_KEY"),
+    ) {
+        (Some(k), Some(s)) => Ok(Some((
+            k.to_string(),
+            s.to_string(),
+            env.get("AWS_SESSION_TOKEN"),
+        ))),
+        (Some(_), None) => Err("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into()),
+        (None, Some(_)) => Err("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not".into()),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The S3 region: `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, else `us-east-1`.
+fn s3_region(env: &Env, profile: Option<&aws_profile::Profile>) -> String {
+    env.get("AWS_REGION")
+        .or(env.get("AWS_DEFAULT_REGION"))
+        .map(str::to_string)
+        .or_else(|| profile.and_then(|p| p.region.clone()))
+        .unwrap_or_else(|| "us-east-1".into())
+}
+
+/// The S3 endpoint, if not AWS's: `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, the profile's.
+fn s3_endpoint(env: &Env, profile: Option<&aws_profile::Profile>) -> Option<String> {
+    env.get("AWS_ENDPOINT_URL_S3")
+        .or(env.get("AWS_ENDPOINT_URL"))
+        .map(str::to_string)
+        .or_else(|| profile.and_then(|p| p.endpoint_url.clone()))
+}
+
+/// The credentials S3 requests are signed with (anonymous access aside).
+enum S3Credentials<'e> {
+    /// An access key, from the environment or a profile.
+    Keys {
+        id: String,
+        secret: String,
+        token: Option<String>,
+    },
+    /// Web identity, with the optional role session name and STS endpoint.
+    WebIdentity {
+        token_file: &'e str,
+        role: &'e str,
+        session_name: Option<&'e str>,
+        sts_endpoint: Option<&'e str>,
+    },
+    /// Container credentials at `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
+    ContainerRelative(&'e str),
+    /// Container credentials at `AWS_CONTAINER_CREDENTIALS_FULL_URI`.
+    ContainerFull { uri: &'e str, token_file: &'e str },
+    /// The instance metadata service, at `endpoint` if moved.
+    InstanceMetadata { endpoint: Option<&'e str> },
+}
+
+/// The first S3 credentials found, in the module doc's order after anonymous access, and
+/// their description; an error when a profile's cannot be used, or when there are none and
+/// instance metadata is disabled.
+fn find_s3_credentials<'e>(
+    env: &'e Env,
+    keys: Option<AccessKey<'e>>,
+    profile: Option<&aws_profile::Profile>,
+) -> Result<(S3Credentials<'e>, String), String> {
+    if let Some((id, secret, token)) = keys {
+        let token = token.map(str::to_string);
+        let said = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY".to_string();
+        return Ok((S3Credentials::Keys { id, secret, token }, said));
+    }
+    if let Some(p) = profile.filter(|p| p.access_key_id.is_some() || p.secret_access_key.is_some())
+    {
+        let (Some(id), Some(secret)) = (&p.access_key_id, &p.secret_access_key) else {
+            return Err(format!(
+                "{} has only one of aws_access_key_id and aws_secret_access_key",
+                p.source
+            ));
+        };
+        let keys = S3Credentials::Keys {
+            id: id.clone(),
+            secret: secret.clone(),
+            token: p.session_token.clone(),
+        };
+        return Ok((keys, p.source.clone()));
+    }
+    if let Some(p) = profile.filter(|p| p.unsupported.is_some()) {
+        return Err(format!(
+            "{} gets its credentials through `{}`, which tfmount does not follow; export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN (e.g. `aws configure export-credentials --format env`)",
+            p.source,
+            p.unsupported.as_deref().unwrap_or("?")
+        ));
+    }
+    if let (Some(token_file), Some(role)) = (
+        env.get("AWS_WEB_IDENTITY_TOKEN_FILE"),
+        env.get("AWS_ROLE_ARN"),
+    ) {
+        let web = S3Credentials::WebIdentity {
+            token_file,
+            role,
+            session_name: env.get("AWS_ROLE_SESSION_NAME"),
+            sts_endpoint: env.get("AWS_ENDPOINT_URL_STS"),
+        };
+        let said = "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN)".to_string();
+        return Ok((web, said));
+    }
+    if let Some(uri) = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
+        let said = "container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)".to_string();
+        return Ok((S3Credentials::ContainerRelative(uri), said));
+    }
+    if let (Some(uri), Some(token_file)) = (
+        env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+    ) {
+        let said = "container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI)".to_string();
+        return Ok((S3Credentials::ContainerFull { uri, token_file }, said));
+    }
+    instance_metadata(env)
+}
+
+/// The last resort: the instance metadata service; unless it is disabled, then an error
+/// naming everything looked for.
+fn instance_metadata(env: &Env) -> Result<(S3Credentials<'_>, String), String> {
+    let (creds_file, conf_file) = aws_profile::files(env);
+    let looked = format!(
+        "looked for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile `{}` in {} and {}, AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_*",
+        env.get("AWS_PROFILE").unwrap_or("default"),
+        creds_file.display(),
+        conf_file.display()
+    );
+    if env.flag("AWS_EC2_METADATA_DISABLED") {
+        return Err(format!(
+            "no AWS credentials: {looked}, and instance metadata is disabled (AWS_EC2_METADATA_DISABLED); for a public bucket use anonymous access (AWS_SKIP_SIGNATURE=true)"
+        ));
+    }
+    let endpoint = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    Ok((
+        S3Credentials::InstanceMetadata { endpoint },
+        format!("instance metadata (none in the environment: {looked})"),
+    ))
+}
+
+impl S3Credentials<'_> {
+    /// `b` set to sign its requests with these credentials.
+    fn apply(self, b: AmazonS3Builder) -> AmazonS3Builder {
+        match self {
+            S3Credentials::Keys { id, secret, token } => {
+                let b = b.with_access_key_id(id).with_secret_access_key(secret);
+                match token {
+                    Some(t) => b.with_token(t),
+                    None => b,
+                }
+            }
+            S3Credentials::WebIdentity {
+                token_file,
+                role,
+                session_name,
+                sts_endpoint,
+            } => {
+                let mut b = b
+                    .with_config(AmazonS3ConfigKey::WebIdentityTokenFile, token_file)
+                    .with_config(AmazonS3ConfigKey::RoleArn, role);
+                if let Some(v) = session_name {
+                    b = b.with_config(AmazonS3ConfigKey::RoleSessionName, v);
+                }
+                if let Some(v) = sts_endpoint {
+                    b = b.with_config(AmazonS3ConfigKey::StsEndpoint, v);
+                }
+                b
+            }
+            S3Credentials::ContainerRelative(uri) => {
+                b.with_config(AmazonS3ConfigKey::ContainerCredentialsRelativeUri, uri)
+            }
+            S3Credentials::ContainerFull { uri, token_file } => b
+                .with_config(AmazonS3ConfigKey::ContainerCredentialsFullUri, uri)
+                .with_config(
+                    AmazonS3ConfigKey::ContainerAuthorizationTokenFile,
+                    token_file,
+                ),
+            S3Credentials::InstanceMetadata { endpoint } => match endpoint {
+                Some(ep) => b.with_metadata_endpoint(ep.trim_end_matches('/')),
+                None => b,
+            },
+        }
+    }
 }
 
 /// The `"type"` of a Google credentials JSON file (`service_account`, `authorized_user`, ...).

@@ -788,6 +788,18 @@ impl Store for RemoteStore {
         }
     }
 
+    /// From a HEAD of the object (opening it would fetch its first blocks).
+    fn stamp(&self, path: &Path) -> io::Result<(u64, std::time::SystemTime)> {
+        let key = self.ctx.key_of(path)?;
+        match self.head(&key)? {
+            Some(m) => Ok((m.size, self.ctx.file_meta(Some(m.last_modified)).mtime)),
+            None => Err(RemoteError::NotFound {
+                url: self.ctx.url(&key),
+            }
+            .into()),
+        }
+    }
+
     fn missing(&self, path: &Path) -> io::Error {
         let e = RemoteStore::missing(self, path);
         io::Error::new(io::ErrorKind::NotFound, e.to_string())
