@@ -1254,20 +1254,7 @@ mod tests {
         }
     }
 
-    /// A deterministic xorshift generator.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        /// Uniform in [0, 1).
-        fn unit(&mut self) -> f64 {
-            (self.next() >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
+    use crate::testkit::rng::Rng;
 
     /// Element bytes of `v` (a value exact or rounded in the dtype) for the float dtypes tested.
     fn float_bytes(dtype: i32, v: f64) -> Vec<u8> {
@@ -1303,7 +1290,7 @@ mod tests {
 
     /// Test tensors: (dtype, bytes) for every supported kind and several value patterns.
     fn cases() -> Vec<(i32, Vec<u8>)> {
-        let mut r = Rng(0xdead_beef_cafe_f00d);
+        let mut r = Rng::new(0xdead_beef_cafe_f00d);
         let n = 3000;
         let mut out = Vec::new();
         for dt in [1, 2, 19, 14] {
@@ -1434,7 +1421,7 @@ print(json.dumps(out))
     /// Every figure against numpy.
     #[test]
     fn matches_numpy() {
-        let Some(py) = crate::test_requires::python("numpy", "matches_numpy") else {
+        let Some(py) = crate::testkit::requires::python("numpy", "matches_numpy") else {
             return;
         };
         let cases = cases();
@@ -1596,7 +1583,7 @@ print(json.dumps(out))
     /// that are not finite, for ranges narrow and wide, small and large.
     #[test]
     fn float32_histogram_by_lanes_is_numpys() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         let ranges: [(f32, f32); 7] = [
             (-1.0, 0.9999999),
             (0.0, 16.0),
