@@ -1,5 +1,5 @@
 //! The stable-toolchain fuzz harness: the same entry points as the `cargo fuzz` targets
-//! (`fuzz/src/lib.rs`), driven by random mutation of the fixture seeds instead of libFuzzer's
+//! (`src/testkit/fuzz/`), driven by random mutation of the fixture seeds instead of libFuzzer's
 //! coverage feedback. Used by the CI smoke run (`scripts/fuzz-smoke.sh`), and by `fuzz/seed.sh`
 //! to write the seed corpora.
 //!
@@ -17,8 +17,8 @@
 //! runs longer than `--timeout` seconds (10) is saved as `<target>-timeout-<hash>` and ends the
 //! run.
 
-#[path = "../fuzz/src/lib.rs"]
-mod targets;
+use tfmount::testkit::fuzz as targets;
+use tfmount::testkit::rng::Rng;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -60,25 +60,6 @@ unsafe impl GlobalAlloc for Capped {
 #[global_allocator]
 static GLOBAL: Capped = Capped;
 
-/// xorshift64*: small, deterministic for a given seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
 const INTERESTING: &[u64] = &[
     0,
     1,
@@ -102,74 +83,74 @@ const INTERESTING: &[u64] = &[
 /// One random edit of `buf` (splicing from `other`).
 fn mutate_once(rng: &mut Rng, buf: &mut Vec<u8>, other: &[u8], max_len: usize) {
     let len = buf.len();
-    match rng.below(12) {
+    match rng.index(12) {
         0 if len > 0 => {
-            let i = rng.below(len);
-            buf[i] ^= 1 << rng.below(8);
+            let i = rng.index(len);
+            buf[i] ^= 1 << rng.index(8);
         }
         1 if len > 0 => {
-            let i = rng.below(len);
+            let i = rng.index(len);
             buf[i] = rng.next() as u8;
         }
         2 if len > 0 => {
-            let i = rng.below(len);
-            buf[i] = [0u8, 1, 0x7f, 0x80, 0xff, b'/', b'%', b'.'][rng.below(8)];
+            let i = rng.index(len);
+            buf[i] = [0u8, 1, 0x7f, 0x80, 0xff, b'/', b'%', b'.'][rng.index(8)];
         }
         3 => {
-            let i = rng.below(len + 1);
-            let n = 1 + rng.below(8);
+            let i = rng.index(len + 1);
+            let n = 1 + rng.index(8);
             let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
             buf.splice(i..i, bytes);
         }
         4 if len > 0 => {
-            let i = rng.below(len);
-            let n = 1 + rng.below((len - i).min(64));
+            let i = rng.index(len);
+            let n = 1 + rng.index((len - i).min(64));
             buf.drain(i..i + n);
         }
         5 if len > 0 => {
             // Duplicate a range somewhere.
-            let i = rng.below(len);
-            let n = 1 + rng.below((len - i).min(256));
+            let i = rng.index(len);
+            let n = 1 + rng.index((len - i).min(256));
             let piece = buf[i..i + n].to_vec();
-            let at = rng.below(len + 1);
+            let at = rng.index(len + 1);
             buf.splice(at..at, piece);
         }
         6 if len > 0 => {
             // Overwrite with a copy of another range.
-            let (a, b) = (rng.below(len), rng.below(len));
-            let n = 1 + rng.below((len - a.max(b)).min(64));
+            let (a, b) = (rng.index(len), rng.index(len));
+            let n = 1 + rng.index((len - a.max(b)).min(64));
             let piece = buf[a..a + n].to_vec();
             buf[b..b + n].copy_from_slice(&piece);
         }
         7 if len >= 4 => {
-            let i = rng.below(len - 3);
-            let v = INTERESTING[rng.below(INTERESTING.len())] as u32;
+            let i = rng.index(len - 3);
+            let v = INTERESTING[rng.index(INTERESTING.len())] as u32;
             buf[i..i + 4].copy_from_slice(&v.to_le_bytes());
         }
         8 if len >= 8 => {
-            let i = rng.below(len - 7);
-            let v = INTERESTING[rng.below(INTERESTING.len())];
+            let i = rng.index(len - 7);
+            let v = INTERESTING[rng.index(INTERESTING.len())];
             buf[i..i + 8].copy_from_slice(&v.to_le_bytes());
         }
         9 if len > 0 => {
             // Replace the varint at a random place with an interesting one.
-            let i = rng.below(len);
+            let i = rng.index(len);
             let mut end = i;
             while end < len && end - i < 10 && buf[end] & 0x80 != 0 {
                 end += 1;
             }
             let end = (end + 1).min(len);
             let mut v = Vec::new();
-            let x = INTERESTING[rng.below(INTERESTING.len())];
-            tfmount::parse::varint::encode_u64(x.wrapping_add(rng.below(3) as u64), &mut v);
+            let x = INTERESTING[rng.index(INTERESTING.len())];
+            tfmount::parse::varint::encode_u64(x.wrapping_add(rng.index(3) as u64), &mut v);
             buf.splice(i..end, v);
         }
         10 if !other.is_empty() => {
             // Splice: a piece of another seed.
-            let a = rng.below(other.len());
-            let n = 1 + rng.below((other.len() - a).min(512));
-            let at = rng.below(len + 1);
-            if rng.below(2) == 0 {
+            let a = rng.index(other.len());
+            let n = 1 + rng.index((other.len() - a).min(512));
+            let at = rng.index(len + 1);
+            if rng.index(2) == 0 {
                 buf.splice(at..at, other[a..a + n].iter().copied());
             } else {
                 let end = (at + n).min(len);
@@ -177,7 +158,7 @@ fn mutate_once(rng: &mut Rng, buf: &mut Vec<u8>, other: &[u8], max_len: usize) {
             }
         }
         11 if len > 1 => {
-            buf.truncate(rng.below(len));
+            buf.truncate(rng.index(len));
         }
         _ => buf.push(rng.next() as u8),
     }
@@ -232,7 +213,7 @@ fn fuzz_one(
     // Mutations never cut a seed shorter than it is (Keras files are larger than the default).
     let max_len = seeds.iter().map(Vec::len).fold(opts.max_len, usize::max);
     // Each target's own stream, reproducible from `--seed`.
-    let mut rng = Rng((opts.seed ^ fnv(name.as_bytes())) | 1);
+    let mut rng = Rng::new(opts.seed ^ fnv(name.as_bytes()));
     // A watchdog: an input running past the timeout is saved and ends the process.
     let started = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -272,9 +253,9 @@ fn fuzz_one(
             Some(s) => s,
             None if seeds.is_empty() => Vec::new(),
             None => {
-                let mut b = seeds[rng.below(seeds.len())].clone();
-                let other = &seeds[rng.below(seeds.len())];
-                for _ in 0..1 + rng.below(8) {
+                let mut b = seeds[rng.index(seeds.len())].clone();
+                let other = &seeds[rng.index(seeds.len())];
+                for _ in 0..1 + rng.index(8) {
                     mutate_once(&mut rng, &mut b, other, max_len);
                 }
                 b

@@ -28,7 +28,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use tfmount::parse::dtype::DType;
-use tfmount::writer::{object_graph, CheckpointWriter, VARIABLE_VALUE_SUFFIX};
+use tfmount::testkit::rng::Rng;
+use tfmount::testkit::writer::{object_graph, CheckpointWriter, VARIABLE_VALUE_SUFFIX};
 
 const FLOAT: DType = DType(1);
 const LEAVES: [&str; 4] = ["kernel", "bias", "gamma", "beta"];
@@ -90,32 +91,19 @@ fn tensor_name(i: u64, depth: u32, width: usize) -> String {
     }
 }
 
-/// SplitMix64: a fast deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Two float32 values in [-1, 1) per draw, little-endian, appended to `out`.
-    fn fill_f32(&mut self, out: &mut Vec<u8>, n: u64) {
-        let mut left = n;
-        while left > 0 {
-            let r = self.next();
-            for half in [r as u32, (r >> 32) as u32]
-                .into_iter()
-                .take(left.min(2) as usize)
-            {
-                let f = (half >> 8) as f32 / (1u32 << 23) as f32 - 1.0;
-                out.extend_from_slice(&f.to_le_bytes());
-            }
-            left = left.saturating_sub(2);
+/// `n` float32 values in [-1, 1) from `rng`, two per draw, little-endian, appended to `out`.
+fn fill_f32(rng: &mut Rng, out: &mut Vec<u8>, n: u64) {
+    let mut left = n;
+    while left > 0 {
+        let r = rng.next();
+        for half in [r as u32, (r >> 32) as u32]
+            .into_iter()
+            .take(left.min(2) as usize)
+        {
+            let f = (half >> 8) as f32 / (1u32 << 23) as f32 - 1.0;
+            out.extend_from_slice(&f.to_le_bytes());
         }
+        left = left.saturating_sub(2);
     }
 }
 
@@ -150,7 +138,11 @@ fn main() -> io::Result<()> {
         };
         buf.clear();
         let altered = args.alter_every > 0 && i % args.alter_every == args.alter_every - 1;
-        Rng(if altered { i ^ (1 << 63) } else { i }).fill_f32(&mut buf, args.elems);
+        fill_f32(
+            &mut Rng::new(if altered { i ^ (1 << 63) } else { i }),
+            &mut buf,
+            args.elems,
+        );
         w.add(
             name.as_bytes(),
             FLOAT,
@@ -173,14 +165,14 @@ fn main() -> io::Result<()> {
     if args.big_gib > 0.0 {
         let elems = (args.big_gib * (1u64 << 30) as f64 / 4.0).round() as u64;
         big_bytes = elems * 4;
-        let mut rng = Rng(0xb16);
+        let mut rng = Rng::new(0xb16);
         let mut chunk = Vec::with_capacity(1 << 20);
         w.add_streamed(b"big/tensor", FLOAT, &[elems], big_bytes, 0, |out| {
             let mut left = elems;
             while left > 0 {
                 let n = left.min(1 << 18);
                 chunk.clear();
-                rng.fill_f32(&mut chunk, n);
+                fill_f32(&mut rng, &mut chunk, n);
                 out.write_all(&chunk)?;
                 left -= n;
             }

@@ -9,7 +9,7 @@
 #     moto[server], fake-gcs-server (reinstalled only when that file changes).
 # Then `cargo test` runs with TFMOUNT_REQUIRE_ALL=1, so a test whose component is still missing
 # fails, naming it, instead of being skipped. Plain `cargo test` skips such tests and names what
-# it skipped in one line at the end (tests/support/requires.rs).
+# it skipped in one line at the end (src/testkit/requires.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,14 +14,9 @@ pub mod probe;
 pub mod proto;
 pub mod render;
 pub mod source;
-/// What unit tests need from outside the crate (Python modules), shared with `tests/`.
-#[cfg(test)]
-#[path = "../tests/support/requires.rs"]
-pub(crate) mod test_requires;
-#[cfg(test)]
-pub(crate) mod test_rng;
+/// What tests, fuzzing and benchmarks share (the checkpoint writer, the random generator, the
+/// tree walker, the fuzz targets, test servers): built for unit tests and with the `testkit`
+/// feature (on for `cargo test`), never in the daemon.
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod tree;
-/// A small checkpoint writer for tests, fuzzing and benchmarks (checked byte for byte against
-/// TensorFlow's files). Not part of the daemon.
-#[doc(hidden)]
-pub mod writer;

@@ -12,8 +12,6 @@
 //! kernel's page cache (which keeps what was served before a change: the mounted snapshot).
 
 mod common;
-#[path = "common/synthetic.rs"]
-mod synthetic;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -21,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use common::synthetic::*;
 use common::*;
-use synthetic::*;
 
 /// Reads a whole file through `O_DIRECT`.
 fn read_direct(path: &Path) -> std::io::Result<Vec<u8>> {

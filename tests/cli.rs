@@ -3,9 +3,6 @@
 //! `diff` and `verify` with what TensorFlow's reader says (`tests/fixtures/cli/expected.json`,
 //! written by `scripts/gen_cli_fixtures.py`).
 
-#[path = "support/requires.rs"]
-mod requires;
-
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::Read;
@@ -15,6 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
+use tfmount::testkit::requires;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -1672,7 +1670,7 @@ fn verify_reports_checkpoints_a_directory_lacks() {
 #[test]
 fn verify_of_a_copied_directory_checks_the_copy() {
     use tfmount::parse::dtype::DType;
-    use tfmount::writer::{data_path, CheckpointWriter};
+    use tfmount::testkit::writer::{data_path, CheckpointWriter};
     let tmp = tempfile::tempdir().expect("tmp");
     let train = tmp.path().join("train");
     std::fs::create_dir_all(&train).expect("mkdir");

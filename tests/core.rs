@@ -30,12 +30,12 @@ use tfmount::probe::Probed;
 use tfmount::proto::{
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };
-use tfmount::tree::ino::{keyspace, Ino};
-use tfmount::tree::{self, FileKind};
-use tfmount::writer::{
+use tfmount::testkit::writer::{
     block_handles, data_path, fix_block_crc, index_path, raw_entry, raw_shape_proto,
     raw_slice_proto, table_entries, table_of_blocks, CheckpointWriter,
 };
+use tfmount::tree::ino::{keyspace, Ino};
+use tfmount::tree::{self, FileKind};
 use walk::{join, show, Core, Node, Walk};
 
 // ---------------------------------------------------------------------------------------------
@@ -1557,7 +1557,7 @@ fn hostile_protobuf_values() {
     }
 
     // Random bytes and mutations of valid encodings: never a panic; what is accepted is sane.
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let seeds: Vec<Vec<u8>> = vec![
         ok.encode_to_vec(),
         BundleEntryProto {
@@ -1712,7 +1712,7 @@ fn hostile_inode_numbers() {
         &common::views_listed(),
     )
     .expect("fs");
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut inos: Vec<u64> = vec![
         0,
         1,
@@ -1790,7 +1790,7 @@ fn hostile_inode_numbers() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Crafted indexes: absurd entries in front of the whole core (tables from `tfmount::writer`)
+// Crafted indexes: absurd entries in front of the whole core (tables from `tfmount::testkit::writer`)
 // ---------------------------------------------------------------------------------------------
 
 fn entry(dtype: i32, dims: &[i64], offset: i64, size: i64, crc: u32) -> Vec<u8> {
@@ -2326,7 +2326,7 @@ fn tf2_checkpoint(dir: &Path, n: usize, identical: bool) -> PathBuf {
         } else {
             path.clone()
         };
-        let key = format!("{path}{}", tfmount::writer::VARIABLE_VALUE_SUFFIX);
+        let key = format!("{path}{}", tfmount::testkit::writer::VARIABLE_VALUE_SUFFIX);
         w.add(
             key.as_bytes(),
             tfmount::parse::dtype::DType(1),
@@ -2337,7 +2337,7 @@ fn tf2_checkpoint(dir: &Path, n: usize, identical: bool) -> PathBuf {
         .expect("add");
         vars.push((path, full));
     }
-    w.add_object_graph(&tfmount::writer::object_graph(&vars))
+    w.add_object_graph(&tfmount::testkit::writer::object_graph(&vars))
         .expect("object graph");
     w.finish().expect("finish");
     prefix

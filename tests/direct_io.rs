@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use common::{requires, sha256_hex, Mount};
 use tfmount::parse::dtype::DType;
-use tfmount::writer::{data_path, CheckpointWriter};
+use tfmount::testkit::writer::{data_path, CheckpointWriter};
 
 const U32: DType = DType(22);
 /// Elements of the large tensor: 64 MiB and 4000 bytes, above `direct_io=auto`'s threshold and

@@ -1,5 +1,5 @@
 //! Remote faults, end to end: a mounted remote checkpoint read through a fault-injecting proxy
-//! (tests/support/fault_proxy.rs) between tfmount and nginx (moto for S3), and `tfmount verify`
+//! (src/testkit/fault_proxy.rs) between tfmount and nginx (moto for S3), and `tfmount verify`
 //! of the same URL with the same fault.
 //!
 //! The served checkpoint `big/model.ckpt` (written with `CheckpointWriter`) holds a 12 MiB
@@ -18,11 +18,6 @@
 //! Needs nginx (and moto for S3): `scripts/install-test-servers.sh`.
 
 mod common;
-#[path = "support/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "support/servers.rs"]
-mod servers;
-use common::requires;
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -33,10 +28,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{fixtures, walk_files, Mount};
-use fault_proxy::{Fault, FaultProxy, Rule};
-use servers::{http, s3_env, Server};
 use tfmount::parse::dtype::DType;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::fault_proxy::{Fault, FaultProxy, Rule, Seen};
+use tfmount::testkit::rng;
+use tfmount::testkit::servers::{http, s3_env, Server};
+use tfmount::testkit::writer::CheckpointWriter;
 
 /// `-o remote_timeout` of the mounts that meet faults.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -59,35 +55,12 @@ const PREFIX: &str = "big/model.ckpt";
 /// The path of the data shard holding `big`, as requested through the proxy.
 const DATA0: &str = "/big/model.ckpt.data-00000-of-00002";
 
-/// `len` bytes from offset `at` of the deterministic content of tensor `seed` (any range can
-/// be computed alone).
-fn content(seed: u64, at: u64, len: usize) -> Vec<u8> {
-    let word = |w: u64| {
-        // splitmix64
-        let mut z =
-            (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ w).wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    let mut out = Vec::with_capacity(len + 8);
-    let mut w = at / 8;
-    let skip = (at % 8) as usize;
-    while out.len() < len + skip {
-        out.extend_from_slice(&word(w).to_le_bytes());
-        w += 1;
-    }
-    out.drain(..skip);
-    out.truncate(len);
-    out
-}
-
 fn big_bytes() -> Vec<u8> {
-    content(1, 0, BIG_LEN)
+    rng::bytes(1, BIG_LEN)
 }
 
 fn small_bytes() -> Vec<u8> {
-    content(2, 0, 4096)
+    rng::bytes(2, 4096)
 }
 
 /// `big/model.ckpt` under `root`: `big` alone in shard 0, `small` and `other` in shard 1.
@@ -97,7 +70,7 @@ fn write_big(root: &Path) {
         .expect("big");
     w.add(b"small", F32, &[1024], &small_bytes(), 1)
         .expect("small");
-    w.add(b"other", F32, &[16, 1024], &content(3, 0, 64 << 10), 1)
+    w.add(b"other", F32, &[16, 1024], &rng::bytes(3, 64 << 10), 1)
         .expect("other");
     w.finish().expect("finish");
 }
@@ -303,7 +276,7 @@ fn assert_verify_passes(proxy: &FaultProxy, url: &str, env: &[(String, String)],
 }
 
 /// The `bytes=A-B` of a request.
-fn range_of(r: &fault_proxy::Seen) -> (u64, u64) {
+fn range_of(r: &Seen) -> (u64, u64) {
     let (a, b) = r
         .range
         .as_deref()
@@ -772,7 +745,7 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
     let mut want = std::collections::HashMap::new();
     let mut add = |w: &mut CheckpointWriter, name: String, seed: u64, rows: u64, shard: u32| {
         use sha2::{Digest, Sha256};
-        let bytes = content(seed, 0, (rows << 20) as usize);
+        let bytes = rng::bytes(seed, (rows << 20) as usize);
         let digest: String = Sha256::digest(&bytes)
             .iter()
             .map(|b| format!("{b:02x}"))

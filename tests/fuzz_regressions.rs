@@ -1,22 +1,16 @@
 //! Inputs the fuzzers found (`tests/fuzz_regressions/<target>/<name>`), replayed through the
-//! same entry points as the fuzz targets (`fuzz/src/lib.rs`): each must now run to the end
+//! same entry points as the fuzz targets (`src/testkit/fuzz/`): each must now run to the end
 //! without a panic, and the named tests below check what the fixed code returns for them.
 //! Also: the seeds made from the fixtures run clean, which keeps the entry points' invariant
 //! checks honest against real TensorFlow files.
-
-#[allow(dead_code)]
-#[path = "../fuzz/src/lib.rs"]
-mod targets;
-
-#[path = "support/tracking_alloc.rs"]
-mod tracking_alloc;
-use tracking_alloc::{largest_allocation, Tracking};
 
 use std::path::{Path, PathBuf};
 
 use tfmount::parse::table;
 use tfmount::parse::table::Block;
 use tfmount::parse::FormatError;
+use tfmount::testkit::fuzz as targets;
+use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;

@@ -102,7 +102,7 @@ fn hostile_saved_model_pb_truncations_and_bit_flips() {
     let sm = dir.path().join("sm");
     std::fs::create_dir(&sm).expect("mkdir");
     let write = |bytes: &[u8]| std::fs::write(sm.join("saved_model.pb"), bytes).expect("write");
-    let mut rng = common::Rng(42);
+    let mut rng = common::Rng::new(42);
     let (mut mounted, mut refused) = (0, 0);
     let mut variants: Vec<Vec<u8>> = Vec::new();
     for k in 0..60 {
@@ -174,7 +174,7 @@ fn deeply_nested_and_oversized_graph_messages_fail_cleanly() {
     let splat = |name: &str, dims: Vec<i64>| {
         let t = TensorProto {
             dtype: 1,
-            tensor_shape: Some(tfmount::writer::raw_shape_proto(&dims)),
+            tensor_shape: Some(tfmount::testkit::writer::raw_shape_proto(&dims)),
             float_val: vec![1.0],
             ..Default::default()
         };

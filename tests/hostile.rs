@@ -36,7 +36,7 @@ use tfmount::parse::varint::encode_u64;
 use tfmount::probe::probe;
 use tfmount::probe::Probed;
 use tfmount::proto::BundleEntryProto;
-use tfmount::writer::{
+use tfmount::testkit::writer::{
     append_block, block_handles, data_path, encode_block, encode_footer, finish_table,
     fix_block_crc, index_path, tensor_entry, CheckpointWriter, TableBuilder,
 };
@@ -927,7 +927,7 @@ fn random_target(rng: &mut common::Rng, names: &[String], model: &Path, outside:
 /// the whole tree ends, and no file of it holds a byte of a file outside the model.
 #[test]
 fn asset_symlink_trees_never_serve_outside_bytes() {
-    let mut rng = common::Rng(0x5eed_a55e_7000_0001);
+    let mut rng = common::Rng::new(0x5eed_a55e_7000_0001);
     let (mut nodes, mut links) = (0usize, 0usize);
     for round in 0..40 {
         let tmp = tempfile::tempdir().expect("tmp");

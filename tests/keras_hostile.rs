@@ -19,21 +19,13 @@
 //!
 //! h5py's readings come from one Python process fed the damage specifications on its stdin
 //! (it damages its own copy in memory), running alongside the Rust side in lock step. The test
-//! is skipped without a Python with h5py and numpy (tests/support/requires.rs), except for the
+//! is skipped without a Python with h5py and numpy (src/testkit/requires.rs), except for the
 //! panic and allocation checks, which need no Python.
 //!
 //! Also: a dataset whose dataspace claims a huge shape in a small file fails at once, without
 //! an allocation of the claimed size (contiguous and chunked datasets).
 
 mod common;
-
-// The fuzz targets' code (for the HDF5 checksum repair); it includes tests/common/walk.rs too.
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "../fuzz/src/lib.rs"]
-mod targets;
-
-#[path = "support/tracking_alloc.rs"]
-mod tracking_alloc;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -46,7 +38,8 @@ use common::hostile::{in_input, quiet_panics_in_inputs, read_all, scratch, Damag
 use common::requires;
 use serde_json::Value;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
-use tracking_alloc::{largest_allocation, Tracking};
+use tfmount::testkit::fuzz as targets;
+use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -445,7 +438,7 @@ fn damaged_keras_files_never_panic_nor_serve_wrong_bytes() {
     let started = Instant::now();
     let dir = keras_dir();
     let py = requires::python("h5py, numpy", "damaged_keras_files: h5py's reading");
-    let mut rng = common::Rng(SEED);
+    let mut rng = common::Rng::new(SEED);
     // Every input: (file, damage), in the order h5py gets them.
     let mut inputs: Vec<(&str, Damage)> = Vec::new();
     let mut originals: HashMap<&str, Vec<u8>> = HashMap::new();

@@ -5,7 +5,7 @@
 //! progress, HDF5's provisional superblock) are not shown until complete; a directory mixing a
 //! TF V2 checkpoint and Keras files shows both.
 //!
-//! The training test needs a Python with Keras 3 and h5py (tests/support/requires.rs finds it;
+//! The training test needs a Python with Keras 3 and h5py (src/testkit/requires.rs finds it;
 //! `scripts/test.sh` installs them); without one it is skipped and reported.
 
 mod common;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::{sha256_hex, Mount};
 use tfmount::parse::dtype::DType;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 /// How soon a change must show (docs/live.md's promise).
 const WITHIN: Duration = Duration::from_secs(2);

@@ -11,7 +11,7 @@
 //!   the `.bin` bytes; a description this test does not know how to check fails the test, so a
 //!   change of the contract needs a change here;
 //! * the escaping examples (`%` → `%25`, ..., `odd/name.bin/leaf`, the 200-byte limit and hash)
-//!   hold for a checkpoint written with `tfmount::writer`.
+//!   hold for a checkpoint written with `tfmount::testkit::writer`.
 
 mod common;
 
@@ -27,7 +27,7 @@ use tfmount::probe::probe;
 use tfmount::render::elem::{self, Kind as Elem, Value as Num};
 use tfmount::render::stats as stats_text;
 use tfmount::render::values::Columns;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------
 // Reading docs/layout.md

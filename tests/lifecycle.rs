@@ -3,8 +3,6 @@
 //! wider than the source files', names that stay inside the mount).
 
 mod common;
-#[path = "common/synthetic.rs"]
-mod synthetic;
 
 use std::collections::BTreeSet;
 use std::ffi::{CString, OsStr};
@@ -15,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::synthetic::*;
 use common::*;
-use synthetic::*;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -15,7 +15,7 @@ use common::*;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
 use tfmount::parse::dtype::DType;
 use tfmount::probe::probe;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 /// The names of derived views at a checkpoint's root.
 const VIEWS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! Saver, both `max_to_keep=2`); state files caught half-written or deleted; a data shard that
 //! appears after its index; 100 saves in quick succession; files open on a pruned checkpoint.
 //!
-//! The TensorFlow tests need a Python with TensorFlow (tests/support/requires.rs finds it;
+//! The TensorFlow tests need a Python with TensorFlow (src/testkit/requires.rs finds it;
 //! `scripts/test.sh` installs `tensorflow-cpu`); without one they are skipped and reported.
 
 mod common;
@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::{state, write_state, Mount};
 use tfmount::parse::dtype::DType;
+use tfmount::testkit::writer::CheckpointWriter;
 
 const DT_FLOAT: DType = DType(1);
-use tfmount::writer::CheckpointWriter;
 
 /// How soon a change must show (the README's promise).
 const WITHIN: Duration = Duration::from_secs(2);

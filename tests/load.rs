@@ -7,8 +7,6 @@
 //! `TFMOUNT_LOAD_SECS` sets the duration (default 6 s).
 
 mod common;
-#[path = "common/synthetic.rs"]
-mod synthetic;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -17,8 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::synthetic::*;
 use common::*;
-use synthetic::*;
 
 /// Every file under `dir`, relative, with directories (ending in `/`).
 fn walk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
@@ -109,7 +107,7 @@ fn sixteen_readers_random_preads_and_walks() {
             let (stop, reads, bytes, walks) =
                 (stop.clone(), reads.clone(), bytes.clone(), walks.clone());
             std::thread::spawn(move || -> Result<(), String> {
-                let mut rng = Rng(0x1234_5678 + t * 0x9e37_79b9);
+                let mut rng = Rng::new(0x1234_5678 + t * 0x9e37_79b9);
                 let direct = t % 2 == 0;
                 let mut open = std::collections::HashMap::new();
                 let mut buf = vec![0u8; 3 << 20];

@@ -1,4 +1,4 @@
-//! Remote stores against real servers on 127.0.0.1, started by the tests (tests/support/
+//! Remote stores against real servers on 127.0.0.1, started by the tests (src/testkit/
 //! servers.rs): moto (S3), fake-gcs-server (GCS), nginx (HTTP). The TensorFlow-written fixture
 //! `tests/fixtures/sharded` and a SavedModel are uploaded, and every file read through
 //! `RemoteStore` / `RemoteFile` (whole, ranges, suffix, a sequential reader) is compared with the
@@ -8,18 +8,12 @@
 //!
 //! Needs the servers: `scripts/install-test-servers.sh`.
 
-#[path = "support/requires.rs"]
-mod requires;
-#[path = "support/servers.rs"]
-mod servers;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 use tfmount::parse::ReadAt;
 use tfmount::source::bytes::EntryKind;
 use tfmount::source::bytes::Store;
@@ -27,6 +21,7 @@ use tfmount::source::remote::env::Env;
 use tfmount::source::remote::RemoteConfig;
 use tfmount::source::remote::RemoteError;
 use tfmount::source::remote::RemoteStore;
+use tfmount::testkit::servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 const BIG: usize = 20 << 20;
@@ -57,18 +52,9 @@ fn fixture_files() -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Deterministic bytes (xorshift).
+/// Deterministic bytes.
 fn big_data() -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v = Vec::with_capacity(BIG);
-    while v.len() < BIG {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(BIG);
-    v
+    tfmount::testkit::rng::bytes(0x9E37_79B9_7F4A_7C15, BIG)
 }
 
 fn config(pairs: &[(&str, &str)]) -> RemoteConfig {

@@ -6,9 +6,9 @@
 //! Needs moto, fake-gcs-server and nginx: `scripts/install-test-servers.sh`.
 
 mod common;
-#[path = "support/servers.rs"]
-mod servers;
-use common::requires;
+use tfmount::testkit::servers::{
+    gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server, NGINX_DIRS_404,
+};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fixtures, walk_files, Mount};
-use servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server, NGINX_DIRS_404};
 
 /// The fixtures uploaded, each under its own name: a V2 prefix's directory, a SavedModel, a
 /// checkpoint directory of V1 checkpoints (state file and `.meta` files).

@@ -1,12 +1,11 @@
 //! The last test target (named `zz_skipped` in Cargo.toml so that cargo runs it after the
 //! others): prints one line naming the components that tests skipped for lack of, with the
-//! command that installs them (see `tests/support/requires.rs`), then forgets the records.
+//! command that installs them (see `src/testkit/requires.rs`), then forgets the records.
 //! Prints nothing when nothing was skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-#[path = "support/requires.rs"]
-mod requires;
+use tfmount::testkit::requires;
 
 fn main() {
     let Some(dir) = requires::skip_dir() else {

@@ -14,13 +14,10 @@
 //!   the undamaged model's bytes of that weight (the damage is elsewhere); else it fails;
 //! - `model.json` at the root, when served, is the damaged file's bytes.
 //!
-//! Without a Python with numpy (tests/support/requires.rs) only the panic and allocation checks
+//! Without a Python with numpy (src/testkit/requires.rs) only the panic and allocation checks
 //! run.
 
 mod common;
-
-#[path = "support/tracking_alloc.rs"]
-mod tracking_alloc;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -31,7 +28,7 @@ use common::hostile::{in_input, quiet_panics_in_inputs, read_all, scratch, Damag
 use common::requires;
 use serde_json::Value;
 use tfmount::fs::{Fs, Kind, Options, ROOT};
-use tracking_alloc::{largest_allocation, Tracking};
+use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -185,7 +182,7 @@ fn damaged_tfjs_models_never_panic_nor_serve_wrong_bytes() {
     let py = requires::python("numpy", "damaged_tfjs_models: numpy's reading");
     let root = tfjs_dir();
     let tmp = scratch();
-    let mut rng = common::Rng(SEED);
+    let mut rng = common::Rng::new(SEED);
     let mut inputs: Vec<Input> = Vec::new();
     let mut files: HashMap<&str, Vec<(String, Vec<u8>)>> = HashMap::new();
     for model in MODELS {

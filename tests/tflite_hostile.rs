@@ -17,15 +17,12 @@
 
 mod common;
 
-#[path = "support/tracking_alloc.rs"]
-mod tracking_alloc;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use common::hostile::{in_input, quiet_panics_in_inputs, read_all_in, Damage};
 use tfmount::fs::{Fs, Kind, Options, ROOT};
-use tracking_alloc::{largest_allocation, Tracking};
+use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -198,7 +195,7 @@ fn damaged_models_never_panic_nor_serve_wrong_bytes() {
     } else {
         tempfile::tempdir().expect("tmp")
     };
-    let mut rng = common::Rng(0x7f1_17e);
+    let mut rng = common::Rng::new(0x7f1_17e);
     let mut names: Vec<String> = std::fs::read_dir(dir())
         .expect("fixtures")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

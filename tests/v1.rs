@@ -6,10 +6,6 @@
 //! variants of the fixtures (truncations, bit flips and runs of 0xff with the block CRCs
 //! recomputed) must fail cleanly without any large allocation. No FUSE.
 
-#[path = "support/tracking_alloc.rs"]
-mod tracking_alloc;
-use tracking_alloc::{largest_allocation, Tracking};
-
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -22,6 +18,8 @@ use tfmount::parse::table::read_block;
 use tfmount::parse::table::Block;
 use tfmount::parse::table::BlockHandle;
 use tfmount::source::local::LocalStore;
+use tfmount::testkit::rng::Rng;
+use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 
 #[global_allocator]
 static GLOBAL: Tracking = Tracking;
@@ -44,18 +42,6 @@ fn sha(b: &[u8]) -> String {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// xorshift64*: reproducible offsets and lengths.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
 }
 
 /// Integer and bool values decoded from served bytes, for comparison with the JSON `values`.
@@ -113,7 +99,7 @@ fn check(json: &str) {
         .map(|t| t["key"].as_str().unwrap().as_bytes())
         .collect();
     assert_eq!(names, want_names, "{json}: tensor names");
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for (i, (t, e)) in ck.tensors().iter().zip(tensors).enumerate() {
         let key = e["key"].as_str().unwrap();
         let dtype = e["dtype"].as_str().unwrap();

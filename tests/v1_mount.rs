@@ -264,13 +264,13 @@ fn hostile_v1_files_through_the_core() {
         live: false,
         ..common::views_listed()
     };
-    let mut rng = common::Rng(7);
+    let mut rng = common::Rng::new(7);
     let mut variants: Vec<Vec<u8>> = (0..orig.len()).map(|n| orig[..n].to_vec()).collect();
     for _ in 0..600 {
         let mut v = orig.clone();
         let at = rng.below(v.len() as u64) as usize;
         v[at] ^= 1 << rng.below(8);
-        tfmount::writer::fix_table_crcs(&mut v);
+        tfmount::testkit::writer::fix_table_crcs(&mut v);
         variants.push(v);
     }
     let (mut mounted, mut refused) = (0, 0);
@@ -314,7 +314,7 @@ fn hostile_v1_files_through_the_core() {
 #[test]
 fn state_file_naming_v1_and_v2_checkpoints() {
     use tfmount::parse::dtype::DType;
-    use tfmount::writer::CheckpointWriter;
+    use tfmount::testkit::writer::CheckpointWriter;
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path();
     std::fs::copy(v1().join("single/model.ckpt-1"), dir.join("model.ckpt-1")).expect("v1");

@@ -3,7 +3,7 @@
 //! of every fixture (tests/fixtures/expected/*.json), with the `safetensors` package and numpy
 //! as the judges, through the core `Fs` and through real mounts.
 //!
-//! The checks by Python need numpy and safetensors (tests/support/requires.rs finds the Python;
+//! The checks by Python need numpy and safetensors (src/testkit/requires.rs finds the Python;
 //! without one those tests are skipped and reported); ml_dtypes, when that Python has it, also
 //! judges the float8/float4 text.
 
@@ -32,7 +32,7 @@ use tfmount::source::bytes::EntryKind;
 use tfmount::source::bytes::FileMeta;
 use tfmount::source::bytes::Store;
 use tfmount::source::local::LocalStore;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1238,9 +1238,9 @@ fn stat_is_exact_and_reads_no_tensor_data() {
         let got = read_all(&fs, a.ino, 128 << 10);
         assert!(got == whole, "{key}: a read to the end");
         assert_eq!(fs.getattr(a.ino).expect("getattr").size, a.size, "{key}");
-        let mut x = 7u64;
+        let mut next = tfmount::testkit::rng::xorshift(7);
         for _ in 0..100 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let x = next();
             let off = (x >> 16) % (whole.len() as u64 + 5);
             let n = ((x >> 40) % 300_000) as usize;
             let got = fs.read(a.ino, off, n).expect("read");
@@ -1275,12 +1275,10 @@ type Written = (&'static str, DType, Vec<u64>, Vec<u8>);
 fn write_big(dir: &Path) -> (PathBuf, Vec<Written>) {
     let prefix = dir.join("ckpt");
     let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = tfmount::testkit::rng::xorshift(0x2545_f491_4f6c_dd1d);
     let big: Vec<u8> = (0..1_000_000)
         .flat_map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next();
             (f32::from_bits((x >> 32) as u32 & 0x3fff_ffff) - 1.0).to_le_bytes()
         })
         .collect();

@@ -1,10 +1,7 @@
-//! The test-only checkpoint writer (`tfmount::writer`) checked three ways: against our own reader
+//! The test-only checkpoint writer (`tfmount::testkit::writer`) checked three ways: against our own reader
 //! (round trips, many blocks, Snappy), against checkpoints written by real TensorFlow (rewritten
 //! tensor by tensor, the files must come out byte-identical), and, when a Python with TensorFlow
-//! is available (tests/support/requires.rs finds it), against TensorFlow's own reader.
-
-#[path = "support/requires.rs"]
-mod requires;
+//! is available (src/testkit/requires.rs finds it), against TensorFlow's own reader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +27,10 @@ use tfmount::parse::table::Block;
 use tfmount::parse::table::BlockHandle;
 use tfmount::parse::table::Table;
 use tfmount::parse::varint;
-use tfmount::writer::{data_path, index_path, CheckpointWriter};
+use tfmount::testkit::requires;
+/// Deterministic bytes.
+use tfmount::testkit::rng::bytes as pseudo_bytes;
+use tfmount::testkit::writer::{data_path, index_path, CheckpointWriter};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: reading a checkpoint back with tfmount's reader.
@@ -171,19 +171,6 @@ fn decode_strings(stored: &[u8], n: u64) -> Vec<Vec<u8>> {
             let s = stored[pos..pos + l].to_vec();
             pos += l;
             s
-        })
-        .collect()
-}
-
-/// Deterministic bytes (xorshift64*).
-fn pseudo_bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
         })
         .collect()
 }
@@ -426,11 +413,11 @@ fn many_keys(snappy: bool) {
         if let Some((_, _, next)) = blocks.get(b + 1) {
             assert!(sep < next.key(0));
             let mut expect = last.to_vec();
-            tfmount::writer::find_shortest_separator(&mut expect, next.key(0));
+            tfmount::testkit::writer::find_shortest_separator(&mut expect, next.key(0));
             assert_eq!(sep, expect.as_slice());
         } else {
             let mut expect = last.to_vec();
-            tfmount::writer::find_short_successor(&mut expect);
+            tfmount::testkit::writer::find_short_successor(&mut expect);
             assert_eq!(sep, expect.as_slice());
         }
         if let Some(p) = prev_last {
@@ -745,7 +732,7 @@ fn byte_identical_to_tensorflow_fixtures() {
 // Against TensorFlow's reader (only where a Python with TensorFlow is installed).
 // ---------------------------------------------------------------------------------------------
 
-/// Runs `script` with a Python that has TensorFlow (tests/support/requires.rs); `None` (the
+/// Runs `script` with a Python that has TensorFlow (src/testkit/requires.rs); `None` (the
 /// test is skipped and reported) when there is no such Python, or when `TFMOUNT_NO_TF` is set
 /// (these tests take about a minute, mostly importing TensorFlow). Panics if the script fails.
 fn run_tf_python(script: &str, args: &[&std::ffi::OsStr]) -> Option<Vec<u8>> {
@@ -902,7 +889,7 @@ fn byte_identical_to_a_large_tensorflow_checkpoint() {
 /// entries `TableBuilder` and `CheckpointWriter` write.
 #[test]
 fn raw_pieces_build_what_the_reader_reads() {
-    use tfmount::writer::{
+    use tfmount::testkit::writer::{
         append_block, append_block_with_trailer, block_handles, block_trailer, encode_block,
         encode_footer, finish_table, fix_block_crc, fix_table_crcs, raw_entry, table_entries,
         table_of_blocks, tensor_entry, TableBuilder,

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| tfmount_fuzz::tflite::tflite(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tfmount::testkit::fuzz::tflite::tflite(data));

@@ -414,7 +414,7 @@ mod tests {
         let u = uniquify(pairs(&["x", "x"]));
         assert_eq!(u[1], ("x_1".to_string(), "k1".to_string()));
         // Random lists over a few names and suffixes: the same names as the search.
-        let mut rng = crate::test_rng::xorshift(25);
+        let mut rng = crate::testkit::rng::xorshift(25);
         for _ in 0..300 {
             let n = (rng() % 40) as usize;
             let v: Vec<String> = (0..n)

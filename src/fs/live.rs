@@ -709,8 +709,8 @@ mod tests {
     use crate::error::FsError;
     use crate::fs::{Fs, Options, ROOT};
     use crate::parse::dtype::DType;
+    use crate::testkit::writer::CheckpointWriter;
     use crate::tree::ino::Ino;
-    use crate::writer::CheckpointWriter;
 
     fn bytes(v: f32) -> Vec<u8> {
         [v; 4].iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -282,11 +282,9 @@ mod tests {
         let bytes = strings(40_000);
         let whole = render_all(DType(7), &[40_000], &bytes).unwrap();
         let (t, _) = file(40_000, bytes);
-        let mut x = 12345u64;
+        let mut next = crate::testkit::rng::xorshift(12345);
         for _ in 0..300 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let x = next();
             let off = (x >> 20) % (whole.len() as u64 + 10);
             let n = ((x >> 8) % 70_000) as usize;
             let got = t.read(off, n).unwrap();

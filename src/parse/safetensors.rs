@@ -410,22 +410,11 @@ mod tests {
         out
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn bytes(&mut self, n: usize) -> Vec<u8> {
-            (0..n).map(|_| self.next() as u8).collect()
-        }
-    }
+    use crate::testkit::rng::Rng;
 
     /// One tensor of every dtype tfmount serves, plus odd names, empty and scalar tensors.
     fn sample() -> Vec<T> {
-        let mut r = Rng(0x5eed_1234_abcd_0001);
+        let mut r = Rng::new(0x5eed_1234_abcd_0001);
         let mut v = Vec::new();
         // (dtype, element size) for every dtype value 1..=33 except string/resource/variant.
         for (dt, size) in [
@@ -556,7 +545,7 @@ mod tests {
         for step in [1, 3, 8, 64, 1000] {
             assert_eq!(assemble(&l, &ts, step), whole);
         }
-        let mut r = Rng(7);
+        let mut r = Rng::new(7);
         for _ in 0..2000 {
             let off = r.next() % (l.size() + 10);
             let len = r.next() % 300;
@@ -631,7 +620,7 @@ mod tests {
     /// Writes the file (through `locate`) and a list of what it must hold, then checks both with
     /// the `safetensors` Python package (`python3`; CI installs it with numpy).
     fn check_with_python(ts: &[T], numpy_load: bool, test: &str) {
-        let Some(py) = crate::test_requires::python("numpy, safetensors", test) else {
+        let Some(py) = crate::testkit::requires::python("numpy, safetensors", test) else {
             return;
         };
         let l = Layout::build(records(ts)).unwrap();

@@ -480,7 +480,7 @@ mod tests {
     /// [`Columns`] says, and rendering any element range gives that slice of the whole text.
     #[test]
     fn columns_match_the_streamed_text() {
-        let mut rand = crate::test_rng::xorshift(0x1234_5678_9abc_def1u64);
+        let mut rand = crate::testkit::rng::xorshift(0x1234_5678_9abc_def1u64);
         let dtypes = [
             1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25, 26, 27,
             28, 29, 30, 31, 32, 33,
@@ -614,7 +614,8 @@ mod tests {
     /// value, and the value is numpy's float16 -> float32 conversion. Runs in CI (numpy only).
     #[test]
     fn every_float16_matches_numpy() {
-        let Some(py) = crate::test_requires::python("numpy", "every_float16_matches_numpy") else {
+        let Some(py) = crate::testkit::requires::python("numpy", "every_float16_matches_numpy")
+        else {
             return;
         };
         let bytes: Vec<u8> = (0..=u16::MAX).flat_map(|b| b.to_le_bytes()).collect();
@@ -640,10 +641,10 @@ print("ok")
     #[test]
     fn floats_and_complex_parse_back_in_python() {
         let test = "floats_and_complex_parse_back_in_python";
-        let Some(py) = crate::test_requires::python("numpy", test) else {
+        let Some(py) = crate::testkit::requires::python("numpy", test) else {
             return;
         };
-        let mut next = crate::test_rng::xorshift(0x1234_5678_9abc_def1u64);
+        let mut next = crate::testkit::rng::xorshift(0x1234_5678_9abc_def1u64);
         let n = 20_000usize;
         let mut f32b = Vec::new();
         let mut f64b = Vec::new();
@@ -743,7 +744,7 @@ print("ok")
     #[test]
     fn narrow_floats_match_ml_dtypes() {
         let test = "narrow_floats_match_ml_dtypes";
-        let Some(py) = crate::test_requires::python("numpy, ml_dtypes", test) else {
+        let Some(py) = crate::testkit::requires::python("numpy, ml_dtypes", test) else {
             return;
         };
         let mut input = Vec::new();

@@ -1,12 +1,14 @@
-//! Shared test helpers: fixture manifest, real mounts of the built binary, the one tree walker
-//! ([`walk`]), an NPY header reader ([`npy`]), the tests' random generator.
-#![allow(dead_code)]
+//! Shared test helpers: fixture manifest, real mounts of the built binary, an NPY header reader
+//! ([`npy`]), synthetic checkpoints ([`synthetic`]); and, from the test kit
+//! (`tfmount::testkit`), the tree walker ([`walk`]), [`requires`] and the random generator.
+#![allow(dead_code, unused_imports)]
 
 pub mod hostile;
 pub mod npy;
-#[path = "../support/requires.rs"]
-pub mod requires;
-pub mod walk;
+pub mod synthetic;
+pub use tfmount::testkit::requires;
+pub use tfmount::testkit::rng::Rng;
+pub use tfmount::testkit::walk;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -291,31 +293,6 @@ pub fn fnv1a_64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
-}
-
-/// xorshift64*: deterministic for a given seed, no dependency (the tests' random inputs).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// An index below `n` (0 for `n` = 0).
-    pub fn index(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// The names in directory `p`, sorted.

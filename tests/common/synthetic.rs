@@ -1,7 +1,7 @@
 //! A synthetic multi-shard checkpoint written with the test-only writer, with the exact bytes
 //! every served file must hold: contiguous tensors of several dtypes, partitioned tensors (along
 //! the first and the last axis), string tensors (contiguous and partitioned), a 4 MiB tensor for
-//! large reads. Included by the tests that need it with `#[path = "common/synthetic.rs"] mod ...`.
+//! large reads. Part of `tests/common` (`common::synthetic`).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tfmount::parse::dtype::DType;
 use tfmount::parse::slice_key::Extent;
 use tfmount::parse::slice_key::FULL;
-use tfmount::writer::CheckpointWriter;
+use tfmount::testkit::writer::CheckpointWriter;
 
 pub const F16: DType = DType(19);
 pub const F32: DType = DType(1);
@@ -32,18 +32,8 @@ pub struct Expect {
     pub shards: Vec<u32>,
 }
 
-/// Deterministic bytes (xorshift64*).
-pub fn pseudo_bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-        })
-        .collect()
-}
+/// Deterministic bytes (the test kit's generator).
+pub use tfmount::testkit::rng::bytes as pseudo_bytes;
 
 fn shape_text(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();

@@ -357,7 +357,7 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::Rng;
+    use crate::testkit::rng::Rng;
     use super::super::Scalar;
     use super::*;
 
@@ -368,7 +368,7 @@ mod tests {
     /// that are not finite, for ranges narrow and wide, small and large.
     #[test]
     fn float32_histogram_by_lanes_is_numpys() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         let ranges: [(f32, f32); 7] = [
             (-1.0, 0.9999999),
             (0.0, 16.0),

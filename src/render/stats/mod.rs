@@ -779,20 +779,7 @@ mod tests {
         }
     }
 
-    /// A deterministic xorshift generator.
-    pub(super) struct Rng(pub(super) u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        /// Uniform in [0, 1).
-        pub(super) fn unit(&mut self) -> f64 {
-            (self.next() >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
+    use crate::testkit::rng::Rng;
 
     /// Element bytes of `v` (a value exact or rounded in the dtype) for the float dtypes tested.
     fn float_bytes(dtype: i32, v: f64) -> Vec<u8> {
@@ -828,7 +815,7 @@ mod tests {
 
     /// Test tensors: (dtype, bytes) for every supported kind and several value patterns.
     fn cases() -> Vec<(i32, Vec<u8>)> {
-        let mut r = Rng(0xdead_beef_cafe_f00d);
+        let mut r = Rng::new(0xdead_beef_cafe_f00d);
         let n = 3000;
         let mut out = Vec::new();
         for dt in [1, 2, 19, 14] {
@@ -959,7 +946,7 @@ print(json.dumps(out))
     /// Every figure against numpy.
     #[test]
     fn matches_numpy() {
-        let Some(py) = crate::test_requires::python("numpy", "matches_numpy") else {
+        let Some(py) = crate::testkit::requires::python("numpy", "matches_numpy") else {
             return;
         };
         let cases = cases();

@@ -109,18 +109,9 @@ impl ObjectStore for Rec {
     }
 }
 
-/// Deterministic bytes (xorshift).
+/// Deterministic bytes.
 fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
+    crate::testkit::rng::bytes(seed, len)
 }
 
 fn cfg(cache: u64, timeout: Duration) -> RemoteConfig {

@@ -378,7 +378,7 @@ fn large_blocks_are_checked_while_scanned() {
         ),
     ];
     let file = build_table(&entries, 256 << 10, false);
-    let big: Vec<_> = crate::writer::block_handles(&file)
+    let big: Vec<_> = crate::testkit::writer::block_handles(&file)
         .unwrap()
         .into_iter()
         .filter(|h| h.size > fv1::block::SMALL_BLOCK)
@@ -427,10 +427,10 @@ fn large_blocks_are_checked_while_scanned() {
 /// early (pieces still to send) the check still ends.
 #[test]
 fn the_fed_reader_gives_the_files_bytes() {
-    let mut rng = crate::test_rng::xorshift(0x5eed_f00d);
+    let mut rng = crate::testkit::rng::xorshift(0x5eed_f00d);
     let body: Vec<u8> = (0..(3 << 20) + 12345).map(|_| rng() as u8).collect();
     let mut file = vec![9u8; 1000];
-    let h = crate::writer::append_block(&mut file, &body, fv1::block::RAW);
+    let h = crate::testkit::writer::append_block(&mut file, &body, fv1::block::RAW);
     file.extend_from_slice(&[7u8; 100]);
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("blob");

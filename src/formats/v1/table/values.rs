@@ -1467,7 +1467,7 @@ pub(crate) mod tests {
         // Bytes drawn so that runs of continuation bytes of every length occur, 10th bytes of
         // every value, and every `need`, at every start: the result (or the error) must be the
         // byte loop's.
-        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
+        let mut next = crate::testkit::rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..3000 {
             let len = (next() % 300) as usize;
             let bias = next() % 4;
@@ -1502,7 +1502,7 @@ pub(crate) mod tests {
         // Varints of every length (valid, 11 bytes long, or overflowing at the 10th), decoded
         // into every width and every room left in the output: the values, count and bytes used
         // must be the one-at-a-time loop's.
-        let mut next = crate::test_rng::xorshift(0x2545_f491_4f6c_dd1du64);
+        let mut next = crate::testkit::rng::xorshift(0x2545_f491_4f6c_dd1du64);
         fn both<const W: usize>(bytes: &[u8], room: usize, what: &str) {
             let (mut a, mut b) = (vec![0u8; room * W], vec![0u8; room * W]);
             let slow = decode_ints_from::<W>(bytes, &mut b, 0, 0);

@@ -16,8 +16,6 @@
 //! Bounded: sockets time out after 30 s, a stalled body is held at most 60 s (or until
 //! [`FaultProxy::release`], [`FaultProxy::set`] or drop), and dropping the proxy stops it.
 
-#![allow(dead_code)]
-
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

@@ -5,7 +5,7 @@
 //!
 //! Used by the core tests (`tests/core.rs`), the real-mount tests (`walk_files` in
 //! `tests/common/mod.rs`), the reference-model and layout tests, and the fuzz harness
-//! (`fuzz/src/lib.rs` includes this file by `#[path]`, so it may use only `tfmount` and `std`).
+//! ([`crate::testkit::fuzz`]).
 //!
 //! [`Core`] checks what the core promises while it lists, as strictly as its [`Mode`] says:
 //! `Strict` for well-formed sources (every listed name looks up to the listed inode and kind,
@@ -17,8 +17,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use tfmount::error::FsError;
-use tfmount::fs::{DirEntry, Fs, Kind, KEY_XATTR, ROOT};
+use crate::error::FsError;
+use crate::fs::{DirEntry, Fs, Kind, KEY_XATTR, ROOT};
 
 /// A directory entry, resolved (looked up, or stat'ed).
 #[derive(Debug, Clone)]

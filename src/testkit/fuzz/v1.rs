@@ -10,12 +10,12 @@
 //! index name gets its CRC recomputed); bit 1 names the checkpoint by the `?????` pattern instead
 //! of its first shard; bits 2..4 pick the piece size.
 
-use tfmount::formats::v1::set::v1_files;
-use tfmount::formats::v1::set::V1Checkpoint;
-use tfmount::formats::v1::table::encoding::encoding;
-use tfmount::formats::v1::table::probe;
-use tfmount::formats::v1::table::V1Table;
-use tfmount::source::local::LocalStore;
+use crate::formats::v1::set::v1_files;
+use crate::formats::v1::set::V1Checkpoint;
+use crate::formats::v1::table::probe;
+use crate::formats::v1::table::encoding::encoding;
+use crate::formats::v1::table::V1Table;
+use crate::source::local::LocalStore;
 
 use super::{fix_table_crcs, join_chunks, scratch_dir, split_chunks, MAX_FILE_BYTES};
 
@@ -68,12 +68,12 @@ pub fn v1(data: &[u8]) {
     assert_eq!(paths.len(), n, "every shard is found");
     // Through the whole filesystem: probed by content, mounted in the core, every directory
     // listed and resumed, every name looked up, every file read (the shared walker's checks).
-    if let Ok(probed) = tfmount::probe::probe(&source) {
-        let opts = tfmount::fs::Options {
+    if let Ok(probed) = crate::probe::probe(&source) {
+        let opts = crate::fs::Options {
             live: false,
             ..Default::default()
         };
-        if let Ok(fs) = tfmount::fs::Fs::new(&probed, &opts) {
+        if let Ok(fs) = crate::fs::Fs::new(&probed, &opts) {
             super::walk_fs(&fs, piece_size(flags), true);
         }
     }

@@ -13,8 +13,8 @@
 //! files the manifest lists (in order, across groups), each the shard size, the last the rest.
 //! A listed path that tfmount would not follow, or one given twice, is not written.
 
-use tfmount::formats::tfjs::manifest as tfjs;
-use tfmount::fs::{Fs, Options};
+use crate::formats::tfjs::manifest as tfjs;
+use crate::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
 
@@ -71,7 +71,7 @@ pub fn tfjs(data: &[u8]) {
         files.push(bytes);
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][(flags & 7) as usize];
-    let Ok(probed) = tfmount::probe::probe(dir.path()) else {
+    let Ok(probed) = crate::probe::probe(dir.path()) else {
         return;
     };
     let opts = Options {
@@ -83,7 +83,7 @@ pub fn tfjs(data: &[u8]) {
     };
     // Keys name files under variables/; a graph model's `constants/` carry the graph's own
     // (checked as the `graph` target checks them: not by name).
-    let graph = fs.lookup(tfmount::fs::ROOT, b"meta_graphs").is_ok();
+    let graph = fs.lookup(crate::fs::ROOT, b"meta_graphs").is_ok();
     walk_fs(&fs, read_size, !graph);
     served_bytes_are_the_shards(&fs, &paths, &files);
 }

@@ -11,9 +11,8 @@
 //! `scripts/test.sh` makes (`$TFMOUNT_TEST_VENV`, default `~/.cache/tfmount-test-venv`), and
 //! `python3`, that imports the modules a test asks for.
 //!
-//! Included by the library's unit tests (`#[path]`) and by `tests/common`, so it uses nothing
-//! but std.
-#![allow(dead_code)]
+//! Used by the library's unit tests (`crate::testkit::requires`) and by `tests/` (through the
+//! `testkit` feature); it uses nothing but std.
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -2,16 +2,14 @@
 //! one must return normally for every input; a panic (including a failed invariant check
 //! below), an abort, a hang or an oversized allocation is a bug in tfmount.
 //!
-//! This file is shared by its users, so a target is written once:
+//! Part of the test kit (`tfmount::testkit::fuzz`), so a target is written once for its users:
 //! - the libFuzzer targets `fuzz/fuzz_targets/*.rs` (`cargo fuzz run TARGET`);
-//! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays), which
-//!   includes it with `#[path]`;
-//! - the regression tests `tests/fuzz_regressions.rs`, which include it the same way, and
-//!   `tests/keras_hostile.rs` (for the HDF5 checksum repair).
+//! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays);
+//! - the regression tests `tests/fuzz_regressions.rs` and `tests/keras_hostile.rs` (for the
+//!   HDF5 checksum repair).
 //!
-//! It may use only what all three have: `tfmount`, `tempfile`, `crc32c` and `std`. It includes
-//! the tests' tree walker (`tests/common/walk.rs`) the same way, and repairs table checksums
-//! with `tfmount::writer`.
+//! It walks trees with the kit's walker ([`crate::testkit::walk`]) and repairs table checksums
+//! with [`crate::testkit::writer`].
 //!
 //! Block checksums: by default the harness recomputes the CRCs of the blocks an `.index` input
 //! names, so mutations reach the parsers behind the checksum; a flag bit in each input keeps the
@@ -21,37 +19,34 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use tfmount::formats::caches::Caches;
-use tfmount::formats::tensors::TensorInfo;
-use tfmount::formats::v2::checkpoint::data_file_name;
-use tfmount::formats::v2::checkpoint::index_file_name;
-use tfmount::formats::v2::strings;
-use tfmount::formats::v2::strings::StringLayout;
-use tfmount::fs::{Fs, Kind, Options};
-use tfmount::parse::bundle;
-use tfmount::parse::bundle::Data;
-use tfmount::parse::dtype::DT_STRING;
-use tfmount::parse::dtype::DT_VARIANT;
-use tfmount::parse::mask_crc;
-use tfmount::parse::slice_key;
-use tfmount::parse::slice_key::Extent;
-use tfmount::parse::table;
-use tfmount::parse::table::Block;
-use tfmount::parse::table::Table;
-use tfmount::parse::varint;
-use tfmount::probe::probe;
-use tfmount::probe::state;
-use tfmount::probe::Probed;
-use tfmount::tree::{self, FileKind};
+use crate::formats::tensors::TensorInfo;
+use crate::formats::v2::checkpoint::data_file_name;
+use crate::formats::v2::checkpoint::index_file_name;
+use crate::formats::caches::Caches;
+use crate::formats::v2::strings;
+use crate::formats::v2::strings::StringLayout;
+use crate::fs::{Fs, Kind, Options};
+use crate::parse::bundle;
+use crate::parse::bundle::Data;
+use crate::parse::dtype::DT_STRING;
+use crate::parse::dtype::DT_VARIANT;
+use crate::parse::mask_crc;
+use crate::parse::slice_key;
+use crate::parse::slice_key::Extent;
+use crate::parse::table;
+use crate::parse::table::Block;
+use crate::parse::table::Table;
+use crate::parse::varint;
+use crate::probe::probe;
+use crate::probe::state;
+use crate::probe::Probed;
 /// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
 /// the regression tests, which call it as `targets::fix_table_crcs`.
-pub use tfmount::writer::fix_table_crcs;
+pub use crate::testkit::writer::fix_table_crcs;
+use crate::tree::{self, FileKind};
 
-#[allow(dead_code)]
-#[path = "../../tests/common/walk.rs"]
-mod walk;
-
-use walk::assert_same;
+use crate::testkit::walk;
+use crate::testkit::walk::assert_same;
 
 pub mod keras;
 pub mod tfjs;
@@ -502,7 +497,7 @@ pub fn checkpoint_state(data: &[u8]) {
         return;
     }
     let parsed = std::str::from_utf8(data).ok().map(state::parse);
-    let resolved = state::resolve(&tfmount::source::local::LocalStore, dir.path(), &state_file);
+    let resolved = state::resolve(&crate::source::local::LocalStore, dir.path(), &state_file);
     let Some(Ok(st)) = parsed else {
         assert!(
             resolved.is_err(),
@@ -691,7 +686,7 @@ fn each_served_tensor(fs: &Fs, mut check: impl FnMut(&TensorInfo, &[u8])) {
     }
 }
 
-/// Walks the whole mount with the shared walker (`tests/common/walk.rs`, lenient: listings
+/// Walks the whole mount with the shared walker (`src/testkit/walk.rs`, lenient: listings
 /// resumed from their first, middle and last cookies, every listed name looked up, every file
 /// read in `read_size` pieces and whole) checking the invariants of [`checkpoint`]; with
 /// `key_names`, also that each name under a checkpoint view is the escaped last component of

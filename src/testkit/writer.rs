@@ -1,6 +1,7 @@
 //! A test-support writer of V2 checkpoints ("tensor bundles"), byte-compatible with TensorFlow's
-//! `BundleWriter` (tf-format.md §1, §2, §3, §4, §5). Always built (a `#[doc(hidden)]` module);
-//! the daemon never uses it. Tests, the fuzz harness and `examples/mkckpt.rs` use it.
+//! `BundleWriter` (tf-format.md §1, §2, §3, §4, §5). Part of the test kit (built for tests and
+//! with the `testkit` feature, never in the daemon): tests, the fuzz harness and
+//! `examples/mkckpt.rs` use it.
 //!
 //! Three layers:
 //! * [`TableBuilder`] writes one SSTable the way TensorFlow's `table::TableBuilder` does: data
@@ -29,7 +30,7 @@
 //!
 //! ```no_run
 //! use tfmount::parse::dtype::DType;
-//! use tfmount::writer::CheckpointWriter;
+//! use tfmount::testkit::writer::CheckpointWriter;
 //! let mut w = CheckpointWriter::new("/tmp/ckpt/model", 1)?;
 //! let bytes: Vec<u8> = [1.0f32, 2.0, 3.0].iter().flat_map(|f| f.to_le_bytes()).collect();
 //! w.add(b"dense/kernel", DType(1), &[3], &bytes, 0)?;

@@ -14,8 +14,8 @@
 //! (otherwise the superblock's and every version-2 object header's are recomputed, so mutations
 //! reach the parsers behind them); bits 1..3 pick the read size.
 
-use tfmount::formats::keras::hdf5::metadata_checksum;
-use tfmount::fs::{Fs, Options};
+use crate::formats::keras::hdf5::metadata_checksum;
+use crate::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
 
@@ -38,7 +38,7 @@ pub fn keras(data: &[u8]) {
         return;
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][((flags >> 1) & 7) as usize];
-    let Ok(probed) = tfmount::probe::probe(&path) else {
+    let Ok(probed) = crate::probe::probe(&path) else {
         return;
     };
     let opts = Options {

@@ -10,7 +10,7 @@
 //! Input: flags (1 byte), then the file. Bits 0..2 pick the read size; bit 3 keeps the input's
 //! bytes 4..8 as they are (otherwise they are set to `TFL3`, so mutations reach the verifier).
 
-use tfmount::fs::{Fs, Options};
+use crate::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
 
@@ -28,7 +28,7 @@ pub fn tflite(data: &[u8]) {
         return;
     }
     let read_size = [4096, 1, 7, 100, 512, 8191, 1 << 16, 3][(flags & 7) as usize];
-    let Ok(probed) = tfmount::probe::probe(&path) else {
+    let Ok(probed) = crate::probe::probe(&path) else {
         return;
     };
     let opts = Options {
