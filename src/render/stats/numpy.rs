@@ -149,7 +149,6 @@ impl Plan {
 mod tests {
     use super::super::tests::f32s;
     use super::super::{compute, Scalar};
-    use super::*;
     use crate::parse::dtype::DType;
 
     #[test]
