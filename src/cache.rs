@@ -76,7 +76,7 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
 
     /// Inserts `value` unless `key` is held already, in one step under the lock: `true` when
     /// this call inserted it (of two threads racing with the same key, exactly one gets `true`).
-    pub fn insert_new(&self, key: K, value: V, weight: usize) -> bool {
+    pub(crate) fn insert_new(&self, key: K, value: V, weight: usize) -> bool {
         if weight > self.capacity {
             return false;
         }
@@ -97,7 +97,7 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
 
     /// The value under `key`, or `make()`'s, kept when it succeeds. `make` runs without the
     /// lock held (two threads may both make a value; one is kept).
-    pub fn get_or_insert_with<E>(
+    pub(crate) fn get_or_insert_with<E>(
         &self,
         key: K,
         make: impl FnOnce() -> Result<(V, usize), E>,

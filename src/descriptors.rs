@@ -8,7 +8,7 @@ use prost_reflect::{DescriptorPool, MessageDescriptor};
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file_descriptor_set.bin"));
 
 /// The built-in descriptors, decoded once (a cheap clone afterwards).
-pub fn descriptor_pool() -> Result<DescriptorPool, String> {
+pub(crate) fn descriptor_pool() -> Result<DescriptorPool, String> {
     static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
         .clone()
@@ -46,7 +46,7 @@ pub fn descriptor(name: &str) -> Option<MessageDescriptor> {
 }
 
 /// The name of value `v` of enum `enum_name`, or the number when it has none.
-pub fn enum_value_name(enum_name: &str, v: i32) -> String {
+pub(crate) fn enum_value_name(enum_name: &str, v: i32) -> String {
     pool()
         .get_enum_by_name(enum_name)
         .and_then(|e| e.get_value(v))

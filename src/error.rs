@@ -9,7 +9,7 @@ use crate::parse::ReadError;
 
 /// An I/O error in words, as a user reads it: `no such file or directory`, `permission
 /// denied`; never an `ErrorKind` debug name or a bare `(os error N)`.
-pub fn io_words(e: &std::io::Error) -> String {
+pub(crate) fn io_words(e: &std::io::Error) -> String {
     use std::io::ErrorKind as K;
     if let Some(n) = e.raw_os_error() {
         // strerror's text ("No such file or directory"), without std's " (os error 2)".
@@ -109,7 +109,7 @@ pub enum FsError {
 
 impl FsError {
     /// A damaged item `what` of source file `file`.
-    pub fn corrupt(
+    pub(crate) fn corrupt(
         what: impl Into<String>,
         file: impl std::fmt::Display,
         source: FormatError,
@@ -165,12 +165,12 @@ impl FsError {
     }
 
     /// Whether this is damage or an I/O failure worth a log line (not a plain "no such name").
-    pub fn is_failure(&self) -> bool {
+    pub(crate) fn is_failure(&self) -> bool {
         matches!(self, FsError::Corrupt { .. } | FsError::Io(_))
     }
 }
 
-pub type FsResult<T> = std::result::Result<T, FsError>;
+pub(crate) type FsResult<T> = std::result::Result<T, FsError>;
 
 #[cfg(test)]
 mod tests {

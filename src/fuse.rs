@@ -55,7 +55,7 @@ pub const DIRECT_IO_MIN: u64 = 64 << 20;
 
 impl DirectIo {
     /// The values of `-o direct_io`, as `--help` shows them.
-    pub const VALUES: &'static str = "auto|always|never";
+    pub(crate) const VALUES: &'static str = "auto|always|never";
 
     pub fn parse(s: &str) -> Option<DirectIo> {
         match s {
@@ -80,7 +80,7 @@ impl DirectIo {
 /// read this much per call (each call is one READ request), instead of 128 or 256 KiB.
 pub const DIRECT_IO_BLKSIZE: u32 = MAX_READAHEAD;
 
-pub struct FuseFs {
+pub(crate) struct FuseFs {
     fs: Arc<Fs>,
     /// Which files are opened with `FOPEN_DIRECT_IO` (`Never` once `init` found that the
     /// kernel cannot `mmap` them).
@@ -112,7 +112,7 @@ impl FuseFs {
     /// not try to unmount again what `fusermount3 -u` or a signal already unmounted (fuser
     /// would log a warning, `Failed to umount filesystem: Invalid argument`, at every clean
     /// stop).
-    pub fn unmounter(&self) -> Arc<Mutex<Option<SessionUnmounter>>> {
+    pub(crate) fn unmounter(&self) -> Arc<Mutex<Option<SessionUnmounter>>> {
         self.unmounter.clone()
     }
 }
@@ -461,7 +461,7 @@ fn xattr_reply(r: Result<Vec<u8>, FsError>, size: u32, reply: ReplyXattr) {
 
 /// What a live directory's watcher calls after a change: drops the kernel's cached names,
 /// attributes and listings through fuser's notifier.
-pub fn invalidator(n: fuser::Notifier) -> Box<dyn Fn(Invalidate) + Send> {
+pub(crate) fn invalidator(n: fuser::Notifier) -> Box<dyn Fn(Invalidate) + Send> {
     Box::new(move |inv| {
         let r = match &inv {
             Invalidate::Entry { parent, name } => {

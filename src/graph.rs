@@ -94,7 +94,7 @@ impl Space {
     }
 
     /// The first item whose name is `>= key`.
-    pub fn lower_bound(&self, buf: &[u8], key: &[u8]) -> usize {
+    pub(crate) fn lower_bound(&self, buf: &[u8], key: &[u8]) -> usize {
         self.items.partition_point(|it| it.name(buf) < key)
     }
 

@@ -19,12 +19,12 @@ use crate::probe;
 use crate::source;
 use crate::source::remote::RemoteConfig;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_RUNTIME: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_SOURCE: i32 = 3;
-pub const EXIT_MOUNTPOINT: i32 = 4;
-pub const EXIT_FUSE: i32 = 5;
+pub(crate) const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_RUNTIME: i32 = 1;
+pub(crate) const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_SOURCE: i32 = 3;
+pub(crate) const EXIT_MOUNTPOINT: i32 = 4;
+pub(crate) const EXIT_FUSE: i32 = 5;
 
 /// A failure before or while mounting, with its exit code.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ pub fn raise_readahead(mountpoint: &std::path::Path) {
     }
 }
 
-pub fn mount_device(path: &Path) -> Option<String> {
+pub(crate) fn mount_device(path: &Path) -> Option<String> {
     let info = std::fs::read("/proc/self/mountinfo").ok()?;
     let want = path.as_os_str().as_bytes();
     info.split(|&b| b == b'\n').rev().find_map(|line| {

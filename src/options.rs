@@ -84,7 +84,7 @@ const fn no_op(mut o: MountOpt) -> MountOpt {
 }
 
 /// Every option the mount accepts, in the order help lists them.
-pub const OPTIONS: &[MountOpt] = &[
+pub(crate) const OPTIONS: &[MountOpt] = &[
     flagged(
         opt(
             "nocrc",
@@ -200,11 +200,11 @@ pub const OPTIONS: &[MountOpt] = &[
 
 /// The environment variable that sets `-o views`'s default (`hidden` or `visible`), for
 /// scripts and containers; `-o views=...` overrides it.
-pub const VIEWS_ENV: &str = "TFMOUNT_VIEWS";
+pub(crate) const VIEWS_ENV: &str = "TFMOUNT_VIEWS";
 
 /// The defaults the environment sets ([`VIEWS_ENV`]), as `-o` lists to apply before the
 /// command line's; an unusable value is an error naming the variable.
-pub fn env_defaults() -> Result<Vec<String>, String> {
+pub(crate) fn env_defaults() -> Result<Vec<String>, String> {
     match std::env::var(VIEWS_ENV) {
         Ok(v) if v == "hidden" || v == "visible" => Ok(vec![format!("views={v}")]),
         Ok(v) => Err(format!("{VIEWS_ENV}={v:?}: expected hidden or visible")),
@@ -245,12 +245,12 @@ impl Default for Settings {
 }
 
 /// Parses a size in the grammar of [`Value::Size`].
-pub fn parse_size(s: &str) -> Option<u64> {
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
     remote_config::parse_size(s)
 }
 
 /// Parses a duration in the grammar of [`Value::Duration`].
-pub fn parse_duration(s: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     remote_config::parse_duration(s)
 }
 
@@ -335,7 +335,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
 }
 
 /// The `-o` help: one entry per option, as `--help` and the man page show it.
-pub fn help_text() -> String {
+pub(crate) fn help_text() -> String {
     let mut out = String::from(
         "Comma-separated mount options (the same option may be given several times; later ones win):\n",
     );

@@ -147,9 +147,7 @@ fn code_only(src: &str) -> String {
             };
             match end {
                 Some(e) => {
-                    for _ in i..=e {
-                        out.push(b' ');
-                    }
+                    out.resize(out.len() + e + 1 - i, b' ');
                     i = e + 1;
                 }
                 None => {

@@ -975,7 +975,7 @@ fn diff_of_a_fixture_with_itself_finds_nothing() {
 /// The damages of a fixture's files: [`CUTS`] truncations and [`FLIPS`] single-bit flips,
 /// shared out over its files, seeded by the fixture's name.
 fn damages(fx: &Fixture, files: &[(String, Vec<u8>)]) -> Vec<(usize, Damage)> {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ common::fnv1a_64(fx.name().as_bytes()));
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15 ^ common::fnv1a_64(fx.name().as_bytes()));
     let mut out = Vec::new();
     let k = files.len();
     for (fi, (_, b)) in files.iter().enumerate() {

@@ -16,7 +16,7 @@ use crate::options::{Value, OPTIONS};
 /// What SOURCE can be, said once for the mount form and every subcommand: the kinds of source
 /// that are not one checkpoint, then each format's own words (`Format::source`, in the table
 /// of formats).
-pub fn source_help() -> String {
+pub(crate) fn source_help() -> String {
     let list = crate::formats::sources(
         &[
             "A SavedModel directory",
@@ -93,7 +93,7 @@ pub struct Args {
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub const SUBCOMMANDS: [&str; 8] = [
+pub(crate) const SUBCOMMANDS: [&str; 8] = [
     "mount",
     "ls",
     "cat",
@@ -125,7 +125,7 @@ macro_rules! escapes {
     after_help = "The mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` works without a subcommand \
 (see `tfmount --help`). A SOURCE named like a subcommand (a directory called `ls`) is written ./ls."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
@@ -280,7 +280,7 @@ pub struct DiffArgs {
 
 /// Adds what [`OPTIONS`] defines to the mount form's command: the `-o` help listing every
 /// option, and the long flags that stand for options (`--no-crc`, `--cache-size`, ...).
-pub fn with_mount_options(cmd: clap::Command) -> clap::Command {
+pub(crate) fn with_mount_options(cmd: clap::Command) -> clap::Command {
     let mut cmd = cmd.mut_arg("options", |a| a.long_help(crate::options::help_text()));
     for o in OPTIONS {
         let Some(flag) = o.flag else { continue };
@@ -319,12 +319,12 @@ fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
 }
 
 /// The mount form's full command (help, man page, completions).
-pub fn mount_command() -> clap::Command {
+pub(crate) fn mount_command() -> clap::Command {
     with_mount_options(Args::command())
 }
 
 /// The subcommands' full command, `mount` with its options.
-pub fn cli_command() -> clap::Command {
+pub(crate) fn cli_command() -> clap::Command {
     Cli::command().mut_subcommand("mount", with_mount_options)
 }
 

@@ -9,7 +9,7 @@ use crate::options::{usage, OPTIONS};
 
 /// One command for documentation: the mount form with every subcommand beside it (the parser
 /// keeps them apart, see [`super::is_subcommand`]).
-pub fn full_command() -> clap::Command {
+pub(crate) fn full_command() -> clap::Command {
     let subs: Vec<clap::Command> = crate::cli::cli_command()
         .get_subcommands()
         .cloned()

@@ -58,7 +58,7 @@ pub fn run(cmd: Command) -> i32 {
 }
 
 /// Appends `raw` with `\` written `\\`, tab `\t` and newline `\n`; every other byte as is.
-pub fn escape_into(out: &mut Vec<u8>, raw: &[u8]) {
+pub(crate) fn escape_into(out: &mut Vec<u8>, raw: &[u8]) {
     for &b in raw {
         match b {
             b'\\' => out.extend_from_slice(b"\\\\"),

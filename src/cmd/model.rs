@@ -248,7 +248,7 @@ impl Tree {
 
 /// The checkpoints of a SOURCE: `(name, prefix, opened checkpoint)`. `name` is what keys are
 /// shown under: empty for a single checkpoint, `DIR_NAME/` in a checkpoint directory.
-pub struct CheckpointSet {
+pub(crate) struct CheckpointSet {
     pub members: Vec<Member>,
 }
 
@@ -261,7 +261,7 @@ pub struct Member {
 
 /// Why a SOURCE cannot be used as checkpoints.
 #[derive(Debug)]
-pub enum SourceProblem {
+pub(crate) enum SourceProblem {
     /// Missing, unrecognised, or its only checkpoint cannot be opened.
     Unusable(String),
     /// A valid source without any checkpoint (a graph file).
@@ -349,7 +349,7 @@ impl CheckpointSet {
 /// prefix or the path of one of its files, for V1 a file, any one of its shards, the `?????`
 /// pattern), a SavedModel's variables, or a checkpoint directory's `latest` (its only checkpoint
 /// if it has no state file).
-pub fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
+pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
     let src = open_source(source)?;
     let (store, probed) = (src.store, src.probed);
     let cache = Caches::new(CACHE_BYTES);
@@ -468,12 +468,12 @@ impl Ckpt {
 
     /// Checks that a piece's file is there and holds the piece's bytes; the error names the
     /// file.
-    pub fn piece_present(&self, p: &Piece) -> Result<(), String> {
+    pub(crate) fn piece_present(&self, p: &Piece) -> Result<(), String> {
         self.checks.piece_present(p)
     }
 
     /// Hands stored bytes `[offset, offset + len)` of a piece (not `checked_by_core`) to `f`.
-    pub fn read_piece<R>(
+    pub(crate) fn read_piece<R>(
         &self,
         p: &Piece,
         offset: u64,
@@ -492,14 +492,14 @@ impl Ckpt {
     }
 
     /// Reads a `checked_by_core` piece whole, checking it.
-    pub fn check_piece(&self, p: &Piece) -> Result<(), String> {
+    pub(crate) fn check_piece(&self, p: &Piece) -> Result<(), String> {
         let n = self.checks.check_piece(p)?;
         self.count(n);
         Ok(())
     }
 
     /// Checks of whole files beyond the tensors: `(what, bytes read or the problem)`.
-    pub fn file_checks(&self) -> Vec<(Vec<u8>, Result<u64, String>)> {
+    pub(crate) fn file_checks(&self) -> Vec<(Vec<u8>, Result<u64, String>)> {
         let r = self.checks.file_checks();
         for (_, n) in &r {
             if let Ok(n) = n {
@@ -516,7 +516,12 @@ impl Ckpt {
 
     /// Bytes `[offset, offset + len)` of the tensor's served bytes (its `.bin` file, partitioned
     /// tensors reassembled).
-    pub fn read_served(&self, t: &TensorInfo, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+    pub(crate) fn read_served(
+        &self,
+        t: &TensorInfo,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, String> {
         let b = self.checks.read_served(t, offset, len)?;
         self.count(b.len() as u64);
         Ok(b)

@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 /// one reader in flight at once).
 pub const SLACK: u64 = 4 << 20;
 /// Most disjoint pieces kept.
-pub const MAX_PIECES: usize = 64;
+pub(crate) const MAX_PIECES: usize = 64;
 
 /// What to do with a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// The outcome is known: `true` if the bytes matched.
     Known(bool),
     /// Serve it and [`StreamCheck::feed`] its bytes.
@@ -69,11 +69,6 @@ impl StreamCheck {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The outcome, if known.
-    pub fn verdict(&self) -> Option<bool> {
-        self.lock().verdict
-    }
-
     /// The CRC-32C computed over the whole range (meaningful once the verdict came from
     /// streaming).
     pub fn computed(&self) -> u32 {
@@ -81,7 +76,7 @@ impl StreamCheck {
     }
 
     /// A streamed read failed before its bytes were fed.
-    pub fn abandon(&self) {
+    pub(crate) fn abandon(&self) {
         let mut st = self.lock();
         st.flying = st.flying.saturating_sub(1);
         drop(st);
@@ -89,7 +84,7 @@ impl StreamCheck {
     }
 
     /// Records an outcome found otherwise (a check-first pass): waiting reads wake up.
-    pub fn settle(&self, ok: bool) {
+    pub(crate) fn settle(&self, ok: bool) {
         let mut st = self.lock();
         st.verdict.get_or_insert(ok);
         st.pieces.clear();
@@ -98,7 +93,7 @@ impl StreamCheck {
     }
 
     /// Whether a read of `[a, b)` (offsets within the range) is streamed.
-    pub fn admit(&self, a: u64, b: u64) -> Admit {
+    pub(crate) fn admit(&self, a: u64, b: u64) -> Admit {
         let mut st = self.lock();
         if let Some(v) = st.verdict {
             return Admit::Known(v);

@@ -139,11 +139,11 @@ pub trait Integrity: Send + Sync {
 }
 
 /// A check of a whole file (see [`Integrity::file_checks`]).
-pub type FileCheck = Box<dyn Fn() -> (Vec<u8>, Result<u64, String>) + Send + Sync>;
+pub(crate) type FileCheck = Box<dyn Fn() -> (Vec<u8>, Result<u64, String>) + Send + Sync>;
 
 /// A core error as a reason on a line that already names the tensor: the file and what is
 /// wrong with it, said once (`CRC-32C mismatch in FILE (stored .., computed ..)`, `FILE: what`).
-pub fn bare(e: FsError, prefix: &Path, key: &[u8]) -> String {
+pub(crate) fn bare(e: FsError, prefix: &Path, key: &[u8]) -> String {
     let e = match e {
         FsError::Corrupt {
             file,
@@ -179,7 +179,7 @@ const READ: usize = 256 << 10;
 /// [`Integrity`] over any [`TensorSet`]: a tensor is one piece, its served bytes (a partitioned
 /// tensor assembled by the set), checked by whatever the format checks as they are read (V1:
 /// its table blocks' CRC-32C). Two tensors are compared by their bytes.
-pub struct Generic {
+pub(crate) struct Generic {
     set: Arc<dyn TensorSet>,
     /// Items met before any tensor (files of the checkpoint that are missing).
     first: Vec<Item>,
@@ -207,7 +207,7 @@ impl Generic {
     }
 
     /// With a check of a whole file, run by `verify` after the tensors.
-    pub fn with_file_check(mut self, check: FileCheck) -> Generic {
+    pub(crate) fn with_file_check(mut self, check: FileCheck) -> Generic {
         self.checks.push(check);
         self
     }

@@ -8,7 +8,7 @@
 //! share.
 
 pub mod caches;
-pub mod crc_stream;
+pub(crate) mod crc_stream;
 pub mod integrity;
 pub mod keras;
 pub mod names;
@@ -179,7 +179,7 @@ pub fn detect(store: &dyn Store, path: &Path) -> Option<Detected> {
 
 /// Opens the checkpoint at `path`, whatever its format. A path no format recognises gets the
 /// first format's error (V2's: no `PATH.index`), which says what was looked for.
-pub fn open_path(ctx: &OpenCtx, path: &Path) -> Result<Arc<dyn Opened>, SourceError> {
+pub(crate) fn open_path(ctx: &OpenCtx, path: &Path) -> Result<Arc<dyn Opened>, SourceError> {
     match detect(ctx.store, path) {
         Some(d) => d.format.open(ctx, &d),
         None => {
@@ -195,7 +195,7 @@ pub fn open_path(ctx: &OpenCtx, path: &Path) -> Result<Arc<dyn Opened>, SourceEr
 
 /// The checkpoints of every format among a directory's entries (a directory without a state
 /// file), sorted by name.
-pub fn in_dir(
+pub(crate) fn in_dir(
     store: &dyn Store,
     dir: &Path,
     entries: &[(OsString, EntryKind)],

@@ -32,7 +32,7 @@ pub const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 /// the file's own (hostile input at worst costs collisions, not correctness), and a map of a
 /// million names is hashed several times over: SipHash was a tenth of the time.
 #[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl std::hash::Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -62,9 +62,9 @@ impl std::hash::Hasher for FxHasher {
 }
 
 /// A map hashed with [`FxHasher`].
-pub type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 /// A set hashed with [`FxHasher`].
-pub type FxSet<K> = HashSet<K, std::hash::BuildHasherDefault<FxHasher>>;
+pub(crate) type FxSet<K> = HashSet<K, std::hash::BuildHasherDefault<FxHasher>>;
 const VARIABLE_VALUE: &str = "VARIABLE_VALUE";
 
 /// TensorFlow's escaping of a local name inside an object path (`.` → `..`, `/` → `.S`), so
@@ -170,7 +170,7 @@ fn full_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
 
 /// `(name, checkpoint key)` pairs from a checkpoint's object graph: object paths, then variable
 /// names (see the module doc).
-pub fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
+pub(crate) fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, String)> {
     merge([object_path_names(tog), full_names(tog)])
 }
 
@@ -204,7 +204,7 @@ impl From<Vec<(String, String)>> for Names {
 /// stored CRC-32C alike) are one, the first in the graph's node order keeps the name, the
 /// others are [`Names::aliases`], named by their object paths only. Two distinct variables of
 /// one name with different values stay two (`Variable`, `Variable_1`).
-pub fn saved_model_names(
+pub(crate) fn saved_model_names(
     sog: &SavedObjectGraph,
     tog: &TrackableObjectGraph,
     same_bytes: &dyn Fn(&str, &str) -> bool,

@@ -11,7 +11,7 @@ use crate::parse::slice_key::Extent;
 use crate::source::bytes::FileMeta;
 
 /// Positions of a [`TensorSet`] fit in this many bits (the inode layout relies on it).
-pub const POS_BITS: u32 = 40;
+pub(crate) const POS_BITS: u32 = 40;
 
 /// Where a tensor stored in one piece lies in its data shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub trait TensorSet: Send + Sync {
 }
 
 /// The `tensors.tsv` column of an attribute name (`user.tfmount.scale` -> `scale`).
-pub fn attr_column(name: &str) -> &str {
+pub(crate) fn attr_column(name: &str) -> &str {
     name.strip_prefix("user.tfmount.").unwrap_or(name)
 }
 
@@ -125,7 +125,7 @@ pub trait TensorData: Send + Sync {
 }
 
 /// [`TensorData::scan`] by [`TensorData::read`]s of `piece` bytes.
-pub fn scan_by_reads<D: TensorData + ?Sized>(
+pub(crate) fn scan_by_reads<D: TensorData + ?Sized>(
     data: &D,
     piece: usize,
     f: &mut dyn FnMut(&[u8]),
@@ -159,7 +159,7 @@ pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>
 
 /// A set with no tensors: a SavedModel saved without variables still gets `variables/` and
 /// the views (`tensors.tsv` with its header only, `summary.txt` with totals of 0).
-pub struct EmptySet {
+pub(crate) struct EmptySet {
     pub path: std::path::PathBuf,
     pub meta: FileMeta,
 }

@@ -57,7 +57,7 @@ pub fn model_weights(
 /// [`model_weights`] of a whole set, named by `names` (its `names/` pairs), leaving out
 /// `aliases` (keys holding a weight another key holds: [`names::Names::aliases`]): `(shown name,
 /// key, position in the set)`, in key order. One pass over the index.
-pub fn of_set(
+pub(crate) fn of_set(
     set: &dyn TensorSet,
     names: &[(String, String)],
     aliases: &[String],

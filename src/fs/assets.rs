@@ -67,7 +67,7 @@ struct Child {
     kind: Kind,
 }
 
-pub struct Assets {
+pub(crate) struct Assets {
     id: u16,
     tree: Arc<dyn PassTree>,
     nodes: RwLock<Vec<Arc<Node>>>,

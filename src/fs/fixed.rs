@@ -70,7 +70,7 @@ impl Fixed {
 /// A table of fixed nodes, one subtree instance (the mount's root table, or one checkpoint's
 /// tree in a live checkpoint directory); node `i` (from 1) is `nodes[i - 1]`. Built at mount
 /// time (or when a checkpoint appears), then never changed.
-pub struct FixedNodes {
+pub(crate) struct FixedNodes {
     id: u16,
     nodes: Vec<Fixed>,
     /// Links to derived views, `(directory, index among its children)`: answered by lookup,
@@ -96,7 +96,7 @@ impl FixedNodes {
     /// listing of `dir` leaves it out (unless `show_views`), so that tools that walk the whole
     /// tree (`du`, `cp -r`, `tar`, `diff -r`) see each tensor's bytes at most twice (its `.bin`
     /// and `.npy`), as `.zfs` is reachable but not listed under ZFS's `snapdir=hidden`.
-    pub fn link_view(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+    pub(crate) fn link_view(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
         if dir.subtree() != self.id {
             return;
         }

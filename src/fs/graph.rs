@@ -25,11 +25,11 @@ use crate::render;
 use crate::tree::ino::{cookie, graph as layout, Ino};
 use crate::tree::{self, FileKind};
 
-pub const SP_NODES: u32 = 0;
-pub const SP_FUNCS: u32 = 1;
-pub const SP_SIGS: u32 = 2;
-pub const SP_COLLS: u32 = 3;
-pub const SP_CONSTS: u32 = 4;
+pub(crate) const SP_NODES: u32 = 0;
+pub(crate) const SP_FUNCS: u32 = 1;
+pub(crate) const SP_SIGS: u32 = 2;
+pub(crate) const SP_COLLS: u32 = 3;
+pub(crate) const SP_CONSTS: u32 = 4;
 /// Space of the body of function `i` (in sorted order): `SP_BODY0 + i`.
 const SP_BODY0: u32 = 5;
 
@@ -170,7 +170,7 @@ fn const_dtype(buf: &[u8], range: Range<usize>) -> DType {
 }
 
 /// The name a meta graph's directory gets from its tags.
-pub fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
+pub(crate) fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
     if kind == GraphKind::GraphDef {
         return b"graphdef".to_vec();
     }
@@ -181,7 +181,7 @@ pub fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
 }
 
 /// One meta graph as mounted.
-pub struct GraphTree {
+pub(crate) struct GraphTree {
     id: u16,
     /// The directory `meta_graphs/<tags>/` the name spaces are linked in.
     dir: Ino,
@@ -205,7 +205,7 @@ impl GraphTree {
     }
 
     /// The inode of a name space's root (`SP_NODES`, ...) in graph subtree `id`.
-    pub fn space_root(id: u16, space: u32) -> Option<Ino> {
+    pub(crate) fn space_root(id: u16, space: u32) -> Option<Ino> {
         Ino::new(id, Node::root(space).encode()?)
     }
 

@@ -15,9 +15,9 @@ use crate::tree::ino::{cookie, Ino};
 use crate::tree::{self, Unescaped};
 
 /// Separates the components of a name.
-pub const SEP: u8 = b'/';
+pub(crate) const SEP: u8 = b'/';
 /// The cookie sub-entry number of a directory item (leaf files use 0..SUB_DIR).
-pub const SUB_DIR: u64 = 7;
+pub(crate) const SUB_DIR: u64 = 7;
 
 /// A sorted sequence of names, addressed by position.
 pub trait Names {
@@ -45,7 +45,7 @@ pub trait Names {
 
 /// The raw prefix (with its trailing `/`) of the directory made of the first `depth`
 /// components of `name`; empty for depth 0.
-pub fn prefix_of(name: &[u8], depth: u16) -> Option<Vec<u8>> {
+pub(crate) fn prefix_of(name: &[u8], depth: u16) -> Option<Vec<u8>> {
     if depth == 0 {
         return Some(Vec::new());
     }
@@ -103,7 +103,7 @@ pub fn parent<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Op
 }
 
 /// The component of `name` right after `prefix`, and whether more components follow.
-pub fn next_component<'k>(name: &'k [u8], prefix: &[u8], split: bool) -> (&'k [u8], bool) {
+pub(crate) fn next_component<'k>(name: &'k [u8], prefix: &[u8], split: bool) -> (&'k [u8], bool) {
     let rest = &name[prefix.len()..];
     match rest.iter().position(|&b| b == SEP) {
         Some(i) if split => (&rest[..i], true),
@@ -257,7 +257,7 @@ pub fn list<N: Names + ?Sized>(
 /// Adds a subdirectory item as an entry. One that cannot be numbered (`ino` is `None`: nested
 /// too deep, or past what the inode layout addresses) is logged, naming `source`, and left
 /// out. True when the reply is full.
-pub fn add_dir(
+pub(crate) fn add_dir(
     source: &Path,
     pos: u64,
     comp: &[u8],
@@ -283,7 +283,7 @@ pub fn add_dir(
 
 /// Adds a leaf's files, `escape(comp) ‖ suffix` each with its inode, from sub-entry `first_sub`
 /// on. True when the reply is full.
-pub fn add_files<'s>(
+pub(crate) fn add_files<'s>(
     pos: u64,
     comp: &[u8],
     first_sub: u64,

@@ -67,7 +67,7 @@ struct DirState {
 }
 
 /// The root directory of a live checkpoint directory.
-pub struct LiveDir {
+pub(crate) struct LiveDir {
     meta: FileMeta,
     state: RwLock<DirState>,
 }
@@ -420,7 +420,7 @@ impl Live {
     }
 
     /// Applies the state file if it changed; returns what the kernel must forget.
-    pub fn refresh(&self, fs: &Fs, store: &dyn Store, force: bool) -> Vec<Invalidate> {
+    pub(crate) fn refresh(&self, fs: &Fs, store: &dyn Store, force: bool) -> Vec<Invalidate> {
         let mut out = Vec::new();
         self.free_forgotten(fs);
         // Without a state file there is no one file to watch: the directory is listed again.

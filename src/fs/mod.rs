@@ -15,10 +15,10 @@ pub mod graph;
 pub mod keyspace;
 pub mod live;
 pub mod names;
-pub mod registry;
-pub mod string_text;
+pub(crate) mod registry;
+pub(crate) mod string_text;
 pub mod subtree;
-pub mod tensor_files;
+pub(crate) mod tensor_files;
 pub mod text;
 pub mod variables;
 pub mod views;
@@ -45,7 +45,7 @@ pub const ROOT: u64 = ROOT_INO.0;
 pub const KEY_XATTR: &str = "user.tfmount.key";
 /// The size a file whose content cannot be produced is listed with: above 0, so that reading
 /// it reaches the daemon (and fails with EIO) even when the kernel opens files without asking.
-pub const BROKEN_SIZE: u64 = 1;
+pub(crate) const BROKEN_SIZE: u64 = 1;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -392,7 +392,7 @@ impl Fs {
     }
 
     /// Sets how the kernel is told to drop a file's cached pages (see [`Fs::read`]).
-    pub fn set_page_dropper(&self, notify: Box<dyn Fn(live::Invalidate) + Send>) {
+    pub(crate) fn set_page_dropper(&self, notify: Box<dyn Fn(live::Invalidate) + Send>) {
         let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(64);
         if self.drop_pages.set(tx).is_err() {
             return;
@@ -437,7 +437,7 @@ impl Fs {
     }
 
     /// Total bytes of the mounted checkpoints' source files, for `statfs`.
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         self.checkpoints()
             .iter()
             .map(|(_, c)| c.source_bytes())
@@ -484,7 +484,7 @@ impl Fs {
     }
 
     /// What the source's store counted (requests, bytes fetched), for remote sources.
-    pub fn store_stats(&self) -> Option<String> {
+    pub(crate) fn store_stats(&self) -> Option<String> {
         self.store.as_ref()?.stats_line()
     }
 

@@ -26,7 +26,7 @@ use crate::tree::ino::{cookie, names as layout, Ino};
 use crate::tree::{self, FileKind};
 
 /// `names/` of one checkpoint.
-pub struct NamesTree {
+pub(crate) struct NamesTree {
     id: u16,
     /// The directory `names/` is in.
     parent: Ino,

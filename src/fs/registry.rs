@@ -42,7 +42,7 @@ struct Ids {
     freed: VecDeque<u16>,
 }
 
-pub struct Registry {
+pub(crate) struct Registry {
     slots: Box<[Slot]>,
     ids: Mutex<Ids>,
 }
@@ -81,7 +81,7 @@ impl Registry {
 
     /// A slot to fill with [`Registry::set`]: a never-used one (in order, from 0), else the
     /// one freed longest ago; `None` when every slot is taken.
-    pub fn reserve(&self) -> Option<u16> {
+    pub(crate) fn reserve(&self) -> Option<u16> {
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         if ids.fresh < self.slots.len() {
             let id = u16::try_from(ids.fresh).ok()?;
@@ -105,7 +105,7 @@ impl Registry {
     }
 
     /// The occupant of slot `id` and its generation.
-    pub fn get_with_generation(&self, id: u16) -> Option<(Arc<dyn Subtree>, u64)> {
+    pub(crate) fn get_with_generation(&self, id: u16) -> Option<(Arc<dyn Subtree>, u64)> {
         let s = self.slots.get(id as usize)?;
         let tree = s.tree.read().unwrap_or_else(|p| p.into_inner());
         let t = tree.clone()?;
@@ -122,7 +122,7 @@ impl Registry {
     /// Counts one lookup the kernel is about to hold on an inode of slot `id`, resolved in
     /// `generation`. False (and nothing counted) if the slot was freed since: the entry must
     /// not reach the kernel.
-    pub fn pin(&self, id: u16, generation_seen: u64) -> bool {
+    pub(crate) fn pin(&self, id: u16, generation_seen: u64) -> bool {
         let Some(s) = self.slots.get(id as usize) else {
             return false;
         };
@@ -138,7 +138,7 @@ impl Registry {
 
     /// The kernel forgot `n` lookups of inodes of slot `id` (FORGET names no generation: they
     /// are the current occupant's, since a slot is freed only once all were forgotten).
-    pub fn forgot(&self, id: u16, n: u64) {
+    pub(crate) fn forgot(&self, id: u16, n: u64) {
         if let Some(s) = self.slots.get(id as usize) {
             let _ = s
                 .state

@@ -22,11 +22,11 @@ use crate::parse::FormatError;
 use crate::render::values::TextRenderer;
 
 /// `.bin` bytes rendered at a time.
-pub const STEP: u64 = 64 << 10;
+pub(crate) const STEP: u64 = 64 << 10;
 /// Text bytes between marks at first.
 const FIRST_SPACING: u64 = 256 << 10;
 /// Most marks kept per file.
-pub const MAX_MARKS: usize = 1024;
+pub(crate) const MAX_MARKS: usize = 1024;
 
 /// A point to render from: the renderer after the `.bin` bytes before `bin`, whose text ends at
 /// `text`.
@@ -129,10 +129,6 @@ impl StringText {
     /// Bytes of the whole text.
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Bytes of memory this file may come to hold (for the LRU that keeps it): the marks, and

@@ -10,7 +10,7 @@ use crate::tree::ino::Ino;
 /// A file's size, or that its content cannot be produced (a damaged tensor, an unrenderable
 /// message): such a file is listed, and reading it fails with EIO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Size {
+pub(crate) enum Size {
     Known(u64),
     Broken,
 }
@@ -29,7 +29,7 @@ pub enum Content {
 
 /// What a node is, as the dispatcher needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct NodeAttr {
+pub(crate) struct NodeAttr {
     pub kind: Kind,
     pub size: Size,
     /// Times, owner and permission bits (read bits; directories add `x` where `r` is set).
@@ -46,7 +46,7 @@ pub struct Entry<'a> {
 }
 
 /// Serves one kind of subtree. `local` is the node's number within its subtree instance.
-pub trait Subtree: Send + Sync {
+pub(crate) trait Subtree: Send + Sync {
     /// What `local` is and its size (the size may cost rendering: see [`Subtree::rendered`]).
     fn attr(&self, local: u64) -> FsResult<NodeAttr>;
 
@@ -96,7 +96,7 @@ pub trait Subtree: Send + Sync {
 }
 
 /// Bytes `[offset, offset + size)` of `data`, clamped.
-pub fn slice_of(data: &[u8], offset: u64, size: usize) -> Vec<u8> {
+pub(crate) fn slice_of(data: &[u8], offset: u64, size: usize) -> Vec<u8> {
     let a = usize::try_from(offset)
         .unwrap_or(usize::MAX)
         .min(data.len());

@@ -19,7 +19,7 @@ pub fn dtype_text(dtype: DType) -> Vec<u8> {
 }
 
 /// The `.npy` header, for dtypes numpy holds natively.
-pub fn npy_header(dtype: DType, shape: &[u64]) -> Option<Vec<u8>> {
+pub(crate) fn npy_header(dtype: DType, shape: &[u64]) -> Option<Vec<u8>> {
     npy::header(dtype.npy_descr()?, shape)
 }
 
@@ -34,7 +34,7 @@ pub fn files(dtype: Option<DType>) -> &'static [FileKind] {
 
 /// Bytes `[offset, offset+size)` of `header ‖ body` (an `.npy` file), where `body(off, len)`
 /// reads the body.
-pub fn with_header(
+pub(crate) fn with_header(
     header: &[u8],
     offset: u64,
     size: usize,

@@ -16,12 +16,12 @@ use crate::parse::FormatError;
 use crate::render;
 
 /// Rendered text by `(text file, piece)`, bounded by bytes.
-pub type Texts = Lru<(u64, u64), Arc<Vec<u8>>>;
+pub(crate) type Texts = Lru<(u64, u64), Arc<Vec<u8>>>;
 
 static NEXT_TEXT: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh cache key for one text file.
-pub fn text_id() -> u64 {
+pub(crate) fn text_id() -> u64 {
     NEXT_TEXT.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -40,7 +40,7 @@ pub fn cached(
 }
 
 /// A rendering failure of `what` in graph file `file`.
-pub fn render_error(file: &GraphFile, what: &str, e: String) -> FsError {
+pub(crate) fn render_error(file: &GraphFile, what: &str, e: String) -> FsError {
     FsError::corrupt(what, file.path.display(), FormatError::Text(e))
 }
 
@@ -54,7 +54,7 @@ pub enum Part {
 }
 
 /// One rendered part of a meta graph.
-pub struct MetaGraphText {
+pub(crate) struct MetaGraphText {
     pub file: Arc<GraphFile>,
     pub mg: usize,
     pub part: Part,
@@ -111,7 +111,7 @@ struct Pieces {
 /// `saved_model.pbtxt`: the whole SavedModel as text, rendered a node or function at a time.
 /// Its size comes from one rendering pass (keeping only lengths) the first time it is asked
 /// for; reads then render only the pieces they touch.
-pub struct WholeText {
+pub(crate) struct WholeText {
     pub file: Arc<GraphFile>,
     pub texts: Arc<Texts>,
     pub id: u64,

@@ -49,11 +49,11 @@ use crate::tree::FileKind;
 
 const _: () = assert!(layout::POS.bits == POS_BITS);
 
-pub const DTYPE_XATTR: &str = "user.tfmount.dtype";
-pub const SHAPE_XATTR: &str = "user.tfmount.shape";
-pub const CRC_XATTR: &str = "user.tfmount.crc32c";
-pub const SHARD_XATTR: &str = "user.tfmount.shard";
-pub const OFFSET_XATTR: &str = "user.tfmount.offset";
+pub(crate) const DTYPE_XATTR: &str = "user.tfmount.dtype";
+pub(crate) const SHAPE_XATTR: &str = "user.tfmount.shape";
+pub(crate) const CRC_XATTR: &str = "user.tfmount.crc32c";
+pub(crate) const SHARD_XATTR: &str = "user.tfmount.shard";
+pub(crate) const OFFSET_XATTR: &str = "user.tfmount.offset";
 
 /// Bytes of string `text/` file state (marks, the text of a cursor) kept per checkpoint.
 const STRING_TEXT_BYTES: usize = 32 << 20;
@@ -122,7 +122,7 @@ impl File {
 
 /// Which tree of the key space a node is in (the `view` field of its local number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
+pub(crate) enum View {
     /// `variables/`: `.bin`, `.shape`, `.dtype`, `.npy`.
     Variables = 0,
     /// `text/`: `.txt`, the values as text.
@@ -285,7 +285,7 @@ impl Variables {
     }
 
     /// The local number of a view's root directory.
-    pub fn view_root(view: View) -> u64 {
+    pub(crate) fn view_root(view: View) -> u64 {
         layout::VIEW.put(view as u64).unwrap_or(0)
     }
 

@@ -32,7 +32,7 @@ use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEA
 use crate::tree;
 
 /// `tensors.tsv` keeps where every this many lines start.
-pub const TSV_MARK_EVERY: u64 = 512;
+pub(crate) const TSV_MARK_EVERY: u64 = 512;
 /// Opened tensors `model.safetensors` keeps (the ones being streamed).
 const OPEN_TENSORS: usize = 4;
 
@@ -40,7 +40,7 @@ const OPEN_TENSORS: usize = 4;
 /// derived view (the tensors' bytes again: listed only with `-o views=visible`). `names`: the
 /// `(name, key)` pairs of the checkpoint's `names/`, which `weights.safetensors` names the
 /// weights by.
-pub fn root_files(
+pub(crate) fn root_files(
     set: &Arc<dyn TensorSet>,
     names: Arc<LazyNames>,
     views: Vec<String>,
@@ -78,7 +78,7 @@ pub fn bin_path(key: &[u8]) -> Vec<u8> {
 /// The path of a tensor's file of `kind` relative to its checkpoint's root: `variables/` and
 /// the escaped key (each `/`-separated component escaped as a directory, the last as a file),
 /// then the kind's suffix.
-pub fn file_path(key: &[u8], kind: tree::FileKind) -> Vec<u8> {
+pub(crate) fn file_path(key: &[u8], kind: tree::FileKind) -> Vec<u8> {
     let mut p = b"variables/".to_vec();
     let comps: Vec<&[u8]> = key.split(|&b| b == b'/').collect();
     let last = comps.len() - 1;
@@ -176,7 +176,7 @@ fn log_left_out(set: &dyn TensorSet, file: &str, n: u64) {
 /// `model.safetensors`: the layout of [`crate::parse::safetensors`] over the checkpoint's
 /// tensors, bytes read through each tensor's [`TensorData`] (CRC-checked, partitioned tensors
 /// assembled per request).
-pub struct Safetensors {
+pub(crate) struct Safetensors {
     set: Arc<dyn TensorSet>,
     /// `None`: every tensor under its key (`model.safetensors`); else `weights.safetensors`,
     /// with the `names/` pairs that name the weights.
@@ -408,7 +408,7 @@ impl Generated for Safetensors {
 
 /// `tensors.tsv`: its size from one pass generating every line (and counting bytes), then reads
 /// generate lines from the nearest mark before them.
-pub struct Tsv {
+pub(crate) struct Tsv {
     set: Arc<dyn TensorSet>,
     /// [`TSV_HEADER`] and the format's attribute columns.
     header: Vec<u8>,
@@ -530,7 +530,7 @@ impl Generated for Tsv {
 
 /// `summary.txt`, rendered by one pass and kept (its size is bounded by
 /// [`crate::render::summary::MAX_SCOPES`] rows).
-pub struct SummaryFile {
+pub(crate) struct SummaryFile {
     set: Arc<dyn TensorSet>,
     /// The derived views beside it, as `(path, what it holds)`, listed at its end.
     views: Vec<(String, &'static str)>,

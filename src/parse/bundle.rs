@@ -76,7 +76,7 @@ impl Entry {
     }
 }
 
-pub fn parse_shape(shape: Option<&TensorShapeProto>) -> Result<Vec<u64>> {
+pub(crate) fn parse_shape(shape: Option<&TensorShapeProto>) -> Result<Vec<u64>> {
     let Some(s) = shape else {
         return Ok(Vec::new());
     };

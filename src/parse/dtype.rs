@@ -75,20 +75,20 @@ pub struct Row {
 
 /// `TensorProto` field numbers (tf-format.md).
 pub mod field {
-    pub const HALF: u32 = 13;
+    pub(crate) const HALF: u32 = 13;
     pub const FLOAT: u32 = 5;
-    pub const DOUBLE: u32 = 6;
-    pub const INT: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const SCOMPLEX: u32 = 9;
-    pub const INT64: u32 = 10;
+    pub(crate) const DOUBLE: u32 = 6;
+    pub(crate) const INT: u32 = 7;
+    pub(crate) const STRING: u32 = 8;
+    pub(crate) const SCOMPLEX: u32 = 9;
+    pub(crate) const INT64: u32 = 10;
     pub const BOOL: u32 = 11;
-    pub const DCOMPLEX: u32 = 12;
-    pub const RESOURCE: u32 = 14;
-    pub const VARIANT: u32 = 15;
-    pub const UINT32: u32 = 16;
-    pub const UINT64: u32 = 17;
-    pub const FLOAT8: u32 = 18;
+    pub(crate) const DCOMPLEX: u32 = 12;
+    pub(crate) const RESOURCE: u32 = 14;
+    pub(crate) const VARIANT: u32 = 15;
+    pub(crate) const UINT32: u32 = 16;
+    pub(crate) const UINT64: u32 = 17;
+    pub(crate) const FLOAT8: u32 = 18;
 }
 
 const fn row(
@@ -119,7 +119,7 @@ use field as f;
 
 /// Every dtype a bundle can hold. The one table: names, sizes, numpy, safetensors, element
 /// kinds and TensorProto fields are read from here and nowhere else.
-pub const TABLE: &[Row] = &[
+pub(crate) const TABLE: &[Row] = &[
     row(
         1,
         "float32",
@@ -358,7 +358,7 @@ impl DType {
     }
 
     /// The dtype named `name` (`tf.as_dtype(name)`), e.g. from another format's metadata.
-    pub fn from_name(name: &str) -> Option<DType> {
+    pub(crate) fn from_name(name: &str) -> Option<DType> {
         TABLE
             .iter()
             .find(|r| r.name == name)
@@ -390,12 +390,12 @@ impl DType {
     }
 
     /// numpy's `descr` for dtypes numpy holds natively (the ones that get an `.npy` view).
-    pub fn npy_descr(self) -> Option<&'static str> {
+    pub(crate) fn npy_descr(self) -> Option<&'static str> {
         self.row().and_then(|r| r.npy)
     }
 
     /// The safetensors dtype name, for dtypes safetensors holds bit for bit.
-    pub fn safetensors_name(self) -> Option<&'static str> {
+    pub(crate) fn safetensors_name(self) -> Option<&'static str> {
         self.row().and_then(|r| r.safetensors)
     }
 
@@ -405,7 +405,7 @@ impl DType {
     }
 
     /// The `TensorProto` field that holds its values outside `tensor_content`.
-    pub fn proto_field(self) -> Option<u32> {
+    pub(crate) fn proto_field(self) -> Option<u32> {
         self.row().map(|r| r.proto_field)
     }
 }

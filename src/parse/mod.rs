@@ -8,11 +8,11 @@ pub mod bundle;
 pub mod dtype;
 pub mod npy;
 pub mod partition;
-pub mod roles;
+pub(crate) mod roles;
 pub mod safetensors;
 pub mod slice_key;
 pub mod table;
-pub mod tensor_proto;
+pub(crate) mod tensor_proto;
 pub mod varint;
 pub mod wire;
 pub mod zip;
@@ -137,7 +137,7 @@ impl ReadAt for [u8] {
 
 /// Reads `len` bytes of `src` from `offset` in pieces of at most `chunk` bytes, handing each to
 /// `f` in order; one buffer of `min(len, chunk)` bytes is allocated.
-pub fn for_each_chunk<R: ReadAt + ?Sized>(
+pub(crate) fn for_each_chunk<R: ReadAt + ?Sized>(
     src: &R,
     offset: u64,
     len: u64,
@@ -167,7 +167,7 @@ pub fn mask_crc(c: u32) -> u32 {
     c.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
-pub fn unmask_crc(m: u32) -> u32 {
+pub(crate) fn unmask_crc(m: u32) -> u32 {
     m.wrapping_sub(0xa282_ead8).rotate_left(15)
 }
 

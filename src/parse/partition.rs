@@ -4,7 +4,7 @@
 use crate::parse::slice_key::Extent;
 
 /// `[start, end)` of an extent in a dimension of size `d`.
-pub fn extent_range(x: &Extent, d: u64) -> (u64, u64) {
+pub(crate) fn extent_range(x: &Extent, d: u64) -> (u64, u64) {
     if x.length < 0 {
         (0, d)
     } else {
@@ -13,7 +13,7 @@ pub fn extent_range(x: &Extent, d: u64) -> (u64, u64) {
 }
 
 /// Row-major index of element `e` of `shape`.
-pub fn unravel(shape: &[u64], mut e: u64, idx: &mut [u64]) {
+pub(crate) fn unravel(shape: &[u64], mut e: u64, idx: &mut [u64]) {
     for j in (0..shape.len()).rev() {
         idx[j] = e % shape[j].max(1);
         e /= shape[j].max(1);
@@ -21,7 +21,7 @@ pub fn unravel(shape: &[u64], mut e: u64, idx: &mut [u64]) {
 }
 
 /// The slice holding the element at `idx`.
-pub fn slice_of(shape: &[u64], slices: &[&[Extent]], idx: &[u64]) -> Option<usize> {
+pub(crate) fn slice_of(shape: &[u64], slices: &[&[Extent]], idx: &[u64]) -> Option<usize> {
     slices.iter().position(|s| {
         s.iter().zip(shape).zip(idx).all(|((x, &d), &i)| {
             let (a, b) = extent_range(x, d);
@@ -31,7 +31,7 @@ pub fn slice_of(shape: &[u64], slices: &[&[Extent]], idx: &[u64]) -> Option<usiz
 }
 
 /// Position of `idx` inside slice `s`, row-major over the slice's own shape.
-pub fn local_index(shape: &[u64], s: &[Extent], idx: &[u64]) -> u64 {
+pub(crate) fn local_index(shape: &[u64], s: &[Extent], idx: &[u64]) -> u64 {
     let mut src = 0u64;
     for j in 0..shape.len() {
         let (a, b) = extent_range(&s[j], shape[j]);
@@ -41,7 +41,7 @@ pub fn local_index(shape: &[u64], s: &[Extent], idx: &[u64]) -> u64 {
 }
 
 /// Which slice holds element `e` of a partitioned tensor, and its index within the slice.
-pub fn locate(shape: &[u64], slices: &[&[Extent]], e: u64) -> Option<(usize, u64)> {
+pub(crate) fn locate(shape: &[u64], slices: &[&[Extent]], e: u64) -> Option<(usize, u64)> {
     let mut idx = vec![0u64; shape.len()];
     unravel(shape, e, &mut idx);
     let p = slice_of(shape, slices, &idx)?;
@@ -51,7 +51,7 @@ pub fn locate(shape: &[u64], slices: &[&[Extent]], e: u64) -> Option<(usize, u64
 /// Walks elements `[first, last)` of a partitioned tensor in runs that are contiguous in one
 /// slice: `f(slice, index of the run's first element in the slice, elements)`. `None` if an
 /// element lies in no slice.
-pub fn for_each_run(
+pub(crate) fn for_each_run(
     shape: &[u64],
     slices: &[&[Extent]],
     first: u64,

@@ -145,7 +145,7 @@ impl Role {
     /// The role of the tensor named `key` of shape `shape`: [`Role::of`], except that a Keras 3
     /// weights file's `optimizer/vars/1` that is not a scalar is a slot (its optimizer had a
     /// learning-rate schedule, which Keras does not store, so the slots start at `vars/1`).
-    pub fn of_tensor(key: &[u8], shape: &[u64]) -> Role {
+    pub(crate) fn of_tensor(key: &[u8], shape: &[u64]) -> Role {
         if key == b"optimizer/vars/1" && !shape.is_empty() {
             return Role::OptimizerSlot;
         }

@@ -39,13 +39,13 @@ use std::io::Write;
 use crate::parse::dtype::DType;
 
 /// Where the data starts: a multiple of this (one page).
-pub const DATA_ALIGN: u64 = 4096;
+pub(crate) const DATA_ALIGN: u64 = 4096;
 
 /// safetensors' limit on the JSON header (`MAX_HEADER_SIZE` in its reader).
-pub const MAX_HEADER: u64 = 100_000_000;
+pub(crate) const MAX_HEADER: u64 = 100_000_000;
 
 /// The safetensors dtype name of a TensorFlow dtype whose bytes it holds unchanged.
-pub fn safetensors_dtype(dtype: DType) -> Option<&'static str> {
+pub(crate) fn safetensors_dtype(dtype: DType) -> Option<&'static str> {
     dtype.safetensors_name()
 }
 
@@ -137,7 +137,7 @@ impl Layout {
 
     /// [`Layout::build`] with more `__metadata__` entries, written after `"format"` and before
     /// `"tfmount.excluded"` (neither of which `metadata` may name).
-    pub fn build_with_metadata<'a, I>(
+    pub(crate) fn build_with_metadata<'a, I>(
         records: I,
         metadata: &[(&str, &str)],
     ) -> Result<Layout, SafetensorsError>
@@ -301,7 +301,7 @@ impl Layout {
 
     /// The pieces that make up file bytes `[offset, offset + len)`, clipped to the file's end,
     /// in order: header bytes, then parts of tensors (empty tensors never appear).
-    pub fn locate(&self, offset: u64, len: u64) -> Parts<'_> {
+    pub(crate) fn locate(&self, offset: u64, len: u64) -> Parts<'_> {
         let end = offset.saturating_add(len).min(self.size());
         // First tensor ending after `offset`.
         let next = self
@@ -319,7 +319,7 @@ impl Layout {
 
 /// Iterator returned by [`Layout::locate`].
 #[derive(Debug, Clone)]
-pub struct Parts<'a> {
+pub(crate) struct Parts<'a> {
     layout: &'a Layout,
     pos: u64,
     end: u64,

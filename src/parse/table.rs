@@ -13,7 +13,7 @@ pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
 const TRAILER_LEN: usize = 5;
 /// Decompressed blocks larger than this are refused (decompression bombs). TF writes 256 KiB
 /// blocks; a single huge entry can make one larger, but never anywhere near this.
-pub const MAX_BLOCK_LEN: usize = 256 << 20;
+pub(crate) const MAX_BLOCK_LEN: usize = 256 << 20;
 /// Largest ratio of decompressed to compressed size Snappy can produce (64 bytes from 3).
 const MAX_SNAPPY_RATIO: u64 = 22;
 /// A block's keys, rebuilt from their shared prefixes, may take at most this many times the
@@ -67,7 +67,7 @@ pub fn read_block(file: &[u8], h: BlockHandle) -> Result<Vec<u8>> {
 
 /// [`read_block`] for bytes read on demand: checks `h` against the file's length first, so
 /// nothing is allocated for a handle that points outside the file.
-pub fn read_block_at<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<Vec<u8>> {
+pub(crate) fn read_block_at<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<Vec<u8>> {
     let file_len = file.len();
     let bad = || FormatError::BadHandle {
         offset: h.offset,
@@ -134,7 +134,7 @@ fn decode_block(mut raw: Vec<u8>) -> Result<Vec<u8>> {
 }
 
 /// Reads and parses the footer at the end of `file`.
-pub fn read_footer<R: ReadAt + ?Sized>(file: &R) -> Result<Footer> {
+pub(crate) fn read_footer<R: ReadAt + ?Sized>(file: &R) -> Result<Footer> {
     let len = file.len();
     if len < FOOTER_LEN as u64 {
         return Err(FormatError::TooShort(len as usize));
@@ -244,7 +244,7 @@ impl Block {
     }
 
     /// Entry `i`'s key, or `None` if there is no entry `i`.
-    pub fn key_checked(&self, i: usize) -> Option<&[u8]> {
+    pub(crate) fn key_checked(&self, i: usize) -> Option<&[u8]> {
         (i < self.len()).then(|| self.key(i))
     }
 
@@ -268,7 +268,7 @@ impl Block {
     }
 
     /// Bytes held, for the cache's accounting.
-    pub fn mem_size(&self) -> usize {
+    pub(crate) fn mem_size(&self) -> usize {
         self.data.capacity()
             + self.keys.capacity()
             + self.key_ends.capacity() * 4
@@ -339,7 +339,7 @@ impl Table {
     }
 
     /// Opens a table whose bytes are read on demand; reads the footer and the index block.
-    pub fn open_at(
+    pub(crate) fn open_at(
         file: Arc<dyn ReadAt + Send + Sync>,
         cache: Arc<dyn BlockStore>,
     ) -> Result<Table> {

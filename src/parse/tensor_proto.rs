@@ -19,7 +19,7 @@ const MAX_TYPED_BYTES: usize = 1 << 30;
 
 /// The elements of a constant.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Elems {
+pub(crate) enum Elems {
     /// Fixed-size elements: `vals` holds `m` encoded elements; element `i` is `min(i, m-1)`.
     Fixed { vals: Vec<u8>, size: usize },
     /// Raw `tensor_content` bytes: a range of the buffer the proto came from.
@@ -29,7 +29,7 @@ pub enum Elems {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConstTensor {
+pub(crate) struct ConstTensor {
     pub dtype: DType,
     pub shape: Vec<u64>,
     /// Number of elements.

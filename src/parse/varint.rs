@@ -20,7 +20,7 @@ pub fn decode_u64(buf: &[u8]) -> Option<(u64, usize)> {
 /// [`decode_u64`] of a varint starting `b`, which holds 16 readable bytes (any varint fits):
 /// the inner loop of packed runs, with no bounds check per byte.
 #[inline(always)]
-pub fn decode_u64_16(b: &[u8; 16]) -> Option<(u64, usize)> {
+pub(crate) fn decode_u64_16(b: &[u8; 16]) -> Option<(u64, usize)> {
     let word = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     let ends = !word & 0x8080_8080_8080_8080;
     if ends != 0 {
@@ -49,7 +49,7 @@ pub fn groups(x: u64) -> u64 {
 }
 
 /// Decodes a varint32 (at most 5 bytes, value must fit u32).
-pub fn decode_u32(buf: &[u8]) -> Option<(u32, usize)> {
+pub(crate) fn decode_u32(buf: &[u8]) -> Option<(u32, usize)> {
     let (v, n) = decode_u64(&buf[..buf.len().min(5)])?;
     u32::try_from(v).ok().map(|v| (v, n))
 }

@@ -6,10 +6,10 @@ use super::{FormatError, Result};
 use crate::parse::varint::decode_u64;
 
 /// Wire types (tf-format.md §10 wire notes; groups are not used by TensorFlow's messages).
-pub const VARINT: u8 = 0;
-pub const FIXED64: u8 = 1;
-pub const LEN: u8 = 2;
-pub const FIXED32: u8 = 5;
+pub(crate) const VARINT: u8 = 0;
+pub(crate) const FIXED64: u8 = 1;
+pub(crate) const LEN: u8 = 2;
+pub(crate) const FIXED32: u8 = 5;
 
 /// One field occurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl Field {
         }
     }
 
-    pub fn payload_range(&self) -> std::ops::Range<usize> {
+    pub(crate) fn payload_range(&self) -> std::ops::Range<usize> {
         self.payload..self.end
     }
 }
@@ -62,7 +62,7 @@ pub fn fields(buf: &[u8]) -> Fields<'_> {
 }
 
 /// Fields of the sub-message `buf[range]`, with offsets into `buf`.
-pub fn fields_in(buf: &[u8], range: std::ops::Range<usize>) -> Fields<'_> {
+pub(crate) fn fields_in(buf: &[u8], range: std::ops::Range<usize>) -> Fields<'_> {
     let end = range.end.min(buf.len());
     Fields {
         buf,
@@ -143,7 +143,11 @@ impl Iterator for Fields<'_> {
 
 /// The payload of the last occurrence of `LEN` field `number` in `buf[range]` (proto3: the last
 /// scalar occurrence wins).
-pub fn last_len(buf: &[u8], range: std::ops::Range<usize>, number: u32) -> Result<Option<Field>> {
+pub(crate) fn last_len(
+    buf: &[u8],
+    range: std::ops::Range<usize>,
+    number: u32,
+) -> Result<Option<Field>> {
     let mut found = None;
     for f in fields_in(buf, range) {
         let f = f?;

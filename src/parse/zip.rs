@@ -19,7 +19,7 @@ const MAX_TAIL: u64 = 22 + 0xffff;
 const MAX_DIRECTORY: u64 = 64 << 20;
 /// Compression methods.
 pub const STORED: u16 = 0;
-pub const DEFLATED: u16 = 8;
+pub(crate) const DEFLATED: u16 = 8;
 
 fn bad(m: impl Into<String>) -> FormatError {
     FormatError::Zip(m.into())
@@ -240,7 +240,7 @@ pub fn read_member<R: ReadAt + ?Sized>(src: &R, m: &Member, max: u64) -> Result<
 }
 
 /// Checks a stored member's bytes against its CRC-32, reading them in chunks.
-pub fn check_crc<R: ReadAt + ?Sized>(src: &R, m: &Member) -> Result<()> {
+pub(crate) fn check_crc<R: ReadAt + ?Sized>(src: &R, m: &Member) -> Result<()> {
     if !m.stored() {
         return Err(bad(format!("{}: not stored", m.name)));
     }

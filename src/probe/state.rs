@@ -27,7 +27,7 @@ pub fn parse(text: &str) -> Result<CheckpointState, String> {
 /// The name a checkpoint whose prefix has an empty base name (`dir/`: its files are
 /// `dir/.index` and `dir/.data-*`) is shown under in a checkpoint directory's mount; see
 /// [`show_names`].
-pub const EMPTY_BASE_NAME: &str = "ckpt";
+pub(crate) const EMPTY_BASE_NAME: &str = "ckpt";
 
 /// The base name of a prefix (empty for `dir/`), as UTF-8.
 fn base_name(prefix: &Path) -> Option<String> {
@@ -113,7 +113,7 @@ fn show_name(name: &str, taken: &[&str]) -> String {
 }
 
 /// [`show_name`] for each of `names`.
-pub fn show_names(names: &mut [(String, PathBuf)]) {
+pub(crate) fn show_names(names: &mut [(String, PathBuf)]) {
     let taken: Vec<String> = names.iter().map(|(n, _)| n.clone()).collect();
     let taken: Vec<&str> = taken.iter().map(String::as_str).collect();
     for (n, _) in names.iter_mut() {
@@ -123,7 +123,7 @@ pub fn show_names(names: &mut [(String, PathBuf)]) {
 
 /// State files larger than this are refused (TensorFlow writes about a hundred bytes a
 /// checkpoint).
-pub const MAX_STATE_FILE: u64 = 16 << 20;
+pub(crate) const MAX_STATE_FILE: u64 = 16 << 20;
 
 /// The text of a state file: at most [`MAX_STATE_FILE`] bytes of UTF-8 from a regular file
 /// (a FIFO put in its place is refused rather than waited on).
@@ -234,7 +234,7 @@ pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
 }
 
 /// Checkpoints as `(name shown in the mount, prefix)`.
-pub type NamedPrefixes = Vec<(String, PathBuf)>;
+pub(crate) type NamedPrefixes = Vec<(String, PathBuf)>;
 
 /// The checkpoints a state file lists that exist, oldest first, and the current one's name.
 pub fn resolve(
@@ -276,7 +276,7 @@ pub fn resolve(
 
 /// The checkpoints of any format directly inside `dir` (`P.index` files, Keras files, ...), as
 /// `(name shown, path)`, sorted by name (see [`show_names`] for `dir/.index`).
-pub fn checkpoint_files(
+pub(crate) fn checkpoint_files(
     store: &dyn Store,
     dir: &Path,
 ) -> Result<Vec<(String, PathBuf)>, SourceError> {
@@ -295,7 +295,7 @@ pub fn checkpoint_files(
 /// directories of a sharded save, `*.tempstate*` files and a state file's `checkpoint.tmp*`;
 /// hidden files, as `rsync` and many copy tools write before a rename).
 /// Such a directory is a checkpoint directory with no checkpoint in it yet.
-pub fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
+pub(crate) fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
     let Ok(entries) = store.list(dir) else {
         return false;
     };
@@ -317,7 +317,7 @@ pub fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
 /// (a Keras file; ModelCheckpoint writes one per epoch) by modification time, the last by name
 /// among equals. TensorFlow's own checkpoints (prefixes of several files) get no `latest`
 /// without a state file, as TensorFlow's `latest_checkpoint` gives none.
-pub fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) -> Option<String> {
+pub(crate) fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) -> Option<String> {
     checkpoints
         .iter()
         .filter(|(_, p)| store.is_file(p))

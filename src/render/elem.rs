@@ -60,7 +60,7 @@ pub const F8_E5M2: Mini = Mini {
     bias: 15,
     special: Special::Ieee,
 };
-pub const F8_E4M3FN: Mini = Mini {
+pub(crate) const F8_E4M3FN: Mini = Mini {
     exp: 4,
     man: 3,
     bias: 7,
@@ -72,7 +72,7 @@ pub const F8_E4M3FNUZ: Mini = Mini {
     bias: 8,
     special: Special::Fnuz,
 };
-pub const F8_E4M3B11FNUZ: Mini = Mini {
+pub(crate) const F8_E4M3B11FNUZ: Mini = Mini {
     exp: 4,
     man: 3,
     bias: 11,
@@ -84,7 +84,7 @@ pub const F8_E5M2FNUZ: Mini = Mini {
     bias: 16,
     special: Special::Fnuz,
 };
-pub const F4_E2M1FN: Mini = Mini {
+pub(crate) const F4_E2M1FN: Mini = Mini {
     exp: 2,
     man: 1,
     bias: 1,
@@ -97,14 +97,14 @@ fn pow2(k: i32) -> f32 {
 }
 
 /// The widest float32 text: a sign, 9 significant digits, the point, `e-38`.
-pub const F32_WIDTH: usize = 15;
+pub(crate) const F32_WIDTH: usize = 15;
 /// The widest float64 text: a sign, 17 significant digits, the point, `e-308`.
-pub const F64_WIDTH: usize = 24;
+pub(crate) const F64_WIDTH: usize = 24;
 
 impl Mini {
     /// The most characters one value of this format is written with (as the `f32` it stands
     /// for), found by trying every encoding (tested in this module).
-    pub fn text_width(&self) -> usize {
+    pub(crate) fn text_width(&self) -> usize {
         match (self.exp, self.man, self.bias) {
             (5, 10, _) => 15, // float16: -0.000100016594
             (5, 2, _) => 14,  // float8_e5m2(fnuz): -0.00010681152
@@ -157,13 +157,13 @@ pub fn f16_to_f32(bits: u16) -> f32 {
 }
 
 /// The exact `f32` value of bfloat16 bits (the upper half of an `f32`).
-pub fn bf16_to_f32(bits: u16) -> f32 {
+pub(crate) fn bf16_to_f32(bits: u16) -> f32 {
     f32::from_bits((bits as u32) << 16)
 }
 
 /// `x` rounded to the nearest float16 (ties to even; overflow to ±inf), as an `f32`: what
 /// numpy's float16 arithmetic gives for an operation whose `f32` result is `x`.
-pub fn round_to_f16(x: f32) -> f32 {
+pub(crate) fn round_to_f16(x: f32) -> f32 {
     if !x.is_finite() {
         return x;
     }
@@ -258,7 +258,7 @@ impl Kind {
 
     /// The most characters an element of this kind is written with (module doc); `None` for
     /// strings, whose elements have no bound.
-    pub fn text_width(&self) -> Option<usize> {
+    pub(crate) fn text_width(&self) -> Option<usize> {
         Some(match *self {
             Kind::Bool => 5,
             Kind::Int { size, signed } => match (size, signed) {
@@ -351,9 +351,9 @@ pub enum Value {
 }
 
 /// `f32`-valued floats with `1e-4 <= |x| <` this are written positionally (module doc).
-pub const F32_POSITIONAL_BELOW: f32 = 1e7;
+pub(crate) const F32_POSITIONAL_BELOW: f32 = 1e7;
 /// `f64` floats with `1e-4 <= |x| <` this are written positionally (as Python's `repr`).
-pub const F64_POSITIONAL_BELOW: f64 = 1e16;
+pub(crate) const F64_POSITIONAL_BELOW: f64 = 1e16;
 
 /// Writes a float: `nan`, `inf`, `-inf`, else `Display` or `LowerExp` by magnitude (module doc).
 /// Formats straight into `out`, allocating nothing else.
@@ -377,19 +377,19 @@ macro_rules! write_float {
 }
 
 /// Writes `x` (see the module doc for the form).
-pub fn write_f32(out: &mut Vec<u8>, x: f32) {
+pub(crate) fn write_f32(out: &mut Vec<u8>, x: f32) {
     use std::io::Write;
     write_float!(out, x, F32_POSITIONAL_BELOW)
 }
 
 /// Writes `x` (see the module doc for the form).
-pub fn write_f64(out: &mut Vec<u8>, x: f64) {
+pub(crate) fn write_f64(out: &mut Vec<u8>, x: f64) {
     use std::io::Write;
     write_float!(out, x, F64_POSITIONAL_BELOW)
 }
 
 /// Writes an integer in decimal.
-pub fn write_int(out: &mut Vec<u8>, v: i128) {
+pub(crate) fn write_int(out: &mut Vec<u8>, v: i128) {
     use std::io::Write;
     let _ = write!(out, "{v}");
 }
@@ -417,14 +417,14 @@ fn write_complex<T: Copy>(
 
 /// Writes `v` right-aligned in `width` characters (spaces before it; nothing is cut when it is
 /// wider). Every character a value is written with is ASCII, so characters are bytes.
-pub fn write_padded(out: &mut Vec<u8>, v: Value, width: usize) {
+pub(crate) fn write_padded(out: &mut Vec<u8>, v: Value, width: usize) {
     let start = out.len();
     write_value(out, v);
     pad_from(out, start, width);
 }
 
 /// Right-aligns the text `out[start..]` in `width` bytes, moving it right past leading spaces.
-pub fn pad_from(out: &mut Vec<u8>, start: usize, width: usize) {
+pub(crate) fn pad_from(out: &mut Vec<u8>, start: usize, width: usize) {
     let len = out.len() - start;
     if let Some(pad) = width.checked_sub(len).filter(|&p| p > 0) {
         out.resize(start + width, b' ');

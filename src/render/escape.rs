@@ -11,7 +11,7 @@
 
 /// Escapes bytes pushed in pieces; holds at most 3 bytes of an unfinished UTF-8 sequence.
 #[derive(Debug, Clone, Default)]
-pub struct Escaper {
+pub(crate) struct Escaper {
     quote: bool,
     pending: [u8; 4],
     len: u8,

@@ -4,10 +4,10 @@
 pub mod concrete;
 pub mod elem;
 pub mod escape;
-pub mod pyrepr;
+pub(crate) mod pyrepr;
 pub mod signatures;
 pub mod stats;
-pub mod structured;
+pub(crate) mod structured;
 pub mod summary;
 pub mod values;
 
@@ -53,7 +53,11 @@ pub fn message_text(
 }
 
 /// `buf[range]` without the occurrences of field `number` (a message minus one field).
-pub fn without_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<Vec<u8>, String> {
+pub(crate) fn without_field(
+    buf: &[u8],
+    range: Range<usize>,
+    number: u32,
+) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(range.len());
     for f in wire::fields_in(buf, range) {
         let f = f.map_err(|e| e.to_string())?;
@@ -87,7 +91,7 @@ pub enum Piece {
     },
 }
 
-pub fn render_piece(buf: &[u8], p: &Piece) -> Result<Vec<u8>, String> {
+pub(crate) fn render_piece(buf: &[u8], p: &Piece) -> Result<Vec<u8>, String> {
     match p {
         Piece::Lit(s) => Ok(s.as_bytes().to_vec()),
         Piece::Msg { ty, parts, indent } => {
@@ -108,7 +112,7 @@ fn indent_text(t: &[u8], n: usize) -> Vec<u8> {
 /// A SavedModel as protobuf text, in pieces small enough to render one at a time: each graph
 /// node and each library function is its own piece, so a graph near 2 GB streams. Fields a
 /// message has once are rendered together (text format forbids repeating them).
-pub fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
+pub(crate) fn saved_model_pieces(buf: &[u8]) -> Result<Vec<Piece>, String> {
     let e = |e: crate::parse::FormatError| e.to_string();
     let raw = |f: &wire::Field| f.start..f.end;
     let mut out = Vec::new();

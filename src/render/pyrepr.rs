@@ -6,7 +6,7 @@
 /// `\UNNNNNNNN`. Printability follows Python's `str.isprintable` for the control, format,
 /// separator and private-use characters TensorFlow names can plausibly hold; unassigned code
 /// points are taken as printable (no Unicode database here).
-pub fn str_repr(s: &str) -> String {
+pub(crate) fn str_repr(s: &str) -> String {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {
@@ -55,7 +55,7 @@ fn printable(c: char) -> bool {
 
 /// `repr(x)` of a Python `float`: the shortest digits that round-trip, in positional notation
 /// for decimal exponents -4..=15 and `1e+16`-style otherwise; `inf`, `-inf`, `nan`.
-pub fn float_repr(x: f64) -> String {
+pub(crate) fn float_repr(x: f64) -> String {
     if x.is_nan() {
         return "nan".into();
     }
@@ -98,14 +98,14 @@ pub fn float_repr(x: f64) -> String {
 }
 
 /// `repr(list_of_str)`: `['a', 'b']`.
-pub fn str_list_repr<S: AsRef<str>>(items: &[S]) -> String {
+pub(crate) fn str_list_repr<S: AsRef<str>>(items: &[S]) -> String {
     let parts: Vec<String> = items.iter().map(|s| str_repr(s.as_ref())).collect();
     format!("[{}]", parts.join(", "))
 }
 
 /// `repr(set_of_str)`: `{'a', 'b'}`, or `set()` when empty. Python prints a set in hash order,
 /// which depends on the process (PYTHONHASHSEED); this prints the items in the order given.
-pub fn str_set_repr<S: AsRef<str>>(items: &[S]) -> String {
+pub(crate) fn str_set_repr<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         return "set()".into();
     }

@@ -109,7 +109,7 @@ const CALL_OPS: [&[u8]; 2] = [b"PartitionedCall", b"StatefulPartitionedCall"];
 /// library function reached from a node whose op is that function's name or from the `f`
 /// attr of a (Stateful)PartitionedCall; function names themselves are not ops. Scanned on the
 /// wire (nothing is decoded whole), so a graph near 2 GB costs one pass.
-pub fn ops_used(buf: &[u8], graph_def: &[Field]) -> Result<Vec<String>, String> {
+pub(crate) fn ops_used(buf: &[u8], graph_def: &[Field]) -> Result<Vec<String>, String> {
     let e = |e: crate::parse::FormatError| e.to_string();
     // Function name -> FunctionDef (the last of a name wins, as in TensorFlow's dict).
     let mut library: HashMap<&[u8], Range<usize>> = HashMap::new();

@@ -20,7 +20,7 @@ pub type Shape = Option<Vec<Option<i64>>>;
 
 /// A decoded StructuredValue.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Py {
+pub(crate) enum Py {
     None,
     Bool(bool),
     Int(i64),
@@ -58,7 +58,7 @@ pub enum Py {
 
 /// The Python name of DataType `v` (`tf.float32` without `tf.`), or `None` for values
 /// `tf.dtypes.DType` refuses (DT_INVALID, unknown numbers).
-pub fn dtype_py_name(v: i32) -> Option<String> {
+pub(crate) fn dtype_py_name(v: i32) -> Option<String> {
     let (base, suffix) = if (101..=200).contains(&v) {
         (v - 100, "_ref")
     } else {
@@ -248,7 +248,7 @@ fn tuple_repr(items: &[Py]) -> String {
 }
 
 /// Python's `repr(value)`.
-pub fn repr(v: &Py) -> String {
+pub(crate) fn repr(v: &Py) -> String {
     match v {
         Py::Str(s) => str_repr(s),
         Py::Shape(None) => "TensorShape(None)".into(),
@@ -259,7 +259,7 @@ pub fn repr(v: &Py) -> String {
 }
 
 /// Python's `str(value)`.
-pub fn str_of(v: &Py) -> String {
+pub(crate) fn str_of(v: &Py) -> String {
     match v {
         Py::None => "None".into(),
         Py::Bool(b) => if *b { "True" } else { "False" }.into(),
@@ -350,7 +350,7 @@ pub fn type_name(v: &Py) -> String {
 }
 
 /// Python's truth value (`if value:`).
-pub fn truthy(v: &Py) -> bool {
+pub(crate) fn truthy(v: &Py) -> bool {
     match v {
         Py::None => false,
         Py::Bool(b) => *b,
@@ -368,7 +368,7 @@ pub fn truthy(v: &Py) -> bool {
 /// What iterating `value` yields (`for x in value`), or `None` when Python would raise (or
 /// the value is not modelled): a dict yields its keys, a string its characters, a TensorShape
 /// its dims.
-pub fn iterate(v: &Py) -> Option<Vec<Py>> {
+pub(crate) fn iterate(v: &Py) -> Option<Vec<Py>> {
     match v {
         Py::List(x) | Py::Tuple(x) => Some(x.clone()),
         Py::NamedTuple { fields, .. } => Some(fields.iter().map(|(_, x)| x.clone()).collect()),

@@ -51,10 +51,10 @@ pub struct TensorRecord<'a> {
 }
 
 /// The first line of `tensors.tsv`.
-pub const TSV_HEADER: &str = "key\tdtype\tshape\tnbytes\tpath\tcrc32c\tshard\toffset\n";
+pub(crate) const TSV_HEADER: &str = "key\tdtype\tshape\tnbytes\tpath\tcrc32c\tshard\toffset\n";
 
 /// Appends the `tensors.tsv` line of `r` (ending in `\n`).
-pub fn tsv_line(r: &TensorRecord, out: &mut Vec<u8>) {
+pub(crate) fn tsv_line(r: &TensorRecord, out: &mut Vec<u8>) {
     escape(r.key, false, out);
     out.push(b'\t');
     out.extend_from_slice(r.dtype.display_name().as_bytes());
@@ -86,7 +86,7 @@ pub fn tsv_line(r: &TensorRecord, out: &mut Vec<u8>) {
 
 /// Appends a format's attribute columns to a `tensors.tsv` line made by [`tsv_line`] (before
 /// its `\n`): one tab-separated field each, `-` where absent, escaped as keys are.
-pub fn tsv_extra(values: &[Option<String>], columns: usize, out: &mut Vec<u8>) {
+pub(crate) fn tsv_extra(values: &[Option<String>], columns: usize, out: &mut Vec<u8>) {
     let nl = out.last() == Some(&b'\n');
     if nl {
         out.pop();
@@ -104,7 +104,7 @@ pub fn tsv_extra(values: &[Option<String>], columns: usize, out: &mut Vec<u8>) {
 }
 
 /// Scopes listed by name in `summary.txt`; later ones share one row.
-pub const MAX_SCOPES: usize = 1000;
+pub(crate) const MAX_SCOPES: usize = 1000;
 
 /// Tensor count, parameters and bytes of a group.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -297,7 +297,7 @@ pub fn thousands(n: u128) -> String {
 }
 
 /// A binary size with one decimal (`12.3 MiB`); bytes exactly under 1 KiB (`208 B`).
-pub fn human_size(bytes: u128) -> String {
+pub(crate) fn human_size(bytes: u128) -> String {
     const UNITS: [&str; 8] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
     if bytes < 1024 {
         return format!("{bytes} B");

@@ -159,7 +159,7 @@ enum StrPos {
 
 /// Streaming text renderer of one tensor; see the module doc.
 #[derive(Debug, Clone)]
-pub struct TextRenderer {
+pub(crate) struct TextRenderer {
     kind: Kind,
     size: usize,
     /// Characters each element is padded to (numeric kinds).

@@ -41,14 +41,14 @@ use crate::source::bytes::Store;
 pub use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
 
 /// Symlinks followed while resolving one (the kernel's limit).
-pub const MAX_HOPS: u32 = 40;
+pub(crate) const MAX_HOPS: u32 = 40;
 /// Path components walked while resolving one symlink (all the links it leads through
 /// together): past this it is not followed (as a loop).
-pub const MAX_STEPS: u32 = 4096;
+pub(crate) const MAX_STEPS: u32 = 4096;
 /// Directory descriptors a [`LocalTree`] keeps open (besides the root's).
 pub const DIR_FDS: usize = 16;
 /// Locations one tree remembers; listing more fails (a guard on memory).
-pub const MAX_LOCS: usize = 1 << 19;
+pub(crate) const MAX_LOCS: usize = 1 << 19;
 /// Paths longer than this are opened through the parent directory's descriptor.
 const LONG_PATH: usize = 3800;
 
@@ -247,7 +247,7 @@ fn read_names(dir: &OwnedFd, max: usize) -> io::Result<(Vec<OsString>, bool)> {
 }
 
 /// A [`PassTree`] of the local filesystem (see the module docs).
-pub struct LocalTree {
+pub(crate) struct LocalTree {
     /// The root as given (for messages).
     root: PathBuf,
     /// The root's absolute spellings (as given, and with every symlink resolved): an absolute
@@ -603,7 +603,7 @@ impl ByteSource for Named {
 // ---------------------------------------------------------------------------------------------
 
 /// A [`PassTree`] over a [`Store`]'s `list` and `open` (object stores: no symlinks).
-pub struct StoreTree {
+pub(crate) struct StoreTree {
     store: Arc<dyn Store>,
     locs: RwLock<StoreLocs>,
 }

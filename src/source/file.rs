@@ -171,7 +171,7 @@ impl SourceFile {
     }
 
     /// Fills `buf` from `offset`, then checks the file did not change.
-    pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+    pub(crate) fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
         self.check_range(offset, buf.len() as u64)?;
         if self.changed.load(Ordering::Relaxed) {
             return Err(self.changed_err());
@@ -188,7 +188,7 @@ impl SourceFile {
 
     /// `len` bytes from `offset` in a new buffer (not zeroed first), then checks the file did
     /// not change.
-    pub fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+    pub(crate) fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         self.check_range(offset, len as u64)?;
         if self.changed.load(Ordering::Relaxed) {
             return Err(self.changed_err());

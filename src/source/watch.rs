@@ -18,7 +18,7 @@ const MASK: u32 = libc::IN_CLOSE_WRITE
     | libc::IN_DELETE_SELF
     | libc::IN_MOVE_SELF;
 
-pub struct DirWatch {
+pub(crate) struct DirWatch {
     fd: OwnedFd,
 }
 

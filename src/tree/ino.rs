@@ -72,8 +72,8 @@ impl Field {
 }
 
 /// Inode = subtree | local.
-pub const SUBTREE: Field = Field::top(64, 12);
-pub const LOCAL: Field = SUBTREE.then(52);
+pub(crate) const SUBTREE: Field = Field::top(64, 12);
+pub(crate) const LOCAL: Field = SUBTREE.then(52);
 const _: () = assert!(LOCAL.shift == 0);
 
 /// An inode number.
@@ -98,22 +98,22 @@ impl Ino {
 }
 
 /// Most subtree instances a mount can hold at once (subtree 0 is the fixed nodes).
-pub const MAX_SUBTREES: usize = SUBTREE.max() as usize;
+pub(crate) const MAX_SUBTREES: usize = SUBTREE.max() as usize;
 
 /// The state of a registry slot (see `fs::registry`): its generation, whether it holds no
 /// subtree, and the lookups the kernel holds on its inodes.
 pub mod slot {
     use super::Field;
-    pub const GENERATION: Field = Field::top(64, 23);
-    pub const FREE: Field = GENERATION.then(1);
-    pub const LOOKUPS: Field = FREE.then(40);
+    pub(crate) const GENERATION: Field = Field::top(64, 23);
+    pub(crate) const FREE: Field = GENERATION.then(1);
+    pub(crate) const LOOKUPS: Field = FREE.then(40);
     const _: () = assert!(LOOKUPS.shift == 0);
 }
 
 /// Local layout of a key-space node (checkpoint variables and the views that mirror them).
 pub mod keyspace {
     use super::{Field, LOCAL};
-    pub const VIEW: Field = Field::top(LOCAL.bits, 2);
+    pub(crate) const VIEW: Field = Field::top(LOCAL.bits, 2);
     pub const FILE: Field = VIEW.then(3);
     pub const DEPTH: Field = FILE.then(7);
     pub const POS: Field = DEPTH.then(40);
@@ -123,10 +123,10 @@ pub mod keyspace {
 /// Local layout of a graph node (one meta graph's name spaces).
 pub mod graph {
     use super::{Field, LOCAL};
-    pub const SPACE: Field = Field::top(LOCAL.bits, 18);
+    pub(crate) const SPACE: Field = Field::top(LOCAL.bits, 18);
     pub const FILE: Field = SPACE.then(3);
     pub const DEPTH: Field = FILE.then(6);
-    pub const INDEX: Field = DEPTH.then(25);
+    pub(crate) const INDEX: Field = DEPTH.then(25);
     const _: () = assert!(INDEX.shift == 0);
 }
 
@@ -134,9 +134,9 @@ pub mod graph {
 /// from 1), or one file of a leaf (`LEAF` 1, `FILE` its kind, `INDEX` the leaf's number).
 pub mod names {
     use super::{Field, LOCAL};
-    pub const LEAF: Field = Field::top(LOCAL.bits, 1);
+    pub(crate) const LEAF: Field = Field::top(LOCAL.bits, 1);
     pub const FILE: Field = LEAF.then(3);
-    pub const INDEX: Field = FILE.then(48);
+    pub(crate) const INDEX: Field = FILE.then(48);
     const _: () = assert!(INDEX.shift == 0);
 }
 
@@ -144,9 +144,9 @@ pub mod names {
 /// start, `.` and `..`.
 pub mod cookie {
     use super::Field;
-    pub const BASE: u64 = 3;
+    pub(crate) const BASE: u64 = 3;
     pub const POS: Field = Field::top(61, 61);
-    pub const SUB: Field = Field::top(3, 3);
+    pub(crate) const SUB: Field = Field::top(3, 3);
     const _: () = assert!(SUB.shift == 0 && POS.shift == 0);
 
     /// The cookie of sub-entry `sub` (0..7) of the item at `pos`.

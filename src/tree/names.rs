@@ -126,7 +126,7 @@ pub enum FileKind {
 }
 
 /// The suffix of the one file per tensor of `text/` and `stats/`.
-pub const TXT: &str = ".txt";
+pub(crate) const TXT: &str = ".txt";
 
 impl FileKind {
     /// The files of a tensor in `variables/` (and of a graph constant), in listing order.
@@ -147,7 +147,7 @@ impl FileKind {
     }
 
     /// The kind whose `file` code is `code`.
-    pub fn from_code(code: u64) -> Option<FileKind> {
+    pub(crate) fn from_code(code: u64) -> Option<FileKind> {
         FileKind::ALL.into_iter().find(|k| *k as u64 == code)
     }
 

@@ -44,11 +44,11 @@ use crate::parse::dtype::DType;
 use crate::parse::{FormatError, ReadAt, Result};
 
 /// Largest object header parsed (Keras writes a few hundred bytes).
-pub const MAX_HEADER: usize = 1 << 20;
+pub(crate) const MAX_HEADER: usize = 1 << 20;
 /// Deepest group nesting walked.
 pub const MAX_DEPTH: usize = 64;
 /// Most groups and datasets walked in one file.
-pub const MAX_OBJECTS: usize = 1 << 20;
+pub(crate) const MAX_OBJECTS: usize = 1 << 20;
 
 /// HDF5 filter ids.
 const FILTER_FLETCHER32: u16 = 3;
@@ -152,7 +152,7 @@ impl Index {
     }
 
     /// The end-of-file address the superblock records (where a complete file ends).
-    pub fn eof(&self) -> u64 {
+    pub(crate) fn eof(&self) -> u64 {
         let sb = self.file.superblock();
         sb.base_address.saturating_add(sb.eof_address)
     }
@@ -404,12 +404,12 @@ impl Index {
 
     /// The string value of attribute `name` of the object at `path` (`""`: the root group):
     /// a scalar string, or the first of an array.
-    pub fn attr_string(&self, path: &str, name: &str) -> Option<String> {
+    pub(crate) fn attr_string(&self, path: &str, name: &str) -> Option<String> {
         self.attr_strings(path, name)?.into_iter().next()
     }
 
     /// The string values of attribute `name` of the group at `path` (`""`: the root group).
-    pub fn attr_strings(&self, path: &str, name: &str) -> Option<Vec<String>> {
+    pub(crate) fn attr_strings(&self, path: &str, name: &str) -> Option<Vec<String>> {
         let g = if path.is_empty() {
             self.file.root_group().ok()?
         } else {

@@ -10,7 +10,7 @@
 //! into memory once, up to [`MAX_INFLATED`] bytes, and refused above that. Compact and chunked
 //! datasets (other writers) are decoded whole when opened, up to [`MAX_DECODED`] bytes.
 
-pub mod config_names;
+pub(crate) mod config_names;
 pub mod hdf5;
 
 use std::ffi::OsString;
@@ -40,9 +40,9 @@ use crate::source::bytes::RangeReader;
 use crate::source::bytes::Store;
 
 /// A deflated `.keras` member larger than this is refused (it is held in memory).
-pub const MAX_INFLATED: u64 = 256 << 20;
+pub(crate) const MAX_INFLATED: u64 = 256 << 20;
 /// A compact or chunked dataset larger than this is refused (it is decoded in memory).
-pub const MAX_DECODED: u64 = 256 << 20;
+pub(crate) const MAX_DECODED: u64 = 256 << 20;
 /// `config.json`, `metadata.json` and the JSON attributes of legacy files are shown up to
 /// this size.
 const MAX_JSON: u64 = 16 << 20;
@@ -273,7 +273,7 @@ pub struct OpenedKeras {
 /// of it: made once, before the first byte of a dataset read from the member is served (the
 /// whole member read; local files: from the page cache after the first time), and remembered.
 /// A deflated member needs none: it is inflated, and checked, when opened.
-pub struct MemberCheck {
+pub(crate) struct MemberCheck {
     path: PathBuf,
     file: Arc<dyn ByteSource>,
     member: fzip::Member,
@@ -331,7 +331,7 @@ impl MemberCheck {
 
 /// The datasets of a Keras file as a [`TensorSet`]: positions are indexes into `datasets`,
 /// sorted by key.
-pub struct KerasSet {
+pub(crate) struct KerasSet {
     path: PathBuf,
     meta: FileMeta,
     file: Arc<dyn ByteSource>,

@@ -15,11 +15,11 @@ use crate::parse::dtype::DType;
 
 /// A `model.json` larger than this is refused (it is parsed whole, in memory). Converted models
 /// hold their weights in shard files; their `model.json` is a few kilobytes to a few megabytes.
-pub const MAX_MODEL_JSON: u64 = 32 << 20;
+pub(crate) const MAX_MODEL_JSON: u64 = 32 << 20;
 
 /// Most elements of a weight (its shape's product): a bound on what a claimed shape may make
 /// the reader compute, well above any real model's.
-pub const MAX_ELEMENTS: u64 = 1 << 40;
+pub(crate) const MAX_ELEMENTS: u64 = 1 << 40;
 
 /// A weight's dtype as TF.js names it (`DataType` in tfjs-core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Weight {
 
     /// Bytes it takes in its group's stream; `None` for a string weight (its elements' lengths
     /// are in the stream).
-    pub fn stored_len(&self) -> Option<u64> {
+    pub(crate) fn stored_len(&self) -> Option<u64> {
         let size = match &self.quant {
             Some(q) => q.stored.size(),
             None => self.dtype.size()?,
@@ -132,7 +132,7 @@ impl Weight {
     }
 
     /// Why tfjs-core refuses to decode it, if it does (`decodeWeight`'s errors).
-    pub fn undecodable(&self) -> Option<String> {
+    pub(crate) fn undecodable(&self) -> Option<String> {
         let q = self.quant.as_ref()?;
         match (q.stored, self.dtype) {
             (QDtype::U8 | QDtype::U16, WDtype::Float32 | WDtype::Int32) => {
@@ -176,7 +176,7 @@ pub struct Model {
 impl Model {
     /// A graph model: `format: graph-model`, or (older converters wrote no `format`) a
     /// topology holding `node`.
-    pub fn is_graph(&self) -> bool {
+    pub(crate) fn is_graph(&self) -> bool {
         match self.format.as_deref() {
             Some(f) => f == "graph-model",
             None => self
@@ -189,14 +189,14 @@ impl Model {
 
 /// Whether a parsed JSON value is a TF.js model: an object with `weightsManifest` and
 /// `modelTopology` or `format`.
-pub fn is_model(v: &Value) -> bool {
+pub(crate) fn is_model(v: &Value) -> bool {
     v.get("weightsManifest").is_some()
         && (v.get("modelTopology").is_some() || v.get("format").is_some())
 }
 
 /// Whether `bytes` may be a JSON object (its first non-blank byte is `{`): a cheap test before
 /// parsing.
-pub fn looks_like_object(bytes: &[u8]) -> bool {
+pub(crate) fn looks_like_object(bytes: &[u8]) -> bool {
     bytes
         .iter()
         .find(|b| !b.is_ascii_whitespace())
@@ -217,7 +217,7 @@ pub fn parse(bytes: &[u8]) -> Result<Model, String> {
 }
 
 /// [`parse`] of a JSON value already parsed.
-pub fn from_value(v: Value) -> Result<Model, String> {
+pub(crate) fn from_value(v: Value) -> Result<Model, String> {
     let Value::Object(mut top) = v else {
         return Err("not a JSON object".into());
     };
@@ -367,14 +367,14 @@ pub fn safe_shard_path(p: &str) -> bool {
 /// One uint8/uint16 value of a float32 weight: `v * scale + min` in JavaScript numbers
 /// (IEEE doubles, two roundings: no fused multiply-add), stored into a `Float32Array` (rounded
 /// to the nearest float32, ties to even).
-pub fn dequantize(v: u16, scale: f64, min: f64) -> f32 {
+pub(crate) fn dequantize(v: u16, scale: f64, min: f64) -> f32 {
     (f64::from(v) * scale + min) as f32
 }
 
 /// One uint8/uint16 value of an int32 weight: `Math.round(v * scale + min)` stored into an
 /// `Int32Array`: rounded half up (toward +infinity), then ECMAScript's ToInt32 (NaN and
 /// infinities to 0, other values modulo 2^32).
-pub fn dequantize_i32(v: u16, scale: f64, min: f64) -> i32 {
+pub(crate) fn dequantize_i32(v: u16, scale: f64, min: f64) -> i32 {
     let x = f64::from(v) * scale + min;
     if !x.is_finite() {
         return 0;
@@ -389,7 +389,7 @@ pub fn dequantize_i32(v: u16, scale: f64, min: f64) -> i32 {
 /// float16 bits widened as tfjs-core's `getFloat16Decoder` does it (three lookup tables after
 /// "Fast Half Float Conversions"): the exact value for every finite half, and infinities and
 /// NaNs with their payload moved up (no quiet bit set). Returns the float32's bits.
-pub fn f16_widen(h: u16) -> u32 {
+pub(crate) fn f16_widen(h: u16) -> u32 {
     let sign = u32::from(h >> 15) << 31;
     let exp = u32::from((h >> 10) & 0x1f);
     let man = u32::from(h & 0x3ff);
@@ -412,7 +412,7 @@ pub fn f16_widen(h: u16) -> u32 {
 
 /// `stored` bytes of whole elements of a quantized weight (`stored.len()` a multiple of the
 /// stored size) decoded into the served little-endian bytes (4 per element).
-pub fn decode_quantized(
+pub(crate) fn decode_quantized(
     stored: &[u8],
     q: &Quant,
     dtype: WDtype,

@@ -42,11 +42,11 @@ use crate::source::bytes::FileMeta;
 use crate::source::bytes::Store;
 
 /// The file a directory is a TF.js model by.
-pub const MODEL_JSON: &str = "model.json";
+pub(crate) const MODEL_JSON: &str = "model.json";
 /// A string weight is read into memory whole, up to this many bytes.
-pub const MAX_STRING_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_STRING_BYTES: u64 = 256 << 20;
 /// Most elements of a string weight (each costs a read of its length when the model is opened).
-pub const MAX_STRING_ELEMENTS: u64 = 1 << 20;
+pub(crate) const MAX_STRING_ELEMENTS: u64 = 1 << 20;
 
 /// The TF.js format.
 pub struct Tfjs;
@@ -223,7 +223,7 @@ pub struct OpenedTfjs {
 }
 
 /// The weights of a TF.js model as a [`TensorSet`]: positions index `weights`, sorted by name.
-pub struct TfjsSet {
+pub(crate) struct TfjsSet {
     path: PathBuf,
     meta: FileMeta,
     streams: Vec<Arc<Stream>>,

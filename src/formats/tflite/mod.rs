@@ -36,9 +36,9 @@ use crate::source::bytes::RangeReader;
 use crate::source::bytes::Store;
 
 /// A string tensor's buffer is converted in memory, up to this size.
-pub const MAX_STRINGS: u64 = 64 << 20;
+pub(crate) const MAX_STRINGS: u64 = 64 << 20;
 /// An associated file (a member of the zip appended to the model) is shown up to this size.
-pub const MAX_ASSOCIATED: u64 = 16 << 20;
+pub(crate) const MAX_ASSOCIATED: u64 = 16 << 20;
 /// The name of the metadata entry holding the `TFLITE_METADATA` flatbuffer.
 const METADATA_NAME: &str = "TFLITE_METADATA";
 
@@ -505,7 +505,7 @@ impl Opened for OpenedTflite {
 
 /// The constant tensors of one subgraph (or of all, for `verify`) as a [`TensorSet`]: positions
 /// index `entries`, sorted by key.
-pub struct TflSet {
+pub(crate) struct TflSet {
     shared: Arc<Shared>,
     path: PathBuf,
     entries: Vec<Entry>,
@@ -805,7 +805,7 @@ impl TensorData for Raw {
 
 /// The quantized tensors of a subgraph as float32: `(q - zero_point) * scale`, per channel along
 /// `quantized_dimension` when there is more than one scale.
-pub struct DeqSet {
+pub(crate) struct DeqSet {
     raw: Arc<TflSet>,
 }
 

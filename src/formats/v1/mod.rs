@@ -60,7 +60,7 @@ impl Format for V1 {
 
 /// A TF Serving legacy session bundle directory: `export.meta` beside `export-NNNNN-of-NNNNN`
 /// V1 shards; the checkpoint is named `DIR/export`.
-pub fn session_bundle(store: &dyn Store, dir: &Path) -> Option<Detected> {
+pub(crate) fn session_bundle(store: &dyn Store, dir: &Path) -> Option<Detected> {
     if !store.is_file(&dir.join("export.meta")) {
         return None;
     }

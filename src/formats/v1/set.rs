@@ -176,7 +176,7 @@ fn shard_name(name: &[u8]) -> Option<(&[u8], Option<u32>, u32)> {
 /// The checkpoint a V1 path names, without its shard part: `d/model.ckpt-5-?????-of-00003`
 /// and `d/model.ckpt-5-00001-of-00003` give `d/model.ckpt-5` (where TF1's Saver puts the
 /// `.meta`, and the name the checkpoint gets in a mount); a single file gives itself.
-pub fn checkpoint_stem(path: &Path) -> PathBuf {
+pub(crate) fn checkpoint_stem(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
     match shard_name(name) {
         Some((stem, _, _)) => path.with_file_name(std::ffi::OsStr::from_bytes(stem)),
@@ -338,7 +338,7 @@ impl V1Checkpoint {
     }
 
     /// Bytes of all files, as opened.
-    pub fn source_bytes(&self) -> u64 {
+    pub(crate) fn source_bytes(&self) -> u64 {
         self.shards.iter().map(|s| s.src.len()).sum()
     }
 

@@ -174,7 +174,7 @@ pub fn index_file_name(prefix: &Path) -> PathBuf {
 /// paths ending in `/` or `/.` name a directory, and so the prefix with an empty base name in
 /// it (`dir/`): TensorFlow's `update_checkpoint_state` writes `"."` for a checkpoint written to
 /// `dir/` (relative to `dir`), and `"/abs/dir/"` for an absolute one.
-pub fn prefix_of(dir: &Path, p: &str) -> PathBuf {
+pub(crate) fn prefix_of(dir: &Path, p: &str) -> PathBuf {
     let joined = dir.join(p);
     let names_dir = p.is_empty() || p == "." || p.ends_with('/') || p.ends_with("/.");
     if !names_dir {
@@ -194,7 +194,7 @@ pub fn prefix_of(dir: &Path, p: &str) -> PathBuf {
 /// base name of `dir/` is empty (its files are `dir/.index` and `dir/.data-00000-of-00001`, as
 /// `tf.train.Checkpoint.write("dir/")` and Keras' `save_weights("dir/")` write them). A prefix
 /// without a `/` is in `.`.
-pub fn split_prefix(prefix: &Path) -> (&Path, &std::ffi::OsStr) {
+pub(crate) fn split_prefix(prefix: &Path) -> (&Path, &std::ffi::OsStr) {
     use std::ffi::OsStr;
     let b = prefix.as_os_str().as_bytes();
     match b.iter().rposition(|&c| c == b'/') {
@@ -367,7 +367,7 @@ impl Checkpoint {
     }
 
     /// The tensor at `pos` (any entry, including hidden ones).
-    pub fn tensor_at(&self, pos: Pos) -> FsResult<Tensor> {
+    pub(crate) fn tensor_at(&self, pos: Pos) -> FsResult<Tensor> {
         let (blk, i) = self.table.entry(pos).map_err(|e| self.index_error(e))?;
         let key = blk.key(i).to_vec();
         let entry = bundle::parse_entry(blk.value(i)).map_err(|e| self.corrupt(&key, e))?;
@@ -470,7 +470,7 @@ impl Checkpoint {
     }
 
     /// Everything reads of the tensor `t` need.
-    pub fn open_tensor(&self, t: &Tensor) -> FsResult<Arc<dyn TensorData>> {
+    pub(crate) fn open_tensor(&self, t: &Tensor) -> FsResult<Arc<dyn TensorData>> {
         let d = t.entry.dtype;
         let unsupported = || {
             self.corrupt(

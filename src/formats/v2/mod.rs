@@ -118,7 +118,7 @@ pub fn open(ctx: &OpenCtx, prefix: &Path) -> Result<Checkpoint, SourceError> {
 }
 
 /// An opened V2 checkpoint.
-pub struct OpenedV2 {
+pub(crate) struct OpenedV2 {
     pub ck: Arc<Checkpoint>,
     caches: Arc<Caches>,
 }

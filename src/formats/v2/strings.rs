@@ -55,7 +55,7 @@ impl StringLayout {
 
     /// [`parse`](Self::parse) of the `size` bytes at `start` of `src`, read in pieces: memory
     /// use is the layout itself (8 bytes an element) and one buffer, whatever the tensor's size.
-    pub fn parse_at<R: ReadAt + ?Sized>(
+    pub(crate) fn parse_at<R: ReadAt + ?Sized>(
         src: &R,
         start: u64,
         size: u64,
@@ -135,7 +135,7 @@ impl StringLayout {
 
     /// Where element `i`'s bytes lie in the stored tensor: `(offset, length)`; `i <= len()`
     /// (`i == len()` gives the end of the last element, length 0).
-    pub fn element_range(&self, i: usize) -> (u64, u64) {
+    pub(crate) fn element_range(&self, i: usize) -> (u64, u64) {
         let start = self.out_starts[i];
         let len = match self.out_starts.get(i + 1) {
             Some(next) => next - start - 8,
@@ -155,7 +155,7 @@ impl StringLayout {
         self.out_starts.last().copied().unwrap_or(0)
     }
 
-    pub fn mem_size(&self) -> usize {
+    pub(crate) fn mem_size(&self) -> usize {
         self.out_starts.capacity() * 8 + std::mem::size_of::<Self>()
     }
 
@@ -248,7 +248,7 @@ pub fn verify_variant(stored: &[u8], n: u64, masked: u32) -> Result<()> {
 }
 
 /// [`verify_variant`] of the `size` bytes at `start` of `src`, read in pieces.
-pub fn verify_variant_at<R: ReadAt + ?Sized>(
+pub(crate) fn verify_variant_at<R: ReadAt + ?Sized>(
     src: &R,
     start: u64,
     size: u64,

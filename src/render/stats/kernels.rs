@@ -357,9 +357,9 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    use crate::testkit::rng::Rng;
     use super::super::Scalar;
     use super::*;
+    use crate::testkit::rng::Rng;
 
     /// The float32 histogram by lanes ([`Plan::count_f32`], and its baseline build
     /// [`Plan::count_f32_lanes`] where it gave an answer) counts every value where

@@ -275,7 +275,7 @@ impl Reader {
 /// The first pass: counts, range and sum. Push every byte of the tensor, then
 /// [`finish`](Self::finish).
 #[derive(Debug, Clone)]
-pub struct FirstPass {
+pub(crate) struct FirstPass {
     reader: Reader,
     bin: BinType,
     single: bool,
@@ -364,7 +364,7 @@ impl FirstPass {
 /// The second pass: deviations from the mean, and the histogram. Push the same bytes again,
 /// then [`finish`](Self::finish).
 #[derive(Debug, Clone)]
-pub struct SecondPass {
+pub(crate) struct SecondPass {
     reader: Reader,
     stats: Stats,
     plan: Result<Plan, String>,

@@ -15,7 +15,7 @@ use crate::source::remote::env::Env;
 
 /// What a profile holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Profile {
+pub(crate) struct Profile {
     pub name: String,
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// How far demand reservations may exceed the budget (room for a few parts in flight).
-pub const OVERDRAFT: u64 = 32 << 20;
+pub(crate) const OVERDRAFT: u64 = 32 << 20;
 
 #[derive(Debug, Default)]
 struct State {
@@ -94,14 +94,14 @@ impl Budget {
     }
 
     /// A speculative reservation: granted only if the total stays within the budget.
-    pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+    pub(crate) fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
         let mut s = self.lock();
         let total = s.used.checked_add(bytes)?;
         (total <= self.limit).then(|| self.grant(&mut s, bytes))
     }
 
     /// A demand reservation if one can be had now (see [`Budget::reserve`]), else `None`.
-    pub fn try_reserve_demand(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+    pub(crate) fn try_reserve_demand(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
         let cap = self.limit.saturating_add(OVERDRAFT);
         let mut s = self.lock();
         let fits = s.used.checked_add(bytes).is_some_and(|t| t <= cap) || s.used == 0;
@@ -111,7 +111,7 @@ impl Budget {
     /// A demand reservation: granted while the total stays within budget + [`OVERDRAFT`];
     /// otherwise waits for releases until `deadline` (`None` when it passes). A request larger
     /// than the overdraft is granted only when nothing else is reserved.
-    pub fn reserve(self: &Arc<Self>, bytes: u64, deadline: Instant) -> Option<Reservation> {
+    pub(crate) fn reserve(self: &Arc<Self>, bytes: u64, deadline: Instant) -> Option<Reservation> {
         let cap = self.limit.saturating_add(OVERDRAFT);
         let mut s = self.lock();
         loop {

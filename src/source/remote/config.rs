@@ -48,9 +48,9 @@ use crate::source::remote::url::Scheme;
 use crate::source::remote::RemoteError;
 
 /// Default bound on one operation, retries included (`remote_timeout`).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default memory budget for read-ahead and cached parts (`remote_cache`).
-pub const DEFAULT_CACHE: u64 = 256 << 20;
+pub(crate) const DEFAULT_CACHE: u64 = 256 << 20;
 
 /// Options of the remote stores.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Default for RemoteConfig {
 
 impl RemoteConfig {
     /// Default options and the process environment.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         RemoteConfig {
             env: Env::from_process(),
             ..Default::default()
@@ -90,7 +90,7 @@ impl RemoteConfig {
 
 /// `256M`, `1G`, `512K`, `1048576` (bytes; suffixes are powers of 1024, an optional trailing
 /// `B`/`iB` is accepted).
-pub fn parse_size(s: &str) -> Option<u64> {
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
     let t = s.trim();
     let t = t
         .strip_suffix("iB")
@@ -107,7 +107,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// `60`, `60s`, `500ms`, `2m`: a duration (plain numbers are seconds).
-pub fn parse_duration(s: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     let t = s.trim();
     if let Some(n) = t.strip_suffix("ms") {
         return n.trim().parse().ok().map(Duration::from_millis);

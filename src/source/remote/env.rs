@@ -12,7 +12,7 @@ pub struct Env {
 
 impl Env {
     /// The process environment (variables that are not UTF-8 are skipped).
-    pub fn from_process() -> Env {
+    pub(crate) fn from_process() -> Env {
         Env::from_pairs(
             std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),

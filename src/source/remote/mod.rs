@@ -16,13 +16,13 @@
 //! Everything is bounded: every operation fails within `remote_timeout` (retries included),
 //! fetched bytes held stay below `remote_cache` + [`budget::OVERDRAFT`].
 
-pub mod aws_profile;
+pub(crate) mod aws_profile;
 pub mod budget;
 pub(crate) mod cause;
 pub mod config;
 pub mod env;
 pub mod file;
-pub mod prefetch;
+pub(crate) mod prefetch;
 pub mod read;
 pub mod runtime;
 pub mod stats;

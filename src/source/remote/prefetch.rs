@@ -37,13 +37,13 @@ use crate::source::remote::read::Piece;
 use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
-pub const WHOLE_UP_TO: u64 = 8 << 20;
+pub(crate) const WHOLE_UP_TO: u64 = 8 << 20;
 /// First read-ahead window.
-pub const FIRST_WINDOW: u64 = 1 << 20;
+pub(crate) const FIRST_WINDOW: u64 = 1 << 20;
 /// Largest read-ahead window of one reader.
-pub const MAX_WINDOW: u64 = 64 << 20;
+pub(crate) const MAX_WINDOW: u64 = 64 << 20;
 /// Largest part (one GET).
-pub const MAX_PART: u64 = 8 << 20;
+pub(crate) const MAX_PART: u64 = 8 << 20;
 /// Parts that end this far behind the current read are dropped.
 const KEEP_BEHIND: u64 = 1 << 20;
 /// A read of a stream with parts may start this far past what it scheduled and still continue
@@ -155,7 +155,7 @@ pub struct Reader {
 }
 
 /// Sequential streams one reader keeps.
-pub const MAX_STREAMS: usize = 4;
+pub(crate) const MAX_STREAMS: usize = 4;
 
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -232,7 +232,7 @@ impl Reader {
     }
 
     /// Fills `buf` from `offset` of the object; fails within `remote_timeout`.
-    pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), RemoteError> {
+    pub(crate) fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), RemoteError> {
         let obj = &self.h.obj;
         obj.check()?;
         obj.check_range(offset, buf.len() as u64)?;

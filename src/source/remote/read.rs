@@ -55,7 +55,7 @@ pub(crate) struct Reads {
 }
 
 impl Reads {
-    pub fn timeout_err(&self, url: &str) -> RemoteError {
+    pub(crate) fn timeout_err(&self, url: &str) -> RemoteError {
         RemoteError::Timeout {
             url: url.to_string(),
             after: self.timeout,
@@ -115,7 +115,7 @@ impl Object {
     }
 
     /// Marks the object changed (logged the first time) and returns the error to give.
-    pub fn mark_changed(&self, why: &str) -> RemoteError {
+    pub(crate) fn mark_changed(&self, why: &str) -> RemoteError {
         let _ = self.why.set(why.to_string());
         if !self.changed.swap(true, Ordering::Relaxed) {
             log::error!(
@@ -146,7 +146,7 @@ impl Object {
     }
 
     /// Fails unless `len` bytes at `offset` lie within the object.
-    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), RemoteError> {
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), RemoteError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.size => Ok(()),
             _ => Err(RemoteError::Range {
@@ -286,7 +286,7 @@ pub(crate) async fn fetch(
 
 /// How a GET's answer is cut ([`fetch`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Piece {
+pub enum Piece {
     /// Pieces of this many bytes (the last may be shorter): blocks of the block cache.
     Of(u64),
     /// The chunks the HTTP client received, as they are (no copy): read-ahead parts, which
@@ -362,11 +362,11 @@ impl Drop for Pending {
 }
 
 /// Block size of random reads and of the cache.
-pub const BLOCK: u64 = 1 << 20;
+pub(crate) const BLOCK: u64 = 1 << 20;
 /// Largest single GET.
-pub const MAX_GET: u64 = 8 << 20;
+pub(crate) const MAX_GET: u64 = 8 << 20;
 /// GETs one random read keeps in flight.
-pub const IN_FLIGHT: usize = 4;
+pub(crate) const IN_FLIGHT: usize = 4;
 /// Reads up to this size leave their blocks in the cache; larger ones are streaming.
 const CACHE_READS_UP_TO: u64 = 4 << 20;
 
@@ -517,7 +517,7 @@ struct InFlight {
 impl Handle {
     /// Fills `buf` from `offset`: whole MiB blocks around it through the store's block cache,
     /// no read-ahead. Fails at `deadline`.
-    pub fn read_blocks(
+    pub(crate) fn read_blocks(
         &self,
         buf: &mut [u8],
         offset: u64,

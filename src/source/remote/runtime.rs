@@ -12,7 +12,7 @@ use tokio::runtime::{Handle, Runtime};
 
 /// Owns the runtime; shut down without waiting when dropped.
 #[derive(Debug)]
-pub struct Rt {
+pub(crate) struct Rt {
     rt: Option<Runtime>,
     handle: Handle,
 }

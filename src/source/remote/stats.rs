@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Request counters of one store (for benchmarks and tests).
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub(crate) gets: AtomicU64,
     pub(crate) heads: AtomicU64,
     pub(crate) lists: AtomicU64,

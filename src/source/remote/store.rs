@@ -50,7 +50,7 @@ use crate::source::remote::url::Scheme;
 use crate::source::remote::RemoteError;
 
 /// Most entries one directory listing may return.
-pub const MAX_LIST: usize = 200_000;
+pub(crate) const MAX_LIST: usize = 200_000;
 /// Most listed objects whose metadata is kept for their open.
 const MAX_LISTED: usize = 50_000;
 
@@ -75,7 +75,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn timeout_err(&self, url: &str) -> RemoteError {
+    pub(crate) fn timeout_err(&self, url: &str) -> RemoteError {
         RemoteError::Timeout {
             url: url.to_string(),
             after: self.reads.timeout,
@@ -102,7 +102,7 @@ impl Ctx {
     }
 
     /// Owner and mode shown for remote files and directories: the daemon's user, read-only.
-    pub fn file_meta(&self, mtime: Option<DateTime<Utc>>) -> FileMeta {
+    pub(crate) fn file_meta(&self, mtime: Option<DateTime<Utc>>) -> FileMeta {
         let mtime = mtime
             .and_then(|t| {
                 let secs = u64::try_from(t.timestamp()).ok()?;
@@ -290,7 +290,7 @@ impl RemoteStore {
     }
 
     /// The URL of a path of this store.
-    pub fn url_of(&self, path: &Path) -> String {
+    pub(crate) fn url_of(&self, path: &Path) -> String {
         match self.ctx.key_of(path) {
             Ok(k) => self.ctx.url(&k),
             Err(_) if path.starts_with(self.ctx.prefix.trim_end_matches('/')) => {
@@ -567,7 +567,7 @@ impl RemoteStore {
     }
 
     /// The entries of directory `path` (not sorted); an error over plain HTTP.
-    pub fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
+    pub(crate) fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
         let key = self.ctx.key_of(path)?;
         let v = self.list_keys(&key, MAX_LIST + 1)?;
         if v.len() > MAX_LIST {
@@ -680,7 +680,7 @@ impl RemoteStore {
 
     /// A whole object of at most `max` bytes in one GET (no HEAD). Larger objects are refused
     /// after the answer's headers, their body unread.
-    pub fn read_whole_object(&self, path: &Path, max: u64) -> Result<Vec<u8>, RemoteError> {
+    pub(crate) fn read_whole_object(&self, path: &Path, max: u64) -> Result<Vec<u8>, RemoteError> {
         let key = self.ctx.key_of(path)?;
         let url = self.ctx.url(&key);
         let ctx = &self.ctx;

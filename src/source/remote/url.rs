@@ -39,7 +39,7 @@ pub struct RemoteUrl {
 
 impl RemoteUrl {
     /// `s3://bucket/` or `https://host/`: the prefix shown before a key in messages.
-    pub fn store_prefix(&self) -> String {
+    pub(crate) fn store_prefix(&self) -> String {
         match self.scheme {
             Scheme::S3 | Scheme::Gcs => format!("{}://{}/", self.scheme.as_str(), self.bucket),
             Scheme::Http => format!("{}/", self.bucket),
@@ -48,7 +48,7 @@ impl RemoteUrl {
 }
 
 /// True if `s` is written as a URL this module parses (whether or not it is valid).
-pub fn is_remote(s: &str) -> bool {
+pub(crate) fn is_remote(s: &str) -> bool {
     ["s3://", "gs://", "http://", "https://"].iter().any(|p| {
         s.as_bytes()
             .get(..p.len())
@@ -61,7 +61,7 @@ fn bad(url: &str, why: &str) -> RemoteError {
 }
 
 /// `url` with any user name and password before the host replaced by `***`.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };

@@ -19,10 +19,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::formats::caches::Caches;
 use crate::formats::tensors::TensorInfo;
 use crate::formats::v2::checkpoint::data_file_name;
 use crate::formats::v2::checkpoint::index_file_name;
-use crate::formats::caches::Caches;
 use crate::formats::v2::strings;
 use crate::formats::v2::strings::StringLayout;
 use crate::fs::{Fs, Kind, Options};

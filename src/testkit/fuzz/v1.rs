@@ -12,8 +12,8 @@
 
 use crate::formats::v1::set::v1_files;
 use crate::formats::v1::set::V1Checkpoint;
-use crate::formats::v1::table::probe;
 use crate::formats::v1::table::encoding::encoding;
+use crate::formats::v1::table::probe;
 use crate::formats::v1::table::V1Table;
 use crate::source::local::LocalStore;
 

@@ -29,7 +29,7 @@
     unused_lifetimes,
     unreachable_patterns
 )]
-pub mod schema_generated;
+pub(crate) mod schema_generated;
 
 #[rustfmt::skip]
 #[allow(
@@ -46,7 +46,7 @@ pub mod schema_generated;
     unused_lifetimes,
     unreachable_patterns
 )]
-pub mod metadata_schema_generated;
+pub(crate) mod metadata_schema_generated;
 
 #[rustfmt::skip]
 #[allow(clippy::all, clippy::pedantic, unreachable_patterns)]
@@ -60,13 +60,13 @@ use crate::parse::{FormatError, ReadAt, Result};
 use schema_generated::tflite as fb;
 
 /// The file identifier at bytes 4..8 of every TFLite model.
-pub const IDENTIFIER: &[u8; 4] = b"TFL3";
+pub(crate) const IDENTIFIER: &[u8; 4] = b"TFL3";
 /// The most bytes a flatbuffer spans (FlatBuffers' offsets are signed 32-bit).
-pub const MAX_FLATBUFFER: u64 = (1 << 31) - 1;
+pub(crate) const MAX_FLATBUFFER: u64 = (1 << 31) - 1;
 /// Buffer payloads at least this long are not read when a model is opened.
-pub const SKIP_MIN: u64 = 16 << 10;
+pub(crate) const SKIP_MIN: u64 = 16 << 10;
 /// The `TFLITE_METADATA` flatbuffer is read up to this size.
-pub const MAX_METADATA: u64 = 16 << 20;
+pub(crate) const MAX_METADATA: u64 = 16 << 20;
 /// Nesting depth the verifier allows (TFLite's own verifier: 64).
 const MAX_DEPTH: usize = 64;
 
@@ -76,7 +76,7 @@ pub(crate) fn bad(m: impl std::fmt::Display) -> FormatError {
 }
 
 /// Whether `head` (a file's first 8 bytes or more) is a TFLite model's.
-pub fn is_tflite(head: &[u8]) -> bool {
+pub(crate) fn is_tflite(head: &[u8]) -> bool {
     head.get(4..8) == Some(&IDENTIFIER[..])
 }
 
@@ -201,7 +201,7 @@ pub struct Model {
 
 /// TensorFlow's name of a `TensorType` (`float32`, `int8`), `None` for one TFLite added after
 /// this schema.
-pub fn dtype_name(t: i8) -> Option<&'static str> {
+pub(crate) fn dtype_name(t: i8) -> Option<&'static str> {
     Some(match fb::TensorType(t) {
         fb::TensorType::FLOAT32 => "float32",
         fb::TensorType::FLOAT16 => "float16",
@@ -242,7 +242,7 @@ pub fn packed(t: i8) -> bool {
 /// bytes (the least a table takes), and an apparent size (every vector and table counted each time it is reached) of at
 /// most twice the bytes plus 1 MiB, which bounds what reading it can cost however its objects are
 /// shared.
-pub fn verifier_options(len: u64) -> flatbuffers::VerifierOptions {
+pub(crate) fn verifier_options(len: u64) -> flatbuffers::VerifierOptions {
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     flatbuffers::VerifierOptions {
         max_depth: MAX_DEPTH,
@@ -650,7 +650,7 @@ fn tensor(t: fb::Tensor<'_>) -> Tensor {
 
 /// The `TFLITE_METADATA` flatbuffer (tflite-support's `metadata_schema.fbs`, identifier `M001`),
 /// verified and rendered as text: every field of every table, nested (Rust's debug notation).
-pub fn render_metadata(bytes: &[u8]) -> Result<String> {
+pub(crate) fn render_metadata(bytes: &[u8]) -> Result<String> {
     use metadata_schema_generated::tflite as md;
     let opts = verifier_options(bytes.len() as u64);
     let m = md::root_as_model_metadata_with_opts(&opts, bytes).map_err(|e| {
@@ -667,7 +667,7 @@ pub fn render_metadata(bytes: &[u8]) -> Result<String> {
 /// TFLite's string tensor buffer (`int32` count, `count + 1` int32 offsets from the buffer's
 /// start, then the bytes) in tfmount's `.bin` layout for strings: each element as its 8-byte
 /// little-endian length and its bytes. `count` must be `elements`.
-pub fn strings_to_bin(buf: &[u8], elements: u64) -> Result<Vec<u8>> {
+pub(crate) fn strings_to_bin(buf: &[u8], elements: u64) -> Result<Vec<u8>> {
     let bad_s = |m: &str| bad(format!("string tensor: {m}"));
     let word = |i: usize| -> Result<u32> {
         buf.get(i * 4..i * 4 + 4)

@@ -10,11 +10,11 @@ use super::{dtype_name, Buffer, Model, Subgraph};
 use crate::formats::tflite::model::schema_generated::tflite as fb;
 
 /// A tensor name in a text is cut after this many bytes.
-pub const MAX_NAME: usize = 1024;
+pub(crate) const MAX_NAME: usize = 1024;
 /// One rendered file is cut after this many bytes.
-pub const MAX_FILE: usize = 1 << 20;
+pub(crate) const MAX_FILE: usize = 1 << 20;
 /// The operator files of one model hold at most this many bytes together.
-pub const MAX_GRAPH: usize = 64 << 20;
+pub(crate) const MAX_GRAPH: usize = 64 << 20;
 
 fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -105,7 +105,7 @@ pub fn sparsity(s: &fb::SparsityParameters<'_>) -> String {
 /// `model.txt`: the model's version, description, subgraphs, buffers, metadata entries and
 /// signatures in a few lines. `metadata`: the text of each `Model.metadata` entry where it is
 /// short printable text (`min_runtime_version`), else its size.
-pub fn model_txt(m: &Model, file_len: u64, metadata: &[(String, String)]) -> String {
+pub(crate) fn model_txt(m: &Model, file_len: u64, metadata: &[(String, String)]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "format: TensorFlow Lite (file identifier TFL3)");
     let _ = writeln!(s, "schema version: {}", m.version);
@@ -157,7 +157,7 @@ pub fn model_txt(m: &Model, file_len: u64, metadata: &[(String, String)]) -> Str
 }
 
 /// `subgraph.txt`: a subgraph's index, name, inputs and outputs.
-pub fn subgraph_txt(m: &Model, k: usize) -> String {
+pub(crate) fn subgraph_txt(m: &Model, k: usize) -> String {
     let Some(sg) = m.subgraphs.get(k) else {
         return String::new();
     };

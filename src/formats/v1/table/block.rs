@@ -23,12 +23,12 @@ use crate::parse::ReadAt;
 use crate::parse::Result;
 
 /// Blocks of at most this many stored bytes are read whole.
-pub const SMALL_BLOCK: u64 = 1 << 20;
+pub(crate) const SMALL_BLOCK: u64 = 1 << 20;
 /// Bytes read at a time when verifying a large block's CRC.
-pub const CRC_CHUNK: usize = 256 << 10;
+pub(crate) const CRC_CHUNK: usize = 256 << 10;
 const TRAILER_LEN: u64 = 5;
 /// Compression types of the block trailer.
-pub const RAW: u8 = 0;
+pub(crate) const RAW: u8 = 0;
 pub const SNAPPY: u8 = 1;
 
 /// Where an entry's value is.
@@ -70,7 +70,7 @@ fn check_handle<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u64> {
 }
 
 /// The compression type byte of block `h`.
-pub fn block_type<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
+pub(crate) fn block_type<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
     let t = check_handle(file, h)?;
     let mut b = [0u8; 1];
     file.read_exact_at(&mut b, t)?;
@@ -79,7 +79,7 @@ pub fn block_type<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
 
 /// Verifies the masked CRC-32C of the stored block `h` (its bytes and its type byte), reading it
 /// in [`CRC_CHUNK`] pieces; returns the compression type.
-pub fn verify_block<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
+pub(crate) fn verify_block<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> {
     verify_block_pieces(file, h, |_, piece| Some(piece))
 }
 
@@ -87,7 +87,7 @@ pub fn verify_block<R: ReadAt + ?Sized>(file: &R, h: BlockHandle) -> Result<u8> 
 /// `each` once it is in the CRC: the piece's offset in `file` and its bytes. `each` gives back a
 /// buffer to read the next piece into (the same one, or one it is done with), or `None` for a
 /// new one. The pieces are read whatever the verdict; the verdict is the result.
-pub fn verify_block_pieces<R: ReadAt + ?Sized>(
+pub(crate) fn verify_block_pieces<R: ReadAt + ?Sized>(
     file: &R,
     h: BlockHandle,
     mut each: impl FnMut(u64, Vec<u8>) -> Option<Vec<u8>>,
@@ -120,7 +120,7 @@ pub fn verify_block_pieces<R: ReadAt + ?Sized>(
 /// block before), the block's CRC is verified first: a block of at most [`SMALL_BLOCK`] bytes is
 /// read whole and searched in memory, a larger one is verified by streaming and searched through
 /// `file`. A Snappy block is always read whole, checked and decompressed (bounded).
-pub fn find_in_table_block<R: ReadAt + ?Sized>(
+pub(crate) fn find_in_table_block<R: ReadAt + ?Sized>(
     file: &R,
     h: BlockHandle,
     key: &[u8],
@@ -177,7 +177,7 @@ fn entry_header<R: ReadAt + ?Sized>(
 /// restart array, restart count; no trailer). Returns where the value is in `src`: `(offset,
 /// length)`. Only the restart array, entry headers and key bytes are read, and of each key only
 /// its first `key.len() + 1` bytes are kept.
-pub fn find_in_block<R: ReadAt + ?Sized>(
+pub(crate) fn find_in_block<R: ReadAt + ?Sized>(
     src: &R,
     start: u64,
     len: u64,

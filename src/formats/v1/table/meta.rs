@@ -40,7 +40,7 @@ fn proto_err(msg: &str) -> FormatError {
 
 /// Parses the value of the `""` entry. An error if it is not a `SavedTensorSlices` with a `meta`,
 /// or if its versions say it was written for a newer reader.
-pub fn parse_meta(value: &[u8]) -> Result<Vec<MetaTensor>> {
+pub(crate) fn parse_meta(value: &[u8]) -> Result<Vec<MetaTensor>> {
     let mut metas = 0usize;
     let mut out = Vec::new();
     for f in wire::fields(value) {

@@ -31,29 +31,29 @@ use crate::parse::wire::LEN;
 use crate::parse::{FormatError, ReadAt, Result};
 
 /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
-pub fn not_v1(why: impl std::fmt::Display) -> FormatError {
+pub(crate) fn not_v1(why: impl std::fmt::Display) -> FormatError {
     FormatError::Format(format!("not a V1 checkpoint: {why}"))
 }
 
 /// A slice's entry is absent from the table its meta names.
-pub fn missing_slice(slice: impl std::fmt::Display) -> FormatError {
+pub(crate) fn missing_slice(slice: impl std::fmt::Display) -> FormatError {
     FormatError::Format(format!("the entry of saved slice {slice} is missing"))
 }
 
 /// A slice's entry does not hold the slice its key names.
-pub fn slice_mismatch(why: impl std::fmt::Display) -> FormatError {
+pub(crate) fn slice_mismatch(why: impl std::fmt::Display) -> FormatError {
     FormatError::Format(format!("saved slice does not match its key: {why}"))
 }
 
 /// A slice holds a different number of values than its extent needs.
-pub fn value_count(expected: u64, found: u64) -> FormatError {
+pub(crate) fn value_count(expected: u64, found: u64) -> FormatError {
     FormatError::Format(format!(
         "saved slice holds {found} values, its extent needs {expected}"
     ))
 }
 
 /// A meta entry larger than this is refused.
-pub const MAX_META_LEN: u64 = MAX_BLOCK_LEN as u64;
+pub(crate) const MAX_META_LEN: u64 = MAX_BLOCK_LEN as u64;
 
 /// An opened V1 table file.
 #[derive(Debug)]
@@ -117,7 +117,7 @@ impl V1Table {
     }
 
     /// The data block that holds `key` if any does (the first whose index separator is >= it).
-    pub fn block_for(&self, key: &[u8]) -> Option<BlockHandle> {
+    pub(crate) fn block_for(&self, key: &[u8]) -> Option<BlockHandle> {
         self.handles.get(self.index.seek(key)).copied()
     }
 

@@ -36,16 +36,16 @@ use crate::parse::Result;
 use crate::proto::TensorSliceProto;
 
 /// Most position marks kept per slice.
-pub const MAX_MARKS: usize = 4096;
+pub(crate) const MAX_MARKS: usize = 4096;
 /// Initial spacing of the marks, in values and in bytes of the value.
-pub const MARK_VALUES: u64 = 16 << 10;
-pub const MARK_BYTES: u64 = 1 << 20;
+pub(crate) const MARK_VALUES: u64 = 16 << 10;
+pub(crate) const MARK_BYTES: u64 = 1 << 20;
 /// A `SavedSlice.slice` larger than this is refused (a rank-254 slice is under 6 KiB).
 const MAX_SLICE_PROTO: u64 = 1 << 20;
 
 /// A position in a slice's values, from which decoding can resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     /// Values before this position.
     pub value: u64,
     /// Served bytes before this position.
@@ -649,7 +649,7 @@ impl Expect<'_> {
 /// `SavedTensorSlices`), checking that it holds that slice of that tensor, and that it has exactly
 /// as many values as the slice has elements. One pass over the TensorProto's fields; fixed-width
 /// values in one packed run are not read at all.
-pub fn scan<R: ReadAt + ?Sized>(
+pub(crate) fn scan<R: ReadAt + ?Sized>(
     src: &R,
     offset: u64,
     len: u64,
@@ -850,7 +850,8 @@ impl SliceValues {
     }
 
     /// True when values are read by offset (no decoding, no marks).
-    pub fn is_direct(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_direct(&self) -> bool {
         matches!(self.layout, Layout::Direct { .. })
     }
 
@@ -863,7 +864,7 @@ impl SliceValues {
     }
 
     /// Bytes held, for a cache's accounting.
-    pub fn mem_size(&self) -> usize {
+    pub(crate) fn mem_size(&self) -> usize {
         std::mem::size_of::<Self>() + self.marks() * std::mem::size_of::<Cursor>()
     }
 
@@ -891,7 +892,7 @@ impl SliceValues {
     /// Appends the served bytes of values `[lo, hi)` (non-string dtypes) to `out`, reading `src`
     /// (the source `scan` read). `hint` is a cursor a previous call returned; the cursor after
     /// `hi` is returned for the next call.
-    pub fn read_values<R: ReadAt + ?Sized>(
+    pub(crate) fn read_values<R: ReadAt + ?Sized>(
         &self,
         src: &R,
         lo: u64,
@@ -969,7 +970,7 @@ impl SliceValues {
     /// `out`. Only the elements the range overlaps are read; `hint` as for [`read_values`].
     ///
     /// [`read_values`]: Self::read_values
-    pub fn read_strings<R: ReadAt + ?Sized>(
+    pub(crate) fn read_strings<R: ReadAt + ?Sized>(
         &self,
         src: &R,
         offset: u64,
@@ -1024,7 +1025,7 @@ impl SliceValues {
 
 /// Appends the part within `[offset, end)` of the served element (8-byte length, then its `len`
 /// bytes at `at` of `src`) that starts at served offset `from`.
-pub fn emit_string<R: ReadAt + ?Sized>(
+pub(crate) fn emit_string<R: ReadAt + ?Sized>(
     src: &R,
     from: u64,
     at: u64,
@@ -1066,7 +1067,7 @@ impl<R: ReadAt + ?Sized> Elements<'_, R> {
         self.c.value
     }
 
-    pub fn next_element(&mut self) -> Result<Option<(u64, u64)>> {
+    pub(crate) fn next_element(&mut self) -> Result<Option<(u64, u64)>> {
         if self.c.value >= self.n {
             return Ok(None);
         }

@@ -8,9 +8,9 @@ use crate::parse::ReadAt;
 use crate::parse::Result;
 
 /// Bytes read at a time.
-pub const CHUNK: usize = 128 << 10;
+pub(crate) const CHUNK: usize = 128 << 10;
 
-pub struct Window<'a, R: ReadAt + ?Sized> {
+pub(crate) struct Window<'a, R: ReadAt + ?Sized> {
     src: &'a R,
     /// Nothing at or past this offset is ever read.
     end: u64,
@@ -50,7 +50,7 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
     /// The bytes from `pos` on, up to `want` of them: what the buffer holds if that is at least
     /// `min` bytes (or reaches the end), else a new chunk read from `pos`. Sequential scans use
     /// it to go on in the chunk they have rather than read its rest again.
-    pub fn get_some(&mut self, pos: u64, want: usize, min: usize) -> Result<&[u8]> {
+    pub(crate) fn get_some(&mut self, pos: u64, want: usize, min: usize) -> Result<&[u8]> {
         let have_end = self.at + self.buf.len() as u64;
         let held = pos >= self.at
             && pos <= have_end
