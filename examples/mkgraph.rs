@@ -5,9 +5,10 @@
 //! and F functions of 10 nodes each. No variables.
 
 use prost::Message;
+use tfmount::proto::tensor_shape_proto::Dim;
 use tfmount::proto::{
-    attr_value, tensor_shape_proto::Dim, AttrValue, FunctionDef, FunctionDefLibrary, GraphDef,
-    MetaGraphDef, NodeDef, OpDef, SavedModel, TensorProto, TensorShapeProto,
+    attr_value, AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, MetaGraphDef, NodeDef, OpDef,
+    SavedModel, TensorProto, TensorShapeProto,
 };
 
 fn node(name: String, op: &str, i: usize) -> NodeDef {

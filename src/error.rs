@@ -4,8 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::parse::FormatError;
-use crate::parse::ReadError;
+use crate::parse::{FormatError, ReadError};
 
 /// An I/O error in words, as a user reads it: `no such file or directory`, `permission
 /// denied`; never an `ErrorKind` debug name or a bare `(os error N)`.

@@ -15,13 +15,9 @@ use prost_reflect::DynamicMessage;
 use crate::descriptors::descriptor;
 
 use crate::error::SourceError;
-use crate::parse::wire;
-use crate::parse::wire::Field;
-use crate::parse::wire::LEN;
-use crate::parse::FormatError;
-use crate::parse::Result;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::parse::wire::{Field, LEN};
+use crate::parse::{wire, FormatError, Result};
+use crate::source::bytes::{FileMeta, Store};
 
 /// Graph files larger than protobuf's 2 GiB message limit are refused unread.
 const MAX_GRAPH_FILE: usize = i32::MAX as usize;

@@ -15,9 +15,8 @@ use crate::error::io_words;
 use crate::fs::Fs;
 use crate::fuse::FuseFs;
 pub use crate::options::Settings;
-use crate::probe;
-use crate::source;
 use crate::source::remote::RemoteConfig;
+use crate::{probe, source};
 
 pub(crate) const EXIT_OK: i32 = 0;
 pub(crate) const EXIT_RUNTIME: i32 = 1;

@@ -16,17 +16,11 @@ use serde_json::Value;
 use tfmount::error::FsError;
 use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Attr, DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
-use tfmount::parse::bundle::check_tiling;
-use tfmount::parse::bundle::parse_entry;
-use tfmount::parse::bundle::parse_header;
-use tfmount::parse::bundle::slice_elements;
-use tfmount::parse::bundle::Data;
-use tfmount::parse::mask_crc;
-use tfmount::parse::slice_key;
+use tfmount::parse::bundle::{check_tiling, parse_entry, parse_header, slice_elements, Data};
 use tfmount::parse::slice_key::Extent;
 use tfmount::parse::table::Block;
-use tfmount::probe::probe;
-use tfmount::probe::Probed;
+use tfmount::parse::{mask_crc, slice_key};
+use tfmount::probe::{probe, Probed};
 use tfmount::proto::{
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };

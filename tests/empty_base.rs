@@ -15,8 +15,7 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 use tfmount::fs::{Fs, Kind, ROOT};
-use tfmount::probe::probe;
-use tfmount::probe::Probed;
+use tfmount::probe::{probe, Probed};
 
 fn keras() -> PathBuf {
     fixtures().join("empty_base/keras")

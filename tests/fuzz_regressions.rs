@@ -6,9 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use tfmount::parse::table;
 use tfmount::parse::table::Block;
-use tfmount::parse::FormatError;
+use tfmount::parse::{table, FormatError};
 use tfmount::testkit::fuzz as targets;
 use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};
 

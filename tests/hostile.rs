@@ -21,20 +21,11 @@ use prost::Message;
 use tfmount::error::FsError;
 use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Fs, Kind, ROOT};
-use tfmount::parse::bundle::parse_entry;
-use tfmount::parse::bundle::parse_header;
-use tfmount::parse::bundle::MAX_SHARDS;
-use tfmount::parse::dtype::DType;
-use tfmount::parse::dtype::DT_STRING;
-use tfmount::parse::table::parse_footer;
-use tfmount::parse::table::read_block;
-use tfmount::parse::table::Block;
-use tfmount::parse::table::BlockHandle;
-use tfmount::parse::table::MAGIC;
-use tfmount::parse::varint::decode_u64;
-use tfmount::parse::varint::encode_u64;
-use tfmount::probe::probe;
-use tfmount::probe::Probed;
+use tfmount::parse::bundle::{parse_entry, parse_header, MAX_SHARDS};
+use tfmount::parse::dtype::{DType, DT_STRING};
+use tfmount::parse::table::{parse_footer, read_block, Block, BlockHandle, MAGIC};
+use tfmount::parse::varint::{decode_u64, encode_u64};
+use tfmount::probe::{probe, Probed};
 use tfmount::proto::BundleEntryProto;
 use tfmount::testkit::writer::{
     append_block, block_handles, data_path, encode_block, encode_footer, finish_table,

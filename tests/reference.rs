@@ -21,8 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::walk::{self, show, Core, Resume, Walk};
 use common::{fnv1a_64, npy, Rng};
 use tfmount::fs::{Fs, Kind, ROOT};
-use tfmount::parse::dtype::DType;
-use tfmount::parse::dtype::DT_STRING;
+use tfmount::parse::dtype::{DType, DT_STRING};
 use tfmount::probe::probe;
 use tfmount::testkit::writer::CheckpointWriter;
 

@@ -15,12 +15,9 @@ use std::time::{Duration, Instant};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tfmount::parse::ReadAt;
-use tfmount::source::bytes::EntryKind;
-use tfmount::source::bytes::Store;
+use tfmount::source::bytes::{EntryKind, Store};
 use tfmount::source::remote::env::Env;
-use tfmount::source::remote::RemoteConfig;
-use tfmount::source::remote::RemoteError;
-use tfmount::source::remote::RemoteStore;
+use tfmount::source::remote::{RemoteConfig, RemoteError, RemoteStore};
 use tfmount::testkit::servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 
 const TIMEOUT: Duration = Duration::from_secs(5);

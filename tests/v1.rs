@@ -10,13 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tfmount::formats::v1::set::v1_files;
-use tfmount::formats::v1::set::V1Checkpoint;
+use tfmount::formats::v1::set::{v1_files, V1Checkpoint};
 use tfmount::parse::mask_crc;
-use tfmount::parse::table::parse_footer;
-use tfmount::parse::table::read_block;
-use tfmount::parse::table::Block;
-use tfmount::parse::table::BlockHandle;
+use tfmount::parse::table::{parse_footer, read_block, Block, BlockHandle};
 use tfmount::source::local::LocalStore;
 use tfmount::testkit::rng::Rng;
 use tfmount::testkit::tracking_alloc::{largest_allocation, Tracking};

@@ -16,21 +16,16 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::requires;
-use common::*;
+use common::{requires, *};
 use serde_json::{json, Value};
 use tfmount::error::FsError;
 use tfmount::fs::{Attr, Fs, Kind, Options, ROOT};
 use tfmount::parse::dtype::DType;
-use tfmount::parse::FormatError;
-use tfmount::parse::ReadAt;
+use tfmount::parse::{FormatError, ReadAt};
 use tfmount::probe::probe;
 use tfmount::render::stats;
 use tfmount::render::values::{render_all, Columns};
-use tfmount::source::bytes::ByteSource;
-use tfmount::source::bytes::EntryKind;
-use tfmount::source::bytes::FileMeta;
-use tfmount::source::bytes::Store;
+use tfmount::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 use tfmount::source::local::LocalStore;
 use tfmount::testkit::writer::CheckpointWriter;
 

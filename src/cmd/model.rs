@@ -18,21 +18,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::FsError;
-use crate::formats;
 use crate::formats::caches::Caches;
 use crate::formats::integrity::Integrity;
-use crate::formats::OpenCtx;
-use crate::formats::Opened;
+use crate::formats::{OpenCtx, Opened};
 use crate::fs::{Fs, Kind, Options, ROOT};
-use crate::probe;
 use crate::probe::Probed;
 use crate::source::bytes::Store;
 use crate::source::local::LocalStore;
+use crate::{formats, probe};
 
-pub use crate::formats::integrity::Entry as TensorInfo;
-pub use crate::formats::integrity::Item;
-pub use crate::formats::integrity::Piece;
-pub use crate::formats::integrity::Walk;
+pub use crate::formats::integrity::{Entry as TensorInfo, Item, Piece, Walk};
 pub use crate::formats::v2::show_extent;
 
 /// Bytes of decoded index blocks kept per source.

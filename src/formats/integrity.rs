@@ -14,8 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::FsError;
 use crate::formats::tensors;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{TensorData, TensorSet};
 
 /// What a walk over a checkpoint's keys meets, in key order.
 pub enum Item {

@@ -25,13 +25,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::SourceError;
 use crate::formats::caches::Caches;
-use crate::formats::integrity::Generic;
-use crate::formats::integrity::Integrity;
+use crate::formats::integrity::{Generic, Integrity};
 use crate::formats::tensors::TensorSet;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 
 /// Every checkpoint format, in the order they are tried on a path.
 pub static FORMATS: &[&dyn Format] = &[

@@ -17,8 +17,7 @@ use crate::parse::roles::Role;
 
 use crate::error::FsResult;
 use crate::formats::names;
-use crate::formats::tensors::walk;
-use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{walk, TensorSet};
 
 /// Whether the tensor at `key` is one of the model's weights.
 pub fn is_weight(key: &[u8]) -> bool {

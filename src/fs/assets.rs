@@ -17,15 +17,10 @@ use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use crate::fs::Kind;
-use crate::parse::FormatError;
-use crate::parse::ReadError;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::FileMeta;
+use crate::parse::{FormatError, ReadError};
+use crate::source::bytes::{ByteSource, FileMeta};
 use crate::source::dirtree;
-use crate::source::dirtree::Info;
-use crate::source::dirtree::Loc;
-use crate::source::dirtree::PassTree;
-use crate::source::dirtree::What;
+use crate::source::dirtree::{Info, Loc, PassTree, What};
 use crate::tree::ino::{cookie, Ino};
 
 /// Most nodes one passed-through directory tree shows; listings past this are cut short (and

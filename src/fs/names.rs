@@ -12,13 +12,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{FsError, FsResult};
-use crate::formats::names::FxMap;
-use crate::formats::names::LazyNames;
-use crate::formats::tensors::walk;
-use crate::formats::tensors::TensorSet;
+use crate::formats::names::{FxMap, LazyNames};
+use crate::formats::tensors::{walk, TensorSet};
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
-use crate::fs::tensor_files;
-use crate::fs::Kind;
+use crate::fs::{tensor_files, Kind};
 use crate::parse::dtype::DType;
 use crate::parse::FormatError;
 use crate::source::bytes::FileMeta;

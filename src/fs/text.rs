@@ -10,8 +10,7 @@ use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
 use crate::fs::fixed::Generated;
 use crate::fs::subtree::slice_of;
-use crate::graph::GraphFile;
-use crate::graph::MetaGraph;
+use crate::graph::{GraphFile, MetaGraph};
 use crate::parse::FormatError;
 use crate::render;
 

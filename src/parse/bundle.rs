@@ -4,8 +4,7 @@
 use prost::Message;
 
 use super::{FormatError, Result};
-use crate::parse::dtype::DType;
-use crate::parse::dtype::DT_STRING;
+use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::slice_key::Extent;
 use crate::proto::{BundleEntryProto, BundleHeaderProto, TensorShapeProto};
 

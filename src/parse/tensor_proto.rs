@@ -6,8 +6,7 @@
 use prost::Message;
 
 use super::{FormatError, Result};
-use crate::parse::dtype::DType;
-use crate::parse::dtype::DT_STRING;
+use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::varint::decode_u32;
 use crate::parse::wire;
 use crate::parse::wire::LEN;
@@ -77,8 +76,7 @@ fn typed(p: &TensorProto, dtype: DType) -> Result<(Vec<u8>, usize)> {
             o.extend_from_slice(&v.to_le_bytes()[..size])
         })
     };
-    use crate::parse::dtype::field as f;
-    use crate::parse::dtype::Elem;
+    use crate::parse::dtype::{field as f, Elem};
     let vals = match (dtype.proto_field(), dtype.elem()) {
         (Some(f::FLOAT), _) => pack(&p.float_val, 4, |v, o| {
             o.extend_from_slice(&v.to_le_bytes())

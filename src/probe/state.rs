@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use prost_reflect::DynamicMessage;
 
 use crate::error::SourceError;
-use crate::formats::v2::checkpoint::index_file_name;
-use crate::formats::v2::checkpoint::prefix_of;
-use crate::formats::v2::checkpoint::split_prefix;
+use crate::formats::v2::checkpoint::{index_file_name, prefix_of, split_prefix};
 use crate::proto::CheckpointState;
 use crate::source::bytes::Store;
 

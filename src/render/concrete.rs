@@ -19,8 +19,7 @@ use std::fmt::Write;
 
 use prost::Message;
 
-use crate::graph::GraphFile;
-use crate::graph::GraphKind;
+use crate::graph::{GraphFile, GraphKind};
 use crate::proto::saved_object::Kind;
 use crate::proto::{SavedObjectGraph, StructuredValue};
 use crate::render::structured::{self, iterate, repr, str_of, truthy, type_name, Py};

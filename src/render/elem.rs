@@ -218,8 +218,7 @@ pub enum Kind {
 impl Kind {
     /// The element kind of `dtype`; `None` for variant, resource, invalid and unknown values.
     pub fn of(dtype: DType) -> Option<Kind> {
-        use crate::parse::dtype::Elem;
-        use crate::parse::dtype::F8;
+        use crate::parse::dtype::{Elem, F8};
         let mini = |fmt, size| Some(Kind::Mini { fmt, size });
         match dtype.elem()? {
             Elem::Int { size, signed } => Some(Kind::Int { size, signed }),

@@ -20,8 +20,7 @@ use prost::Message;
 
 use crate::graph::GraphFile;
 use crate::parse::wire;
-use crate::parse::wire::Field;
-use crate::parse::wire::LEN;
+use crate::parse::wire::{Field, LEN};
 use crate::render::concrete;
 use crate::render::pyrepr::{str_list_repr, str_set_repr};
 

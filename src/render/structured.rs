@@ -382,9 +382,10 @@ pub(crate) fn iterate(v: &Py) -> Option<Vec<Py>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::tensor_shape_proto::Dim;
     use crate::proto::{
-        tensor_shape_proto::Dim, DictValue, ListValue, NamedTupleValue, PairValue, TensorSpecProto,
-        TupleValue, TypeSpecProto,
+        DictValue, ListValue, NamedTupleValue, PairValue, TensorSpecProto, TupleValue,
+        TypeSpecProto,
     };
     use prost::Message;
 

@@ -15,8 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
+use crate::parse::{FormatError, ReadAt};
 
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]

@@ -32,12 +32,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::parse::{FormatError, ReadAt};
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 pub use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
 
 /// Symlinks followed while resolving one (the kernel's limit).

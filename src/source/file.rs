@@ -21,11 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::parse::ReadError;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::FileMeta;
+use crate::parse::{FormatError, ReadAt, ReadError};
+use crate::source::bytes::{ByteSource, FileMeta};
 
 /// What must not change while the file is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

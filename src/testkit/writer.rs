@@ -47,19 +47,10 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 
 use crate::parse::bundle::slice_shape;
-use crate::parse::dtype::DType;
-use crate::parse::dtype::DT_STRING;
-use crate::parse::mask_crc;
-use crate::parse::slice_key;
+use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::slice_key::Extent;
-use crate::parse::table::parse_footer;
-use crate::parse::table::read_block;
-use crate::parse::table::Block;
-use crate::parse::table::BlockHandle;
-use crate::parse::table::FOOTER_LEN;
-use crate::parse::table::MAGIC;
-use crate::parse::varint;
-use crate::parse::FormatError;
+use crate::parse::table::{parse_footer, read_block, Block, BlockHandle, FOOTER_LEN, MAGIC};
+use crate::parse::{mask_crc, slice_key, varint, FormatError};
 use crate::proto::tensor_slice_proto::extent::HasLength;
 use crate::proto::tensor_slice_proto::Extent as ExtentProto;
 use crate::proto::{

@@ -6,9 +6,8 @@
 pub mod hostile;
 pub mod npy;
 pub mod synthetic;
-pub use tfmount::testkit::requires;
 pub use tfmount::testkit::rng::Rng;
-pub use tfmount::testkit::walk;
+pub use tfmount::testkit::{requires, walk};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tfmount::parse::dtype::DType;
-use tfmount::parse::slice_key::Extent;
-use tfmount::parse::slice_key::FULL;
+use tfmount::parse::slice_key::{Extent, FULL};
 use tfmount::testkit::writer::CheckpointWriter;
 
 pub const F16: DType = DType(19);

@@ -19,25 +19,14 @@ use std::sync::{Arc, Mutex};
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
-use crate::formats::integrity::Generic;
-use crate::formats::integrity::Integrity;
-use crate::formats::keras::hdf5::DatasetInfo;
-use crate::formats::keras::hdf5::Index;
-use crate::formats::keras::hdf5::Layout;
+use crate::formats::integrity::{Generic, Integrity};
+use crate::formats::keras::hdf5::{DatasetInfo, Index, Layout};
 use crate::formats::names;
-use crate::formats::tensors::Stored;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorInfo;
-use crate::formats::tensors::TensorSet;
-use crate::formats::tensors::{next_position, seek_sorted};
-use crate::parse::zip as fzip;
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::RangeReader;
-use crate::source::bytes::Store;
+use crate::formats::tensors::{
+    next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+};
+use crate::parse::{zip as fzip, FormatError, ReadAt};
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, RangeReader, Store};
 
 /// A deflated `.keras` member larger than this is refused (it is held in memory).
 pub(crate) const MAX_INFLATED: u64 = 256 << 20;

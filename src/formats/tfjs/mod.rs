@@ -23,23 +23,14 @@ use serde_json::Value;
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
-use crate::formats::integrity::Generic;
-use crate::formats::integrity::Integrity;
-use crate::formats::integrity::Item;
-use crate::formats::tensors::Stored;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorInfo;
-use crate::formats::tensors::TensorSet;
-use crate::formats::tensors::{next_position, seek_sorted};
+use crate::formats::integrity::{Generic, Integrity, Item};
+use crate::formats::tensors::{
+    next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+};
 use crate::formats::tfjs::manifest as ft;
-use crate::formats::tfjs::manifest::Quant;
-use crate::formats::tfjs::manifest::WDtype;
-use crate::formats::tfjs::manifest::Weight;
+use crate::formats::tfjs::manifest::{Quant, WDtype, Weight};
 use crate::parse::FormatError;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 
 /// The file a directory is a TF.js model by.
 pub(crate) const MODEL_JSON: &str = "model.json";

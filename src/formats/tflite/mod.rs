@@ -17,23 +17,15 @@ use std::sync::{Arc, OnceLock};
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
-use crate::formats::integrity::Generic;
-use crate::formats::integrity::Integrity;
-use crate::formats::tensors::Stored;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorInfo;
-use crate::formats::tensors::TensorSet;
-use crate::formats::tensors::{next_position, seek_sorted};
+use crate::formats::integrity::{Generic, Integrity};
+use crate::formats::tensors::{
+    next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+};
 use crate::formats::tflite::model as tfl;
-use crate::formats::tflite::model::render;
-use crate::formats::tflite::model::Buffer;
+use crate::formats::tflite::model::{render, Buffer};
 use crate::parse::dtype::DType;
 use crate::parse::zip as fzip;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::RangeReader;
-use crate::source::bytes::Store;
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, RangeReader, Store};
 
 /// A string tensor's buffer is converted in memory, up to this size.
 pub(crate) const MAX_STRINGS: u64 = 64 << 20;

@@ -14,9 +14,7 @@ use std::sync::Arc;
 
 use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::SourceError;
-use crate::formats::integrity::Generic;
-use crate::formats::integrity::Integrity;
-use crate::formats::integrity::Item;
+use crate::formats::integrity::{Generic, Integrity, Item};
 use crate::formats::tensors::TensorSet;
 use crate::source::bytes::Store;
 

@@ -18,36 +18,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
 
-use crate::error::SourceError;
-use crate::error::{FsError, FsResult};
-use crate::formats::tensors::Stored;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorInfo;
-use crate::formats::tensors::TensorSet;
+use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::tensors::{Stored, TensorData, TensorInfo, TensorSet};
 use crate::formats::v1::table as fv1;
 use crate::formats::v1::table::block::Value;
-use crate::formats::v1::table::encoding::Encoding;
-use crate::formats::v1::table::encoding::Kind;
-use crate::formats::v1::table::values;
-use crate::formats::v1::table::values::emit_string;
-use crate::formats::v1::table::values::Cursor;
-use crate::formats::v1::table::values::Expect;
-use crate::formats::v1::table::values::SliceValues;
-use crate::formats::v1::table::V1Table;
-use crate::parse::bundle::check_tiling;
-use crate::parse::bundle::MAX_SLICES;
+use crate::formats::v1::table::encoding::{Encoding, Kind};
+use crate::formats::v1::table::values::{emit_string, Cursor, Expect, SliceValues};
+use crate::formats::v1::table::{values, V1Table};
+use crate::parse::bundle::{check_tiling, MAX_SLICES};
 use crate::parse::dtype::DType;
 use crate::parse::partition::for_each_run;
-use crate::parse::slice_key;
 use crate::parse::slice_key::Extent;
 use crate::parse::table::BlockHandle;
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::parse::Result;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::parse::{slice_key, FormatError, ReadAt, Result};
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 
 /// Bytes of located-tensor state kept (positions, marks, decompressed Snappy values).
 const LOCATED_BYTES: usize = 32 << 20;

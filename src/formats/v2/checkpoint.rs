@@ -12,36 +12,18 @@ use std::sync::Arc;
 
 use crate::error::{FsError, FsResult, SourceError};
 use crate::formats::caches::{Caches, CHECK_WEIGHT};
-use crate::formats::crc_stream::Admit;
-use crate::formats::crc_stream::StreamCheck;
+use crate::formats::crc_stream::{Admit, StreamCheck};
 use crate::formats::tensors;
-use crate::formats::tensors::Stored;
-use crate::formats::tensors::TensorData;
-use crate::formats::tensors::TensorInfo;
-use crate::formats::tensors::TensorSet;
+use crate::formats::tensors::{Stored, TensorData, TensorInfo, TensorSet};
 use crate::formats::v2::strings;
 use crate::formats::v2::strings::StringLayout;
-use crate::parse::bundle;
-use crate::parse::bundle::Data;
-use crate::parse::bundle::Entry;
-use crate::parse::bundle::Header;
-use crate::parse::dtype::DT_STRING;
-use crate::parse::dtype::DT_VARIANT;
-use crate::parse::for_each_chunk;
-use crate::parse::mask_crc;
-use crate::parse::partition::for_each_run;
-use crate::parse::partition::locate;
-use crate::parse::slice_key;
+use crate::parse::bundle::{Data, Entry, Header};
+use crate::parse::dtype::{DT_STRING, DT_VARIANT};
+use crate::parse::partition::{for_each_run, locate};
 use crate::parse::slice_key::Extent;
-use crate::parse::table::BlockStore;
-use crate::parse::table::Pos;
-use crate::parse::table::Table;
-use crate::parse::unmask_crc;
-use crate::parse::FormatError;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::RangeReader;
-use crate::source::bytes::Store;
+use crate::parse::table::{BlockStore, Pos, Table};
+use crate::parse::{bundle, for_each_chunk, mask_crc, slice_key, unmask_crc, FormatError};
+use crate::source::bytes::{ByteSource, FileMeta, RangeReader, Store};
 
 /// How long the read of a tensor's last bytes waits for reads still in flight to complete its
 /// streaming check before checking it first.

@@ -42,10 +42,8 @@ use object_store::http::HttpBuilder;
 use object_store::list::PaginatedListStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
-use crate::source::remote::aws_profile;
-use crate::source::remote::url::RemoteUrl;
-use crate::source::remote::url::Scheme;
-use crate::source::remote::RemoteError;
+use crate::source::remote::url::{RemoteUrl, Scheme};
+use crate::source::remote::{aws_profile, RemoteError};
 
 /// Default bound on one operation, retries included (`remote_timeout`).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

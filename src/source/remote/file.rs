@@ -11,12 +11,9 @@ use std::time::Instant;
 
 use crate::parse;
 use crate::parse::ReadAt;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::FileMeta;
+use crate::source::bytes::{ByteSource, FileMeta};
 use crate::source::remote::prefetch::Reader;
-use crate::source::remote::read::Handle;
-use crate::source::remote::read::Object;
-use crate::source::remote::read::Reads;
+use crate::source::remote::read::{Handle, Object, Reads};
 use crate::source::remote::RemoteError;
 
 /// An opened remote object.

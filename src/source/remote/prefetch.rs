@@ -30,10 +30,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::source::remote::budget::Reservation;
-use crate::source::remote::read::copy_from_chunks;
-use crate::source::remote::read::Handle;
-use crate::source::remote::read::Pending;
-use crate::source::remote::read::Piece;
+use crate::source::remote::read::{copy_from_chunks, Handle, Pending, Piece};
 use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET.

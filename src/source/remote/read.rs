@@ -34,10 +34,8 @@ use lru::LruCache;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
-use crate::source::remote::budget::Budget;
-use crate::source::remote::budget::Reservation;
-use crate::source::remote::cause::map_err;
-use crate::source::remote::cause::status_words;
+use crate::source::remote::budget::{Budget, Reservation};
+use crate::source::remote::cause::{map_err, status_words};
 use crate::source::remote::runtime::Rt;
 use crate::source::remote::stats::Counters;
 use crate::source::remote::RemoteError;

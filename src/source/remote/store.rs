@@ -26,28 +26,16 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::{Path as Key, PathPart};
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::FileMeta;
-use crate::source::bytes::Store;
+use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 use crate::source::remote::budget::Budget;
-use crate::source::remote::cause;
 use crate::source::remote::cause::map_err;
-use crate::source::remote::config;
 use crate::source::remote::config::RemoteConfig;
 use crate::source::remote::file::RemoteFile;
-use crate::source::remote::read::Io;
-use crate::source::remote::read::Object;
-use crate::source::remote::read::PartCache;
-use crate::source::remote::read::Reads;
-use crate::source::remote::read::BLOCK;
+use crate::source::remote::read::{Io, Object, PartCache, Reads, BLOCK};
 use crate::source::remote::runtime::Rt;
-use crate::source::remote::stats::Counters;
-use crate::source::remote::stats::Stats;
-use crate::source::remote::url as rurl;
-use crate::source::remote::url::RemoteUrl;
-use crate::source::remote::url::Scheme;
-use crate::source::remote::RemoteError;
+use crate::source::remote::stats::{Counters, Stats};
+use crate::source::remote::url::{RemoteUrl, Scheme};
+use crate::source::remote::{cause, config, url as rurl, RemoteError};
 
 /// Most entries one directory listing may return.
 pub(crate) const MAX_LIST: usize = 200_000;

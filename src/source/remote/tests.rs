@@ -20,13 +20,9 @@ use object_store::{
 
 use super::{RemoteConfig, RemoteError, RemoteStore};
 use crate::parse::ReadAt;
-use crate::source::bytes::ByteSource;
-use crate::source::bytes::EntryKind;
-use crate::source::bytes::Store;
+use crate::source::bytes::{ByteSource, EntryKind, Store};
 use crate::source::remote::budget::OVERDRAFT;
-use crate::source::remote::prefetch::FIRST_WINDOW;
-use crate::source::remote::prefetch::MAX_PART;
-use crate::source::remote::prefetch::MAX_WINDOW;
+use crate::source::remote::prefetch::{FIRST_WINDOW, MAX_PART, MAX_WINDOW};
 
 const MIB: u64 = 1 << 20;
 

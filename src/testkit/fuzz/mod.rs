@@ -21,25 +21,16 @@ use std::sync::Arc;
 
 use crate::formats::caches::Caches;
 use crate::formats::tensors::TensorInfo;
-use crate::formats::v2::checkpoint::data_file_name;
-use crate::formats::v2::checkpoint::index_file_name;
+use crate::formats::v2::checkpoint::{data_file_name, index_file_name};
 use crate::formats::v2::strings;
 use crate::formats::v2::strings::StringLayout;
 use crate::fs::{Fs, Kind, Options};
-use crate::parse::bundle;
 use crate::parse::bundle::Data;
-use crate::parse::dtype::DT_STRING;
-use crate::parse::dtype::DT_VARIANT;
-use crate::parse::mask_crc;
-use crate::parse::slice_key;
+use crate::parse::dtype::{DT_STRING, DT_VARIANT};
 use crate::parse::slice_key::Extent;
-use crate::parse::table;
-use crate::parse::table::Block;
-use crate::parse::table::Table;
-use crate::parse::varint;
-use crate::probe::probe;
-use crate::probe::state;
-use crate::probe::Probed;
+use crate::parse::table::{Block, Table};
+use crate::parse::{bundle, mask_crc, slice_key, table, varint};
+use crate::probe::{probe, state, Probed};
 /// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
 /// the regression tests, which call it as `targets::fix_table_crcs`.
 pub use crate::testkit::writer::fix_table_crcs;

@@ -10,11 +10,9 @@
 //! index name gets its CRC recomputed); bit 1 names the checkpoint by the `?????` pattern instead
 //! of its first shard; bits 2..4 pick the piece size.
 
-use crate::formats::v1::set::v1_files;
-use crate::formats::v1::set::V1Checkpoint;
+use crate::formats::v1::set::{v1_files, V1Checkpoint};
 use crate::formats::v1::table::encoding::encoding;
-use crate::formats::v1::table::probe;
-use crate::formats::v1::table::V1Table;
+use crate::formats::v1::table::{probe, V1Table};
 use crate::source::local::LocalStore;
 
 use super::{fix_table_crcs, join_chunks, scratch_dir, split_chunks, MAX_FILE_BYTES};

@@ -13,8 +13,7 @@ use std::sync::Mutex;
 use super::{lock, ByteSource};
 use crate::formats::v1::table as fv1;
 use crate::parse::table::BlockHandle;
-use crate::parse::ReadAt;
-use crate::parse::Result;
+use crate::parse::{ReadAt, Result};
 
 /// Pieces in flight between the check and the scan (each up to `CRC_CHUNK`, 256 KiB).
 const DEPTH: usize = 4;

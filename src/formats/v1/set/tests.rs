@@ -4,12 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::formats::v1::table::tests::build_table;
-use crate::formats::v1::table::tests::entries_of;
-use crate::formats::v1::table::tests::fix_crcs;
-use crate::formats::v1::table::tests::meta_value;
-use crate::formats::v1::table::values::tests::entry;
-use crate::formats::v1::table::values::tests::len_field;
+use crate::formats::v1::table::tests::{build_table, entries_of, fix_crcs, meta_value};
+use crate::formats::v1::table::values::tests::{entry, len_field};
 use crate::parse::slice_key::FULL;
 use crate::source::local::LocalStore;
 

@@ -14,13 +14,8 @@
 use std::sync::Arc;
 
 use crate::formats::v1::table::window::Window;
-use crate::parse::table;
 use crate::parse::table::BlockHandle;
-use crate::parse::unmask_crc;
-use crate::parse::varint;
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::parse::Result;
+use crate::parse::{table, unmask_crc, varint, FormatError, ReadAt, Result};
 
 /// Blocks of at most this many stored bytes are read whole.
 pub(crate) const SMALL_BLOCK: u64 = 1 << 20;

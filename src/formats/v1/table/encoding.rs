@@ -32,8 +32,7 @@ pub struct Encoding {
 /// for dtypes V1 cannot hold. bfloat16, uint32 and uint64, which TensorFlow's V1 writer refuses,
 /// are read from `half_val`, `uint32_val` and `uint64_val` as a TensorProto holds them.
 pub fn encoding(dtype: DType) -> Option<Encoding> {
-    use crate::parse::dtype::field as f;
-    use crate::parse::dtype::Elem;
+    use crate::parse::dtype::{field as f, Elem};
     let row = dtype.row()?;
     // TensorFlow's V1 writer saves no sub-byte types (their int_val holds whole ints).
     if matches!(row.elem, Elem::SubByte { .. }) {

@@ -7,17 +7,11 @@
 use prost::Message;
 
 use crate::formats::v1::table::encoding::encoding;
-use crate::parse::bundle::parse_shape;
-use crate::parse::bundle::MAX_RANK;
-use crate::parse::bundle::MAX_SLICES;
+use crate::parse::bundle::{parse_shape, MAX_RANK, MAX_SLICES};
 use crate::parse::dtype::DType;
-use crate::parse::slice_key::Extent;
-use crate::parse::slice_key::FULL;
-use crate::parse::wire;
-use crate::parse::wire::LEN;
-use crate::parse::wire::VARINT;
-use crate::parse::FormatError;
-use crate::parse::Result;
+use crate::parse::slice_key::{Extent, FULL};
+use crate::parse::wire::{LEN, VARINT};
+use crate::parse::{wire, FormatError, Result};
 use crate::proto::tensor_slice_proto::extent::HasLength;
 use crate::proto::{TensorShapeProto, TensorSliceProto, VersionDef};
 

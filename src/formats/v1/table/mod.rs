@@ -23,12 +23,9 @@ use block::{find_in_block, find_in_table_block, Value, RAW};
 use meta::MetaTensor;
 use window::Window;
 
-use crate::parse::table;
-use crate::parse::table::Block;
-use crate::parse::table::BlockHandle;
-use crate::parse::table::MAX_BLOCK_LEN;
+use crate::parse::table::{Block, BlockHandle, MAX_BLOCK_LEN};
 use crate::parse::wire::LEN;
-use crate::parse::{FormatError, ReadAt, Result};
+use crate::parse::{table, FormatError, ReadAt, Result};
 
 /// Not a V1 checkpoint table (no `SavedTensorSlices` meta under the key `""`).
 pub(crate) fn not_v1(why: impl std::fmt::Display) -> FormatError {

@@ -3,26 +3,16 @@
 //! re-encoding, a value far over the small-block limit, hostile lengths.
 
 use super::*;
-use crate::formats::v1::table::block::tests::build_block;
-use crate::formats::v1::table::block::tests::with_trailer;
-use crate::formats::v1::table::block::Value;
-use crate::formats::v1::table::block::RAW;
-use crate::formats::v1::table::block::SMALL_BLOCK;
-use crate::formats::v1::table::block::SNAPPY;
+use crate::formats::v1::table::block::tests::{build_block, with_trailer};
+use crate::formats::v1::table::block::{Value, RAW, SMALL_BLOCK, SNAPPY};
 use crate::formats::v1::table::encoding::Kind;
-use crate::formats::v1::table::values::scan;
-use crate::formats::v1::table::values::tests::entry;
-use crate::formats::v1::table::values::tests::len_field;
-use crate::formats::v1::table::values::Expect;
-use crate::formats::v1::table::values::SliceValues;
+use crate::formats::v1::table::values::tests::{entry, len_field};
+use crate::formats::v1::table::values::{scan, Expect, SliceValues};
 use crate::parse::dtype::DType;
-use crate::parse::mask_crc;
-use crate::parse::slice_key;
-use crate::parse::slice_key::Extent;
-use crate::parse::slice_key::FULL;
-use crate::parse::table::parse_footer;
-use crate::parse::table::MAGIC;
+use crate::parse::slice_key::{Extent, FULL};
+use crate::parse::table::{parse_footer, MAGIC};
 use crate::parse::varint::encode_u64;
+use crate::parse::{mask_crc, slice_key};
 
 pub(crate) const DTYPES: &[u8] = include_bytes!("../../../../tests/fixtures/v1/dtypes/model.ckpt");
 pub(crate) const PARTITIONED: &[u8] =

@@ -20,19 +20,12 @@
 
 use crate::formats::v1::table::encoding::{encoding, Encoding, Kind};
 use crate::formats::v1::table::meta::extents;
-use crate::formats::v1::table::window::Window;
-use crate::formats::v1::table::window::CHUNK;
+use crate::formats::v1::table::window::{Window, CHUNK};
 use crate::parse::dtype::DType;
 use crate::parse::partition::extent_range;
 use crate::parse::slice_key::Extent;
-use crate::parse::varint;
-use crate::parse::wire::FIXED32;
-use crate::parse::wire::FIXED64;
-use crate::parse::wire::LEN;
-use crate::parse::wire::VARINT;
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::parse::Result;
+use crate::parse::wire::{FIXED32, FIXED64, LEN, VARINT};
+use crate::parse::{varint, FormatError, ReadAt, Result};
 use crate::proto::TensorSliceProto;
 
 /// Most position marks kept per slice.

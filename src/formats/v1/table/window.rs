@@ -2,10 +2,7 @@
 //! walks table entries and protobuf fields by offset, reading a chunk at a time, so a value of any
 //! size is scanned with one buffer of about [`CHUNK`] bytes.
 
-use crate::parse::varint;
-use crate::parse::FormatError;
-use crate::parse::ReadAt;
-use crate::parse::Result;
+use crate::parse::{varint, FormatError, ReadAt, Result};
 
 /// Bytes read at a time.
 pub(crate) const CHUNK: usize = 128 << 10;
