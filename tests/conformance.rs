@@ -275,20 +275,6 @@ fn fixtures_dir() -> PathBuf {
     common::fixtures()
 }
 
-fn hex_bytes(h: &str) -> Vec<u8> {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect()
-}
-
-fn dims(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .expect("shape")
-        .iter()
-        .map(|d| d.as_u64().expect("dim"))
-        .collect()
-}
-
 /// The path below `variables/` of a key (its `/`-separated components escaped).
 fn stem_of(key: &[u8]) -> Vec<u8> {
     common::name_path(key)
@@ -296,30 +282,23 @@ fn stem_of(key: &[u8]) -> Vec<u8> {
 
 fn v2_wants(rel: &str) -> Vec<Want> {
     let exp = common::load_json(rel);
-    let key = |rec: &Value| -> Vec<u8> {
-        if rec["key_is_hex"].as_bool() == Some(true) {
-            hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
-        } else {
-            rec["key"].as_str().expect("key").as_bytes().to_vec()
-        }
-    };
     let mut out = Vec::new();
     for rec in exp["tensors"].as_array().expect("tensors") {
         out.push(Want {
-            key: key(rec),
+            key: common::rec_key(rec),
             stem: stem_path(rec),
             sha: rec["sha256"].as_str().expect("sha256").to_string(),
             dtype: rec["dtype"].as_str().expect("dtype").to_string(),
-            shape: dims(&rec["shape"]),
+            shape: common::dims(&rec["shape"]),
         });
     }
     for rec in exp["unreadable_entries"].as_array().into_iter().flatten() {
         out.push(Want {
-            key: key(rec),
+            key: common::rec_key(rec),
             stem: stem_path(rec),
             sha: rec["stored"]["sha256"].as_str().expect("sha").to_string(),
             dtype: rec["dtype"].as_str().expect("dtype").to_string(),
-            shape: dims(&rec["shape"]),
+            shape: common::dims(&rec["shape"]),
         });
     }
     out
@@ -338,7 +317,7 @@ fn v1_wants(rel: &str) -> Vec<Want> {
                 key,
                 sha: rec["sha256"].as_str().expect("sha256").to_string(),
                 dtype: rec["dtype"].as_str().expect("dtype").to_string(),
-                shape: dims(&rec["shape"]),
+                shape: common::dims(&rec["shape"]),
             }
         })
         .collect()
@@ -368,7 +347,7 @@ fn keras_wants(rel: &str, pointer: &str) -> Vec<Want> {
                 key,
                 sha: d["sha256"].as_str().expect("sha256").to_string(),
                 dtype: d["dtype"].as_str().expect("dtype").to_string(),
-                shape: dims(&d["shape"]),
+                shape: common::dims(&d["shape"]),
             }
         })
         .collect()
@@ -444,7 +423,7 @@ fn tflite_wants(file: &str) -> Vec<Want> {
                 key,
                 sha: t["sha256"].as_str().expect("sha256").to_string(),
                 dtype: t["dtype"].as_str().expect("dtype").to_string(),
-                shape: dims(&t["shape"]),
+                shape: common::dims(&t["shape"]),
             }
         })
         .collect()

@@ -36,21 +36,6 @@ use walk::{join, show, Core, Node, Walk};
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-fn hex_bytes(h: &str) -> Vec<u8> {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect()
-}
-
-/// The raw key of a json record (`key_hex` when the key is not UTF-8).
-fn rec_key(rec: &Value) -> Vec<u8> {
-    if rec["key_is_hex"].as_bool() == Some(true) {
-        hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
-    } else {
-        rec["key"].as_str().expect("key").as_bytes().to_vec()
-    }
-}
-
 /// What TF recorded for one tensor file: served sha256 and length.
 #[derive(Debug, Clone)]
 struct Want {
@@ -66,7 +51,7 @@ fn wants(expected: &Value) -> BTreeMap<Vec<u8>, Want> {
     let mut out = BTreeMap::new();
     for rec in expected["tensors"].as_array().expect("tensors") {
         out.insert(
-            rec_key(rec),
+            common::rec_key(rec),
             Want {
                 sha: rec["sha256"].as_str().expect("sha256").to_string(),
                 len: rec["nbytes"].as_u64().expect("nbytes"),
@@ -88,7 +73,7 @@ fn wants(expected: &Value) -> BTreeMap<Vec<u8>, Want> {
     {
         let stored = &rec["stored"];
         out.insert(
-            rec_key(rec),
+            common::rec_key(rec),
             Want {
                 sha: stored["sha256"].as_str().expect("stored sha").to_string(),
                 len: stored["size"].as_u64().expect("stored size"),
@@ -1116,7 +1101,7 @@ fn stored_locations(expected: &Value) -> (Locations, SliceShards) {
             s["offset"].as_u64(),
             s["size"].as_u64(),
         ) {
-            contiguous.insert(rec_key(rec), (shard as u32, off, size));
+            contiguous.insert(common::rec_key(rec), (shard as u32, off, size));
         }
     }
     let mut sliced: BTreeMap<Vec<u8>, BTreeSet<u32>> = BTreeMap::new();

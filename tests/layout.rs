@@ -184,35 +184,14 @@ struct Rec {
     layout_sha: String,
 }
 
-fn hex_bytes(h: &str) -> Vec<u8> {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect()
-}
-
 fn records(expected: &Value) -> Vec<Rec> {
     let mut out = Vec::new();
-    let key = |rec: &Value| {
-        if rec["key_is_hex"].as_bool() == Some(true) {
-            hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
-        } else {
-            rec["key"].as_str().expect("key").as_bytes().to_vec()
-        }
-    };
-    let shape = |rec: &Value| -> Vec<u64> {
-        rec["shape"]
-            .as_array()
-            .expect("shape")
-            .iter()
-            .map(|d| d.as_u64().expect("dim"))
-            .collect()
-    };
     for rec in expected["tensors"].as_array().expect("tensors") {
         out.push(Rec {
-            key: key(rec),
+            key: common::rec_key(rec),
             stem: stem_path(rec),
             dtype: rec["dtype"].as_str().expect("dtype").to_string(),
-            shape: shape(rec),
+            shape: common::dims(&rec["shape"]),
             numpy_sha: rec["sha256_tf_numpy"].as_str().map(str::to_string),
             layout_sha: rec["sha256"].as_str().expect("sha256").to_string(),
         });
@@ -224,10 +203,10 @@ fn records(expected: &Value) -> Vec<Rec> {
         .flatten()
     {
         out.push(Rec {
-            key: key(rec),
+            key: common::rec_key(rec),
             stem: stem_path(rec),
             dtype: rec["dtype"].as_str().expect("dtype").to_string(),
-            shape: shape(rec),
+            shape: common::dims(&rec["shape"]),
             numpy_sha: None,
             layout_sha: rec["stored"]["sha256"].as_str().expect("sha").to_string(),
         });

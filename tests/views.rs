@@ -62,30 +62,6 @@ fn run_python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-fn hex_bytes(h: &str) -> Vec<u8> {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect()
-}
-
-/// The raw key of a record.
-fn rec_key(rec: &Value) -> Vec<u8> {
-    if rec["key_is_hex"].as_bool() == Some(true) {
-        hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
-    } else {
-        rec["key"].as_str().expect("key").as_bytes().to_vec()
-    }
-}
-
-fn shape_of(rec: &Value) -> Vec<u64> {
-    rec["shape"]
-        .as_array()
-        .expect("shape")
-        .iter()
-        .map(|d| d.as_u64().expect("dim"))
-        .collect()
-}
-
 /// TensorFlow's CRC mask undone (the checksum as computed).
 fn unmask(m: u32) -> u32 {
     let r = m.wrapping_sub(0xa282_ead8);
@@ -689,12 +665,12 @@ fn tsv_and_summary_equal_tensorflow_record() {
         assert_eq!(by_key.len(), recs.len(), "{name}: one line per tensor");
         let (mut bytes, mut params) = (0u128, 0u128);
         for r in &recs {
-            let key = rec_key(r);
+            let key = common::rec_key(r);
             let f = by_key
                 .get(&key)
                 .unwrap_or_else(|| panic!("{name}: no line for {}", show(&key)));
             let dtype = r["dtype"].as_str().expect("dtype");
-            let shape = shape_of(r);
+            let shape = common::dims(&r["shape"]);
             let nbytes = r["nbytes"]
                 .as_u64()
                 .or_else(|| r["stored"]["size"].as_u64())
@@ -916,11 +892,11 @@ fn text_and_stats_equal_numpy_on_tensorflow_values() {
                         a.size,
                         b.len() as u64,
                         "{name}: {view} of {}",
-                        show(&rec_key(r))
+                        show(&common::rec_key(r))
                     );
                 }
             }
-            let shape = shape_of(r);
+            let shape = common::dims(&r["shape"]);
             if let (Some(t), Ok(Some(cols))) = (&text, Columns::new(dtype_of(&dtype), &shape)) {
                 assert_eq!(t.len() as u64, cols.len(), "{name}: {dtype}");
             }
@@ -934,7 +910,7 @@ fn text_and_stats_equal_numpy_on_tensorflow_values() {
                 (text.is_some(), stats.is_some()),
                 (dtype != "variant", has_stats),
                 "{name}: {} ({dtype})",
-                show(&rec_key(r))
+                show(&common::rec_key(r))
             );
             let mut paths = Vec::new();
             for (what, b) in [("bin", Some(bin)), ("text", text), ("stats", stats)] {
@@ -946,7 +922,7 @@ fn text_and_stats_equal_numpy_on_tensorflow_values() {
             }
             jobs.push(json!({
                 "dtype": dtype,
-                "shape": shape_of(r),
+                "shape": common::dims(&r["shape"]),
                 "bin": paths[0],
                 "text": paths[1],
                 "stats": paths[2],
@@ -995,8 +971,11 @@ fn xattrs_carry_dtype_shape_and_stored_location() {
             .cloned()
             .unwrap_or_default();
         for r in c.records() {
-            let key = rec_key(r);
-            let dims: Vec<String> = shape_of(r).iter().map(|d| d.to_string()).collect();
+            let key = common::rec_key(r);
+            let dims: Vec<String> = common::dims(&r["shape"])
+                .iter()
+                .map(|d| d.to_string())
+                .collect();
             // (crc, shard, offset) of each stored piece.
             let mut want: Vec<(String, String, String)> =
                 match r["stored"]["crc32c_masked"].as_u64() {

@@ -274,6 +274,31 @@ pub fn b64(s: &str) -> Vec<u8> {
     out
 }
 
+/// The bytes of a hex string (`key_hex` of an expected-values record).
+pub fn hex_bytes(h: &str) -> Vec<u8> {
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// The raw key of an expected-values record (`key_hex` when the key is not UTF-8).
+pub fn rec_key(rec: &Value) -> Vec<u8> {
+    if rec["key_is_hex"].as_bool() == Some(true) {
+        hex_bytes(rec["key_hex"].as_str().expect("key_hex"))
+    } else {
+        rec["key"].as_str().expect("key").as_bytes().to_vec()
+    }
+}
+
+/// A JSON array of dims (a record's `shape`).
+pub fn dims(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim"))
+        .collect()
+}
+
 /// The escaped relative path of a `/`-separated name (checkpoint keys, node names).
 pub fn name_path(name: &[u8]) -> Vec<u8> {
     let comps: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
