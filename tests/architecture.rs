@@ -15,7 +15,7 @@
 //! a cycle and a format naming another, and see each refused.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A module path (`["fs", "build"]`; the crate root is `[]`).
 type Module = Vec<String>;
@@ -27,8 +27,6 @@ type Rooms = BTreeMap<String, Option<u32>>;
 /// One source file: its module path and its text.
 struct File {
     module: Module,
-    /// `mod.rs`, `lib.rs` or `main.rs`: its children are in its own folder.
-    is_dir_module: bool,
     text: String,
 }
 
@@ -350,7 +348,6 @@ fn edges(files: &[File]) -> Vec<Edge> {
                 });
             }
         }
-        let _ = f.is_dir_module;
     }
     out.into_iter().collect()
 }
@@ -539,37 +536,45 @@ fn room_map(doc: &str) -> Rooms {
     rooms
 }
 
-fn crate_files(root: &Path) -> Vec<File> {
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
                 dirs.push(p);
-                continue;
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
             }
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".rs") || name.ends_with("_generated.rs") {
-                continue;
-            }
-            let rel = p.strip_prefix(root).unwrap().with_extension("");
-            let mut module: Module = rel
-                .iter()
-                .map(|s| s.to_string_lossy().into_owned())
-                .collect();
-            let is_dir_module = matches!(name.as_str(), "mod.rs" | "lib.rs" | "main.rs");
-            if name == "main.rs" && module.len() == 1 {
-                module = vec!["main".into()];
-            } else if is_dir_module {
-                module.pop();
-            }
-            out.push(File {
-                module,
-                is_dir_module,
-                text: std::fs::read_to_string(&p).unwrap(),
-            });
         }
+    }
+    out
+}
+
+/// The crate's modules below `root` (`src/`), generated code left out.
+fn crate_files(root: &Path) -> Vec<File> {
+    let mut out = Vec::new();
+    for p in rust_files(root) {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with("_generated.rs") {
+            continue;
+        }
+        let rel = p.strip_prefix(root).unwrap().with_extension("");
+        let mut module: Module = rel
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        if name == "main.rs" && module.len() == 1 {
+            module = vec!["main".into()];
+        } else if matches!(name.as_str(), "mod.rs" | "lib.rs") {
+            module.pop();
+        }
+        out.push(File {
+            module,
+            text: std::fs::read_to_string(&p).unwrap(),
+        });
     }
     out
 }
@@ -609,7 +614,6 @@ fn file(module: &str, text: &str) -> File {
         module.split("::").map(String::from).collect()
     };
     File {
-        is_dir_module: false,
         module,
         text: text.into(),
     }
@@ -746,21 +750,13 @@ fn every_source_file_is_in_the_map_and_every_mapped_path_exists() {
         "the map names paths that do not exist: {missing:?}"
     );
     let mut unmapped = Vec::new();
-    let mut dirs = vec![root.join("src")];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-                continue;
-            }
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            let covered = mapped
-                .iter()
-                .any(|m| *m == rel || (m.ends_with('/') && rel.starts_with(m.as_str())));
-            if !covered && rel.ends_with(".rs") {
-                unmapped.push(rel);
-            }
+    for p in rust_files(&root.join("src")) {
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let covered = mapped
+            .iter()
+            .any(|m| *m == rel || (m.ends_with('/') && rel.starts_with(m.as_str())));
+        if !covered {
+            unmapped.push(rel);
         }
     }
     unmapped.sort();
