@@ -8,7 +8,9 @@
 #     with scripts/requirements-tests.txt: numpy, safetensors, ml_dtypes, h5py, tensorflow-cpu,
 #     moto[server], fake-gcs-server (reinstalled only when that file changes).
 # Then `cargo test` runs with TFMOUNT_REQUIRE_ALL=1, so a test whose component is still missing
-# fails, naming it, instead of being skipped. Plain `cargo test` skips such tests and names what
+# fails, naming it, instead of being skipped; after it the Python module's tests
+# (scripts/pytest.sh: pytest on tests/python against a wheel built from the checkout, installed
+# in a fresh venv). Plain `cargo test` skips such tests and names what
 # it skipped in one line at the end (src/testkit/requires.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,4 +64,11 @@ export PATH="$venv/bin:$PATH"
 export TFMOUNT_PYTHON="$venv/bin/python"
 export TFMOUNT_REQUIRE_ALL=1
 echo "test setup ready in $((SECONDS - t0)) s; running cargo test $*"
-exec cargo test "$@"
+status=0
+cargo test "$@" || status=$?
+# The Python module: its wheel built from the checkout, in a fresh venv (TFMOUNT_PYTEST=0 skips
+# it, for a run of some Rust tests only).
+if [ "${TFMOUNT_PYTEST:-1}" != 0 ]; then
+    scripts/pytest.sh || status=$?
+fi
+exit "$status"

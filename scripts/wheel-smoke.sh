@@ -4,9 +4,11 @@
 #   1. builds the wheel with maturin (release profile, into cargo's target/, so a second run only
 #      re-links what changed); maturin lives in a build venv kept at target/wheel-smoke/venv,
 #      installed from PyPI the first time ("maturin>=1.9,<2.0", as pyproject.toml requires);
-#   2. checks that the wheel holds the tfmount binary and its metadata, nothing else;
-#   3. creates a FRESH venv in a temporary directory, `pip install`s the wheel there (no index),
-#      and checks that `tfmount` is on that venv's PATH and `tfmount --version` matches Cargo.toml;
+#   2. checks that the wheel holds the tfmount package (the extension and python/tfmount/) and
+#      its metadata, nothing else, with the `tfmount` command and the fsspec entry point;
+#   3. creates a FRESH venv in a temporary directory, `pip install`s the wheel there,
+#      and checks that `tfmount` is on that venv's PATH, `tfmount --version` matches Cargo.toml
+#      and `import tfmount` works (numpy, the one dependency, comes from the index);
 #   4. mounts tests/fixtures/demo_savedmodel with that binary, lists variables/, reads a .shape
 #      file, unmounts (fusermount3 -u, else umount), then uninstalls;
 #   5. prints the wall time of each step, the wheel's size and the binary's.
@@ -107,25 +109,29 @@ shopt -u nullglob
 WHEEL=${wheels[0]}
 echo "wheel: $(basename "$WHEEL") ($(mib "$WHEEL"))"
 
-# 2. The wheel holds the binary and the metadata only.
+# 2. The wheel holds the package (python/tfmount/ and the extension) and the metadata only.
 "$PY" - "$WHEEL" "$VERSION" <<'EOF' || die "unexpected contents in $(basename "$WHEEL")"
 import sys, zipfile
 wheel, version = sys.argv[1:]
 names = zipfile.ZipFile(wheel).namelist()
-data, meta = f"tfmount-{version}.data/", f"tfmount-{version}.dist-info/"
-binary = data + "scripts/tfmount"
-extra = [n for n in names if n != binary and not n.startswith(meta)]
-if binary not in names or extra:
-    print(f"wheel-smoke: want {binary} and {meta}*; missing binary: {binary not in names}; "
-          f"other entries: {extra}", file=sys.stderr)
+meta = f"tfmount-{version}.dist-info/"
+want = {"tfmount/__init__.py", "tfmount/_cli.py", "tfmount/__main__.py", "tfmount/fsspec.py", "tfmount/_tfmount.abi3.so"}
+extra = [n for n in names if n not in want and not n.startswith(meta)]
+missing = sorted(want - set(names))
+if missing or extra:
+    print(f"wheel-smoke: missing {missing}; other entries: {extra}", file=sys.stderr)
+    sys.exit(1)
+entry = zipfile.ZipFile(wheel).read(meta + "entry_points.txt").decode()
+if "tfmount = tfmount._cli:main" not in entry or "tfmount.fsspec:TfmountFileSystem" not in entry:
+    print(f"wheel-smoke: entry points lack the command or the fsspec filesystem:\n{entry}", file=sys.stderr)
     sys.exit(1)
 EOF
 
-# 3. A fresh venv and the wheel installed in it, offline.
+# 3. A fresh venv and the wheel installed in it (numpy from the index).
 t=$(now)
 VENV=$WORK/venv
 "$PY" -m venv "$VENV" || die "creating the fresh venv $VENV"
-"$VENV/bin/pip" install -q --no-index --no-deps "$WHEEL" || die "pip install of $(basename "$WHEEL") into the fresh venv"
+"$VENV/bin/pip" install -q "$WHEEL" || die "pip install of $(basename "$WHEEL") into the fresh venv"
 record "fresh venv + install" "$t"
 found=$(PATH="$VENV/bin:$PATH" command -v tfmount) || die "tfmount is not on the venv's PATH after install"
 [ "$found" = "$VENV/bin/tfmount" ] || die "tfmount on the venv's PATH is $found, not $VENV/bin/tfmount"
@@ -133,6 +139,8 @@ echo "installed: $found ($(mib "$found"))"
 got=$("$VENV/bin/tfmount" --version) || die "$VENV/bin/tfmount --version exited non-zero"
 [ "$got" = "tfmount $VERSION" ] || die "tfmount --version printed '$got', expected 'tfmount $VERSION'"
 echo "tfmount --version: $got"
+"$VENV/bin/python" -c "import tfmount, sys; sys.exit(tfmount.__version__ != '$VERSION')" ||
+    die "import tfmount in the fresh venv failed, or its __version__ is not $VERSION"
 
 report() {
     record total "$T0"

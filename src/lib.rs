@@ -12,6 +12,9 @@ pub mod options;
 pub mod parse;
 pub mod probe;
 pub mod proto;
+/// The Python module `tfmount._tfmount` (feature `python`, built by maturin).
+#[cfg(feature = "python")]
+pub mod python;
 pub mod render;
 pub mod source;
 /// What tests, fuzzing and benchmarks share (the checkpoint writer, the random generator, the

@@ -8,6 +8,7 @@
 
 use std::cmp::Ordering;
 use std::iter::Peekable;
+use std::path::Path;
 use std::time::Instant;
 
 use super::{closed, escape, Lines};
@@ -24,16 +25,7 @@ pub fn run(args: &DiffArgs) -> i32 {
     let (Ok(a), Ok(b)) = (open(&args.a), open(&args.b)) else {
         return 2;
     };
-    let mut d = Diff {
-        a: &a,
-        b: &b,
-        args,
-        out: Lines::new(),
-        stats: Stats::default(),
-        trouble: false,
-        differ: false,
-        closed: false,
-    };
+    let mut d = Diff::new(&a, &b, args.exact, args.same, Lines::new());
     d.walk();
     if let Err(e) = d.out.flush() {
         if !closed(&e) {
@@ -70,6 +62,30 @@ process read {} bytes in all (rchar: indexes included)",
     }
 }
 
+/// One line of `tfmount diff A B`: its status (`A`, `D`, `T`, `M`, `=`) and the key, unescaped.
+pub type Line = (String, Vec<u8>);
+
+/// What `tfmount diff A B` prints (with `--exact` and `--same` as asked), as `(status, key)`;
+/// `Err` with the messages `diff` prints when A or B cannot be used or a tensor of them cannot
+/// be read (one per line).
+pub fn lines(a: &Path, b: &Path, exact: bool, same: bool) -> Result<Vec<Line>, String> {
+    let (a, b) = (one_checkpoint(a)?, one_checkpoint(b)?);
+    let mut d = Diff::new(&a, &b, exact, same, Lines::kept());
+    d.walk();
+    if !d.troubles.is_empty() {
+        return Err(d.troubles.join("\n"));
+    }
+    Ok(d.out
+        .into_kept()
+        .into_iter()
+        .map(|mut f| {
+            let key = f.pop().unwrap_or_default();
+            let tag = f.pop().unwrap_or_default();
+            (String::from_utf8_lossy(&tag).into_owned(), key)
+        })
+        .collect())
+}
+
 /// Bytes this process has read with read(2) and friends (`rchar` of /proc/self/io): a check of
 /// the data-byte count that does not depend on it.
 fn rchar() -> Option<u64> {
@@ -95,8 +111,11 @@ struct Stats {
 struct Diff<'c> {
     a: &'c Ckpt,
     b: &'c Ckpt,
-    args: &'c DiffArgs,
+    exact: bool,
+    same: bool,
     out: Lines,
+    /// What went wrong, in the words printed (kept for [`lines`]).
+    troubles: Vec<String>,
     stats: Stats,
     trouble: bool,
     differ: bool,
@@ -113,6 +132,21 @@ fn key_of(item: &Item) -> Option<&[u8]> {
 }
 
 impl<'c> Diff<'c> {
+    fn new(a: &'c Ckpt, b: &'c Ckpt, exact: bool, same: bool, out: Lines) -> Diff<'c> {
+        Diff {
+            a,
+            b,
+            exact,
+            same,
+            out,
+            troubles: Vec::new(),
+            stats: Stats::default(),
+            trouble: false,
+            differ: false,
+            closed: false,
+        }
+    }
+
     fn line(&mut self, tag: &[u8], key: &[u8]) {
         if tag != b"=" {
             self.differ = true;
@@ -138,7 +172,12 @@ impl<'c> Diff<'c> {
     }
 
     fn trouble(&mut self, side: &str, ck: &Ckpt, what: &str) {
-        eprintln!("tfmount diff: {side} ({}): {what}", ck.prefix().display());
+        let line = format!("{side} ({}): {what}", ck.prefix().display());
+        if self.out.keeps() {
+            self.troubles.push(line);
+        } else {
+            eprintln!("tfmount diff: {line}");
+        }
         self.trouble = true;
     }
 
@@ -223,7 +262,7 @@ impl<'c> Diff<'c> {
             self.stats.typed += 1;
             return self.line(b"T", &ta.key);
         }
-        let by_index = if self.args.exact {
+        let by_index = if self.exact {
             None
         } else {
             match self.index_equal(&ta, &tb) {
@@ -248,7 +287,7 @@ impl<'c> Diff<'c> {
         };
         if equal {
             self.stats.equal += 1;
-            if self.args.same {
+            if self.same {
                 self.line(b"=", &ta.key);
             }
         } else {

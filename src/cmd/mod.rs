@@ -5,15 +5,26 @@
 //! The commands reach the rest of the crate only through [`model`].
 
 mod cat;
-mod diff;
+pub mod diff;
 mod ls;
 pub mod model;
-mod verify;
+pub mod verify;
 
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::cli::Command;
+
+/// The command line `argv` (its first item the program's name): the mount form or a
+/// subcommand, run; returns the process exit status. The binary and the Python module's
+/// `tfmount` command are both this.
+pub fn main(argv: Vec<std::ffi::OsString>) -> i32 {
+    if crate::cli::is_subcommand(argv.get(1).map(|a| a.as_os_str())) {
+        run(crate::cli::parse_cli(argv))
+    } else {
+        crate::mount::run(crate::cli::parse_mount(argv))
+    }
+}
 
 /// Runs a subcommand; returns the process exit status.
 pub fn run(cmd: Command) -> i32 {
@@ -86,22 +97,47 @@ fn closed(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe
 }
 
-/// Buffered stdout for line-oriented output.
-struct Lines {
-    w: io::BufWriter<io::StdoutLock<'static>>,
+/// Line-oriented output: buffered stdout, or the lines kept (for the Python module).
+pub(crate) struct Lines {
+    w: Option<io::BufWriter<io::StdoutLock<'static>>>,
     line: Vec<u8>,
+    /// The lines' fields, unescaped, when kept.
+    kept: Vec<Vec<Vec<u8>>>,
 }
 
 impl Lines {
     fn new() -> Lines {
         Lines {
-            w: io::BufWriter::with_capacity(64 << 10, io::stdout().lock()),
+            w: Some(io::BufWriter::with_capacity(64 << 10, io::stdout().lock())),
             line: Vec::new(),
+            kept: Vec::new(),
         }
+    }
+
+    /// Lines kept in memory instead of written: [`Lines::into_kept`] gives them.
+    fn kept() -> Lines {
+        Lines {
+            w: None,
+            line: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Whether lines are kept rather than written.
+    fn keeps(&self) -> bool {
+        self.w.is_none()
+    }
+
+    fn into_kept(self) -> Vec<Vec<Vec<u8>>> {
+        self.kept
     }
 
     /// Writes the fields, each escaped, separated by tabs, and a newline.
     fn fields(&mut self, fields: &[&[u8]]) -> io::Result<()> {
+        let Some(w) = &mut self.w else {
+            self.kept.push(fields.iter().map(|f| f.to_vec()).collect());
+            return Ok(());
+        };
         self.line.clear();
         for (i, f) in fields.iter().enumerate() {
             if i > 0 {
@@ -110,21 +146,13 @@ impl Lines {
             escape_into(&mut self.line, f);
         }
         self.line.push(b'\n');
-        self.w.write_all(&self.line)
+        w.write_all(&self.line)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes() {
-        assert_eq!(escape(b"a\tb\nc\\d e"), b"a\\tb\\nc\\\\d e".to_vec());
-        assert_eq!(escape(b"\xff\x00"), b"\xff\x00".to_vec());
+        match &mut self.w {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
     }
 }

@@ -58,6 +58,13 @@ pub struct Node {
     pub kind: NodeKind,
 }
 
+impl Node {
+    /// Its inode number in the [`Fs`] under the tree.
+    pub fn ino(self) -> u64 {
+        self.id
+    }
+}
+
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]
 pub struct Listed {
@@ -129,6 +136,16 @@ impl Tree {
         };
         let fs = Fs::with_store(src.store, &src.probed, &opts).map_err(|e| e.to_string())?;
         Ok(Tree { fs })
+    }
+
+    /// The tree of an `Fs` built elsewhere (the Python module's, with its options).
+    pub fn from_fs(fs: Fs) -> Tree {
+        Tree { fs }
+    }
+
+    /// The filesystem core under this tree.
+    pub fn fs(&self) -> &Fs {
+        &self.fs
     }
 
     pub fn root(&self) -> Node {

@@ -9,6 +9,7 @@
 //! A single large tensor thus uses every thread too.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -33,37 +34,14 @@ const BATCH_BYTES: u64 = 512 << 20;
 
 pub fn run(args: &VerifyArgs) -> i32 {
     let start = Instant::now();
-    let set = match CheckpointSet::open(&args.source) {
-        Ok(s) => s,
-        Err(e @ (SourceProblem::Unusable(_) | SourceProblem::NoCheckpoint(_))) => {
+    let threads = args.threads.map(usize::from);
+    let mut v = match verify(&args.source, threads, Lines::new(), true) {
+        Ok(v) => v,
+        Err(e) => {
             eprintln!("tfmount verify: {e}");
             return 3;
         }
     };
-    let threads = args.threads.map(usize::from).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let progress = progress_bar(&set);
-    let mut v = Verifier {
-        out: Lines::new(),
-        threads: threads.max(1),
-        progress,
-        tensors: 0,
-        bytes: AtomicU64::new(0),
-        problems: 0,
-        closed: false,
-    };
-    for m in &set.members {
-        match &m.opened {
-            Ok(ck) => v.checkpoint(&m.name, ck),
-            Err(e) => v.problem(&m.name, b"[checkpoint]", e),
-        }
-        if v.closed {
-            break;
-        }
-    }
     if let Err(e) = v.out.flush() {
         if !closed(&e) {
             eprintln!("tfmount verify: stdout: {e}");
@@ -86,6 +64,65 @@ pub fn run(args: &VerifyArgs) -> i32 {
         }
     );
     i32::from(v.problems > 0)
+}
+
+/// What `tfmount verify SOURCE` finds, as `(key, reason)` in the order it prints them (keys
+/// unescaped); `Err` when SOURCE cannot be used, with the message `verify` prints.
+pub fn problems(source: &Path, threads: Option<usize>) -> Result<Vec<(Vec<u8>, String)>, String> {
+    let v = verify(source, threads, Lines::kept(), false)?;
+    Ok(v.out
+        .into_kept()
+        .into_iter()
+        .map(|mut f| {
+            let reason = f.pop().unwrap_or_default();
+            let key = f.pop().unwrap_or_default();
+            (key, String::from_utf8_lossy(&reason).into_owned())
+        })
+        .collect())
+}
+
+/// Checks every checkpoint of `source`, its problems written to `out`.
+fn verify(
+    source: &Path,
+    threads: Option<usize>,
+    out: Lines,
+    progress: bool,
+) -> Result<Verifier, String> {
+    let set = match CheckpointSet::open(source) {
+        Ok(s) => s,
+        Err(e @ (SourceProblem::Unusable(_) | SourceProblem::NoCheckpoint(_))) => {
+            return Err(e.to_string())
+        }
+    };
+    let threads = threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let progress = if progress {
+        progress_bar(&set)
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut v = Verifier {
+        out,
+        threads: threads.max(1),
+        progress,
+        tensors: 0,
+        bytes: AtomicU64::new(0),
+        problems: 0,
+        closed: false,
+    };
+    for m in &set.members {
+        match &m.opened {
+            Ok(ck) => v.checkpoint(&m.name, ck),
+            Err(e) => v.problem(&m.name, b"[checkpoint]", e),
+        }
+        if v.closed {
+            break;
+        }
+    }
+    Ok(v)
 }
 
 /// A bar counting bytes, drawn only when stderr is a terminal. Its length comes from a walk of

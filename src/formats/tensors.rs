@@ -103,6 +103,14 @@ pub(crate) fn attr_column(name: &str) -> &str {
     name.strip_prefix("user.tfmount.").unwrap_or(name)
 }
 
+/// Where a tensor's `.bin` lies verbatim in one source file: every byte of it stored there as
+/// served (contiguous, uncompressed, little-endian, not decoded). See [`TensorData::in_place`].
+pub struct InPlace {
+    pub file: Arc<dyn crate::source::bytes::ByteSource>,
+    /// Where the `.bin`'s first byte is in `file`; it is [`TensorData::size`] bytes long.
+    pub offset: u64,
+}
+
 /// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
 /// 8-byte length and the bytes of each element).
 pub trait TensorData: Send + Sync {
@@ -121,6 +129,20 @@ pub trait TensorData: Send + Sync {
     /// the caller must discard what it made of them when this returns an error.
     fn scan(&self, buf: &mut [u8], f: &mut dyn FnMut(&[u8])) -> FsResult<u64> {
         scan_by_reads(self, buf.len(), f)
+    }
+
+    /// Where the `.bin` is stored verbatim, if it is (for mapping it in place instead of
+    /// reading it); `None` when only [`read`](Self::read) gives it (decoded, reassembled,
+    /// byte-swapped, in memory, split across files).
+    fn in_place(&self) -> Option<InPlace> {
+        None
+    }
+
+    /// Checks `bytes`, the `.bin` as found [`in_place`](Self::in_place), against what the
+    /// format stored of it (V2: its CRC-32C), as a first [`read`](Self::read) would; the
+    /// outcome is kept as a read's is. Formats that store no checksum accept any bytes.
+    fn check_in_place(&self, _bytes: &[u8]) -> FsResult<()> {
+        Ok(())
     }
 }
 

@@ -510,53 +510,63 @@ impl Variables {
         })
     }
 
-    /// The extended attributes of the tensor at `pos` (its key only if its entry is damaged).
-    /// A partitioned tensor's per-slice values are separated by one space, so no value holds
-    /// a newline (which `getfattr -d` would print as base64).
+    /// The extended attributes of the tensor at `pos` (see [`tensor_xattrs`]).
     fn tensor_xattrs(&self, pos: u64) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
-        let key = self.set.key(pos)?;
-        let Ok(info) = self.info(pos) else {
-            return Ok(vec![(KEY_XATTR, key)]);
-        };
-        let dims: Vec<String> = info.shape.iter().map(|d| d.to_string()).collect();
-        let stored: Vec<Stored> = match info.stored {
-            Some(s) => vec![s],
-            None => self.set.slice_locations(pos).unwrap_or_default(),
-        };
-        let lines = |f: &dyn Fn(&Stored) -> String| -> Vec<u8> {
-            if stored.is_empty() {
-                return b"-".to_vec();
-            }
-            stored
-                .iter()
-                .map(f)
-                .collect::<Vec<_>>()
-                .join(" ")
-                .into_bytes()
-        };
-        let mut out = vec![
-            (KEY_XATTR, key),
-            (DTYPE_XATTR, info.dtype.display_name().into_bytes()),
-            (SHAPE_XATTR, dims.join(" ").into_bytes()),
-            (
-                CRC_XATTR,
-                lines(&|s| s.crc32c.map_or("-".into(), |c| format!("{c:08x}"))),
-            ),
-            (SHARD_XATTR, lines(&|s| s.shard.to_string())),
-            (OFFSET_XATTR, lines(&|s| s.offset.to_string())),
-        ];
-        // The format's own attributes (quantization...), those the tensor has.
-        let names = self.set.attr_names();
-        if !names.is_empty() {
-            let values = self.set.attrs(pos).unwrap_or_default();
-            for (name, v) in names.iter().zip(values) {
-                if let Some(v) = v {
-                    out.push((*name, v.into_bytes()));
-                }
+        let info = self.info(pos).ok();
+        tensor_xattrs(&*self.set, pos, info.as_deref())
+    }
+}
+
+/// The extended attributes of the tensor at `pos` of `set` whose index entry is `info` (its key
+/// only if its entry is damaged: `None`). A partitioned tensor's per-slice values are separated
+/// by one space, so no value holds a newline (which `getfattr -d` would print as base64).
+pub fn tensor_xattrs(
+    set: &dyn TensorSet,
+    pos: u64,
+    info: Option<&TensorInfo>,
+) -> FsResult<Vec<(&'static str, Vec<u8>)>> {
+    let key = set.key(pos)?;
+    let Some(info) = info else {
+        return Ok(vec![(KEY_XATTR, key)]);
+    };
+    let dims: Vec<String> = info.shape.iter().map(|d| d.to_string()).collect();
+    let stored: Vec<Stored> = match info.stored {
+        Some(s) => vec![s],
+        None => set.slice_locations(pos).unwrap_or_default(),
+    };
+    let lines = |f: &dyn Fn(&Stored) -> String| -> Vec<u8> {
+        if stored.is_empty() {
+            return b"-".to_vec();
+        }
+        stored
+            .iter()
+            .map(f)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .into_bytes()
+    };
+    let mut out = vec![
+        (KEY_XATTR, key),
+        (DTYPE_XATTR, info.dtype.display_name().into_bytes()),
+        (SHAPE_XATTR, dims.join(" ").into_bytes()),
+        (
+            CRC_XATTR,
+            lines(&|s| s.crc32c.map_or("-".into(), |c| format!("{c:08x}"))),
+        ),
+        (SHARD_XATTR, lines(&|s| s.shard.to_string())),
+        (OFFSET_XATTR, lines(&|s| s.offset.to_string())),
+    ];
+    // The format's own attributes (quantization...), those the tensor has.
+    let names = set.attr_names();
+    if !names.is_empty() {
+        let values = set.attrs(pos).unwrap_or_default();
+        for (name, v) in names.iter().zip(values) {
+            if let Some(v) = v {
+                out.push((*name, v.into_bytes()));
             }
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 impl Subtree for Variables {

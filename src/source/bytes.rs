@@ -66,6 +66,13 @@ pub trait ByteSource: ReadAt + Send + Sync {
     fn range_reader(self: Arc<Self>, _range: std::ops::Range<u64>) -> Option<Arc<dyn RangeReader>> {
         None
     }
+
+    /// The local file these bytes are, opened, with the length it had when opened: for
+    /// mapping a tensor in place (the Python module's zero-copy arrays). `None` for anything
+    /// else (remote objects, entries of confined trees).
+    fn local_file(&self) -> Option<(&std::fs::File, u64)> {
+        None
+    }
 }
 
 /// Sequential reads of one range of a [`ByteSource`] (see [`ByteSource::range_reader`]).

@@ -231,6 +231,10 @@ impl ByteSource for SourceFile {
     fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         SourceFile::read_vec(self, offset, len)
     }
+
+    fn local_file(&self) -> Option<(&File, u64)> {
+        Some((&self.file, self.stamp.len))
+    }
 }
 
 /// Bytes handed to a read reply. Always owned: replies are never made from a mapping of a source

@@ -761,6 +761,18 @@ impl TensorData for Contiguous {
         self.size
     }
 
+    fn in_place(&self) -> Option<crate::formats::tensors::InPlace> {
+        match &self.at {
+            At::File { file, start, .. } if self.swap == 0 => {
+                Some(crate::formats::tensors::InPlace {
+                    file: file.clone(),
+                    offset: *start,
+                })
+            }
+            _ => None,
+        }
+    }
+
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
         let a = offset.min(self.size);
         let b = offset.saturating_add(len as u64).min(self.size);

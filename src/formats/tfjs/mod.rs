@@ -25,7 +25,7 @@ use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
 use crate::formats::integrity::{Generic, Integrity, Item};
 use crate::formats::tensors::{
-    next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+    self, next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
 };
 use crate::formats::tfjs::manifest as ft;
 use crate::formats::tfjs::manifest::{Quant, WDtype, Weight};
@@ -186,6 +186,23 @@ impl Stream {
             )));
         }
         Ok(())
+    }
+
+    /// The file and offset bytes `[at, at + len)` of the stream lie at, when they lie in one
+    /// undamaged shard.
+    fn in_one_file(&self, at: u64, len: u64) -> Option<(Arc<dyn ByteSource>, u64)> {
+        if self.unplaced.is_some() {
+            return None;
+        }
+        let end = at.checked_add(len)?;
+        let s = self
+            .shards
+            .iter()
+            .find(|s| s.start <= at && end <= s.start.saturating_add(s.expected))?;
+        match (&s.damage, &s.file) {
+            (None, Ok(f)) => Some((f.clone(), at - s.start)),
+            _ => None,
+        }
     }
 
     /// The shards bytes `[a, b)` of the stream touch.
@@ -982,6 +999,12 @@ struct InPlace(Weighted);
 impl TensorData for InPlace {
     fn size(&self) -> u64 {
         self.0.stored
+    }
+
+    fn in_place(&self) -> Option<tensors::InPlace> {
+        let w = &self.0;
+        let (file, offset) = w.stream.in_one_file(w.start, w.stored)?;
+        Some(tensors::InPlace { file, offset })
     }
 
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {

@@ -789,6 +789,16 @@ impl TensorData for Raw {
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
         self.read_raw(offset, len)
     }
+
+    fn in_place(&self) -> Option<crate::formats::tensors::InPlace> {
+        match &self.at {
+            At::File { start, .. } => Some(crate::formats::tensors::InPlace {
+                file: self.file.clone(),
+                offset: *start,
+            }),
+            At::Memory(_) => None,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,5 @@
+"""``python -m tfmount``: the ``tfmount`` command."""
+
+from tfmount._cli import main
+
+main()
