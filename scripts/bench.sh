@@ -63,6 +63,11 @@
 #      changed; `du -s --apparent-size` of a mount vs the tensor bytes (<= 2.05x), and `diff -rq`
 #      of two fresh mounts vs `diff -rq` of their variables/ on two fresh mounts (<= 2x), with
 #      the derived views hidden (the default) and, for scale, listed (-o views=visible)
+#  17. the Python module (bench_python, scripts/bench_python.py; ONLY=python runs this section
+#      alone): every tensor of a 524 MiB TF2 checkpoint into numpy with tfmount.open (fresh
+#      process, import included) vs TensorFlow's reader (import excluded; >= 2x) and vs
+#      safetensors' load_file of the same bytes (>= 1.5x); the same model as `.weights.h5` vs
+#      h5py (>= 1.5x); tfmount.open of a 1M-tensor checkpoint to its first array (< 100 ms)
 #  14. a ~100 MB TFLite model written by TensorFlow's converter (bench_tflite,
 #      `scripts/gen_tflite.py --big`; a Python with TensorFlow): start -> first stat of its
 #      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
@@ -72,7 +77,7 @@
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
 # CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
@@ -1484,6 +1489,38 @@ bench_tf2_names() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 17: the Python module (bench_python; ONLY=python runs this section alone)
+# ---------------------------------------------------------------------------------------------
+# Issue 27's rows, from scripts/bench_python.py: the same 524 MiB of 338 float32 tensors as a
+# TF2 checkpoint, a `.weights.h5` and a plain `.safetensors`, each reader in a fresh process
+# (REPS, median, interleaved): tfmount.open + every tensor vs TensorFlow's reader (import
+# excluded: >= 2x) and vs safetensors' load_file (>= 1.5x); tfmount on the `.weights.h5` vs
+# h5py (>= 1.5x); tfmount.open of a 1M-tensor checkpoint to its first array (< 100 ms). The
+# wheel is built with the release profile into a venv of its own (with safetensors and h5py);
+# TensorFlow's Python ($TF_PYTHON, else the test venv) writes the files and times its reader.
+bench_python() {
+    echo "== 17: the Python module: every tensor into numpy, vs TensorFlow, safetensors, h5py"
+    local tfpy=$PY bvenv=$WORK/pyvenv first
+    if ! "$tfpy" -c 'import tensorflow, h5py, safetensors' 2>/dev/null; then
+        tfpy=$HOME/.cache/tfmount-test-venv/bin/python
+    fi
+    "$tfpy" -c 'import tensorflow, h5py, safetensors' 2>/dev/null ||
+        { echo "   (no Python with tensorflow, h5py and safetensors: set TF_PYTHON; scripts/test.sh installs one)"; return; }
+    "$REPO/target/wheel-smoke/venv/bin/python" -c 'import maturin' 2>/dev/null || {
+        python3 -m venv "$REPO/target/wheel-smoke/venv" &&
+            "$REPO/target/wheel-smoke/venv/bin/pip" install -q "maturin>=1.9,<2.0"
+    } || die "installing maturin failed"
+    "$REPO/target/wheel-smoke/venv/bin/maturin" build --release --out "$WORK/pywheel" >"$WORK/pywheel.log" 2>&1 ||
+        die "building the release wheel failed: $WORK/pywheel.log"
+    "$tfpy" -m venv "$bvenv" && "$bvenv/bin/pip" install -q "$WORK"/pywheel/tfmount-*.whl safetensors h5py ||
+        die "installing the wheel into $bvenv failed"
+    "$tfpy" "$REPO/scripts/bench_python.py" write "$WORK/py" 2>/dev/null | tail -1
+    first=$("$MKCKPT" "$WORK/py/big1m/ckpt" --tensors 1000000 --elems 16 | sed -n 's/^last_key=//p')
+    TF_PYTHON=$tfpy TFMOUNT_PY=$bvenv/bin/python FIRST_KEY=$first \
+        "$bvenv/bin/python" "$REPO/scripts/bench_python.py" run "$WORK/py" "$REPS" | tail -n +2
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -1492,6 +1529,10 @@ if [ "${ONLY:-}" = keras ]; then
 fi
 if [ "${ONLY:-}" = tflite ]; then
     bench_tflite
+    exit 0
+fi
+if [ "${ONLY:-}" = python ]; then
+    bench_python
     exit 0
 fi
 echo "== writing checkpoints"
@@ -1581,6 +1622,8 @@ if [ "${ONLY:-}" = v1 ]; then
 fi
 if [ "${ONLY:-}" = whole_tree ]; then
     bench_whole_tree
+
+bench_python
     exit 0
 fi
 if [ "${ONLY:-}" = tf2names ]; then
@@ -1928,3 +1971,5 @@ bench_keras
 bench_tflite
 
 bench_whole_tree
+
+bench_python

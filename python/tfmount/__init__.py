@@ -19,8 +19,8 @@ import subprocess
 import sys
 import time
 
-import numpy
-
+# numpy is imported when the first array is made, not here: the `tfmount` command imports this
+# package too, and numpy's import would double its start-up.
 from . import _tfmount
 from ._tfmount import Error, IntegrityError
 
@@ -64,6 +64,8 @@ def open(source, *, mmap=True, verify=True, **options):
 
 
 def _dtype(kind, name, key):
+    import numpy
+
     if kind == "numpy":
         return numpy.dtype(name)
     if kind == "ml_dtypes":
@@ -104,6 +106,8 @@ class Model(Mapping):
         return self._m.__contains__(key)
 
     def __getitem__(self, key):
+        import numpy
+
         kind, name = self._m.numpy_dtype(key)
         shape = self._m.shape(key)
         if kind == "string":

@@ -76,13 +76,9 @@ pub fn lines(a: &Path, b: &Path, exact: bool, same: bool) -> Result<Vec<Line>, S
         return Err(d.troubles.join("\n"));
     }
     Ok(d.out
-        .into_kept()
+        .into_pairs()
         .into_iter()
-        .map(|mut f| {
-            let key = f.pop().unwrap_or_default();
-            let tag = f.pop().unwrap_or_default();
-            (String::from_utf8_lossy(&tag).into_owned(), key)
-        })
+        .map(|(tag, key)| (String::from_utf8_lossy(&tag).into_owned(), key))
         .collect())
 }
 

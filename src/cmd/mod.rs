@@ -114,7 +114,7 @@ impl Lines {
         }
     }
 
-    /// Lines kept in memory instead of written: [`Lines::into_kept`] gives them.
+    /// Lines kept in memory instead of written: [`Lines::into_pairs`] gives them.
     fn kept() -> Lines {
         Lines {
             w: None,
@@ -128,8 +128,16 @@ impl Lines {
         self.w.is_none()
     }
 
-    fn into_kept(self) -> Vec<Vec<Vec<u8>>> {
+    /// The kept lines of two fields each, as pairs (a missing field empty).
+    fn into_pairs(self) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.kept
+            .into_iter()
+            .map(|f| {
+                let mut f = f.into_iter();
+                let a = f.next().unwrap_or_default();
+                (a, f.next().unwrap_or_default())
+            })
+            .collect()
     }
 
     /// Writes the fields, each escaped, separated by tabs, and a newline.

@@ -71,13 +71,9 @@ pub fn run(args: &VerifyArgs) -> i32 {
 pub fn problems(source: &Path, threads: Option<usize>) -> Result<Vec<(Vec<u8>, String)>, String> {
     let v = verify(source, threads, Lines::kept(), false)?;
     Ok(v.out
-        .into_kept()
+        .into_pairs()
         .into_iter()
-        .map(|mut f| {
-            let reason = f.pop().unwrap_or_default();
-            let key = f.pop().unwrap_or_default();
-            (key, String::from_utf8_lossy(&reason).into_owned())
-        })
+        .map(|(key, reason)| (key, String::from_utf8_lossy(&reason).into_owned()))
         .collect())
 }
 

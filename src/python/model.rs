@@ -69,7 +69,11 @@ impl Model {
             path: source.to_path_buf(),
             msg,
         };
-        let mut settings = crate::options::Settings::default();
+        // As a mount: the object-store environment, then the options.
+        let mut settings = crate::options::Settings {
+            remote: crate::source::remote::RemoteConfig::from_env(),
+            ..crate::options::Settings::default()
+        };
         let env = crate::options::env_defaults().map_err(invalid)?;
         crate::options::apply(&mut settings, env.iter().chain(options).map(String::as_str))
             .map_err(invalid)?;

@@ -114,6 +114,14 @@ def test_mount_context_manager(tmp_path):
     assert not os.path.ismount(mnt)
 
 
+def test_the_command_does_not_import_numpy():
+    # The command imports the package: numpy's import (longer than the command's own work)
+    # waits until an array is made.
+    out = subprocess.run([sys.executable, "-c", "import sys, tfmount; print('numpy' in sys.modules)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_the_command_is_the_cli():
     out = subprocess.run(["tfmount", "--version"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"tfmount {tfmount.__version__}"
