@@ -12,6 +12,8 @@ Python process with the source files in the page cache, the median of REPS:
   tf        TensorFlow's reader: tf.train.load_checkpoint + get_tensor of every key, import
             excluded (the timer starts after `import tensorflow`);
   st        safetensors.numpy.load_file of model.safetensors, the process (import included);
+  mnt       the route before the module: `tfmount ckpt MNT`, safetensors' load_file of
+            MNT/model.safetensors, unmount, the process;
   tfm       tfmount.open(ckpt) and m[k] for every key, the process (import included);
   h5py      h5py: every dataset of model.weights.h5 read, the process;
   tfm_h5    tfmount.open(model.weights.h5) and every tensor, the process;
@@ -101,6 +103,18 @@ for k in m:
     touch(m[k])
 print(time.perf_counter() - t0)
 """,
+    "mnt": TOUCH + """
+import os, subprocess, sys, tempfile
+from safetensors.numpy import load_file
+mnt = tempfile.mkdtemp()
+subprocess.run([os.path.join(os.path.dirname(sys.executable), "tfmount"), sys.argv[1] + "/ckpt", mnt], check=True)
+try:
+    for a in load_file(mnt + "/model.safetensors").values():
+        touch(a)
+finally:
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    os.rmdir(mnt)
+""",
     "h5py": TOUCH + """
 import sys, h5py
 with h5py.File(sys.argv[1] + "/model.weights.h5", "r") as f:
@@ -144,7 +158,7 @@ def run(d, reps, tf_py, py, first_key):
             with open(p, "rb") as f:
                 while f.read(1 << 24):
                     pass
-    order = ["tf", "st", "tfm", "h5py", "tfm_h5"] + (["first"] if first_key else [])
+    order = ["tf", "st", "mnt", "tfm", "h5py", "tfm_h5"] + (["first"] if first_key else [])
     walls = {k: [] for k in order}
     inners = {k: [] for k in order}
     for _ in range(reps):  # interleaved, so that noise hits every row alike
@@ -180,6 +194,7 @@ def main():
         print(f"{what:<58} {t:8.3f}  {rs}  {target}")
     line("TF reader, every tensor (import excluded)", r["tf"])
     line("safetensors load_file of the plain file (process)", r["st"])
+    line("before: tfmount mount + load_file(model.safetensors) + unmount", r["mnt"], r["tf"] / r["mnt"], "info (the route before the module)")
     line("tfmount.open + every tensor (process, import included)", r["tfm"], r["tf"] / r["tfm"], ">= 2.0 vs TF: " + ("PASS" if r["tf"] / r["tfm"] >= 2 else "MISS"))
     line("  ... vs safetensors load_file", r["tfm"], r["st"] / r["tfm"], ">= 1.5 vs st: " + ("PASS" if r["st"] / r["tfm"] >= 1.5 else "MISS"))
     line("  ... its imports excluded (as TF's row), for scale", r["tfm_in"], r["tf"] / r["tfm_in"], "info")
