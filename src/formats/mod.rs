@@ -12,6 +12,7 @@ pub(crate) mod crc_stream;
 pub mod integrity;
 pub mod keras;
 pub mod names;
+pub mod orbax;
 pub mod tensors;
 pub mod tfjs;
 pub mod tflite;

@@ -40,6 +40,7 @@ use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
 
 pub mod keras;
+pub mod ocdbt;
 pub mod tfjs;
 pub mod tflite;
 pub mod v1;
@@ -58,6 +59,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("v1", v1::v1),
     ("keras", keras::keras),
     ("tfjs", tfjs::tfjs),
+    ("ocdbt", ocdbt::ocdbt),
     ("tflite", tflite::tflite),
 ];
 
@@ -861,6 +863,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(keras::seeds(fixtures)?);
     out.extend(tfjs::seeds(fixtures)?);
     out.extend(tflite::seeds(fixtures)?);
+    out.extend(ocdbt::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",
