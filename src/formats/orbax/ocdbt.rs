@@ -613,6 +613,83 @@ mod tests {
         assert_eq!(meta["shape"], serde_json::json!([128, 64]));
     }
 
+    /// A value's bytes: inline, or read from its data file.
+    fn value_bytes(db: &Db<Dir>, v: &Value) -> Vec<u8> {
+        match v {
+            Value::Inline(b) => b.clone(),
+            Value::Indirect(r) => db.files.read(&r.path, r.offset, r.length).expect("value"),
+        }
+    }
+
+    #[test]
+    fn every_array_is_what_orbax_restored() {
+        use super::super::zarr::ArrayMeta;
+        use sha2::Digest as _;
+        // Keras's OrbaxCheckpoint (Orbax's v1 API) writes zarr v3 with sharded chunks instead:
+        // `keys_of_a_keras_checkpoint_are_zarr_v3` below; not read yet.
+        for (dir, name) in [("ocdbt/ckpt", "ocdbt"), ("manager/9/default", "manager_9")] {
+            let db = Db::open(Dir(fixture(dir))).expect("open");
+            let text = std::fs::read_to_string(fixture(&format!("expected/{name}.json")))
+                .expect("expected");
+            let exp: serde_json::Value = serde_json::from_str(&text).expect("json");
+            let mut checked = 0;
+            for leaf in exp["leaves"].as_array().expect("leaves") {
+                let key = leaf["key"].as_str().expect("key");
+                let array = key.replace('/', ".");
+                let meta = db.get(format!("{array}/.zarray").as_bytes()).expect("get");
+                let meta = meta.unwrap_or_else(|| panic!("{dir}: no {array}/.zarray"));
+                let meta = ArrayMeta::parse(&value_bytes(&db, &meta)).expect(&array);
+                let mut chunk =
+                    |i: &[u64]| -> Result<Option<std::sync::Arc<Vec<u8>>>, FormatError> {
+                        let k = format!("{array}/{}", meta.chunk_key(i));
+                        Ok(match db.get(k.as_bytes())? {
+                            Some(v) => Some(std::sync::Arc::new(
+                                meta.decode_chunk(&value_bytes(&db, &v))?,
+                            )),
+                            None => None,
+                        })
+                    };
+                let bytes = meta.read(0, usize::MAX, &mut chunk).expect("read");
+                let digest: String = sha2::Sha256::digest(&bytes)
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect();
+                assert_eq!(
+                    digest,
+                    leaf["sha256"].as_str().expect("sha"),
+                    "{dir}: {array}"
+                );
+                assert_eq!(
+                    meta.dtype.display_name(),
+                    leaf["dtype"].as_str().expect("dtype"),
+                    "{dir}: {array}"
+                );
+                checked += 1;
+            }
+            assert!(checked >= 4, "{dir}: {checked} arrays");
+        }
+    }
+
+    #[test]
+    fn keys_of_a_keras_checkpoint_are_zarr_v3() {
+        let db = Db::open(Dir(fixture("keras/orbax/1/pytree"))).expect("open");
+        let keys: Vec<String> = db
+            .list(b"")
+            .expect("list")
+            .into_iter()
+            .map(|e| String::from_utf8_lossy(&e.key).into_owned())
+            .collect();
+        assert!(
+            keys.contains(&"trainable_variables.sequential.hidden.kernel/zarr.json".to_string()),
+            "{keys:?}"
+        );
+        assert!(
+            keys.contains(&"trainable_variables.sequential.hidden.kernel/c/0/0".to_string()),
+            "{keys:?}"
+        );
+        assert!(!keys.iter().any(|k| k.ends_with("/.zarray")), "{keys:?}");
+    }
+
     #[test]
     fn damaged_manifests_and_nodes_are_errors() {
         let dir = fixture("ocdbt/ckpt");

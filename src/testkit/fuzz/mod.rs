@@ -44,6 +44,7 @@ pub mod ocdbt;
 pub mod tfjs;
 pub mod tflite;
 pub mod v1;
+pub mod zarr;
 
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
@@ -60,6 +61,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("keras", keras::keras),
     ("tfjs", tfjs::tfjs),
     ("ocdbt", ocdbt::ocdbt),
+    ("zarr", zarr::zarr),
     ("tflite", tflite::tflite),
 ];
 
@@ -864,6 +866,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(tfjs::seeds(fixtures)?);
     out.extend(tflite::seeds(fixtures)?);
     out.extend(ocdbt::seeds(fixtures)?);
+    out.extend(zarr::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",

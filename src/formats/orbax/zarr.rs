@@ -1,0 +1,460 @@
+//! zarr v2 arrays as Orbax (through tensorstore) writes them: the `.zarray` metadata, chunk keys,
+//! chunk decoding (zstd, gzip, zlib, none), and the array's `.bin` bytes (row-major,
+//! little-endian) assembled from the chunks a byte range covers, each chunk decoded into at most
+//! its own size.
+//!
+//! Format: the zarr v2 specification (`.zarray`: `shape`, `chunks`, `dtype`, `compressor`,
+//! `fill_value`, `order`, `filters`, `dimension_separator`), with tensorstore's names for the
+//! dtypes numpy lacks (`bfloat16`, `int4`, `float8_*`). A chunk missing from the store holds the
+//! fill value (zeros for `null`).
+
+use crate::parse::dtype::DType;
+use crate::parse::FormatError;
+
+/// Most elements an array may have (a shape claiming more is refused).
+const MAX_ELEMENTS: u64 = 1 << 48;
+/// Largest decoded chunk accepted.
+pub(crate) const MAX_CHUNK: u64 = 1 << 31;
+
+fn bad(m: impl Into<String>) -> FormatError {
+    FormatError::Format(format!("zarr: {}", m.into()))
+}
+
+/// How a chunk's bytes are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Codec {
+    None,
+    Zstd,
+    Gzip,
+    Zlib,
+}
+
+/// A decoded chunk by its index in the chunk grid (`None`: not stored, the fill value).
+pub(crate) type ChunkAt<'a> =
+    dyn FnMut(&[u64]) -> Result<Option<std::sync::Arc<Vec<u8>>>, FormatError> + 'a;
+
+/// An array's `.zarray`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ArrayMeta {
+    pub shape: Vec<u64>,
+    pub chunks: Vec<u64>,
+    pub dtype: DType,
+    /// Bytes per element as stored (and served).
+    pub elem: usize,
+    /// Stored big-endian: swapped when served.
+    pub big_endian: bool,
+    pub codec: Codec,
+    /// One element of the fill value, as served (little-endian).
+    pub fill: Vec<u8>,
+    /// `.` or `/`.
+    pub separator: char,
+}
+
+impl ArrayMeta {
+    pub(crate) fn parse(json: &[u8]) -> Result<ArrayMeta, FormatError> {
+        let v: serde_json::Value =
+            serde_json::from_slice(json).map_err(|e| bad(format!(".zarray: {e}")))?;
+        if v["zarr_format"] != 2 {
+            return Err(bad(format!(
+                "zarr_format {} (this reader knows 2)",
+                v["zarr_format"]
+            )));
+        }
+        let dims = |k: &str| -> Result<Vec<u64>, FormatError> {
+            v[k].as_array()
+                .ok_or_else(|| bad(format!(".zarray has no {k}")))?
+                .iter()
+                .map(|d| {
+                    d.as_u64()
+                        .ok_or_else(|| bad(format!("{k}: {d} is not a size")))
+                })
+                .collect()
+        };
+        let shape = dims("shape")?;
+        let chunks = dims("chunks")?;
+        if shape.len() != chunks.len() || chunks.contains(&0) || shape.len() > 32 {
+            return Err(bad(format!(
+                "shape {shape:?} and chunks {chunks:?} do not match"
+            )));
+        }
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if n.is_none_or(|n| n > MAX_ELEMENTS) {
+            return Err(bad(format!("shape {shape:?} is too large")));
+        }
+        let name = v["dtype"]
+            .as_str()
+            .ok_or_else(|| bad("dtype is not a string"))?;
+        let (dtype, big_endian) = dtype_of(name)?;
+        let elem = dtype
+            .elem_size()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| bad(format!("dtype {name} is not fixed-size")))?;
+        let chunk_bytes = chunks
+            .iter()
+            .try_fold(elem as u64, |a, &d| a.checked_mul(d))
+            .filter(|&b| b <= MAX_CHUNK)
+            .ok_or_else(|| {
+                bad(format!(
+                    "chunks {chunks:?} of {elem}-byte elements are too large"
+                ))
+            })?;
+        let _ = chunk_bytes;
+        if v["order"] != "C" {
+            return Err(bad(format!("order {} (this reader knows C)", v["order"])));
+        }
+        if !(v["filters"].is_null() || v["filters"].as_array().is_some_and(Vec::is_empty)) {
+            return Err(bad(format!("filters {} are not read", v["filters"])));
+        }
+        let codec = match &v["compressor"] {
+            serde_json::Value::Null => Codec::None,
+            c => match c["id"].as_str() {
+                Some("zstd") => Codec::Zstd,
+                Some("gzip") => Codec::Gzip,
+                Some("zlib") => Codec::Zlib,
+                other => {
+                    return Err(bad(format!(
+                        "compressor {} is not read (zstd, gzip, zlib, none are)",
+                        other.unwrap_or("?")
+                    )))
+                }
+            },
+        };
+        let separator = match v["dimension_separator"].as_str() {
+            None | Some(".") => '.',
+            Some("/") => '/',
+            Some(s) => return Err(bad(format!("dimension_separator {s:?}"))),
+        };
+        let fill = fill_value(&v["fill_value"], dtype, elem)?;
+        Ok(ArrayMeta {
+            shape,
+            chunks,
+            dtype,
+            elem,
+            big_endian,
+            codec,
+            fill,
+            separator,
+        })
+    }
+
+    /// Bytes of the served array.
+    pub(crate) fn size(&self) -> u64 {
+        self.shape.iter().product::<u64>() * self.elem as u64
+    }
+
+    /// Chunks along each dimension.
+    fn grid(&self) -> Vec<u64> {
+        self.shape
+            .iter()
+            .zip(&self.chunks)
+            .map(|(&s, &c)| s.div_ceil(c))
+            .collect()
+    }
+
+    /// The store key of chunk `index` (relative to the array): `0.1.2`, or `0` for a 0-d array.
+    pub(crate) fn chunk_key(&self, index: &[u64]) -> String {
+        if index.is_empty() {
+            return "0".into();
+        }
+        let parts: Vec<String> = index.iter().map(u64::to_string).collect();
+        parts.join(&self.separator.to_string())
+    }
+
+    /// Bytes of one decoded chunk (chunks at the edges are stored whole too).
+    fn chunk_bytes(&self) -> usize {
+        self.chunks.iter().product::<u64>() as usize * self.elem
+    }
+
+    /// Decodes a chunk's stored bytes into its served bytes (a chunk of the full chunk shape).
+    pub(crate) fn decode_chunk(&self, stored: &[u8]) -> Result<Vec<u8>, FormatError> {
+        let want = self.chunk_bytes();
+        let mut out = match self.codec {
+            Codec::None => stored.to_vec(),
+            Codec::Zstd => bounded(
+                zstd::stream::read::Decoder::new(stored).map_err(|e| bad(e.to_string()))?,
+                want,
+            )?,
+            Codec::Gzip => bounded(flate2::read::GzDecoder::new(stored), want)?,
+            Codec::Zlib => bounded(flate2::read::ZlibDecoder::new(stored), want)?,
+        };
+        if out.len() != want {
+            return Err(bad(format!(
+                "a chunk decodes to {} bytes, its shape {:?} holds {want}",
+                out.len(),
+                self.chunks
+            )));
+        }
+        if self.big_endian && self.elem > 1 {
+            for e in out.chunks_exact_mut(self.elem) {
+                e.reverse();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Bytes `[offset, offset + len)` of the served array (clamped to its end), from the chunks
+    /// that range covers: `chunk(index)` gives a chunk's decoded bytes (`None`: missing, the
+    /// fill value). Copies row by row along the last dimension.
+    pub(crate) fn read(
+        &self,
+        offset: u64,
+        len: usize,
+        chunk: &mut ChunkAt,
+    ) -> Result<Vec<u8>, FormatError> {
+        let size = self.size();
+        let a = offset.min(size);
+        let b = offset.saturating_add(len as u64).min(size);
+        let mut out = Vec::with_capacity((b - a) as usize);
+        if a == b {
+            return Ok(out);
+        }
+        let es = self.elem as u64;
+        let (ea, eb) = (a / es, b.div_ceil(es));
+        let rank = self.shape.len();
+        let row = self.shape.last().copied().unwrap_or(1).max(1);
+        let grid = self.grid();
+        let mut bytes = Vec::with_capacity(((eb - ea) * es) as usize);
+        let mut e = ea;
+        while e < eb {
+            // The element's index, and how far along its row to copy.
+            let mut idx = vec![0u64; rank];
+            let mut rest = e;
+            for d in (0..rank).rev() {
+                idx[d] = rest % self.shape[d];
+                rest /= self.shape[d];
+            }
+            let (ci, within): (Vec<u64>, Vec<u64>) = idx
+                .iter()
+                .zip(&self.chunks)
+                .map(|(&i, &c)| (i / c, i % c))
+                .unzip();
+            let mut n = (row - idx.last().copied().unwrap_or(0)).min(eb - e);
+            if rank > 0 {
+                n = n.min(self.chunks[rank - 1] - within[rank - 1]);
+            }
+            let n = n.max(1);
+            if ci.iter().zip(&grid).any(|(&c, &g)| c >= g) {
+                return Err(bad("element outside the chunk grid"));
+            }
+            match chunk(&ci)? {
+                Some(c) => {
+                    // The element's place in the chunk (C order over the chunk shape).
+                    let at = self
+                        .chunks
+                        .iter()
+                        .zip(&within)
+                        .fold(0u64, |at, (&c, &w)| at * c + w);
+                    let from = (at * es) as usize;
+                    let piece = c
+                        .get(from..from + (n * es) as usize)
+                        .ok_or_else(|| bad("a chunk is shorter than its shape"))?;
+                    bytes.extend_from_slice(piece);
+                }
+                None => {
+                    for _ in 0..n {
+                        bytes.extend_from_slice(&self.fill);
+                    }
+                }
+            }
+            e += n;
+        }
+        let skip = (a - ea * es) as usize;
+        out.extend_from_slice(&bytes[skip..skip + (b - a) as usize]);
+        Ok(out)
+    }
+}
+
+/// At most `max` bytes from a decoder (one more is an error).
+fn bounded(mut r: impl std::io::Read, max: usize) -> Result<Vec<u8>, FormatError> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    (&mut r)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| bad(format!("a chunk does not decode: {e}")))?;
+    Ok(out)
+}
+
+/// TF's dtype for a zarr v2 dtype string, and whether it is stored big-endian.
+fn dtype_of(name: &str) -> Result<(DType, bool), FormatError> {
+    let (order, code) = match name.as_bytes().first() {
+        Some(b'<') => (false, &name[1..]),
+        Some(b'>') => (true, &name[1..]),
+        Some(b'|') => (false, &name[1..]),
+        _ => (false, name),
+    };
+    let tf = match code {
+        "b1" => "bool",
+        "i1" => "int8",
+        "i2" => "int16",
+        "i4" => "int32",
+        "i8" => "int64",
+        "u1" => "uint8",
+        "u2" => "uint16",
+        "u4" => "uint32",
+        "u8" => "uint64",
+        "f2" => "float16",
+        "f4" => "float32",
+        "f8" => "float64",
+        "c8" => "complex64",
+        "c16" => "complex128",
+        // tensorstore's names for what numpy lacks, TF's names too.
+        other => other,
+    };
+    DType::from_name(tf)
+        .map(|d| (d, order))
+        .ok_or_else(|| bad(format!("dtype {name:?} is not one tfmount knows")))
+}
+
+/// One element of the fill value as served: `null` and `0` are zeros; a number is written in
+/// the dtype; `NaN`/`Infinity` for floats.
+fn fill_value(v: &serde_json::Value, dtype: DType, elem: usize) -> Result<Vec<u8>, FormatError> {
+    use crate::parse::dtype::Elem;
+    let zeros = vec![0u8; elem];
+    if v.is_null() || v == 0 || v == false {
+        return Ok(zeros);
+    }
+    let f = match v {
+        serde_json::Value::String(s) if s == "NaN" => f64::NAN,
+        serde_json::Value::String(s) if s == "Infinity" => f64::INFINITY,
+        serde_json::Value::String(s) if s == "-Infinity" => f64::NEG_INFINITY,
+        serde_json::Value::Bool(true) => 1.0,
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                if let Some(Elem::Int { size, .. }) = dtype.elem() {
+                    return Ok(i.to_le_bytes()[..size as usize].to_vec());
+                }
+            }
+            n.as_f64().ok_or_else(|| bad(format!("fill_value {v}")))?
+        }
+        _ => return Err(bad(format!("fill_value {v} is not read"))),
+    };
+    match dtype.elem() {
+        Some(Elem::F32) => Ok((f as f32).to_le_bytes().to_vec()),
+        Some(Elem::F64) => Ok(f.to_le_bytes().to_vec()),
+        Some(Elem::Bool) => Ok(vec![u8::from(f != 0.0)]),
+        _ => Err(bad(format!(
+            "fill_value {v} for dtype {}",
+            dtype.display_name()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest as _;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    fn fixture(rel: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/orbax")
+            .join(rel)
+    }
+
+    fn sha(b: &[u8]) -> String {
+        sha2::Sha256::digest(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    }
+
+    /// (dtype, shape, sha256) of each leaf Orbax restored, by array name.
+    fn expected(name: &str) -> BTreeMap<String, (String, Vec<u64>, String)> {
+        let text =
+            std::fs::read_to_string(fixture(&format!("expected/{name}.json"))).expect("expected");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        v["leaves"]
+            .as_array()
+            .expect("leaves")
+            .iter()
+            .map(|l| {
+                (
+                    l["key"].as_str().expect("key").replace('/', "."),
+                    (
+                        l["dtype"].as_str().expect("dtype").to_string(),
+                        l["shape"]
+                            .as_array()
+                            .expect("shape")
+                            .iter()
+                            .map(|d| d.as_u64().expect("dim"))
+                            .collect(),
+                        l["sha256"].as_str().expect("sha").to_string(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// The whole array through `read`, in pieces of `piece` bytes.
+    fn read_all(meta: &ArrayMeta, piece: usize, chunk: &mut ChunkAt) -> Vec<u8> {
+        let mut out = Vec::new();
+        while (out.len() as u64) < meta.size() {
+            let got = meta.read(out.len() as u64, piece, chunk).expect("read");
+            assert!(!got.is_empty());
+            out.extend_from_slice(&got);
+        }
+        out
+    }
+
+    #[test]
+    fn every_array_of_the_zarr_checkpoint_is_what_orbax_restored() {
+        let root = fixture("zarr/ckpt");
+        let want = expected("zarr");
+        let names: Vec<String> = std::fs::read_dir(&root)
+            .expect("dir")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join(".zarray").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), want.len());
+        for name in names {
+            let dir = root.join(&name);
+            let meta =
+                ArrayMeta::parse(&std::fs::read(dir.join(".zarray")).expect("meta")).expect(&name);
+            let (dtype, shape, digest) = &want[&name];
+            assert_eq!(&meta.shape, shape, "{name}");
+            assert_eq!(&meta.dtype.display_name(), dtype, "{name}");
+            let mut chunk = |i: &[u64]| -> Result<Option<Arc<Vec<u8>>>, FormatError> {
+                match std::fs::read(dir.join(meta.chunk_key(i))) {
+                    Ok(b) => Ok(Some(Arc::new(meta.decode_chunk(&b)?))),
+                    Err(_) => Ok(None),
+                }
+            };
+            for piece in [usize::MAX, 7, 4096] {
+                let got = read_all(&meta, piece, &mut chunk);
+                assert_eq!(&sha(&got), digest, "{name}, read in pieces of {piece}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_metadata_and_chunks_are_errors() {
+        let meta =
+            std::fs::read(fixture("zarr/ckpt/params.embed.embedding/.zarray")).expect("meta");
+        for cut in 0..meta.len() {
+            let _ = ArrayMeta::parse(&meta[..cut]);
+        }
+        for bad_meta in [
+            r#"{"zarr_format":2,"shape":[1099511627776,1099511627776],"chunks":[1,1],"dtype":"<f4","order":"C","compressor":null,"fill_value":null}"#,
+            r#"{"zarr_format":2,"shape":[4],"chunks":[4294967296],"dtype":"<f4","order":"C","compressor":null,"fill_value":null}"#,
+            r#"{"zarr_format":2,"shape":[4],"chunks":[0],"dtype":"<f4","order":"C","compressor":null,"fill_value":null}"#,
+            r#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U4","order":"C","compressor":null,"fill_value":null}"#,
+            r#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f4","order":"F","compressor":null,"fill_value":null}"#,
+            r#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f4","order":"C","compressor":{"id":"blosc"},"fill_value":null}"#,
+            r#"{"zarr_format":3}"#,
+        ] {
+            assert!(ArrayMeta::parse(bad_meta.as_bytes()).is_err(), "{bad_meta}");
+        }
+        let m = ArrayMeta::parse(&meta).expect("meta");
+        let chunk = std::fs::read(fixture("zarr/ckpt/params.embed.embedding/0.0")).expect("chunk");
+        for cut in 0..chunk.len() {
+            assert!(m.decode_chunk(&chunk[..cut]).is_err(), "cut at {cut}");
+        }
+        // A chunk that decodes to more than its shape holds.
+        let big = zstd::stream::encode_all(&vec![0u8; m.chunk_bytes() + 1][..], 1).expect("zstd");
+        assert!(m.decode_chunk(&big).is_err());
+    }
+}
