@@ -121,8 +121,8 @@ missing = sorted(want - set(names))
 if missing or extra:
     print(f"wheel-smoke: missing {missing}; other entries: {extra}", file=sys.stderr)
     sys.exit(1)
-entry = zipfile.ZipFile(wheel).read(meta + "entry_points.txt").decode()
-if "tfmount = tfmount._cli:main" not in entry or "tfmount.fsspec:TfmountFileSystem" not in entry:
+entry = zipfile.ZipFile(wheel).read(meta + "entry_points.txt").decode().replace(" ", "")
+if "tfmount=tfmount._cli:main" not in entry or "tfmount=tfmount.fsspec:TfmountFileSystem" not in entry:
     print(f"wheel-smoke: entry points lack the command or the fsspec filesystem:\n{entry}", file=sys.stderr)
     sys.exit(1)
 EOF

@@ -625,9 +625,13 @@ mod tests {
     fn every_array_is_what_orbax_restored() {
         use super::super::zarr::ArrayMeta;
         use sha2::Digest as _;
-        // Keras's OrbaxCheckpoint (Orbax's v1 API) writes zarr v3 with sharded chunks instead:
-        // `keys_of_a_keras_checkpoint_are_zarr_v3` below; not read yet.
-        for (dir, name) in [("ocdbt/ckpt", "ocdbt"), ("manager/9/default", "manager_9")] {
+        // Orbax's default writes zarr v2 (`.zarray`); Keras's OrbaxCheckpoint (Orbax's v1 API)
+        // zarr v3 with sharded chunks (`zarr.json`, `c/...`), its arrays under the item `pytree`.
+        for (dir, name) in [
+            ("ocdbt/ckpt", "ocdbt"),
+            ("manager/9/default", "manager_9"),
+            ("keras/orbax/1/pytree", "keras_1"),
+        ] {
             let db = Db::open(Dir(fixture(dir))).expect("open");
             let text = std::fs::read_to_string(fixture(&format!("expected/{name}.json")))
                 .expect("expected");
@@ -635,17 +639,24 @@ mod tests {
             let mut checked = 0;
             for leaf in exp["leaves"].as_array().expect("leaves") {
                 let key = leaf["key"].as_str().expect("key");
-                let array = key.replace('/', ".");
-                let meta = db.get(format!("{array}/.zarray").as_bytes()).expect("get");
-                let meta = meta.unwrap_or_else(|| panic!("{dir}: no {array}/.zarray"));
+                // Keras's items: `pytree/...` is this database; `model_config` is not an array.
+                let array = match (name.starts_with("keras"), key.strip_prefix("pytree/")) {
+                    (false, _) => key.replace('/', "."),
+                    (true, Some(k)) => k.replace('/', "."),
+                    (true, None) => continue,
+                };
+                let meta = [".zarray", "zarr.json"]
+                    .iter()
+                    .find_map(|m| db.get(format!("{array}/{m}").as_bytes()).expect("get"))
+                    .unwrap_or_else(|| panic!("{dir}: no metadata of {array}"));
                 let meta = ArrayMeta::parse(&value_bytes(&db, &meta)).expect(&array);
                 let mut chunk =
                     |i: &[u64]| -> Result<Option<std::sync::Arc<Vec<u8>>>, FormatError> {
-                        let k = format!("{array}/{}", meta.chunk_key(i));
-                        Ok(match db.get(k.as_bytes())? {
-                            Some(v) => Some(std::sync::Arc::new(
-                                meta.decode_chunk(&value_bytes(&db, &v))?,
-                            )),
+                        let (k, pos) = meta.stored_at(i);
+                        Ok(match db.get(format!("{array}/{k}").as_bytes())? {
+                            Some(v) => meta
+                                .decode_at(&value_bytes(&db, &v), pos)?
+                                .map(std::sync::Arc::new),
                             None => None,
                         })
                     };

@@ -1,7 +1,9 @@
-//! zarr v2 arrays as Orbax (through tensorstore) writes them: the `.zarray` metadata, chunk keys,
-//! chunk decoding (zstd, gzip, zlib, none), and the array's `.bin` bytes (row-major,
-//! little-endian) assembled from the chunks a byte range covers, each chunk decoded into at most
-//! its own size.
+//! zarr arrays as Orbax (through tensorstore) writes them: zarr v2 (`.zarray`, what Orbax's
+//! default writes) and zarr v3 (`zarr.json`, what Orbax's v1 API and so Keras's
+//! `OrbaxCheckpoint` write, its chunks inside `sharding_indexed` shards); chunk keys, chunk
+//! decoding (zstd, gzip, zlib, none; v3's `crc32c` trailers and shard index checksums checked),
+//! and the array's `.bin` bytes (row-major, little-endian) assembled from the chunks a byte range
+//! covers, each chunk decoded into at most its own size.
 //!
 //! Format: the zarr v2 specification (`.zarray`: `shape`, `chunks`, `dtype`, `compressor`,
 //! `fill_value`, `order`, `filters`, `dimension_separator`), with tensorstore's names for the
@@ -48,39 +50,42 @@ pub(crate) struct ArrayMeta {
     pub fill: Vec<u8>,
     /// `.` or `/`.
     pub separator: char,
+    /// zarr v3's default chunk key encoding: keys start with `c` (`c/0/1`; `c` for 0-d).
+    pub c_prefix: bool,
+    /// A CRC-32C trails each stored chunk (zarr v3's `crc32c` codec).
+    pub crc_trailer: bool,
+    /// zarr v3's `sharding_indexed`: chunks (`chunks`) are stored inside shards of this many
+    /// chunks along each dimension, each shard one stored value.
+    pub shard: Option<Shard>,
+}
+
+/// How a sharded array's chunks sit in its shards.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shard {
+    /// Chunks per shard along each dimension.
+    pub per_shard: Vec<u64>,
+    /// The shard index (one `(offset, nbytes)` per chunk) is at the shard's end (else start).
+    pub index_at_end: bool,
+    /// A CRC-32C trails the index.
+    pub index_crc: bool,
 }
 
 impl ArrayMeta {
+    /// Parses an array's metadata: a zarr v2 `.zarray` or a zarr v3 `zarr.json`.
     pub(crate) fn parse(json: &[u8]) -> Result<ArrayMeta, FormatError> {
         let v: serde_json::Value =
-            serde_json::from_slice(json).map_err(|e| bad(format!(".zarray: {e}")))?;
+            serde_json::from_slice(json).map_err(|e| bad(format!("metadata: {e}")))?;
+        if v["zarr_format"] == 3 {
+            return Self::parse_v3(&v);
+        }
         if v["zarr_format"] != 2 {
             return Err(bad(format!(
                 "zarr_format {} (this reader knows 2)",
                 v["zarr_format"]
             )));
         }
-        let dims = |k: &str| -> Result<Vec<u64>, FormatError> {
-            v[k].as_array()
-                .ok_or_else(|| bad(format!(".zarray has no {k}")))?
-                .iter()
-                .map(|d| {
-                    d.as_u64()
-                        .ok_or_else(|| bad(format!("{k}: {d} is not a size")))
-                })
-                .collect()
-        };
-        let shape = dims("shape")?;
-        let chunks = dims("chunks")?;
-        if shape.len() != chunks.len() || chunks.contains(&0) || shape.len() > 32 {
-            return Err(bad(format!(
-                "shape {shape:?} and chunks {chunks:?} do not match"
-            )));
-        }
-        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-        if n.is_none_or(|n| n > MAX_ELEMENTS) {
-            return Err(bad(format!("shape {shape:?} is too large")));
-        }
+        let shape = sizes(&v["shape"], "shape")?;
+        let chunks = sizes(&v["chunks"], "chunks")?;
         let name = v["dtype"]
             .as_str()
             .ok_or_else(|| bad("dtype is not a string"))?;
@@ -89,16 +94,6 @@ impl ArrayMeta {
             .elem_size()
             .filter(|&s| s > 0)
             .ok_or_else(|| bad(format!("dtype {name} is not fixed-size")))?;
-        let chunk_bytes = chunks
-            .iter()
-            .try_fold(elem as u64, |a, &d| a.checked_mul(d))
-            .filter(|&b| b <= MAX_CHUNK)
-            .ok_or_else(|| {
-                bad(format!(
-                    "chunks {chunks:?} of {elem}-byte elements are too large"
-                ))
-            })?;
-        let _ = chunk_bytes;
         if v["order"] != "C" {
             return Err(bad(format!("order {} (this reader knows C)", v["order"])));
         }
@@ -125,7 +120,7 @@ impl ArrayMeta {
             Some(s) => return Err(bad(format!("dimension_separator {s:?}"))),
         };
         let fill = fill_value(&v["fill_value"], dtype, elem)?;
-        Ok(ArrayMeta {
+        let mut meta = ArrayMeta {
             shape,
             chunks,
             dtype,
@@ -134,7 +129,211 @@ impl ArrayMeta {
             codec,
             fill,
             separator,
-        })
+            c_prefix: false,
+            crc_trailer: false,
+            shard: None,
+        };
+        meta.check_sizes()?;
+        Ok(meta)
+    }
+
+    /// A zarr v3 `zarr.json` (an array node).
+    fn parse_v3(v: &serde_json::Value) -> Result<ArrayMeta, FormatError> {
+        if v["node_type"] != "array" {
+            return Err(bad(format!(
+                "node_type {} (an array was expected)",
+                v["node_type"]
+            )));
+        }
+        let shape = sizes(&v["shape"], "shape")?;
+        if v["chunk_grid"]["name"] != "regular" {
+            return Err(bad(format!(
+                "chunk grid {} (regular is read)",
+                v["chunk_grid"]["name"]
+            )));
+        }
+        let outer = sizes(
+            &v["chunk_grid"]["configuration"]["chunk_shape"],
+            "chunk_shape",
+        )?;
+        let name = v["data_type"]
+            .as_str()
+            .ok_or_else(|| bad("data_type is not a string"))?;
+        let dtype = DType::from_name(name)
+            .ok_or_else(|| bad(format!("data_type {name:?} is not one tfmount knows")))?;
+        let elem = dtype
+            .elem_size()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| bad(format!("data_type {name} is not fixed-size")))?;
+        let enc = &v["chunk_key_encoding"];
+        let (c_prefix, default_sep) = match enc["name"].as_str() {
+            Some("default") | None => (true, "/"),
+            Some("v2") => (false, "."),
+            Some(n) => return Err(bad(format!("chunk key encoding {n}"))),
+        };
+        let separator = match enc["configuration"]["separator"]
+            .as_str()
+            .unwrap_or(default_sep)
+        {
+            "/" => '/',
+            "." => '.',
+            s => return Err(bad(format!("chunk key separator {s:?}"))),
+        };
+        let codecs = v["codecs"]
+            .as_array()
+            .ok_or_else(|| bad("codecs is not a list"))?;
+        let (chunks, pipeline, shard) = match codecs.as_slice() {
+            [one] if one["name"] == "sharding_indexed" => {
+                let c = &one["configuration"];
+                let inner = sizes(&c["chunk_shape"], "inner chunk_shape")?;
+                if inner.len() != outer.len()
+                    || inner
+                        .iter()
+                        .zip(&outer)
+                        .any(|(&i, &o)| i == 0 || o % i != 0)
+                {
+                    return Err(bad(format!(
+                        "shards {outer:?} are not whole chunks {inner:?}"
+                    )));
+                }
+                let per_shard = outer.iter().zip(&inner).map(|(&o, &i)| o / i).collect();
+                let index = codec_list(&c["index_codecs"])?;
+                if index.big_endian || index.codec != Codec::None {
+                    return Err(bad(
+                        "a shard index that is not little-endian and uncompressed",
+                    ));
+                }
+                let index_at_end = match c["index_location"].as_str() {
+                    None | Some("end") => true,
+                    Some("start") => false,
+                    Some(l) => return Err(bad(format!("index_location {l}"))),
+                };
+                let shard = Shard {
+                    per_shard,
+                    index_at_end,
+                    index_crc: index.crc_trailer,
+                };
+                (inner, codec_list(&c["codecs"])?, Some(shard))
+            }
+            _ => (outer, codec_list(&v["codecs"])?, None),
+        };
+        let mut meta = ArrayMeta {
+            shape,
+            chunks,
+            dtype,
+            elem,
+            big_endian: pipeline.big_endian,
+            codec: pipeline.codec,
+            fill: fill_value(&v["fill_value"], dtype, elem)?,
+            separator,
+            c_prefix,
+            crc_trailer: pipeline.crc_trailer,
+            shard,
+        };
+        meta.check_sizes()?;
+        Ok(meta)
+    }
+
+    /// The shape, chunks and a decoded chunk fit the bounds.
+    fn check_sizes(&mut self) -> Result<(), FormatError> {
+        if self.shape.len() != self.chunks.len()
+            || self.chunks.contains(&0)
+            || self.shape.len() > 32
+        {
+            return Err(bad(format!(
+                "shape {:?} and chunks {:?} do not match",
+                self.shape, self.chunks
+            )));
+        }
+        let n = self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if n.is_none_or(|n| n > MAX_ELEMENTS) {
+            return Err(bad(format!("shape {:?} is too large", self.shape)));
+        }
+        self.chunks
+            .iter()
+            .try_fold(self.elem as u64, |a, &d| a.checked_mul(d))
+            .filter(|&b| b <= MAX_CHUNK)
+            .ok_or_else(|| bad(format!("chunks {:?} are too large", self.chunks)))?;
+        Ok(())
+    }
+
+    /// Where chunk `index` is stored: the key of its value (relative to the array) and, for a
+    /// sharded array, its position in that shard.
+    pub(crate) fn stored_at(&self, index: &[u64]) -> (String, Option<usize>) {
+        let Some(sh) = &self.shard else {
+            return (self.chunk_key(index), None);
+        };
+        let outer: Vec<u64> = index
+            .iter()
+            .zip(&sh.per_shard)
+            .map(|(&i, &p)| i / p)
+            .collect();
+        let pos = index
+            .iter()
+            .zip(&sh.per_shard)
+            .fold(0u64, |at, (&i, &p)| at * p + i % p);
+        (self.chunk_key(&outer), Some(pos as usize))
+    }
+
+    /// The chunk at `position` of a stored value (a shard, or the chunk itself when `None`),
+    /// decoded; `None` when a shard holds no such chunk (the fill value).
+    pub(crate) fn decode_at(
+        &self,
+        stored: &[u8],
+        position: Option<usize>,
+    ) -> Result<Option<Vec<u8>>, FormatError> {
+        let (Some(sh), Some(pos)) = (&self.shard, position) else {
+            return self.decode_chunk(stored).map(Some);
+        };
+        let n: u64 = sh.per_shard.iter().product();
+        let index_len = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(16))
+            .and_then(|l| l.checked_add(if sh.index_crc { 4 } else { 0 }))
+            .filter(|&l| l <= stored.len())
+            .ok_or_else(|| {
+                bad(format!(
+                    "a shard of {} bytes cannot hold its index",
+                    stored.len()
+                ))
+            })?;
+        let index = if sh.index_at_end {
+            &stored[stored.len() - index_len..]
+        } else {
+            &stored[..index_len]
+        };
+        let entries = if sh.index_crc {
+            let (e, crc) = index.split_at(index_len - 4);
+            let stored_crc = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+            let computed = crc32c::crc32c(e);
+            if stored_crc != computed {
+                return Err(bad(format!(
+                    "shard index checksum mismatch (stored {stored_crc:#010x}, computed {computed:#010x})"
+                )));
+            }
+            e
+        } else {
+            index
+        };
+        let at = pos.checked_mul(16).filter(|&a| a + 16 <= entries.len());
+        let Some(at) = at else {
+            return Err(bad("a chunk position past its shard's index"));
+        };
+        let off = u64::from_le_bytes(entries[at..at + 8].try_into().map_err(|_| bad("index"))?);
+        let len = u64::from_le_bytes(
+            entries[at + 8..at + 16]
+                .try_into()
+                .map_err(|_| bad("index"))?,
+        );
+        if off == u64::MAX && len == u64::MAX {
+            return Ok(None);
+        }
+        let body = usize::try_from(off)
+            .ok()
+            .zip(usize::try_from(len).ok())
+            .and_then(|(o, l)| stored.get(o..o.checked_add(l)?))
+            .ok_or_else(|| bad(format!("a chunk at {off}+{len} lies outside its shard")))?;
+        self.decode_chunk(body).map(Some)
     }
 
     /// Bytes of the served array.
@@ -153,11 +352,14 @@ impl ArrayMeta {
 
     /// The store key of chunk `index` (relative to the array): `0.1.2`, or `0` for a 0-d array.
     pub(crate) fn chunk_key(&self, index: &[u64]) -> String {
-        if index.is_empty() {
-            return "0".into();
-        }
         let parts: Vec<String> = index.iter().map(u64::to_string).collect();
-        parts.join(&self.separator.to_string())
+        let sep = self.separator.to_string();
+        match (self.c_prefix, index.is_empty()) {
+            (true, true) => "c".into(),
+            (true, false) => format!("c{sep}{}", parts.join(&sep)),
+            (false, true) => "0".into(),
+            (false, false) => parts.join(&sep),
+        }
     }
 
     /// Bytes of one decoded chunk (chunks at the edges are stored whole too).
@@ -168,6 +370,20 @@ impl ArrayMeta {
     /// Decodes a chunk's stored bytes into its served bytes (a chunk of the full chunk shape).
     pub(crate) fn decode_chunk(&self, stored: &[u8]) -> Result<Vec<u8>, FormatError> {
         let want = self.chunk_bytes();
+        let stored = if self.crc_trailer {
+            let (b, crc) = stored
+                .split_last_chunk::<4>()
+                .ok_or_else(|| bad("a chunk shorter than its checksum"))?;
+            let (s, c) = (u32::from_le_bytes(*crc), crc32c::crc32c(b));
+            if s != c {
+                return Err(bad(format!(
+                    "chunk checksum mismatch (stored {s:#010x}, computed {c:#010x})"
+                )));
+            }
+            b
+        } else {
+            stored
+        };
         let mut out = match self.codec {
             Codec::None => stored.to_vec(),
             Codec::Zstd => bounded(
@@ -264,6 +480,49 @@ impl ArrayMeta {
     }
 }
 
+/// A list of sizes (`shape`, `chunk_shape`).
+fn sizes(v: &serde_json::Value, what: &str) -> Result<Vec<u64>, FormatError> {
+    v.as_array()
+        .ok_or_else(|| bad(format!("{what} is not a list")))?
+        .iter()
+        .map(|d| {
+            d.as_u64()
+                .ok_or_else(|| bad(format!("{what}: {d} is not a size")))
+        })
+        .collect()
+}
+
+/// What a zarr v3 codec list does to a chunk's bytes.
+struct Pipeline {
+    big_endian: bool,
+    codec: Codec,
+    crc_trailer: bool,
+}
+
+/// A zarr v3 codec list (`bytes`, then at most one compressor, then at most `crc32c`).
+fn codec_list(v: &serde_json::Value) -> Result<Pipeline, FormatError> {
+    let mut p = Pipeline {
+        big_endian: false,
+        codec: Codec::None,
+        crc_trailer: false,
+    };
+    for c in v.as_array().ok_or_else(|| bad("codecs is not a list"))? {
+        match c["name"].as_str() {
+            Some("bytes") => p.big_endian = c["configuration"]["endian"] == "big",
+            Some("zstd") if p.codec == Codec::None => p.codec = Codec::Zstd,
+            Some("gzip") if p.codec == Codec::None => p.codec = Codec::Gzip,
+            Some("crc32c") => p.crc_trailer = true,
+            other => {
+                return Err(bad(format!(
+                    "codec {} is not read (bytes, zstd, gzip, crc32c are)",
+                    other.unwrap_or("?")
+                )))
+            }
+        }
+    }
+    Ok(p)
+}
+
 /// At most `max` bytes from a decoder (one more is an error).
 fn bounded(mut r: impl std::io::Read, max: usize) -> Result<Vec<u8>, FormatError> {
     use std::io::Read as _;
@@ -329,6 +588,9 @@ fn fill_value(v: &serde_json::Value, dtype: DType, elem: usize) -> Result<Vec<u8
         }
         _ => return Err(bad(format!("fill_value {v} is not read"))),
     };
+    if f == 0.0 && f.is_sign_positive() {
+        return Ok(zeros);
+    }
     match dtype.elem() {
         Some(Elem::F32) => Ok((f as f32).to_le_bytes().to_vec()),
         Some(Elem::F64) => Ok(f.to_le_bytes().to_vec()),
