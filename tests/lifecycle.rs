@@ -295,7 +295,12 @@ fn permission_denied_at_mount_says_what_to_check() {
         let mode = if p.is_dir() { 0o777 } else { 0o644 };
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+    // A copy of the binary in the world-readable temporary directory: the checkout (and so
+    // target/) may sit below a directory `nobody` cannot enter (a clone in a `mktemp -d`).
+    let exe = tmp.path().join("tfmount");
+    std::fs::copy(env!("CARGO_BIN_EXE_tfmount"), &exe).expect("copy the binary");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = Command::new(&exe)
         .arg("-f")
         .arg(&prefix)
         .arg(&mp)
