@@ -15,7 +15,6 @@ use crate::error::io_words;
 use crate::fs::Fs;
 use crate::fuse::FuseFs;
 pub use crate::options::Settings;
-use crate::source::remote::RemoteConfig;
 use crate::{probe, source};
 
 pub(crate) const EXIT_OK: i32 = 0;
@@ -42,13 +41,7 @@ fn fail(code: i32, msg: impl Into<String>) -> Failure {
 /// Interprets `-o` options (and the flags that stand for them, which the command line turned
 /// into `-o` entries after the others) through the one table, [`crate::options::OPTIONS`].
 pub fn settings(args: &Args) -> Result<Settings, Failure> {
-    let mut s = Settings {
-        remote: RemoteConfig::from_env(),
-        ..Settings::default()
-    };
-    let env = crate::options::env_defaults().map_err(|e| fail(EXIT_USAGE, e))?;
-    crate::options::apply(&mut s, env.iter().chain(&args.options).map(String::as_str))
-        .map_err(|e| fail(EXIT_USAGE, e))?;
+    let mut s = crate::options::settings(&args.options).map_err(|e| fail(EXIT_USAGE, e))?;
     s.fs.tags = args.tags.clone();
     Ok(s)
 }

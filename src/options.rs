@@ -212,6 +212,19 @@ pub(crate) fn env_defaults() -> Result<Vec<String>, String> {
     }
 }
 
+/// The settings of a mount (and of `tfmount.open`): the defaults, object storage configured
+/// from the environment, the environment's option defaults ([`env_defaults`]), then `options`
+/// (each a `-o` list; later ones win). Errors are one line naming the option or variable.
+pub fn settings(options: &[String]) -> Result<Settings, String> {
+    let mut s = Settings {
+        remote: RemoteConfig::from_env(),
+        ..Settings::default()
+    };
+    let env = env_defaults()?;
+    apply(&mut s, env.iter().chain(options).map(String::as_str))?;
+    Ok(s)
+}
+
 /// The option named `name`.
 pub fn find(name: &str) -> Option<&'static MountOpt> {
     OPTIONS.iter().find(|o| o.name == name)

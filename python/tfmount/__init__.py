@@ -108,15 +108,12 @@ class Model(Mapping):
     def __getitem__(self, key):
         import numpy
 
-        kind, name = self._m.numpy_dtype(key)
-        shape = self._m.shape(key)
+        kind, name, shape, data = self._m.tensor(key)
         if kind == "string":
-            elements = self._m.data(key)
-            arr = numpy.empty(len(elements), dtype=object)
-            arr[:] = elements
+            arr = numpy.empty(len(data), dtype=object)
+            arr[:] = data
             return arr.reshape(shape)
         dtype = _dtype(kind, name, key)
-        data = self._m.data(key)
         if isinstance(data, bytearray):
             raw = numpy.frombuffer(data, dtype=numpy.uint8)  # decoded: writeable, its own
         else:

@@ -125,9 +125,7 @@ impl Tree {
     pub fn open(source: &Path) -> Result<Tree, String> {
         let src = open_source(source)?;
         // Lists what a mount lists: views as TFMOUNT_VIEWS says (hidden by default).
-        let mut settings = crate::options::Settings::default();
-        let env = crate::options::env_defaults()?;
-        crate::options::apply(&mut settings, env.iter().map(String::as_str))?;
+        let settings = crate::options::settings(&[])?;
         let opts = Options {
             cache_bytes: CACHE_BYTES,
             live: false,

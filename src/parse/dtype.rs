@@ -365,6 +365,16 @@ impl DType {
             .map(|r| DType(r.value))
     }
 
+    /// The dtype whose numpy `descr` is `code` after its byte-order character (`f4` for
+    /// `<f4`, `u1` for `|u1`): the reverse of [`DType::npy_descr`], for formats that name
+    /// dtypes as numpy does (zarr).
+    pub(crate) fn from_npy_code(code: &str) -> Option<DType> {
+        TABLE
+            .iter()
+            .find(|r| r.npy.and_then(|d| d.get(1..)) == Some(code))
+            .map(|r| DType(r.value))
+    }
+
     /// TensorFlow's name (`tf.as_dtype(x).name`); `None` for values this build does not know.
     pub fn tf_name(self) -> Option<&'static str> {
         self.row().map(|r| r.name)
@@ -457,6 +467,14 @@ mod tests {
             }
         }
         assert_eq!(DType::from_name("bfloat16"), Some(DType(14)));
+        // Every numpy descr of the table names its row back (zarr's dtypes).
+        for r in TABLE {
+            if let Some(d) = r.npy {
+                assert_eq!(DType::from_npy_code(&d[1..]), Some(DType(r.value)), "{d}");
+            }
+        }
+        assert_eq!(DType::from_npy_code("f4"), Some(DType(1)));
+        assert_eq!(DType::from_npy_code("U4"), None);
         assert_eq!(DType::from_name("float33"), None);
     }
 }

@@ -21,7 +21,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
 
 use crate::error::FsError;
 use crate::formats::tensors::TensorData;
-use crate::parse::dtype::{DType, Elem, F8};
+use crate::parse::dtype::{DType, Elem};
 use crate::parse::FormatError;
 
 /// Bytes read at a time when a tensor is decoded into an owned array.
@@ -126,36 +126,27 @@ impl Mapped {
 /// only through ml_dtypes, `("string", "")` for strings (object arrays of `bytes`); `Err` for
 /// what is not numbers (resources, variants).
 pub(crate) fn numpy_dtype(dtype: DType) -> Result<(&'static str, String), String> {
+    // numpy's own dtypes: the table's `.npy` descr.
+    if let Some(d) = dtype.npy_descr() {
+        return Ok(("numpy", d.to_string()));
+    }
     let name = dtype.display_name();
-    let Some(elem) = dtype.elem() else {
-        return Err(format!("dtype {name} has no numpy equivalent"));
-    };
-    let np = |d: String| Ok(("numpy", d));
-    let ml = |d: &str| Ok(("ml_dtypes", d.to_string()));
-    match elem {
-        Elem::Int { size, signed } => np(format!("<{}{size}", if signed { 'i' } else { 'u' })),
-        Elem::Bool => np("|b1".into()),
-        Elem::F16 => np("<f2".into()),
-        Elem::F32 => np("<f4".into()),
-        Elem::F64 => np("<f8".into()),
-        Elem::Complex64 => np("<c8".into()),
-        Elem::Complex128 => np("<c16".into()),
-        Elem::BF16 => ml("bfloat16"),
-        Elem::SubByte { bits, signed } => {
-            ml(&format!("{}int{bits}", if signed { "" } else { "u" }))
-        }
-        Elem::Float8(f) => ml(match f {
-            F8::E5M2 => "float8_e5m2",
-            F8::E4M3FN => "float8_e4m3fn",
-            F8::E4M3FNUZ => "float8_e4m3fnuz",
-            F8::E4M3B11FNUZ => "float8_e4m3b11fnuz",
-            F8::E5M2FNUZ => "float8_e5m2fnuz",
-        }),
-        Elem::Float4E2M1FN => ml("float4_e2m1fn"),
-        Elem::String => Ok(("string", String::new())),
-        Elem::Opaque => Err(format!(
+    match dtype.elem() {
+        // The quantized types (qint8, ...): their integers.
+        Some(Elem::Int { size, signed }) => Ok((
+            "numpy",
+            format!("<{}{size}", if signed { 'i' } else { 'u' }),
+        )),
+        // ml_dtypes calls these as TensorFlow does.
+        Some(Elem::BF16 | Elem::SubByte { .. } | Elem::Float8(_) | Elem::Float4E2M1FN) => dtype
+            .tf_name()
+            .map(|n| ("ml_dtypes", n.to_string()))
+            .ok_or_else(|| format!("dtype {name} has no numpy equivalent")),
+        Some(Elem::String) => Ok(("string", String::new())),
+        Some(Elem::Opaque) => Err(format!(
             "dtype {name} holds no numbers (its bytes are the file's .bin)"
         )),
+        _ => Err(format!("dtype {name} has no numpy equivalent")),
     }
 }
 

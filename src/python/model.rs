@@ -266,28 +266,30 @@ impl Model {
         }
     }
 
-    /// `(kind, name)` of the dtype as numpy holds it (see `arrays::numpy_dtype`), or
-    /// `tfmount.Error` for what holds no numbers.
-    fn numpy_dtype(&self, key: &Bound<'_, PyAny>) -> PyResult<(&'static str, String)> {
+    /// Everything `m[key]` needs, from one lookup of the key: `(kind, name)` of the dtype as
+    /// numpy holds it (see `arrays::numpy_dtype`; `tfmount.Error` for what holds no numbers),
+    /// the shape, and the bytes: a mapped range, a `bytearray`, or (strings) a list of `bytes`.
+    #[allow(clippy::type_complexity)]
+    fn tensor<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<(&'static str, String, Bound<'py, PyTuple>, Bound<'py, PyAny>)> {
         let inner = self.inner()?;
         let f = inner.find(&bytes_of(key)?)?;
         let info = f.set.info(f.pos).map_err(|e| fs_error(&f.what, e))?;
-        arrays::numpy_dtype(info.dtype)
-            .map_err(|m| TfmountError::new_err(format!("{}: {m}", f.what)))
-    }
-
-    /// The tensor's bytes: a mapped range, a `bytearray`, or (strings) a list of `bytes`.
-    fn data<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.inner()?;
-        let f = inner.find(&bytes_of(key)?)?;
-        let info = f.set.info(f.pos).map_err(|e| fs_error(&f.what, e))?;
+        let (kind, name) = arrays::numpy_dtype(info.dtype)
+            .map_err(|m| TfmountError::new_err(format!("{}: {m}", f.what)))?;
+        let shape = PyTuple::new(py, &info.shape)?;
         let data = py
             .detach(|| f.set.open(f.pos))
             .map_err(|e| fs_error(&f.what, e))?;
-        if info.dtype.elem() == Some(crate::parse::dtype::Elem::String) {
-            return Ok(arrays::strings(py, &data, info.num_elements(), &f.what)?.into_any());
-        }
-        inner.data_object(py, &f, &data)
+        let bytes = if info.dtype.elem() == Some(crate::parse::dtype::Elem::String) {
+            arrays::strings(py, &data, info.num_elements(), &f.what)?.into_any()
+        } else {
+            inner.data_object(py, &f, &data)?
+        };
+        Ok((kind, name, shape, bytes))
     }
 
     /// The `.dtype` file's text, without its newline.

@@ -542,25 +542,10 @@ fn dtype_of(name: &str) -> Result<(DType, bool), FormatError> {
         Some(b'|') => (false, &name[1..]),
         _ => (false, name),
     };
-    let tf = match code {
-        "b1" => "bool",
-        "i1" => "int8",
-        "i2" => "int16",
-        "i4" => "int32",
-        "i8" => "int64",
-        "u1" => "uint8",
-        "u2" => "uint16",
-        "u4" => "uint32",
-        "u8" => "uint64",
-        "f2" => "float16",
-        "f4" => "float32",
-        "f8" => "float64",
-        "c8" => "complex64",
-        "c16" => "complex128",
-        // tensorstore's names for what numpy lacks, TF's names too.
-        other => other,
-    };
-    DType::from_name(tf)
+    // numpy's codes (`f4`, `u1`), else tensorstore's names for what numpy lacks (`bfloat16`,
+    // `int4`, `float8_e4m3fn`), which are TF's names too.
+    DType::from_npy_code(code)
+        .or_else(|| DType::from_name(code))
         .map(|d| (d, order))
         .ok_or_else(|| bad(format!("dtype {name:?} is not one tfmount knows")))
 }
