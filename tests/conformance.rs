@@ -63,6 +63,11 @@ enum Expect {
     /// (TensorFlow's `tf.lite.Interpreter.get_tensor`): subgraph 0's tensors with data (name,
     /// dtype, shape, sha256).
     Tflite,
+    /// `tests/fixtures/orbax/expected/<name>.json` from `scripts/gen_orbax.py` (Orbax's own
+    /// restore): `leaves[]` (key, numpy dtype, shape, sha256), the keys prefixed with the item's
+    /// name (`default/`) where the restore named none. String leaves (numpy `<U`) are served
+    /// as tfmount's string layout; they are compared by their text.
+    Orbax(&'static str, &'static str),
 }
 
 /// What guards a tensor's stored bytes in a fixture's format.
@@ -75,9 +80,30 @@ enum Guard {
     /// One checksum over a whole member (a `.keras` zip member's CRC-32): `verify` reports the
     /// damage, and a read of any tensor in the member checks it and fails.
     Member,
-    /// Nothing to check against (HDF5 contiguous datasets, TF.js shards, TFLite buffers):
+    /// [`Guard::Crc`] over every file but those whose names end as listed (Orbax's plain JSON:
+    /// `_strings.json`, where Keras's model config is; zarr v3 chunks and shard indexes and the
+    /// OCDBT nodes all carry a CRC-32C).
+    CrcBut(&'static [&'static str]),
+    /// Nothing to check against (HDF5 contiguous datasets, TF.js shards, TFLite buffers, zarr
+    /// v2 chunks compressed without a checksum, stored raw where zstd could not shrink them):
     /// `verify` passes, the read serves the stored bytes, damaged ones included.
     None,
+}
+
+impl Guard {
+    /// Whether every stored byte of `file` is under a checksum.
+    fn checks(self, file: &str) -> bool {
+        match self {
+            Guard::Crc => true,
+            Guard::CrcBut(plain) => !plain.iter().any(|p| file.ends_with(p)),
+            Guard::Member | Guard::None => false,
+        }
+    }
+
+    /// A checksum over the stored bytes of the tensors (all, or all but plain metadata files).
+    fn crc(self) -> bool {
+        matches!(self, Guard::Crc | Guard::CrcBut(_))
+    }
 }
 
 /// One fixture: files in `tests/fixtures/<dir>` written by the format's real writer.
@@ -87,7 +113,8 @@ struct Fixture {
     dir: &'static str,
     /// What is opened, relative to `dir` (`""`: the directory).
     source: &'static str,
-    /// The files it is made of, relative to `dir` (`P*`: every file whose name starts with P).
+    /// The files it is made of, relative to `dir` (`P*`: every file whose name starts with P;
+    /// `**`: every file below `dir`).
     files: &'static [&'static str],
     expect: Expect,
     guard: Guard,
@@ -234,6 +261,45 @@ static FIXTURES: &[Fixture] = &[
         files: &["with_metadata.tflite"],
         expect: Expect::Tflite,
         guard: Guard::None,
+    },
+    Fixture {
+        format: "Orbax checkpoint",
+        dir: "orbax/ocdbt/ckpt",
+        source: "",
+        files: &["**"],
+        expect: Expect::Orbax("ocdbt", ""),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "Orbax checkpoint",
+        dir: "orbax/zarr/ckpt",
+        source: "",
+        files: &["**"],
+        expect: Expect::Orbax("zarr", ""),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "Orbax checkpoint",
+        dir: "orbax/manager/10",
+        source: "",
+        files: &["**"],
+        expect: Expect::Orbax("manager_10", "default/"),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "Orbax checkpoint",
+        dir: "orbax/keras/orbax/1",
+        source: "",
+        files: &["**"],
+        expect: Expect::Orbax("keras_1", ""),
+        guard: Guard::CrcBut(&[
+            "_strings.json",
+            "_METADATA",
+            "_CHECKPOINT_METADATA",
+            "_sharding",
+            "array_metadatas/process_0",
+            "commit_success.txt",
+        ]),
     },
 ];
 
@@ -429,6 +495,53 @@ fn tflite_wants(file: &str) -> Vec<Want> {
         .collect()
 }
 
+fn orbax_wants(name: &str, item: &str) -> Vec<Want> {
+    let exp = common::load_json(&format!("orbax/expected/{name}.json"));
+    exp["leaves"]
+        .as_array()
+        .expect("leaves")
+        .iter()
+        .map(|l| {
+            let key = format!("{item}{}", l["key"].as_str().expect("key")).into_bytes();
+            let dtype = l["dtype"].as_str().expect("dtype");
+            let sha = match dtype.strip_prefix("<U") {
+                // A string leaf: its text is in _strings.json (the sha256 Orbax's restore gave
+                // is of numpy's UTF-32); tfmount's layout is an 8-byte length and the bytes.
+                Some(_) => {
+                    let strings = common::load_json(&format!(
+                        "orbax/{}/_strings.json",
+                        orbax_item_dir(name, &key)
+                    ));
+                    let leaf = l["key"].as_str().expect("key");
+                    let field = leaf.rsplit('/').next().expect("name");
+                    let text = strings[field].as_str().expect("string");
+                    let utf32: Vec<u8> = text.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+                    assert_eq!(sha(&utf32), l["sha256"].as_str().expect("sha"), "{leaf}");
+                    let mut b = (text.len() as u64).to_le_bytes().to_vec();
+                    b.extend_from_slice(text.as_bytes());
+                    sha(&b)
+                }
+                None => l["sha256"].as_str().expect("sha256").to_string(),
+            };
+            Want {
+                stem: stem_of(&key),
+                key,
+                sha,
+                dtype: if dtype.starts_with("<U") { "string" } else { dtype }.into(),
+                shape: common::dims(&l["shape"]),
+            }
+        })
+        .collect()
+}
+
+/// The item directory of a string leaf `key` of expected file `name` (the Keras fixtures').
+fn orbax_item_dir(name: &str, key: &[u8]) -> String {
+    let step = name.rsplit('_').next().expect("step");
+    let item = String::from_utf8_lossy(key);
+    let item = item.split('/').next().expect("item");
+    format!("keras/orbax/{step}/{item}")
+}
+
 /// The fixture's expected tensors.
 fn wants(fx: &Fixture) -> Vec<Want> {
     let w = match fx.expect {
@@ -437,6 +550,7 @@ fn wants(fx: &Fixture) -> Vec<Want> {
         Expect::Keras(rel, pointer) => keras_wants(rel, pointer),
         Expect::Tfjs => tfjs_wants(&fixtures_dir().join(fx.dir)),
         Expect::Tflite => tflite_wants(fx.source),
+        Expect::Orbax(name, item) => orbax_wants(name, item),
     };
     assert!(!w.is_empty(), "no expected tensors recorded");
     w
@@ -451,6 +565,20 @@ fn files_of(fx: &Fixture) -> Vec<String> {
     let dir = fixtures_dir().join(fx.dir);
     let names: Vec<String> = common::dir_names(&dir);
     let mut out = BTreeSet::new();
+    if fx.files == ["**"] {
+        fn walk(root: &Path, rel: &Path, out: &mut BTreeSet<String>) {
+            for n in common::dir_names(&root.join(rel)) {
+                let r = rel.join(&n);
+                if root.join(&r).is_dir() {
+                    walk(root, &r, out);
+                } else {
+                    out.insert(r.to_string_lossy().into_owned());
+                }
+            }
+        }
+        walk(&dir, Path::new(""), &mut out);
+        return out.into_iter().collect();
+    }
     for pat in fx.files {
         let hits: Vec<&String> = match pat.strip_suffix('*') {
             Some(p) => names.iter().filter(|n| n.starts_with(p)).collect(),
@@ -478,6 +606,9 @@ fn copy(fx: &Fixture) -> Copy {
     let mut files = Vec::new();
     for f in files_of(fx) {
         let b = std::fs::read(from.join(&f)).expect("read fixture");
+        if let Some(parent) = dir.join(&f).parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
         std::fs::write(dir.join(&f), &b).expect("write copy");
         files.push((f, b));
     }
@@ -799,7 +930,7 @@ fn damage_target(
     files: &[(String, Vec<u8>)],
     wants: &[Want],
     bins: &[Vec<u8>],
-) -> (usize, usize, usize) {
+) -> Option<(usize, usize, usize)> {
     let mut order: Vec<usize> = (0..wants.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(bins[i].len()));
     for i in order {
@@ -816,10 +947,71 @@ fn damage_target(
             }
         }
         if let [(fi, off)] = hits[..] {
-            return (i, fi, off);
+            return Some((i, fi, off));
         }
     }
-    panic!("no tensor whose stored bytes are its served bytes, to damage");
+    None
+}
+
+/// [`verify_passes_the_fixture_and_finds_a_flipped_byte`] where no tensor is stored as served
+/// (compressed chunks): the middle byte of each file flipped in turn (of those under a checksum,
+/// for a fixture that has one; some may be files no read reaches, as the per-process databases
+/// Orbax merged into the checkpoint's). With a checksum: `verify` reports at least one of them,
+/// every one it reports fails `diff --exact`, and no read ever serves other bytes. Without:
+/// `verify` and the reads end without a crash.
+fn verify_a_flip_in_stored_data(fx: &Fixture, c: &Copy, wants: &[Want]) -> String {
+    let src = c.source.as_os_str();
+    let pristine = fixtures_dir().join(fx.dir).join(fx.source);
+    let (mut reported, mut tried, mut other) = (0, 0, 0);
+    for (file, orig) in c
+        .files
+        .iter()
+        .filter(|(f, _)| !fx.guard.crc() || fx.guard.checks(f))
+    {
+        tried += 1;
+        let at = orig.len() / 2;
+        std::fs::write(c.dir.join(file), Damage::Flip(at, 0x10).apply(orig)).expect("damage");
+        let (code, out, err) = run(&["verify".as_ref(), src]);
+        assert!(
+            matches!(code, Some(0) | Some(1) | Some(3)),
+            "verify of {file} flipped at {at}: {code:?} {out}{err}"
+        );
+        if code != Some(0) {
+            reported += 1;
+            let (dcode, dout, derr) = run(&[
+                "diff".as_ref(),
+                "--exact".as_ref(),
+                pristine.as_os_str(),
+                src,
+            ]);
+            assert_ne!(
+                dcode,
+                Some(0),
+                "{file} flipped at {at}: diff --exact with the damaged copy: {dout}{derr}"
+            );
+        }
+        if let Ok(fs) = open(&c.source) {
+            for w in wants {
+                if let Ok(b) = cat(&fs, &w.bin()) {
+                    if sha(&b) != w.sha {
+                        assert!(
+                            !fx.guard.crc(),
+                            "{file} flipped at {at}: {} served other bytes",
+                            w.show()
+                        );
+                        other += 1;
+                    }
+                }
+            }
+        }
+        std::fs::write(c.dir.join(file), orig).expect("restore");
+    }
+    if fx.guard.crc() {
+        assert!(reported > 0, "verify reported none of {tried} files flipped");
+    }
+    format!(
+        "no tensor stored as served: {tried} files flipped in turn, verify reported {reported}, {other} tensor reads other bytes"
+    )
 }
 
 fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
@@ -842,7 +1034,9 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
         let fs = open(&c.source).expect("opens");
         let bins: Vec<Vec<u8>> = wants.iter().map(|w| cat_ok(&fs, &w.bin())).collect();
         drop(fs);
-        let (t, fi, off) = damage_target(&c.files, wants, &bins);
+        let Some((t, fi, off)) = damage_target(&c.files, wants, &bins) else {
+            return verify_a_flip_in_stored_data(fx, &c, wants);
+        };
         let at = off + bins[t].len() / 2;
         let (file, orig) = &c.files[fi];
         std::fs::write(c.dir.join(file), Damage::Flip(at, 0x10).apply(orig)).expect("damage");
@@ -851,7 +1045,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
         match fx.guard {
             // 1: damage found in tensors (listed on stdout); 3: the damage is in what opening
             // reads (a V1 table block holding the meta and the values), named on stderr.
-            Guard::Crc | Guard::Member => match code {
+            Guard::Crc | Guard::CrcBut(_) | Guard::Member => match code {
                 Some(1) => assert!(!out.is_empty(), "verify names no problem: {err}"),
                 Some(3) => assert!(
                     err.contains("checksum mismatch") && err.contains(&*c.dir.to_string_lossy()),
@@ -862,7 +1056,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
             },
             Guard::None => assert_eq!(code, Some(0), "verify with no checksum: {out}{err}"),
         }
-        if fx.guard == Guard::Crc && code == Some(1) {
+        if fx.guard.crc() && code == Some(1) {
             let key = String::from_utf8(tfmount::cmd::escape(&target.key)).expect("utf-8");
             assert!(
                 out.lines().any(|l| l.starts_with(&format!("{key}\t"))),
@@ -874,7 +1068,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
         let fs = match open(&c.source) {
             Ok(fs) => fs,
             // A damaged block opening reads: nothing is served.
-            Err(e) if fx.guard == Guard::Crc && code == Some(3) => {
+            Err(e) if fx.guard.crc() && code == Some(3) => {
                 return format!(
                     "{} flipped in {file} at {at}: verify exit 3, open refused: {e}",
                     target.show()
@@ -884,7 +1078,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
         };
         let got = cat(&fs, &target.bin());
         match fx.guard {
-            Guard::Crc | Guard::Member => {
+            Guard::Crc | Guard::CrcBut(_) | Guard::Member => {
                 assert!(got.is_err(), "{}: damaged bytes served", target.show())
             }
             Guard::None => {
@@ -926,7 +1120,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
             Some(0),
             "diff --exact with the damaged copy: {out}{err}"
         );
-        if fx.guard != Guard::Crc {
+        if !fx.guard.crc() {
             let key = String::from_utf8(tfmount::cmd::escape(&target.key)).expect("utf-8");
             assert!(
                 out.lines().any(|l| l == format!("M\t{key}")),
@@ -1036,7 +1230,7 @@ fn hostile_truncations_and_bit_flips_never_panic_nor_serve_wrong_bytes() {
                                 changed += 1;
                                 // A cut never changes the bytes left; a flip only where
                                 // nothing checks them.
-                                if matches!(d, Damage::Cut(_)) || fx.guard == Guard::Crc {
+                                if matches!(d, Damage::Cut(_)) || fx.guard.checks(file) {
                                     problems.push(format!(
                                         "{file} {}: {} served {} wrong bytes",
                                         d.spec(),

@@ -415,6 +415,7 @@ fn open_source(source: &Path) -> Result<probe::Source, String> {
 fn ctx<'a>(store: &'a Arc<dyn Store>, cache: &Arc<Caches>) -> OpenCtx<'a> {
     OpenCtx {
         store: &**store,
+        shared: Some(store.clone()),
         caches: cache.clone(),
         verify: false,
         crc_first: false,

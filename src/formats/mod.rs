@@ -37,6 +37,7 @@ pub static FORMATS: &[&dyn Format] = &[
     &keras::Keras,
     &tfjs::Tfjs,
     &tflite::Tflite,
+    &orbax::Orbax,
 ];
 
 /// What SOURCE can be, in words, for `--help`, the man page and error messages: the kinds of
@@ -70,6 +71,12 @@ pub trait Format: Send + Sync {
         _entries: &[(OsString, EntryKind)],
     ) -> Vec<(String, PathBuf)> {
         Vec::new()
+    }
+    /// The current checkpoint among `checkpoints`, those [`Format::in_dir`] of every format
+    /// found in a directory without a state file, where this format has a rule for it (Orbax:
+    /// the highest step by number). `None` leaves it to the newest file.
+    fn latest(&self, _checkpoints: &[(String, PathBuf)]) -> Option<String> {
+        None
     }
     /// Opens what [`Format::detect`] found.
     fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError>;
@@ -106,6 +113,9 @@ impl Eq for Detected {}
 /// What opening a checkpoint needs besides its path.
 pub struct OpenCtx<'a> {
     pub store: &'a dyn Store,
+    /// The same store, shared, for a format that opens files after it is opened (Orbax: the
+    /// data files its index names, as reads need them).
+    pub shared: Option<Arc<dyn Store>>,
     /// The caches of decoded index blocks and check outcomes the mount shares.
     pub caches: Arc<Caches>,
     /// Check stored checksums as tensors are read.

@@ -104,7 +104,7 @@ impl<'a> Builder<'a> {
             fs,
             store,
             fixed,
-            shared: None,
+            shared: fs.store.clone(),
             ids: vec![id],
         }
     }
@@ -155,6 +155,7 @@ impl<'a> Builder<'a> {
     fn ctx(&self) -> OpenCtx<'_> {
         OpenCtx {
             store: self.store,
+            shared: self.shared.clone(),
             caches: self.fs.caches.clone(),
             verify: self.fs.opts.verify_crc,
             crc_first: self.fs.opts.crc_first,

@@ -191,12 +191,13 @@ impl Fs {
         opts: &Options,
     ) -> Result<Fs, SourceError> {
         let mut fs = Fs::empty(opts);
+        // Set first: a checkpoint's subtrees built below and later (live) share it.
+        fs.store = Some(store.clone());
         if let Some(live) = live_dir(&fs, &*store, probed, opts)? {
             fs.live = Some(live);
         } else {
             build::build_fixed(&mut fs, &store, probed)?;
         }
-        fs.store = Some(store);
         Ok(fs)
     }
 

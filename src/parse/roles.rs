@@ -23,6 +23,10 @@
 //!   `dynamic_scale`, `step_counter`, `current_loss_scale`, `good_steps`);
 //! - bookkeeping: `global_step`, `save_counter` (by TF2 object path or TF1 key), the object
 //!   graph `_CHECKPOINTABLE_OBJECT_GRAPH`;
+//! - in an Orbax checkpoint, by its first component or the one after the item's name: Keras's
+//!   `optimizer_variables/...` and a Flax `TrainState`'s `opt_state/...` are optimizer slots,
+//!   except a last component `iteration`, `iterations`, `learning_rate` or `count` (the
+//!   optimizer's own); Keras's `metrics_variables/...` are bookkeeping;
 //! - the model: everything else, also a counter of the user's own (`step`): only what TensorFlow
 //!   and Keras write themselves is recognized.
 
@@ -139,6 +143,9 @@ impl Role {
         if key.starts_with(b"optimizer/") && !key.starts_with(b"optimizer/_trainable_variables/") {
             return Role::OptimizerOther;
         }
+        if let Some(r) = orbax_role(key) {
+            return r;
+        }
         Role::Model
     }
 
@@ -153,6 +160,28 @@ impl Role {
     }
 }
 
+/// An Orbax checkpoint's state, by its first component or the one after the item's name
+/// (`default/`, `pytree/`): Keras's `OrbaxCheckpoint` (`optimizer_variables/...`, its
+/// `iteration` and `learning_rate` the optimizer's own; `metrics_variables/...`) and a Flax
+/// `TrainState`'s optax state (`opt_state/...`, its `count` and `learning_rate` the
+/// optimizer's own).
+fn orbax_role(key: &[u8]) -> Option<Role> {
+    let mut parts = key.split(|&b| b == b'/');
+    let first = parts.next()?;
+    let second = parts.next();
+    let last = key.rsplit(|&b| b == b'/').next()?;
+    let at = |name: &[u8]| first == name || second == Some(name);
+    let own = matches!(last, b"iteration" | b"iterations" | b"learning_rate" | b"count");
+    if at(b"optimizer_variables") || at(b"opt_state") {
+        return Some(if own {
+            Role::OptimizerOther
+        } else {
+            Role::OptimizerSlot
+        });
+    }
+    at(b"metrics_variables").then_some(Role::Bookkeeping)
+}
+
 /// `name` without a `_<digits>` suffix.
 fn strip_digits_suffix(name: &[u8]) -> &[u8] {
     match name.iter().rposition(|&b| b == b'_') {
@@ -163,4 +192,31 @@ fn strip_digits_suffix(name: &[u8]) -> &[u8] {
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orbax_state_by_its_first_components() {
+        // Keras's OrbaxCheckpoint (item `pytree`), and a Flax TrainState (item `default`, or
+        // saved alone).
+        for (key, role) in [
+            ("pytree/trainable_variables/sequential/hidden/kernel", Role::Model),
+            ("pytree/non_trainable_variables/bn/moving_mean", Role::Model),
+            ("pytree/optimizer_variables/adam/sequential_hidden_kernel_momentum", Role::OptimizerSlot),
+            ("pytree/optimizer_variables/adam/iteration", Role::OptimizerOther),
+            ("pytree/optimizer_variables/adam/learning_rate", Role::OptimizerOther),
+            ("pytree/metrics_variables/loss/total", Role::Bookkeeping),
+            ("default/params/dense/kernel", Role::Model),
+            ("default/opt_state/mu/dense/kernel", Role::OptimizerSlot),
+            ("opt_state/count", Role::OptimizerOther),
+            ("step", Role::Model),
+            // Deeper than the item's name: a user's own names.
+            ("params/blocks/opt_state/w", Role::Model),
+        ] {
+            assert_eq!(Role::of(key.as_bytes()), role, "{key}");
+        }
+    }
 }

@@ -308,14 +308,22 @@ pub(crate) fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
             || n.contains("_temp")
             || n.contains(".tempstate")
             || n.starts_with("checkpoint.tmp")
+            || n.contains(crate::formats::orbax::TMP_MARKER)
     })
 }
 
 /// The `latest` of a directory without a state file: the newest checkpoint that is one file
 /// (a Keras file; ModelCheckpoint writes one per epoch) by modification time, the last by name
 /// among equals. TensorFlow's own checkpoints (prefixes of several files) get no `latest`
-/// without a state file, as TensorFlow's `latest_checkpoint` gives none.
+/// without a state file, as TensorFlow's `latest_checkpoint` gives none. A format's own rule
+/// comes first ([`crate::formats::Format::latest`]: Orbax's highest step).
 pub(crate) fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) -> Option<String> {
+    if let Some(l) = crate::formats::FORMATS
+        .iter()
+        .find_map(|f| f.latest(checkpoints))
+    {
+        return Some(l);
+    }
     checkpoints
         .iter()
         .filter(|(_, p)| store.is_file(p))

@@ -12,11 +12,12 @@
 //! tensorstore 0.1.86 writes: the uuid, then the manifest kind (0: the version tree inline), the
 //! inline and node size limits, the version tree arity, the compression.
 
+use std::sync::Arc;
+
 use crate::parse::varint;
 use crate::parse::FormatError;
 
 const MANIFEST_MAGIC: u32 = 0x0cdb_3a2a;
-const VERSION_NODE_MAGIC: u32 = 0x0cdb_1234;
 const BTREE_MAGIC: u32 = 0x0cdb_20de;
 /// Largest decoded manifest or node accepted (tensorstore's default `max_decoded_node_bytes`
 /// is 8 MiB).
@@ -74,8 +75,6 @@ pub(crate) enum Node {
 #[derive(Debug, Clone)]
 pub(crate) struct Manifest {
     pub root: Option<(NodeRef, u8)>,
-    /// The newest generation number.
-    pub generation: u64,
 }
 
 /// A cursor over a decoded body.
@@ -275,16 +274,13 @@ impl Manifest {
         let files = data_files(&mut c, b"")?;
         // The inline versions (version tree leaf entries): the newest is last.
         let n = c.count("version count")?;
-        let generation = c.varints(n)?;
+        c.varints(n)?; // generation numbers
         let height = c.bytes(n)?.to_vec();
         let ids = c.varints(n)?;
         let offsets = c.varints(n)?;
         let lengths = c.varints(n)?;
         let Some(last) = n.checked_sub(1) else {
-            return Ok(Manifest {
-                root: None,
-                generation: 0,
-            });
+            return Ok(Manifest { root: None });
         };
         let (path, base) = file_at(&files, ids[last])?;
         let root = (lengths[last] > 0).then(|| {
@@ -298,10 +294,7 @@ impl Manifest {
                 height[last],
             )
         });
-        Ok(Manifest {
-            root,
-            generation: generation[last],
-        })
+        Ok(Manifest { root })
     }
 }
 
@@ -408,38 +401,93 @@ pub(crate) trait Files {
     fn read(&self, path: &[u8], offset: u64, length: u64) -> Result<Vec<u8>, FormatError>;
 }
 
-/// A database: its manifest, its files.
+/// Decoded nodes a database keeps (the root and the interior nodes every lookup passes through,
+/// and the leaves read last): a listing of one directory's tensors then costs one read of each
+/// node on its path, not one per tensor.
+const NODE_CACHE: usize = 64;
+/// Nodes larger than this (encoded) are decoded for each use, not kept.
+const MAX_CACHED_NODE: u64 = 1 << 20;
+
+type NodeKey = (Vec<u8>, u64, Vec<u8>);
+
+/// A database: its manifest, its files, the nodes read last.
 pub(crate) struct Db<F: Files> {
     files: F,
     manifest: Manifest,
+    nodes: std::sync::Mutex<lru::LruCache<NodeKey, Arc<Node>>>,
 }
 
 impl<F: Files> Db<F> {
     pub(crate) fn open(files: F) -> Result<Self, FormatError> {
         let enc = files.read(b"manifest.ocdbt", 0, u64::MAX)?;
         let manifest = Manifest::parse(&enc)?;
-        Ok(Db { files, manifest })
+        Ok(Db {
+            files,
+            manifest,
+            nodes: std::sync::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(NODE_CACHE).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
+        })
     }
 
-    fn node(&self, r: &NodeRef, prefix: &[u8]) -> Result<Node, FormatError> {
+    /// The files the database reads.
+    pub(crate) fn files(&self) -> &F {
+        &self.files
+    }
+
+    fn node(&self, r: &NodeRef, prefix: &[u8]) -> Result<Arc<Node>, FormatError> {
         if r.length > MAX_NODE as u64 {
             return Err(bad(format!("a node of {} bytes", r.length)));
         }
+        let key = (r.path.clone(), r.offset, prefix.to_vec());
+        let lock = || self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = lock().get(&key) {
+            return Ok(n.clone());
+        }
         let enc = self.files.read(&r.path, r.offset, r.length)?;
-        Node::parse(&enc, prefix, &r.base)
+        let node = Arc::new(Node::parse(&enc, prefix, &r.base)?);
+        if r.length <= MAX_CACHED_NODE {
+            lock().put(key, node.clone());
+        }
+        Ok(node)
+    }
+
+    /// The bytes of a value (read from its data file when it is not inline).
+    pub(crate) fn value_bytes(&self, v: &Value) -> Result<Vec<u8>, FormatError> {
+        match v {
+            Value::Inline(b) => Ok(b.clone()),
+            Value::Indirect(r) => self.files.read(&r.path, r.offset, r.length),
+        }
+    }
+
+    /// Node `r` at `height` (as its parent or the manifest says): a node of another height is
+    /// damage (and a loop of nodes cannot go on, heights only fall).
+    fn node_at(&self, r: &NodeRef, prefix: &[u8], height: u8) -> Result<Arc<Node>, FormatError> {
+        let n = self.node(r, prefix)?;
+        let found = match &*n {
+            Node::Leaf(_) => 0,
+            Node::Interior { height, .. } => *height,
+        };
+        if found != height {
+            return Err(bad(format!(
+                "a B+tree node of height {found} where its parent says {height}"
+            )));
+        }
+        Ok(n)
     }
 
     /// The value of `key`, if present; reads the nodes on its path only.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>, FormatError> {
-        let Some((root, _)) = &self.manifest.root else {
+        let Some((root, height)) = &self.manifest.root else {
             return Ok(None);
         };
         let mut r = root.clone();
         let mut prefix = Vec::new();
-        for _ in 0..=MAX_HEIGHT {
-            match self.node(&r, &prefix)? {
+        let mut height = *height;
+        loop {
+            match &*self.node_at(&r, &prefix, height)? {
                 Node::Leaf(entries) => {
-                    return Ok(entries.into_iter().find(|e| e.key == key).map(|e| e.value))
+                    return Ok(entries.iter().find(|e| e.key == key).map(|e| e.value.clone()))
                 }
                 Node::Interior { children, .. } => {
                     let i = children.partition_point(|c| c.start.as_slice() <= key);
@@ -451,20 +499,18 @@ impl<F: Files> Db<F> {
                     }
                     prefix = c.prefix.clone();
                     r = c.node.clone();
+                    height -= 1;
                 }
             }
         }
-        Err(bad(
-            "B+tree deeper than its height allows (a loop of nodes)",
-        ))
     }
 
     /// Every key starting with `start`, in order, with its value: the nodes whose range can hold
     /// such keys, only.
     pub(crate) fn list(&self, start: &[u8]) -> Result<Vec<Entry>, FormatError> {
         let mut out = Vec::new();
-        if let Some((root, _)) = &self.manifest.root {
-            self.list_in(root, &[], start, 0, &mut out)?;
+        if let Some((root, height)) = &self.manifest.root {
+            self.list_in(root, &[], start, *height, &mut out)?;
         }
         Ok(out)
     }
@@ -474,18 +520,16 @@ impl<F: Files> Db<F> {
         r: &NodeRef,
         prefix: &[u8],
         start: &[u8],
-        depth: u8,
+        height: u8,
         out: &mut Vec<Entry>,
     ) -> Result<(), FormatError> {
-        if depth > MAX_HEIGHT {
-            return Err(bad(
-                "B+tree deeper than its height allows (a loop of nodes)",
-            ));
-        }
-        match self.node(r, prefix)? {
-            Node::Leaf(entries) => {
-                out.extend(entries.into_iter().filter(|e| e.key.starts_with(start)))
-            }
+        match &*self.node_at(r, prefix, height)? {
+            Node::Leaf(entries) => out.extend(
+                entries
+                    .iter()
+                    .filter(|e| e.key.starts_with(start))
+                    .cloned(),
+            ),
             Node::Interior { children, .. } => {
                 for (i, c) in children.iter().enumerate() {
                     let next = children.get(i + 1).map(|n| n.start.as_slice());
@@ -493,7 +537,7 @@ impl<F: Files> Db<F> {
                     let may = (c.prefix.starts_with(start) || start.starts_with(&c.prefix))
                         && next.is_none_or(|n| n > start || n.starts_with(start));
                     if may {
-                        self.list_in(&c.node, &c.prefix, start, depth + 1, out)?;
+                        self.list_in(&c.node, &c.prefix, start, height - 1, out)?;
                     }
                 }
             }
