@@ -5,8 +5,10 @@
 //!
 //! ```text
 //! cargo run --example fuzz -- seeds OUT_DIR               write OUT_DIR/<target>/<seed>
-//! cargo run --example fuzz -- run [--secs N] [--seed S] [--max-len L] [TARGET...]
-//!                                                         mutate for N seconds per target
+//! cargo run --example fuzz -- run [--secs N] [--seed S] [--max-len L] [--jobs J] [TARGET...]
+//!                                                         mutate for N seconds per target,
+//!                                                         J targets at a time (default: one
+//!                                                         per core)
 //! cargo run --example fuzz -- replay TARGET FILE...       run inputs once (crash reproduction)
 //! ```
 //!
@@ -282,7 +284,7 @@ fn fuzz_one(
 fn usage() -> ! {
     eprintln!(
         "usage: fuzz seeds OUT_DIR\n       \
-         fuzz run [--secs N] [--seed S] [--max-len L] [--timeout T] [--max-alloc-mb M] [TARGET...]\n       \
+         fuzz run [--secs N] [--seed S] [--max-len L] [--timeout T] [--max-alloc-mb M] [--jobs J] [TARGET...]\n       \
          fuzz replay TARGET FILE...\ntargets: {}",
         targets::TARGETS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
     );
@@ -331,6 +333,7 @@ fn main() -> std::io::Result<()> {
                 artifacts: Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/artifacts/stable"),
             };
             let mut max_alloc_mb = 256usize;
+            let mut jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut names = Vec::new();
             let mut it = args[1..].iter();
             while let Some(a) = it.next() {
@@ -341,6 +344,7 @@ fn main() -> std::io::Result<()> {
                     "--max-len" => opts.max_len = val().parse().unwrap_or_else(|_| usage()),
                     "--timeout" => opts.timeout = val().parse().unwrap_or_else(|_| usage()),
                     "--max-alloc-mb" => max_alloc_mb = val().parse().unwrap_or_else(|_| usage()),
+                    "--jobs" => jobs = val().parse().unwrap_or_else(|_| usage()),
                     n if targets::target(n).is_some() => names.push(n.to_string()),
                     _ => usage(),
                 }
@@ -355,21 +359,24 @@ fn main() -> std::io::Result<()> {
             // Keep panics of caught failures to one line each.
             std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}")));
             ALLOC_LIMIT.store(max_alloc_mb << 20, Ordering::Relaxed);
-            let mut failed = 0;
-            for name in &names {
+            // The targets `jobs` at a time, each on its own thread for its `--secs` (each its
+            // own mutation stream, so the outcome does not depend on the order they ran in).
+            let queue = std::sync::Mutex::new(names.iter());
+            let failed = AtomicU64::new(0);
+            let run_one = |name: &str| -> std::io::Result<()> {
                 let Some(t) = targets::target(name) else {
                     usage()
                 };
                 let own: Vec<Vec<u8>> = seeds
                     .iter()
-                    .filter(|(tn, ..)| tn == name)
+                    .filter(|(tn, ..)| *tn == name)
                     .map(|(.., b)| b.clone())
                     .collect();
                 let o = fuzz_one(name, t, &own, &opts)?;
                 match &o.failure {
                     None => println!("{name}: {} execs, no failure", o.execs),
                     Some(p) => {
-                        failed += 1;
+                        failed.fetch_add(1, Ordering::Relaxed);
                         println!(
                             "{name}: {} execs, FAILED: input saved as {}",
                             o.execs,
@@ -377,7 +384,29 @@ fn main() -> std::io::Result<()> {
                         );
                     }
                 }
-            }
+                Ok(())
+            };
+            std::thread::scope(|s| -> std::io::Result<()> {
+                let workers: Vec<_> = (0..jobs.max(1))
+                    .map(|_| {
+                        s.spawn(|| -> std::io::Result<()> {
+                            loop {
+                                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                                match next {
+                                    Some(name) => run_one(name)?,
+                                    None => return Ok(()),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for w in workers {
+                    w.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("a worker panicked")))?;
+                }
+                Ok(())
+            })?;
+            let failed = failed.into_inner();
             ALLOC_LIMIT.store(usize::MAX, Ordering::Relaxed);
             if failed > 0 {
                 std::process::exit(1);

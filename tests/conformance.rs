@@ -515,7 +515,10 @@ fn orbax_wants(name: &str, item: &str) -> Vec<Want> {
                     let leaf = l["key"].as_str().expect("key");
                     let field = leaf.rsplit('/').next().expect("name");
                     let text = strings[field].as_str().expect("string");
-                    let utf32: Vec<u8> = text.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+                    let utf32: Vec<u8> = text
+                        .chars()
+                        .flat_map(|c| (c as u32).to_le_bytes())
+                        .collect();
                     assert_eq!(sha(&utf32), l["sha256"].as_str().expect("sha"), "{leaf}");
                     let mut b = (text.len() as u64).to_le_bytes().to_vec();
                     b.extend_from_slice(text.as_bytes());
@@ -527,7 +530,12 @@ fn orbax_wants(name: &str, item: &str) -> Vec<Want> {
                 stem: stem_of(&key),
                 key,
                 sha,
-                dtype: if dtype.starts_with("<U") { "string" } else { dtype }.into(),
+                dtype: if dtype.starts_with("<U") {
+                    "string"
+                } else {
+                    dtype
+                }
+                .into(),
                 shape: common::dims(&l["shape"]),
             }
         })
@@ -1007,7 +1015,10 @@ fn verify_a_flip_in_stored_data(fx: &Fixture, c: &Copy, wants: &[Want]) -> Strin
         std::fs::write(c.dir.join(file), orig).expect("restore");
     }
     if fx.guard.crc() {
-        assert!(reported > 0, "verify reported none of {tried} files flipped");
+        assert!(
+            reported > 0,
+            "verify reported none of {tried} files flipped"
+        );
     }
     format!(
         "no tensor stored as served: {tried} files flipped in turn, verify reported {reported}, {other} tensor reads other bytes"

@@ -433,16 +433,44 @@ fn compare(what: &str, served: &Served, record: &Value, original: &Value, t: &mu
     }
 }
 
+// One test per file, so that the harness runs two sweeps at once (each with its own h5py).
 #[test]
-fn damaged_keras_files_never_panic_nor_serve_wrong_bytes() {
+fn damaged_model_weights_h5_never_panics_nor_serves_wrong_bytes() {
+    sweep("model.weights.h5");
+}
+
+#[test]
+fn damaged_legacy_model_h5_never_panics_nor_serves_wrong_bytes() {
+    sweep("legacy_model.h5");
+}
+
+#[test]
+fn damaged_other_writer_h5_never_panics_nor_serves_wrong_bytes() {
+    sweep("other_writer.weights.h5");
+}
+
+#[test]
+fn damaged_model_keras_never_panics_nor_serves_wrong_bytes() {
+    sweep("model.keras");
+}
+
+#[test]
+fn damaged_model_deflated_keras_never_panics_nor_serves_wrong_bytes() {
+    sweep("model_deflated.keras");
+}
+
+/// The sweep of one file: its damages served by tfmount and read by h5py, compared.
+fn sweep(file: &'static str) {
+    assert!(FILES.contains(&file), "{file} is not in FILES");
     let started = Instant::now();
     let dir = keras_dir();
     let py = requires::python("h5py, numpy", "damaged_keras_files: h5py's reading");
-    let mut rng = common::Rng::new(SEED);
+    // Each file's own stream of damages.
+    let mut rng = common::Rng::new(SEED ^ common::fnv1a_64(file.as_bytes()));
     // Every input: (file, damage), in the order h5py gets them.
     let mut inputs: Vec<(&str, Damage)> = Vec::new();
     let mut originals: HashMap<&str, Vec<u8>> = HashMap::new();
-    for file in FILES {
+    {
         let b = std::fs::read(dir.join(file)).expect("fixture");
         // The undamaged file first: h5py's record of it is the reference for the rest.
         inputs.push((file, Damage::Cut(b.len())));
@@ -521,7 +549,7 @@ fn damaged_keras_files_never_panic_nor_serve_wrong_bytes() {
         }
     }
     let mut failures = Vec::new();
-    for file in FILES {
+    {
         let t = &per_file[file];
         eprintln!(
             "{file}: {} inputs, {} opened; {} .bin and root files read: {} as h5py reads them, \

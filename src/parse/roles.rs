@@ -171,7 +171,10 @@ fn orbax_role(key: &[u8]) -> Option<Role> {
     let second = parts.next();
     let last = key.rsplit(|&b| b == b'/').next()?;
     let at = |name: &[u8]| first == name || second == Some(name);
-    let own = matches!(last, b"iteration" | b"iterations" | b"learning_rate" | b"count");
+    let own = matches!(
+        last,
+        b"iteration" | b"iterations" | b"learning_rate" | b"count"
+    );
     if at(b"optimizer_variables") || at(b"opt_state") {
         return Some(if own {
             Role::OptimizerOther
@@ -203,11 +206,23 @@ mod tests {
         // Keras's OrbaxCheckpoint (item `pytree`), and a Flax TrainState (item `default`, or
         // saved alone).
         for (key, role) in [
-            ("pytree/trainable_variables/sequential/hidden/kernel", Role::Model),
+            (
+                "pytree/trainable_variables/sequential/hidden/kernel",
+                Role::Model,
+            ),
             ("pytree/non_trainable_variables/bn/moving_mean", Role::Model),
-            ("pytree/optimizer_variables/adam/sequential_hidden_kernel_momentum", Role::OptimizerSlot),
-            ("pytree/optimizer_variables/adam/iteration", Role::OptimizerOther),
-            ("pytree/optimizer_variables/adam/learning_rate", Role::OptimizerOther),
+            (
+                "pytree/optimizer_variables/adam/sequential_hidden_kernel_momentum",
+                Role::OptimizerSlot,
+            ),
+            (
+                "pytree/optimizer_variables/adam/iteration",
+                Role::OptimizerOther,
+            ),
+            (
+                "pytree/optimizer_variables/adam/learning_rate",
+                Role::OptimizerOther,
+            ),
             ("pytree/metrics_variables/loss/total", Role::Bookkeeping),
             ("default/params/dense/kernel", Role::Model),
             ("default/opt_state/mu/dense/kernel", Role::OptimizerSlot),

@@ -146,7 +146,10 @@ impl Format for Orbax {
 
     fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
         let store = ctx.shared.clone().ok_or_else(|| {
-            invalid(&found.path, "an Orbax checkpoint needs a shared store to read from")
+            invalid(
+                &found.path,
+                "an Orbax checkpoint needs a shared store to read from",
+            )
         })?;
         open(store, &found.path).map(|o| Arc::new(o) as Arc<dyn Opened>)
     }
@@ -232,7 +235,9 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
             .use_ocdbt
             .unwrap_or_else(|| store.is_file(&idir.join("manifest.ocdbt")));
         let files_of = || StoreFiles::new(store.clone(), idir.clone());
-        let kv = if ocdbt {
+        // An item without arrays (Keras's `model_config`: a string) has no database to open.
+        let has_arrays = tree.leaves.iter().any(|l| l.kind == tree::Kind::Array);
+        let kv = if ocdbt && has_arrays {
             match ocdbt::Db::open(files_of()) {
                 Ok(db) => Kv::Ocdbt(db),
                 Err(e) => Kv::Broken(format!("{}/manifest.ocdbt: {e}", idir.display())),
@@ -274,7 +279,13 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
         path: dir.clone(),
         err,
     })?;
-    let set = Arc::new(OrbaxSet::new(dir.clone(), meta, source_bytes, items, tensors));
+    let set = Arc::new(OrbaxSet::new(
+        dir.clone(),
+        meta,
+        source_bytes,
+        items,
+        tensors,
+    ));
     if let Some(i) = config {
         if let Some(c) = set.0.items.get(i).and_then(|it| it.config_json()) {
             files.push(("config.json".into(), c.into()));
@@ -401,7 +412,9 @@ impl Opened for OpenedOrbax {
                         .list(b"")
                         // Index bytes, not tensor data: none counted.
                         .map(|_| 0)
-                        .map_err(|e| format!("{}/manifest.ocdbt: {e}", set.0.items[i].dir.display())),
+                        .map_err(|e| {
+                            format!("{}/manifest.ocdbt: {e}", set.0.items[i].dir.display())
+                        }),
                     _ => Ok(0),
                 };
                 (label.into_bytes(), result)

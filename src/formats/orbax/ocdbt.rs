@@ -487,7 +487,10 @@ impl<F: Files> Db<F> {
         loop {
             match &*self.node_at(&r, &prefix, height)? {
                 Node::Leaf(entries) => {
-                    return Ok(entries.iter().find(|e| e.key == key).map(|e| e.value.clone()))
+                    return Ok(entries
+                        .iter()
+                        .find(|e| e.key == key)
+                        .map(|e| e.value.clone()))
                 }
                 Node::Interior { children, .. } => {
                     let i = children.partition_point(|c| c.start.as_slice() <= key);
@@ -524,12 +527,9 @@ impl<F: Files> Db<F> {
         out: &mut Vec<Entry>,
     ) -> Result<(), FormatError> {
         match &*self.node_at(r, prefix, height)? {
-            Node::Leaf(entries) => out.extend(
-                entries
-                    .iter()
-                    .filter(|e| e.key.starts_with(start))
-                    .cloned(),
-            ),
+            Node::Leaf(entries) => {
+                out.extend(entries.iter().filter(|e| e.key.starts_with(start)).cloned())
+            }
             Node::Interior { children, .. } => {
                 for (i, c) in children.iter().enumerate() {
                     let next = children.get(i + 1).map(|n| n.start.as_slice());

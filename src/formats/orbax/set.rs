@@ -59,7 +59,9 @@ impl StoreFiles {
         let text = std::str::from_utf8(rel).map_err(|_| bad("a file name that is not UTF-8"))?;
         if text.is_empty()
             || text.starts_with('/')
-            || text.split('/').any(|c| c == ".." || c == "." || c.is_empty())
+            || text
+                .split('/')
+                .any(|c| c == ".." || c == "." || c.is_empty())
         {
             return Err(bad(format!(
                 "file {text:?} is not a path below the checkpoint"
@@ -106,7 +108,9 @@ impl Files for StoreFiles {
         let f = self.file(rel)?.ok_or_else(|| {
             bad(format!(
                 "{} is missing",
-                self.root.join(String::from_utf8_lossy(rel).as_ref()).display()
+                self.root
+                    .join(String::from_utf8_lossy(rel).as_ref())
+                    .display()
             ))
         })?;
         let length = if length == u64::MAX {
@@ -317,7 +321,11 @@ impl Shared {
             };
             for m in order {
                 match item.get(&format!("{name}/{m}")) {
-                    Ok(Some(b)) => return ArrayMeta::parse(&b).map(Arc::new).map_err(|e| e.to_string()),
+                    Ok(Some(b)) => {
+                        return ArrayMeta::parse(&b)
+                            .map(Arc::new)
+                            .map_err(|e| e.to_string())
+                    }
                     Ok(None) => {}
                     Err(e) => return Err(e.to_string()),
                 }
@@ -343,10 +351,7 @@ impl Shared {
         if let Some(c) = lock().lru.get(&k) {
             return Ok(Some(c.clone()));
         }
-        let item = self
-            .items
-            .get(t.item)
-            .ok_or_else(|| bad("no such item"))?;
+        let item = self.items.get(t.item).ok_or_else(|| bad("no such item"))?;
         let (key, at) = meta.stored_at(index);
         let stored = item.get(&format!("{}/{key}", t.leaf.stored_name()))?;
         let Some(stored) = stored else {
@@ -377,12 +382,10 @@ impl Shared {
             .strings()
             .map_err(|e| self.corrupt(t, FormatError::Format(e)))?;
         let name = t.leaf.stored_name();
-        let s = map.get(&name).and_then(|v| v.as_str()).ok_or_else(|| {
-            self.corrupt(
-                t,
-                bad(format!("_strings.json holds no string {name}")),
-            )
-        })?;
+        let s = map
+            .get(&name)
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| self.corrupt(t, bad(format!("_strings.json holds no string {name}"))))?;
         let mut out = Vec::with_capacity(8 + s.len());
         out.extend_from_slice(&(s.len() as u64).to_le_bytes());
         out.extend_from_slice(s.as_bytes());
@@ -444,10 +447,7 @@ impl TensorSet for OrbaxSet {
         Ok(Vec::new())
     }
     fn complete(&self) -> bool {
-        self.0
-            .items
-            .iter()
-            .all(|i| !matches!(i.kv, Kv::Broken(_)))
+        self.0.items.iter().all(|i| !matches!(i.kv, Kv::Broken(_)))
     }
 }
 

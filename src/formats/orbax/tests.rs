@@ -30,7 +30,8 @@ pub(crate) type Leaf = (String, Vec<u64>, String);
 
 /// The leaves of `expected/{name}.json` by key (`params/dense/kernel`).
 pub(crate) fn expected(name: &str) -> BTreeMap<String, Leaf> {
-    let text = std::fs::read_to_string(fixture(&format!("expected/{name}.json"))).expect("expected");
+    let text =
+        std::fs::read_to_string(fixture(&format!("expected/{name}.json"))).expect("expected");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     v["leaves"]
         .as_array()
@@ -205,7 +206,10 @@ fn keras_checkpoints_name_their_variables_and_show_the_config() {
 
 #[test]
 fn sharding_keys_are_decoded() {
-    assert_eq!(base64_decode("cGFyYW1zLmxheWVycy4wLnc=").as_deref(), Some(&b"params.layers.0.w"[..]));
+    assert_eq!(
+        base64_decode("cGFyYW1zLmxheWVycy4wLnc=").as_deref(),
+        Some(&b"params.layers.0.w"[..])
+    );
     assert_eq!(base64_decode("YQ").as_deref(), Some(&b"a"[..]));
     assert_eq!(base64_decode("!!!!"), None);
     assert_eq!(base64_decode("Y"), None);

@@ -81,7 +81,11 @@ pub(crate) fn parse(json: &[u8]) -> Result<TreeMeta, FormatError> {
             let key = match k.get("key") {
                 Some(serde_json::Value::String(s)) => s.clone(),
                 Some(serde_json::Value::Number(n)) => n.to_string(),
-                _ => return Err(bad(format!("leaf {name}: a key that is not a name or index"))),
+                _ => {
+                    return Err(bad(format!(
+                        "leaf {name}: a key that is not a name or index"
+                    )))
+                }
             };
             if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\0']) {
                 return Err(bad(format!(
@@ -111,7 +115,7 @@ pub(crate) fn parse(json: &[u8]) -> Result<TreeMeta, FormatError> {
         };
         leaves.push(Leaf { path, kind });
     }
-    leaves.sort_by(|a, b| a.shown().cmp(&b.shown()));
+    leaves.sort_by_cached_key(Leaf::shown);
     if let Some(w) = leaves.windows(2).find(|w| w[0].shown() == w[1].shown()) {
         return Err(bad(format!("two leaves at {}", w[0].shown())));
     }
