@@ -825,3 +825,61 @@ fn tfjs_models_over_http_serve_what_local_ones_do() {
         }
     }
 }
+
+/// Orbax checkpoints on GCS (where JAX's live): a `CheckpointManager` directory (a snapshot of
+/// its steps, `latest` the highest), a Keras `OrbaxCheckpoint` step and the older per-array
+/// layout serve what their local mounts do; opening a step and asking one tensor's shape costs a
+/// handful of requests and kilobytes, none of the arrays' chunks (docs/orbax.md, "What a mount
+/// reads").
+#[test]
+fn orbax_checkpoints_on_gcs_serve_what_local_ones_do() {
+    let Some(gcs) = Server::fake_gcs() else {
+        return;
+    };
+    gcs_bucket(gcs.port, "tfm");
+    let root = fixtures().join("orbax");
+    let files: Vec<(String, Vec<u8>)> = walk_local(&root)
+        .into_iter()
+        .map(|rel| {
+            let body = std::fs::read(root.join(&rel)).expect("fixture");
+            (format!("orbax/{}", rel.display()), body)
+        })
+        .collect();
+    gcs_put(gcs.port, "tfm", &files);
+    let home = tempfile::tempdir().expect("home");
+    let key = gcs_key_file(home.path(), gcs.port);
+    let env: Vec<(String, String)> = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
+        ("HOME", home.path().to_str().expect("home")),
+        ("NO_GCE_CHECK", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for dir in ["manager", "keras/orbax/1", "zarr/ckpt"] {
+        let r = remote_mount(&format!("gs://tfm/orbax/{dir}"), &env);
+        let l = Mount::start(&root.join(dir), &["-o", "nolive"]);
+        same_tree(&r.path(), &l.path());
+    }
+    let step_bytes: u64 = files
+        .iter()
+        .filter(|(k, _)| k.starts_with("orbax/manager/10/"))
+        .map(|(_, b)| b.len() as u64)
+        .sum();
+    let r = requests_to_open(
+        "gs://tfm/orbax/manager/10",
+        &env,
+        "variables/default/params/embed/embedding.shape",
+    );
+    eprintln!("gs://tfm/orbax/manager/10: {r:?} (the step: {step_bytes} bytes)");
+    assert_eq!(r.total, r.gets + r.heads + r.lists, "{r:?}");
+    // Measured: 11 requests (5 GETs: _CHECKPOINT_METADATA, _METADATA, _sharding, the manifest,
+    // the B+tree's one node; HEADs of the step and of what a V2 prefix would be, of the two files
+    // opened; 2 LISTs), 6.6 KB.
+    assert!(r.total <= 12, "{r:?}");
+    assert!(r.gets <= 5, "{r:?}");
+    assert!(
+        r.bytes <= step_bytes / 4,
+        "{r:?}: the step is {step_bytes} bytes"
+    );
+}

@@ -182,42 +182,50 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
         source_bytes += b.len() as u64;
         files.push((format!("orbax/{CHECKPOINT_METADATA}"), b.into()));
     }
-    // The items: the directory itself, or its subdirectories with a _METADATA.
-    let mut item_dirs: Vec<(Option<String>, PathBuf)> = Vec::new();
-    if store.is_file(&dir.join(METADATA)) {
-        item_dirs.push((None, dir.clone()));
+    // The items: the directory itself, or its subdirectories with a _METADATA. Each
+    // `_METADATA` is read by trying (one request on object storage, none to ask first).
+    let mut entries = store.list(&dir).map_err(|err| SourceError::Io {
+        path: dir.clone(),
+        err,
+    })?;
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let read_meta = |p: &Path| -> Result<Option<Vec<u8>>, SourceError> {
+        match store.read_whole(p, set::MAX_META) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(SourceError::Io {
+                path: p.to_path_buf(),
+                err,
+            }),
+        }
+    };
+    let mut item_dirs: Vec<(Option<String>, PathBuf, Vec<u8>)> = Vec::new();
+    if entries
+        .iter()
+        .any(|(n, k)| n == METADATA && *k == EntryKind::File)
+    {
+        let m = dir.join(METADATA);
+        if let Some(b) = read_meta(&m)? {
+            item_dirs.push((None, dir.clone(), b));
+        }
     } else {
-        let mut entries = store.list(&dir).map_err(|err| SourceError::Io {
-            path: dir.clone(),
-            err,
-        })?;
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        for (n, k) in entries {
-            let Some(n) = n.to_str().map(str::to_string) else {
+        for (n, k) in &entries {
+            let Some(n) = n.to_str() else {
                 continue;
             };
-            if k == EntryKind::Dir && store.is_file(&dir.join(&n).join(METADATA)) {
-                item_dirs.push((Some(n.clone()), dir.join(n)));
+            if *k != EntryKind::Dir {
+                continue;
+            }
+            if let Some(b) = read_meta(&dir.join(n).join(METADATA))? {
+                item_dirs.push((Some(n.to_string()), dir.join(n), b));
             }
         }
-    }
-    if item_dirs.is_empty() {
-        return Err(invalid(
-            &dir,
-            "an Orbax checkpoint with no item: no _METADATA in it or in a subdirectory",
-        ));
     }
     let mut items = Vec::new();
     let mut tensors = Vec::new();
     let mut config = None;
-    for (i, (name, idir)) in item_dirs.into_iter().enumerate() {
+    for (i, (name, idir, bytes)) in item_dirs.into_iter().enumerate() {
         let mpath = idir.join(METADATA);
-        let bytes = store
-            .read_whole(&mpath, set::MAX_META)
-            .map_err(|err| SourceError::Io {
-                path: mpath.clone(),
-                err,
-            })?;
         source_bytes += bytes.len() as u64;
         let tree = tree::parse(&bytes).map_err(|e| invalid(&mpath, e.to_string()))?;
         let shown = |f: &str| match &name {
@@ -225,9 +233,7 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
             None => format!("orbax/{f}"),
         };
         files.push((shown(METADATA), bytes.into()));
-        let sharding = idir.join("_sharding");
-        if store.is_file(&sharding) {
-            let raw = small(&*store, &sharding)?;
+        if let Some(raw) = read_meta(&idir.join("_sharding"))? {
             source_bytes += raw.len() as u64;
             files.push((shown("sharding.json"), sharding_json(&raw).into()));
         }

@@ -213,6 +213,7 @@ pub(crate) async fn fetch(
         ..Default::default()
     };
     Counters::add(&io.counters.gets, 1);
+    log::debug!("GET {} bytes {range:?}", obj.url);
     let res = match io.store.get_opts(&obj.key, opts).await {
         Ok(r) => r,
         Err(object_store::Error::Precondition { .. }) => {

@@ -41,6 +41,14 @@ use crate::source::remote::{cause, config, url as rurl, RemoteError};
 pub(crate) const MAX_LIST: usize = 200_000;
 /// Most listed objects whose metadata is kept for their open.
 const MAX_LISTED: usize = 50_000;
+/// Complete directory listings kept, to answer what a path in them is without a request
+/// (a remote source is a snapshot: its listings do not change while it is mounted).
+const LISTINGS: usize = 256;
+/// Listings of more entries than this are not kept.
+const MAX_KEPT_LISTING: usize = 10_000;
+
+/// A directory's entries: name -> whether it is a directory, and an object's metadata.
+type Listing = Arc<HashMap<String, (bool, Option<ObjectMeta>)>>;
 
 /// What every file of a store shares.
 pub(crate) struct Ctx {
@@ -57,6 +65,8 @@ pub(crate) struct Ctx {
     seen_dirs: Mutex<HashSet<String>>,
     /// Metadata of objects seen in listings, taken by the next open of each (no HEAD then).
     listed: Mutex<HashMap<String, ObjectMeta>>,
+    /// Complete listings of directories, by key (see [`LISTINGS`]).
+    listings: Mutex<lru::LruCache<String, Listing>>,
     next_id: AtomicU64,
     uid: u32,
     gid: u32,
@@ -260,6 +270,9 @@ impl RemoteStore {
                 dir_probe,
                 seen_dirs: Mutex::new(HashSet::new()),
                 listed: Mutex::new(HashMap::new()),
+                listings: Mutex::new(lru::LruCache::new(
+                    std::num::NonZeroUsize::new(LISTINGS).unwrap_or(std::num::NonZeroUsize::MIN),
+                )),
                 next_id: AtomicU64::new(1),
                 uid,
                 gid,
@@ -323,6 +336,7 @@ impl RemoteStore {
         }
         let url = self.ctx.url(key);
         let io = &self.ctx.reads.io;
+        log::debug!("HEAD {url}");
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             match io.store.head(key).await {
@@ -355,6 +369,14 @@ impl RemoteStore {
             }
         };
         let mut out = Vec::new();
+        let mut metas: HashMap<String, ObjectMeta> = HashMap::new();
+        let mut note = |objects: &[ObjectMeta]| {
+            for o in objects {
+                if let Some(n) = name_of(&o.location) {
+                    metas.insert(n, o.clone());
+                }
+            }
+        };
         match &self.ctx.lister {
             Some(lister) => {
                 let prefix = if dir.as_ref().is_empty() {
@@ -370,6 +392,7 @@ impl RemoteStore {
                         page_token: token.take(),
                         ..Default::default()
                     };
+                    log::debug!("LIST {url}/");
                     let page = self.ctx.run(&url, async {
                         Counters::add(&io.counters.lists, 1);
                         lister
@@ -384,17 +407,25 @@ impl RemoteStore {
                         out.extend(name_of(&o.location).map(|n| (n, false)));
                     }
                     self.remember(&page.result.objects);
+                    note(&page.result.objects);
                     if out.len() >= max {
+                        if page.page_token.is_none() && out.len() == max {
+                            self.keep_listing(dir, &out, &metas);
+                        }
                         out.truncate(max);
                         break;
                     }
                     match page.page_token {
                         Some(t) => token = Some(t),
-                        None => break,
+                        None => {
+                            self.keep_listing(dir, &out, &metas);
+                            break;
+                        }
                     }
                 }
             }
             None => {
+                log::debug!("LIST {url}/");
                 let r = self.ctx.run(&url, async {
                     Counters::add(&io.counters.lists, 1);
                     io.store
@@ -413,10 +444,57 @@ impl RemoteStore {
                         .filter_map(|o| name_of(&o.location).map(|n| (n, false))),
                 );
                 self.remember(&r.objects);
+                note(&r.objects);
+                if out.len() <= max {
+                    self.keep_listing(dir, &out, &metas);
+                }
                 out.truncate(max);
             }
         }
         Ok(out)
+    }
+
+    /// Keeps the complete listing `entries` of `dir` (bounded).
+    fn keep_listing(
+        &self,
+        dir: &Key,
+        entries: &[(String, bool)],
+        metas: &HashMap<String, ObjectMeta>,
+    ) {
+        if entries.len() > MAX_KEPT_LISTING {
+            return;
+        }
+        let map: HashMap<String, (bool, Option<ObjectMeta>)> = entries
+            .iter()
+            .map(|(n, d)| (n.clone(), (*d, metas.get(n).cloned().filter(|_| !*d))))
+            .collect();
+        self.ctx
+            .listings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .put(dir.as_ref().to_string(), Arc::new(map));
+    }
+
+    /// What `key` is by its directory's kept listing: `Some(None)` when the listing has no
+    /// such name, `None` when no listing of its directory is kept.
+    fn by_listing(&self, key: &Key) -> Option<Option<EntryKind>> {
+        let k = key.as_ref();
+        if k.is_empty() {
+            return None;
+        }
+        let mut listings = self.ctx.listings.lock().unwrap_or_else(|e| e.into_inner());
+        // A directory listed with something in it (after a HEAD found no object of its name).
+        if listings.get(k).is_some_and(|l| !l.is_empty()) {
+            return Some(Some(EntryKind::Dir));
+        }
+        let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
+        let listing = listings.get(dir).cloned()?;
+        drop(listings);
+        Some(
+            listing
+                .get(name)
+                .map(|(d, _)| if *d { EntryKind::Dir } else { EntryKind::File }),
+        )
     }
 
     /// HTTP: does `key/` answer like a directory (2xx, or 403 as a server without directory
@@ -437,6 +515,7 @@ impl RemoteStore {
         let url = format!("{}/", self.ctx.url(key));
         let io = &self.ctx.reads.io;
         let timeout = self.ctx.reads.timeout;
+        log::debug!("HEAD {url}");
         self.ctx.run(&url, async {
             Counters::add(&io.counters.heads, 1);
             let r = probe
@@ -477,7 +556,11 @@ impl RemoteStore {
     /// the bucket root), or nothing. Unlike [`Store::kind`], says why it could not tell. Takes
     /// at most `remote_timeout` when the store does not answer.
     pub fn try_kind(&self, path: &Path) -> Result<Option<EntryKind>, RemoteError> {
-        Ok(self.stat(&self.ctx.key_of(path)?)?.map(|(k, _)| k))
+        let key = self.ctx.key_of(path)?;
+        if let Some(k) = self.by_listing(&key) {
+            return Ok(k);
+        }
+        Ok(self.stat(&key)?.map(|(k, _)| k))
     }
 
     /// What `key` is, with the object's metadata if it is one.
@@ -512,7 +595,9 @@ impl RemoteStore {
         if self.ctx.scheme == Scheme::Http {
             return self.http_dir(key);
         }
-        match self.list_keys(key, 1) {
+        // One page (the request a listing of one entry costs), kept when it is the whole
+        // directory: what is in it is then known without a request.
+        match self.list_keys(key, 1000) {
             Ok(v) => Ok(!v.is_empty() || key.as_ref().is_empty()),
             // A listing in a bucket that exists never answers 404.
             Err(RemoteError::NotFound { .. }) => Err(self.no_bucket(key)),
@@ -557,7 +642,22 @@ impl RemoteStore {
     /// The entries of directory `path` (not sorted); an error over plain HTTP.
     pub(crate) fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
         let key = self.ctx.key_of(path)?;
-        let v = self.list_keys(&key, MAX_LIST + 1)?;
+        let kept = self
+            .ctx
+            .listings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key.as_ref())
+            .cloned();
+        let v: Vec<(String, bool)> = match kept {
+            Some(l) => {
+                // As a listing would: the objects' metadata kept for their opens.
+                let objects: Vec<ObjectMeta> = l.values().filter_map(|(_, m)| m.clone()).collect();
+                self.remember(&objects);
+                l.iter().map(|(n, (d, _))| (n.clone(), *d)).collect()
+            }
+            None => self.list_keys(&key, MAX_LIST + 1)?,
+        };
         if v.len() > MAX_LIST {
             return Err(RemoteError::Unsupported {
                 url: self.ctx.url(&key),
@@ -672,6 +772,7 @@ impl RemoteStore {
         let key = self.ctx.key_of(path)?;
         let url = self.ctx.url(&key);
         let ctx = &self.ctx;
+        log::debug!("GET {url} (whole)");
         ctx.run(&url, async {
             Counters::add(&ctx.reads.io.counters.gets, 1);
             let r = ctx
@@ -762,7 +863,13 @@ impl Store for RemoteStore {
 
     fn meta(&self, path: &Path) -> io::Result<FileMeta> {
         let key = self.ctx.key_of(path)?;
-        match self.stat(&key)? {
+        let known_dir = matches!(self.by_listing(&key), Some(Some(EntryKind::Dir)));
+        let stat = if known_dir {
+            Some((EntryKind::Dir, None))
+        } else {
+            self.stat(&key)?
+        };
+        match stat {
             Some((_, Some(m))) => Ok(self.ctx.file_meta(Some(m.last_modified))),
             Some((_, None)) => {
                 let mut m = self.ctx.file_meta(None);
