@@ -68,6 +68,10 @@
 #      process, import included) vs TensorFlow's reader (import excluded; >= 2x) and vs
 #      safetensors' load_file of the same bytes (>= 1.5x); the same model as `.weights.h5` vs
 #      h5py (>= 1.5x); tfmount.open of a 1M-tensor checkpoint to its first array (< 100 ms)
+#  18. a 1 GiB Orbax checkpoint (bench_orbax, scripts/bench_orbax.py; ORBAX_PYTHON, a Python
+#      with orbax-checkpoint, jax[cpu] and tensorstore; ONLY=orbax runs this section alone):
+#      start -> first stat of an array's .shape (< 50 ms) and the bytes read for it (< 1 MiB);
+#      a 256 MiB array in 4 MiB zstd chunks read whole, tensorstore / tfmount (>= 0.5)
 #  14. a ~100 MB TFLite model written by TensorFlow's converter (bench_tflite,
 #      `scripts/gen_tflite.py --big`; a Python with TensorFlow): start -> first stat of its
 #      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
@@ -77,7 +81,7 @@
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
 # CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
@@ -1521,6 +1525,84 @@ bench_python() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 18: Orbax (bench_orbax, scripts/bench_orbax.py; ONLY=orbax runs this section alone; needs
+# ORBAX_PYTHON, a Python with orbax-checkpoint, jax[cpu] and tensorstore, outside the repo)
+# ---------------------------------------------------------------------------------------------
+# Issue 28's rows, on a 1 GiB checkpoint StandardCheckpointer saved (OCDBT, zarr, zstd; ~300
+# float32 arrays, one of 256 MiB in 4 MiB chunks):
+# 18a. `tfmount -f CKPT MNT` to the first successful `stat` of the 256 MiB array's `.shape`
+#      (median of REPS, page cache warm), and what the daemon read for it (rchar)   < 50 ms, < 1 MiB
+# 18b. that array's `.bin` read whole (dd bs=1M, a fresh mount each time) vs tensorstore reading
+#      it as Orbax's restore does (zarr over OCDBT, a fresh context, timed in the process after
+#      its imports): tensorstore's time / tfmount's                                     >= 0.5
+bench_orbax() {
+    echo
+    echo "== 18: a 1 GiB Orbax checkpoint"
+    local opy=${ORBAX_PYTHON:-} ckpt r t0 t1 n pid mp starts=() rchars=() reads=() ts
+    O_START=nan O_RCHAR=nan O_READ=nan O_TS=nan
+    [ -n "$opy" ] && "$opy" -c 'import orbax.checkpoint, tensorstore, jax' 2>/dev/null ||
+        { echo "   (no Python with orbax-checkpoint, jax and tensorstore: set ORBAX_PYTHON)"; return; }
+    ckpt=$WORK/orbax/ckpt
+    if [ ! -d "$ckpt" ]; then
+        mkdir -p "$WORK/orbax"
+        (cd "$WORK" && "$opy" "$REPO/scripts/bench_orbax.py" write "$WORK/orbax" 1024 2>"$WORK/orbax.err" | tail -1) ||
+            { echo "bench: bench_orbax.py write failed:" >&2; tail -5 "$WORK/orbax.err" >&2; return; }
+    fi
+    find "$ckpt" -type f -exec cat {} + >/dev/null # the page cache warm, for every run alike
+    new_mountpoint
+    mp=$MP
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$ckpt" "$mp" 2>>"$WORK/orbax.daemon.log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        n=0
+        while [ $((n += 1)) -lt 200000 ]; do
+            if stat "$mp/variables/big.shape" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: orbax: big.shape never appeared; daemon log:" >&2
+            tail -5 "$WORK/orbax.daemon.log" >&2
+            kunmount "$mp"
+            return
+        fi
+        starts+=("$(sub "$t0" "$t1")")
+        rchars+=("$(kdaemon_io "$mp" rchar)")
+        kunmount "$mp"
+    done
+    O_START=$(median "${starts[@]:-nan}")
+    O_RCHAR=$(median "${rchars[@]:-nan}")
+    printf '   18a: start -> stat big.shape: %s (runs: %s); daemon read %s bytes (runs: %s)\n' \
+        "$(ms "$O_START")" "${starts[*]:-}" "$O_RCHAR" "${rchars[*]:-}"
+    for r in $(seq "$REPS"); do
+        mount_bg "$ckpt" "$mp" || break
+        t0=$(now)
+        dd if="$mp/variables/big.bin" of=/dev/null bs=1M status=none || echo "bench: orbax dd failed" >&2
+        reads+=("$(sub "$t0" "$(now)")")
+        kunmount "$mp"
+    done
+    O_READ=$(median "${reads[@]:-nan}")
+    O_TS=$(cd "$WORK" && "$opy" "$REPO/scripts/bench_orbax.py" read "$WORK/orbax" "$REPS" 2>/dev/null | sed -n 's/^tensorstore_s=//p')
+    O_TS=${O_TS:-nan}
+    printf '   18b: 256 MiB array read whole: tfmount %s (runs: %s), tensorstore %s\n' \
+        "$(ms "$O_READ")" "${reads[*]:-}" "$(ms "$O_TS")"
+    local ratio
+    ratio=$(div "$O_TS" "$O_READ")
+    printf '   %-58s %12s %8s %s\n' "18a Orbax start -> first stat (target < 50 ms)" "$(ms "$O_START")" "" \
+        "$(cmp_ok "$(awk -v t="$O_START" 'BEGIN { print t * 1000 }')" "<" 50)"
+    printf '   %-58s %12s %8s %s\n' "18a bytes read to mount and stat (target < 1 MiB)" "$O_RCHAR" "" \
+        "$(cmp_ok "$O_RCHAR" "<" 1048576)"
+    printf '   %-58s %12s %8s %s\n' "18b 256 MiB chunked read, tensorstore/tfmount (>= 0.5)" "$ratio" "" \
+        "$(cmp_ok "$ratio" ">=" 0.5)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -1533,6 +1615,10 @@ if [ "${ONLY:-}" = tflite ]; then
 fi
 if [ "${ONLY:-}" = python ]; then
     bench_python
+    exit 0
+fi
+if [ "${ONLY:-}" = orbax ]; then
+    bench_orbax
     exit 0
 fi
 echo "== writing checkpoints"

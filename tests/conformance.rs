@@ -56,6 +56,9 @@ enum Expect {
     /// `tests/fixtures/<json>` from `scripts/gen_keras_fixtures.py` (h5py): the datasets at
     /// JSON pointer `.1` (path, dtype, shape, sha256; a dataset without a dtype is not served).
     Keras(&'static str, &'static str),
+    /// Several of those (a sharded model's shards, each recorded on its own), their datasets
+    /// together.
+    KerasShards(&'static [&'static str]),
     /// The model directory's `expected.npz` and `expected_strings.json` from
     /// `scripts/gen_tfjs.py` (`tensorflowjs.read_weights`).
     Tfjs,
@@ -213,6 +216,18 @@ static FIXTURES: &[Fixture] = &[
             "/model.weights.h5/datasets",
         ),
         guard: Guard::Member,
+    },
+    Fixture {
+        format: "Keras file",
+        dir: "keras/sharded",
+        source: "",
+        files: &["model.weights.json", "model_*"],
+        expect: Expect::KerasShards(&[
+            "keras/expected/sharded/model_00000.weights.h5.json",
+            "keras/expected/sharded/model_00001.weights.h5.json",
+            "keras/expected/sharded/model_00002.weights.h5.json",
+        ]),
+        guard: Guard::None,
     },
     Fixture {
         format: "TensorFlow.js model",
@@ -556,6 +571,10 @@ fn wants(fx: &Fixture) -> Vec<Want> {
         Expect::V2(rel) => v2_wants(rel),
         Expect::V1(rel) => v1_wants(rel),
         Expect::Keras(rel, pointer) => keras_wants(rel, pointer),
+        Expect::KerasShards(rels) => rels
+            .iter()
+            .flat_map(|rel| keras_wants(rel, "/datasets"))
+            .collect(),
         Expect::Tfjs => tfjs_wants(&fixtures_dir().join(fx.dir)),
         Expect::Tflite => tflite_wants(fx.source),
         Expect::Orbax(name, item) => orbax_wants(name, item),

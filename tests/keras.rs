@@ -551,3 +551,63 @@ fn summary_counts_keras_optimizer_slots_as_slots() {
         );
     }
 }
+
+/// A sharded model (`save_weights(..., max_shard_size=...)`): its directory and its index are
+/// one model with every shard's datasets (the optimizer's group split across three shards);
+/// `verify` names a shard the index lists that is missing, and one that holds nothing of a
+/// group the index says it holds; the shards are not listed as checkpoints of their own.
+#[test]
+fn sharded_weights_are_one_model_and_verify_names_a_bad_shard() {
+    let src = common::fixtures().join("keras/sharded");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let o = common::tfmount(args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&[
+        "ls".as_ref(),
+        src.as_os_str(),
+        "variables/optimizer/vars".as_ref(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    for i in 0..6 {
+        assert!(out.lines().any(|l| l == format!("{i}.bin")), "{out}");
+    }
+    let index = src.join("model.weights.json");
+    let (code, out) = run(&["ls".as_ref(), index.as_os_str()]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.lines().any(|l| l == "model.weights.json"), "{out}");
+    assert_eq!(run(&["verify".as_ref(), src.as_os_str()]).0, Some(0));
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    for e in std::fs::read_dir(&src).expect("ls") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).expect("copy");
+    }
+    std::fs::remove_file(tmp.path().join("model_00001.weights.h5")).expect("rm");
+    let (code, out) = run(&["verify".as_ref(), tmp.path().as_os_str()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("model_00001.weights.h5") && out.contains("missing"),
+        "{out}"
+    );
+    // Shard 2 replaced by shard 0's bytes: it holds no dataset of /optimizer/vars/3..5.
+    std::fs::copy(
+        src.join("model_00001.weights.h5"),
+        tmp.path().join("model_00001.weights.h5"),
+    )
+    .expect("copy");
+    std::fs::copy(
+        src.join("model_00000.weights.h5"),
+        tmp.path().join("model_00002.weights.h5"),
+    )
+    .expect("copy");
+    let (code, out) = run(&["verify".as_ref(), tmp.path().as_os_str()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("model_00002.weights.h5 holds no dataset of /optimizer/vars"),
+        "{out}"
+    );
+}

@@ -12,6 +12,7 @@
 
 pub(crate) mod config_names;
 pub mod hdf5;
+pub mod sharded;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -85,15 +86,24 @@ impl Format for Keras {
     }
 
     fn source(&self) -> &'static str {
-        "a Keras file (.weights.h5, .keras, .h5)"
+        "a Keras file (.weights.h5, .keras, .h5, or a sharded model's .weights.json)"
     }
 
+    /// A Keras file by its bytes; a sharded model's index (`model.weights.json`), or the
+    /// directory holding exactly one.
     fn detect(&self, store: &dyn Store, path: &Path) -> Option<Detected> {
-        sniff(store, path).map(|_| Detected {
-            path: path.to_path_buf(),
+        let found = |p: PathBuf| Detected {
+            path: p,
             files: Vec::new(),
             format: &Keras,
-        })
+        };
+        if sniff(store, path).is_some() || sharded::is_index(store, path) {
+            return Some(found(path.to_path_buf()));
+        }
+        if store.kind(path) == Some(EntryKind::Dir) {
+            return sharded::index_in(store, path).map(found);
+        }
+        None
     }
 
     /// Each `.h5`, `.hdf5` or `.keras` file whose bytes are a Keras checkpoint, named by its
@@ -104,19 +114,33 @@ impl Format for Keras {
         dir: &Path,
         entries: &[(OsString, EntryKind)],
     ) -> Vec<(String, PathBuf)> {
+        // The shards of a sharded model are not checkpoints of their own (a directory holding
+        // one model's index and shards is that model: [`Format::detect`]).
+        let shards = sharded::shards_named(store, dir, entries);
         entries
             .iter()
             .filter(|(_, kind)| *kind == EntryKind::File)
             .filter_map(|(name, _)| {
                 let name = name.to_str()?;
                 let path = dir.join(name);
-                (keras_name(name) && sniff(store, &path).is_some())
-                    .then(|| (name.to_string(), path))
+                (keras_name(name)
+                    && !shards.iter().any(|s| s == name)
+                    && sniff(store, &path).is_some())
+                .then(|| (name.to_string(), path))
             })
             .collect()
     }
 
     fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
+        if found
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(sharded::SUFFIX))
+        {
+            return sharded::open(ctx.store, &found.path, ctx.verify)
+                .map(|k| Arc::new(k) as Arc<dyn Opened>);
+        }
         open(ctx.store, &found.path, ctx.verify).map(|k| Arc::new(k) as Arc<dyn Opened>)
     }
 }
