@@ -62,6 +62,9 @@ enum Expect {
     /// The model directory's `expected.npz` and `expected_strings.json` from
     /// `scripts/gen_tfjs.py` (`tensorflowjs.read_weights`).
     Tfjs,
+    /// The named `.npz` in the fixture's directory, from `scripts/gen_tfjs_manifests.py`
+    /// (`tensorflowjs.read_weights` of a bare weights manifest).
+    TfjsNpz(&'static str),
     /// `tests/fixtures/tflite/expected/index.json` from `scripts/gen_tflite_index.py`
     /// (TensorFlow's `tf.lite.Interpreter.get_tensor`): subgraph 0's tensors with data (name,
     /// dtype, shape, sha256).
@@ -227,6 +230,30 @@ static FIXTURES: &[Fixture] = &[
             "keras/expected/sharded/model_00001.weights.h5.json",
             "keras/expected/sharded/model_00002.weights.h5.json",
         ]),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "TensorFlow.js model",
+        dir: "tfjs/manifest",
+        source: "",
+        files: &["weights_manifest.json", "group*"],
+        expect: Expect::TfjsNpz("expected.npz"),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "TensorFlow.js model",
+        dir: "tfjs/manifests",
+        source: "tiny-weights_manifest.json",
+        files: &["tiny-*"],
+        expect: Expect::TfjsNpz("expected_tiny.npz"),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "TensorFlow.js model",
+        dir: "tfjs/manifests",
+        source: "landmarks-weights_manifest.json",
+        files: &["landmarks-*"],
+        expect: Expect::TfjsNpz("expected_landmarks.npz"),
         guard: Guard::None,
     },
     Fixture {
@@ -449,8 +476,12 @@ fn npz(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
 }
 
 fn tfjs_wants(dir: &Path) -> Vec<Want> {
+    tfjs_wants_from(dir, "expected.npz")
+}
+
+fn tfjs_wants_from(dir: &Path, npz_name: &str) -> Vec<Want> {
     let mut out = Vec::new();
-    for (name, descr, shape, data) in npz(&dir.join("expected.npz")) {
+    for (name, descr, shape, data) in npz(&dir.join(npz_name)) {
         let dtype = match descr.as_str() {
             "<f4" => "float32",
             "<i4" => "int32",
@@ -576,6 +607,7 @@ fn wants(fx: &Fixture) -> Vec<Want> {
             .flat_map(|rel| keras_wants(rel, "/datasets"))
             .collect(),
         Expect::Tfjs => tfjs_wants(&fixtures_dir().join(fx.dir)),
+        Expect::TfjsNpz(npz) => tfjs_wants_from(&fixtures_dir().join(fx.dir), npz),
         Expect::Tflite => tflite_wants(fx.source),
         Expect::Orbax(name, item) => orbax_wants(name, item),
     };

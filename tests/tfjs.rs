@@ -601,3 +601,49 @@ fn verify_counts_each_byte_checked_once() {
         }
     }
 }
+
+/// Bare weights manifests: a `weights_manifest.json` (the converter's `write_weights`) and the
+/// directory holding it are one model; a directory of several (face-api.js's `weights/`
+/// layout: `<model>-weights_manifest.json` and `<model>-shard1`, ...) shows one directory per
+/// manifest, named without `-weights_manifest.json`, each with its weights (the values are the
+/// conformance suite's, against `tensorflowjs.read_weights`).
+#[test]
+fn weights_manifests_mount_as_models() {
+    let ls = |src: &std::path::Path, path: &str| {
+        let o = common::tfmount(&["ls".as_ref(), src.as_os_str(), path.as_ref()]);
+        assert!(o.status.success(), "ls {} {path}: {o:?}", src.display());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let one = common::fixtures().join("tfjs/manifest");
+    let root = ls(&one, "");
+    assert!(root.lines().any(|l| l == "weights_manifest.json"), "{root}");
+    assert!(ls(&one, "variables/embedding")
+        .lines()
+        .any(|l| l == "ids.bin"));
+    let same = ls(&one.join("weights_manifest.json"), "variables/dense");
+    assert_eq!(same, ls(&one, "variables/dense"));
+    let many = common::fixtures().join("tfjs/manifests");
+    let names: Vec<String> = ls(&many, "").lines().map(str::to_string).collect();
+    assert!(
+        names.contains(&"tiny".to_string()) && names.contains(&"landmarks".to_string()),
+        "{names:?}"
+    );
+    assert!(ls(&many, "tiny/variables/conv0")
+        .lines()
+        .any(|l| l == "filters.bin"));
+    assert!(ls(&many, "landmarks")
+        .lines()
+        .any(|l| l == "landmarks-weights_manifest.json"));
+    // The quantization attributes, as for a model.json's weights.
+    let o = common::tfmount(&[
+        "cat".as_ref(),
+        many.as_os_str(),
+        "tiny/tensors.tsv".as_ref(),
+    ]);
+    let tsv = String::from_utf8_lossy(&o.stdout);
+    let filters = tsv
+        .lines()
+        .find(|l| l.starts_with("conv0/filters\t"))
+        .unwrap_or_else(|| panic!("{tsv}"));
+    assert!(filters.contains("uint8"), "{filters}");
+}

@@ -216,6 +216,37 @@ pub fn parse(bytes: &[u8]) -> Result<Model, String> {
     from_value(v)
 }
 
+/// The name a bare weights manifest's file ends with (`weights_manifest.json` as the converter's
+/// `write_weights` names it, `<model>-weights_manifest.json` in face-api.js's `weights/`).
+pub(crate) const MANIFEST_SUFFIX: &str = "weights_manifest.json";
+
+/// Whether `name` is a bare weights manifest's file name.
+pub(crate) fn is_manifest_name(name: &str) -> bool {
+    name.ends_with(MANIFEST_SUFFIX)
+}
+
+/// Parses a bare weights manifest (a `*weights_manifest.json`: the list of groups a
+/// `model.json`'s `weightsManifest` holds, without the model) as a model with no topology.
+pub fn parse_manifest(bytes: &[u8]) -> Result<Model, String> {
+    if bytes.len() as u64 > MAX_MODEL_JSON {
+        return Err(format!(
+            "{} bytes: weights manifests over {MAX_MODEL_JSON} bytes are refused (they are parsed in memory)",
+            bytes.len()
+        ));
+    }
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON: {e}"))?;
+    if !v.is_array() {
+        return Err(
+            "not a weights manifest: a JSON list of groups (`paths`, `weights`) was expected"
+                .into(),
+        );
+    }
+    let mut top = Map::new();
+    top.insert("weightsManifest".into(), v);
+    top.insert("format".into(), Value::String("weights-manifest".into()));
+    from_value(Value::Object(top))
+}
+
 /// [`parse`] of a JSON value already parsed.
 pub(crate) fn from_value(v: Value) -> Result<Model, String> {
     let Value::Object(mut top) = v else {

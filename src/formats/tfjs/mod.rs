@@ -49,6 +49,31 @@ pub struct Tfjs;
 type Sniffed = (PathBuf, Arc<dyn ByteSource>, Arc<[u8]>);
 static LAST: Mutex<Option<Sniffed>> = Mutex::new(None);
 
+/// Whether file `path` is a bare weights manifest (`*weights_manifest.json` holding a list of
+/// groups).
+fn is_manifest(store: &dyn Store, path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(ft::is_manifest_name)
+        && store.is_file(path)
+        && store
+            .read_whole(path, ft::MAX_MODEL_JSON)
+            .ok()
+            .is_some_and(|b| ft::parse_manifest(&b).is_ok())
+}
+
+/// The bare weights manifests among a directory's entries, by name.
+fn manifests_in(store: &dyn Store, dir: &Path, entries: &[(OsString, EntryKind)]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = entries
+        .iter()
+        .filter(|(n, k)| *k == EntryKind::File && n.to_str().is_some_and(ft::is_manifest_name))
+        .map(|(n, _)| dir.join(n))
+        .filter(|p| is_manifest(store, p))
+        .collect();
+    out.sort();
+    out
+}
+
 /// The bytes of file `path` if it is a TF.js `model.json` (by content, or by name and a
 /// leading `{`).
 fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
@@ -83,7 +108,7 @@ impl Format for Tfjs {
     }
 
     fn source(&self) -> &'static str {
-        "a TensorFlow.js model.json or its directory"
+        "a TensorFlow.js model.json, a *weights_manifest.json, or their directory"
     }
 
     /// `path` itself (a `model.json`, or a JSON file that is a model by content), or, when
@@ -95,24 +120,57 @@ impl Format for Tfjs {
             format: &Tfjs,
         };
         if store.is_file(path) {
+            if is_manifest(store, path) {
+                return Some(found(path));
+            }
             return sniff(store, path).map(|_| found(path));
         }
         let inner = path.join(MODEL_JSON);
         if !store.is_file(&inner) {
+            // A directory holding one bare weights manifest is that model.
+            if store.kind(path) == Some(EntryKind::Dir) {
+                let entries = store.list(path).ok()?;
+                if let [one] = &manifests_in(store, path, &entries)[..] {
+                    return Some(found(one));
+                }
+            }
             return None;
         }
         sniff(store, &inner).map(|_| found(&inner))
     }
 
-    /// None: a directory of checkpoints does not list TF.js models (a directory holding a
-    /// `model.json` is one model, found by [`Format::detect`]).
+    /// A directory of several bare weights manifests (face-api.js's `weights/`): each one, named
+    /// by its file name less `-weights_manifest.json`. Otherwise none: a directory holding a
+    /// `model.json`, or one manifest, is one model ([`Format::detect`]).
     fn in_dir(
         &self,
-        _store: &dyn Store,
-        _dir: &Path,
-        _entries: &[(OsString, EntryKind)],
+        store: &dyn Store,
+        dir: &Path,
+        entries: &[(OsString, EntryKind)],
     ) -> Vec<(String, PathBuf)> {
-        Vec::new()
+        if entries.iter().any(|(n, _)| n == MODEL_JSON) {
+            return Vec::new();
+        }
+        let found = manifests_in(store, dir, entries);
+        if found.len() < 2 {
+            return Vec::new();
+        }
+        found
+            .into_iter()
+            .map(|p| {
+                let n = p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                let short = n
+                    .strip_suffix(ft::MANIFEST_SUFFIX)
+                    .map(|s| s.trim_end_matches(['-', '_', '.']))
+                    .filter(|s| !s.is_empty())
+                    .map_or(n.clone(), str::to_string);
+                (short, p)
+            })
+            .collect()
     }
 
     fn open(&self, ctx: &OpenCtx, found: &Detected) -> Result<Arc<dyn Opened>, SourceError> {
@@ -242,7 +300,18 @@ pub(crate) struct TfjsSet {
 /// Opens the TF.js model whose `model.json` is `path`.
 pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
     let (file, bytes) = read_model_json(store, path)?;
-    let model = ft::parse(&bytes).map_err(|e| invalid(path, e))?;
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(MODEL_JSON)
+        .to_string();
+    let manifest = ft::is_manifest_name(&file_name);
+    let model = if manifest {
+        ft::parse_manifest(&bytes)
+    } else {
+        ft::parse(&bytes)
+    }
+    .map_err(|e| invalid(path, e))?;
     let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
 
     let mut streams = Vec::new();
@@ -259,7 +328,13 @@ pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
         placed.extend(group);
     }
     let weights = latest_by_name(path, placed);
-    let (files, graph, graph_error) = topology_files(path, &model, bytes);
+    let (mut files, graph, graph_error) = topology_files(path, &model, bytes);
+    if manifest {
+        // Shown under its own name.
+        if let Some(f) = files.first_mut() {
+            f.0 = file_name;
+        }
+    }
     let set = Arc::new(TfjsSet {
         path: path.to_path_buf(),
         meta: file.meta(),
