@@ -220,6 +220,19 @@ unmount() {
 # watchdog child), found by command line as `pgrep -f "tfmount .*MOUNTPOINT"`.
 mount_pids() { pgrep -f "tfmount .*$1\$"; }
 
+# kunmount MOUNTPOINT: unmounts a mount whose daemon runs in the foreground (started with
+# `tfmount -f ... &`), then waits up to 5 s for its processes to end, so that the next run
+# starts on a free mount point with no daemon left reading.
+kunmount() {
+    local i
+    unmount "$1"
+    for i in $(seq 100); do
+        [ -z "$(mount_pids "$1")" ] && return 0
+        sleep 0.05
+    done
+    echo "bench: the daemon of $1 is still running 5 s after the unmount" >&2
+}
+
 RSS_MAX=0
 RSS_NOTES=()
 # note_rss LABEL MOUNTPOINT: records the summed RssAnon of the mount's processes.
@@ -1583,8 +1596,12 @@ bench_orbax() {
     for r in $(seq "$REPS"); do
         mount_bg "$ckpt" "$mp" || break
         t0=$(now)
-        dd if="$mp/variables/big.bin" of=/dev/null bs=1M status=none || echo "bench: orbax dd failed" >&2
-        reads+=("$(sub "$t0" "$(now)")")
+        if dd if="$mp/variables/big.bin" of=/dev/null bs=1M status=none; then
+            reads+=("$(sub "$t0" "$(now)")")
+        else
+            echo "bench: orbax: reading big.bin failed (a failed read counts as no figure)" >&2
+            reads+=(nan)
+        fi
         kunmount "$mp"
     done
     O_READ=$(median "${reads[@]:-nan}")

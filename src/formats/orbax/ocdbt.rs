@@ -313,10 +313,9 @@ impl Node {
         let n = c.count("entry count")?;
         let keys = relative_keys(&mut c, n, height > 0)?;
         if height == 0 {
-            let mut lens = Vec::with_capacity(n);
-            for _ in 0..n {
-                lens.push(c.count("value length")?);
-            }
+            // Value lengths: an indirect value's is in its data file, so only inline ones are
+            // bounded by the node (when their bytes are read).
+            let lens = c.varints(n)?;
             let kinds = c.varints(n)?;
             let indirect = kinds.iter().filter(|&&k| k == 1).count();
             if kinds.iter().any(|&k| k > 1) {
@@ -332,13 +331,15 @@ impl Node {
                     let v = NodeRef {
                         path: path.clone(),
                         offset: offs[k],
-                        length: lens[i] as u64,
+                        length: lens[i],
                         base: base.clone(),
                     };
                     k += 1;
                     Value::Indirect(v)
                 } else {
-                    Value::Inline(c.bytes(lens[i])?.to_vec())
+                    let len = usize::try_from(lens[i])
+                        .map_err(|_| bad(format!("inline value length {}", lens[i])))?;
+                    Value::Inline(c.bytes(len)?.to_vec())
                 };
                 out.push(Entry {
                     key: [prefix, &rel].concat(),
@@ -743,6 +744,61 @@ mod tests {
             "{keys:?}"
         );
         assert!(!keys.iter().any(|k| k.ends_with("/.zarray")), "{keys:?}");
+    }
+
+    /// An encoded node: the outer header, `body` uncompressed, the CRC-32C.
+    fn encode(magic: u32, body: &[u8]) -> Vec<u8> {
+        let mut e = magic.to_be_bytes().to_vec();
+        let len = (4 + 8 + 2 + body.len() + 4) as u64;
+        e.extend_from_slice(&len.to_le_bytes());
+        e.extend_from_slice(&[0, 0]); // version 0, no compression
+        e.extend_from_slice(body);
+        let crc = crc32c::crc32c(&e);
+        e.extend_from_slice(&crc.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn an_indirect_value_may_be_longer_than_its_node() {
+        // A leaf of height 0 with one data file `d/x` and two entries: `a/0` indirect, 3876503
+        // bytes at offset 7 of `d/x` (a 4 MiB chunk: what Orbax writes for a large array), and
+        // `a/1` inline, 2 bytes.
+        let mut b = vec![0u8]; // height
+        b.extend_from_slice(&[1, 3, 0]); // one file: suffix length 3, base length 0
+        b.extend_from_slice(b"d/x");
+        b.push(2); // entries
+        b.push(2); // key prefix length of the second
+        b.extend_from_slice(&[3, 1]); // suffix lengths
+        b.extend_from_slice(b"a/01");
+        let mut len = Vec::new();
+        crate::parse::varint::encode_u64(3_876_503, &mut len);
+        b.extend_from_slice(&len);
+        b.push(2); // the inline value's length
+        b.extend_from_slice(&[1, 0]); // kinds: indirect, inline
+        b.push(0); // the indirect value's file
+        b.push(7); // and offset
+        b.extend_from_slice(b"hi");
+        let Node::Leaf(entries) = Node::parse(&encode(BTREE_MAGIC, &b), b"", b"").expect("parse")
+        else {
+            panic!("not a leaf");
+        };
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].key, b"a/0");
+        assert_eq!(
+            entries[0].value,
+            Value::Indirect(NodeRef {
+                path: b"d/x".to_vec(),
+                offset: 7,
+                length: 3_876_503,
+                base: Vec::new(),
+            })
+        );
+        assert_eq!(entries[1].value, Value::Inline(b"hi".to_vec()));
+        // An inline value longer than the node is an error, not a read past it.
+        let mut long = b.clone();
+        let at = long.len() - 2 - 1 - 1 - 2 - 1; // the inline length byte
+        long[at] = 100;
+        assert!(Node::parse(&encode(BTREE_MAGIC, &long), b"", b"").is_err());
     }
 
     #[test]

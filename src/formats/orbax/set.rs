@@ -260,7 +260,17 @@ pub(crate) struct Shared {
     /// Sorted by key.
     pub tensors: Vec<Tensor>,
     chunks: Mutex<ChunkCache>,
+    /// The chunk a read-ahead thread is decoding (one at a time per checkpoint), and its end.
+    ahead: Mutex<Option<ChunkKey>>,
+    ahead_done: std::sync::Condvar,
 }
+
+/// A decoded chunk's key: the tensor's position and the chunk's index.
+type ChunkKey = (u64, Vec<u64>);
+
+/// How long a read waits for the read-ahead thread decoding the chunk it needs before decoding
+/// it itself.
+const AHEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An Orbax checkpoint's tensors.
 pub(crate) struct OrbaxSet(pub Arc<Shared>);
@@ -285,6 +295,8 @@ impl OrbaxSet {
                 lru: lru::LruCache::unbounded(),
                 bytes: 0,
             }),
+            ahead: Mutex::new(None),
+            ahead_done: std::sync::Condvar::new(),
         }))
     }
 }
@@ -351,6 +363,30 @@ impl Shared {
         if let Some(c) = lock().lru.get(&k) {
             return Ok(Some(c.clone()));
         }
+        // Being decoded by the read-ahead thread: wait for it rather than decode it twice.
+        {
+            let ahead = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+            if ahead.as_ref() == Some(&k) {
+                let _ = self
+                    .ahead_done
+                    .wait_timeout_while(ahead, AHEAD_WAIT, |a| a.as_ref() == Some(&k));
+                if let Some(c) = lock().lru.get(&k) {
+                    return Ok(Some(c.clone()));
+                }
+            }
+        }
+        self.decode(t, meta, index, k)
+    }
+
+    /// Reads and decodes chunk `index` (the work of [`Shared::chunk`]), and keeps it.
+    fn decode(
+        &self,
+        t: &Tensor,
+        meta: &ArrayMeta,
+        index: &[u64],
+        k: ChunkKey,
+    ) -> Result<Option<Arc<Vec<u8>>>, FormatError> {
+        let lock = || self.chunks.lock().unwrap_or_else(|p| p.into_inner());
         let item = self.items.get(t.item).ok_or_else(|| bad("no such item"))?;
         let (key, at) = meta.stored_at(index);
         let stored = item.get(&format!("{}/{key}", t.leaf.stored_name()))?;
@@ -465,9 +501,62 @@ impl TensorData for Chunked {
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
         let t = self.set.tensor(self.pos)?;
         let mut chunk = |i: &[u64]| self.set.chunk(self.pos, t, &self.meta, i);
-        self.meta
+        let out = self
+            .meta
             .read(offset, len, &mut chunk)
-            .map_err(|e| self.set.corrupt(t, e))
+            .map_err(|e| self.set.corrupt(t, e))?;
+        self.read_ahead(offset.saturating_add(out.len() as u64));
+        Ok(out)
+    }
+}
+
+impl Chunked {
+    /// Read-ahead for a reader moving forward: the chunk one chunk's bytes past where this read
+    /// ended is decoded on a thread of its own while this one is served (one such thread per
+    /// checkpoint at a time; a read that needs the chunk waits for it), so that a sequential
+    /// read decodes on two cores. Its bytes are kept in the chunk cache, within its bound.
+    fn read_ahead(&self, end: u64) {
+        let at = end.saturating_add(self.meta.chunk_bytes() as u64);
+        let Some(index) = self
+            .meta
+            .chunk_of(at.min(self.meta.size().saturating_sub(1)))
+        else {
+            return;
+        };
+        let k = (self.pos, index);
+        let set = &self.set;
+        if set
+            .chunks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lru
+            .contains(&k)
+        {
+            return;
+        }
+        {
+            let mut ahead = set.ahead.lock().unwrap_or_else(|p| p.into_inner());
+            if ahead.is_some() {
+                return;
+            }
+            *ahead = Some(k.clone());
+        }
+        let (set, meta, pos) = (self.set.clone(), self.meta.clone(), self.pos);
+        let spawned = std::thread::Builder::new()
+            .name("tfmount-ahead".into())
+            .spawn(move || {
+                if let Ok(t) = set.tensor(pos) {
+                    // Its failure is the foreground read's to report, when it gets there.
+                    let index = k.1.clone();
+                    let _ = set.decode(t, &meta, &index, k);
+                }
+                *set.ahead.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                set.ahead_done.notify_all();
+            });
+        if spawned.is_err() {
+            *self.set.ahead.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            self.set.ahead_done.notify_all();
+        }
     }
 }
 

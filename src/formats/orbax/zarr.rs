@@ -362,8 +362,22 @@ impl ArrayMeta {
         }
     }
 
+    /// The index of the chunk holding byte `at` of the served array (`None` past its end).
+    pub(crate) fn chunk_of(&self, at: u64) -> Option<Vec<u64>> {
+        if at >= self.size() {
+            return None;
+        }
+        let mut e = at / self.elem as u64;
+        let mut idx = vec![0u64; self.shape.len()];
+        for d in (0..self.shape.len()).rev() {
+            idx[d] = (e % self.shape[d]) / self.chunks[d];
+            e /= self.shape[d];
+        }
+        Some(idx)
+    }
+
     /// Bytes of one decoded chunk (chunks at the edges are stored whole too).
-    fn chunk_bytes(&self) -> usize {
+    pub(crate) fn chunk_bytes(&self) -> usize {
         self.chunks.iter().product::<u64>() as usize * self.elem
     }
 
@@ -386,10 +400,7 @@ impl ArrayMeta {
         };
         let mut out = match self.codec {
             Codec::None => stored.to_vec(),
-            Codec::Zstd => bounded(
-                zstd::stream::read::Decoder::new(stored).map_err(|e| bad(e.to_string()))?,
-                want,
-            )?,
+            Codec::Zstd => zstd_chunk(stored, want)?,
             Codec::Gzip => bounded(flate2::read::GzDecoder::new(stored), want)?,
             Codec::Zlib => bounded(flate2::read::ZlibDecoder::new(stored), want)?,
         };
@@ -424,12 +435,19 @@ impl ArrayMeta {
         if a == b {
             return Ok(out);
         }
+        // Appends the part of `piece` (bytes of the array from `at` on) within [a, b).
+        let put = |out: &mut Vec<u8>, at: u64, piece: &[u8]| {
+            let from = a.saturating_sub(at).min(piece.len() as u64) as usize;
+            let to = (b.saturating_sub(at)).min(piece.len() as u64) as usize;
+            if from < to {
+                out.extend_from_slice(&piece[from..to]);
+            }
+        };
         let es = self.elem as u64;
         let (ea, eb) = (a / es, b.div_ceil(es));
         let rank = self.shape.len();
         let row = self.shape.last().copied().unwrap_or(1).max(1);
         let grid = self.grid();
-        let mut bytes = Vec::with_capacity(((eb - ea) * es) as usize);
         let mut e = ea;
         while e < eb {
             // The element's index, and how far along its row to copy.
@@ -464,19 +482,37 @@ impl ArrayMeta {
                     let piece = c
                         .get(from..from + (n * es) as usize)
                         .ok_or_else(|| bad("a chunk is shorter than its shape"))?;
-                    bytes.extend_from_slice(piece);
+                    put(&mut out, e * es, piece);
                 }
                 None => {
-                    for _ in 0..n {
-                        bytes.extend_from_slice(&self.fill);
+                    for k in 0..n {
+                        put(&mut out, (e + k) * es, &self.fill);
                     }
                 }
             }
             e += n;
         }
-        let skip = (a - ea * es) as usize;
-        out.extend_from_slice(&bytes[skip..skip + (b - a) as usize]);
         Ok(out)
+    }
+}
+
+/// A zstd-compressed chunk decoded into at most `want` bytes. When its frame says how large it
+/// decodes (tensorstore writes the size), in one call into one buffer of at most that size
+/// (no buffer grown and copied as it fills: a 4 MiB chunk decoded by growth faulted in and
+/// copied about three times its size); pages of the buffer are touched only as bytes are
+/// decoded into them. Otherwise by streaming into a buffer grown as bytes arrive.
+fn zstd_chunk(stored: &[u8], want: usize) -> Result<Vec<u8>, FormatError> {
+    match zstd::zstd_safe::get_frame_content_size(stored) {
+        Ok(Some(n)) if n <= want as u64 => {
+            zstd::bulk::decompress(stored, n as usize).map_err(|e| bad(format!("zstd: {e}")))
+        }
+        Ok(Some(n)) => Err(bad(format!(
+            "a chunk's zstd frame holds {n} bytes, its shape {want}"
+        ))),
+        _ => bounded(
+            zstd::stream::read::Decoder::new(stored).map_err(|e| bad(e.to_string()))?,
+            want,
+        ),
     }
 }
 
