@@ -666,19 +666,26 @@ fn keras_files_on_s3_serve_what_local_ones_do() {
     keras_opens_cost_a_handful_of_requests("s3://tfm/keras", &env);
 }
 
-/// Keras files on GCS (fake-gcs-server), as on S3.
-#[test]
-fn keras_files_on_gcs_serve_what_local_ones_do() {
-    let Some(gcs) = Server::fake_gcs() else {
-        return;
-    };
+/// fake-gcs-server with every file of `fixtures/<dir>` uploaded to `tfm/<dir>/...`: the server,
+/// the credentials' home, the daemon's environment for it, the files uploaded (key, bytes).
+/// `None` when the server is not installed (the test is skipped, or fails with
+/// TFMOUNT_REQUIRE_ALL).
+type Gcs = (
+    Server,
+    tempfile::TempDir,
+    Vec<(String, String)>,
+    Vec<(String, Vec<u8>)>,
+);
+
+fn gcs_with(dir: &str) -> Option<Gcs> {
+    let gcs = Server::fake_gcs()?;
     gcs_bucket(gcs.port, "tfm");
-    let root = fixtures().join("keras");
+    let root = fixtures().join(dir);
     let files: Vec<(String, Vec<u8>)> = walk_local(&root)
         .into_iter()
         .map(|rel| {
             let body = std::fs::read(root.join(&rel)).expect("fixture");
-            (format!("keras/{}", rel.display()), body)
+            (format!("{dir}/{}", rel.display()), body)
         })
         .collect();
     gcs_put(gcs.port, "tfm", &files);
@@ -692,6 +699,15 @@ fn keras_files_on_gcs_serve_what_local_ones_do() {
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
+    Some((gcs, home, env, files))
+}
+
+/// Keras files on GCS (fake-gcs-server), as on S3.
+#[test]
+fn keras_files_on_gcs_serve_what_local_ones_do() {
+    let Some((_gcs, _home, env, _)) = gcs_with("keras") else {
+        return;
+    };
     keras_files_serve_what_local_ones_do("gs://tfm/keras", &env);
     let r = remote_mount("gs://tfm/keras/checkpoints", &env);
     let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
@@ -833,29 +849,10 @@ fn tfjs_models_over_http_serve_what_local_ones_do() {
 /// reads").
 #[test]
 fn orbax_checkpoints_on_gcs_serve_what_local_ones_do() {
-    let Some(gcs) = Server::fake_gcs() else {
+    let Some((_gcs, _home, env, files)) = gcs_with("orbax") else {
         return;
     };
-    gcs_bucket(gcs.port, "tfm");
     let root = fixtures().join("orbax");
-    let files: Vec<(String, Vec<u8>)> = walk_local(&root)
-        .into_iter()
-        .map(|rel| {
-            let body = std::fs::read(root.join(&rel)).expect("fixture");
-            (format!("orbax/{}", rel.display()), body)
-        })
-        .collect();
-    gcs_put(gcs.port, "tfm", &files);
-    let home = tempfile::tempdir().expect("home");
-    let key = gcs_key_file(home.path(), gcs.port);
-    let env: Vec<(String, String)> = [
-        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
-        ("HOME", home.path().to_str().expect("home")),
-        ("NO_GCE_CHECK", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
     for dir in ["manager", "keras/orbax/1", "zarr/ckpt"] {
         let r = remote_mount(&format!("gs://tfm/orbax/{dir}"), &env);
         let l = Mount::start(&root.join(dir), &["-o", "nolive"]);

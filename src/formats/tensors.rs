@@ -146,6 +146,23 @@ pub trait TensorData: Send + Sync {
     }
 }
 
+/// Served bytes held in memory (a string tensor in tfmount's layout).
+pub(crate) struct Memory(pub Vec<u8>);
+
+impl TensorData for Memory {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let b = a.saturating_add(len).min(self.0.len());
+        Ok(self.0.get(a..b).unwrap_or(&[]).to_vec())
+    }
+}
+
 /// [`TensorData::scan`] by [`TensorData::read`]s of `piece` bytes.
 pub(crate) fn scan_by_reads<D: TensorData + ?Sized>(
     data: &D,

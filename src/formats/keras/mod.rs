@@ -58,6 +58,11 @@ fn sniff(store: &dyn Store, path: &Path) -> Option<(Arc<dyn ByteSource>, Kind)> 
     if !store.is_file(path) {
         return None;
     }
+    sniff_file(store, path)
+}
+
+/// [`sniff`] of a path known to be a file.
+fn sniff_file(store: &dyn Store, path: &Path) -> Option<(Arc<dyn ByteSource>, Kind)> {
     let f = crate::formats::opened(store, path, false).ok()?;
     let mut head = [0u8; 8];
     f.read_exact_at(&mut head, 0).ok()?;
@@ -97,13 +102,14 @@ impl Format for Keras {
             files: Vec::new(),
             format: &Keras,
         };
-        if sniff(store, path).is_some() || sharded::is_index(store, path) {
-            return Some(found(path.to_path_buf()));
+        // One look at what `path` is (on object storage, a request).
+        match store.kind(path) {
+            Some(EntryKind::File) => (sniff_file(store, path).is_some()
+                || sharded::is_index(store, path))
+            .then(|| found(path.to_path_buf())),
+            Some(EntryKind::Dir) => sharded::index_in(store, path).map(found),
+            _ => None,
         }
-        if store.kind(path) == Some(EntryKind::Dir) {
-            return sharded::index_in(store, path).map(found);
-        }
-        None
     }
 
     /// Each `.h5`, `.hdf5` or `.keras` file whose bytes are a Keras checkpoint, named by its

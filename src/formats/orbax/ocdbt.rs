@@ -549,6 +549,7 @@ impl<F: Files> Db<F> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{expected, fixture, sha};
     use super::*;
     use std::path::PathBuf;
 
@@ -568,23 +569,12 @@ mod tests {
         }
     }
 
-    fn fixture(rel: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/orbax")
-            .join(rel)
-    }
-
     /// The leaves Orbax's restore gave (tests/fixtures/orbax/expected/NAME.json), as the array
     /// names Orbax stores them under (pytree path components joined by `.`).
     fn expected_arrays(name: &str) -> Vec<String> {
-        let text =
-            std::fs::read_to_string(fixture(&format!("expected/{name}.json"))).expect("expected");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        let mut names: Vec<String> = v["leaves"]
-            .as_array()
-            .expect("leaves")
-            .iter()
-            .map(|l| l["key"].as_str().expect("key").replace('/', "."))
+        let mut names: Vec<String> = expected(name)
+            .into_keys()
+            .map(|k| k.replace('/', "."))
             .collect();
         names.sort();
         names
@@ -669,7 +659,6 @@ mod tests {
     #[test]
     fn every_array_is_what_orbax_restored() {
         use super::super::zarr::ArrayMeta;
-        use sha2::Digest as _;
         // Orbax's default writes zarr v2 (`.zarray`); Keras's OrbaxCheckpoint (Orbax's v1 API)
         // zarr v3 with sharded chunks (`zarr.json`, `c/...`), its arrays under the item `pytree`.
         for (dir, name) in [
@@ -678,12 +667,8 @@ mod tests {
             ("keras/orbax/1/pytree", "keras_1"),
         ] {
             let db = Db::open(Dir(fixture(dir))).expect("open");
-            let text = std::fs::read_to_string(fixture(&format!("expected/{name}.json")))
-                .expect("expected");
-            let exp: serde_json::Value = serde_json::from_str(&text).expect("json");
             let mut checked = 0;
-            for leaf in exp["leaves"].as_array().expect("leaves") {
-                let key = leaf["key"].as_str().expect("key");
+            for (key, (dtype, _, digest)) in expected(name) {
                 // Keras's items: `pytree/...` is this database; `model_config` is not an array.
                 let array = match (name.starts_with("keras"), key.strip_prefix("pytree/")) {
                     (false, _) => key.replace('/', "."),
@@ -706,20 +691,8 @@ mod tests {
                         })
                     };
                 let bytes = meta.read(0, usize::MAX, &mut chunk).expect("read");
-                let digest: String = sha2::Sha256::digest(&bytes)
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect();
-                assert_eq!(
-                    digest,
-                    leaf["sha256"].as_str().expect("sha"),
-                    "{dir}: {array}"
-                );
-                assert_eq!(
-                    meta.dtype.display_name(),
-                    leaf["dtype"].as_str().expect("dtype"),
-                    "{dir}: {array}"
-                );
+                assert_eq!(sha(&bytes), digest, "{dir}: {array}");
+                assert_eq!(meta.dtype.display_name(), dtype, "{dir}: {array}");
                 checked += 1;
             }
             assert!(checked >= 4, "{dir}: {checked} arrays");

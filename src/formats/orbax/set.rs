@@ -17,7 +17,7 @@ use super::tree::{Kind, Leaf};
 use super::zarr::ArrayMeta;
 use crate::error::{FsError, FsResult};
 use crate::formats::tensors::{
-    next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+    next_position, seek_sorted, Memory, Stored, TensorData, TensorInfo, TensorSet,
 };
 use crate::parse::dtype::DT_STRING;
 use crate::parse::FormatError;
@@ -557,22 +557,6 @@ impl Chunked {
             *self.set.ahead.lock().unwrap_or_else(|p| p.into_inner()) = None;
             self.set.ahead_done.notify_all();
         }
-    }
-}
-
-/// Served bytes held in memory (a string leaf).
-struct Memory(Vec<u8>);
-
-impl TensorData for Memory {
-    fn size(&self) -> u64 {
-        self.0.len() as u64
-    }
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        let a = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(self.0.len());
-        let b = a.saturating_add(len).min(self.0.len());
-        Ok(self.0.get(a..b).unwrap_or(&[]).to_vec())
     }
 }
 

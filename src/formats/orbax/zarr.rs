@@ -625,49 +625,16 @@ fn fill_value(v: &serde_json::Value, dtype: DType, elem: usize) -> Result<Vec<u8
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{expected as leaves, fixture, sha, Leaf};
     use super::*;
-    use sha2::Digest as _;
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
     use std::sync::Arc;
 
-    fn fixture(rel: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/orbax")
-            .join(rel)
-    }
-
-    fn sha(b: &[u8]) -> String {
-        sha2::Sha256::digest(b)
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect()
-    }
-
-    /// (dtype, shape, sha256) of each leaf Orbax restored, by array name.
-    fn expected(name: &str) -> BTreeMap<String, (String, Vec<u64>, String)> {
-        let text =
-            std::fs::read_to_string(fixture(&format!("expected/{name}.json"))).expect("expected");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        v["leaves"]
-            .as_array()
-            .expect("leaves")
-            .iter()
-            .map(|l| {
-                (
-                    l["key"].as_str().expect("key").replace('/', "."),
-                    (
-                        l["dtype"].as_str().expect("dtype").to_string(),
-                        l["shape"]
-                            .as_array()
-                            .expect("shape")
-                            .iter()
-                            .map(|d| d.as_u64().expect("dim"))
-                            .collect(),
-                        l["sha256"].as_str().expect("sha").to_string(),
-                    ),
-                )
-            })
+    /// (dtype, shape, sha256) of each leaf Orbax restored, by array name (`params.dense.kernel`).
+    fn expected(name: &str) -> BTreeMap<String, Leaf> {
+        leaves(name)
+            .into_iter()
+            .map(|(k, v)| (k.replace('/', "."), v))
             .collect()
     }
 

@@ -25,7 +25,7 @@ use super::{Detected, Format, OpenCtx, Opened};
 use crate::error::{FsError, FsResult, SourceError};
 use crate::formats::integrity::{Generic, Integrity, Item};
 use crate::formats::tensors::{
-    self, next_position, seek_sorted, Stored, TensorData, TensorInfo, TensorSet,
+    self, next_position, seek_sorted, Memory, Stored, TensorData, TensorInfo, TensorSet,
 };
 use crate::formats::tfjs::manifest as ft;
 use crate::formats::tfjs::manifest::{Quant, WDtype, Weight};
@@ -1127,22 +1127,5 @@ impl TensorData for Dequantized {
             .get(from..from + (b - a) as usize)
             .unwrap_or(&[])
             .to_vec())
-    }
-}
-
-/// Served bytes held in memory (a string weight in tfmount's layout).
-struct Memory(Vec<u8>);
-
-impl TensorData for Memory {
-    fn size(&self) -> u64 {
-        self.0.len() as u64
-    }
-
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        let a = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(self.0.len());
-        let b = a.saturating_add(len).min(self.0.len());
-        Ok(self.0.get(a..b).unwrap_or(&[]).to_vec())
     }
 }
