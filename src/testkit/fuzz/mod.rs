@@ -41,6 +41,7 @@ use crate::testkit::walk::assert_same;
 
 pub mod keras;
 pub mod ocdbt;
+pub mod orbax_meta;
 pub mod tfjs;
 pub mod tflite;
 pub mod v1;
@@ -62,6 +63,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tfjs", tfjs::tfjs),
     ("ocdbt", ocdbt::ocdbt),
     ("zarr", zarr::zarr),
+    ("orbax_meta", orbax_meta::orbax_meta),
     ("tflite", tflite::tflite),
 ];
 
@@ -867,6 +869,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(tflite::seeds(fixtures)?);
     out.extend(ocdbt::seeds(fixtures)?);
     out.extend(zarr::seeds(fixtures)?);
+    out.extend(orbax_meta::seeds(fixtures)?);
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",
