@@ -220,6 +220,41 @@ unmount() {
 # watchdog child), found by command line as `pgrep -f "tfmount .*MOUNTPOINT"`.
 mount_pids() { pgrep -f "tfmount .*$1\$"; }
 
+# starts_to_stat SOURCE MOUNTPOINT PATH LOG: REPS times, `tfmount -f SOURCE MOUNTPOINT` to the
+# first successful `stat MOUNTPOINT/PATH` (STARTS: seconds each) and what the daemon had read by
+# then (RCHARS: /proc/PID/io rchar); unmounted after each. Stops at a run whose PATH never
+# appears (the daemon's log, LOG, tail shown).
+starts_to_stat() {
+    local src=$1 mp=$2 probe=$3 log=$4 r t0 t1 n pid
+    STARTS=()
+    RCHARS=()
+    for r in $(seq "$REPS"); do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$src" "$mp" 2>>"$log" &
+        pid=$!
+        FG_PIDS+=("$pid")
+        t1=
+        n=0
+        while [ $((n += 1)) -lt 200000 ]; do
+            if stat "$mp/$probe" >/dev/null 2>&1; then
+                t1=$(now)
+                break
+            fi
+            kill -0 "$pid" 2>/dev/null || break
+        done
+        if [ -z "$t1" ]; then
+            echo "bench: $probe never appeared in the mount of $src; daemon log:" >&2
+            tail -5 "$log" >&2
+            kunmount "$mp"
+            return
+        fi
+        STARTS+=("$(sub "$t0" "$t1")")
+        RCHARS+=("$(kdaemon_io "$mp" rchar)")
+        kunmount "$mp"
+    done
+}
+
 # kunmount MOUNTPOINT: unmounts a mount whose daemon runs in the foreground (started with
 # `tfmount -f ... &`), then waits up to 5 s for its processes to end, so that the next run
 # starts on a free mount point with no daemon left reading.
@@ -1160,31 +1195,9 @@ bench_tflite() {
     cat "$tfile" >/dev/null # the page cache warm, for every run alike
     new_mountpoint
     mp=$MP
-    for r in $(seq "$REPS"); do
-        t0=$(now)
-        # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$tfile" "$mp" 2>>"$WORK/tflite.daemon.log" &
-        pid=$!
-        FG_PIDS+=("$pid")
-        t1=
-        n=0
-        while [ $((n += 1)) -lt 200000 ]; do
-            if stat "$mp/variables/$key.shape" >/dev/null 2>&1; then
-                t1=$(now)
-                break
-            fi
-            kill -0 "$pid" 2>/dev/null || break
-        done
-        if [ -z "$t1" ]; then
-            echo "bench: tflite: $key.shape never appeared; daemon log:" >&2
-            tail -5 "$WORK/tflite.daemon.log" >&2
-            kunmount "$mp"
-            break
-        fi
-        starts+=("$(sub "$t0" "$t1")")
-        rchars+=("$(kdaemon_io "$mp" rchar)")
-        kunmount "$mp"
-    done
+    starts_to_stat "$tfile" "$mp" "variables/$key.shape" "$WORK/tflite.daemon.log"
+    starts=("${STARTS[@]}")
+    rchars=("${RCHARS[@]}")
     L_START=$(median "${starts[@]:-nan}")
     L_RCHAR=$(median "${rchars[@]:-nan}")
     printf '   14a: start -> stat .shape: %s (runs: %s); daemon read %s bytes (runs: %s)\n' \
@@ -1564,31 +1577,10 @@ bench_orbax() {
     find "$ckpt" -type f -exec cat {} + >/dev/null # the page cache warm, for every run alike
     new_mountpoint
     mp=$MP
-    for r in $(seq "$REPS"); do
-        t0=$(now)
-        # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$ckpt" "$mp" 2>>"$WORK/orbax.daemon.log" &
-        pid=$!
-        FG_PIDS+=("$pid")
-        t1=
-        n=0
-        while [ $((n += 1)) -lt 200000 ]; do
-            if stat "$mp/variables/big.shape" >/dev/null 2>&1; then
-                t1=$(now)
-                break
-            fi
-            kill -0 "$pid" 2>/dev/null || break
-        done
-        if [ -z "$t1" ]; then
-            echo "bench: orbax: big.shape never appeared; daemon log:" >&2
-            tail -5 "$WORK/orbax.daemon.log" >&2
-            kunmount "$mp"
-            return
-        fi
-        starts+=("$(sub "$t0" "$t1")")
-        rchars+=("$(kdaemon_io "$mp" rchar)")
-        kunmount "$mp"
-    done
+    starts_to_stat "$ckpt" "$mp" variables/big.shape "$WORK/orbax.daemon.log"
+    starts=("${STARTS[@]}")
+    rchars=("${RCHARS[@]}")
+    [ "${#starts[@]}" -gt 0 ] || return
     O_START=$(median "${starts[@]:-nan}")
     O_RCHAR=$(median "${rchars[@]:-nan}")
     printf '   18a: start -> stat big.shape: %s (runs: %s); daemon read %s bytes (runs: %s)\n' \
