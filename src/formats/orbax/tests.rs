@@ -214,3 +214,26 @@ fn sharding_keys_are_decoded() {
     assert_eq!(base64_decode("!!!!"), None);
     assert_eq!(base64_decode("Y"), None);
 }
+
+#[test]
+fn data_file_paths_never_leave_the_checkpoint() {
+    let files = set::StoreFiles::new(Arc::new(LocalStore), fixture("ocdbt/ckpt"));
+    for bad in [
+        &b"../manager/10/_METADATA"[..],
+        b"d/../../zarr/ckpt/_METADATA",
+        b"/etc/passwd",
+        b"d//x",
+        b"./d",
+        b"",
+        b"\xff",
+    ] {
+        assert!(
+            ocdbt::Files::read(&files, bad, 0, 1).is_err(),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // A value claimed past its file's end is refused before anything is allocated for it.
+    assert!(ocdbt::Files::read(&files, b"_METADATA", 0, 1 << 40).is_err());
+    assert!(ocdbt::Files::read(&files, b"_METADATA", 0, 8).is_ok());
+}
