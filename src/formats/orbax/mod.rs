@@ -251,21 +251,13 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
         } else {
             Kv::Dirs(files_of())
         };
-        let raw_meta: serde_json::Value = serde_json::from_slice(
-            files
-                .iter()
-                .rev()
-                .find(|(p, _)| p == &shown(METADATA))
-                .map(|(_, b)| &b[..])
-                .unwrap_or(b"{}"),
-        )
-        .unwrap_or_default();
         let item = Item {
             name: name.clone(),
             dir: idir.clone(),
+            store: store.clone(),
             kv,
             all_chunks_stored: tree.all_chunks_stored,
-            zarr3_first: raw_meta["use_zarr3"].as_bool().unwrap_or(false),
+            zarr3_first: tree.use_zarr3,
             strings: OnceLock::new(),
         };
         // Keras's OrbaxCheckpoint: the model's config is the string leaf `config` of the item
@@ -368,12 +360,10 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Item {
-    /// Keras's model config (the string `config` of `_strings.json`), pretty-printed JSON.
+    /// Keras's model config (the string `config` of `_strings.json`, read once for this and
+    /// the string tensor), pretty-printed JSON.
     fn config_json(&self) -> Option<Vec<u8>> {
-        let files = StoreFiles::new_for(self);
-        let bytes = files.whole(b"_strings.json", set::MAX_META).ok()??;
-        let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        let config = v.get("config")?.as_str()?;
+        let config = self.strings().ok()?.get("config")?.as_str()?;
         let parsed: serde_json::Value = serde_json::from_str(config).ok()?;
         let mut out = serde_json::to_vec_pretty(&parsed).ok()?;
         out.push(b'\n');

@@ -431,11 +431,6 @@ impl<F: Files> Db<F> {
         })
     }
 
-    /// The files the database reads.
-    pub(crate) fn files(&self) -> &F {
-        &self.files
-    }
-
     fn node(&self, r: &NodeRef, prefix: &[u8]) -> Result<Arc<Node>, FormatError> {
         if r.length > MAX_NODE as u64 {
             return Err(bad(format!("a node of {} bytes", r.length)));

@@ -155,6 +155,8 @@ pub(crate) struct Item {
     /// one item (a `StandardCheckpointer` directory, or an item directory given as SOURCE).
     pub name: Option<String>,
     pub dir: PathBuf,
+    /// The store it is in (for files its database does not name: `_strings.json`).
+    pub store: Arc<dyn Store>,
     pub kv: Kv,
     pub all_chunks_stored: bool,
     /// zarr v3 metadata first (`zarr.json`), else v2 (`.zarray`).
@@ -176,10 +178,11 @@ impl Item {
         }
     }
 
-    fn strings(&self) -> Result<&serde_json::Map<String, serde_json::Value>, String> {
+    /// `_strings.json`, read on first use.
+    pub(crate) fn strings(&self) -> Result<&serde_json::Map<String, serde_json::Value>, String> {
         self.strings
             .get_or_init(|| {
-                let files = StoreFiles::new_for(self);
+                let files = StoreFiles::new(self.store.clone(), self.dir.clone());
                 let bytes = files
                     .whole(b"_strings.json", MAX_META)
                     .map_err(|e| e.to_string())?
@@ -194,19 +197,6 @@ impl Item {
             })
             .as_ref()
             .map_err(|e| e.clone())
-    }
-}
-
-impl StoreFiles {
-    /// Files below `item`'s directory in the same store (for a file its database does not
-    /// name).
-    pub(crate) fn new_for(item: &Item) -> StoreFiles {
-        let store = match &item.kv {
-            Kv::Ocdbt(db) => db.files().store.clone(),
-            Kv::Dirs(f) => f.store.clone(),
-            Kv::Broken(_) => Arc::new(crate::source::local::LocalStore),
-        };
-        StoreFiles::new(store, item.dir.clone())
     }
 }
 

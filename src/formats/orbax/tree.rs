@@ -49,6 +49,8 @@ pub(crate) struct TreeMeta {
     pub leaves: Vec<Leaf>,
     /// Arrays are stored in an OCDBT database (else one directory per array); `None`: not said.
     pub use_ocdbt: Option<bool>,
+    /// Arrays are zarr v3 (`zarr.json`), as Orbax's v1 API writes them (else v2, `.zarray`).
+    pub use_zarr3: bool,
     /// Every chunk was written, also those equal to the fill value: a missing chunk is damage,
     /// not zeros.
     pub all_chunks_stored: bool,
@@ -122,6 +124,10 @@ pub(crate) fn parse(json: &[u8]) -> Result<TreeMeta, FormatError> {
     Ok(TreeMeta {
         leaves,
         use_ocdbt: v.get("use_ocdbt").and_then(|b| b.as_bool()),
+        use_zarr3: v
+            .get("use_zarr3")
+            .and_then(|b| b.as_bool())
+            .unwrap_or(false),
         all_chunks_stored: v
             .get("store_array_data_equal_to_fill_value")
             .and_then(|b| b.as_bool())
