@@ -159,7 +159,6 @@ impl Format for Orbax {
 pub struct OpenedOrbax {
     set: Arc<OrbaxSet>,
     files: Vec<(String, Arc<[u8]>)>,
-    names: Vec<(String, String)>,
 }
 
 /// A small file read whole, as a format file.
@@ -289,18 +288,23 @@ pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceE
             files.push(("config.json".into(), c.into()));
         }
     }
-    let names = keras_names(&set);
-    Ok(OpenedOrbax { set, files, names })
+    Ok(OpenedOrbax { set, files })
+}
+
+/// Whether a leaf's path is a Keras model variable's: under `trainable_variables/` or
+/// `non_trainable_variables/`.
+fn is_keras_variable(path: &[String]) -> bool {
+    path.len() > 1 && (path[0] == "trainable_variables" || path[0] == "non_trainable_variables")
 }
 
 /// `names/` of a Keras `OrbaxCheckpoint`: each model variable (under `trainable_variables/` and
 /// `non_trainable_variables/`) by its `variable.path` (`sequential/hidden/kernel`), the name a
-/// `.keras` file's `names/` gives it.
+/// `.keras` file's `names/` gives it. Made when `names/` is first used (a walk of every tensor).
 fn keras_names(set: &OrbaxSet) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for t in &set.0.tensors {
         let p = &t.leaf.path;
-        if p.len() > 1 && (p[0] == "trainable_variables" || p[0] == "non_trainable_variables") {
+        if is_keras_variable(p) {
             out.push((p[1..].join("/"), t.key.clone()));
         }
     }
@@ -376,12 +380,29 @@ impl Opened for OpenedOrbax {
         self.set.clone()
     }
 
+    /// Decided without a walk: for each item, a binary search of the sorted keys for the first
+    /// one under its `trainable_variables/` or `non_trainable_variables/`.
     fn has_names(&self) -> bool {
-        !self.names.is_empty()
+        let set = &self.set.0;
+        let items: Vec<Option<&str>> = set.items.iter().map(|i| i.name.as_deref()).collect();
+        items.iter().any(|item| {
+            ["trainable_variables/", "non_trainable_variables/"]
+                .iter()
+                .any(|dir| {
+                    let prefix = match item {
+                        Some(n) => format!("{n}/{dir}"),
+                        None => dir.to_string(),
+                    };
+                    let i = set.tensors.partition_point(|t| t.key < prefix);
+                    set.tensors.get(i).is_some_and(|t| {
+                        t.key.starts_with(&prefix) && is_keras_variable(&t.leaf.path)
+                    })
+                })
+        })
     }
 
     fn names(&self) -> Vec<(String, String)> {
-        self.names.clone()
+        keras_names(&self.set)
     }
 
     fn files(&self) -> Vec<(String, Arc<[u8]>)> {

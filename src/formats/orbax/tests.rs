@@ -174,6 +174,9 @@ fn steps_of_a_manager_directory_and_the_latest_by_number() {
 #[test]
 fn keras_checkpoints_name_their_variables_and_show_the_config() {
     let o = opened(&fixture("keras/orbax/1"));
+    assert!(o.has_names());
+    assert!(!opened(&fixture("ocdbt/ckpt")).has_names());
+    assert!(!opened(&fixture("manager/10")).has_names());
     let names = o.names();
     assert!(names.contains(&(
         "sequential/hidden/kernel".into(),
