@@ -170,6 +170,15 @@ static FIXTURES: &[Fixture] = &[
         guard: Guard::Crc,
     },
     Fixture {
+        // The variables of a TF Hub TF1 module (its graphs: tests/graphs.rs).
+        format: "V2 checkpoint",
+        dir: "graphs/tfhub_tf1_module/variables",
+        source: "variables",
+        files: &["variables.index", "variables.data-*"],
+        expect: Expect::V2("graphs/expected/tfhub_tf1_module.variables.json"),
+        guard: Guard::Crc,
+    },
+    Fixture {
         format: "V1 checkpoint",
         dir: "v1/single",
         source: "model.ckpt-2",

@@ -1102,3 +1102,81 @@ fn large_graph_lists_every_node_once_in_chunks() {
     }
     assert_eq!(found, names.into_iter().collect::<BTreeSet<_>>());
 }
+
+/// A TF Hub TF1 module (`tfhub_module.pb`, `saved_model.pb` with meta graphs tagged `{}` and
+/// `{"train"}`, `variables/`, `assets/`), written by `tensorflow_hub`'s own `Module.export`
+/// (`scripts/gen_tfhub_module.py`): mounts as a SavedModel whose `graph` is the untagged meta
+/// graph (the one `hub.Module` loads), with its vocabulary asset, and its variables compute what
+/// `hub.Module` computed with them. (Every node, signature and constant against TensorFlow's
+/// record: `graph_fixtures_equal_tensorflows_record`; the variables with every view:
+/// tests/conformance.rs.)
+#[test]
+fn tf_hub_tf1_module_mounts_with_its_graphs_and_variables() {
+    let fs = open(&graphs_dir().join("tfhub_tf1_module")).expect("the module mounts");
+    let m = load("expected/tfhub_tf1_module.module.json");
+    assert_eq!(
+        fs.readlink(lookup_path(&fs, b"graph").expect("graph link"))
+            .unwrap(),
+        b"meta_graphs/untagged/graph"
+    );
+    for tags in ["untagged", "train"] {
+        for sig in ["default", "dense"] {
+            let p = format!("meta_graphs/{tags}/signatures/{sig}.pbtxt");
+            assert!(exists(&fs, p.as_bytes()), "{p}");
+        }
+    }
+    let vocab = read_path(&fs, b"assets/vocab.txt");
+    let words: Vec<&str> = std::str::from_utf8(&vocab).unwrap().lines().collect();
+    let floats = |p: &[u8]| -> Vec<f32> {
+        read_path(&fs, p)
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let (emb, kernel, bias) = (
+        floats(b"variables/embeddings.bin"),
+        floats(b"variables/dense/kernel.bin"),
+        floats(b"variables/dense/bias.bin"),
+    );
+    assert_eq!(
+        (emb.len(), kernel.len(), bias.len()),
+        (words.len() * 4, 12, 3)
+    );
+    let dense = |x: &[f32]| -> Vec<f32> {
+        (0..3)
+            .map(|j| bias[j] + (0..4).map(|i| x[i] * kernel[i * 3 + j]).sum::<f32>())
+            .collect()
+    };
+    let close = |got: &[f32], want: &Value, what: &str| {
+        let want: Vec<f32> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (a, b) in got.iter().zip(&want) {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{what}: {got:?} vs {want:?}"
+            );
+        }
+    };
+    // The default signature: the word's row of the embeddings (unknown words: row 0), then dense.
+    for (i, w) in m["text"].as_array().unwrap().iter().enumerate() {
+        let row = words
+            .iter()
+            .position(|x| *x == w.as_str().unwrap())
+            .unwrap_or(0);
+        close(
+            &dense(&emb[row * 4..row * 4 + 4]),
+            &m["default"][i],
+            w.as_str().unwrap(),
+        );
+    }
+    close(&dense(&[1.0; 4]), &m["dense_of_ones"][0], "dense of ones");
+    assert_eq!(
+        read_path(&fs, b"variables/global_step.bin"),
+        7i64.to_le_bytes()
+    );
+}

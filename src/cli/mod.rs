@@ -82,7 +82,8 @@ pub struct Args {
 
     /// The meta graph the top-level graph/, functions/, signatures/ ... links point to, as its
     /// comma-separated tag set, e.g. --tags serve,gpu (default: the only meta graph, else the
-    /// one tagged exactly "serve"). A SavedModel with no meta graph of that tag set is refused,
+    /// one tagged exactly "serve", else the untagged one, as in TF Hub's TF1 modules; --tags ''
+    /// picks the untagged one). A SavedModel with no meta graph of that tag set is refused,
     /// naming the tag sets it has.
     #[arg(long, value_name = "TAGS")]
     pub tags: Option<String>,

@@ -678,7 +678,8 @@ fn graph_spaces(m: &crate::graph::MetaGraph) -> Vec<(&'static [u8], u32)> {
 }
 
 /// The default meta graph: the one with the tag set `want_tags` (--tags, for a SavedModel),
-/// else the only one, else "serve".
+/// else the only one, else "serve", else the untagged one (what `hub.Module` loads from a TF Hub
+/// TF1 module, whose meta graphs are tagged `{}` and `{"train"}`).
 fn default_meta_graph<'d>(
     dirs: &'d [MetaGraphDir],
     want_tags: Option<&str>,
@@ -694,7 +695,9 @@ fn default_meta_graph<'d>(
     } else if dirs.len() == 1 {
         dirs.first()
     } else {
-        dirs.iter().find(|(_, _, tags)| tags == &["serve"])
+        dirs.iter()
+            .find(|(_, _, tags)| tags == &["serve"])
+            .or_else(|| dirs.iter().find(|(_, _, tags)| tags.is_empty()))
     }
 }
 
