@@ -26,6 +26,8 @@ pub enum Value {
     Count { min: usize, max: usize },
     /// One of the words of a `|`-separated list: `auto|always|never`.
     Choice(&'static str),
+    /// A directory (no comma), or `none`.
+    Dir,
 }
 
 impl Value {
@@ -37,6 +39,7 @@ impl Value {
             Value::Duration => Some("DURATION"),
             Value::Count { .. } => Some("N"),
             Value::Choice(words) => Some(words),
+            Value::Dir => Some("DIR"),
         }
     }
 }
@@ -153,6 +156,18 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         Value::Duration,
         "60s",
         "Longest time one object-storage operation (a HEAD, a listing, one read, retries included) may take before the read fails with EIO.",
+    ),
+    opt(
+        "cache_dir",
+        Value::Dir,
+        "none",
+        "Keep what is read from object storage in DIR, on local disk, for later mounts (and other processes) to read instead of fetching it again: pieces of each object under DIR/tfmount-v1/, keyed by URL and the object's ETag (or time) and size, each checked by its CRC-32C when read back. A changed object is fetched anew, never served from old pieces. Safe to share between mounts. `tfmount cache ls DIR` shows it, `tfmount cache clear DIR` empties it. The environment variable TFMOUNT_CACHE_DIR sets the default; `none`: no disk cache.",
+    ),
+    opt(
+        "cache_max",
+        Value::Size,
+        "half the free space of cache_dir's file system, plus what the cache holds",
+        "Bytes the disk cache of cache_dir may hold: past it, the least recently used pieces are removed, down to 90%. TFMOUNT_CACHE_MAX sets the default.",
     ),
     opt(
         "anonymous",
@@ -304,6 +319,7 @@ fn expected(v: Value) -> String {
         Value::Duration => "a duration like 60, 60s, 500ms or 2m".into(),
         Value::Count { min, max } => format!("a whole number from {min} to {max}"),
         Value::Choice(words) => format!("one of {}", words.replace('|', ", ")),
+        Value::Dir => "a directory (without a comma), or none".into(),
     }
 }
 
@@ -331,6 +347,10 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "remote_cache" => s.remote.cache_bytes = size()?,
         "remote_timeout" => s.remote.timeout = parse_duration(value).ok_or(())?,
         "anonymous" => s.remote.anonymous = true,
+        "cache_dir" => {
+            s.remote.cache_dir = (value != "none").then(|| std::path::PathBuf::from(value))
+        }
+        "cache_max" => s.remote.cache_max = Some(size()?),
         "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
         "views" => {
             s.fs.views_visible = match value {
@@ -401,6 +421,7 @@ mod tests {
                 Value::None => o.name.to_string(),
                 Value::Size => format!("{}=1GiB", o.name),
                 Value::Duration => format!("{}=5s", o.name),
+                Value::Dir => format!("{}=/tmp/x", o.name),
                 Value::Count { max, .. } => format!("{}={max}", o.name),
                 Value::Choice(words) => {
                     let other = words.split('|').find(|w| *w != o.default);
@@ -420,6 +441,8 @@ mod tests {
                 || s.remote.cache_bytes != d.remote.cache_bytes
                 || s.remote.timeout != d.remote.timeout
                 || s.remote.anonymous != d.remote.anonymous
+                || s.remote.cache_dir != d.remote.cache_dir
+                || s.remote.cache_max != d.remote.cache_max
                 || s.direct_io != d.direct_io;
             assert_eq!(changed, !o.no_op, "{arg}");
         }

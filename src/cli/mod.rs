@@ -94,12 +94,14 @@ pub struct Args {
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub(crate) const SUBCOMMANDS: [&str; 8] = [
+pub(crate) const SUBCOMMANDS: [&str; 10] = [
     "mount",
     "ls",
     "cat",
     "verify",
     "diff",
+    "warm",
+    "cache",
     "completions",
     "manpage",
     "help",
@@ -172,6 +174,12 @@ pub enum Command {
     /// List the tensors that differ between two checkpoints.
     #[command(long_about = DIFF_LONG)]
     Diff(DiffArgs),
+    /// Fetch an object-storage checkpoint (or some of its tensors) into the disk cache.
+    #[command(long_about = WARM_LONG)]
+    Warm(WarmArgs),
+    /// Show or empty a disk cache (cache_dir).
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "EXAMPLES:\n  tfmount completions bash > ~/.local/share/bash-completion/completions/tfmount\n  \
@@ -183,6 +191,71 @@ tfmount completions fish > ~/.config/fish/completions/tfmount.fish"
     #[command(after_help = "EXAMPLES:\n  tfmount manpage | man -l -\n  \
 tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
     Manpage,
+}
+
+const WARM_LONG: &str = "Fetch every tensor of SOURCE (an s3://, gs:// or http(s):// checkpoint, \
+SavedModel, checkpoint directory or any other source tfmount mounts), or only the tensors whose key \
+starts with one of the KEYs given, into the disk cache (-o cache_dir=DIR, or TFMOUNT_CACHE_DIR), \
+reading in parallel and checking every byte against the CRC-32C stored with it, as verify does. A \
+mount, ls, cat, verify or diff of SOURCE with the same cache then reads those bytes from local disk. \
+Interrupted, it resumes: what is cached is read back from disk (and checked), not fetched again. \
+Problems are printed as verify prints them; a progress bar (bytes, rate, time left) goes to stderr \
+when it is a terminal, one summary line always.";
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  tfmount warm -o cache_dir=/local/cache gs://bucket/run/ckpt-1000\n  \
+export TFMOUNT_CACHE_DIR=/local/cache\n  \
+tfmount warm gs://bucket/run/ckpt-1000 && tfmount gs://bucket/run/ckpt-1000 /mnt/m\n  \
+tfmount warm s3://b/model/ dense/ embedding     # only the tensors under these keys\n\n\
+EXIT CODES:\n  0 every byte of the chosen tensors is in the cache and checked   1 problems found, \
+or bytes that could not be kept (cache_max too small, disk full)   2 usage error (no cache_dir)   \
+3 SOURCE unusable"
+)]
+pub struct WarmArgs {
+    /// Mount options for object storage: cache_dir, cache_max, remote_timeout, remote_cache,
+    /// anonymous (see `tfmount --help`); others are accepted and change nothing here.
+    #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+    /// Tensors fetched at once (default: 8, or the number of CPUs if more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+    #[arg(help = source_help())]
+    pub source: PathBuf,
+    /// Fetch only the tensors whose key (as verify prints it) starts with one of these.
+    pub keys: Vec<OsString>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// List what a disk cache holds: one object version per line, largest first.
+    #[command(
+        after_help = "OUTPUT:\n  CACHED_BYTES<TAB>OBJECT_SIZE<TAB>PIECES<TAB>LAST_USED<TAB>URL<TAB>IDENTITY, \
+LAST_USED in seconds since 1970 (- when nothing is cached), IDENTITY the size and ETag (or time) \
+the pieces belong to; one summary line on stderr.\n\nEXAMPLES:\n  tfmount cache ls /local/cache\n  \
+tfmount cache ls | sort -n | tail"
+    )]
+    Ls(CacheDirArgs),
+    /// Remove what a disk cache holds (everything, or the objects whose URL starts with PREFIX).
+    #[command(
+        after_help = "Safe while mounts use the cache: they fetch again what they need.\n\n\
+EXAMPLES:\n  tfmount cache clear /local/cache\n  tfmount cache clear /local/cache gs://bucket/old-run/"
+    )]
+    Clear(CacheClearArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CacheDirArgs {
+    /// The cache_dir (default: TFMOUNT_CACHE_DIR).
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CacheClearArgs {
+    /// The cache_dir (default: TFMOUNT_CACHE_DIR).
+    pub dir: Option<PathBuf>,
+    /// Only the objects whose URL starts with this.
+    pub prefix: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

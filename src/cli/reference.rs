@@ -58,8 +58,19 @@ pub fn manpage(out: &mut dyn Write) -> std::io::Result<()> {
     out.write_all(
         b".SH SUBCOMMANDS\nEach needs no FUSE; `tfmount SUBCOMMAND --help` prints its section.\n",
     )?;
+    // Nested subcommands (`cache ls`) get their own subsection, after their parent's.
+    let mut subs: Vec<(String, clap::Command)> = Vec::new();
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let full = format!("tfmount {}", sub.get_name());
+        subs.push((format!("tfmount {}", sub.get_name()), sub.clone()));
+        for n in sub.get_subcommands().filter(|s| s.get_name() != "help") {
+            subs.push((
+                format!("tfmount {} {}", sub.get_name(), n.get_name()),
+                n.clone(),
+            ));
+        }
+    }
+    for (full, sub) in &subs {
+        let full = full.clone();
         let sub = sub
             .clone()
             .display_name(full.clone())
@@ -270,6 +281,16 @@ or `m`: `60`, `500ms`, `2m`.\n",
         out.push_str(&format!("\n#### `tfmount {name} --help`\n\n```text\n"));
         out.push_str(sub.render_long_help().to_string().trim_end());
         out.push_str("\n```\n");
+        // `tfmount cache ls`, `tfmount cache clear`.
+        for nested in sub.get_subcommands_mut() {
+            let n = nested.get_name().to_string();
+            if n == "help" {
+                continue;
+            }
+            out.push_str(&format!("\n#### `tfmount {name} {n} --help`\n\n```text\n"));
+            out.push_str(nested.render_long_help().to_string().trim_end());
+            out.push_str("\n```\n");
+        }
     }
     out
 }

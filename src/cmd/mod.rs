@@ -4,11 +4,13 @@
 //!
 //! The commands reach the rest of the crate only through [`model`].
 
+mod cache;
 mod cat;
 pub mod diff;
 mod ls;
 pub mod model;
 pub mod verify;
+mod warm;
 
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -31,10 +33,10 @@ pub fn run(cmd: Command) -> i32 {
     // The subcommands report what fails themselves, in their own lines; of the core's log,
     // only what nothing else says is shown: Keras datasets that are not served (`tfmount:
     // warning: ...`). `RUST_LOG` shows more, as for a mount.
-    let _ = env_logger::Builder::from_env(
-        env_logger::Env::default()
-            .default_filter_or("off,tfmount::formats::keras=warn,tfmount::probe::state=warn"),
-    )
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(
+        "off,tfmount::formats::keras=warn,tfmount::probe::state=warn,\
+                 tfmount::source::remote::disk=warn",
+    ))
     .format(|f, r| {
         use std::io::Write as _;
         let level = match r.level() {
@@ -53,6 +55,8 @@ pub fn run(cmd: Command) -> i32 {
         Command::Cat(a) => cat::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Warm(a) => warm::run(&a),
+        Command::Cache(c) => cache::run(&c),
         Command::Completions(a) => {
             crate::cli::reference::completions(a.shell, &mut io::stdout());
             0

@@ -405,9 +405,23 @@ pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
     }
 }
 
+/// The object-storage options of this process's subcommands, when not the environment's
+/// defaults (`tfmount warm -o ...`).
+static REMOTE: std::sync::OnceLock<crate::source::remote::RemoteConfig> =
+    std::sync::OnceLock::new();
+
+/// Sets the object-storage options every later SOURCE of this process is opened with (once).
+pub(crate) fn use_remote_config(cfg: crate::source::remote::RemoteConfig) {
+    let _ = REMOTE.set(cfg);
+}
+
 /// SOURCE opened as the mount opens it: a local path or an object-store URL.
 fn open_source(source: &Path) -> Result<probe::Source, String> {
-    probe::open(source, &crate::source::remote::RemoteConfig::from_env()).map_err(|e| e.to_string())
+    let cfg = REMOTE
+        .get()
+        .cloned()
+        .unwrap_or_else(crate::source::remote::RemoteConfig::from_env);
+    probe::open(source, &cfg).map_err(|e| e.to_string())
 }
 
 /// How the subcommands open checkpoints: stored checksums are checked by the checks

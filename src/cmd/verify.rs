@@ -35,7 +35,7 @@ const BATCH_BYTES: u64 = 512 << 20;
 pub fn run(args: &VerifyArgs) -> i32 {
     let start = Instant::now();
     let threads = args.threads.map(usize::from);
-    let mut v = match verify(&args.source, threads, Lines::new(), true) {
+    let mut v = match verify(&args.source, threads, Lines::new(), true, &[]) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("tfmount verify: {e}");
@@ -69,7 +69,7 @@ pub fn run(args: &VerifyArgs) -> i32 {
 /// What `tfmount verify SOURCE` finds, as `(key, reason)` in the order it prints them (keys
 /// unescaped); `Err` when SOURCE cannot be used, with the message `verify` prints.
 pub fn problems(source: &Path, threads: Option<usize>) -> Result<Vec<(Vec<u8>, String)>, String> {
-    let v = verify(source, threads, Lines::kept(), false)?;
+    let v = verify(source, threads, Lines::kept(), false, &[])?;
     Ok(v.out
         .into_pairs()
         .into_iter()
@@ -77,12 +77,14 @@ pub fn problems(source: &Path, threads: Option<usize>) -> Result<Vec<(Vec<u8>, S
         .collect())
 }
 
-/// Checks every checkpoint of `source`, its problems written to `out`.
-fn verify(
+/// Checks every checkpoint of `source` (only the tensors whose key, as printed, starts with one
+/// of `only`, when given), its problems written to `out`.
+pub(crate) fn verify(
     source: &Path,
     threads: Option<usize>,
     out: Lines,
     progress: bool,
+    only: &[Vec<u8>],
 ) -> Result<Verifier, String> {
     let set = match CheckpointSet::open(source) {
         Ok(s) => s,
@@ -96,7 +98,7 @@ fn verify(
             .unwrap_or(1)
     });
     let progress = if progress {
-        progress_bar(&set)
+        progress_bar(&set, only)
     } else {
         ProgressBar::hidden()
     };
@@ -108,6 +110,7 @@ fn verify(
         bytes: AtomicU64::new(0),
         problems: 0,
         closed: false,
+        only: only.to_vec(),
     };
     for m in &set.members {
         match &m.opened {
@@ -123,14 +126,18 @@ fn verify(
 
 /// A bar counting bytes, drawn only when stderr is a terminal. Its length comes from a walk of
 /// the indexes (index blocks only, no tensor data), done only then.
-fn progress_bar(set: &CheckpointSet) -> ProgressBar {
+fn progress_bar(set: &CheckpointSet, only: &[Vec<u8>]) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let mut total = 0u64;
-    for ck in set.members.iter().filter_map(|m| m.opened.as_ref().ok()) {
+    for m in &set.members {
+        let Ok(ck) = &m.opened else { continue };
         for item in ck.walk() {
             if let Item::Tensor(t) = item {
+                if !chosen(only, &m.name, &t.key) {
+                    continue;
+                }
                 total += if t.partitioned {
                     ck.pieces(&t)
                         .map(|p| p.iter().map(|p| p.nbytes).sum())
@@ -150,15 +157,27 @@ fn progress_bar(set: &CheckpointSet) -> ProgressBar {
     bar
 }
 
-struct Verifier {
-    out: Lines,
+/// Whether the tensor `key` of the checkpoint `name` (`""`, or `ckpt-1/` in a directory) is
+/// one of those `only` chooses (all when empty).
+fn chosen(only: &[Vec<u8>], name: &str, key: &[u8]) -> bool {
+    only.is_empty()
+        || only.iter().any(|p| {
+            let full = [name.as_bytes(), key].concat();
+            full.starts_with(p) || key.starts_with(p)
+        })
+}
+
+pub(crate) struct Verifier {
+    pub(crate) out: Lines,
     threads: usize,
-    progress: ProgressBar,
-    tensors: u64,
-    bytes: AtomicU64,
-    problems: u64,
+    pub(crate) progress: ProgressBar,
+    pub(crate) tensors: u64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) problems: u64,
     /// stdout was closed: stop.
     closed: bool,
+    /// Key prefixes of the tensors to check (all when empty).
+    only: Vec<Vec<u8>>,
 }
 
 /// A tensor of the batch and what is known of it so far.
@@ -181,7 +200,7 @@ struct Chunk {
 }
 
 impl Verifier {
-    fn problem(&mut self, name: &str, key: &[u8], reason: &str) {
+    pub(crate) fn problem(&mut self, name: &str, key: &[u8], reason: &str) {
         self.problems += 1;
         if self.closed {
             return;
@@ -200,6 +219,7 @@ impl Verifier {
         let mut batch_bytes = 0u64;
         for item in ck.walk() {
             match item {
+                Item::Tensor(t) if !chosen(&self.only, name, &t.key) => {}
                 Item::Tensor(t) => {
                     let p = self.plan(ck, t);
                     batch_bytes += p.pieces.iter().map(|p| p.nbytes).sum::<u64>();
@@ -259,6 +279,9 @@ impl Verifier {
             }
         }
         self.run_batch(name, ck, batch);
+        if !self.only.is_empty() {
+            return;
+        }
         for (what, r) in ck.file_checks() {
             match r {
                 Ok(n) => {

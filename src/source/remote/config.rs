@@ -50,6 +50,10 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default memory budget for read-ahead and cached parts (`remote_cache`).
 pub(crate) const DEFAULT_CACHE: u64 = 256 << 20;
 
+/// The environment variables that set `cache_dir` and `cache_max`'s defaults.
+pub const CACHE_DIR_ENV: &str = "TFMOUNT_CACHE_DIR";
+pub const CACHE_MAX_ENV: &str = "TFMOUNT_CACHE_MAX";
+
 /// Options of the remote stores.
 #[derive(Debug, Clone)]
 pub struct RemoteConfig {
@@ -62,6 +66,10 @@ pub struct RemoteConfig {
     pub anonymous: bool,
     /// Where credentials and endpoints are read from.
     pub env: Env,
+    /// The persistent disk cache's directory (`cache_dir`, `TFMOUNT_CACHE_DIR`) and bound
+    /// (`cache_max`, `TFMOUNT_CACHE_MAX`; `None`: see [`super::disk`]).
+    pub cache_dir: Option<PathBuf>,
+    pub cache_max: Option<u64>,
 }
 
 impl Default for RemoteConfig {
@@ -72,6 +80,8 @@ impl Default for RemoteConfig {
             cache_bytes: DEFAULT_CACHE,
             anonymous: false,
             env: Env::default(),
+            cache_dir: None,
+            cache_max: None,
         }
     }
 }
@@ -79,8 +89,22 @@ impl Default for RemoteConfig {
 impl RemoteConfig {
     /// Default options and the process environment.
     pub(crate) fn from_env() -> Self {
+        let env = Env::from_process();
+        let cache_dir = env
+            .get(CACHE_DIR_ENV)
+            .filter(|d| *d != "none")
+            .map(PathBuf::from);
+        let cache_max = env.get(CACHE_MAX_ENV).and_then(|v| {
+            let n = parse_size(v);
+            if n.is_none() {
+                log::warn!("{CACHE_MAX_ENV}={v:?}: not a size like 64G; ignored");
+            }
+            n
+        });
         RemoteConfig {
-            env: Env::from_process(),
+            env,
+            cache_dir,
+            cache_max,
             ..Default::default()
         }
     }

@@ -20,6 +20,7 @@ pub(crate) mod aws_profile;
 pub mod budget;
 pub(crate) mod cause;
 pub mod config;
+pub mod disk;
 pub mod env;
 pub mod file;
 pub(crate) mod prefetch;

@@ -36,6 +36,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
 use crate::source::remote::budget::{Budget, Reservation};
 use crate::source::remote::cause::{map_err, status_words};
+use crate::source::remote::disk::{self, DiskCache};
 use crate::source::remote::runtime::Rt;
 use crate::source::remote::stats::Counters;
 use crate::source::remote::RemoteError;
@@ -79,6 +80,8 @@ impl Drop for Handle {
 pub(crate) struct Io {
     pub store: Arc<dyn ObjectStore>,
     pub counters: Arc<Counters>,
+    /// The persistent disk cache (`cache_dir`), if any: every [`fetch`] goes through it.
+    pub disk: Option<Arc<DiskCache>>,
     /// `remote_timeout` (for messages).
     pub timeout: std::time::Duration,
 }
@@ -94,6 +97,8 @@ pub(crate) struct Object {
     pub changed: AtomicBool,
     /// Why, as first found (said again by every later read).
     why: std::sync::OnceLock<String>,
+    /// Its directory in the disk cache, made when first fetched from (`None`: not cached).
+    disk: std::sync::OnceLock<Option<Arc<disk::Entry>>>,
     /// Unique within the store (cache keys).
     pub id: u64,
 }
@@ -108,6 +113,7 @@ impl Object {
             last_modified: meta.last_modified,
             changed: AtomicBool::new(false),
             why: std::sync::OnceLock::new(),
+            disk: std::sync::OnceLock::new(),
             id,
         }
     }
@@ -187,11 +193,108 @@ fn bare_etag(e: &str) -> &str {
         .unwrap_or(e)
 }
 
+/// The bytes `range` of `obj`, as pieces of `piece` bytes from `range.start` (the last may be
+/// shorter): from the disk cache where it holds them, the rest with [`get`] (whole pieces of
+/// the cache, kept there). No timeout here: callers bound it.
+pub(crate) async fn fetch(
+    io: &Io,
+    obj: &Object,
+    range: Range<u64>,
+    piece: Piece,
+) -> Result<Vec<Bytes>, RemoteError> {
+    let Some(d) = &io.disk else {
+        return get(io, obj, range, piece).await;
+    };
+    obj.check()?;
+    let len = range.end.saturating_sub(range.start);
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    obj.check_range(range.start, len)?;
+    let entry = obj.disk.get_or_init(|| {
+        let id = disk::Identity::new(
+            &obj.url,
+            obj.size,
+            obj.etag.as_deref().map(bare_etag),
+            obj.last_modified.timestamp(),
+        )?;
+        d.entry(&id)
+    });
+    let Some(entry) = entry else {
+        return get(io, obj, range, piece).await;
+    };
+    let first = range.start / disk::PIECE;
+    let last = (range.end - 1) / disk::PIECE;
+    let mut got: Vec<Option<Bytes>> = (first..=last).map(|n| d.get(entry, n)).collect();
+    // Runs of missing pieces, one GET each (their bytes were reserved by the caller, but for
+    // the pieces' ends outside `range`: at most two pieces more).
+    let mut i = 0;
+    while i < got.len() {
+        if got[i].is_some() {
+            i += 1;
+            continue;
+        }
+        let j = (i..got.len())
+            .find(|&k| got[k].is_some())
+            .unwrap_or(got.len());
+        let start = (first + i as u64) * disk::PIECE;
+        let end = ((first + j as u64) * disk::PIECE).min(obj.size);
+        let pieces = get(io, obj, start..end, Piece::Of(disk::PIECE)).await?;
+        for (k, p) in pieces.into_iter().enumerate() {
+            d.put(entry, first + (i + k) as u64, &p);
+            if let Some(slot) = got.get_mut(i + k) {
+                *slot = Some(p);
+            }
+        }
+        i = j;
+    }
+    let mut out = Vec::with_capacity(got.len());
+    for (k, p) in got.into_iter().enumerate() {
+        let ps = (first + k as u64) * disk::PIECE;
+        let p = p.ok_or_else(|| RemoteError::Request {
+            url: obj.url.clone(),
+            msg: format!("bytes from {ps} neither cached nor fetched"),
+        })?;
+        let from = range.start.max(ps) - ps;
+        let to = (range.end.min(ps + p.len() as u64) - ps).max(from);
+        out.push(p.slice(from as usize..to as usize));
+    }
+    Ok(match piece {
+        Piece::Of(p) if p != disk::PIECE || range.start % p != 0 => recut(out, p),
+        _ => out,
+    })
+}
+
+/// `data` (consecutive bytes) cut again into pieces of `p` bytes (the last may be shorter).
+fn recut(data: Vec<Bytes>, p: u64) -> Vec<Bytes> {
+    let p = p.max(1) as usize;
+    if data.iter().rev().skip(1).all(|b| b.len() == p) && data.last().is_none_or(|b| b.len() <= p) {
+        return data;
+    }
+    let mut out = Vec::new();
+    let mut cur = BytesMut::new();
+    for b in data {
+        let mut b = &b[..];
+        while !b.is_empty() {
+            let n = (p - cur.len()).min(b.len());
+            cur.extend_from_slice(&b[..n]);
+            b = &b[n..];
+            if cur.len() == p {
+                out.push(cur.split().freeze());
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur.freeze());
+    }
+    out
+}
+
 /// GETs `range` of `obj` (with `If-Match`), as pieces of `piece` bytes from `range.start` (the
 /// last may be shorter). Exactly `range.len()` bytes are accepted: a body longer or shorter
 /// than asked is an error, and no more than that is ever buffered. No timeout here: callers
 /// bound it.
-pub(crate) async fn fetch(
+async fn get(
     io: &Io,
     obj: &Object,
     range: Range<u64>,

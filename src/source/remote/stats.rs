@@ -25,6 +25,12 @@ pub struct Stats {
     /// Bytes of read-ahead and cached parts held now, and the most ever held at once.
     pub budget_used: u64,
     pub budget_peak: u64,
+    /// The disk cache (`cache_dir`): bytes served from it, bytes written to it, damaged pieces
+    /// found (and fetched again), pieces evicted; all 0 without one.
+    pub disk_hit_bytes: u64,
+    pub disk_write_bytes: u64,
+    pub disk_damaged: u64,
+    pub disk_evicted: u64,
 }
 
 impl Stats {

@@ -30,6 +30,7 @@ use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 use crate::source::remote::budget::Budget;
 use crate::source::remote::cause::map_err;
 use crate::source::remote::config::RemoteConfig;
+use crate::source::remote::disk::DiskCache;
 use crate::source::remote::file::RemoteFile;
 use crate::source::remote::read::{Io, Object, PartCache, Reads, BLOCK};
 use crate::source::remote::runtime::Rt;
@@ -248,6 +249,13 @@ impl RemoteStore {
         let rt = Rt::new().map_err(|e| {
             RemoteError::Config(format!("{prefix}: cannot start the I/O runtime: {e}"))
         })?;
+        let disk = match &cfg.cache_dir {
+            Some(d) => Some(
+                DiskCache::open(d, cfg.cache_max)
+                    .map_err(|e| RemoteError::Config(format!("cache_dir: {e}")))?,
+            ),
+            None => None,
+        };
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(RemoteStore {
@@ -258,6 +266,7 @@ impl RemoteStore {
                         store,
                         counters: Arc::new(Counters::default()),
                         timeout: cfg.timeout,
+                        disk,
                     }),
                     budget: Budget::new(cfg.cache_bytes),
                     cache: PartCache::new(cfg.cache_bytes / 4),
@@ -311,7 +320,28 @@ impl RemoteStore {
             bytes_fetched: bytes,
             budget_used: self.ctx.reads.budget.used(),
             budget_peak: self.ctx.reads.budget.peak(),
+            ..self.disk_stats()
         }
+    }
+
+    fn disk_stats(&self) -> Stats {
+        let Some(d) = &self.ctx.reads.io.disk else {
+            return Stats::default();
+        };
+        let c = &d.counters;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            disk_hit_bytes: n(&c.hit_bytes),
+            disk_write_bytes: n(&c.write_bytes),
+            disk_damaged: n(&c.damaged),
+            disk_evicted: n(&c.evicted),
+            ..Stats::default()
+        }
+    }
+
+    /// The disk cache, if `cache_dir` gave one.
+    pub fn disk_cache(&self) -> Option<&Arc<DiskCache>> {
+        self.ctx.reads.io.disk.as_ref()
     }
 
     /// Bytes held by the block cache now.
@@ -846,8 +876,19 @@ impl Store for RemoteStore {
 
     fn stats_line(&self) -> Option<String> {
         let s = self.stats();
+        let disk = match self.disk_cache() {
+            Some(d) => format!(
+                ", disk cache {}: {} bytes read, {} written, {} damaged pieces refetched, {} evicted",
+                d.root().display(),
+                s.disk_hit_bytes,
+                s.disk_write_bytes,
+                s.disk_damaged,
+                s.disk_evicted
+            ),
+            None => String::new(),
+        };
         Some(format!(
-            "requests {} (GET {}, HEAD {}, LIST {}), bytes fetched {}, memory budget peak {}",
+            "requests {} (GET {}, HEAD {}, LIST {}), bytes fetched {}, memory budget peak {}{disk}",
             s.gets + s.heads + s.lists,
             s.gets,
             s.heads,

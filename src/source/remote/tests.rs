@@ -524,3 +524,97 @@ fn timeouts_are_said_in_seconds_or_milliseconds() {
     assert_eq!(t(1_500), "s3://b/k: timed out after 1.5s (remote_timeout)");
     assert_eq!(t(250), "s3://b/k: timed out after 250ms (remote_timeout)");
 }
+
+/// A store over `inner` (already holding the objects) with the disk cache in `dir`.
+fn cached_store(inner: Arc<dyn ObjectStore>, dir: &Path) -> (RemoteStore, Arc<Rec>) {
+    let c = RemoteConfig {
+        cache_dir: Some(dir.to_path_buf()),
+        ..cfg(256 * MIB, Duration::from_secs(10))
+    };
+    store_with(inner, &[], &c)
+}
+
+/// Reads all of `key` through a tensor reader (sequential, 128 KiB at a time) and a few random
+/// reads through `read_exact_at`.
+fn read_all_ways(store: &RemoteStore, key: &str, want: &[u8]) {
+    let f = store.open_file(Path::new(key)).unwrap();
+    let r = f.reader(0..f.size());
+    let mut seen = Vec::with_capacity(want.len());
+    for off in (0..want.len() as u64).step_by(128 << 10) {
+        seen.extend(r.read(off, 128 << 10).unwrap());
+    }
+    assert!(seen == want, "{key}: bytes differ");
+    for (off, len) in [(5, 100), (3 * MIB - 7, 20), (want.len() as u64 - 9, 9)] {
+        let mut b = vec![0u8; len];
+        f.read_exact_at(&mut b, off).unwrap();
+        assert_eq!(b, want[off as usize..off as usize + len], "{key} at {off}");
+    }
+}
+
+#[test]
+fn a_second_store_on_the_disk_cache_sends_no_get_and_a_replaced_object_is_fetched_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let v1 = data((20 << 20) + 12345, 40);
+    let (first, rec1) = cached_store(inner.clone(), dir.path());
+    put(&first, &[("shard", &v1)]);
+    read_all_ways(&first, "shard", &v1);
+    let fetched = first.stats().bytes_fetched;
+    assert!(!rec1.take().is_empty());
+    // Whole pieces are fetched (a piece at each end of a range at most), each byte once.
+    assert!(
+        fetched >= v1.len() as u64 && fetched <= v1.len() as u64 + 2 * MIB,
+        "{fetched}"
+    );
+    assert_eq!(first.stats().disk_write_bytes, v1.len() as u64);
+
+    // A later mount: no GET at all, every byte from disk.
+    let (second, rec2) = cached_store(inner.clone(), dir.path());
+    read_all_ways(&second, "shard", &v1);
+    assert_eq!(rec2.take(), Vec::<Range<u64>>::new());
+    assert_eq!(second.stats().gets, 0);
+    assert!(second.stats().disk_hit_bytes >= v1.len() as u64);
+
+    // The object replaced (same size, other bytes): the next mount reads the new bytes, and the
+    // old version's pieces are gone from the cache.
+    let v2 = data(v1.len(), 41);
+    put(&second, &[("shard", &v2)]);
+    let (third, rec3) = cached_store(inner, dir.path());
+    read_all_ways(&third, "shard", &v2);
+    assert!(!rec3.take().is_empty());
+    let listed = super::disk::list(dir.path()).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].bytes, v2.len() as u64);
+}
+
+#[test]
+fn a_damaged_cache_file_is_fetched_again_not_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let v = data(5 << 20, 42);
+    let (first, _) = cached_store(inner.clone(), dir.path());
+    put(&first, &[("shard", &v)]);
+    read_all_ways(&first, "shard", &v);
+    // Flip one byte of every piece file on disk.
+    let mut flipped = 0;
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "p") {
+                let mut b = std::fs::read(&p).unwrap();
+                let mid = b.len() / 2;
+                b[mid] ^= 0x10;
+                std::fs::write(&p, b).unwrap();
+                flipped += 1;
+            }
+        }
+    }
+    assert_eq!(flipped, 5);
+    let (second, rec) = cached_store(inner, dir.path());
+    read_all_ways(&second, "shard", &v);
+    assert!(!rec.take().is_empty(), "fetched again");
+    assert_eq!(second.stats().disk_damaged, 5);
+}

@@ -1,0 +1,91 @@
+//! `tfmount warm SOURCE [KEY...]`: `verify`'s parallel read of every (chosen) tensor, with the
+//! disk cache on, so that every byte read lands in it checked; exit 0 only when every byte was
+//! read, checked and kept.
+
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::{closed, verify, Lines};
+use crate::cli::WarmArgs;
+use crate::source::remote::disk::TOTAL;
+
+/// Tensors fetched at once by default (object storage answers many requests at once).
+const THREADS: usize = 8;
+
+pub fn run(args: &WarmArgs) -> i32 {
+    let start = Instant::now();
+    let settings = match crate::options::settings(&args.options) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tfmount warm: {e}");
+            return 2;
+        }
+    };
+    if settings.remote.cache_dir.is_none() {
+        eprintln!(
+            "tfmount warm: no disk cache to fill: give -o cache_dir=DIR or set {}",
+            crate::source::remote::config::CACHE_DIR_ENV
+        );
+        return 2;
+    }
+    if !crate::source::remote::url::is_remote(&args.source.to_string_lossy()) {
+        eprintln!(
+            "tfmount warm: {}: a local path; only object storage (s3://, gs://, http(s)://) is cached",
+            args.source.display()
+        );
+        return 2;
+    }
+    super::model::use_remote_config(settings.remote);
+    let threads = args.threads.map_or_else(
+        || {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .max(THREADS)
+        },
+        usize::from,
+    );
+    let only: Vec<Vec<u8>> = args.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+    let mut v = match verify::verify(&args.source, Some(threads), Lines::new(), true, &only) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("tfmount warm: {e}");
+            return 3;
+        }
+    };
+    let lost = TOTAL.write_failures.load(Ordering::Relaxed) + TOTAL.evicted.load(Ordering::Relaxed);
+    if lost > 0 {
+        v.problem(
+            "",
+            b"[cache]",
+            &format!(
+                "{lost} pieces read could not be kept (written {} bytes; cache_max too small for \
+                 what was asked, or the disk full: see the warning above)",
+                TOTAL.write_bytes.load(Ordering::Relaxed)
+            ),
+        );
+    }
+    if let Err(e) = v.out.flush() {
+        if !closed(&e) {
+            eprintln!("tfmount warm: stdout: {e}");
+        }
+    }
+    v.progress.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let bytes = v.bytes.load(Ordering::Relaxed);
+    let fetched = TOTAL.write_bytes.load(Ordering::Relaxed);
+    let cached = TOTAL.hit_bytes.load(Ordering::Relaxed);
+    eprintln!(
+        "warm: {} tensors, {bytes} bytes checked ({fetched} fetched into the cache, {cached} \
+         already there), {} problem{}, {secs:.3} s, {:.1} MB/s",
+        v.tensors,
+        v.problems,
+        if v.problems == 1 { "" } else { "s" },
+        if secs > 0.0 {
+            bytes as f64 / secs / 1e6
+        } else {
+            0.0
+        }
+    );
+    i32::from(v.problems > 0)
+}

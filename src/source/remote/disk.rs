@@ -1,0 +1,801 @@
+//! The persistent disk cache of object storage (`-o cache_dir=DIR,cache_max=SIZE`, or
+//! `TFMOUNT_CACHE_DIR` / `TFMOUNT_CACHE_MAX`): pieces of remote objects kept on local disk, so
+//! that a second mount (another process, after a reboot) reads local bytes.
+//!
+//! Layout, under `DIR/tfmount-v1/`:
+//! - `lock`: taken (`flock`, exclusive) while pieces are evicted or the cache is cleared;
+//! - `objects/<U>/<I>/`: one object version. `U` is a hash of its URL, `I` of its identity
+//!   (`size=N etag=E`, or `size=N modified=T` where the store gives no ETag). The directory's
+//!   `object` file holds the URL, the identity and the object's size; a directory whose `object`
+//!   file names another URL (a hash collision) is not used. An object whose identity changed
+//!   gets a new directory, and the old versions of its URL are removed when it is first used:
+//!   a changed object never serves old bytes.
+//! - `objects/<U>/<I>/<n>.p`: piece `n`, the object's bytes `[n·PIECE, (n+1)·PIECE)` (the last
+//!   piece ends at the object's end), followed by its CRC-32C and the magic `tfmc`. A piece is
+//!   written to a temporary file and renamed into place, so a reader sees a whole piece or none,
+//!   also when two mounts share `DIR` or a daemon is killed mid-write (its temporary files are
+//!   removed by the next cache opened on `DIR` once they are an hour old).
+//! - Every piece read back is checked (length, CRC-32C, magic): a damaged one is removed, logged
+//!   once and fetched again, never served.
+//!
+//! Bounded by `cache_max` (default: half the free space of `DIR`'s file system when the cache is
+//! opened, plus what the cache already holds): when the bytes a process has seen written pass
+//! it, the least recently used pieces (by modification time, refreshed on use at most once a
+//! minute) are removed until the cache holds 90% of it. Each process counts what it writes and
+//! rescans the directory to evict, so two processes sharing `DIR` may together pass `cache_max`
+//! by the 10% margin each before one of them rescans.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+/// Bytes of one piece: the block size of random reads, so a block is a piece.
+pub const PIECE: u64 = super::read::BLOCK;
+/// The directory under `DIR` this layout lives in.
+pub const LAYOUT: &str = "tfmount-v1";
+const MAGIC: &[u8; 4] = b"tfmc";
+const TRAILER: usize = 8;
+/// Temporary files older than this, of any process, are left from a crash.
+const STALE_TMP: Duration = Duration::from_secs(3600);
+/// A piece's time of use is refreshed when it is older than this.
+const TOUCH_AFTER: Duration = Duration::from_secs(60);
+/// Eviction waits at most this long for another process's eviction.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Counters of one disk cache (for tests, benchmarks and `stats`); [`TOTAL`] sums those of
+/// every cache of the process (`tfmount warm`).
+#[derive(Debug, Default)]
+pub struct DiskCounters {
+    /// Pieces served from disk, and their bytes.
+    pub hits: AtomicU64,
+    pub hit_bytes: AtomicU64,
+    /// Pieces written, and their bytes.
+    pub writes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    /// Pieces that could not be written (disk full, permissions): served, not kept.
+    pub write_failures: AtomicU64,
+    /// Damaged pieces found and removed.
+    pub damaged: AtomicU64,
+    /// Pieces removed to stay under `cache_max`.
+    pub evicted: AtomicU64,
+}
+
+/// Every disk cache's counters of this process, summed.
+pub static TOTAL: DiskCounters = DiskCounters {
+    hits: AtomicU64::new(0),
+    hit_bytes: AtomicU64::new(0),
+    writes: AtomicU64::new(0),
+    write_bytes: AtomicU64::new(0),
+    write_failures: AtomicU64::new(0),
+    damaged: AtomicU64::new(0),
+    evicted: AtomicU64::new(0),
+};
+
+impl DiskCounters {
+    fn add(&self, pick: impl Fn(&DiskCounters) -> &AtomicU64, n: u64) {
+        pick(self).fetch_add(n, Ordering::Relaxed);
+        pick(&TOTAL).fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// What identifies one version of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub url: String,
+    pub size: u64,
+    /// `etag=E` (bare) or `modified=T`.
+    pub version: String,
+}
+
+impl Identity {
+    /// The identity of an object as opened, if it has one a replacement would change: an ETag,
+    /// else a modification time.
+    pub fn new(url: &str, size: u64, etag: Option<&str>, modified_secs: i64) -> Option<Identity> {
+        let version = match etag {
+            Some(e) if !e.is_empty() => format!("etag={e}"),
+            _ if modified_secs > 0 => format!("modified={modified_secs}"),
+            _ => return None,
+        };
+        Some(Identity {
+            url: url.to_string(),
+            size,
+            version,
+        })
+    }
+
+    fn line(&self) -> String {
+        format!("size={} {}", self.size, self.version)
+    }
+
+    fn record(&self) -> String {
+        format!("{}\n{}\n", self.url, self.line())
+    }
+}
+
+/// One object version's directory in the cache.
+#[derive(Debug)]
+pub struct Entry {
+    dir: PathBuf,
+    id: Identity,
+}
+
+impl Entry {
+    fn piece_len(&self, n: u64) -> Option<usize> {
+        let start = n.checked_mul(PIECE)?;
+        if start >= self.id.size {
+            return None;
+        }
+        usize::try_from((self.id.size - start).min(PIECE)).ok()
+    }
+
+    fn piece_path(&self, n: u64) -> PathBuf {
+        self.dir.join(format!("{n}.p"))
+    }
+}
+
+/// The disk cache of one process over `DIR`.
+#[derive(Debug)]
+pub struct DiskCache {
+    root: PathBuf,
+    objects: PathBuf,
+    /// `cache_max` (when not given: set by the first scan).
+    max: AtomicU64,
+    max_given: bool,
+    /// Bytes the cache is believed to hold (from the last scan plus what this process wrote).
+    held: AtomicU64,
+    /// Whether `held` is known (the first scan runs on a thread).
+    scanned: AtomicBool,
+    evicting: Mutex<()>,
+    tmp_seq: AtomicU64,
+    pub counters: DiskCounters,
+}
+
+/// 64-bit FNV-1a (names directories; collisions are detected by the `object` file).
+fn fnv(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn io_err(path: &Path, e: io::Error) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Free bytes of the file system holding `dir`.
+fn free_space(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated path; `st` is written by statvfs on success only.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (r == 0).then(|| u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+}
+
+/// An exclusive `flock` on `path`, waited for at most [`LOCK_WAIT`].
+struct Lock(File);
+
+impl Lock {
+    fn take(path: &Path) -> io::Result<Lock> {
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        let until = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a descriptor we own.
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if r == 0 {
+                return Ok(Lock(f));
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(e);
+            }
+            if std::time::Instant::now() >= until {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("held by another process for {LOCK_WAIT:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // SAFETY: flock on a descriptor we own.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// One piece file found by a scan.
+struct Found {
+    path: PathBuf,
+    bytes: u64,
+    used: SystemTime,
+}
+
+/// One cached object version, as `tfmount cache ls` shows it.
+#[derive(Debug, Clone)]
+pub struct CachedObject {
+    pub url: String,
+    /// `size=N etag=E` or `size=N modified=T`.
+    pub identity: String,
+    pub size: u64,
+    pub pieces: u64,
+    /// Bytes of its pieces on disk.
+    pub bytes: u64,
+    pub last_used: Option<SystemTime>,
+}
+
+impl DiskCache {
+    /// Opens (creating it) the cache in `dir`, bounded by `max` bytes (default: half the free
+    /// space plus what it holds). The directory is scanned on a thread (stale temporary files
+    /// removed, the bytes held counted, pieces evicted if over `max`). Errors name the directory.
+    pub fn open(dir: &Path, max: Option<u64>) -> Result<Arc<DiskCache>, String> {
+        let root = dir.join(LAYOUT);
+        let objects = root.join("objects");
+        fs::create_dir_all(&objects).map_err(|e| io_err(&objects, e))?;
+        let probe = root.join("lock");
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&probe)
+            .map_err(|e| format!("{}: not writable: {e}", dir.display()))?;
+        let cache = Arc::new(DiskCache {
+            root,
+            objects,
+            max: AtomicU64::new(max.unwrap_or(u64::MAX)),
+            max_given: max.is_some(),
+            held: AtomicU64::new(0),
+            scanned: AtomicBool::new(false),
+            evicting: Mutex::new(()),
+            tmp_seq: AtomicU64::new(0),
+            counters: DiskCounters::default(),
+        });
+        let c = Arc::clone(&cache);
+        let spawned = std::thread::Builder::new()
+            .name("tfmount-cache-scan".into())
+            .spawn(move || c.evict(false));
+        if spawned.is_err() {
+            cache.evict(false);
+        }
+        Ok(cache)
+    }
+
+    /// `cache_max`.
+    pub fn max(&self) -> u64 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// The directory the cache lives in (`DIR/tfmount-v1`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Bytes held, as this process believes (exact after a scan).
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The entry of an object version, made if missing; older versions of its URL are removed.
+    /// `None` when it cannot be used (a hash collision, an unwritable directory: then the object
+    /// is read without the cache).
+    pub fn entry(&self, id: &Identity) -> Option<Arc<Entry>> {
+        let url_dir = self.objects.join(fnv(&id.url));
+        let dir = url_dir.join(fnv(&id.line()));
+        let record = dir.join("object");
+        match fs::read_to_string(&record) {
+            Ok(text) if text == id.record() => {}
+            Ok(_) => {
+                log::debug!("{}: cache directory in use by another object", id.url);
+                return None;
+            }
+            Err(_) => {
+                self.drop_other_versions(&url_dir, id);
+                if let Err(e) = self.make_entry(&dir, id) {
+                    log::warn!(
+                        "{}: cannot cache {}: {e}; reading without the cache",
+                        self.root.display(),
+                        id.url
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(Arc::new(Entry {
+            dir,
+            id: id.clone(),
+        }))
+    }
+
+    fn make_entry(&self, dir: &Path, id: &Identity) -> io::Result<()> {
+        fs::create_dir_all(dir)?;
+        self.write_atomic(dir, "object", &[id.record().as_bytes()])
+    }
+
+    /// Removes the directories of other versions of `id.url`.
+    fn drop_other_versions(&self, url_dir: &Path, id: &Identity) {
+        let Ok(rd) = fs::read_dir(url_dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(text) = fs::read_to_string(p.join("object")) else {
+                continue;
+            };
+            if text.lines().next() == Some(id.url.as_str()) && text != id.record() {
+                let bytes: u64 = scan_dir(&p).iter().map(|f| f.bytes).sum();
+                if fs::remove_dir_all(&p).is_ok() {
+                    log::info!(
+                        "{}: changed since it was cached ({} -> {}); {bytes} cached bytes of the old version removed",
+                        id.url,
+                        text.lines().nth(1).unwrap_or(""),
+                        id.line()
+                    );
+                    let _ = self
+                        .held
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                            Some(h.saturating_sub(bytes))
+                        });
+                }
+            }
+        }
+    }
+
+    /// Writes `parts` to a temporary file in `dir` and renames it to `name`.
+    fn write_atomic(&self, dir: &Path, name: &str, parts: &[&[u8]]) -> io::Result<()> {
+        let tmp = dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            self.tmp_seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        let r = (|| {
+            let mut f = File::create(&tmp)?;
+            for p in parts {
+                f.write_all(p)?;
+            }
+            fs::rename(&tmp, dir.join(name))
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        r
+    }
+
+    /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
+    pub fn get(&self, e: &Entry, n: u64) -> Option<Bytes> {
+        let len = e.piece_len(n)?;
+        let path = e.piece_path(n);
+        let mut f = File::open(&path).ok()?;
+        let mut buf = Vec::with_capacity(len + TRAILER);
+        // One byte more than a good piece has, to see a longer file.
+        let r = (&mut f)
+            .take((len + TRAILER + 1) as u64)
+            .read_to_end(&mut buf);
+        let bad = match r {
+            Err(err) => Some(format!("unreadable: {err}")),
+            Ok(_) if buf.len() != len + TRAILER => {
+                Some(format!("{} bytes, expected {}", buf.len(), len + TRAILER))
+            }
+            Ok(_) => {
+                let (data, trailer) = buf.split_at(len);
+                let stored = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+                if &trailer[4..] != MAGIC {
+                    Some("no tfmount piece trailer".into())
+                } else if crc32c::crc32c(data) != stored {
+                    Some("CRC-32C mismatch".into())
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(why) = bad {
+            self.counters.add(|c| &c.damaged, 1);
+            log::warn!(
+                "{}: damaged cache file {} ({why}): removed, fetched again",
+                e.id.url,
+                path.display()
+            );
+            let _ = fs::remove_file(&path);
+            return None;
+        }
+        if let Ok(m) = f.metadata().and_then(|m| m.modified()) {
+            if m.elapsed().is_ok_and(|age| age > TOUCH_AFTER) {
+                let _ = f.set_modified(SystemTime::now());
+            }
+        }
+        buf.truncate(len);
+        self.counters.add(|c| &c.hits, 1);
+        self.counters.add(|c| &c.hit_bytes, len as u64);
+        Some(Bytes::from(buf))
+    }
+
+    /// Keeps piece `n` of `e` (exactly its bytes; anything else is ignored). Failures are
+    /// counted and logged, never returned: the bytes were served anyway.
+    pub fn put(&self, e: &Entry, n: u64, data: &[u8]) {
+        if e.piece_len(n) != Some(data.len()) {
+            return;
+        }
+        let crc = crc32c::crc32c(data).to_le_bytes();
+        let trailer: [u8; TRAILER] = [crc[0], crc[1], crc[2], crc[3], b't', b'f', b'm', b'c'];
+        let name = format!("{n}.p");
+        let mut r = self.write_atomic(&e.dir, &name, &[data, &trailer]);
+        if r.as_ref()
+            .is_err_and(|err| err.kind() == io::ErrorKind::NotFound)
+        {
+            // Evicted meanwhile (by this or another process): made again.
+            r = self
+                .make_entry(&e.dir, &e.id)
+                .and_then(|()| self.write_atomic(&e.dir, &name, &[data, &trailer]));
+        }
+        if let Err(err) = r {
+            if self.counters.write_failures.load(Ordering::Relaxed) == 0 {
+                log::warn!(
+                    "{}: cannot write to the cache: {err} (pieces are served, not kept; said once)",
+                    self.root.display()
+                );
+            }
+            self.counters.add(|c| &c.write_failures, 1);
+            return;
+        }
+        let n = (data.len() + TRAILER) as u64;
+        self.counters.add(|c| &c.writes, 1);
+        self.counters.add(|c| &c.write_bytes, data.len() as u64);
+        let held = self.held.fetch_add(n, Ordering::Relaxed) + n;
+        if held > self.max() && self.scanned.load(Ordering::Relaxed) {
+            self.evict(true);
+        }
+    }
+
+    /// Scans the cache (under its lock): removes stale temporary files, counts what it holds,
+    /// and, if that is over `max` (or `force` and over 90% of it), removes the least recently
+    /// used pieces until it holds 90% of `max`.
+    fn evict(&self, force: bool) {
+        let Ok(_one) = self.evicting.try_lock() else {
+            return;
+        };
+        let _lock = match Lock::take(&self.root.join("lock")) {
+            Ok(l) => l,
+            Err(e) => {
+                log::warn!("{}: cannot take the cache lock: {e}", self.root.display());
+                self.scanned.store(true, Ordering::Relaxed);
+                return;
+            }
+        };
+        let mut found = scan(&self.objects);
+        let mut held: u64 = found.iter().map(|f| f.bytes).sum();
+        if !self.max_given && !self.scanned.load(Ordering::Relaxed) {
+            let max = (free_space(&self.root).unwrap_or(0) / 2).saturating_add(held);
+            self.max.store(max, Ordering::Relaxed);
+        }
+        let max = self.max();
+        let target = max / 10 * 9;
+        if held > max || (force && held > target) {
+            found.sort_by_key(|f| f.used);
+            for f in &found {
+                if held <= target {
+                    break;
+                }
+                if fs::remove_file(&f.path).is_ok() {
+                    held -= f.bytes;
+                    self.counters.add(|c| &c.evicted, 1);
+                }
+            }
+            log::info!(
+                "{}: cache over {} bytes: least recently used pieces removed, {held} bytes held",
+                self.root.display(),
+                max
+            );
+        }
+        self.held.store(held, Ordering::Relaxed);
+        self.scanned.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Every piece under `objects` (stale temporary files are removed on the way).
+fn scan(objects: &Path) -> Vec<Found> {
+    let mut out = Vec::new();
+    let Ok(urls) = fs::read_dir(objects) else {
+        return out;
+    };
+    for u in urls.flatten() {
+        let Ok(versions) = fs::read_dir(u.path()) else {
+            continue;
+        };
+        for v in versions.flatten() {
+            out.extend(scan_dir(&v.path()));
+        }
+    }
+    out
+}
+
+/// The pieces of one object version's directory.
+fn scan_dir(dir: &Path) -> Vec<Found> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let Ok(m) = e.metadata() else { continue };
+        let used = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if name.starts_with(".tmp-") {
+            if used.elapsed().is_ok_and(|age| age > STALE_TMP) {
+                let _ = fs::remove_file(e.path());
+            }
+            continue;
+        }
+        if name.ends_with(".p") {
+            out.push(Found {
+                path: e.path(),
+                bytes: m.len(),
+                used,
+            });
+        }
+    }
+    out
+}
+
+/// What the cache in `dir` holds, one entry per object version, largest first.
+pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
+    let objects = dir.join(LAYOUT).join("objects");
+    if !dir.join(LAYOUT).is_dir() {
+        return Err(format!(
+            "{}: not a tfmount cache (no {LAYOUT}/)",
+            dir.display()
+        ));
+    }
+    let mut out = Vec::new();
+    let urls = fs::read_dir(&objects).map_err(|e| io_err(&objects, e))?;
+    for u in urls.flatten() {
+        let Ok(versions) = fs::read_dir(u.path()) else {
+            continue;
+        };
+        for v in versions.flatten() {
+            let p = v.path();
+            let Ok(text) = fs::read_to_string(p.join("object")) else {
+                continue;
+            };
+            let mut lines = text.lines();
+            let url = lines.next().unwrap_or("").to_string();
+            let identity = lines.next().unwrap_or("").to_string();
+            let size = identity
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("size="))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let pieces = scan_dir(&p);
+            out.push(CachedObject {
+                url,
+                identity,
+                size,
+                pieces: pieces.len() as u64,
+                bytes: pieces
+                    .iter()
+                    .map(|f| f.bytes.saturating_sub(TRAILER as u64))
+                    .sum(),
+                last_used: pieces.iter().map(|f| f.used).max(),
+            });
+        }
+    }
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.url.cmp(&b.url)));
+    Ok(out)
+}
+
+/// Removes every cached object whose URL starts with `prefix` (all with `None`), under the
+/// cache's lock; returns the object versions and bytes removed.
+pub fn clear(dir: &Path, prefix: Option<&str>) -> Result<(u64, u64), String> {
+    let root = dir.join(LAYOUT);
+    if !root.is_dir() {
+        return Err(format!(
+            "{}: not a tfmount cache (no {LAYOUT}/)",
+            dir.display()
+        ));
+    }
+    let _lock = Lock::take(&root.join("lock")).map_err(|e| io_err(&root.join("lock"), e))?;
+    let objects = root.join("objects");
+    let (mut n, mut bytes) = (0, 0);
+    let urls = fs::read_dir(&objects).map_err(|e| io_err(&objects, e))?;
+    for u in urls.flatten() {
+        let Ok(versions) = fs::read_dir(u.path()) else {
+            continue;
+        };
+        for v in versions.flatten() {
+            let p = v.path();
+            let url = fs::read_to_string(p.join("object")).unwrap_or_default();
+            let url = url.lines().next().unwrap_or("");
+            if prefix.is_some_and(|pre| !url.starts_with(pre)) {
+                continue;
+            }
+            let b: u64 = scan_dir(&p).iter().map(|f| f.bytes).sum();
+            fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
+            n += 1;
+            bytes += b;
+        }
+        let _ = fs::remove_dir(u.path());
+    }
+    Ok((n, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(url: &str, size: u64, etag: &str) -> Identity {
+        Identity::new(url, size, Some(etag), 0).unwrap()
+    }
+
+    fn open(dir: &Path, max: u64) -> Arc<DiskCache> {
+        let c = DiskCache::open(dir, Some(max)).unwrap();
+        // Wait for the first scan.
+        while !c.scanned.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        c
+    }
+
+    fn piece(n: u64, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i as u64 * 31 + n * 7) as u8).collect()
+    }
+
+    #[test]
+    fn pieces_come_back_across_opens_and_processes_share_them() {
+        let d = tempfile::tempdir().unwrap();
+        let size = 2 * PIECE + 5;
+        let a = open(d.path(), 1 << 30);
+        let e = a.entry(&id("s3://b/k", size, "e1")).unwrap();
+        assert!(a.get(&e, 0).is_none());
+        a.put(&e, 0, &piece(0, PIECE as usize));
+        a.put(&e, 2, &piece(2, 5));
+        // A wrong length is not kept.
+        a.put(&e, 1, &piece(1, 10));
+        assert_eq!(a.get(&e, 0).unwrap(), piece(0, PIECE as usize));
+        assert_eq!(a.get(&e, 2).unwrap(), piece(2, 5));
+        assert!(a.get(&e, 1).is_none() && a.get(&e, 3).is_none());
+        // Another cache over the same directory (another process, a later mount) sees them.
+        let b = open(d.path(), 1 << 30);
+        assert_eq!(b.held(), PIECE + 5 + 2 * TRAILER as u64);
+        let e2 = b.entry(&id("s3://b/k", size, "e1")).unwrap();
+        assert_eq!(b.get(&e2, 0).unwrap(), piece(0, PIECE as usize));
+        let l = list(d.path()).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!((l[0].pieces, l[0].bytes, l[0].size), (2, PIECE + 5, size));
+        assert_eq!(l[0].url, "s3://b/k");
+    }
+
+    #[test]
+    fn a_changed_object_never_gets_old_bytes_and_its_old_version_is_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = open(d.path(), 1 << 30);
+        let old = c.entry(&id("gs://b/k", 10, "v1")).unwrap();
+        c.put(&old, 0, &piece(0, 10));
+        // Same size, another ETag.
+        let new = c.entry(&id("gs://b/k", 10, "v2")).unwrap();
+        assert!(c.get(&new, 0).is_none());
+        assert!(
+            c.get(&old, 0).is_none(),
+            "the old version's pieces are gone"
+        );
+        assert_eq!(list(d.path()).unwrap().len(), 1);
+        // Another URL is not touched.
+        let other = c.entry(&id("gs://b/other", 10, "v1")).unwrap();
+        c.put(&other, 0, &piece(1, 10));
+        let _ = c.entry(&id("gs://b/k", 10, "v3")).unwrap();
+        assert_eq!(c.get(&other, 0).unwrap(), piece(1, 10));
+    }
+
+    #[test]
+    fn damaged_pieces_are_removed_not_served() {
+        let d = tempfile::tempdir().unwrap();
+        let c = open(d.path(), 1 << 30);
+        let e = c.entry(&id("s3://b/k", 3 * 100, "e")).unwrap();
+        let _ = e;
+        let e = c.entry(&id("s3://b/k", 3 * PIECE, "e")).unwrap();
+        for n in 0..3 {
+            c.put(&e, n, &piece(n, PIECE as usize));
+        }
+        // A flipped byte, a truncated file, a longer file.
+        let p0 = e.piece_path(0);
+        let mut b = fs::read(&p0).unwrap();
+        b[1000] ^= 1;
+        fs::write(&p0, b).unwrap();
+        let p1 = e.piece_path(1);
+        let b = fs::read(&p1).unwrap();
+        fs::write(&p1, &b[..b.len() - 1]).unwrap();
+        let p2 = e.piece_path(2);
+        let mut b = fs::read(&p2).unwrap();
+        b.push(0);
+        fs::write(&p2, b).unwrap();
+        for n in 0..3 {
+            assert!(c.get(&e, n).is_none(), "piece {n}");
+            assert!(!e.piece_path(n).exists(), "piece {n} removed");
+        }
+        assert_eq!(c.counters.damaged.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn cache_max_is_honoured_least_recently_used_first() {
+        let d = tempfile::tempdir().unwrap();
+        let max = 10 * (PIECE + TRAILER as u64);
+        let c = open(d.path(), max);
+        let e = c.entry(&id("s3://b/big", 30 * PIECE, "e")).unwrap();
+        let old = SystemTime::now() - Duration::from_secs(1000);
+        for n in 0..30 {
+            c.put(&e, n, &piece(n, PIECE as usize));
+            assert!(c.held() <= max, "after piece {n}: {} held", c.held());
+            // Each piece older than the next.
+            let _ = File::options()
+                .write(true)
+                .open(e.piece_path(n))
+                .and_then(|f| f.set_modified(old + Duration::from_secs(n)));
+        }
+        let held: u64 = scan(&c.objects).iter().map(|f| f.bytes).sum();
+        assert!(held <= max && held == c.held(), "{held} on disk");
+        // The newest pieces are the ones kept.
+        assert!(c.get(&e, 29).is_some());
+        assert!(c.get(&e, 0).is_none());
+        assert!(c.counters.evicted.load(Ordering::Relaxed) >= 20);
+    }
+
+    #[test]
+    fn leftovers_of_a_killed_writer_are_ignored_then_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = open(d.path(), 1 << 30);
+        let e = c.entry(&id("s3://b/k", PIECE, "e")).unwrap();
+        let tmp = e.dir.join(".tmp-999999-0");
+        fs::write(&tmp, b"half a piece").unwrap();
+        assert!(c.get(&e, 0).is_none());
+        let _ = File::options()
+            .write(true)
+            .open(&tmp)
+            .and_then(|f| f.set_modified(SystemTime::now() - 2 * STALE_TMP));
+        let c2 = open(d.path(), 1 << 30);
+        assert_eq!(c2.held(), 0);
+        assert!(!tmp.exists());
+    }
+
+    #[test]
+    fn clear_removes_what_it_is_asked_to() {
+        let d = tempfile::tempdir().unwrap();
+        let c = open(d.path(), 1 << 30);
+        for url in ["s3://a/x", "s3://a/y", "gs://b/z"] {
+            let e = c.entry(&id(url, 4, "e")).unwrap();
+            c.put(&e, 0, b"abcd");
+        }
+        assert_eq!(
+            clear(d.path(), Some("s3://a/")).unwrap(),
+            (2, 4 + TRAILER as u64 * 2 + 4)
+        );
+        let l = list(d.path()).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].url, "gs://b/z");
+        assert_eq!(clear(d.path(), None).unwrap().0, 1);
+        assert!(list(d.path()).unwrap().is_empty());
+        assert!(list(&d.path().join("nope")).is_err());
+    }
+
+    #[test]
+    fn objects_without_a_version_are_not_cached() {
+        assert!(Identity::new("https://h/x", 5, None, 0).is_none());
+        assert_eq!(
+            Identity::new("https://h/x", 5, None, 1700000000)
+                .unwrap()
+                .version,
+            "modified=1700000000"
+        );
+    }
+}
