@@ -177,7 +177,10 @@ fn free_space(dir: &Path) -> Option<u64> {
     // SAFETY: `c` is a valid NUL-terminated path; `st` is written by statvfs on success only.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    (r == 0).then(|| u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    // The field types vary between platforms (u32 on some 32-bit ones).
+    #[allow(clippy::useless_conversion)]
+    let free = || u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
+    (r == 0).then(free)
 }
 
 /// An exclusive `flock` on `path`, waited for at most [`LOCK_WAIT`].
