@@ -80,8 +80,86 @@ impl DirectIo {
 /// read this much per call (each call is one READ request), instead of 128 or 256 KiB.
 pub const DIRECT_IO_BLKSIZE: u32 = MAX_READAHEAD;
 
+/// Threads that reads of a remote mount wait for the network on, at most.
+const MAX_WAITERS: usize = 64;
+/// A waiter idle this long ends.
+const WAITER_IDLE: Duration = Duration::from_secs(30);
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads reads of a remote mount run on: a read that waits for the network (up to
+/// `remote_timeout`) holds one of these, not one of the few threads serving the kernel, so
+/// that 16 readers of a stalled server each fail within `remote_timeout` instead of queueing
+/// behind each other (each waiting its turn for a serving thread), and lookups and `stat`s
+/// are answered meanwhile. Threads are started as reads need them, at most [`MAX_WAITERS`]
+/// (then reads queue), and end when idle.
+struct Waiters {
+    state: Mutex<WaitState>,
+    work: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct WaitState {
+    jobs: std::collections::VecDeque<Job>,
+    idle: usize,
+    threads: usize,
+}
+
+impl Waiters {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WaitState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run(self: &Arc<Self>, job: Job) {
+        let mut g = self.lock();
+        g.jobs.push_back(job);
+        if g.idle > g.jobs.len() - 1 {
+            self.work.notify_one();
+            return;
+        }
+        if g.threads < MAX_WAITERS {
+            let me = Arc::clone(self);
+            if std::thread::Builder::new()
+                .name("tfmount-read".into())
+                .spawn(move || me.serve())
+                .is_ok()
+            {
+                g.threads += 1;
+                return;
+            }
+        }
+        // No thread could start: the next free one takes it.
+        self.work.notify_one();
+    }
+
+    fn serve(&self) {
+        let mut g = self.lock();
+        loop {
+            if let Some(job) = g.jobs.pop_front() {
+                drop(g);
+                job();
+                g = self.lock();
+                continue;
+            }
+            g.idle += 1;
+            let (next, timeout) = self
+                .work
+                .wait_timeout(g, WAITER_IDLE)
+                .unwrap_or_else(|e| e.into_inner());
+            g = next;
+            g.idle -= 1;
+            if timeout.timed_out() && g.jobs.is_empty() {
+                g.threads -= 1;
+                return;
+            }
+        }
+    }
+}
+
 pub(crate) struct FuseFs {
     fs: Arc<Fs>,
+    /// Where reads run when the source is remote (`None`: on the serving thread).
+    waiters: Option<Arc<Waiters>>,
     /// Which files are opened with `FOPEN_DIRECT_IO` (`Never` once `init` found that the
     /// kernel cannot `mmap` them).
     direct_io: DirectIo,
@@ -98,6 +176,12 @@ pub(crate) struct FuseFs {
 impl FuseFs {
     pub fn new(fs: Arc<Fs>, direct_io: DirectIo) -> Self {
         FuseFs {
+            waiters: fs.is_remote().then(|| {
+                Arc::new(Waiters {
+                    state: Mutex::new(WaitState::default()),
+                    work: std::sync::Condvar::new(),
+                })
+            }),
             fs,
             direct_io,
             largest_read: AtomicU32::new(0),
@@ -310,9 +394,16 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         self.largest_read.fetch_max(size, Ordering::Relaxed);
-        match self.fs.read(ino.0, offset, size as usize) {
+        let read = move |fs: &Fs, reply: ReplyData| match fs.read(ino.0, offset, size as usize) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply.error(errno(&e)),
+        };
+        match &self.waiters {
+            Some(w) => {
+                let fs = Arc::clone(&self.fs);
+                w.run(Box::new(move || read(&fs, reply)));
+            }
+            None => read(&self.fs, reply),
         }
     }
 

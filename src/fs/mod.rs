@@ -483,6 +483,11 @@ impl Fs {
         }
     }
 
+    /// Whether the source is on object storage (reads may wait for the network).
+    pub fn is_remote(&self) -> bool {
+        self.store.as_ref().is_some_and(|s| s.is_remote())
+    }
+
     /// What the source's store counted (requests, bytes fetched), for remote sources.
     pub(crate) fn store_stats(&self) -> Option<String> {
         self.store.as_ref()?.stats_line()

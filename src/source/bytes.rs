@@ -126,6 +126,11 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// Whether reads may wait for a network (object storage).
+    fn is_remote(&self) -> bool {
+        false
+    }
+
     fn is_dir(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::Dir)
     }

@@ -52,7 +52,8 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// every cache of the process (`tfmount warm`).
 #[derive(Debug, Default)]
 pub struct DiskCounters {
-    /// Pieces served from disk, and their bytes.
+    /// Pieces found in the cache (on disk, or just read or written), and the bytes asked for
+    /// that they served.
     pub hits: AtomicU64,
     pub hit_bytes: AtomicU64,
     /// Pieces written, and their bytes.
@@ -123,7 +124,15 @@ impl Identity {
 pub struct Entry {
     dir: PathBuf,
     id: Identity,
+    /// Unique in the process (keys of [`DiskCache::recent`]).
+    serial: u64,
 }
+
+/// Serials of entries.
+static SERIAL: AtomicU64 = AtomicU64::new(1);
+/// Pieces kept in memory after they are read or written: reads of neighbouring small tensors
+/// (each its own fetch) read a piece from disk and check it once, not once each.
+const RECENT: usize = 32;
 
 impl Entry {
     fn piece_len(&self, n: u64) -> Option<usize> {
@@ -153,6 +162,8 @@ pub struct DiskCache {
     scanned: AtomicBool,
     evicting: Mutex<()>,
     tmp_seq: AtomicU64,
+    /// The last pieces read or written, by (entry serial, piece).
+    recent: Mutex<lru::LruCache<(u64, u64), Bytes>>,
     pub counters: DiskCounters,
 }
 
@@ -266,6 +277,9 @@ impl DiskCache {
             scanned: AtomicBool::new(false),
             evicting: Mutex::new(()),
             tmp_seq: AtomicU64::new(0),
+            recent: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(RECENT).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
             counters: DiskCounters::default(),
         });
         let c = Arc::clone(&cache);
@@ -321,6 +335,7 @@ impl DiskCache {
         Some(Arc::new(Entry {
             dir,
             id: id.clone(),
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
         }))
     }
 
@@ -381,6 +396,10 @@ impl DiskCache {
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
     pub fn get(&self, e: &Entry, n: u64) -> Option<Bytes> {
         let len = e.piece_len(n)?;
+        if let Some(b) = self.recent().get(&(e.serial, n)) {
+            self.counters.add(|c| &c.hits, 1);
+            return Some(b.clone());
+        }
         let path = e.piece_path(n);
         let mut f = File::open(&path).ok()?;
         let mut buf = Vec::with_capacity(len + TRAILER);
@@ -422,16 +441,27 @@ impl DiskCache {
         }
         buf.truncate(len);
         self.counters.add(|c| &c.hits, 1);
-        self.counters.add(|c| &c.hit_bytes, len as u64);
-        Some(Bytes::from(buf))
+        let b = Bytes::from(buf);
+        self.recent().put((e.serial, n), b.clone());
+        Some(b)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(u64, u64), Bytes>> {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts `n` bytes asked for and served from cached pieces.
+    pub fn served(&self, n: u64) {
+        self.counters.add(|c| &c.hit_bytes, n);
     }
 
     /// Keeps piece `n` of `e` (exactly its bytes; anything else is ignored). Failures are
     /// counted and logged, never returned: the bytes were served anyway.
-    pub fn put(&self, e: &Entry, n: u64, data: &[u8]) {
+    pub fn put(&self, e: &Entry, n: u64, data: &Bytes) {
         if e.piece_len(n) != Some(data.len()) {
             return;
         }
+        self.recent().put((e.serial, n), data.clone());
         let crc = crc32c::crc32c(data).to_le_bytes();
         let trailer: [u8; TRAILER] = [crc[0], crc[1], crc[2], crc[3], b't', b'f', b'm', b'c'];
         let name = format!("{n}.p");
@@ -662,10 +692,10 @@ mod tests {
         let a = open(d.path(), 1 << 30);
         let e = a.entry(&id("s3://b/k", size, "e1")).unwrap();
         assert!(a.get(&e, 0).is_none());
-        a.put(&e, 0, &piece(0, PIECE as usize));
-        a.put(&e, 2, &piece(2, 5));
+        a.put(&e, 0, &piece(0, PIECE as usize).into());
+        a.put(&e, 2, &piece(2, 5).into());
         // A wrong length is not kept.
-        a.put(&e, 1, &piece(1, 10));
+        a.put(&e, 1, &piece(1, 10).into());
         assert_eq!(a.get(&e, 0).unwrap(), piece(0, PIECE as usize));
         assert_eq!(a.get(&e, 2).unwrap(), piece(2, 5));
         assert!(a.get(&e, 1).is_none() && a.get(&e, 3).is_none());
@@ -685,18 +715,18 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let c = open(d.path(), 1 << 30);
         let old = c.entry(&id("gs://b/k", 10, "v1")).unwrap();
-        c.put(&old, 0, &piece(0, 10));
+        c.put(&old, 0, &piece(0, 10).into());
         // Same size, another ETag.
         let new = c.entry(&id("gs://b/k", 10, "v2")).unwrap();
         assert!(c.get(&new, 0).is_none());
         assert!(
-            c.get(&old, 0).is_none(),
+            !old.piece_path(0).exists(),
             "the old version's pieces are gone"
         );
         assert_eq!(list(d.path()).unwrap().len(), 1);
         // Another URL is not touched.
         let other = c.entry(&id("gs://b/other", 10, "v1")).unwrap();
-        c.put(&other, 0, &piece(1, 10));
+        c.put(&other, 0, &piece(1, 10).into());
         let _ = c.entry(&id("gs://b/k", 10, "v3")).unwrap();
         assert_eq!(c.get(&other, 0).unwrap(), piece(1, 10));
     }
@@ -709,7 +739,7 @@ mod tests {
         let _ = e;
         let e = c.entry(&id("s3://b/k", 3 * PIECE, "e")).unwrap();
         for n in 0..3 {
-            c.put(&e, n, &piece(n, PIECE as usize));
+            c.put(&e, n, &piece(n, PIECE as usize).into());
         }
         // A flipped byte, a truncated file, a longer file.
         let p0 = e.piece_path(0);
@@ -723,11 +753,14 @@ mod tests {
         let mut b = fs::read(&p2).unwrap();
         b.push(0);
         fs::write(&p2, b).unwrap();
+        // Read by another process (this one keeps the last pieces it wrote in memory).
+        let other = open(d.path(), 1 << 30);
+        let e = other.entry(&id("s3://b/k", 3 * PIECE, "e")).unwrap();
         for n in 0..3 {
-            assert!(c.get(&e, n).is_none(), "piece {n}");
+            assert!(other.get(&e, n).is_none(), "piece {n}");
             assert!(!e.piece_path(n).exists(), "piece {n} removed");
         }
-        assert_eq!(c.counters.damaged.load(Ordering::Relaxed), 3);
+        assert_eq!(other.counters.damaged.load(Ordering::Relaxed), 3);
     }
 
     #[test]
@@ -738,7 +771,7 @@ mod tests {
         let e = c.entry(&id("s3://b/big", 30 * PIECE, "e")).unwrap();
         let old = SystemTime::now() - Duration::from_secs(1000);
         for n in 0..30 {
-            c.put(&e, n, &piece(n, PIECE as usize));
+            c.put(&e, n, &piece(n, PIECE as usize).into());
             assert!(c.held() <= max, "after piece {n}: {} held", c.held());
             // Each piece older than the next.
             let _ = File::options()
@@ -749,8 +782,8 @@ mod tests {
         let held: u64 = scan(&c.objects).iter().map(|f| f.bytes).sum();
         assert!(held <= max && held == c.held(), "{held} on disk");
         // The newest pieces are the ones kept.
-        assert!(c.get(&e, 29).is_some());
-        assert!(c.get(&e, 0).is_none());
+        assert!(e.piece_path(29).exists());
+        assert!(!e.piece_path(0).exists());
         assert!(c.counters.evicted.load(Ordering::Relaxed) >= 20);
     }
 
@@ -777,7 +810,7 @@ mod tests {
         let c = open(d.path(), 1 << 30);
         for url in ["s3://a/x", "s3://a/y", "gs://b/z"] {
             let e = c.entry(&id(url, 4, "e")).unwrap();
-            c.put(&e, 0, b"abcd");
+            c.put(&e, 0, &Bytes::from_static(b"abcd"));
         }
         assert_eq!(
             clear(d.path(), Some("s3://a/")).unwrap(),

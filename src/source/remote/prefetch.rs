@@ -30,7 +30,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::source::remote::budget::Reservation;
-use crate::source::remote::read::{copy_from_chunks, Handle, Pending, Piece};
+use crate::source::remote::read::{copy_from_chunks, Handle, Pending, Piece, BLOCK};
 use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET.
@@ -47,6 +47,24 @@ const KEEP_BEHIND: u64 = 1 << 20;
 /// it (the gap is fetched too): the kernel sends one reader's read-ahead requests on several
 /// threads, so they arrive a little out of order.
 const AHEAD_SLACK: u64 = 4 << 20;
+
+/// `len` bytes from `start` (at most [`MAX_PART`]), cut or stretched by less than a block so
+/// that the part ends on a block boundary of the object, or at `limit`: consecutive parts then
+/// never share a block, and the disk cache, which keeps whole blocks, fetches none twice. A
+/// full part is cut (it stays within [`MAX_PART`]), a shorter one stretched.
+fn aligned(start: u64, len: u64, limit: u64) -> u64 {
+    let end = start + len;
+    if end >= limit {
+        return limit.saturating_sub(start);
+    }
+    let down = end / BLOCK * BLOCK;
+    let end = if len >= MAX_PART && down > start {
+        down
+    } else {
+        end.div_ceil(BLOCK).saturating_mul(BLOCK).min(limit)
+    };
+    end - start
+}
 
 enum Data {
     Pending(Pending),
@@ -384,11 +402,15 @@ impl Reader {
         let mut target = consumed_end.max(limit.min(base + st.window));
         while st.ahead_end < target {
             let need = st.ahead_end < consumed_end;
-            let want = MAX_PART.min(target - st.ahead_end);
+            let want = aligned(st.ahead_end, MAX_PART.min(target - st.ahead_end), limit);
             let (res, len) = match ctx.budget.try_reserve(want) {
                 Some(r) => (r, want),
                 None if need => {
-                    let len = MAX_PART.min(consumed_end - st.ahead_end);
+                    let len = aligned(
+                        st.ahead_end,
+                        MAX_PART.min(consumed_end - st.ahead_end),
+                        limit,
+                    );
                     let r = ctx
                         .budget
                         .reserve(len, deadline)

@@ -226,6 +226,16 @@ pub(crate) async fn fetch(
     let first = range.start / disk::PIECE;
     let last = (range.end - 1) / disk::PIECE;
     let mut got: Vec<Option<Bytes>> = (first..=last).map(|n| d.get(entry, n)).collect();
+    let overlap = |k: usize, len: u64| {
+        let ps = (first + k as u64) * disk::PIECE;
+        range.end.min(ps + len).saturating_sub(range.start.max(ps))
+    };
+    d.served(
+        got.iter()
+            .enumerate()
+            .filter_map(|(k, p)| Some(overlap(k, p.as_ref()?.len() as u64)))
+            .sum(),
+    );
     // Runs of missing pieces, one GET each (their bytes were reserved by the caller, but for
     // the pieces' ends outside `range`: at most two pieces more).
     let mut i = 0;

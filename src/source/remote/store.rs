@@ -874,6 +874,10 @@ impl Store for RemoteStore {
         Ok(self.try_list(dir)?)
     }
 
+    fn is_remote(&self) -> bool {
+        true
+    }
+
     fn stats_line(&self) -> Option<String> {
         let s = self.stats();
         let disk = match self.disk_cache() {

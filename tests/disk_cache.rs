@@ -1,0 +1,582 @@
+//! The persistent disk cache (`-o cache_dir`, `tfmount warm`, `tfmount cache`), end to end: a
+//! checkpoint served by nginx on 127.0.0.1 behind the counting proxy (src/testkit/fault_proxy.rs),
+//! mounted through the kernel with a cache directory.
+//!
+//! - a remount reads every byte from the cache: no GET reaches the server;
+//! - a replaced object is fetched anew (its old pieces removed), a damaged cache file is fetched
+//!   again, never served;
+//! - two mounts sharing a cache directory, read at once by several threads each, serve exact
+//!   bytes, and what they cached serves a third without a GET;
+//! - `cache_max` is honoured; a daemon killed mid-read leaves a cache the next mount uses;
+//! - `tfmount warm` fills the cache (a mount then sends no GET), killed mid-way it resumes;
+//!   `tfmount cache ls|clear` show and empty it;
+//! - 16 threads memory-mapping tensors of a stalled server get EIO (SIGBUS) within
+//!   `remote_timeout`, and the daemon keeps serving.
+//!
+//! Needs nginx: `scripts/install-test-servers.sh`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{walk_files, Mount};
+use tfmount::parse::dtype::DType;
+use tfmount::testkit::fault_proxy::{Fault, FaultProxy, Rule};
+use tfmount::testkit::rng;
+use tfmount::testkit::servers::Server;
+use tfmount::testkit::writer::CheckpointWriter;
+
+const F32: DType = DType(1);
+const PREFIX: &str = "ck/model.ckpt";
+
+/// The tensors of the served checkpoint (salted: another salt, other bytes, same sizes): a
+/// 6 MiB one alone in shard 0, and 40 small ones of 4 to 160 KiB in shard 1.
+fn tensors(salt: u64) -> Vec<(String, Vec<u8>, Vec<u64>, u32)> {
+    let mut v = vec![(
+        "big".to_string(),
+        rng::bytes(salt, 6 << 20),
+        vec![3, 1 << 19],
+        0,
+    )];
+    for i in 0..40u64 {
+        let n = 1024 * (1 + i);
+        v.push((
+            format!("layer_{i:02}/kernel"),
+            rng::bytes(salt * 100 + i, 4 * n as usize),
+            vec![n],
+            1,
+        ));
+    }
+    v
+}
+
+fn write_ckpt(prefix: &Path, salt: u64) {
+    let mut w = CheckpointWriter::new(prefix, 2).expect("writer");
+    for (k, b, shape, shard) in tensors(salt) {
+        w.add(k.as_bytes(), F32, &shape, &b, shard).expect("add");
+    }
+    w.finish().expect("finish");
+}
+
+/// nginx serving `ck/model.ckpt`, the counting proxy in front of it, a local copy to compare
+/// with, and a cache directory.
+struct Setup {
+    nginx: Server,
+    proxy: FaultProxy,
+    local: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+impl Setup {
+    fn start() -> Option<Setup> {
+        let nginx = Server::nginx()?;
+        write_ckpt(&nginx.root().join(PREFIX), 1);
+        let local = tempfile::tempdir().expect("tempdir");
+        write_ckpt(&local.path().join(PREFIX), 1);
+        let proxy = FaultProxy::start(nginx.port);
+        Some(Setup {
+            nginx,
+            proxy,
+            local,
+            cache: tempfile::tempdir().expect("tempdir"),
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/{PREFIX}", self.proxy.url())
+    }
+
+    fn cache_opt(&self) -> String {
+        format!(
+            "remote_timeout=10s,cache_dir={}",
+            self.cache.path().display()
+        )
+    }
+
+    fn mount(&self, extra: &str) -> Mount {
+        let opts = format!("{},{extra}", self.cache_opt());
+        Mount::start(Path::new(&self.url()), &["-o", &opts])
+    }
+
+    fn local_mount(&self) -> Mount {
+        Mount::start(&self.local.path().join(PREFIX), &[])
+    }
+
+    /// GETs the proxy saw since the last call (and forgets them).
+    fn gets(&self) -> usize {
+        let n = self
+            .proxy
+            .seen()
+            .iter()
+            .filter(|s| s.method == "GET")
+            .count();
+        self.proxy.clear();
+        n
+    }
+
+    /// Replaces the served checkpoint by the one of `salt` (nginx's ETag is mtime-size: the
+    /// files get a new time).
+    fn replace(&self, salt: u64) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        write_ckpt(&tmp.path().join(PREFIX), salt);
+        for name in [
+            "model.ckpt.index",
+            "model.ckpt.data-00000-of-00002",
+            "model.ckpt.data-00001-of-00002",
+        ] {
+            let to = self.nginx.root().join("ck").join(name);
+            std::fs::copy(tmp.path().join("ck").join(name), &to).expect("copy");
+            let f = std::fs::File::options()
+                .write(true)
+                .open(&to)
+                .expect("open");
+            f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + salt))
+                .expect("mtime");
+        }
+        write_ckpt(&self.local.path().join(PREFIX), salt);
+    }
+}
+
+/// Every file of `remote` equals `local`'s (both list the same files).
+fn same_tree(remote: &Path, local: &Path) {
+    let r = walk_files(remote);
+    assert_eq!(r, walk_files(local), "the same files");
+    assert!(r.len() > 40);
+    for p in &r {
+        let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let b = std::fs::read(local.join(p)).expect("local");
+        assert!(a == b, "{}: bytes differ", p.display());
+    }
+}
+
+/// `tfmount ARGS` with `env`, its output.
+fn tfmount(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+        .args(args)
+        .env_remove("TFMOUNT_CACHE_DIR")
+        .env_remove("TFMOUNT_CACHE_MAX")
+        .envs(env.iter().copied())
+        .output()
+        .expect("tfmount")
+}
+
+/// Bytes of the cache's piece files.
+fn cached_bytes(dir: &Path) -> u64 {
+    walk_files(dir)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "p"))
+        .map(|p| std::fs::metadata(dir.join(p)).map_or(0, |m| m.len()))
+        .sum()
+}
+
+fn pieces(dir: &Path) -> Vec<PathBuf> {
+    walk_files(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "p"))
+        .map(|p| dir.join(p))
+        .collect()
+}
+
+#[test]
+fn a_remount_reads_the_disk_cache_and_a_changed_object_is_fetched_anew() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let local = s.local_mount();
+    {
+        let m = s.mount("");
+        same_tree(&m.path(), &local.path());
+    }
+    let first = s.gets();
+    assert!(first > 0);
+    // Every byte of the data files is cached, once (pieces of 1 MiB plus 8 bytes each).
+    let data: u64 = [
+        "model.ckpt.data-00000-of-00002",
+        "model.ckpt.data-00001-of-00002",
+        "model.ckpt.index",
+    ]
+    .iter()
+    .map(|f| {
+        std::fs::metadata(s.nginx.root().join("ck").join(f))
+            .unwrap()
+            .len()
+    })
+    .sum();
+    let on_disk = cached_bytes(s.cache.path());
+    assert!(
+        on_disk >= data && on_disk <= data + 8 * 16,
+        "{on_disk} cached, {data} served"
+    );
+
+    // A remount: every byte from the cache, not one GET.
+    {
+        let m = s.mount("");
+        same_tree(&m.path(), &local.path());
+    }
+    assert_eq!(s.gets(), 0, "GETs after a remount with the cache");
+
+    // `cache ls` shows the three objects; the subcommands use TFMOUNT_CACHE_DIR.
+    let dir = s.cache.path().to_str().unwrap();
+    let ls = tfmount(&["cache", "ls", dir], &[]);
+    assert!(ls.status.success(), "{ls:?}");
+    let text = String::from_utf8(ls.stdout).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.split('\t').count() == 6 && l.contains("/ck/model.ckpt")),
+        "{text}"
+    );
+    let cat = tfmount(
+        &["cat", &s.url(), "variables/big.bin"],
+        &[("TFMOUNT_CACHE_DIR", dir)],
+    );
+    assert!(
+        cat.status.success() && cat.stdout == tensors(1)[0].1,
+        "{:?}",
+        cat.status
+    );
+    assert_eq!(s.gets(), 0, "GETs of tfmount cat with the cache");
+
+    // Replaced on the server: the next mount reads the new bytes; the old pieces are gone.
+    s.replace(2);
+    drop(local);
+    let local = s.local_mount();
+    {
+        let m = s.mount("");
+        same_tree(&m.path(), &local.path());
+        assert!(
+            m.log_text().contains("changed since it was cached"),
+            "{}",
+            m.log_text()
+        );
+    }
+    assert!(s.gets() > 0);
+    let on_disk = cached_bytes(s.cache.path());
+    assert!(on_disk <= data + 8 * 16, "old versions kept: {on_disk}");
+
+    // `cache clear` empties it.
+    let clear = tfmount(&["cache", "clear", dir], &[]);
+    assert!(clear.status.success(), "{clear:?}");
+    assert_eq!(cached_bytes(s.cache.path()), 0);
+}
+
+#[test]
+fn a_damaged_cache_file_is_fetched_again_never_served() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let local = s.local_mount();
+    {
+        let m = s.mount("");
+        same_tree(&m.path(), &local.path());
+    }
+    s.gets();
+    let files = pieces(s.cache.path());
+    assert!(files.len() >= 8, "{files:?}");
+    // A flipped byte in every piece, one piece cut short, one emptied.
+    for (i, p) in files.iter().enumerate() {
+        let mut b = std::fs::read(p).unwrap();
+        match i {
+            0 => b.truncate(b.len() / 2),
+            1 => b.clear(),
+            _ => {
+                let mid = b.len() / 3;
+                b[mid] ^= 0x01;
+            }
+        }
+        std::fs::write(p, b).unwrap();
+    }
+    let m = s.mount("");
+    same_tree(&m.path(), &local.path());
+    assert!(s.gets() > 0, "fetched again");
+    let log = m.log_text();
+    assert!(log.contains("damaged cache file"), "{log}");
+    drop(m);
+    // Fetched again into the cache: a remount sends no GET.
+    {
+        let m = s.mount("");
+        same_tree(&m.path(), &local.path());
+    }
+    assert_eq!(s.gets(), 0);
+}
+
+#[test]
+fn two_mounts_share_a_cache_directory_under_load() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let local = s.local_mount();
+    let (a, b) = (s.mount(""), s.mount(""));
+    let files = walk_files(&local.path());
+    std::thread::scope(|sc| {
+        for t in 0..6 {
+            let (files, lp) = (&files, local.path());
+            let mp = if t % 2 == 0 { a.path() } else { b.path() };
+            sc.spawn(move || {
+                // Each thread its own order.
+                for i in 0..files.len() {
+                    let p = &files[(i * 7 + t * 13) % files.len()];
+                    let got = std::fs::read(mp.join(p))
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    assert!(got == std::fs::read(lp.join(p)).unwrap(), "{}", p.display());
+                }
+            });
+        }
+    });
+    drop((a, b));
+    s.gets();
+    // No temporary file left, and the pieces serve a third mount without a GET.
+    let tmp = walk_files(s.cache.path())
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
+        })
+        .count();
+    assert_eq!(tmp, 0);
+    let c = s.mount("");
+    same_tree(&c.path(), &local.path());
+    drop(c);
+    assert_eq!(s.gets(), 0);
+}
+
+#[test]
+fn cache_max_is_honoured_and_a_killed_daemon_leaves_a_usable_cache() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let local = s.local_mount();
+    // 3 MiB for a checkpoint of about 9.3 MiB.
+    let max = 3u64 << 20;
+    {
+        let m = s.mount(&format!("cache_max={max}"));
+        same_tree(&m.path(), &local.path());
+        let held = cached_bytes(s.cache.path());
+        assert!(held <= max, "{held} bytes cached, cache_max {max}");
+        assert!(held > 0);
+        assert!(
+            m.log_text().contains("least recently used pieces removed"),
+            "{}",
+            m.log_text()
+        );
+    }
+    // A daemon killed while reading (the server slowed by a stalled answer): the next mount
+    // serves exact bytes from what the cache holds and the server.
+    s.gets();
+    s.proxy.set(vec![Rule::ranged_get("data-00000")
+        .nth(2)
+        .fault(Fault::Stall { after: 300_000 })]);
+    let mut m = s.mount("");
+    let big = m.path().join("variables/big.bin");
+    let reader = std::thread::spawn(move || std::fs::read(big));
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) of the daemon we started.
+    unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) };
+    let _ = common::wait_with_timeout(m.child.take().unwrap(), Duration::from_secs(10));
+    let _ = Command::new("fusermount3")
+        .arg("-uz")
+        .arg(m.path())
+        .status();
+    let _ = reader.join();
+    s.proxy.clear();
+    // A killed writer's leftovers: a temporary file.
+    let some_dir = pieces(s.cache.path())[0].parent().unwrap().to_path_buf();
+    std::fs::write(some_dir.join(".tmp-999999-7"), b"half").unwrap();
+    let m2 = s.mount("");
+    same_tree(&m2.path(), &local.path());
+}
+
+/// `tfmount warm` with the stdout lines, stderr and status; `kill_after`: SIGKILL then.
+fn warm(s: &Setup, extra: &[&str], kill_after: Option<Duration>) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tfmount"));
+    cmd.args(["warm", "-o", &s.cache_opt()])
+        .args(extra)
+        .arg(s.url())
+        .env_remove("TFMOUNT_CACHE_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("warm");
+    if let Some(d) = kill_after {
+        std::thread::sleep(d);
+        // SAFETY: kill(2) of the child we started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    }
+    let out = child.wait_with_output().expect("warm output");
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn warm_fills_the_cache_resumes_after_a_kill_and_a_mount_then_sends_no_get() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    // Without a cache directory: a usage error naming the option.
+    let out = tfmount(&["warm", &s.url()], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cache_dir"));
+    // Only some tensors.
+    let (code, text) = warm_only(&s, &["layer_0"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (b, l) = (cached_of(&s, "data-00000"), cached_of(&s, "data-00001"));
+    assert!(b == 0 && l > 0, "big {b} layers {l}");
+    clear(&s);
+    s.gets();
+
+    // The big tensor's GETs stall (it is fetched in one), killed meanwhile: the small ones are
+    // cached by then.
+    s.proxy
+        .set(vec![Rule::ranged_get("/ck/model.ckpt.data-00000-of-00002")
+            .times(usize::MAX)
+            .fault(Fault::Stall { after: 0 })]);
+    let (code, text) = warm(&s, &["--threads", "2"], Some(Duration::from_millis(1500)));
+    assert_eq!(code, None, "killed: {text}\n{}", s.proxy.report());
+    assert!(s.proxy.injected() > 0, "{}", s.proxy.report());
+    s.proxy.clear();
+    let layers = cached_of(&s, "data-00001");
+    assert!(layers > 0 && cached_of(&s, "data-00000") == 0);
+    let (code, text) = warm(&s, &[], None);
+    assert_eq!(code, Some(0), "{text}");
+    // What was cached before the kill is read from disk, not fetched again.
+    let fetched = text
+        .split(" fetched into the cache")
+        .next()
+        .and_then(|t| t.rsplit('(').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count of fetched bytes in {text}"));
+    let big = 6u64 << 20;
+    assert!(
+        fetched < big + (1 << 20),
+        "{fetched} bytes fetched again: {text}"
+    );
+    s.gets();
+    // A mount now sends no GET.
+    let local = s.local_mount();
+    let m = s.mount("");
+    same_tree(&m.path(), &local.path());
+    drop(m);
+    assert_eq!(s.gets(), 0);
+    // cache_max smaller than the checkpoint: warm says it could not keep everything.
+    clear(&s);
+    let (code, text) = warm(&s, &["-o", "cache_max=2M"], None);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("could not be kept"), "{text}");
+}
+
+fn warm_only(s: &Setup, keys: &[&str]) -> (Option<i32>, String) {
+    // KEYs come after SOURCE.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tfmount"));
+    cmd.args(["warm", "-o", &s.cache_opt(), "--threads", "4", &s.url()])
+        .args(keys)
+        .env_remove("TFMOUNT_CACHE_DIR");
+    let out = cmd.output().expect("warm");
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn clear(s: &Setup) {
+    let out = tfmount(&["cache", "clear", s.cache.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Bytes cached of the objects whose URL contains `part`, per `tfmount cache ls`.
+fn cached_of(s: &Setup, part: &str) -> u64 {
+    let out = tfmount(&["cache", "ls", s.cache.path().to_str().unwrap()], &[]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(part))
+        .filter_map(|l| l.split('\t').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// 16 threads memory-map tensor files of a mount whose server stalls (as `safetensors` and
+/// `numpy.load(mmap_mode="r")` do) and touch every page: each gets SIGBUS (the kernel's word for
+/// EIO on a mapping) within `remote_timeout` and slack, none waits forever, and the daemon
+/// serves again once the server answers.
+#[test]
+fn sixteen_mapping_readers_of_a_stalled_server_fail_within_the_deadline() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let local = s.local_mount();
+    let timeout = Duration::from_secs(3);
+    let m = Mount::start(
+        Path::new(&s.url()),
+        &["-o", &format!("remote_timeout={}s", timeout.as_secs())],
+    );
+    // Listing works (the index is read); every data GET from now on stalls.
+    let files: Vec<PathBuf> = walk_files(&m.path().join("variables"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    s.proxy.set(vec![Rule::ranged_get("data-")
+        .times(usize::MAX)
+        .fault(Fault::Stall { after: 0 })]);
+    let t = Instant::now();
+    // Each reader is a child process (a SIGBUS kills it, as it would the loader).
+    let children: Vec<_> = (0..16)
+        .map(|i| {
+            let p = m.path().join("variables").join(&files[i % files.len()]);
+            Command::new("python3")
+                .args([
+                    "-c",
+                    "import mmap,sys\nf=open(sys.argv[1],'rb')\nm=mmap.mmap(f.fileno(),0,access=mmap.ACCESS_READ)\nprint(sum(m[i] for i in range(0,len(m),4096)))",
+                ])
+                .arg(&p)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("python3")
+        })
+        .collect();
+    // Each child's end: its status and when.
+    let mut children: Vec<Option<std::process::Child>> = children.into_iter().map(Some).collect();
+    let mut ended = Vec::new();
+    let limit = timeout * 3 + Duration::from_secs(8);
+    while ended.len() < 16 && t.elapsed() < limit + Duration::from_secs(5) {
+        for c in children.iter_mut() {
+            if let Some(st) = c.as_mut().and_then(|ch| ch.try_wait().ok().flatten()) {
+                ended.push((st, t.elapsed()));
+                *c = None;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for c in children.iter_mut().flatten() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        ended.len(),
+        16,
+        "readers still waiting after {:?}",
+        t.elapsed()
+    );
+    for (st, took) in &ended {
+        assert_eq!(st.signal(), Some(libc::SIGBUS), "{st:?} after {took:?}");
+        assert!(*took <= limit, "SIGBUS after {took:?}");
+    }
+    eprintln!(
+        "16 mapping readers of a stalled server: SIGBUS after {:?} at most (remote_timeout {timeout:?})",
+        ended.iter().map(|e| e.1).max()
+    );
+    s.proxy.clear();
+    s.proxy.release();
+    // The daemon is alive and serves exact bytes again.
+    same_tree(&m.path(), &local.path());
+}
