@@ -81,7 +81,7 @@ impl DirectIo {
 pub const DIRECT_IO_BLKSIZE: u32 = MAX_READAHEAD;
 
 /// Threads that reads of a remote mount wait for the network on, at most.
-const MAX_WAITERS: usize = 64;
+const MAX_WAITERS: usize = 16;
 /// A waiter idle this long ends.
 const WAITER_IDLE: Duration = Duration::from_secs(30);
 
