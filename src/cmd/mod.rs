@@ -1,8 +1,10 @@
-//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`), and what they share:
+//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`, `warm`, `cache`), and
+//! what they share:
 //! the escaping of keys and names in line-oriented output, and writing to a stdout that may be
 //! closed early (`tfmount cat ... | head -c 10` ends quietly).
 //!
-//! The commands reach the rest of the crate only through [`model`].
+//! The commands reach the rest of the crate through [`model`]; `warm` and `cache` also use the
+//! disk cache's own functions (`source::remote::disk`) and the mount options.
 
 mod cache;
 mod cat;

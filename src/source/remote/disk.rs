@@ -35,8 +35,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-/// Bytes of one piece: the block size of random reads, so a block is a piece.
-pub const PIECE: u64 = super::read::BLOCK;
+/// Bytes of one piece (also the block size of random reads, `read::BLOCK`: a block is a piece).
+pub const PIECE: u64 = 1 << 20;
 /// The directory under `DIR` this layout lives in.
 pub const LAYOUT: &str = "tfmount-v1";
 const MAGIC: &[u8; 4] = b"tfmc";

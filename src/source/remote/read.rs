@@ -473,8 +473,8 @@ impl Drop for Pending {
     }
 }
 
-/// Block size of random reads and of the cache.
-pub(crate) const BLOCK: u64 = 1 << 20;
+/// Block size of random reads and of the cache: a piece of the disk cache.
+pub(crate) const BLOCK: u64 = disk::PIECE;
 /// Largest single GET.
 pub(crate) const MAX_GET: u64 = 8 << 20;
 /// GETs one random read keeps in flight.
