@@ -158,6 +158,18 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "Longest time one object-storage operation (a HEAD, a listing, one read, retries included) may take before the read fails with EIO.",
     ),
     opt(
+        "remote_parallel",
+        Value::Count { min: 1, max: 64 },
+        "8",
+        "GETs one reader of an object-storage tensor keeps in flight: a read that starts a tensor fetches up to remote_parallel parts of remote_part bytes at once (within remote_cache), then keeps that far ahead while it is read in order.",
+    ),
+    opt(
+        "remote_part",
+        Value::Size,
+        "8M",
+        "Bytes of one GET of read-ahead (at least 1M); a tensor this small is fetched in one GET.",
+    ),
+    opt(
         "cache_dir",
         Value::Dir,
         "none",
@@ -351,6 +363,17 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
             s.remote.cache_dir = (value != "none").then(|| std::path::PathBuf::from(value))
         }
         "cache_max" => s.remote.cache_max = Some(size()?),
+        "remote_parallel" => {
+            let Value::Count { min, max } = o.value else {
+                return Err(());
+            };
+            s.remote.parallel = value
+                .parse()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or(())?;
+        }
+        "remote_part" => s.remote.part = size()?.max(1 << 20),
         "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
         "views" => {
             s.fs.views_visible = match value {
@@ -443,6 +466,8 @@ mod tests {
                 || s.remote.anonymous != d.remote.anonymous
                 || s.remote.cache_dir != d.remote.cache_dir
                 || s.remote.cache_max != d.remote.cache_max
+                || s.remote.parallel != d.remote.parallel
+                || s.remote.part != d.remote.part
                 || s.direct_io != d.direct_io;
             assert_eq!(changed, !o.no_op, "{arg}");
         }

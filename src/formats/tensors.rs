@@ -120,6 +120,10 @@ pub trait TensorData: Send + Sync {
     /// checksum before the first bytes are served, when the format has one.
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>>;
 
+    /// Starts fetching the `.bin` from its start without waiting, where its bytes come from a
+    /// network (a composed file's read-ahead in tensor order); nothing elsewhere.
+    fn prefetch(&self) {}
+
     /// Hands the `.bin` to `f` from its start, in order, in pieces of at most `buf.len()` bytes
     /// (a format may read them into `buf`), checked as [`read`](Self::read) checks them;
     /// returns how many bytes `f` got (fewer than [`size`](Self::size) if the stored bytes end

@@ -26,8 +26,13 @@ use crate::tree;
 
 /// `tensors.tsv` keeps where every this many lines start.
 pub(crate) const TSV_MARK_EVERY: u64 = 512;
-/// Opened tensors `model.safetensors` keeps (the ones being streamed).
-const OPEN_TENSORS: usize = 4;
+/// Opened tensors `model.safetensors` keeps (the ones being streamed, and those fetched ahead).
+const OPEN_TENSORS: usize = 12;
+/// How far `model.safetensors` fetches the next tensors ahead of a read that enters one (where
+/// their bytes come from a network: [`TensorData::prefetch`]): tensors up to this many bytes,
+/// and at most this many tensors.
+const AHEAD_BYTES: u64 = 64 << 20;
+const AHEAD_TENSORS: usize = 8;
 
 /// The root files of a checkpoint's tree, by name, in listing order, each with whether it is a
 /// derived view (the tensors' bytes again: listed only with `-o views=visible`). `names`: the
@@ -178,6 +183,8 @@ pub(crate) struct Safetensors {
     /// The tensors read last, by input index: a sequential read of a large tensor resolves it
     /// once.
     open: Mutex<VecDeque<(usize, Arc<dyn TensorData>)>>,
+    /// The first input index not yet fetched ahead.
+    ahead: std::sync::atomic::AtomicUsize,
 }
 
 struct Built {
@@ -193,6 +200,7 @@ impl Safetensors {
             weights: None,
             built: OnceLock::new(),
             open: Mutex::new(VecDeque::new()),
+            ahead: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -339,10 +347,33 @@ impl Safetensors {
         Ok(d)
     }
 
+    /// Starts fetching the tensors after input record `index` (read-ahead in file order, for
+    /// remote sources), once per tensor entered: up to [`AHEAD_BYTES`] and [`AHEAD_TENSORS`].
+    fn fetch_ahead(&self, b: &Built, index: usize) {
+        use std::sync::atomic::Ordering;
+        let from = index + 1;
+        if self.ahead.fetch_max(from, Ordering::Relaxed) >= from {
+            return;
+        }
+        let mut bytes = 0;
+        for j in from..(from + AHEAD_TENSORS).min(b.pos.len()) {
+            if bytes >= AHEAD_BYTES {
+                break;
+            }
+            let Ok(d) = self.data(b, j) else { break };
+            d.prefetch();
+            bytes += d.size();
+        }
+    }
+
     /// Exactly `len` bytes from `offset` of input record `index`'s tensor.
     fn tensor_bytes(&self, b: &Built, index: usize, offset: u64, len: u64) -> FsResult<Vec<u8>> {
         let len = usize::try_from(len).map_err(|_| FsError::NotFound)?;
-        let bytes = self.data(b, index)?.read(offset, len)?;
+        let data = self.data(b, index)?;
+        if offset == 0 {
+            self.fetch_ahead(b, index);
+        }
+        let bytes = data.read(offset, len)?;
         if bytes.len() != len {
             let key = b.pos.get(index).and_then(|&p| self.set.key(p).ok());
             return Err(failed(

@@ -79,6 +79,10 @@ pub trait ByteSource: ReadAt + Send + Sync {
 pub trait RangeReader: Send + Sync {
     /// Fills `buf` from absolute offset `offset`.
     fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError>;
+
+    /// Starts fetching the range from its start, without waiting, as its first read would: a
+    /// composed file's reader about to reach this tensor (read-ahead in tensor order).
+    fn prefetch(&self) {}
 }
 
 /// What a path names in a [`Store`].

@@ -938,6 +938,12 @@ impl TensorData for Pod {
         self.size
     }
 
+    fn prefetch(&self) {
+        if let Some(r) = self.s.reader() {
+            r.prefetch();
+        }
+    }
+
     fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
         let size = self.size.min(self.s.end - self.s.start);
         let a = offset.min(size);

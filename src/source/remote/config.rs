@@ -49,6 +49,10 @@ use crate::source::remote::{aws_profile, RemoteError};
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default memory budget for read-ahead and cached parts (`remote_cache`).
 pub(crate) const DEFAULT_CACHE: u64 = 256 << 20;
+/// Default read-ahead of one reader: GETs in flight (`remote_parallel`) of this many bytes
+/// each (`remote_part`).
+pub(crate) const DEFAULT_PARALLEL: usize = 8;
+pub(crate) const DEFAULT_PART: u64 = 8 << 20;
 
 /// The environment variables that set `cache_dir` and `cache_max`'s defaults.
 pub const CACHE_DIR_ENV: &str = "TFMOUNT_CACHE_DIR";
@@ -70,6 +74,10 @@ pub struct RemoteConfig {
     /// (`cache_max`, `TFMOUNT_CACHE_MAX`; `None`: see [`super::disk`]).
     pub cache_dir: Option<PathBuf>,
     pub cache_max: Option<u64>,
+    /// Read-ahead of one reader: `parallel` GETs of `part` bytes in flight at most
+    /// (`remote_parallel`, `remote_part`).
+    pub parallel: usize,
+    pub part: u64,
 }
 
 impl Default for RemoteConfig {
@@ -82,6 +90,8 @@ impl Default for RemoteConfig {
             env: Env::default(),
             cache_dir: None,
             cache_max: None,
+            parallel: DEFAULT_PARALLEL,
+            part: DEFAULT_PART,
         }
     }
 }

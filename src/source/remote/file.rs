@@ -113,4 +113,8 @@ impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
     fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), crate::parse::FormatError> {
         crate::source::remote::Reader::read_into(self, buf, offset).map_err(Into::into)
     }
+
+    fn prefetch(&self) {
+        crate::source::remote::Reader::prefetch(self)
+    }
 }

@@ -33,14 +33,11 @@ use crate::source::remote::budget::Reservation;
 use crate::source::remote::read::{copy_from_chunks, Handle, Pending, Piece, BLOCK};
 use crate::source::remote::RemoteError;
 
-/// A range this small is fetched whole, in one GET.
+/// A range this small is fetched whole, in one GET (the part size, `remote_part`, when it is
+/// smaller).
 pub(crate) const WHOLE_UP_TO: u64 = 8 << 20;
 /// First read-ahead window.
 pub(crate) const FIRST_WINDOW: u64 = 1 << 20;
-/// Largest read-ahead window of one reader.
-pub(crate) const MAX_WINDOW: u64 = 64 << 20;
-/// Largest part (one GET).
-pub(crate) const MAX_PART: u64 = 8 << 20;
 /// Parts that end this far behind the current read are dropped.
 const KEEP_BEHIND: u64 = 1 << 20;
 /// A read of a stream with parts may start this far past what it scheduled and still continue
@@ -52,13 +49,13 @@ const AHEAD_SLACK: u64 = 4 << 20;
 /// that the part ends on a block boundary of the object, or at `limit`: consecutive parts then
 /// never share a block, and the disk cache, which keeps whole blocks, fetches none twice. A
 /// full part is cut (it stays within [`MAX_PART`]), a shorter one stretched.
-fn aligned(start: u64, len: u64, limit: u64) -> u64 {
+fn aligned(start: u64, len: u64, limit: u64, part: u64) -> u64 {
     let end = start + len;
     if end >= limit {
         return limit.saturating_sub(start);
     }
     let down = end / BLOCK * BLOCK;
-    let end = if len >= MAX_PART && down > start {
+    let end = if len >= part && down > start {
         down
     } else {
         end.div_ceil(BLOCK).saturating_mul(BLOCK).min(limit)
@@ -79,7 +76,7 @@ struct Part {
 }
 
 struct Whole {
-    data: Vec<Bytes>,
+    data: Data,
     served: u64,
     _res: Reservation,
 }
@@ -104,6 +101,17 @@ impl State {
     }
 }
 
+/// The read-ahead window a stream starts with: a read that starts the range fetches all of it
+/// (up to the largest window, `remote_parallel` parts of `remote_part` in flight), any other
+/// sequential read starts small and doubles.
+fn first_window(starts_range: bool, max: u64) -> u64 {
+    if starts_range {
+        max
+    } else {
+        FIRST_WINDOW
+    }
+}
+
 /// One sequential stream of reads of a [`Reader`]: its own window and parts. Reads of one
 /// stream lock it (served one at a time); the atomics say, without that lock, which reads
 /// continue it.
@@ -117,10 +125,10 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(next_seq: u64) -> Arc<Stream> {
+    fn new(next_seq: u64, window: u64) -> Arc<Stream> {
         Arc::new(Stream {
             st: Mutex::new(State {
-                window: FIRST_WINDOW,
+                window,
                 parts: VecDeque::new(),
                 ahead_end: next_seq,
                 next_seq,
@@ -223,11 +231,12 @@ impl Reader {
             ss.push(s.clone());
             return Some(s);
         }
+        let max = self.h.reads.window;
         let (s, found) = if offset == self.range.start {
-            let s = Stream::new(offset);
+            let s = Stream::new(offset, first_window(true, max));
             (s.clone(), Some(s))
         } else {
-            (Stream::new(end), None)
+            (Stream::new(end, first_window(false, max)), None)
         };
         if ss.len() >= MAX_STREAMS {
             let idle = ss.iter().position(|s| !s.has_parts.load(Ordering::Relaxed));
@@ -260,22 +269,32 @@ impl Reader {
 
         // A small range: all of it in one GET.
         let rlen = self.range.end - self.range.start;
-        if rlen <= WHOLE_UP_TO && offset >= self.range.start && end <= self.range.end {
+        if self.is_whole() && offset >= self.range.start && end <= self.range.end {
             let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
             if whole.is_none() {
                 if let Some(res) = ctx.budget.try_reserve(rlen) {
-                    let mut p =
+                    let p =
                         Pending::spawn(ctx, obj, self.range.clone(), Piece::AsReceived, deadline);
-                    let data = p.wait(ctx, deadline)?;
                     *whole = Some(Whole {
-                        data,
+                        data: Data::Pending(p),
                         served: 0,
                         _res: res,
                     });
                 }
             }
             if let Some(w) = &mut *whole {
-                copy_from_chunks(buf, offset, self.range.start, &w.data);
+                if let Data::Pending(p) = &mut w.data {
+                    match p.wait(ctx, deadline) {
+                        Ok(d) => w.data = Data::Ready(d),
+                        Err(e) => {
+                            *whole = None;
+                            return Err(e);
+                        }
+                    }
+                }
+                if let Data::Ready(d) = &w.data {
+                    copy_from_chunks(buf, offset, self.range.start, d);
+                }
                 w.served += buf.len() as u64;
                 if w.served >= rlen {
                     *whole = None;
@@ -301,6 +320,55 @@ impl Reader {
         }
         stream.publish(&st);
         r
+    }
+
+    /// Whether the range is fetched whole by its first read (one GET).
+    fn is_whole(&self) -> bool {
+        self.range.end - self.range.start <= WHOLE_UP_TO.min(self.h.reads.part)
+    }
+
+    /// Starts fetching the range from its start without waiting, as a first read there would
+    /// (read-ahead in tensor order, for a composed file about to reach this tensor); only with
+    /// room in the budget (nothing waits for it), and only once.
+    pub fn prefetch(&self) {
+        let ctx = &*self.h.reads;
+        let obj = &self.h.obj;
+        let rlen = self.range.end - self.range.start;
+        if rlen == 0 || obj.check().is_err() {
+            return;
+        }
+        let deadline = Instant::now() + ctx.timeout;
+        if self.is_whole() {
+            let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+            if whole.is_none() {
+                if let Some(res) = ctx.budget.try_reserve(rlen) {
+                    let p =
+                        Pending::spawn(ctx, obj, self.range.clone(), Piece::AsReceived, deadline);
+                    *whole = Some(Whole {
+                        data: Data::Pending(p),
+                        served: 0,
+                        _res: res,
+                    });
+                }
+            }
+            return;
+        }
+        let Some(stream) = self.stream_for(self.range.start, self.range.start) else {
+            return;
+        };
+        let mut st = stream.lock();
+        if st.parts.is_empty() && st.next_seq == self.range.start {
+            st.ahead_end = self.range.start;
+            // Speculative parts only (nothing is consumed yet): a refusal of the budget
+            // shrinks the window, never waits.
+            if self
+                .schedule(&mut st, self.range.start, self.range.start, deadline)
+                .is_err()
+            {
+                st.reset();
+            }
+        }
+        stream.publish(&st);
     }
 
     /// A read of one stream (see [`Reader::read_into`]).
@@ -396,20 +464,26 @@ impl Reader {
             return Ok(());
         }
         if continuing && st.ahead_end < limit {
-            st.window = (st.window * 2).min(MAX_WINDOW);
+            st.window = (st.window * 2).min(ctx.window);
         }
         let base = if continuing { consumed_end } else { offset };
         let mut target = consumed_end.max(limit.min(base + st.window));
         while st.ahead_end < target {
             let need = st.ahead_end < consumed_end;
-            let want = aligned(st.ahead_end, MAX_PART.min(target - st.ahead_end), limit);
+            let want = aligned(
+                st.ahead_end,
+                ctx.part.min(target - st.ahead_end),
+                limit,
+                ctx.part,
+            );
             let (res, len) = match ctx.budget.try_reserve(want) {
                 Some(r) => (r, want),
                 None if need => {
                     let len = aligned(
                         st.ahead_end,
-                        MAX_PART.min(consumed_end - st.ahead_end),
+                        ctx.part.min(consumed_end - st.ahead_end),
                         limit,
+                        ctx.part,
                     );
                     let r = ctx
                         .budget

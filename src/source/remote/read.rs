@@ -51,6 +51,10 @@ pub(crate) struct Reads {
     pub cache: PartCache,
     /// `remote_timeout`.
     pub timeout: Duration,
+    /// Largest part (one GET) of read-ahead (`remote_part`), and largest window of one reader
+    /// (`remote_parallel` parts).
+    pub part: u64,
+    pub window: u64,
 }
 
 impl Reads {

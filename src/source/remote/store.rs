@@ -271,6 +271,11 @@ impl RemoteStore {
                     budget: Budget::new(cfg.cache_bytes),
                     cache: PartCache::new(cfg.cache_bytes / 4),
                     timeout: cfg.timeout,
+                    part: cfg.part.max(BLOCK),
+                    window: cfg
+                        .part
+                        .max(BLOCK)
+                        .saturating_mul(cfg.parallel.max(1) as u64),
                 }),
                 prefix,
                 scheme,

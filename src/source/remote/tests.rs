@@ -22,7 +22,10 @@ use super::{RemoteConfig, RemoteError, RemoteStore};
 use crate::parse::ReadAt;
 use crate::source::bytes::{ByteSource, EntryKind, Store};
 use crate::source::remote::budget::OVERDRAFT;
-use crate::source::remote::prefetch::{FIRST_WINDOW, MAX_PART, MAX_WINDOW};
+use crate::source::remote::config::{DEFAULT_PARALLEL, DEFAULT_PART as MAX_PART};
+use crate::source::remote::prefetch::FIRST_WINDOW;
+
+const MAX_WINDOW: u64 = MAX_PART * DEFAULT_PARALLEL as u64;
 
 const MIB: u64 = 1 << 20;
 
@@ -142,7 +145,7 @@ fn put(store: &RemoteStore, objects: &[(&str, &[u8])]) {
 }
 
 #[test]
-fn sequential_reads_double_the_window_in_parts_of_at_most_8_mib() {
+fn a_read_that_starts_the_range_fetches_all_of_it_in_parallel_parts() {
     let obj = data(48 << 20, 1);
     let (store, rec) = store_with(
         Arc::new(InMemory::new()),
@@ -151,38 +154,78 @@ fn sequential_reads_double_the_window_in_parts_of_at_most_8_mib() {
     );
     let f = store.open_file(Path::new("shard")).unwrap();
     let r = f.reader(0..f.size());
-    let mut seen = Vec::with_capacity(obj.len());
+    let first = r.read(0, 128 << 10).unwrap();
+    assert!(first[..] == obj[..128 << 10]);
+    // The first read sent every part of the tensor (48 MiB < the 64 MiB window): 6 GETs of
+    // 8 MiB, contiguous, each byte once.
+    let mut gets = rec.take();
+    gets.sort_by_key(|g| g.start);
+    let want: Vec<_> = (0..6).map(|i| i * MAX_PART..(i + 1) * MAX_PART).collect();
+    assert_eq!(gets, want);
+    let mut seen = first;
+    for off in ((128 << 10)..obj.len() as u64).step_by(128 << 10) {
+        seen.extend(r.read(off, 128 << 10).unwrap());
+    }
+    assert!(seen == obj, "bytes differ");
+    assert!(rec.take().is_empty(), "nothing fetched twice");
+    assert_eq!(store.stats().bytes_fetched, obj.len() as u64);
+    // `prefetch` does the same without a read: the first read then waits for no new GET.
+    let r2 = f.reader(MIB..17 * MIB);
+    r2.prefetch();
+    // The GETs start on the store's runtime.
+    let t = Instant::now();
+    while rec.gets.lock().unwrap().len() < 2 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut gets = rec.take();
+    gets.sort_by_key(|g| g.start);
+    assert_eq!(gets, vec![MIB..9 * MIB, 9 * MIB..17 * MIB]);
+    assert!(r2.read(MIB, 4096).unwrap() == obj[1 << 20..(1 << 20) + 4096]);
+    assert!(rec.take().is_empty());
+}
+
+#[test]
+fn sequential_reads_from_inside_the_range_double_the_window_in_parts_of_at_most_8_mib() {
+    let obj = data(48 << 20, 1);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let r = f.reader(0..f.size());
+    // A read not at the start of the range: random (its blocks), then its continuation is a
+    // sequential stream that starts with a small window.
+    let start = MIB;
+    let mut seen = Vec::new();
     let mut windows = vec![];
-    for off in (0..obj.len() as u64).step_by(128 << 10) {
+    for off in (start..obj.len() as u64).step_by(128 << 10) {
         seen.extend(r.read(off, 128 << 10).unwrap());
         windows.push(r.window());
     }
-    assert!(seen == obj, "bytes differ");
+    assert!(seen[..] == obj[start as usize..], "bytes differ");
     let mut gets = rec.take();
-    // Parts in flight together may start in any order.
     gets.sort_by_key(|g| g.start);
-    // Contiguous parts from 0 to the end, each fetched once: no byte twice, none past the end.
-    let mut at = 0;
+    // From the first block to the end without a gap; each byte fetched once but for the rest
+    // of the first (random) read's block, which the stream that continues it fetches again.
+    let mut at = start;
     for g in &gets {
-        assert_eq!(g.start, at, "{gets:?}");
+        assert!(g.start <= at, "{gets:?}");
         assert!(g.end - g.start <= MAX_PART, "{gets:?}");
-        at = g.end;
+        at = at.max(g.end);
     }
     assert_eq!(at, obj.len() as u64);
-    assert_eq!(store.stats().bytes_fetched, obj.len() as u64);
-    // The first part is the first window; then the parts grow.
-    assert_eq!(gets[0], 0..FIRST_WINDOW);
-    assert!(gets[1].end - gets[1].start > FIRST_WINDOW, "{gets:?}");
-    // Few requests: 48 MiB in 8 MiB parts plus the ramp.
-    assert!(gets.len() <= 12, "{} GETs: {gets:?}", gets.len());
+    let fetched = store.stats().bytes_fetched;
+    assert!(fetched <= obj.len() as u64 - start + MIB, "{fetched}");
+    assert!(gets.len() <= 14, "{} GETs: {gets:?}", gets.len());
     // The window doubled from 1 MiB, never past 64 MiB.
-    assert_eq!(windows[0], FIRST_WINDOW);
+    assert_eq!(windows[1], FIRST_WINDOW);
     let mut prev = FIRST_WINDOW;
-    for &w in &windows {
+    for &w in &windows[1..] {
         assert!(w == prev || w == prev * 2, "{windows:?}");
         prev = w;
     }
-    assert!((32 * MIB..=MAX_WINDOW).contains(&prev), "{prev}");
+    assert!((16 * MIB..=MAX_WINDOW).contains(&prev), "{prev}");
 }
 
 #[test]
@@ -377,11 +420,13 @@ fn a_rewritten_object_fails_and_never_mixes() {
 fn a_get_that_never_answers_fails_within_the_timeout_then_reads_resume() {
     let obj = data(20 << 20, 7);
     let timeout = Duration::from_millis(400);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, timeout),
-    );
+    // A window of 1 MiB: the first read does not fetch the object whole.
+    let c = RemoteConfig {
+        parallel: 1,
+        part: MIB,
+        ..cfg(256 * MIB, timeout)
+    };
+    let (store, rec) = store_with(Arc::new(InMemory::new()), &[("shard", &obj)], &c);
     let f = store.open_file(Path::new("shard")).unwrap();
     let r = f.reader(0..f.size());
     assert_eq!(r.read(0, 4096).unwrap(), obj[..4096]);
