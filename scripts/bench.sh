@@ -77,11 +77,20 @@
 #      largest tensor's .shape (< 50 ms) and the bytes the daemon read for it (rchar); sequential
 #      read of that tensor's .bin (~100 MB) cold and warm, memfuse / mount (>= 0.9)
 #      (ONLY=tflite runs this section alone)
+#  19. object storage at scale (bench_cache; ONLY=cache runs this section alone): a 1 GiB
+#      checkpoint of 300 tensors served by nginx (limit_rate RATE per connection, default 100m)
+#      behind examples/latency_proxy (LAT_MS per request, default 20): cold through the mount
+#      (safetensors load_file of model.safetensors; cat of every .bin) vs aria2c -x 8 then the
+#      same read of a local mount (>= 1.0); warm after a remount from cache_dir vs a local mount
+#      (>= 0.9); the GETs of one 4 MiB tensor from a cold mount (<= 2); the 256 MiB and BIG_GIB
+#      tensors of section 13 through the proxy vs curl and aria2c. CACHE_PYTHON: a Python with
+#      numpy and safetensors (default: the test venv's).
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache,
+# LAT_MS, RATE, CACHE_PYTHON (section 19)
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
 # CARGO_TARGET_DIR (where the binaries are built), TFMOUNT_ARGS (extra daemon
@@ -110,6 +119,7 @@ cargo build --release --quiet || die "cargo build --release failed"
 cargo build --release --quiet --example mkckpt || die "building mkckpt failed"
 cargo build --release --quiet --example mkgraph || die "building mkgraph failed"
 cargo build --release --quiet --example memfuse || die "building memfuse failed"
+cargo build --release --quiet --example latency_proxy || die "building latency_proxy failed"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 MKGRAPH=$TARGET/release/examples/mkgraph
 MEMFUSE=$TARGET/release/examples/memfuse
@@ -1612,6 +1622,124 @@ bench_orbax() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 19: object storage at scale (bench_cache; ONLY=cache runs this section alone)
+# ---------------------------------------------------------------------------------------------
+LAT_MS=${LAT_MS:-20}
+RATE=${RATE:-100m}
+CPY=${CACHE_PYTHON:-$HOME/.cache/tfmount-test-venv/bin/python}
+# lf_read DIR: safetensors' load_file of DIR/model.safetensors (every tensor, into memory)
+lf_read() {
+    "$CPY" -c 'import sys
+from safetensors.numpy import load_file
+d = load_file(sys.argv[1])
+assert sum(v.nbytes for v in d.values()) > 0' "$1/model.safetensors"
+}
+# cat_bins DIR: cat of every tensor's .bin, in key order
+cat_bins() { find "$1/variables" -name '*.bin' -print0 | sort -z | xargs -0 cat >/dev/null; }
+# gets_of LOG: the GETs the daemon counted (logged at unmount)
+gets_of() {
+    local i
+    for i in $(seq 50); do grep -q 'bytes fetched' "$1" 2>/dev/null && break; sleep 0.1; done
+    sed -n 's/.*(GET \([0-9]*\),.*/\1/p' "$1" | tail -1
+}
+# timed_mount SOURCE OPTS WHAT: a fresh mount of SOURCE with OPTS, WHAT (lf_read or cat_bins)
+# over it; sets TM_T (seconds) and TM_GETS
+timed_mount() {
+    local log=$WORK/tm.$RANDOM.log t0
+    new_mountpoint
+    # shellcheck disable=SC2086
+    RUST_LOG=info "$TFMOUNT" $2 --log-file "$log" "$1" "$MP" || { TM_T=nan; TM_GETS=nan; return; }
+    t0=$(now)
+    "$3" "$MP" || echo "bench: $3 of $1 failed" >&2
+    TM_T=$(sub "$t0" "$(now)")
+    unmount "$MP"
+    TM_GETS=$(gets_of "$log")
+}
+bench_cache() {
+    echo "== 19: object storage at scale: +$LAT_MS ms per request, nginx limit_rate $RATE per connection"
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { echo "   (nginx not found)"; return; }
+    command -v aria2c >/dev/null || { echo "   (aria2c not found: apt-get install aria2)"; return; }
+    "$CPY" -c 'import safetensors, numpy' 2>/dev/null || { echo "   ($CPY lacks safetensors/numpy: set CACHE_PYTHON)"; return; }
+    [ -d "$WORK/c300" ] || mk c300 --tensors 300 --elems 894784 --depth 2
+    [ -d "$WORK/sc256" ] || mk sc256 --tensors 0 --big-gib 0.25
+    [ -d "$WORK/big" ] || mk big --tensors 0 --big-gib "$BIG_GIB"
+    sc_nginx lat "limit_rate $RATE;"
+    local up=$SC_PORT port r
+    "$TARGET/release/examples/latency_proxy" "$up" "$LAT_MS" >"$WORK/proxy.port" &
+    FG_PIDS+=("$!")
+    for r in $(seq 50); do [ -s "$WORK/proxy.port" ] && break; sleep 0.1; done
+    port=$(cat "$WORK/proxy.port")
+    local base=http://127.0.0.1:$port url=http://127.0.0.1:$port/c300/ckpt
+    local cache=$WORK/cache dl=$WORK/dl one t0 k
+    one=$("$TFMOUNT" cat "$WORK/c300/ckpt" tensors.tsv | awk -F'\t' 'NR == 151 { print $1 }')
+    declare -A T
+    add() { T[$1]="${T[$1]:-} $2"; }
+    for r in $(seq "$REPS"); do
+        # aria2c -x 8 of the checkpoint's files, then the same reads of a local mount.
+        rm -rf "$dl" && mkdir -p "$dl"
+        t0=$(now)
+        aria2c -q -Z -x 8 -s 8 -k 1M -j 2 -d "$dl" --allow-overwrite=true "$url.index" "$url.data-00000-of-00001" ||
+            echo "bench: aria2c failed" >&2
+        add dl "$(sub "$t0" "$(now)")"
+        timed_mount "$dl/ckpt" "" lf_read && add local_lf "$TM_T"
+        timed_mount "$dl/ckpt" "" cat_bins && add local_cat "$TM_T"
+        # Cold through the mount, an empty cache_dir each time; then warm: a remount on it.
+        rm -rf "$cache"
+        timed_mount "$url" "-o cache_dir=$cache" lf_read && add cold_lf "$TM_T"
+        timed_mount "$url" "-o cache_dir=$cache" lf_read && add warm_lf "$TM_T" && add warm_lf_gets "$TM_GETS"
+        rm -rf "$cache"
+        timed_mount "$url" "-o cache_dir=$cache" cat_bins && add cold_cat "$TM_T"
+        timed_mount "$url" "-o cache_dir=$cache" cat_bins && add warm_cat "$TM_T"
+        # Without a disk cache (the mount's memory only).
+        timed_mount "$url" "" lf_read && add nocache_lf "$TM_T"
+        # One tensor of 4 MiB from a cold mount: GETs beyond those of mounting and stat.
+        k=$one
+        one_read() { stat "$1/variables/$k.shape" >/dev/null && cat "$1/variables/$k.bin" >/dev/null; }
+        one_stat() { stat "$1/variables/$k.shape" >/dev/null; }
+        timed_mount "$url" "" one_stat && local g0=$TM_GETS
+        timed_mount "$url" "" one_read && add one_t "$TM_T" && add one_gets "$((TM_GETS - g0))"
+        # Section 13's tensors through the proxy: the mount vs curl and aria2c.
+        for ck in sc256 big; do
+            read -r off size < <("$TFMOUNT" cat "$WORK/$ck/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
+            t0=$(now)
+            curl -s -f -r "$off-$((off + size - 1))" "$base/$ck/ckpt.data-00000-of-00001" -o /dev/null || echo "bench: curl failed" >&2
+            add "curl_$ck" "$(sub "$t0" "$(now)")"
+            rm -f "$dl/$ck.data"
+            t0=$(now)
+            aria2c -q -x 8 -s 8 -k 1M -d "$dl" -o "$ck.data" --allow-overwrite=true "$base/$ck/ckpt.data-00000-of-00001" ||
+                echo "bench: aria2c failed" >&2
+            add "aria_$ck" "$(sub "$t0" "$(now)")"
+            sc_read "$TFMOUNT" "" "$base/$ck/ckpt"
+            add "mnt_$ck" "$SC_T"
+        done
+    done
+    med() { # shellcheck disable=SC2086
+        median ${T[$1]}; }
+    local dl_t llf lcat clf ccat wlf wcat nlf
+    dl_t=$(med dl) llf=$(med local_lf) lcat=$(med local_cat) clf=$(med cold_lf) ccat=$(med cold_cat)
+    wlf=$(med warm_lf) wcat=$(med warm_cat) nlf=$(med nocache_lf)
+    printf '   aria2c -x 8 of the checkpoint %s; local mount: load_file %s, cat of every .bin %s (runs: %s)\n' \
+        "$(ms "$dl_t")" "$(ms "$llf")" "$(ms "$lcat")" "${T[dl]}"
+    printf '   warm remounts sent %s GETs (runs); one 4 MiB tensor: %s GETs after mount+stat, %s (runs: %s)\n' \
+        "${T[warm_lf_gets]}" "${T[one_gets]}" "$(ms "$(med one_t)")" "${T[one_t]}"
+    local a b
+    a=$(awk -v x="$dl_t" -v y="$llf" 'BEGIN { print x + y }')
+    b=$(awk -v x="$dl_t" -v y="$lcat" 'BEGIN { print x + y }')
+    row "19a. cold load_file, (aria2c+local)/mount" "$(div "$a" "$clf") ($(ms "$clf"))" ">= 1.0" "$(cmp_ok "$(div "$a" "$clf")" '>=' 1.0) runs:${T[cold_lf]}"
+    row "19a'. the same without cache_dir" "$(div "$a" "$nlf") ($(ms "$nlf"))" "" "runs:${T[nocache_lf]}"
+    row "19b. cold cat of every .bin, (aria2c+local)/mount" "$(div "$b" "$ccat") ($(ms "$ccat"))" ">= 1.0" "$(cmp_ok "$(div "$b" "$ccat")" '>=' 1.0) runs:${T[cold_cat]}"
+    row "19c. warm load_file (remount), local/mount" "$(div "$llf" "$wlf") ($(ms "$wlf"))" ">= 0.9" "$(cmp_ok "$(div "$llf" "$wlf")" '>=' 0.9) runs:${T[warm_lf]}"
+    row "19d. warm cat of every .bin, local/mount" "$(div "$lcat" "$wcat") ($(ms "$wcat"))" ">= 0.9" "$(cmp_ok "$(div "$lcat" "$wcat")" '>=' 0.9) runs:${T[warm_cat]}"
+    local g
+    g=$(median ${T[one_gets]})
+    row "19e. one 4 MiB tensor, GETs after the mount's" "$g ($(ms "$(med one_t)"))" "<= 2" "$(cmp_ok "$g" '<=' 2)"
+    for ck in sc256 big; do
+        row "19f. $ck via proxy: curl/mount, aria2c/mount" "$(div "$(med "curl_$ck")" "$(med "mnt_$ck")") $(div "$(med "aria_$ck")" "$(med "mnt_$ck")")" "" \
+            "mount $(ms "$(med "mnt_$ck")"), curl $(ms "$(med "curl_$ck")"), aria2c $(ms "$(med "aria_$ck")")"
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
 if [ "${ONLY:-}" = keras ]; then
@@ -1698,6 +1826,10 @@ if [ "${ONLY:-}" = direct_io ]; then
     mk big --tensors 0 --big-gib "$BIG_GIB"
     mk twalk --tensors "$WALK_TENSORS"
     bench_direct_io
+    exit 0
+fi
+if [ "${ONLY:-}" = cache ]; then
+    bench_cache
     exit 0
 fi
 if [ "${ONLY:-}" = stream_crc ]; then

@@ -728,6 +728,8 @@ fn serve(
     let r = session
         .run()
         .map_err(|e| fail(EXIT_RUNTIME, format!("session ended with an error: {e}")));
+    // What the disk cache still has to write, written before the daemon ends.
+    crate::source::remote::disk::flush_all(std::time::Duration::from_secs(30));
     if let Some(line) = stats.store_stats() {
         log::info!("{fsname}: {line}");
     }

@@ -51,7 +51,7 @@ pub fn run(cmd: Command) -> i32 {
         writeln!(f, "tfmount: {level}: {}", r.args())
     })
     .try_init();
-    match cmd {
+    let code = match cmd {
         Command::Mount(args) => crate::mount::run(args),
         Command::Ls(a) => ls::run(&a),
         Command::Cat(a) => cat::run(&a),
@@ -71,7 +71,10 @@ pub fn run(cmd: Command) -> i32 {
                 1
             }
         },
-    }
+    };
+    // What a disk cache (TFMOUNT_CACHE_DIR, `warm -o cache_dir`) still has to write.
+    crate::source::remote::disk::flush_all(std::time::Duration::from_secs(30));
+    code
 }
 
 /// Appends `raw` with `\` written `\\`, tab `\t` and newline `\n`; every other byte as is.

@@ -164,7 +164,36 @@ pub struct DiskCache {
     tmp_seq: AtomicU64,
     /// The last pieces read or written, by (entry serial, piece).
     recent: Mutex<lru::LruCache<(u64, u64), Bytes>>,
+    /// The writer thread's queue (made by the first [`DiskCache::put_behind`]).
+    writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Queued>>>,
     pub counters: DiskCounters,
+}
+
+/// What the writer thread is given.
+pub enum Queued {
+    Piece(Arc<Entry>, u64, Bytes),
+    /// Answered once everything queued before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// Pieces queued for the writer thread at most (memory beyond `remote_cache`: 1 MiB each).
+const QUEUED: usize = 32;
+
+/// Every cache of the process, for [`flush_all`].
+static CACHES: Mutex<Vec<std::sync::Weak<DiskCache>>> = Mutex::new(Vec::new());
+
+/// Waits (at most `limit` each) until every cache of the process has written what it queued:
+/// before the process ends (an unmount, the end of a subcommand).
+pub fn flush_all(limit: Duration) {
+    let caches: Vec<Arc<DiskCache>> = CACHES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    for c in caches {
+        c.flush(limit);
+    }
 }
 
 /// 64-bit FNV-1a (names directories; collisions are detected by the `object` file).
@@ -280,8 +309,14 @@ impl DiskCache {
             recent: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(RECENT).unwrap_or(std::num::NonZeroUsize::MIN),
             )),
+            writer: std::sync::OnceLock::new(),
             counters: DiskCounters::default(),
         });
+        {
+            let mut all = CACHES.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(&cache));
+        }
         let c = Arc::clone(&cache);
         let spawned = std::thread::Builder::new()
             .name("tfmount-cache-scan".into())
@@ -402,7 +437,9 @@ impl DiskCache {
         }
         let path = e.piece_path(n);
         let mut f = File::open(&path).ok()?;
-        let mut buf = Vec::with_capacity(len + TRAILER);
+        // Room for one byte more than a good piece has, so that reading it never grows the
+        // buffer (a copy of the piece).
+        let mut buf = Vec::with_capacity(len + TRAILER + 1);
         // One byte more than a good piece has, to see a longer file.
         let r = (&mut f)
             .take((len + TRAILER + 1) as u64)
@@ -453,6 +490,91 @@ impl DiskCache {
     /// Counts `n` bytes asked for and served from cached pieces.
     pub fn served(&self, n: u64) {
         self.counters.add(|c| &c.hit_bytes, n);
+    }
+
+    /// Keeps piece `n` of `e` as [`put`](Self::put) does, on the cache's writer thread: the
+    /// piece is served from memory ([`RECENT`]) at once, and written behind. `Err` gives the
+    /// piece back when the queue is full ([`QUEUED`]): then [`queue`](Self::queue) it, which
+    /// waits.
+    pub fn put_behind(self: &Arc<Self>, e: &Arc<Entry>, n: u64, data: Bytes) -> Result<(), Queued> {
+        if e.piece_len(n) != Some(data.len()) {
+            return Ok(());
+        }
+        self.recent().put((e.serial, n), data.clone());
+        let item = Queued::Piece(Arc::clone(e), n, data);
+        match self.writer() {
+            Some(tx) => match tx.try_send(item) {
+                Ok(()) => Ok(()),
+                Err(std::sync::mpsc::TrySendError::Full(item)) => Err(item),
+                Err(std::sync::mpsc::TrySendError::Disconnected(item)) => {
+                    self.write_now(item);
+                    Ok(())
+                }
+            },
+            None => {
+                self.write_now(item);
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues `item` for the writer thread, waiting for room.
+    pub fn queue(self: &Arc<Self>, item: Queued) {
+        match self.writer() {
+            Some(tx) => {
+                if let Err(e) = tx.send(item) {
+                    self.write_now(e.0);
+                }
+            }
+            None => self.write_now(item),
+        }
+    }
+
+    fn write_now(&self, item: Queued) {
+        match item {
+            Queued::Piece(e, n, data) => self.put(&e, n, &data),
+            Queued::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// The writer thread's queue, started by the first call (`None` if no thread can start).
+    fn writer(self: &Arc<Self>) -> Option<&std::sync::mpsc::SyncSender<Queued>> {
+        self.writer
+            .get_or_init(|| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(QUEUED);
+                let me = Arc::downgrade(self);
+                std::thread::Builder::new()
+                    .name("tfmount-cache-write".into())
+                    .spawn(move || {
+                        // Ends when the cache (which holds the sender) is dropped.
+                        while let Ok(item) = rx.recv() {
+                            match me.upgrade() {
+                                Some(c) => c.write_now(item),
+                                None => break,
+                            }
+                        }
+                    })
+                    .ok()
+                    .map(|_| tx)
+            })
+            .as_ref()
+    }
+
+    /// Waits until what was queued before is written (at most `limit`).
+    pub fn flush(self: &Arc<Self>, limit: Duration) {
+        if self.writer.get().is_none() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.queue(Queued::Flush(tx));
+        if rx.recv_timeout(limit).is_err() {
+            log::warn!(
+                "{}: pieces still being written after {limit:?}; the next mount fetches them again",
+                self.root.display()
+            );
+        }
     }
 
     /// Keeps piece `n` of `e` (exactly its bytes; anything else is ignored). Failures are
@@ -540,19 +662,11 @@ impl DiskCache {
 
 /// Every piece under `objects` (stale temporary files are removed on the way).
 fn scan(objects: &Path) -> Vec<Found> {
-    let mut out = Vec::new();
-    let Ok(urls) = fs::read_dir(objects) else {
-        return out;
-    };
-    for u in urls.flatten() {
-        let Ok(versions) = fs::read_dir(u.path()) else {
-            continue;
-        };
-        for v in versions.flatten() {
-            out.extend(scan_dir(&v.path()));
-        }
-    }
-    out
+    versions(objects)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|v| scan_dir(v))
+        .collect()
 }
 
 /// The pieces of one object version's directory.
@@ -583,47 +697,59 @@ fn scan_dir(dir: &Path) -> Vec<Found> {
     out
 }
 
-/// What the cache in `dir` holds, one entry per object version, largest first.
-pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
-    let objects = dir.join(LAYOUT).join("objects");
-    if !dir.join(LAYOUT).is_dir() {
-        return Err(format!(
+/// The object version directories under `objects` (`objects/<U>/<I>`).
+fn versions(objects: &Path) -> Result<Vec<PathBuf>, String> {
+    let urls = fs::read_dir(objects).map_err(|e| io_err(objects, e))?;
+    let mut out = Vec::new();
+    for u in urls.flatten() {
+        if let Ok(vs) = fs::read_dir(u.path()) {
+            out.extend(vs.flatten().map(|v| v.path()));
+        }
+    }
+    Ok(out)
+}
+
+/// `dir/tfmount-v1`, if `dir` holds a cache.
+fn root_of(dir: &Path) -> Result<PathBuf, String> {
+    let root = dir.join(LAYOUT);
+    if root.is_dir() {
+        Ok(root)
+    } else {
+        Err(format!(
             "{}: not a tfmount cache (no {LAYOUT}/)",
             dir.display()
-        ));
+        ))
     }
+}
+
+/// What the cache in `dir` holds, one entry per object version, largest first.
+pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
+    let objects = root_of(dir)?.join("objects");
     let mut out = Vec::new();
-    let urls = fs::read_dir(&objects).map_err(|e| io_err(&objects, e))?;
-    for u in urls.flatten() {
-        let Ok(versions) = fs::read_dir(u.path()) else {
+    for p in versions(&objects)? {
+        let Ok(text) = fs::read_to_string(p.join("object")) else {
             continue;
         };
-        for v in versions.flatten() {
-            let p = v.path();
-            let Ok(text) = fs::read_to_string(p.join("object")) else {
-                continue;
-            };
-            let mut lines = text.lines();
-            let url = lines.next().unwrap_or("").to_string();
-            let identity = lines.next().unwrap_or("").to_string();
-            let size = identity
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("size="))
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            let pieces = scan_dir(&p);
-            out.push(CachedObject {
-                url,
-                identity,
-                size,
-                pieces: pieces.len() as u64,
-                bytes: pieces
-                    .iter()
-                    .map(|f| f.bytes.saturating_sub(TRAILER as u64))
-                    .sum(),
-                last_used: pieces.iter().map(|f| f.used).max(),
-            });
-        }
+        let mut lines = text.lines();
+        let url = lines.next().unwrap_or("").to_string();
+        let identity = lines.next().unwrap_or("").to_string();
+        let size = identity
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("size="))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let pieces = scan_dir(&p);
+        out.push(CachedObject {
+            url,
+            identity,
+            size,
+            pieces: pieces.len() as u64,
+            bytes: pieces
+                .iter()
+                .map(|f| f.bytes.saturating_sub(TRAILER as u64))
+                .sum(),
+            last_used: pieces.iter().map(|f| f.used).max(),
+        });
     }
     out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.url.cmp(&b.url)));
     Ok(out)
@@ -632,34 +758,23 @@ pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
 /// Removes every cached object whose URL starts with `prefix` (all with `None`), under the
 /// cache's lock; returns the object versions and bytes removed.
 pub fn clear(dir: &Path, prefix: Option<&str>) -> Result<(u64, u64), String> {
-    let root = dir.join(LAYOUT);
-    if !root.is_dir() {
-        return Err(format!(
-            "{}: not a tfmount cache (no {LAYOUT}/)",
-            dir.display()
-        ));
-    }
+    let root = root_of(dir)?;
     let _lock = Lock::take(&root.join("lock")).map_err(|e| io_err(&root.join("lock"), e))?;
-    let objects = root.join("objects");
     let (mut n, mut bytes) = (0, 0);
-    let urls = fs::read_dir(&objects).map_err(|e| io_err(&objects, e))?;
-    for u in urls.flatten() {
-        let Ok(versions) = fs::read_dir(u.path()) else {
+    for p in versions(&root.join("objects"))? {
+        let url = fs::read_to_string(p.join("object")).unwrap_or_default();
+        let url = url.lines().next().unwrap_or("");
+        if prefix.is_some_and(|pre| !url.starts_with(pre)) {
             continue;
-        };
-        for v in versions.flatten() {
-            let p = v.path();
-            let url = fs::read_to_string(p.join("object")).unwrap_or_default();
-            let url = url.lines().next().unwrap_or("");
-            if prefix.is_some_and(|pre| !url.starts_with(pre)) {
-                continue;
-            }
-            let b: u64 = scan_dir(&p).iter().map(|f| f.bytes).sum();
-            fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
-            n += 1;
-            bytes += b;
         }
-        let _ = fs::remove_dir(u.path());
+        let b: u64 = scan_dir(&p).iter().map(|f| f.bytes).sum();
+        fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
+        n += 1;
+        bytes += b;
+        if let Some(parent) = p.parent() {
+            // Gone once its last version is.
+            let _ = fs::remove_dir(parent);
+        }
     }
     Ok((n, bytes))
 }

@@ -271,17 +271,7 @@ impl Reader {
         let rlen = self.range.end - self.range.start;
         if self.is_whole() && offset >= self.range.start && end <= self.range.end {
             let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
-            if whole.is_none() {
-                if let Some(res) = ctx.budget.try_reserve(rlen) {
-                    let p =
-                        Pending::spawn(ctx, obj, self.range.clone(), Piece::AsReceived, deadline);
-                    *whole = Some(Whole {
-                        data: Data::Pending(p),
-                        served: 0,
-                        _res: res,
-                    });
-                }
-            }
+            self.start_whole(&mut whole, deadline);
             if let Some(w) = &mut *whole {
                 if let Data::Pending(p) = &mut w.data {
                     match p.wait(ctx, deadline) {
@@ -322,6 +312,28 @@ impl Reader {
         r
     }
 
+    /// Starts the one GET of a small range, unless it is under way or the budget has no room.
+    fn start_whole(&self, whole: &mut Option<Whole>, deadline: Instant) {
+        let ctx = &*self.h.reads;
+        if whole.is_some() {
+            return;
+        }
+        if let Some(res) = ctx.budget.try_reserve(self.range.end - self.range.start) {
+            let p = Pending::spawn(
+                ctx,
+                &self.h.obj,
+                self.range.clone(),
+                Piece::AsReceived,
+                deadline,
+            );
+            *whole = Some(Whole {
+                data: Data::Pending(p),
+                served: 0,
+                _res: res,
+            });
+        }
+    }
+
     /// Whether the range is fetched whole by its first read (one GET).
     fn is_whole(&self) -> bool {
         self.range.end - self.range.start <= WHOLE_UP_TO.min(self.h.reads.part)
@@ -340,17 +352,7 @@ impl Reader {
         let deadline = Instant::now() + ctx.timeout;
         if self.is_whole() {
             let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
-            if whole.is_none() {
-                if let Some(res) = ctx.budget.try_reserve(rlen) {
-                    let p =
-                        Pending::spawn(ctx, obj, self.range.clone(), Piece::AsReceived, deadline);
-                    *whole = Some(Whole {
-                        data: Data::Pending(p),
-                        served: 0,
-                        _res: res,
-                    });
-                }
-            }
+            self.start_whole(&mut whole, deadline);
             return;
         }
         let Some(stream) = self.stream_for(self.range.start, self.range.start) else {

@@ -229,7 +229,12 @@ pub(crate) async fn fetch(
     };
     let first = range.start / disk::PIECE;
     let last = (range.end - 1) / disk::PIECE;
-    let mut got: Vec<Option<Bytes>> = (first..=last).map(|n| d.get(entry, n)).collect();
+    // Disk work on the blocking pool: the runtime's two workers keep streaming other GETs.
+    let (dc, ec) = (Arc::clone(d), Arc::clone(entry));
+    let mut got: Vec<Option<Bytes>> =
+        tokio::task::spawn_blocking(move || (first..=last).map(|n| dc.get(&ec, n)).collect())
+            .await
+            .unwrap_or_else(|_| vec![None; (last - first + 1) as usize]);
     let overlap = |k: usize, len: u64| {
         let ps = (first + k as u64) * disk::PIECE;
         range.end.min(ps + len).saturating_sub(range.start.max(ps))
@@ -254,8 +259,15 @@ pub(crate) async fn fetch(
         let start = (first + i as u64) * disk::PIECE;
         let end = ((first + j as u64) * disk::PIECE).min(obj.size);
         let pieces = get(io, obj, start..end, Piece::Of(disk::PIECE)).await?;
+        // Written behind, on the cache's writer thread; when its queue is full, this fetch
+        // waits for room (on the blocking pool, not a runtime worker).
+        for (k, p) in pieces.iter().enumerate() {
+            if let Err(item) = d.put_behind(entry, first + (i + k) as u64, p.clone()) {
+                let dc = Arc::clone(d);
+                let _ = tokio::task::spawn_blocking(move || dc.queue(item)).await;
+            }
+        }
         for (k, p) in pieces.into_iter().enumerate() {
-            d.put(entry, first + (i + k) as u64, &p);
             if let Some(slot) = got.get_mut(i + k) {
                 *slot = Some(p);
             }

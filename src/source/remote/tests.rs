@@ -604,6 +604,7 @@ fn a_second_store_on_the_disk_cache_sends_no_get_and_a_replaced_object_is_fetche
     let (first, rec1) = cached_store(inner.clone(), dir.path());
     put(&first, &[("shard", &v1)]);
     read_all_ways(&first, "shard", &v1);
+    first.disk_cache().unwrap().flush(Duration::from_secs(10));
     let fetched = first.stats().bytes_fetched;
     assert!(!rec1.take().is_empty());
     // Whole pieces are fetched (a piece at each end of a range at most), each byte once.
@@ -616,6 +617,7 @@ fn a_second_store_on_the_disk_cache_sends_no_get_and_a_replaced_object_is_fetche
     // A later mount: no GET at all, every byte from disk.
     let (second, rec2) = cached_store(inner.clone(), dir.path());
     read_all_ways(&second, "shard", &v1);
+    second.disk_cache().unwrap().flush(Duration::from_secs(10));
     assert_eq!(rec2.take(), Vec::<Range<u64>>::new());
     assert_eq!(second.stats().gets, 0);
     assert!(second.stats().disk_hit_bytes >= v1.len() as u64);
@@ -626,6 +628,7 @@ fn a_second_store_on_the_disk_cache_sends_no_get_and_a_replaced_object_is_fetche
     put(&second, &[("shard", &v2)]);
     let (third, rec3) = cached_store(inner, dir.path());
     read_all_ways(&third, "shard", &v2);
+    third.disk_cache().unwrap().flush(Duration::from_secs(10));
     assert!(!rec3.take().is_empty());
     let listed = super::disk::list(dir.path()).unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -640,6 +643,7 @@ fn a_damaged_cache_file_is_fetched_again_not_served() {
     let (first, _) = cached_store(inner.clone(), dir.path());
     put(&first, &[("shard", &v)]);
     read_all_ways(&first, "shard", &v);
+    first.disk_cache().unwrap().flush(Duration::from_secs(10));
     // Flip one byte of every piece file on disk.
     let mut flipped = 0;
     let mut stack = vec![dir.path().to_path_buf()];
