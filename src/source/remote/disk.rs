@@ -132,7 +132,7 @@ pub struct Entry {
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 /// Pieces kept in memory after they are read or written: reads of neighbouring small tensors
 /// (each its own fetch) read a piece from disk and check it once, not once each.
-const RECENT: usize = 32;
+const RECENT: usize = 64;
 
 impl Entry {
     fn piece_len(&self, n: u64) -> Option<usize> {
@@ -426,6 +426,16 @@ impl DiskCache {
             let _ = fs::remove_file(&tmp);
         }
         r
+    }
+
+    /// Whether piece `n` of `e` is cached (in memory, or a file of the right length; not
+    /// checked: [`get`](Self::get) checks).
+    pub fn has(&self, e: &Entry, n: u64) -> bool {
+        let Some(len) = e.piece_len(n) else {
+            return false;
+        };
+        self.recent().contains(&(e.serial, n))
+            || fs::metadata(e.piece_path(n)).is_ok_and(|m| m.len() == (len + TRAILER) as u64)
     }
 
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).

@@ -86,6 +86,11 @@ pub(crate) struct Io {
     pub counters: Arc<Counters>,
     /// The persistent disk cache (`cache_dir`), if any: every [`fetch`] goes through it.
     pub disk: Option<Arc<DiskCache>>,
+    /// The memory budget (the same as [`Reads::budget`]): the object read-ahead reserves from it.
+    pub budget: Arc<Budget>,
+    /// `remote_part` and the window (`remote_parallel` parts): the object read-ahead's.
+    pub part: u64,
+    pub window: u64,
     /// `remote_timeout` (for messages).
     pub timeout: std::time::Duration,
 }
@@ -103,6 +108,12 @@ pub(crate) struct Object {
     why: std::sync::OnceLock<String>,
     /// Its directory in the disk cache, made when first fetched from (`None`: not cached).
     disk: std::sync::OnceLock<Option<Arc<disk::Entry>>>,
+    /// With the disk cache: how far reads have gone through the object in order, and how far
+    /// ahead of them it was fetched ([`read_ahead`]).
+    ahead: Mutex<(u64, u64)>,
+    /// With the disk cache: the pieces being fetched now, each with the receiver that says when
+    /// the fetch ended; a fetch that needs one waits for it instead of fetching it again.
+    inflight: Mutex<std::collections::HashMap<u64, tokio::sync::watch::Receiver<bool>>>,
     /// Unique within the store (cache keys).
     pub id: u64,
 }
@@ -118,6 +129,8 @@ impl Object {
             changed: AtomicBool::new(false),
             why: std::sync::OnceLock::new(),
             disk: std::sync::OnceLock::new(),
+            ahead: Mutex::new((0, 0)),
+            inflight: Mutex::new(std::collections::HashMap::new()),
             id,
         }
     }
@@ -201,8 +214,8 @@ fn bare_etag(e: &str) -> &str {
 /// shorter): from the disk cache where it holds them, the rest with [`get`] (whole pieces of
 /// the cache, kept there). No timeout here: callers bound it.
 pub(crate) async fn fetch(
-    io: &Io,
-    obj: &Object,
+    io: &Arc<Io>,
+    obj: &Arc<Object>,
     range: Range<u64>,
     piece: Piece,
 ) -> Result<Vec<Bytes>, RemoteError> {
@@ -245,35 +258,38 @@ pub(crate) async fn fetch(
             .filter_map(|(k, p)| Some(overlap(k, p.as_ref()?.len() as u64)))
             .sum(),
     );
-    // Runs of missing pieces, one GET each (their bytes were reserved by the caller, but for
-    // the pieces' ends outside `range`: at most two pieces more).
-    let mut i = 0;
-    while i < got.len() {
-        if got[i].is_some() {
-            i += 1;
-            continue;
+    read_ahead(io, d, obj, entry, &range);
+    // Pieces another fetch is getting: waited for, then taken from the cache (or fetched, if
+    // that fetch failed). The rest: fetched here, in runs of consecutive pieces (their bytes
+    // were reserved by the caller, but for the pieces' ends outside `range`: at most two more).
+    let theirs: Vec<(usize, tokio::sync::watch::Receiver<bool>)> = {
+        let fl = lock(&obj.inflight);
+        got.iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_none())
+            .filter_map(|(k, _)| Some((k, fl.get(&(first + k as u64))?.clone())))
+            .collect()
+    };
+    let waited: Vec<usize> = theirs.iter().map(|t| t.0).collect();
+    let mut mine: Vec<u64> = got
+        .iter()
+        .enumerate()
+        .filter(|(k, p)| p.is_none() && !waited.contains(k))
+        .map(|(k, _)| first + k as u64)
+        .collect();
+    get_pieces(io, d, obj, entry, &mut mine, &mut got, first).await?;
+    for (k, mut rx) in theirs {
+        let _ = rx.wait_for(|done| *done).await;
+        if let Some(p) = d.get(entry, first + k as u64) {
+            got[k] = Some(p);
         }
-        let j = (i..got.len())
-            .find(|&k| got[k].is_some())
-            .unwrap_or(got.len());
-        let start = (first + i as u64) * disk::PIECE;
-        let end = ((first + j as u64) * disk::PIECE).min(obj.size);
-        let pieces = get(io, obj, start..end, Piece::Of(disk::PIECE)).await?;
-        // Written behind, on the cache's writer thread; when its queue is full, this fetch
-        // waits for room (on the blocking pool, not a runtime worker).
-        for (k, p) in pieces.iter().enumerate() {
-            if let Err(item) = d.put_behind(entry, first + (i + k) as u64, p.clone()) {
-                let dc = Arc::clone(d);
-                let _ = tokio::task::spawn_blocking(move || dc.queue(item)).await;
-            }
-        }
-        for (k, p) in pieces.into_iter().enumerate() {
-            if let Some(slot) = got.get_mut(i + k) {
-                *slot = Some(p);
-            }
-        }
-        i = j;
     }
+    let mut rest: Vec<u64> = waited
+        .iter()
+        .filter(|&&k| got[k].is_none())
+        .map(|&k| first + k as u64)
+        .collect();
+    get_pieces(io, d, obj, entry, &mut rest, &mut got, first).await?;
     let mut out = Vec::with_capacity(got.len());
     for (k, p) in got.into_iter().enumerate() {
         let ps = (first + k as u64) * disk::PIECE;
@@ -289,6 +305,156 @@ pub(crate) async fn fetch(
         Piece::Of(p) if p != disk::PIECE || range.start % p != 0 => recut(out, p),
         _ => out,
     })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// GETs pieces `ns` (sorted) of `obj`, runs of consecutive ones in one GET each, into the disk
+/// cache (written behind) and into `got` (slot `n - first`, where there is one). Each is marked
+/// in flight while fetched, so that other fetches wait for it instead of fetching it again.
+async fn get_pieces(
+    io: &Arc<Io>,
+    d: &Arc<DiskCache>,
+    obj: &Arc<Object>,
+    entry: &Arc<disk::Entry>,
+    ns: &mut [u64],
+    got: &mut [Option<Bytes>],
+    first: u64,
+) -> Result<(), RemoteError> {
+    if ns.is_empty() {
+        return Ok(());
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    {
+        let mut fl = lock(&obj.inflight);
+        for n in ns.iter() {
+            fl.insert(*n, rx.clone());
+        }
+    }
+    let r = get_runs(io, d, obj, entry, ns, got, first).await;
+    {
+        let mut fl = lock(&obj.inflight);
+        for n in ns.iter() {
+            if fl.get(n).is_some_and(|r| r.same_channel(&rx)) {
+                fl.remove(n);
+            }
+        }
+    }
+    let _ = tx.send(true);
+    r
+}
+
+/// [`get_pieces`]' GETs.
+async fn get_runs(
+    io: &Arc<Io>,
+    d: &Arc<DiskCache>,
+    obj: &Arc<Object>,
+    entry: &Arc<disk::Entry>,
+    ns: &[u64],
+    got: &mut [Option<Bytes>],
+    first: u64,
+) -> Result<(), RemoteError> {
+    let mut i = 0;
+    while i < ns.len() {
+        let mut j = i + 1;
+        while j < ns.len() && ns[j] == ns[j - 1] + 1 {
+            j += 1;
+        }
+        let start = ns[i] * disk::PIECE;
+        let end = ((ns[j - 1] + 1) * disk::PIECE).min(obj.size);
+        let pieces = get(io, obj, start..end, Piece::Of(disk::PIECE)).await?;
+        for (k, p) in pieces.into_iter().enumerate() {
+            let n = ns[i] + k as u64;
+            // Written behind, on the cache's writer thread; when its queue is full, this
+            // fetch waits for room (on the blocking pool, not a runtime worker).
+            if let Err(item) = d.put_behind(entry, n, p.clone()) {
+                let dc = Arc::clone(d);
+                let _ = tokio::task::spawn_blocking(move || dc.queue(item)).await;
+            }
+            if let Some(slot) = n.checked_sub(first).and_then(|k| got.get_mut(k as usize)) {
+                *slot = Some(p);
+            }
+        }
+        i = j;
+    }
+    Ok(())
+}
+
+/// Object read-ahead into the disk cache: while the reads of an object go through it in order
+/// (each starting within two pieces of where the last one ended), whatever tensor they belong
+/// to (`cat` of every `.bin`, a loader reading tensor after tensor), the next window of the
+/// object (`remote_parallel` parts of `remote_part`) is fetched into the cache in the
+/// background, within the memory budget (speculatively: nothing when it is taken); a reader
+/// then finds its tensor cached, or in flight. Anything else starts over.
+fn read_ahead(
+    io: &Arc<Io>,
+    d: &Arc<DiskCache>,
+    obj: &Arc<Object>,
+    entry: &Arc<disk::Entry>,
+    range: &Range<u64>,
+) {
+    let slack = 2 * disk::PIECE;
+    let (from, to) = {
+        let mut a = lock(&obj.ahead);
+        let (seq_end, ahead_end) = *a;
+        if range.start + slack < seq_end || range.start > seq_end + slack {
+            *a = (range.end, range.end);
+            return;
+        }
+        let seq = seq_end.max(range.end);
+        let target = (seq + io.window).min(obj.size);
+        let from = ahead_end.max(range.end.div_ceil(disk::PIECE) * disk::PIECE);
+        // Topped up when less than half a window is left ahead.
+        if from >= target || from > seq + io.window / 2 {
+            *a = (seq, ahead_end);
+            return;
+        }
+        *a = (seq, target);
+        (from, target)
+    };
+    let mut at = from;
+    while at < to {
+        let end = (at + io.part).min(to);
+        let Some(res) = io.budget.try_reserve(end - at) else {
+            let mut a = lock(&obj.ahead);
+            a.1 = a.1.min(at);
+            return;
+        };
+        let (io2, d2, o2, e2) = (
+            Arc::clone(io),
+            Arc::clone(d),
+            Arc::clone(obj),
+            Arc::clone(entry),
+        );
+        let range = at..end;
+        tokio::spawn(async move {
+            let _res = res;
+            let (first, last) = (range.start / disk::PIECE, (range.end - 1) / disk::PIECE);
+            let want: Vec<u64> = {
+                let fl = lock(&o2.inflight);
+                (first..=last).filter(|n| !fl.contains_key(n)).collect()
+            };
+            // Only what the cache does not hold yet.
+            let (dc, ec) = (Arc::clone(&d2), Arc::clone(&e2));
+            let mut ns: Vec<u64> = tokio::task::spawn_blocking(move || {
+                want.into_iter().filter(|&n| !dc.has(&ec, n)).collect()
+            })
+            .await
+            .unwrap_or_default();
+            let deadline = tokio::time::Instant::now() + io2.timeout;
+            let r = tokio::time::timeout_at(
+                deadline,
+                get_pieces(&io2, &d2, &o2, &e2, &mut ns, &mut [], 0),
+            )
+            .await;
+            if !matches!(r, Ok(Ok(()))) {
+                log::debug!("{}: read-ahead of bytes {range:?} failed", o2.url);
+            }
+        });
+        at = end;
+    }
 }
 
 /// `data` (consecutive bytes) cut again into pieces of `p` bytes (the last may be shorter).

@@ -258,6 +258,9 @@ impl RemoteStore {
         };
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let budget = Budget::new(cfg.cache_bytes);
+        let part = cfg.part.max(BLOCK);
+        let window = part.saturating_mul(cfg.parallel.max(1) as u64);
         Ok(RemoteStore {
             ctx: Arc::new(Ctx {
                 reads: Arc::new(Reads {
@@ -267,15 +270,15 @@ impl RemoteStore {
                         counters: Arc::new(Counters::default()),
                         timeout: cfg.timeout,
                         disk,
+                        budget: Arc::clone(&budget),
+                        part,
+                        window,
                     }),
-                    budget: Budget::new(cfg.cache_bytes),
+                    budget,
                     cache: PartCache::new(cfg.cache_bytes / 4),
                     timeout: cfg.timeout,
-                    part: cfg.part.max(BLOCK),
-                    window: cfg
-                        .part
-                        .max(BLOCK)
-                        .saturating_mul(cfg.parallel.max(1) as u64),
+                    part,
+                    window,
                 }),
                 prefix,
                 scheme,
