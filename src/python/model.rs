@@ -58,6 +58,14 @@ struct Found {
     what: String,
 }
 
+impl Drop for Model {
+    /// What the disk cache (`cache_dir`) still has to write, written before the model goes
+    /// (a Python process may end soon after).
+    fn drop(&mut self) {
+        crate::source::remote::disk::flush_all(std::time::Duration::from_secs(30));
+    }
+}
+
 impl Model {
     pub(crate) fn open(
         source: &Path,
