@@ -37,6 +37,11 @@ use tfmount::testkit::writer::CheckpointWriter;
 /// `-o remote_timeout` of the mounts that meet faults.
 const TIMEOUT: Duration = Duration::from_secs(5);
 const TIMEOUT_OPT: &str = "remote_timeout=5s";
+/// The same, with a read-ahead of one part of 1 MiB at a time: the GETs of a tensor go out in
+/// order, one MiB each, so that a fault planned for the n-th one hits its n-th MiB (by default
+/// a read that starts a tensor sends all its parts at once, and they reach the server in any
+/// order).
+const IN_ORDER_OPT: &str = "remote_timeout=5s,remote_parallel=1,remote_part=1M";
 
 /// The tests run one at a time: each starts servers, a proxy and a daemon, and timing faults
 /// against a few seconds of `remote_timeout` on two shared cores needs the cores.
@@ -436,7 +441,7 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
             .fault(Fault::Stall { after: 100_000 })
     };
     s.proxy.set(vec![stall()]);
-    let mut m = s.mount(TIMEOUT_OPT);
+    let mut m = s.mount(IN_ORDER_OPT);
     let big = m.path().join(BIG_FILE);
     let mut f = std::fs::File::options()
         .read(true)
@@ -453,7 +458,12 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
     let r = f.read_at(&mut vec![0u8; 4096], 1 << 20);
     let took = t.elapsed();
     assert_eio(&r, "big, O_DIRECT");
-    assert_eq!(s.proxy.injected(), 1, "{}", s.proxy.report());
+    // The GET the read waits for stalls (and the one read-ahead sent beside it, if any).
+    assert!(
+        (1..=2).contains(&s.proxy.injected()),
+        "{}",
+        s.proxy.report()
+    );
     assert!(took <= TIMEOUT + SLACK, "EIO after {took:?}");
     assert!(took >= TIMEOUT - Duration::from_millis(100), "{took:?}");
     assert_read_logged(&m, &s.data0_url(), "timed out after 5s (remote_timeout)");
@@ -499,7 +509,7 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
             rule = rule.times(usize::MAX).fault(Fault::DropIfMatch);
         }
         s.proxy.set(vec![rule]);
-        let mut m = s.mount(&format!("{TIMEOUT_OPT},nocrc"));
+        let mut m = s.mount(&format!("{IN_ORDER_OPT},nocrc"));
         let t = Instant::now();
         let (got, err) = read_until_error(&m.path().join(BIG_FILE));
         let took = t.elapsed();
@@ -507,7 +517,13 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
         only_old_bytes_then_eio(&got, err, &old, &what);
         assert!(took <= TIMEOUT + SLACK, "{what}: {took:?}");
         assert!(got.len() >= 1 << 20, "{what}: the first part was served");
-        assert_eq!(s.proxy.hits(), [1], "{what}: {}", s.proxy.report());
+        // The rewrite happened once; a server that ignores If-Match then serves every GET
+        // (the read-ahead's too) with the new ETag, each of them a hit of the rule.
+        if ignores_if_match {
+            assert!(s.proxy.hits()[0] >= 1, "{what}: {}", s.proxy.report());
+        } else {
+            assert_eq!(s.proxy.hits(), [1], "{what}: {}", s.proxy.report());
+        }
         let seen = s.proxy.seen();
         let hooked = seen.iter().filter(|r| r.path == DATA0 && r.method == "GET");
         let statuses: Vec<u16> = hooked.map(|r| r.status).collect();
@@ -660,7 +676,7 @@ fn s3_faults_through_moto() {
         ]
     };
     proxy.set(faults());
-    let mut m = daemon(url, TIMEOUT_OPT, &env);
+    let mut m = daemon(url, IN_ORDER_OPT, &env);
     let (r, took) = read_timed(&m.path().join(BIG_FILE));
     let got = r.unwrap_or_else(|e| panic!("{e}\n{}\n{}", proxy.report(), m.log_text()));
     assert!(got == big_bytes(), "big: wrong bytes");
@@ -679,7 +695,7 @@ fn s3_faults_through_moto() {
         Rule::ranged_get(DATA).nth(1).before(move || put(key, new))
     };
     proxy.set(vec![overwrite()]);
-    let mut m = daemon(url, &format!("{TIMEOUT_OPT},nocrc"), &env);
+    let mut m = daemon(url, &format!("{IN_ORDER_OPT},nocrc"), &env);
     let (got, err) = read_until_error(&m.path().join(BIG_FILE));
     only_old_bytes_then_eio(&got, err, &old, "big");
     assert!(got.len() >= 1 << 20, "the first part was served");
