@@ -338,20 +338,20 @@ fn expected(v: Value) -> String {
 /// Sets option `o` to `value` (already checked to be present when the option takes one).
 fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
     let size = || parse_size(value).ok_or(());
+    // A whole number in the option's range.
+    let count = || match o.value {
+        Value::Count { min, max } => value
+            .parse()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or(()),
+        _ => Err(()),
+    };
     match o.name {
         "nocrc" => s.fs.verify_crc = false,
         "crc_first" => s.fs.crc_first = true,
         "cache_size" => s.fs.cache_bytes = usize::try_from(size()?).map_err(|_| ())?,
-        "threads" => {
-            let Value::Count { min, max } = o.value else {
-                return Err(());
-            };
-            s.threads = value
-                .parse()
-                .ok()
-                .filter(|n| (min..=max).contains(n))
-                .ok_or(())?;
-        }
+        "threads" => s.threads = count()?,
         "nolive" => s.fs.live = false,
         "nonempty" => s.nonempty = true,
         "allow_other" => s.acl = SessionACL::All,
@@ -363,16 +363,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
             s.remote.cache_dir = (value != "none").then(|| std::path::PathBuf::from(value))
         }
         "cache_max" => s.remote.cache_max = Some(size()?),
-        "remote_parallel" => {
-            let Value::Count { min, max } = o.value else {
-                return Err(());
-            };
-            s.remote.parallel = value
-                .parse()
-                .ok()
-                .filter(|n| (min..=max).contains(n))
-                .ok_or(())?;
-        }
+        "remote_parallel" => s.remote.parallel = count()?,
         "remote_part" => s.remote.part = size()?.max(1 << 20),
         "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
         "views" => {

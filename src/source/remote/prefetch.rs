@@ -231,7 +231,7 @@ impl Reader {
             ss.push(s.clone());
             return Some(s);
         }
-        let max = self.h.reads.window;
+        let max = self.h.reads.io.window;
         let (s, found) = if offset == self.range.start {
             let s = Stream::new(offset, first_window(true, max));
             (s.clone(), Some(s))
@@ -336,7 +336,7 @@ impl Reader {
 
     /// Whether the range is fetched whole by its first read (one GET).
     fn is_whole(&self) -> bool {
-        self.range.end - self.range.start <= WHOLE_UP_TO.min(self.h.reads.part)
+        self.range.end - self.range.start <= WHOLE_UP_TO.min(self.h.reads.io.part)
     }
 
     /// Starts fetching the range from its start without waiting, as a first read there would
@@ -466,7 +466,7 @@ impl Reader {
             return Ok(());
         }
         if continuing && st.ahead_end < limit {
-            st.window = (st.window * 2).min(ctx.window);
+            st.window = (st.window * 2).min(ctx.io.window);
         }
         let base = if continuing { consumed_end } else { offset };
         let mut target = consumed_end.max(limit.min(base + st.window));
@@ -474,18 +474,18 @@ impl Reader {
             let need = st.ahead_end < consumed_end;
             let want = aligned(
                 st.ahead_end,
-                ctx.part.min(target - st.ahead_end),
+                ctx.io.part.min(target - st.ahead_end),
                 limit,
-                ctx.part,
+                ctx.io.part,
             );
             let (res, len) = match ctx.budget.try_reserve(want) {
                 Some(r) => (r, want),
                 None if need => {
                     let len = aligned(
                         st.ahead_end,
-                        ctx.part.min(consumed_end - st.ahead_end),
+                        ctx.io.part.min(consumed_end - st.ahead_end),
                         limit,
-                        ctx.part,
+                        ctx.io.part,
                     );
                     let r = ctx
                         .budget

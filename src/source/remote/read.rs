@@ -51,10 +51,6 @@ pub(crate) struct Reads {
     pub cache: PartCache,
     /// `remote_timeout`.
     pub timeout: Duration,
-    /// Largest part (one GET) of read-ahead (`remote_part`), and largest window of one reader
-    /// (`remote_parallel` parts).
-    pub part: u64,
-    pub window: u64,
 }
 
 impl Reads {
@@ -88,7 +84,8 @@ pub(crate) struct Io {
     pub disk: Option<Arc<DiskCache>>,
     /// The memory budget (the same as [`Reads::budget`]): the object read-ahead reserves from it.
     pub budget: Arc<Budget>,
-    /// `remote_part` and the window (`remote_parallel` parts): the object read-ahead's.
+    /// Largest part (one GET) of read-ahead (`remote_part`), and largest window (`remote_parallel`
+    /// parts): of one reader ([`super::prefetch`]) and of the object read-ahead.
     pub part: u64,
     pub window: u64,
     /// `remote_timeout` (for messages).
@@ -271,25 +268,25 @@ pub(crate) async fn fetch(
             .collect()
     };
     let waited: Vec<usize> = theirs.iter().map(|t| t.0).collect();
-    let mut mine: Vec<u64> = got
+    let mine: Vec<u64> = got
         .iter()
         .enumerate()
         .filter(|(k, p)| p.is_none() && !waited.contains(k))
         .map(|(k, _)| first + k as u64)
         .collect();
-    get_pieces(io, d, obj, entry, &mut mine, &mut got, first).await?;
+    get_pieces(io, d, obj, entry, &mine, &mut got, first).await?;
     for (k, mut rx) in theirs {
         let _ = rx.wait_for(|done| *done).await;
         if let Some(p) = d.get(entry, first + k as u64) {
             got[k] = Some(p);
         }
     }
-    let mut rest: Vec<u64> = waited
+    let rest: Vec<u64> = waited
         .iter()
         .filter(|&&k| got[k].is_none())
         .map(|&k| first + k as u64)
         .collect();
-    get_pieces(io, d, obj, entry, &mut rest, &mut got, first).await?;
+    get_pieces(io, d, obj, entry, &rest, &mut got, first).await?;
     let mut out = Vec::with_capacity(got.len());
     for (k, p) in got.into_iter().enumerate() {
         let ps = (first + k as u64) * disk::PIECE;
@@ -319,7 +316,7 @@ async fn get_pieces(
     d: &Arc<DiskCache>,
     obj: &Arc<Object>,
     entry: &Arc<disk::Entry>,
-    ns: &mut [u64],
+    ns: &[u64],
     got: &mut [Option<Bytes>],
     first: u64,
 ) -> Result<(), RemoteError> {
@@ -438,17 +435,15 @@ fn read_ahead(
             };
             // Only what the cache does not hold yet.
             let (dc, ec) = (Arc::clone(&d2), Arc::clone(&e2));
-            let mut ns: Vec<u64> = tokio::task::spawn_blocking(move || {
+            let ns: Vec<u64> = tokio::task::spawn_blocking(move || {
                 want.into_iter().filter(|&n| !dc.has(&ec, n)).collect()
             })
             .await
             .unwrap_or_default();
             let deadline = tokio::time::Instant::now() + io2.timeout;
-            let r = tokio::time::timeout_at(
-                deadline,
-                get_pieces(&io2, &d2, &o2, &e2, &mut ns, &mut [], 0),
-            )
-            .await;
+            let r =
+                tokio::time::timeout_at(deadline, get_pieces(&io2, &d2, &o2, &e2, &ns, &mut [], 0))
+                    .await;
             if !matches!(r, Ok(Ok(()))) {
                 log::debug!("{}: read-ahead of bytes {range:?} failed", o2.url);
             }

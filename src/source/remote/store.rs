@@ -277,8 +277,6 @@ impl RemoteStore {
                     budget,
                     cache: PartCache::new(cfg.cache_bytes / 4),
                     timeout: cfg.timeout,
-                    part,
-                    window,
                 }),
                 prefix,
                 scheme,
