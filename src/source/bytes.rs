@@ -80,6 +80,13 @@ pub trait RangeReader: Send + Sync {
     /// Fills `buf` from absolute offset `offset`.
     fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError>;
 
+    /// `len` bytes from absolute offset `offset` in a new buffer.
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+        let mut v = vec![0u8; len];
+        self.read_into(&mut v, offset)?;
+        Ok(v)
+    }
+
     /// Starts fetching the range from its start, without waiting, as its first read would: a
     /// composed file's reader about to reach this tensor (read-ahead in tensor order).
     fn prefetch(&self) {}

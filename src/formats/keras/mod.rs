@@ -774,10 +774,7 @@ impl Contiguous {
                     .get_or_init(|| file.clone().range_reader(*start..*start + self.size))
                     .as_ref();
                 match reader {
-                    Some(r) => {
-                        let mut v = vec![0u8; len];
-                        r.read_into(&mut v, start + a).map(|()| v)
-                    }
+                    Some(r) => r.read_vec(start + a, len),
                     None => file.read_vec(start + a, len),
                 }
             }

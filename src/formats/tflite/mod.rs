@@ -765,10 +765,7 @@ impl Raw {
                     .get_or_init(|| self.file.clone().range_reader(*start..*start + *len))
                     .as_ref();
                 let r = match reader {
-                    Some(r) => {
-                        let mut v = vec![0u8; n];
-                        r.read_into(&mut v, start + a).map(|()| v)
-                    }
+                    Some(r) => r.read_vec(start + a, n),
                     None => self.file.read_vec(start + a, n),
                 };
                 r.map_err(|e| {

@@ -918,10 +918,7 @@ impl StoredBytes {
 
     fn read_raw(&self, a: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         match self.reader() {
-            Some(r) => {
-                let mut v = vec![0u8; len];
-                r.read_into(&mut v, self.start + a).map(|()| v)
-            }
+            Some(r) => r.read_vec(self.start + a, len),
             None => self.file.read_vec(self.start + a, len),
         }
     }

@@ -114,6 +114,10 @@ impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
         crate::source::remote::Reader::read_into(self, buf, offset).map_err(Into::into)
     }
 
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, crate::parse::FormatError> {
+        crate::source::remote::Reader::read_vec(self, offset, len).map_err(Into::into)
+    }
+
     fn prefetch(&self) {
         crate::source::remote::Reader::prefetch(self)
     }

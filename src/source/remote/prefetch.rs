@@ -30,7 +30,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::source::remote::budget::Reservation;
-use crate::source::remote::read::{copy_from_chunks, Handle, Pending, Piece, BLOCK};
+use crate::source::remote::read::{copy_from_chunks, extend_from_chunks, Handle, Pending, Piece, BLOCK};
 use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET (the part size, `remote_part`, when it is
@@ -250,9 +250,74 @@ impl Reader {
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, RemoteError> {
         let avail = self.h.obj.size.saturating_sub(offset);
         let n = usize::try_from(avail).map_or(len, |a| a.min(len));
-        let mut buf = vec![0u8; n];
+        self.read_vec(offset, n)
+    }
+
+    /// Exactly `len` bytes at `offset` in a new buffer, like [`Reader::read_into`]; a read of
+    /// a range fetched whole is appended from its bytes (no zeroed buffer first).
+    pub(crate) fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, RemoteError> {
+        let mut v = Vec::new();
+        let whole = self.read_whole(offset, len as u64, |d| {
+            v.reserve_exact(len);
+            extend_from_chunks(&mut v, offset, len, self.range.start, d)
+        })?;
+        if whole {
+            if v.len() != len {
+                return Err(RemoteError::Request {
+                    url: self.h.obj.url.clone(),
+                    msg: format!("{} bytes fetched from {offset}, expected {len}", v.len()),
+                });
+            }
+            return Ok(v);
+        }
+        let mut buf = vec![0u8; len];
         self.read_into(&mut buf, offset)?;
         Ok(buf)
+    }
+
+    /// A read of `len` bytes at `offset` served from the range fetched whole (see
+    /// [`Reader::is_whole`]): `serve` gets its chunks (the range's bytes from its start).
+    /// `Ok(false)` when the read is not one of those (outside the range, a large range, no
+    /// room in the budget to keep it).
+    fn read_whole(
+        &self,
+        offset: u64,
+        len: u64,
+        mut serve: impl FnMut(&[Bytes]),
+    ) -> Result<bool, RemoteError> {
+        let obj = &self.h.obj;
+        obj.check()?;
+        obj.check_range(offset, len)?;
+        let end = offset + len;
+        if len == 0 || !self.is_whole() || offset < self.range.start || end > self.range.end {
+            return Ok(false);
+        }
+        let ctx = &*self.h.reads;
+        let deadline = Instant::now() + ctx.timeout;
+        let rlen = self.range.end - self.range.start;
+        let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+        self.start_whole(&mut whole, deadline);
+        let Some(w) = &mut *whole else {
+            // No room in the budget to keep it: read it like a large one.
+            return Ok(false);
+        };
+        if let Data::Pending(p) = &mut w.data {
+            match p.wait(ctx, deadline) {
+                Ok(d) => w.data = Data::Ready(d),
+                Err(e) => {
+                    *whole = None;
+                    return Err(e);
+                }
+            }
+        }
+        if let Data::Ready(d) = &w.data {
+            serve(d);
+        }
+        w.served += len;
+        if w.served >= rlen {
+            *whole = None;
+        }
+        Ok(true)
     }
 
     /// Fills `buf` from `offset` of the object; fails within `remote_timeout`.
@@ -268,30 +333,10 @@ impl Reader {
         let end = offset + buf.len() as u64;
 
         // A small range: all of it in one GET.
-        let rlen = self.range.end - self.range.start;
-        if self.is_whole() && offset >= self.range.start && end <= self.range.end {
-            let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
-            self.start_whole(&mut whole, deadline);
-            if let Some(w) = &mut *whole {
-                if let Data::Pending(p) = &mut w.data {
-                    match p.wait(ctx, deadline) {
-                        Ok(d) => w.data = Data::Ready(d),
-                        Err(e) => {
-                            *whole = None;
-                            return Err(e);
-                        }
-                    }
-                }
-                if let Data::Ready(d) = &w.data {
-                    copy_from_chunks(buf, offset, self.range.start, d);
-                }
-                w.served += buf.len() as u64;
-                if w.served >= rlen {
-                    *whole = None;
-                }
-                return Ok(());
-            }
-            // No room in the budget to keep it: read it like a large one.
+        if self.read_whole(offset, buf.len() as u64, |d| {
+            copy_from_chunks(buf, offset, self.range.start, d);
+        })? {
+            return Ok(());
         }
 
         let Some(stream) = self.stream_for(offset, end) else {

@@ -796,6 +796,30 @@ pub(crate) fn copy_from_chunks(
     n
 }
 
+/// Appends the `len` bytes at `offset` of consecutive chunks (object bytes from `data_start`)
+/// to `v`, as far as the chunks hold them.
+pub(crate) fn extend_from_chunks(
+    v: &mut Vec<u8>,
+    offset: u64,
+    len: usize,
+    data_start: u64,
+    data: &[Bytes],
+) {
+    let end = offset + len as u64;
+    let mut at = data_start;
+    for c in data {
+        let c_end = at + c.len() as u64;
+        let (from, to) = (offset.max(at), end.min(c_end));
+        if from < to {
+            v.extend_from_slice(&c[(from - at) as usize..(to - at) as usize]);
+        }
+        if c_end >= end {
+            break;
+        }
+        at = c_end;
+    }
+}
+
 /// One GET of consecutive blocks in flight.
 struct InFlight {
     first_block: u64,
