@@ -143,7 +143,8 @@ fn views_are_reachable_not_listed() {
         }
         // summary.txt names the views this checkpoint has.
         let s = hidden.lookup(ROOT, b"summary.txt").expect("summary.txt");
-        let text = String::from_utf8(hidden.read(s.ino, 0, 1 << 20).expect("read")).expect("utf-8");
+        let text = String::from_utf8(hidden.read(s.ino, 0, 1 << 20).expect("read").to_vec())
+            .expect("utf-8");
         let tail = text
             .split_once("\nviews (reachable by path, not listed")
             .unwrap_or_else(|| panic!("{}: no views in summary.txt:\n{text}", src.display()))

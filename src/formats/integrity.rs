@@ -248,6 +248,7 @@ impl Generic {
     fn read(&self, h: &GenericHandle, offset: u64, len: usize) -> Result<Vec<u8>, String> {
         self.located(h)?
             .read(offset, len)
+            .map(Vec::from)
             .map_err(|e| self.reason(e, &h.key))
     }
 

@@ -2,6 +2,7 @@
 //! `src/formats/` implements it): a sorted key space addressed by positions, what the index says of each tensor, and the
 //! tensor's bytes in tfmount's `.bin` layout, resolved once per open.
 
+use bytes::Bytes;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -118,7 +119,7 @@ pub trait TensorData: Send + Sync {
     fn size(&self) -> u64;
     /// Bytes `[offset, offset + len)` of the `.bin`, clamped to its end. Verifies the stored
     /// checksum before the first bytes are served, when the format has one.
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>>;
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes>;
 
     /// Starts fetching the `.bin` from its start without waiting, where its bytes come from a
     /// network (a composed file's read-ahead in tensor order); nothing elsewhere.
@@ -158,12 +159,12 @@ impl TensorData for Memory {
         self.0.len() as u64
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let a = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(self.0.len());
         let b = a.saturating_add(len).min(self.0.len());
-        Ok(self.0.get(a..b).unwrap_or(&[]).to_vec())
+        Ok(Bytes::copy_from_slice(self.0.get(a..b).unwrap_or(&[])))
     }
 }
 

@@ -10,6 +10,7 @@
 //! links point. Nodes are bounded by [`MAX_NODES`], depth by [`MAX_DEPTH`]; opened files by
 //! [`OPEN_FILES`] (an evicted file is opened again when read, and must still be the file listed).
 
+use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -390,7 +391,7 @@ impl Subtree for Assets {
         }
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let node = self.node(local)?;
         match &node.kind {
             NodeKind::File { .. } => {
@@ -398,6 +399,7 @@ impl Subtree for Assets {
                 let a = offset.min(file.len());
                 let n = (file.len() - a).min(size as u64) as usize;
                 file.read_vec(a, n)
+                    .map(Bytes::from)
                     .map_err(|e| FsError::corrupt("asset", file.name().display(), e))
             }
             NodeKind::Link { target } => Ok(slice_of(target, offset, size)),

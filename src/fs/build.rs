@@ -344,7 +344,7 @@ impl<'a> Builder<'a> {
             let (parent, name) = self.parent_of(dir, &path, meta);
             let f = self.add(Fixed::Text {
                 parent,
-                text: Arc::new(crate::fs::fixed::Bytes(bytes)),
+                text: Arc::new(crate::fs::fixed::Known(bytes)),
                 meta,
             });
             self.link(parent, name.as_bytes(), f, Kind::File);

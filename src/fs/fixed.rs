@@ -5,6 +5,7 @@
 //! directory's children may live in any subtree (a SavedModel's assets are their own subtrees:
 //! [`super::assets`]).
 
+use bytes::Bytes;
 use std::sync::Arc;
 
 use crate::error::{FsError, FsResult};
@@ -18,7 +19,7 @@ use crate::tree::ino::{cookie, Ino};
 pub trait Generated: Send + Sync {
     /// Its size (generating it, or a piece table of it, the first time).
     fn size(&self) -> FsResult<u64>;
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>>;
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes>;
     /// What it holds ([`Content::Other`] by default).
     fn content(&self) -> Content {
         Content::Other
@@ -231,7 +232,7 @@ impl Subtree for FixedNodes {
         }
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         match self.get(local)? {
             Fixed::Text { text, .. } => text.read(offset, size),
             Fixed::Symlink { target, .. } => Ok(slice_of(target, offset, size)),
@@ -259,18 +260,18 @@ impl Subtree for FixedNodes {
 
 /// A file whose bytes are known when the tree is built (a format's own small files: a Keras
 /// model's `config.json`).
-pub struct Bytes(pub Arc<[u8]>);
+pub struct Known(pub Arc<[u8]>);
 
-impl Generated for Bytes {
+impl Generated for Known {
     fn size(&self) -> FsResult<u64> {
         Ok(self.0.len() as u64)
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(self.0.len());
         let end = start.saturating_add(size).min(self.0.len());
-        Ok(self.0[start..end].to_vec())
+        Ok(Bytes::copy_from_slice(&self.0[start..end]))
     }
 }

@@ -5,6 +5,7 @@
 //! Local node numbers use the graph layout (`space | file | depth | index`, see
 //! [`crate::tree::ino::graph`]).
 
+use bytes::Bytes;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -531,7 +532,7 @@ impl Subtree for GraphTree {
         }
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let n = Node::decode(local)?;
         match n.sub {
             Sub::Dir => Err(FsError::IsDir),
@@ -542,10 +543,10 @@ impl Subtree for GraphTree {
                 Ok(match k {
                     FileKind::Shape => slice_of(&shape_text(&t.shape), offset, size),
                     FileKind::Dtype => slice_of(&dtype_text(t.dtype), offset, size),
-                    FileKind::Bin => t.read(buf, offset, size),
+                    FileKind::Bin => t.read(buf, offset, size).into(),
                     FileKind::Npy => {
                         let h = npy_header(t.dtype, &t.shape).ok_or(FsError::NotFound)?;
-                        with_header(&h, offset, size, |o, n| Ok(t.read(buf, o, n)))?
+                        with_header(&h, offset, size, |o, n| Ok(t.read(buf, o, n).into()))?
                     }
                 })
             }

@@ -10,6 +10,7 @@
 //! Freeing gives their registry slots back, to be reused, with a new generation, by checkpoints
 //! that appear later (see [`super::registry`]): a mount follows a job for as long as it runs.
 
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -181,7 +182,7 @@ impl Subtree for LiveDir {
         Ok(())
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         match local {
             LATEST_LOCAL => Ok(slice_of(&self.readlink(local)?, offset, size)),
             _ => Err(FsError::IsDir),

@@ -23,6 +23,7 @@ pub mod text;
 pub mod variables;
 pub mod views;
 
+use bytes::Bytes;
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -373,7 +374,7 @@ impl Fs {
     }
 
     /// Bytes `[offset, offset + size)` of a file, clamped to its end.
-    pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    pub fn read(&self, ino: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let (t, local) = self.sub(ino)?;
         let r = t.read(local, offset, size);
         if let Err(FsError::Corrupt {

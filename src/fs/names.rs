@@ -9,6 +9,7 @@
 //! `variables/`. Components are escaped as `variables/` escapes keys. A directory's entries are
 //! sorted by name, so lookups are binary searches and listings resume from a cookie.
 
+use bytes::Bytes;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{FsError, FsResult};
@@ -438,7 +439,7 @@ impl Subtree for NamesTree {
         self.node(self.built()?, local).map(|_| ())
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let b = self.built()?;
         match self.node(b, local)? {
             Node::Dir(_) => Err(FsError::IsDir),

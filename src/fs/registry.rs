@@ -235,13 +235,14 @@ mod tests {
         fn open(&self, _: u64) -> FsResult<()> {
             Ok(())
         }
-        fn read(&self, _: u64, _: u64, _: usize) -> FsResult<Vec<u8>> {
-            Ok(self.0.as_bytes().to_vec())
+        fn read(&self, _: u64, _: u64, _: usize) -> FsResult<bytes::Bytes> {
+            Ok(bytes::Bytes::copy_from_slice(self.0.as_bytes()))
         }
     }
 
     fn name(r: &Registry, id: u16) -> Option<Vec<u8>> {
-        r.get(id).map(|t| t.read(0, 0, 0).unwrap_or_default())
+        r.get(id)
+            .map(|t| t.read(0, 0, 0).map(Vec::from).unwrap_or_default())
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! Memory: the marks (under 100 bytes each), the cursor's text (at most one step of text past
 //! the last read), and the read being served.
 
+use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{FsError, FsResult};
@@ -159,10 +160,10 @@ impl StringText {
     }
 
     /// Text bytes `[offset, offset + size)`, clamped to the end of the text.
-    pub fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    pub fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let end = offset.saturating_add(size as u64).min(self.len);
         if offset >= end {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         let kept = self
             .cursor
@@ -199,7 +200,7 @@ impl StringText {
         let out = c.pending[a..(end - c.text) as usize].to_vec();
         c.drop_before(end);
         *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
-        Ok(out)
+        Ok(out.into())
     }
 }
 
@@ -216,7 +217,7 @@ mod tests {
         fn size(&self) -> u64 {
             self.0.len() as u64
         }
-        fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
             let r = super::super::subtree::slice_of(&self.0, offset, len);
             self.1.fetch_add(r.len() as u64, Ordering::Relaxed);
             Ok(r)
@@ -288,8 +289,8 @@ mod tests {
             let b = (a + n).min(whole.len());
             assert_eq!(got, &whole[a..b], "read({off}, {n})");
         }
-        assert_eq!(t.read(whole.len() as u64, 10).unwrap(), b"");
-        assert_eq!(t.read(0, 0).unwrap(), b"");
+        assert_eq!(t.read(whole.len() as u64, 10).unwrap(), &b""[..]);
+        assert_eq!(t.read(0, 0).unwrap(), &b""[..]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::error::{FsError, FsResult};
 use crate::fs::Kind;
 use crate::source::bytes::FileMeta;
 use crate::tree::ino::Ino;
+use bytes::Bytes;
 
 /// A file's size, or that its content cannot be produced (a damaged tensor, an unrenderable
 /// message): such a file is listed, and reading it fails with EIO.
@@ -83,7 +84,7 @@ pub(crate) trait Subtree: Send + Sync {
     fn open(&self, local: u64) -> FsResult<()>;
 
     /// Bytes `[offset, offset + size)` of a file, clamped to its end.
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>>;
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes>;
 
     fn readlink(&self, _local: u64) -> FsResult<Vec<u8>> {
         Err(FsError::NotSymlink)
@@ -96,10 +97,10 @@ pub(crate) trait Subtree: Send + Sync {
 }
 
 /// Bytes `[offset, offset + size)` of `data`, clamped.
-pub(crate) fn slice_of(data: &[u8], offset: u64, size: usize) -> Vec<u8> {
+pub(crate) fn slice_of(data: &[u8], offset: u64, size: usize) -> Bytes {
     let a = usize::try_from(offset)
         .unwrap_or(usize::MAX)
         .min(data.len());
     let b = a.saturating_add(size).min(data.len());
-    data[a..b].to_vec()
+    Bytes::copy_from_slice(&data[a..b])
 }

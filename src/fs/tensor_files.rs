@@ -6,6 +6,7 @@ use crate::error::FsResult;
 use crate::parse::dtype::DType;
 use crate::parse::npy;
 use crate::tree::FileKind;
+use bytes::Bytes;
 
 /// The text of a `.shape` file: dims separated by one space, then a newline.
 pub fn shape_text(shape: &[u64]) -> Vec<u8> {
@@ -38,8 +39,8 @@ pub(crate) fn with_header(
     header: &[u8],
     offset: u64,
     size: usize,
-    body: impl Fn(u64, usize) -> FsResult<Vec<u8>>,
-) -> FsResult<Vec<u8>> {
+    body: impl Fn(u64, usize) -> FsResult<Bytes>,
+) -> FsResult<Bytes> {
     let hl = header.len() as u64;
     if offset >= hl {
         return body(offset - hl, size);
@@ -50,5 +51,5 @@ pub(crate) fn with_header(
     if rest > 0 {
         out.extend_from_slice(&body(0, rest)?);
     }
-    Ok(out)
+    Ok(out.into())
 }

@@ -3,6 +3,7 @@
 //! `saved_model.pbtxt` (rendered piece by piece). Rendered text is kept in the mount's one
 //! bounded text cache.
 
+use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -96,7 +97,7 @@ impl Generated for MetaGraphText {
         Ok(self.text()?.len() as u64)
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         Ok(slice_of(&self.text()?, offset, size))
     }
 }
@@ -149,7 +150,7 @@ impl Generated for WholeText {
         Ok(self.pieces()?.ends.last().copied().unwrap_or(0))
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let pieces = self.pieces()?;
         let mut out = Vec::with_capacity(size.min(1 << 20));
         let mut i = pieces.ends.partition_point(|&e| e <= offset);
@@ -165,6 +166,6 @@ impl Generated for WholeText {
             out.extend_from_slice(&text[from..from + take]);
             i += 1;
         }
-        Ok(out)
+        Ok(out.into())
     }
 }

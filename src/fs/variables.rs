@@ -21,6 +21,7 @@
 //! its opened bytes), so a sequential read of a large tensor does no index lookup, no protobuf
 //! decode and takes no lock once its checksum has been verified.
 
+use bytes::Bytes;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -702,13 +703,13 @@ impl Subtree for Variables {
         }
     }
 
-    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let Node::File { view, kind, pos } = Node::decode(local)? else {
             return Err(FsError::IsDir);
         };
         match (view, kind) {
             (View::Text, _) => match self.columns(pos)? {
-                Some(c) => self.read_columns(pos, &c, offset, size),
+                Some(c) => self.read_columns(pos, &c, offset, size).map(Bytes::from),
                 None => self.string_text(pos)?.read(offset, size),
             },
             (View::Stats, _) => Ok(slice_of(&self.stats_text(pos)?, offset, size)),

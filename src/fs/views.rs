@@ -11,6 +11,7 @@
 //! marks into `tensors.tsv` (one per [`TSV_MARK_EVERY`] lines), the text of `summary.txt`.
 //! A tensor whose index entry is damaged is left out of all three (and logged).
 
+use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -367,7 +368,7 @@ impl Safetensors {
     }
 
     /// Exactly `len` bytes from `offset` of input record `index`'s tensor.
-    fn tensor_bytes(&self, b: &Built, index: usize, offset: u64, len: u64) -> FsResult<Vec<u8>> {
+    fn tensor_bytes(&self, b: &Built, index: usize, offset: u64, len: u64) -> FsResult<Bytes> {
         let len = usize::try_from(len).map_err(|_| FsError::NotFound)?;
         let data = self.data(b, index)?;
         if offset == 0 {
@@ -399,13 +400,13 @@ impl Generated for Safetensors {
         Content::Tensors
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let b = self.built()?;
         let mut parts = b.layout.locate(offset, size as u64);
         let first = parts.next();
         let second = parts.next();
         match (first, second) {
-            (None, _) => Ok(Vec::new()),
+            (None, _) => Ok(Bytes::new()),
             // The whole read inside one tensor (most reads of large tensors): no copy.
             (Some(Part::Tensor { index, offset, len }), None) => {
                 self.tensor_bytes(b, index, offset, len)
@@ -420,7 +421,7 @@ impl Generated for Safetensors {
                         }
                     }
                 }
-                Ok(out)
+                Ok(out.into())
             }
         }
     }
@@ -509,18 +510,18 @@ impl Generated for Tsv {
         Ok(self.index()?.size)
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let idx = self.index()?;
         let end = offset.saturating_add(size as u64).min(idx.size);
-        let mut out = slice_of(&self.header, offset, size);
+        let mut out = slice_of(&self.header, offset, size).to_vec();
         let mut at = offset + out.len() as u64;
         if at >= end {
-            return Ok(out);
+            return Ok(out.into());
         }
         // The last mark at or before `at`.
         let i = idx.marks.partition_point(|&(o, _)| o <= at);
         let Some(&(mut off, first)) = i.checked_sub(1).and_then(|i| idx.marks.get(i)) else {
-            return Ok(out);
+            return Ok(out.into());
         };
         let set = &*self.set;
         let mut pos = Some(first);
@@ -544,7 +545,7 @@ impl Generated for Tsv {
             }
             pos = set.next(p)?;
         }
-        Ok(out)
+        Ok(out.into())
     }
 }
 
@@ -634,7 +635,7 @@ impl Generated for SummaryFile {
         Ok(self.text()?.len() as u64)
     }
 
-    fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         Ok(slice_of(self.text()?, offset, size))
     }
 }

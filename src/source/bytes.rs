@@ -80,11 +80,12 @@ pub trait RangeReader: Send + Sync {
     /// Fills `buf` from absolute offset `offset`.
     fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<(), FormatError>;
 
-    /// `len` bytes from absolute offset `offset` in a new buffer.
-    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+    /// `len` bytes from absolute offset `offset` (possibly shared with the reader's own
+    /// buffers: no copy where it can be avoided).
+    fn read_bytes(&self, offset: u64, len: usize) -> Result<bytes::Bytes, FormatError> {
         let mut v = vec![0u8; len];
         self.read_into(&mut v, offset)?;
-        Ok(v)
+        Ok(v.into())
     }
 
     /// Starts fetching the range from its start, without waiting, as its first read would: a

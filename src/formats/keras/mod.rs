@@ -168,7 +168,7 @@ fn format_err(path: &Path, err: FormatError) -> SourceError {
 /// Where the HDF5 bytes are: in the file at an offset (a plain file: 0; a stored `.keras`
 /// member: its data offset), or inflated in memory.
 #[derive(Clone)]
-enum Bytes {
+enum Hdf5Bytes {
     InFile {
         file: Arc<dyn ByteSource>,
         base: u64,
@@ -177,11 +177,11 @@ enum Bytes {
     Memory(Arc<[u8]>),
 }
 
-impl Bytes {
+impl Hdf5Bytes {
     fn len(&self) -> u64 {
         match self {
-            Bytes::InFile { len, .. } => *len,
-            Bytes::Memory(b) => b.len() as u64,
+            Hdf5Bytes::InFile { len, .. } => *len,
+            Hdf5Bytes::Memory(b) => b.len() as u64,
         }
     }
 }
@@ -189,7 +189,7 @@ impl Bytes {
 /// The HDF5 bytes as the parser reads them: through a small cache of aligned blocks, so that
 /// metadata spread over a remote object costs a few requests, not one per structure.
 struct Metadata {
-    bytes: Bytes,
+    bytes: Hdf5Bytes,
     blocks: Mutex<lru::LruCache<u64, Arc<Vec<u8>>>>,
 }
 
@@ -198,7 +198,7 @@ const BLOCK: u64 = 64 << 10;
 const BLOCKS: usize = 64;
 
 impl Metadata {
-    fn new(bytes: Bytes) -> Metadata {
+    fn new(bytes: Hdf5Bytes) -> Metadata {
         Metadata {
             bytes,
             blocks: Mutex::new(lru::LruCache::new(
@@ -240,8 +240,8 @@ impl ReadAt for Metadata {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> crate::parse::Result<()> {
         match &self.bytes {
-            Bytes::Memory(b) => (**b).read_exact_at(buf, offset),
-            Bytes::InFile { file, base, len } => {
+            Hdf5Bytes::Memory(b) => (**b).read_exact_at(buf, offset),
+            Hdf5Bytes::InFile { file, base, len } => {
                 let end = offset
                     .checked_add(buf.len() as u64)
                     .filter(|&e| e <= *len)
@@ -354,7 +354,7 @@ pub(crate) struct KerasSet {
     path: PathBuf,
     meta: FileMeta,
     file: Arc<dyn ByteSource>,
-    bytes: Bytes,
+    bytes: Hdf5Bytes,
     h5: Index,
     datasets: Vec<DatasetInfo>,
     /// The stored `.keras` member's check, made before its datasets are served (not with
@@ -396,7 +396,7 @@ pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras,
         }
         if w.stored() {
             member = Some(Arc::new(MemberCheck::new(path, file.clone(), w.clone())));
-            Bytes::InFile {
+            Hdf5Bytes::InFile {
                 file: file.clone(),
                 base: w.data_offset,
                 len: w.size,
@@ -408,10 +408,10 @@ pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras,
                     format!("{WEIGHTS_MEMBER}: {e} (compressed members are inflated into memory up to {MAX_INFLATED} bytes; store it uncompressed: `zip -0`)"),
                 )
             })?;
-            Bytes::Memory(b.into())
+            Hdf5Bytes::Memory(b.into())
         }
     } else {
-        Bytes::InFile {
+        Hdf5Bytes::InFile {
             file: file.clone(),
             base: 0,
             len: file.len(),
@@ -578,7 +578,7 @@ impl KerasSet {
     /// Where a contiguous dataset's bytes lie in the file, when they are in the file.
     fn in_file(&self, d: &DatasetInfo) -> Option<(u64, u64)> {
         match (&d.layout, &self.bytes) {
-            (Layout::Contiguous { offset, size }, Bytes::InFile { base, .. }) => {
+            (Layout::Contiguous { offset, size }, Hdf5Bytes::InFile { base, .. }) => {
                 Some((base.saturating_add(*offset), *size))
             }
             _ => None,
@@ -680,12 +680,12 @@ impl TensorSet for KerasSet {
                     c.check(&d.path)?;
                 }
                 let at = match bytes {
-                    Bytes::InFile { file, base, .. } => At::File {
+                    Hdf5Bytes::InFile { file, base, .. } => At::File {
                         file: file.clone(),
                         start: base + offset,
                         reader: std::sync::OnceLock::new(),
                     },
-                    Bytes::Memory(b) => At::Memory(b.clone(), *offset),
+                    Hdf5Bytes::Memory(b) => At::Memory(b.clone(), *offset),
                 };
                 Ok(Arc::new(Contiguous {
                     key: d.path.clone(),
@@ -774,7 +774,7 @@ impl Contiguous {
                     .get_or_init(|| file.clone().range_reader(*start..*start + self.size))
                     .as_ref();
                 match reader {
-                    Some(r) => r.read_vec(start + a, len),
+                    Some(r) => r.read_bytes(start + a, len).map(Vec::from),
                     None => file.read_vec(start + a, len),
                 }
             }
@@ -800,11 +800,11 @@ impl TensorData for Contiguous {
         }
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<bytes::Bytes> {
         let a = offset.min(self.size);
         let b = offset.saturating_add(len as u64).min(self.size);
         if self.swap == 0 {
-            return self.raw(a, (b - a) as usize);
+            return self.raw(a, (b - a) as usize).map(bytes::Bytes::from);
         }
         // Whole elements, swapped, then the bytes asked for.
         let es = self.swap as u64;
@@ -814,7 +814,10 @@ impl TensorData for Contiguous {
             e.reverse();
         }
         let from = (a - ea) as usize;
-        Ok(v.get(from..from + (b - a) as usize).unwrap_or(&[]).to_vec())
+        Ok(v.get(from..from + (b - a) as usize)
+            .unwrap_or(&[])
+            .to_vec()
+            .into())
     }
 }
 
@@ -826,8 +829,8 @@ impl TensorData for Zeros {
         self.0
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<bytes::Bytes> {
         let n = self.0.saturating_sub(offset).min(len as u64);
-        Ok(vec![0u8; n as usize])
+        Ok(vec![0u8; n as usize].into())
     }
 }

@@ -9,6 +9,7 @@
 //! kept in one cache per checkpoint, bounded by [`CHUNK_CACHE_BYTES`] (a chunk larger than that
 //! is kept alone).
 
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -488,7 +489,7 @@ impl TensorData for Chunked {
     fn size(&self) -> u64 {
         self.meta.size()
     }
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let t = self.set.tensor(self.pos)?;
         let mut chunk = |i: &[u64]| self.set.chunk(self.pos, t, &self.meta, i);
         let out = self
@@ -496,7 +497,7 @@ impl TensorData for Chunked {
             .read(offset, len, &mut chunk)
             .map_err(|e| self.set.corrupt(t, e))?;
         self.read_ahead(offset.saturating_add(out.len() as u64));
-        Ok(out)
+        Ok(out.into())
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod manifest;
 
+use bytes::Bytes;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -1082,12 +1083,12 @@ impl TensorData for InPlace {
         Some(tensors::InPlace { file, offset })
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let a = offset.min(self.0.stored);
         let b = offset.saturating_add(len as u64).min(self.0.stored);
         let mut v = vec![0u8; (b - a) as usize];
         self.0.raw(&mut v, a)?;
-        Ok(v)
+        Ok(v.into())
     }
 }
 
@@ -1104,11 +1105,11 @@ impl TensorData for Dequantized {
         self.size
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let a = offset.min(self.size);
         let b = offset.saturating_add(len as u64).min(self.size);
         if a == b {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         let es = self.quant.stored.size();
         let (ea, eb) = (a / 4, b.div_ceil(4));
@@ -1123,9 +1124,8 @@ impl TensorData for Dequantized {
             )
         })?;
         let from = (a - ea * 4) as usize;
-        Ok(out
-            .get(from..from + (b - a) as usize)
-            .unwrap_or(&[])
-            .to_vec())
+        Ok(Bytes::copy_from_slice(
+            out.get(from..from + (b - a) as usize).unwrap_or(&[]),
+        ))
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod model;
 
+use bytes::Bytes;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -765,7 +766,7 @@ impl Raw {
                     .get_or_init(|| self.file.clone().range_reader(*start..*start + *len))
                     .as_ref();
                 let r = match reader {
-                    Some(r) => r.read_vec(start + a, n),
+                    Some(r) => r.read_bytes(start + a, n).map(Vec::from),
                     None => self.file.read_vec(start + a, n),
                 };
                 r.map_err(|e| {
@@ -783,8 +784,8 @@ impl TensorData for Raw {
             At::Memory(b) => b.len() as u64,
         }
     }
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.read_raw(offset, len)
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
+        self.read_raw(offset, len).map(Bytes::from)
     }
 
     fn in_place(&self) -> Option<crate::formats::tensors::InPlace> {
@@ -897,7 +898,7 @@ impl TensorData for DeqData {
     fn size(&self) -> u64 {
         self.elements * 4
     }
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let size = self.size();
         let (a, b) = (
             offset.min(size),
@@ -911,10 +912,9 @@ impl TensorData for DeqData {
             out.extend_from_slice(&self.d.value(ea + k as u64, c).to_le_bytes());
         }
         let from = (a - ea * 4) as usize;
-        Ok(out
-            .get(from..from + (b - a) as usize)
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default())
+        Ok(Bytes::copy_from_slice(
+            out.get(from..from + (b - a) as usize).unwrap_or(&[]),
+        ))
     }
 }
 

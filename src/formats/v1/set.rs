@@ -11,6 +11,7 @@
 //! that. A damaged slice fails its tensor only. Reads decode only what they cover; partitioned
 //! tensors are assembled per request, one read per slice span.
 
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -838,10 +839,13 @@ impl TensorData for V1Data {
         self.size
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.ck.read(self.i, offset, len).map_err(|e| {
-            let name = self.ck.tensors.get(self.i).map_or(&[][..], |t| &t.name);
-            corrupt(&self.path, name, e)
-        })
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
+        self.ck
+            .read(self.i, offset, len)
+            .map(Bytes::from)
+            .map_err(|e| {
+                let name = self.ck.tensors.get(self.i).map_or(&[][..], |t| &t.name);
+                corrupt(&self.path, name, e)
+            })
     }
 }

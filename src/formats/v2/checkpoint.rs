@@ -4,6 +4,7 @@
 //! byte-source seam ([`super::bytes`]), so the mount serves the files it opened whatever
 //! happens to their paths.
 
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -528,7 +529,7 @@ impl Checkpoint {
     }
 
     /// Bytes `[offset, offset + len)` of the tensor's `.bin` (checked as its reads are).
-    pub fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    pub fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<Bytes> {
         self.open_tensor(t)?.read(offset, len)
     }
 
@@ -822,7 +823,7 @@ impl StoredBytes {
     /// read continues one from the start (see [`super::crc_stream`]), else after the
     /// check-first pass. A read that reaches the end of the range is served only once the CRC
     /// of the whole range is known.
-    fn read_checked(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read_checked(&self, a: u64, len: usize) -> FsResult<Bytes> {
         let sh = &self.shared;
         let streamable = sh.verify
             && sh.stream
@@ -903,7 +904,7 @@ impl StoredBytes {
     }
 
     /// Bytes `[a, b)` of the stored range (already clamped by the caller).
-    fn read(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, a: u64, len: usize) -> FsResult<Bytes> {
         self.read_raw(a, len)
             .map_err(|e| self.shared.corrupt(&self.key, e))
     }
@@ -916,10 +917,10 @@ impl StoredBytes {
         }
     }
 
-    fn read_raw(&self, a: u64, len: usize) -> Result<Vec<u8>, FormatError> {
+    fn read_raw(&self, a: u64, len: usize) -> Result<Bytes, FormatError> {
         match self.reader() {
-            Some(r) => r.read_vec(self.start + a, len),
-            None => self.file.read_vec(self.start + a, len),
+            Some(r) => r.read_bytes(self.start + a, len),
+            None => self.file.read_vec(self.start + a, len).map(Bytes::from),
         }
     }
 }
@@ -941,11 +942,11 @@ impl TensorData for Pod {
         }
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let size = self.size.min(self.s.end - self.s.start);
         let a = offset.min(size);
         let b = offset.saturating_add(len as u64).min(size);
-        self.s.read_checked(a, (b - a) as usize)
+        self.s.read_checked(a, (b - a) as usize).map(Bytes::from)
     }
 
     /// One pass from the start into `buf`. When the CRC check has not run yet, it is computed
@@ -1014,10 +1015,11 @@ impl TensorData for Strings {
         self.layout.served_len()
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         self.s.verify()?;
         self.layout
             .read_at(&*self.s.file, self.s.start, offset, len)
+            .map(Bytes::from)
             .map_err(|e| self.s.shared.corrupt(&self.s.key, e))
     }
 }
@@ -1049,11 +1051,11 @@ impl TensorData for SlicedPod {
             .saturating_mul(self.es)
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let es = self.es;
         let end_b = self.size().min(offset.saturating_add(len as u64));
         if offset >= end_b {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         for (_, s) in &self.parts {
             s.verify()?;
@@ -1073,7 +1075,7 @@ impl TensorData for SlicedPod {
             bufs.push(if lo < hi {
                 s.read(lo * es, ((hi - lo) * es) as usize)?
             } else {
-                Vec::new()
+                Bytes::new()
             });
         }
         // Pass 2: the runs, in order.
@@ -1086,7 +1088,7 @@ impl TensorData for SlicedPod {
         let skip = (offset - first * es) as usize;
         out.drain(..skip);
         out.truncate((end_b - offset) as usize);
-        Ok(out)
+        Ok(out.into())
     }
 }
 
@@ -1107,7 +1109,7 @@ impl TensorData for SlicedStrings {
         self.size
     }
 
-    fn read(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let bad = |m: &str| {
             self.shared
                 .corrupt(&self.key, FormatError::BadEntry(m.to_string()))
@@ -1139,7 +1141,7 @@ impl TensorData for SlicedStrings {
             e += 1;
         }
         let Some(first_pos) = first_pos else {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         };
         let mut bufs = Vec::with_capacity(self.parts.len());
         for ((_, _, s), &(lo, hi)) in self.parts.iter().zip(&spans) {
@@ -1147,7 +1149,7 @@ impl TensorData for SlicedStrings {
                 s.verify()?;
                 s.read(lo, (hi - lo) as usize)?
             } else {
-                Vec::new()
+                Bytes::new()
             });
         }
         // Pass 2: the served bytes of the picked elements, clipped to [offset, end).
@@ -1164,7 +1166,7 @@ impl TensorData for SlicedStrings {
             out.extend(served.take(take).skip(skip));
             at += 8 + l;
         }
-        Ok(out)
+        Ok(out.into())
     }
 }
 

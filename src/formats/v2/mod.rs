@@ -393,6 +393,7 @@ impl Integrity for Bundle {
     fn read_served(&self, t: &Entry, offset: u64, len: usize) -> Result<Vec<u8>, String> {
         self.raw
             .read(t.handle.get::<Tensor>()?, offset, len)
+            .map(Vec::from)
             .map_err(|e| bare(e, &self.prefix, &t.key))
     }
 }

@@ -438,6 +438,14 @@ impl DiskCache {
             || fs::metadata(e.piece_path(n)).is_ok_and(|m| m.len() == (len + TRAILER) as u64)
     }
 
+    /// Piece `n` of `e` if it is among the pieces kept in memory (no disk access: cheap enough
+    /// to ask under a lock).
+    pub fn peek(&self, e: &Entry, n: u64) -> Option<Bytes> {
+        let b = self.recent().get(&(e.serial, n)).cloned()?;
+        self.counters.add(|c| &c.hits, 1);
+        Some(b)
+    }
+
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
     pub fn get(&self, e: &Entry, n: u64) -> Option<Bytes> {
         let len = e.piece_len(n)?;

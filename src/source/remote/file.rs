@@ -114,8 +114,12 @@ impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
         crate::source::remote::Reader::read_into(self, buf, offset).map_err(Into::into)
     }
 
-    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, crate::parse::FormatError> {
-        crate::source::remote::Reader::read_vec(self, offset, len).map_err(Into::into)
+    fn read_bytes(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Result<bytes::Bytes, crate::parse::FormatError> {
+        crate::source::remote::Reader::read_bytes(self, offset, len).map_err(Into::into)
     }
 
     fn prefetch(&self) {

@@ -3,6 +3,8 @@
 //!
 //! A reader covers a byte range of one object (a tensor's bytes in a shard, or the whole
 //! object):
+//! - a range of at most [`SMALL_UP_TO`] (256 KiB) is read through the store's block cache, as
+//!   a random read is (below): its neighbours in the same MiB blocks come with it;
 //! - a range of at most [`WHOLE_UP_TO`] (8 MiB) is fetched whole by its first read, in one GET,
 //!   and served from memory until every byte of it has been served once;
 //! - otherwise a read that continues the previous one (or starts the range) is sequential: the
@@ -30,12 +32,18 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::source::remote::budget::Reservation;
-use crate::source::remote::read::{copy_from_chunks, extend_from_chunks, Handle, Pending, Piece, BLOCK};
+use crate::source::remote::read::{
+    bytes_from_chunks, copy_from_chunks, Handle, Pending, Piece, BLOCK,
+};
 use crate::source::remote::RemoteError;
 
 /// A range this small is fetched whole, in one GET (the part size, `remote_part`, when it is
 /// smaller).
 pub(crate) const WHOLE_UP_TO: u64 = 8 << 20;
+/// A range this small is read through the store's block cache (the whole MiB blocks around
+/// it, kept): small tensors next to each other in a shard (biases, norms, statistics) then
+/// cost one GET per block, not one each.
+pub(crate) const SMALL_UP_TO: u64 = 256 << 10;
 /// First read-ahead window.
 pub(crate) const FIRST_WINDOW: u64 = 1 << 20;
 /// Parts that end this far behind the current read are dropped.
@@ -250,29 +258,32 @@ impl Reader {
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, RemoteError> {
         let avail = self.h.obj.size.saturating_sub(offset);
         let n = usize::try_from(avail).map_or(len, |a| a.min(len));
-        self.read_vec(offset, n)
+        self.read_bytes(offset, n).map(Vec::from)
     }
 
-    /// Exactly `len` bytes at `offset` in a new buffer, like [`Reader::read_into`]; a read of
-    /// a range fetched whole is appended from its bytes (no zeroed buffer first).
-    pub(crate) fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, RemoteError> {
-        let mut v = Vec::new();
+    /// Exactly `len` bytes at `offset`, like [`Reader::read_into`]. A read of a range fetched
+    /// whole shares its bytes where they are one chunk (no copy), else is appended from them
+    /// (no zeroed buffer first).
+    pub(crate) fn read_bytes(&self, offset: u64, len: usize) -> Result<Bytes, RemoteError> {
+        let mut out = None;
         let whole = self.read_whole(offset, len as u64, |d| {
-            v.reserve_exact(len);
-            extend_from_chunks(&mut v, offset, len, self.range.start, d)
+            out = Some(bytes_from_chunks(offset, len, self.range.start, d));
         })?;
         if whole {
-            if v.len() != len {
-                return Err(RemoteError::Request {
+            return match out {
+                Some(b) if b.len() == len => Ok(b),
+                b => Err(RemoteError::Request {
                     url: self.h.obj.url.clone(),
-                    msg: format!("{} bytes fetched from {offset}, expected {len}", v.len()),
-                });
-            }
-            return Ok(v);
+                    msg: format!(
+                        "{} bytes fetched from {offset}, expected {len}",
+                        b.map_or(0, |b| b.len())
+                    ),
+                }),
+            };
         }
         let mut buf = vec![0u8; len];
         self.read_into(&mut buf, offset)?;
-        Ok(buf)
+        Ok(buf.into())
     }
 
     /// A read of `len` bytes at `offset` served from the range fetched whole (see
@@ -332,7 +343,10 @@ impl Reader {
         let deadline = Instant::now() + ctx.timeout;
         let end = offset + buf.len() as u64;
 
-        // A small range: all of it in one GET.
+        if self.is_small() {
+            return self.h.read_blocks(buf, offset, deadline);
+        }
+        // A range up to WHOLE_UP_TO: all of it in one GET.
         if self.read_whole(offset, buf.len() as u64, |d| {
             copy_from_chunks(buf, offset, self.range.start, d);
         })? {
@@ -382,6 +396,12 @@ impl Reader {
     /// Whether the range is fetched whole by its first read (one GET).
     fn is_whole(&self) -> bool {
         self.range.end - self.range.start <= WHOLE_UP_TO.min(self.h.reads.io.part)
+            && !self.is_small()
+    }
+
+    /// Whether the range is read through the block cache (see [`SMALL_UP_TO`]).
+    fn is_small(&self) -> bool {
+        self.range.end - self.range.start <= SMALL_UP_TO
     }
 
     /// Starts fetching the range from its start without waiting, as a first read there would
@@ -391,7 +411,7 @@ impl Reader {
         let ctx = &*self.h.reads;
         let obj = &self.h.obj;
         let rlen = self.range.end - self.range.start;
-        if rlen == 0 || obj.check().is_err() {
+        if rlen == 0 || self.is_small() || obj.check().is_err() {
             return;
         }
         let deadline = Instant::now() + ctx.timeout;

@@ -257,36 +257,32 @@ pub(crate) async fn fetch(
     );
     read_ahead(io, d, obj, entry, &range);
     // Pieces another fetch is getting: waited for, then taken from the cache (or fetched, if
-    // that fetch failed). The rest: fetched here, in runs of consecutive pieces (their bytes
-    // were reserved by the caller, but for the pieces' ends outside `range`: at most two more).
-    let theirs: Vec<(usize, tokio::sync::watch::Receiver<bool>)> = {
-        let fl = lock(&obj.inflight);
-        got.iter()
-            .enumerate()
-            .filter(|(_, p)| p.is_none())
-            .filter_map(|(k, _)| Some((k, fl.get(&(first + k as u64))?.clone())))
-            .collect()
-    };
-    let waited: Vec<usize> = theirs.iter().map(|t| t.0).collect();
-    let mine: Vec<u64> = got
-        .iter()
-        .enumerate()
-        .filter(|(k, p)| p.is_none() && !waited.contains(k))
-        .map(|(k, _)| first + k as u64)
+    // that fetch failed). The rest: claimed and fetched here, in runs of consecutive pieces
+    // (their bytes were reserved by the caller, but for the pieces' ends outside `range`: at
+    // most two more).
+    let mut missing: Vec<u64> = (0..got.len())
+        .filter(|&k| got[k].is_none())
+        .map(|k| first + k as u64)
         .collect();
-    get_pieces(io, d, obj, entry, &mine, &mut got, first).await?;
-    for (k, mut rx) in theirs {
-        let _ = rx.wait_for(|done| *done).await;
-        if let Some(p) = d.get(entry, first + k as u64) {
-            got[k] = Some(p);
+    // A few rounds: pieces whose fetch failed elsewhere are claimed again here.
+    for _ in 0..3 {
+        if missing.is_empty() {
+            break;
+        }
+        let (mut mine, theirs) = claim(d, obj, entry, missing.drain(..));
+        for (n, b) in std::mem::take(&mut mine.kept) {
+            got[(n - first) as usize] = Some(b);
+        }
+        get_runs(io, d, obj, entry, &mine.ns, &mut got, first).await?;
+        drop(mine);
+        for (n, mut rx) in theirs {
+            let _ = rx.wait_for(|done| *done).await;
+            match d.get(entry, n) {
+                Some(p) => got[(n - first) as usize] = Some(p),
+                None => missing.push(n),
+            }
         }
     }
-    let rest: Vec<u64> = waited
-        .iter()
-        .filter(|&&k| got[k].is_none())
-        .map(|&k| first + k as u64)
-        .collect();
-    get_pieces(io, d, obj, entry, &rest, &mut got, first).await?;
     let mut out = Vec::with_capacity(got.len());
     for (k, p) in got.into_iter().enumerate() {
         let ps = (first + k as u64) * disk::PIECE;
@@ -308,42 +304,67 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// GETs pieces `ns` (sorted) of `obj`, runs of consecutive ones in one GET each, into the disk
-/// cache (written behind) and into `got` (slot `n - first`, where there is one). Each is marked
-/// in flight while fetched, so that other fetches wait for it instead of fetching it again.
-async fn get_pieces(
-    io: &Arc<Io>,
-    d: &Arc<DiskCache>,
-    obj: &Arc<Object>,
-    entry: &Arc<disk::Entry>,
-    ns: &[u64],
-    got: &mut [Option<Bytes>],
-    first: u64,
-) -> Result<(), RemoteError> {
-    if ns.is_empty() {
-        return Ok(());
-    }
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    {
-        let mut fl = lock(&obj.inflight);
-        for n in ns.iter() {
-            fl.insert(*n, rx.clone());
-        }
-    }
-    let r = get_runs(io, d, obj, entry, ns, got, first).await;
-    {
-        let mut fl = lock(&obj.inflight);
-        for n in ns.iter() {
-            if fl.get(n).is_some_and(|r| r.same_channel(&rx)) {
-                fl.remove(n);
-            }
-        }
-    }
-    let _ = tx.send(true);
-    r
+/// Pieces a fetch marked in flight (see [`claim`]): released (unmarked, and whoever waits for
+/// them told) when dropped: fetched, failed or abandoned.
+struct Claimed {
+    obj: Arc<Object>,
+    /// The pieces claimed, sorted.
+    ns: Vec<u64>,
+    /// Pieces found among those the cache keeps in memory when claiming.
+    kept: Vec<(u64, Bytes)>,
+    tx: tokio::sync::watch::Sender<bool>,
+    rx: tokio::sync::watch::Receiver<bool>,
 }
 
-/// [`get_pieces`]' GETs.
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        {
+            let mut fl = lock(&self.obj.inflight);
+            for n in &self.ns {
+                if fl.get(n).is_some_and(|r| r.same_channel(&self.rx)) {
+                    fl.remove(n);
+                }
+            }
+        }
+        let _ = self.tx.send(true);
+    }
+}
+
+/// Claims pieces `ns` of `obj` (sorted) for one fetch, under the in-flight lock: one another
+/// fetch is getting is returned with what to wait on; one the cache keeps in memory is taken
+/// from there (a fetch that just finished put it there before unmarking it, so no piece is
+/// fetched twice); the rest are marked in flight by this fetch.
+fn claim(
+    d: &DiskCache,
+    obj: &Arc<Object>,
+    entry: &disk::Entry,
+    ns: impl Iterator<Item = u64>,
+) -> (Claimed, Vec<(u64, tokio::sync::watch::Receiver<bool>)>) {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut c = Claimed {
+        obj: Arc::clone(obj),
+        ns: Vec::new(),
+        kept: Vec::new(),
+        tx,
+        rx,
+    };
+    let mut theirs = Vec::new();
+    let mut fl = lock(&obj.inflight);
+    for n in ns {
+        if let Some(r) = fl.get(&n) {
+            theirs.push((n, r.clone()));
+        } else if let Some(b) = d.peek(entry, n) {
+            c.kept.push((n, b));
+        } else {
+            fl.insert(n, c.rx.clone());
+            c.ns.push(n);
+        }
+    }
+    (c, theirs)
+}
+
+/// GETs pieces `ns` (sorted, claimed) of `obj`, runs of consecutive ones in one GET each, into
+/// the disk cache (written behind) and into `got` (slot `n - first`, where there is one).
 async fn get_runs(
     io: &Arc<Io>,
     d: &Arc<DiskCache>,
@@ -429,21 +450,25 @@ fn read_ahead(
         tokio::spawn(async move {
             let _res = res;
             let (first, last) = (range.start / disk::PIECE, (range.end - 1) / disk::PIECE);
+            // Only what is neither in flight nor cached yet.
             let want: Vec<u64> = {
                 let fl = lock(&o2.inflight);
                 (first..=last).filter(|n| !fl.contains_key(n)).collect()
             };
-            // Only what the cache does not hold yet.
             let (dc, ec) = (Arc::clone(&d2), Arc::clone(&e2));
             let ns: Vec<u64> = tokio::task::spawn_blocking(move || {
                 want.into_iter().filter(|&n| !dc.has(&ec, n)).collect()
             })
             .await
             .unwrap_or_default();
+            let (mine, _) = claim(&d2, &o2, &e2, ns.into_iter());
             let deadline = tokio::time::Instant::now() + io2.timeout;
-            let r =
-                tokio::time::timeout_at(deadline, get_pieces(&io2, &d2, &o2, &e2, &ns, &mut [], 0))
-                    .await;
+            let r = tokio::time::timeout_at(
+                deadline,
+                get_runs(&io2, &d2, &o2, &e2, &mine.ns, &mut [], 0),
+            )
+            .await;
+            drop(mine);
             if !matches!(r, Ok(Ok(()))) {
                 log::debug!("{}: read-ahead of bytes {range:?} failed", o2.url);
             }
@@ -796,28 +821,30 @@ pub(crate) fn copy_from_chunks(
     n
 }
 
-/// Appends the `len` bytes at `offset` of consecutive chunks (object bytes from `data_start`)
-/// to `v`, as far as the chunks hold them.
-pub(crate) fn extend_from_chunks(
-    v: &mut Vec<u8>,
-    offset: u64,
-    len: usize,
-    data_start: u64,
-    data: &[Bytes],
-) {
+/// The `len` bytes at `offset` of consecutive chunks (object bytes from `data_start`), as far
+/// as the chunks hold them: a slice of one chunk where they lie in one (no copy), else copied
+/// out of them.
+pub(crate) fn bytes_from_chunks(offset: u64, len: usize, data_start: u64, data: &[Bytes]) -> Bytes {
     let end = offset + len as u64;
     let mut at = data_start;
+    let mut v: Option<Vec<u8>> = None;
     for c in data {
         let c_end = at + c.len() as u64;
         let (from, to) = (offset.max(at), end.min(c_end));
         if from < to {
-            v.extend_from_slice(&c[(from - at) as usize..(to - at) as usize]);
+            let part = c.slice((from - at) as usize..(to - at) as usize);
+            if v.is_none() && from == offset && to == end {
+                return part;
+            }
+            v.get_or_insert_with(|| Vec::with_capacity(len))
+                .extend_from_slice(&part);
         }
         if c_end >= end {
             break;
         }
         at = c_end;
     }
+    v.map(Bytes::from).unwrap_or_default()
 }
 
 /// One GET of consecutive blocks in flight.

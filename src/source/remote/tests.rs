@@ -247,11 +247,11 @@ fn a_small_range_is_one_get() {
     assert_eq!(rec.take(), vec![range.clone()]);
     // Served whole once: its memory is released.
     assert_eq!(store.stats().budget_used, 0);
-    // A 16 KiB tensor costs 16 KiB.
-    let before = store.stats().bytes_fetched;
+    // A 16 KiB tensor costs one GET of the MiB block it lies in (its neighbours come with it:
+    // see small_tensors_next_to_each_other_cost_one_get_per_block).
     let r = f.reader(100..100 + 16384);
     assert_eq!(r.read(100, 16384).unwrap(), obj[100..100 + 16384]);
-    assert_eq!(store.stats().bytes_fetched - before, 16384);
+    assert_eq!(rec.take(), vec![0..MIB]);
 }
 
 #[test]
@@ -666,4 +666,37 @@ fn a_damaged_cache_file_is_fetched_again_not_served() {
     read_all_ways(&second, "shard", &v);
     assert!(!rec.take().is_empty(), "fetched again");
     assert_eq!(second.stats().disk_damaged, 5);
+}
+
+#[test]
+fn small_tensors_next_to_each_other_cost_one_get_per_block() {
+    // 40 ranges of 20 KiB, one after another (biases and norms in a shard): 800 KiB, inside
+    // the first MiB block, then 3 more blocks' worth.
+    let obj = data(4 << 20, 3);
+    let (store, rec) = store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", &obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    );
+    let f = store.open_file(Path::new("shard")).unwrap();
+    let small = 20 << 10;
+    for i in 0..40u64 {
+        let r = f.reader(i * small..(i + 1) * small);
+        let got = r.read(i * small, small as usize).unwrap();
+        assert!(
+            got[..] == obj[(i * small) as usize..((i + 1) * small) as usize],
+            "range {i}"
+        );
+    }
+    assert_eq!(
+        rec.take(),
+        vec![0..MIB],
+        "one GET of the block the 40 lie in"
+    );
+    // A larger range is still fetched whole, exactly its bytes.
+    let r = f.reader(MIB + 5..2 * MIB + 7);
+    assert!(
+        r.read(MIB + 5, 4096).unwrap()[..] == obj[(MIB + 5) as usize..(MIB + 5 + 4096) as usize]
+    );
+    assert_eq!(rec.take(), vec![MIB + 5..2 * MIB + 7]);
 }
