@@ -946,7 +946,7 @@ impl TensorData for Pod {
         let size = self.size.min(self.s.end - self.s.start);
         let a = offset.min(size);
         let b = offset.saturating_add(len as u64).min(size);
-        self.s.read_checked(a, (b - a) as usize).map(Bytes::from)
+        self.s.read_checked(a, (b - a) as usize)
     }
 
     /// One pass from the start into `buf`. When the CRC check has not run yet, it is computed
