@@ -141,7 +141,8 @@ impl SourceFile {
         }
     }
 
-    /// `pread` until `len` bytes are in `dst`; `Ok(false)` if the file ended first.
+    /// `pread` until `len` bytes are in `dst`; `Ok(false)` if the file ended first (see
+    /// [`pread_append`]).
     ///
     /// # Safety
     /// `dst` must be valid for writes of `len` bytes.
@@ -203,6 +204,42 @@ impl SourceFile {
         unsafe { v.set_len(len) };
         Ok(v)
     }
+}
+
+/// Appends `len` bytes of `file` from `offset` to `v` without zeroing them first (`pread` into
+/// its spare capacity); `Ok(false)` if the file ended first (`v` then holds what was read).
+pub(crate) fn pread_append(
+    file: &File,
+    v: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<bool> {
+    v.reserve(len);
+    let mut done = 0usize;
+    while done < len {
+        let at = i64::try_from(offset + done as u64)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let spare = v.spare_capacity_mut();
+        let want = (len - done).min(spare.len());
+        // SAFETY: `spare` is writable for `spare.len() >= want` bytes (reserved above).
+        let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+        match n {
+            0 => return Ok(false),
+            n if n > 0 => {
+                let n = (n as usize).min(want);
+                // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
+                unsafe { v.set_len(v.len() + n) };
+                done += n;
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 impl ReadAt for SourceFile {

@@ -133,6 +133,45 @@ static SERIAL: AtomicU64 = AtomicU64::new(1);
 /// Pieces kept in memory after they are read or written: reads of neighbouring small tensors
 /// (each its own fetch) read a piece from disk and check it once, not once each.
 const RECENT: usize = 64;
+/// Pieces kept open for reads in place, checked (an open file each).
+const OPENED: usize = 64;
+/// The buffer a piece is checked through when opened for reads in place.
+const CHECK_BUF: usize = 256 << 10;
+
+/// A piece on disk whose CRC-32C was checked when it was opened: reads `pread` its file (which
+/// stays readable when the cache removes or replaces the piece meanwhile). Nothing of it is
+/// held in memory, so a warm read copies each byte once, from the kernel's page cache, as a
+/// read of a local file does.
+pub struct OnDisk {
+    file: File,
+    len: usize,
+}
+
+impl OnDisk {
+    /// The piece's length (without its trailer).
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
+    /// Fills `buf` from byte `at` of the piece; fails on a short read (a file cut since).
+    pub fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if at + buf.len() as u64 > self.len as u64 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        self.file.read_exact_at(buf, at)
+    }
+
+    /// Appends `n` bytes from byte `at` of the piece to `v`; fails on a short read.
+    pub fn append_to(&self, v: &mut Vec<u8>, at: u64, n: usize) -> io::Result<()> {
+        if at + n as u64 > self.len as u64
+            || !crate::source::file::pread_append(&self.file, v, n, at)?
+        {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        Ok(())
+    }
+}
 
 impl Entry {
     fn piece_len(&self, n: u64) -> Option<usize> {
@@ -164,6 +203,8 @@ pub struct DiskCache {
     tmp_seq: AtomicU64,
     /// The last pieces read or written, by (entry serial, piece).
     recent: Mutex<lru::LruCache<(u64, u64), Bytes>>,
+    /// Pieces opened and checked for reads in place ([`DiskCache::open_checked`]).
+    opened: Mutex<lru::LruCache<(u64, u64), Arc<OnDisk>>>,
     /// The writer thread's queue (made by the first [`DiskCache::put_behind`]).
     writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Queued>>>,
     pub counters: DiskCounters,
@@ -309,6 +350,9 @@ impl DiskCache {
             recent: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(RECENT).unwrap_or(std::num::NonZeroUsize::MIN),
             )),
+            opened: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(OPENED).unwrap_or(std::num::NonZeroUsize::MIN),
+            )),
             writer: std::sync::OnceLock::new(),
             counters: DiskCounters::default(),
         });
@@ -444,6 +488,45 @@ impl DiskCache {
         let b = self.recent().get(&(e.serial, n)).cloned()?;
         self.counters.add(|c| &c.hits, 1);
         Some(b)
+    }
+
+    /// Piece `n` of `e` opened for reads in place ([`OnDisk`]), its CRC-32C checked (once per
+    /// opening); `None` if it is not on disk (a damaged one is removed, as by [`get`](Self::get)).
+    pub fn open_checked(&self, e: &Entry, n: u64) -> Option<Arc<OnDisk>> {
+        let len = e.piece_len(n)?;
+        let key = (e.serial, n);
+        if let Some(p) = self.lock_opened().get(&key) {
+            return Some(Arc::clone(p));
+        }
+        let path = e.piece_path(n);
+        let f = File::open(&path).ok()?;
+        if let Some(why) = check_file(&f, len) {
+            self.counters.add(|c| &c.damaged, 1);
+            log::warn!(
+                "{}: damaged cache file {} ({why}): removed, fetched again",
+                e.id.url,
+                path.display()
+            );
+            let _ = fs::remove_file(&path);
+            return None;
+        }
+        if let Ok(m) = f.metadata().and_then(|m| m.modified()) {
+            if m.elapsed().is_ok_and(|age| age > TOUCH_AFTER) {
+                let _ = f.set_modified(SystemTime::now());
+            }
+        }
+        let p = Arc::new(OnDisk { file: f, len });
+        self.lock_opened().put(key, Arc::clone(&p));
+        Some(p)
+    }
+
+    /// Closes piece `n` of `e` if it is open for reads in place (a read of it failed).
+    pub fn close(&self, e: &Entry, n: u64) {
+        self.lock_opened().pop(&(e.serial, n));
+    }
+
+    fn lock_opened(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(u64, u64), Arc<OnDisk>>> {
+        self.opened.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
@@ -679,6 +762,54 @@ impl DiskCache {
 }
 
 /// Every piece under `objects` (stale temporary files are removed on the way).
+/// What is wrong with piece file `f` that should hold `len` bytes and the trailer, read through a
+/// small buffer; `None` if nothing.
+fn check_file(f: &File, len: usize) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    match f.metadata() {
+        Err(err) => return Some(format!("unreadable: {err}")),
+        Ok(m) if m.len() != (len + TRAILER) as u64 => {
+            return Some(format!("{} bytes, expected {}", m.len(), len + TRAILER))
+        }
+        Ok(_) => {}
+    }
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let crc = BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        let mut crc = 0u32;
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(CHECK_BUF);
+            buf.clear();
+            match crate::source::file::pread_append(f, &mut buf, n, at as u64) {
+                Ok(true) => {}
+                Ok(false) => return Err("cut short".to_string()),
+                Err(err) => return Err(format!("unreadable: {err}")),
+            }
+            crc = crc32c::crc32c_append(crc, &buf);
+            at += n;
+        }
+        Ok(crc)
+    });
+    let crc = match crc {
+        Ok(c) => c,
+        Err(why) => return Some(why),
+    };
+    let mut trailer = [0u8; TRAILER];
+    if let Err(err) = f.read_exact_at(&mut trailer, len as u64) {
+        return Some(format!("unreadable: {err}"));
+    }
+    if &trailer[4..] != MAGIC {
+        return Some("no tfmount piece trailer".into());
+    }
+    if crc != u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]) {
+        return Some("CRC-32C mismatch".into());
+    }
+    None
+}
+
 fn scan(objects: &Path) -> Vec<Found> {
     versions(objects)
         .unwrap_or_default()
@@ -894,6 +1025,53 @@ mod tests {
             assert!(!e.piece_path(n).exists(), "piece {n} removed");
         }
         assert_eq!(other.counters.damaged.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn pieces_opened_in_place_are_checked_and_damaged_ones_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = open(d.path(), 1 << 30);
+        let e = c.entry(&id("s3://b/k", 3 * PIECE - 5, "e")).unwrap();
+        for n in 0..3 {
+            let len = if n == 2 {
+                PIECE as usize - 5
+            } else {
+                PIECE as usize
+            };
+            c.put(&e, n, &piece(n, len).into());
+        }
+        let p1 = e.piece_path(1);
+        let mut b = fs::read(&p1).unwrap();
+        b[777] ^= 4;
+        fs::write(&p1, b).unwrap();
+        let other = open(d.path(), 1 << 30);
+        let e = other.entry(&id("s3://b/k", 3 * PIECE - 5, "e")).unwrap();
+        for n in [0u64, 2] {
+            let p = other.open_checked(&e, n).expect("a good piece opens");
+            let want = piece(n, p.size());
+            let mut buf = vec![0u8; 1000];
+            p.read_at(&mut buf, 12345).unwrap();
+            assert_eq!(buf, want[12345..13345]);
+            let mut v = b"x".to_vec();
+            p.append_to(&mut v, 0, p.size()).unwrap();
+            assert!(v[1..] == want[..], "piece {n}");
+            // Past its end: an error, not a short buffer.
+            assert!(p.read_at(&mut buf, p.size() as u64 - 10).is_err());
+        }
+        assert!(other.open_checked(&e, 1).is_none(), "a flipped byte");
+        assert!(!p1.exists(), "removed");
+        assert!(other.open_checked(&e, 3).is_none(), "no such piece");
+        // Cut short after it was opened: reads of it fail (the caller goes to the store).
+        let p = other.open_checked(&e, 0).unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(e.piece_path(0))
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        assert!(p.read_at(&mut buf, 8192).is_err());
+        assert!(p.append_to(&mut Vec::new(), 8192, 4096).is_err());
     }
 
     #[test]

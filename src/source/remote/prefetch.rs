@@ -265,6 +265,14 @@ impl Reader {
     /// whole shares its bytes where they are one chunk (no copy), else is appended from them
     /// (no zeroed buffer first).
     pub(crate) fn read_bytes(&self, offset: u64, len: usize) -> Result<Bytes, RemoteError> {
+        if self.h.reads.io.disk.is_some() && !self.busy() {
+            let obj = &self.h.obj;
+            obj.check()?;
+            obj.check_range(offset, len as u64)?;
+            if let Some(v) = self.h.read_on_disk_vec(offset, len) {
+                return Ok(v.into());
+            }
+        }
         let mut out = None;
         let whole = self.read_whole(offset, len as u64, |d| {
             out = Some(bytes_from_chunks(offset, len, self.range.start, d));
@@ -343,6 +351,10 @@ impl Reader {
         let deadline = Instant::now() + ctx.timeout;
         let end = offset + buf.len() as u64;
 
+        // Bytes the disk cache holds: read in place.
+        if ctx.io.disk.is_some() && !self.busy() && self.h.read_on_disk(buf, offset) {
+            return Ok(());
+        }
         if self.is_small() {
             return self.h.read_blocks(buf, offset, deadline);
         }
@@ -391,6 +403,19 @@ impl Reader {
                 _res: res,
             });
         }
+    }
+
+    /// Whether bytes fetched for this reader are held in memory (a range fetched whole, parts
+    /// of a stream): its reads then go on through them, not to the disk cache's files.
+    fn busy(&self) -> bool {
+        self.whole
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+            || self
+                .lock_streams()
+                .iter()
+                .any(|s| s.has_parts.load(Ordering::Relaxed))
     }
 
     /// Whether the range is fetched whole by its first read (one GET).

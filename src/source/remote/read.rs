@@ -132,6 +132,22 @@ impl Object {
         }
     }
 
+    /// Its directory in disk cache `d` (made the first time); `None` if it cannot be cached
+    /// (no version to key it by).
+    fn disk_entry(&self, d: &DiskCache) -> Option<&Arc<disk::Entry>> {
+        self.disk
+            .get_or_init(|| {
+                let id = disk::Identity::new(
+                    &self.url,
+                    self.size,
+                    self.etag.as_deref().map(bare_etag),
+                    self.last_modified.timestamp(),
+                )?;
+                d.entry(&id)
+            })
+            .as_ref()
+    }
+
     /// Marks the object changed (logged the first time) and returns the error to give.
     pub(crate) fn mark_changed(&self, why: &str) -> RemoteError {
         let _ = self.why.set(why.to_string());
@@ -225,16 +241,7 @@ pub(crate) async fn fetch(
         return Ok(Vec::new());
     }
     obj.check_range(range.start, len)?;
-    let entry = obj.disk.get_or_init(|| {
-        let id = disk::Identity::new(
-            &obj.url,
-            obj.size,
-            obj.etag.as_deref().map(bare_etag),
-            obj.last_modified.timestamp(),
-        )?;
-        d.entry(&id)
-    });
-    let Some(entry) = entry else {
+    let Some(entry) = obj.disk_entry(d) else {
         return get(io, obj, range, piece).await;
     };
     let first = range.start / disk::PIECE;
@@ -855,6 +862,72 @@ struct InFlight {
 }
 
 impl Handle {
+    /// Fills `buf` (already checked to lie within the object) from `offset` with pieces the
+    /// disk cache holds, read in place ([`disk::OnDisk`]: checked when opened, then copied once,
+    /// from the kernel's page cache, as a local file is read); `false` when one of them is not
+    /// on disk (or cannot be read), and the caller reads the usual way. Keeps the object
+    /// read-ahead going, as a fetch does.
+    pub(crate) fn read_on_disk(&self, buf: &mut [u8], offset: u64) -> bool {
+        self.on_disk(offset, buf.len(), |p, at, from, n| {
+            let dst = &mut buf[from..from + n];
+            p.read_at(dst, at)
+        })
+    }
+
+    /// [`Handle::read_on_disk`] into a new buffer (not zeroed first).
+    pub(crate) fn read_on_disk_vec(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let mut v = Vec::with_capacity(len);
+        self.on_disk(offset, len, |p, at, _, n| p.append_to(&mut v, at, n))
+            .then_some(v)
+    }
+
+    /// The pieces holding `len` bytes at `offset`, each given to `read` (the piece, where in it,
+    /// where in the read, how many bytes), in order.
+    fn on_disk(
+        &self,
+        offset: u64,
+        len: usize,
+        mut read: impl FnMut(&disk::OnDisk, u64, usize, usize) -> std::io::Result<()>,
+    ) -> bool {
+        let io = &self.reads.io;
+        let (Some(d), false) = (&io.disk, len == 0) else {
+            return false;
+        };
+        let Some(entry) = self.obj.disk_entry(d) else {
+            return false;
+        };
+        let end = offset + len as u64;
+        let (first, last) = (offset / disk::PIECE, (end - 1) / disk::PIECE);
+        let mut pieces = Vec::with_capacity((last - first + 1) as usize);
+        for n in first..=last {
+            match d.open_checked(entry, n) {
+                Some(p) => pieces.push(p),
+                None => return false,
+            }
+        }
+        for (k, p) in pieces.iter().enumerate() {
+            let ps = (first + k as u64) * disk::PIECE;
+            let (from, to) = (offset.max(ps), end.min(ps + p.size() as u64));
+            if from >= to {
+                return false;
+            }
+            let r = read(p, from - ps, (from - offset) as usize, (to - from) as usize);
+            if let Err(e) = r {
+                log::warn!(
+                    "{}: cached piece {} unreadable: {e}",
+                    self.obj.url,
+                    first + k as u64
+                );
+                d.close(entry, first + k as u64);
+                return false;
+            }
+        }
+        d.served(len as u64);
+        let _rt = self.reads.rt.handle().enter();
+        read_ahead(io, d, &self.obj, entry, &(offset..end));
+        true
+    }
+
     /// Fills `buf` from `offset`: whole MiB blocks around it through the store's block cache,
     /// no read-ahead. Fails at `deadline`.
     pub(crate) fn read_blocks(

@@ -669,6 +669,39 @@ fn a_damaged_cache_file_is_fetched_again_not_served() {
 }
 
 #[test]
+fn cached_pieces_cut_short_under_an_open_reader_are_fetched_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let v = data((6 << 20) + 999, 43);
+    let (first, _) = cached_store(inner.clone(), dir.path());
+    put(&first, &[("shard", &v)]);
+    read_all_ways(&first, "shard", &v);
+    first.disk_cache().unwrap().flush(Duration::from_secs(10));
+    // A second store reads every piece in place (no GET), then every piece file is cut to
+    // half while it is open: the same reads give the same bytes, from the store.
+    let (second, rec) = cached_store(inner, dir.path());
+    read_all_ways(&second, "shard", &v);
+    assert!(rec.take().is_empty(), "read in place");
+    let mut cut = 0;
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "p") {
+                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                f.set_len(f.metadata().unwrap().len() / 2).unwrap();
+                cut += 1;
+            }
+        }
+    }
+    assert_eq!(cut, 7);
+    read_all_ways(&second, "shard", &v);
+    assert!(!rec.take().is_empty(), "fetched again");
+}
+
+#[test]
 fn small_tensors_next_to_each_other_cost_one_get_per_block() {
     // 40 ranges of 20 KiB, one after another (biases and norms in a shard): 800 KiB, inside
     // the first MiB block, then 3 more blocks' worth.
