@@ -520,6 +520,11 @@ impl DiskCache {
         Some(p)
     }
 
+    /// Whether piece `n` of `e` is open for reads in place.
+    pub fn is_open(&self, e: &Entry, n: u64) -> bool {
+        self.lock_opened().contains(&(e.serial, n))
+    }
+
     /// Closes piece `n` of `e` if it is open for reads in place (a read of it failed).
     pub fn close(&self, e: &Entry, n: u64) {
         self.lock_opened().pop(&(e.serial, n));

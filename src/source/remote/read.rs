@@ -923,8 +923,14 @@ impl Handle {
             }
         }
         d.served(len as u64);
-        let _rt = self.reads.rt.handle().enter();
-        read_ahead(io, d, &self.obj, entry, &(offset..end));
+        // The object read-ahead goes on while the piece half a window ahead is not cached yet
+        // (a cold read through the cache, which it tops up from there); a warm read does not
+        // ask it about pieces that are all there.
+        let probe = (end + io.window / 2).min(self.obj.size - 1) / disk::PIECE;
+        if !d.is_open(entry, probe) && !d.has(entry, probe) {
+            let _rt = self.reads.rt.handle().enter();
+            read_ahead(io, d, &self.obj, entry, &(offset..end));
+        }
         true
     }
 
