@@ -300,6 +300,32 @@ fn a_damaged_cache_file_is_fetched_again_never_served() {
         same_tree(&m.path(), &local.path());
     }
     assert_eq!(s.gets(), 0);
+    // Pieces whose bytes are wrong but whose trailers agree with them (bytes damaged before
+    // they were cached): the tensors' CRCs, checked on the cached bytes before any is served,
+    // catch them; they are removed and fetched again.
+    // One piece of each data shard (their directories hold more than one piece; the index
+    // is one).
+    let mut shards: Vec<PathBuf> = files
+        .iter()
+        .filter(|p| pieces(p.parent().unwrap()).len() > 1)
+        .filter(|p| p.file_name().is_some_and(|n| n == "1.p"))
+        .cloned()
+        .collect();
+    shards.sort();
+    assert_eq!(shards.len(), 2, "{files:?}");
+    for p in &shards {
+        let mut b = std::fs::read(p).unwrap();
+        let n = b.len() - 8;
+        b[n / 2] ^= 0x40;
+        let crc = crc32c::crc32c(&b[..n]).to_le_bytes();
+        b[n..n + 4].copy_from_slice(&crc);
+        std::fs::write(p, b).unwrap();
+    }
+    let m = s.mount("");
+    same_tree(&m.path(), &local.path());
+    assert!(s.gets() > 0, "fetched again");
+    let log = m.log_text();
+    assert!(log.contains("do not match the tensor's CRC-32C"), "{log}");
 }
 
 #[test]

@@ -88,6 +88,16 @@ pub trait RangeReader: Send + Sync {
         Ok(v.into())
     }
 
+    /// Whether the range's bytes match CRC-32C `want`, when that can be checked on bytes a
+    /// local cache holds, before any is served (they are then served from memory); `false`
+    /// when it cannot (read and check the usual way).
+    fn check_cached(&self, _want: u32) -> bool {
+        false
+    }
+
+    /// The range's bytes failed a check: drops what a local cache holds of them.
+    fn forget_cached(&self) {}
+
     /// Starts fetching the range from its start, without waiting, as its first read would: a
     /// composed file's reader about to reach this tensor (read-ahead in tensor order).
     fn prefetch(&self) {}

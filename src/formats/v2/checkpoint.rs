@@ -768,6 +768,7 @@ impl StoredBytes {
                     if mask_crc(computed) == self.crc {
                         Ok(())
                     } else {
+                        self.forget_cached();
                         Err(self.mismatch(computed))
                     }
                 }
@@ -842,6 +843,16 @@ impl StoredBytes {
             self.verified.store(true, Ordering::Relaxed);
             return self.read(a, len);
         }
+        // Bytes a disk cache holds: read into memory and checked first, as a whole.
+        if self.stream.get().is_none()
+            && self
+                .reader()
+                .is_some_and(|r| r.check_cached(unmask_crc(self.crc)))
+        {
+            sh.check_once(self.pos, &self.key, &*self.file, || Ok(()))?;
+            self.verified.store(true, Ordering::Relaxed);
+            return self.read(a, len);
+        }
         let size = self.end - self.start;
         let s = self
             .stream
@@ -890,11 +901,20 @@ impl StoredBytes {
                 if ok {
                     Ok(())
                 } else {
+                    self.forget_cached();
                     Err(self.mismatch(s.computed()))
                 }
             })?;
         self.verified.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The tensor's bytes failed their CRC: what a local cache holds of them is dropped, so
+    /// that a later mount fetches them again (this one remembers the mismatch).
+    fn forget_cached(&self) {
+        if let Some(r) = self.reader() {
+            r.forget_cached();
+        }
     }
 
     fn reader(&self) -> Option<&Arc<dyn RangeReader>> {

@@ -520,6 +520,41 @@ impl DiskCache {
         Some(p)
     }
 
+    /// Appends bytes `[at, at + n)` of piece `n` of `e` to `v`, **unchecked** (its CRC-32C is
+    /// not computed: for a caller that checks what it read another way, a tensor's CRC);
+    /// `false` if the piece is not on disk whole.
+    pub fn read_unchecked(
+        &self,
+        e: &Entry,
+        piece: u64,
+        at: u64,
+        n: usize,
+        v: &mut Vec<u8>,
+    ) -> bool {
+        let Some(len) = e.piece_len(piece) else {
+            return false;
+        };
+        if at + n as u64 > len as u64 {
+            return false;
+        }
+        if let Some(p) = self.lock_opened().get(&(e.serial, piece)).cloned() {
+            return p.append_to(v, at, n).is_ok();
+        }
+        let Ok(f) = File::open(e.piece_path(piece)) else {
+            return false;
+        };
+        f.metadata()
+            .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
+            && crate::source::file::pread_append(&f, v, n, at).unwrap_or(false)
+    }
+
+    /// Removes piece `n` of `e` (its bytes proved wrong another way); logged by the caller.
+    pub fn remove(&self, e: &Entry, n: u64) {
+        self.close(e, n);
+        self.recent().pop(&(e.serial, n));
+        let _ = fs::remove_file(e.piece_path(n));
+    }
+
     /// Whether piece `n` of `e` is open for reads in place.
     pub fn is_open(&self, e: &Entry, n: u64) -> bool {
         self.lock_opened().contains(&(e.serial, n))

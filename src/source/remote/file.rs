@@ -125,4 +125,12 @@ impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
     fn prefetch(&self) {
         crate::source::remote::Reader::prefetch(self)
     }
+
+    fn forget_cached(&self) {
+        crate::source::remote::Reader::forget_cached(self)
+    }
+
+    fn check_cached(&self, want: u32) -> bool {
+        crate::source::remote::Reader::check_cached(self, want)
+    }
 }

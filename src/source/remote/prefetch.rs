@@ -294,6 +294,49 @@ impl Reader {
         Ok(buf.into())
     }
 
+    /// Whether the range's bytes match CRC-32C `want`, checked on bytes the disk cache holds: a
+    /// range fetched whole by its first read (see [`Reader::is_whole`]) whose pieces are all
+    /// on disk is read from them into memory at once (unchecked, without a pass over each
+    /// piece), its CRC computed, and, when it matches, served from there (each read a slice of
+    /// it: no copy). `false` (read the usual way) when it is not such a range, or it did not
+    /// match: then its pieces are checked and what is wrong is removed, to be fetched again.
+    pub(crate) fn check_cached(&self, want: u32) -> bool {
+        let ctx = &*self.h.reads;
+        let rlen = self.range.end - self.range.start;
+        if ctx.io.disk.is_none() || rlen > WHOLE_UP_TO.min(ctx.io.part) {
+            return false;
+        }
+        let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+        if whole.is_some() {
+            return false;
+        }
+        let Some(res) = ctx.budget.try_reserve(self.range.end - self.range.start) else {
+            return false;
+        };
+        let Some(v) = self.h.read_disk_unchecked(self.range.clone()) else {
+            return false;
+        };
+        let crc = crc32c::crc32c(&v);
+        if crc != want {
+            self.h
+                .drop_on_disk(self.range.clone(), "the tensor's CRC-32C");
+            return false;
+        }
+        *whole = Some(Whole {
+            data: Data::Ready(vec![Bytes::from(v)]),
+            served: 0,
+            _res: res,
+        });
+        true
+    }
+
+    /// The range's bytes failed a check: what the disk cache holds of them is checked piece
+    /// by piece, and removed (see [`Handle::drop_on_disk`]).
+    pub(crate) fn forget_cached(&self) {
+        self.h
+            .drop_on_disk(self.range.clone(), "the tensor's CRC-32C");
+    }
+
     /// A read of `len` bytes at `offset` served from the range fetched whole (see
     /// [`Reader::is_whole`]): `serve` gets its chunks (the range's bytes from its start).
     /// `Ok(false)` when the read is not one of those (outside the range, a large range, no

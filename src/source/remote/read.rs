@@ -874,6 +874,58 @@ impl Handle {
         })
     }
 
+    /// Bytes `range` of the object read from the disk cache's pieces **unchecked**, if it holds
+    /// all of them (see [`DiskCache::read_unchecked`]): the caller checks them as a whole.
+    pub(crate) fn read_disk_unchecked(&self, range: Range<u64>) -> Option<Vec<u8>> {
+        let d = self.reads.io.disk.as_ref()?;
+        let entry = self.obj.disk_entry(d)?;
+        if range.is_empty() || range.end > self.obj.size {
+            return None;
+        }
+        let mut v = Vec::with_capacity((range.end - range.start) as usize);
+        for n in range.start / disk::PIECE..=(range.end - 1) / disk::PIECE {
+            let ps = n * disk::PIECE;
+            let (from, to) = (range.start.max(ps), range.end.min(ps + disk::PIECE));
+            if !d.read_unchecked(entry, n, from - ps, (to - from) as usize, &mut v) {
+                return None;
+            }
+        }
+        d.served(v.len() as u64);
+        Some(v)
+    }
+
+    /// After bytes `range` read from the disk cache failed a check as a whole: each piece is
+    /// checked (a damaged one is removed, logged); if none is damaged, the cached bytes
+    /// themselves are wrong (fetched damaged), and all of them are removed. Either way the
+    /// next read fetches them again.
+    pub(crate) fn drop_on_disk(&self, range: Range<u64>, what: &str) {
+        let Some(d) = self.reads.io.disk.as_ref() else {
+            return;
+        };
+        let Some(entry) = self.obj.disk_entry(d) else {
+            return;
+        };
+        if range.is_empty() {
+            return;
+        }
+        // Blocks of the object kept in memory may hold the same bytes.
+        self.reads.cache.forget(self.obj.id);
+        let ns = range.start / disk::PIECE..=(range.end - 1) / disk::PIECE;
+        let damaged = ns
+            .clone()
+            .filter(|&n| d.open_checked(entry, n).is_none())
+            .count();
+        if damaged == 0 {
+            log::warn!(
+                "{}: cached bytes {range:?} do not match {what}: removed, fetched again",
+                self.obj.url
+            );
+            for n in ns {
+                d.remove(entry, n);
+            }
+        }
+    }
+
     /// [`Handle::read_on_disk`] into a new buffer (not zeroed first).
     pub(crate) fn read_on_disk_vec(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
         let mut v = Vec::with_capacity(len);
