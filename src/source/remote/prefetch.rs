@@ -482,6 +482,10 @@ impl Reader {
         if rlen == 0 || self.is_small() || obj.check().is_err() {
             return;
         }
+        // Bytes the disk cache holds are read (and checked) from there by the first read.
+        if ctx.io.disk.is_some() && self.h.all_cached(self.range.clone()) {
+            return;
+        }
         let deadline = Instant::now() + ctx.timeout;
         if self.is_whole() {
             let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());

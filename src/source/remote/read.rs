@@ -894,6 +894,19 @@ impl Handle {
         Some(v)
     }
 
+    /// Whether the disk cache holds every piece of bytes `range` (on disk or in memory).
+    pub(crate) fn all_cached(&self, range: Range<u64>) -> bool {
+        let Some(d) = self.reads.io.disk.as_ref() else {
+            return false;
+        };
+        let Some(entry) = self.obj.disk_entry(d) else {
+            return false;
+        };
+        !range.is_empty()
+            && (range.start / disk::PIECE..=(range.end - 1) / disk::PIECE)
+                .all(|n| d.is_open(entry, n) || d.has(entry, n))
+    }
+
     /// After bytes `range` read from the disk cache failed a check as a whole: each piece is
     /// checked (a damaged one is removed, logged); if none is damaged, the cached bytes
     /// themselves are wrong (fetched damaged), and all of them are removed. Either way the
