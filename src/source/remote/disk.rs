@@ -501,20 +501,10 @@ impl DiskCache {
         let path = e.piece_path(n);
         let f = File::open(&path).ok()?;
         if let Some(why) = check_file(&f, len) {
-            self.counters.add(|c| &c.damaged, 1);
-            log::warn!(
-                "{}: damaged cache file {} ({why}): removed, fetched again",
-                e.id.url,
-                path.display()
-            );
-            let _ = fs::remove_file(&path);
+            self.damaged(e, &path, &why);
             return None;
         }
-        if let Ok(m) = f.metadata().and_then(|m| m.modified()) {
-            if m.elapsed().is_ok_and(|age| age > TOUCH_AFTER) {
-                let _ = f.set_modified(SystemTime::now());
-            }
-        }
+        touch(&f);
         let p = Arc::new(OnDisk { file: f, len });
         self.lock_opened().put(key, Arc::clone(&p));
         Some(p)
@@ -565,6 +555,17 @@ impl DiskCache {
         self.lock_opened().pop(&(e.serial, n));
     }
 
+    /// Counts, logs and removes piece file `path` of `e`, found damaged (`why`).
+    fn damaged(&self, e: &Entry, path: &Path, why: &str) {
+        self.counters.add(|c| &c.damaged, 1);
+        log::warn!(
+            "{}: damaged cache file {} ({why}): removed, fetched again",
+            e.id.url,
+            path.display()
+        );
+        let _ = fs::remove_file(path);
+    }
+
     fn lock_opened(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(u64, u64), Arc<OnDisk>>> {
         self.opened.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -603,20 +604,10 @@ impl DiskCache {
             }
         };
         if let Some(why) = bad {
-            self.counters.add(|c| &c.damaged, 1);
-            log::warn!(
-                "{}: damaged cache file {} ({why}): removed, fetched again",
-                e.id.url,
-                path.display()
-            );
-            let _ = fs::remove_file(&path);
+            self.damaged(e, &path, &why);
             return None;
         }
-        if let Ok(m) = f.metadata().and_then(|m| m.modified()) {
-            if m.elapsed().is_ok_and(|age| age > TOUCH_AFTER) {
-                let _ = f.set_modified(SystemTime::now());
-            }
-        }
+        touch(&f);
         buf.truncate(len);
         self.counters.add(|c| &c.hits, 1);
         let b = Bytes::from(buf);
@@ -802,6 +793,16 @@ impl DiskCache {
 }
 
 /// Every piece under `objects` (stale temporary files are removed on the way).
+/// Marks a piece file used now (for eviction, least recently used first), at most once a
+/// [`TOUCH_AFTER`].
+fn touch(f: &File) {
+    if let Ok(m) = f.metadata().and_then(|m| m.modified()) {
+        if m.elapsed().is_ok_and(|age| age > TOUCH_AFTER) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+    }
+}
+
 /// What is wrong with piece file `f` that should hold `len` bytes and the trailer, read through a
 /// small buffer; `None` if nothing.
 fn check_file(f: &File, len: usize) -> Option<String> {

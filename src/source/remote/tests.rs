@@ -133,6 +133,15 @@ fn store_with(
     (store, rec)
 }
 
+/// A store holding `obj` as `shard` (256 MiB of memory budget, a 10 s timeout).
+fn one_shard(obj: &[u8]) -> (RemoteStore, Arc<Rec>) {
+    store_with(
+        Arc::new(InMemory::new()),
+        &[("shard", obj)],
+        &cfg(256 * MIB, Duration::from_secs(10)),
+    )
+}
+
 fn put(store: &RemoteStore, objects: &[(&str, &[u8])]) {
     let os = store.object_store();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -147,11 +156,7 @@ fn put(store: &RemoteStore, objects: &[(&str, &[u8])]) {
 #[test]
 fn a_read_that_starts_the_range_fetches_all_of_it_in_parallel_parts() {
     let obj = data(48 << 20, 1);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, Duration::from_secs(10)),
-    );
+    let (store, rec) = one_shard(&obj);
     let f = store.open_file(Path::new("shard")).unwrap();
     let r = f.reader(0..f.size());
     let first = r.read(0, 128 << 10).unwrap();
@@ -187,11 +192,7 @@ fn a_read_that_starts_the_range_fetches_all_of_it_in_parallel_parts() {
 #[test]
 fn sequential_reads_from_inside_the_range_double_the_window_in_parts_of_at_most_8_mib() {
     let obj = data(48 << 20, 1);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, Duration::from_secs(10)),
-    );
+    let (store, rec) = one_shard(&obj);
     let f = store.open_file(Path::new("shard")).unwrap();
     let r = f.reader(0..f.size());
     // A read not at the start of the range: random (its blocks), then its continuation is a
@@ -231,11 +232,7 @@ fn sequential_reads_from_inside_the_range_double_the_window_in_parts_of_at_most_
 #[test]
 fn a_small_range_is_one_get() {
     let obj = data(20 << 20, 2);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, Duration::from_secs(10)),
-    );
+    let (store, rec) = one_shard(&obj);
     let f = store.open_file(Path::new("shard")).unwrap();
     let range = 3 * MIB + 17..8 * MIB + 5;
     let r = f.reader(range.clone());
@@ -257,11 +254,7 @@ fn a_small_range_is_one_get() {
 #[test]
 fn random_reads_fetch_whole_aligned_mib_and_hit_the_cache() {
     let obj = data(20 << 20, 3);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, Duration::from_secs(10)),
-    );
+    let (store, rec) = one_shard(&obj);
     let f = store.open_file(Path::new("shard")).unwrap();
     let r = f.reader(0..f.size());
     let offsets = [
@@ -579,6 +572,24 @@ fn cached_store(inner: Arc<dyn ObjectStore>, dir: &Path) -> (RemoteStore, Arc<Re
     store_with(inner, &[], &c)
 }
 
+/// Calls `f` on every piece file of the disk cache in `dir`; how many there were.
+fn each_piece(dir: &Path, mut f: impl FnMut(&Path)) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "p") {
+                f(&p);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// Reads all of `key` through a tensor reader (sequential, 128 KiB at a time) and a few random
 /// reads through `read_exact_at`.
 fn read_all_ways(store: &RemoteStore, key: &str, want: &[u8]) {
@@ -645,22 +656,12 @@ fn a_damaged_cache_file_is_fetched_again_not_served() {
     read_all_ways(&first, "shard", &v);
     first.disk_cache().unwrap().flush(Duration::from_secs(10));
     // Flip one byte of every piece file on disk.
-    let mut flipped = 0;
-    let mut stack = vec![dir.path().to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "p") {
-                let mut b = std::fs::read(&p).unwrap();
-                let mid = b.len() / 2;
-                b[mid] ^= 0x10;
-                std::fs::write(&p, b).unwrap();
-                flipped += 1;
-            }
-        }
-    }
+    let flipped = each_piece(dir.path(), |p| {
+        let mut b = std::fs::read(p).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x10;
+        std::fs::write(p, b).unwrap();
+    });
     assert_eq!(flipped, 5);
     let (second, rec) = cached_store(inner, dir.path());
     read_all_ways(&second, "shard", &v);
@@ -682,20 +683,10 @@ fn cached_pieces_cut_short_under_an_open_reader_are_fetched_again() {
     let (second, rec) = cached_store(inner, dir.path());
     read_all_ways(&second, "shard", &v);
     assert!(rec.take().is_empty(), "read in place");
-    let mut cut = 0;
-    let mut stack = vec![dir.path().to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "p") {
-                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
-                f.set_len(f.metadata().unwrap().len() / 2).unwrap();
-                cut += 1;
-            }
-        }
-    }
+    let cut = each_piece(dir.path(), |p| {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.set_len(f.metadata().unwrap().len() / 2).unwrap();
+    });
     assert_eq!(cut, 7);
     read_all_ways(&second, "shard", &v);
     assert!(!rec.take().is_empty(), "fetched again");
@@ -706,11 +697,7 @@ fn small_tensors_next_to_each_other_cost_one_get_per_block() {
     // 40 ranges of 20 KiB, one after another (biases and norms in a shard): 800 KiB, inside
     // the first MiB block, then 3 more blocks' worth.
     let obj = data(4 << 20, 3);
-    let (store, rec) = store_with(
-        Arc::new(InMemory::new()),
-        &[("shard", &obj)],
-        &cfg(256 * MIB, Duration::from_secs(10)),
-    );
+    let (store, rec) = one_shard(&obj);
     let f = store.open_file(Path::new("shard")).unwrap();
     let small = 20 << 10;
     for i in 0..40u64 {
