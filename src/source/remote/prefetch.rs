@@ -310,7 +310,7 @@ impl Reader {
         if whole.is_some() {
             return false;
         }
-        let Some(res) = ctx.budget.try_reserve(self.range.end - self.range.start) else {
+        let Some(res) = ctx.budget.try_reserve(rlen) else {
             return false;
         };
         let Some(v) = self.h.read_disk_unchecked(self.range.clone()) else {
@@ -339,8 +339,9 @@ impl Reader {
 
     /// A read of `len` bytes at `offset` served from the range fetched whole (see
     /// [`Reader::is_whole`]): `serve` gets its chunks (the range's bytes from its start).
-    /// `Ok(false)` when the read is not one of those (outside the range, a large range, no
-    /// room in the budget to keep it).
+    /// A range held whole already ([`Reader::check_cached`] holds small ones too) serves any
+    /// read inside it. `Ok(false)` when the read is not one of those (outside the range, a
+    /// large or small range not held, no room in the budget to keep it).
     fn read_whole(
         &self,
         offset: u64,
@@ -351,14 +352,19 @@ impl Reader {
         obj.check()?;
         obj.check_range(offset, len)?;
         let end = offset + len;
-        if len == 0 || !self.is_whole() || offset < self.range.start || end > self.range.end {
+        if len == 0 || offset < self.range.start || end > self.range.end {
             return Ok(false);
         }
         let ctx = &*self.h.reads;
         let deadline = Instant::now() + ctx.timeout;
         let rlen = self.range.end - self.range.start;
         let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
-        self.start_whole(&mut whole, deadline);
+        if whole.is_none() {
+            if !self.is_whole() {
+                return Ok(false);
+            }
+            self.start_whole(&mut whole, deadline);
+        }
         let Some(w) = &mut *whole else {
             // No room in the budget to keep it: read it like a large one.
             return Ok(false);
@@ -398,14 +404,15 @@ impl Reader {
         if ctx.io.disk.is_some() && !self.busy() && self.h.read_on_disk(buf, offset) {
             return Ok(());
         }
-        if self.is_small() {
-            return self.h.read_blocks(buf, offset, deadline);
-        }
-        // A range up to WHOLE_UP_TO: all of it in one GET.
+        // A range up to WHOLE_UP_TO: all of it in one GET (or held already, checked from the
+        // disk cache).
         if self.read_whole(offset, buf.len() as u64, |d| {
             copy_from_chunks(buf, offset, self.range.start, d);
         })? {
             return Ok(());
+        }
+        if self.is_small() {
+            return self.h.read_blocks(buf, offset, deadline);
         }
 
         let Some(stream) = self.stream_for(offset, end) else {

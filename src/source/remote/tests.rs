@@ -720,3 +720,35 @@ fn small_tensors_next_to_each_other_cost_one_get_per_block() {
     );
     assert_eq!(rec.take(), vec![MIB + 5..2 * MIB + 7]);
 }
+
+#[test]
+fn a_small_range_checked_from_the_disk_cache_is_served_from_memory_and_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let v = data(4 << 20, 44);
+    let (first, _) = cached_store(inner.clone(), dir.path());
+    put(&first, &[("shard", &v)]);
+    read_all_ways(&first, "shard", &v);
+    first.disk_cache().unwrap().flush(Duration::from_secs(10));
+    let (second, rec) = cached_store(inner, dir.path());
+    let f = second.open_file(Path::new("shard")).unwrap();
+    // A 100 KiB range (a small tensor) across a piece boundary.
+    let range = MIB - 50_000..MIB + 52_400;
+    let want = &v[range.start as usize..range.end as usize];
+    let r = f.reader(range.clone());
+    assert!(r.check_cached(crc32c::crc32c(want)));
+    let held = second.stats().budget_used;
+    assert_eq!(held, range.end - range.start);
+    let mut seen = Vec::new();
+    for off in range.clone().step_by(32 << 10) {
+        let n = (range.end - off).min(32 << 10) as usize;
+        seen.extend_from_slice(&r.read_bytes(off, n).unwrap());
+    }
+    assert!(seen == want, "bytes differ");
+    assert_eq!(second.stats().budget_used, 0, "served whole once: released");
+    assert!(rec.take().is_empty());
+    // A CRC that does not match: not held.
+    let r = f.reader(range.clone());
+    assert!(!r.check_cached(crc32c::crc32c(want) ^ 1));
+    assert_eq!(second.stats().budget_used, 0);
+}
