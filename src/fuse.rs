@@ -394,10 +394,11 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         self.largest_read.fetch_max(size, Ordering::Relaxed);
-        let read = move |fs: &Fs, reply: ReplyData| match fs.read(ino.0, offset, size as usize) {
-            Ok(buf) => reply.data(&buf),
-            Err(e) => reply.error(errno(&e)),
-        };
+        let read =
+            move |fs: &Fs, reply: ReplyData| match fs.read_reply(ino.0, offset, size as usize) {
+                Ok(buf) => reply.data(&buf),
+                Err(e) => reply.error(errno(&e)),
+            };
         match &self.waiters {
             Some(w) => {
                 let fs = Arc::clone(&self.fs);

@@ -649,6 +649,12 @@ fn serve(
 ) -> Result<(), Failure> {
     use std::os::fd::AsRawFd;
     let _watchdog = spawn_watchdog(mountpoint, ready.as_ref().map(|f| f.as_raw_fd()))?;
+    // Replies of tensor bytes from mappings of the source files (one copy of each byte); a
+    // page lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read
+    // with pread.
+    if let Err(e) = crate::source::mapped::install_guard() {
+        log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
+    }
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),

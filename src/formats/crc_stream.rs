@@ -11,6 +11,12 @@
 //! the whole range is known ([`StreamCheck::wait`]): a reader that reads to the end gets every
 //! byte exact or an error; one that stops early may hold bytes not yet verified.
 //!
+//! Local files, where reading a few bytes twice costs a copy from the page cache, not a fetch,
+//! admit reads anywhere in the range ([`StreamCheck::local`]: a memory-mapping reader's
+//! read-around starts ahead of the bytes it needs), and the read that reaches the end reads the
+//! gaps no read covered yet itself ([`StreamCheck::gaps`], [`StreamCheck::fill`]) instead of
+//! waiting for readers that may come much later.
+//!
 //! Bounded: at most [`MAX_PIECES`] pieces (past that, reads fall back), waits bounded by a
 //! deadline.
 
@@ -51,6 +57,8 @@ struct St {
 pub struct StreamCheck {
     len: u64,
     want: u32,
+    /// How far past the frontier a read may start ([`SLACK`], or the whole range).
+    slack: u64,
     st: Mutex<St>,
     known: Condvar,
 }
@@ -60,8 +68,17 @@ impl StreamCheck {
         StreamCheck {
             len,
             want,
+            slack: SLACK,
             st: Mutex::new(St::default()),
             known: Condvar::new(),
+        }
+    }
+
+    /// The check of a range of a local file: reads are admitted anywhere in it.
+    pub fn local(len: u64, want: u32) -> StreamCheck {
+        StreamCheck {
+            slack: u64::MAX,
+            ..StreamCheck::new(len, want)
         }
     }
 
@@ -102,7 +119,7 @@ impl StreamCheck {
             Some((0, &(end, _))) => end,
             _ => 0,
         };
-        if a > frontier.saturating_add(SLACK) || b > self.len || a > b {
+        if a > frontier.saturating_add(self.slack) || b > self.len || a > b {
             return Admit::Fallback;
         }
         // Room for the piece this read may add (it may merge, but count it).
@@ -113,12 +130,44 @@ impl StreamCheck {
         Admit::Stream
     }
 
-    /// Adds the bytes `data` served from offset `a`: the parts not covered yet are folded in.
-    /// Returns the outcome when this completed the range.
+    /// Adds the bytes `data` served from offset `a` by a read [`admit`](Self::admit)ted as
+    /// [`Admit::Stream`]: the parts not covered yet are folded in. Returns the outcome when this
+    /// completed the range.
     pub fn feed(&self, a: u64, data: &[u8]) -> Option<bool> {
-        let b = a.saturating_add(data.len() as u64).min(self.len);
         let mut st = self.lock();
         st.flying = st.flying.saturating_sub(1);
+        self.fold(st, a, data)
+    }
+
+    /// Adds bytes read only to complete the check (a gap of [`gaps`](Self::gaps)), as
+    /// [`feed`](Self::feed) does, for no admitted read.
+    pub fn fill(&self, a: u64, data: &[u8]) -> Option<bool> {
+        let st = self.lock();
+        self.fold(st, a, data)
+    }
+
+    /// The parts of the range no piece covers yet, in order (none once the outcome is known).
+    pub fn gaps(&self) -> Vec<(u64, u64)> {
+        let st = self.lock();
+        if st.verdict.is_some() {
+            return Vec::new();
+        }
+        let mut gaps = Vec::new();
+        let mut pos = 0;
+        for (&s, &(e, _)) in &st.pieces {
+            if s > pos {
+                gaps.push((pos, s));
+            }
+            pos = pos.max(e);
+        }
+        if pos < self.len {
+            gaps.push((pos, self.len));
+        }
+        gaps
+    }
+
+    fn fold(&self, mut st: MutexGuard<'_, St>, a: u64, data: &[u8]) -> Option<bool> {
+        let b = a.saturating_add(data.len() as u64).min(self.len);
         if let Some(v) = st.verdict {
             return Some(v);
         }
@@ -286,6 +335,40 @@ mod tests {
         assert!(c.wait(Duration::ZERO, Duration::ZERO).is_none());
         c.settle(true);
         assert_eq!(c.admit(SLACK + 1, SLACK + 10), Admit::Known(true));
+    }
+
+    #[test]
+    fn a_local_check_admits_reads_anywhere_and_fills_its_gaps() {
+        let d = data(30_000);
+        let c = StreamCheck::local(d.len() as u64, crc32c::crc32c(&d));
+        // A read-around far ahead of the frontier, then the end: admitted, not a fallback.
+        for (a, b) in [(20_000u64, 25_000u64), (5_000, 8_000), (25_000, 30_000)] {
+            assert_eq!(c.admit(a, b), Admit::Stream);
+            assert_eq!(c.feed(a, &d[a as usize..b as usize]), None);
+        }
+        assert_eq!(c.gaps(), vec![(0, 5_000), (8_000, 20_000)]);
+        assert_eq!(c.fill(0, &d[..5_000]), None);
+        assert_eq!(c.fill(8_000, &d[8_000..20_000]), Some(true));
+        assert!(c.gaps().is_empty());
+        // The remote check sends the same far read to the check-first pass.
+        let far = StreamCheck::new(1 << 30, 0);
+        assert_eq!(far.admit(SLACK + 1, SLACK + 2), Admit::Fallback);
+        assert_eq!(
+            StreamCheck::local(1 << 30, 0).admit(SLACK + 1, SLACK + 2),
+            Admit::Stream
+        );
+    }
+
+    #[test]
+    fn a_filled_gap_with_wrong_bytes_is_a_mismatch() {
+        let d = data(10_000);
+        let c = StreamCheck::local(d.len() as u64, crc32c::crc32c(&d));
+        assert_eq!(c.admit(5_000, 10_000), Admit::Stream);
+        assert_eq!(c.feed(5_000, &d[5_000..]), None);
+        let mut wrong = d[..5_000].to_vec();
+        wrong[17] ^= 0x40;
+        assert_eq!(c.fill(0, &wrong), Some(false));
+        assert_eq!(c.admit(0, 1), Admit::Known(false));
     }
 
     #[test]

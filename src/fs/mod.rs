@@ -392,6 +392,22 @@ impl Fs {
         self.logged("read", ino, r)
     }
 
+    /// [`Fs::read`] for a FUSE reply: a file of tensor bytes (`.bin`, `.npy`, the composed
+    /// files) is answered from the source file's own pages where it is local (a mapping:
+    /// [`crate::source::mapped`]), which only the kernel's copy of the reply and this read's own
+    /// checks touch. A read that touched a mapped page lost to a truncation is read again
+    /// without the mapping, which finds the file changed: EIO, logged with its name, and for
+    /// every read of the file after it.
+    pub fn read_reply(&self, ino: u64, offset: u64, size: usize) -> FsResult<Bytes> {
+        if self.content(ino) == Content::Other {
+            return self.read(ino, offset, size);
+        }
+        match crate::source::mapped::scope(|| self.read(ino, offset, size)) {
+            (r, false) => r,
+            (_, true) => self.read(ino, offset, size),
+        }
+    }
+
     /// Sets how the kernel is told to drop a file's cached pages (see [`Fs::read`]).
     pub(crate) fn set_page_dropper(&self, notify: Box<dyn Fn(live::Invalidate) + Send>) {
         let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(64);

@@ -53,6 +53,13 @@ pub trait ByteSource: ReadAt + Send + Sync {
         false
     }
 
+    /// `len` bytes from `offset` as a reply's bytes: a local file's own pages inside a
+    /// [`super::mapped::scope`] (no copy), else [`read_vec`](Self::read_vec)'s buffer. For
+    /// tensor bytes only: nothing may keep them past the read that asked.
+    fn read_bytes(&self, offset: u64, len: usize) -> Result<bytes::Bytes, FormatError> {
+        self.read_vec(offset, len).map(bytes::Bytes::from)
+    }
+
     /// `len` bytes from `offset` in a new buffer.
     fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         let mut v = vec![0u8; len];

@@ -1,13 +1,15 @@
 //! Source files (the `.index` and the data shards), opened when the mount starts and read with
-//! `pread`.
+//! `pread`, or, for the tensor bytes of a FUSE reply, from a mapping of the file
+//! ([`super::mapped`]: the reply is written from the file's pages, one copy of each byte).
 //!
-//! The daemon never memory-maps a source file: a file truncated underneath a mapping kills the
-//! process with SIGBUS at the next access to a lost page, and a file rewritten in place would
-//! change bytes that were already verified. Every read copies with `pread`, then checks with
-//! `fstat` on the open descriptor that the file still has the size and modification time it had
-//! when it was opened. If not, the read fails (EIO), one line is logged naming the file, and every
-//! later read of that file fails the same way. A write updates the modification time before it
-//! changes any byte, so a copy that raced with a writer is caught by the check after it.
+//! Every `pread` copy is followed by an `fstat` on the open descriptor checking that the file
+//! still has the size and modification time it had when it was opened. If not, the read fails
+//! (EIO), one line is logged naming the file, and every later read of that file fails the same
+//! way. A write updates the modification time before it changes any byte, so a copy that raced
+//! with a writer is caught by the check after it. A mapped reply is checked before it is made (a
+//! file changed earlier fails it); one racing with a writer may carry bytes of both, and the
+//! reads after it fail. A mapped page lost to a truncation is EIO, never a crash (the guard of
+//! [`super::mapped`]).
 //!
 //! A file deleted, or replaced by a rename (as TensorFlow and `CheckpointManager` do), changes
 //! nothing: the open descriptor still reads the original inode, which is exactly what was
@@ -19,10 +21,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::parse::{FormatError, ReadAt, ReadError};
 use crate::source::bytes::{ByteSource, FileMeta};
+use crate::source::mapped::{self, Mapping};
 
 /// What must not change while the file is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,8 @@ pub struct SourceFile {
     stamp: Stamp,
     meta: FileMeta,
     changed: AtomicBool,
+    /// The whole file mapped, made by the first mapped read (`None`: not mappable here).
+    map: OnceLock<Option<Arc<Mapping>>>,
 }
 
 impl SourceFile {
@@ -71,6 +76,7 @@ impl SourceFile {
             stamp: Stamp::of(&meta),
             meta: FileMeta::of(&meta),
             changed: AtomicBool::new(false),
+            map: OnceLock::new(),
         };
         Ok((Arc::new(f), meta))
     }
@@ -111,7 +117,12 @@ impl SourceFile {
             Ok(m) => Stamp::of(&m),
             Err(e) => return Err(Self::io_err(e)),
         };
-        if now == self.stamp {
+        let lost = self
+            .map
+            .get()
+            .and_then(Option::as_ref)
+            .is_some_and(|m| m.damaged());
+        if now == self.stamp && !lost {
             return Ok(());
         }
         if !self.changed.swap(true, Ordering::Relaxed) {
@@ -184,6 +195,26 @@ impl SourceFile {
         Ok(())
     }
 
+    /// `len` bytes from `offset` as a slice of the file's mapping, when mapped reads are allowed
+    /// on this thread ([`mapped::allowed`]: a FUSE reply's read in the daemon), else by
+    /// [`read_vec`](Self::read_vec). Checked before: the file did not change so far.
+    pub(crate) fn read_bytes(&self, offset: u64, len: usize) -> Result<bytes::Bytes, FormatError> {
+        if !mapped::allowed() {
+            return self.read_vec(offset, len).map(bytes::Bytes::from);
+        }
+        self.check_range(offset, len as u64)?;
+        let map = self
+            .map
+            .get_or_init(|| Mapping::new(&self.file, self.stamp.len).map(Arc::new));
+        let Some(map) = map.clone() else {
+            return self.read_vec(offset, len).map(bytes::Bytes::from);
+        };
+        self.check()?;
+        // In range: checked above against the length mapped.
+        let a = offset as usize;
+        Ok(bytes::Bytes::from_owner(Slice { map, a, b: a + len }))
+    }
+
     /// `len` bytes from `offset` in a new buffer (not zeroed first), then checks the file did
     /// not change.
     pub(crate) fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
@@ -203,6 +234,19 @@ impl SourceFile {
         // SAFETY: see above: all `len` bytes were written.
         unsafe { v.set_len(len) };
         Ok(v)
+    }
+}
+
+/// Bytes `[a, b)` of a mapping, owned by a reply's `Bytes`.
+struct Slice {
+    map: Arc<Mapping>,
+    a: usize,
+    b: usize,
+}
+
+impl AsRef<[u8]> for Slice {
+    fn as_ref(&self) -> &[u8] {
+        &self.map.bytes()[self.a..self.b]
     }
 }
 
@@ -269,22 +313,11 @@ impl ByteSource for SourceFile {
         SourceFile::read_vec(self, offset, len)
     }
 
+    fn read_bytes(&self, offset: u64, len: usize) -> Result<bytes::Bytes, FormatError> {
+        SourceFile::read_bytes(self, offset, len)
+    }
+
     fn local_file(&self) -> Option<(&File, u64)> {
         Some((&self.file, self.stamp.len))
-    }
-}
-
-/// Bytes handed to a read reply. Always owned: replies are never made from a mapping of a source
-/// file (see the module docs).
-pub enum ReadBuf {
-    Owned(Vec<u8>),
-}
-
-impl std::ops::Deref for ReadBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            ReadBuf::Owned(v) => v,
-        }
     }
 }

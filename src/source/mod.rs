@@ -1,10 +1,12 @@
 //! Byte sources: where a model's bytes come from. [`bytes`] is the seam (`Store`: probe, list,
-//! open a path; `ByteSource`: an opened file); local files ([`file`]), a confined directory
+//! open a path; `ByteSource`: an opened file); local files ([`file`], replies from a mapping of
+//! them: [`mapped`]), a confined directory
 //! tree ([`dirtree`]), object storage ([`remote`]), and following a live directory ([`watch`]).
 
 pub mod bytes;
 pub mod dirtree;
 pub mod file;
 pub mod local;
+pub mod mapped;
 pub mod remote;
 pub mod watch;

@@ -757,12 +757,12 @@ struct Contiguous {
 }
 
 impl Contiguous {
-    fn raw(&self, a: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn raw(&self, a: u64, len: usize) -> FsResult<bytes::Bytes> {
         let r = match &self.at {
             At::Memory(b, base) => {
                 let from = usize::try_from(base + a).unwrap_or(usize::MAX);
                 b.get(from..from.saturating_add(len))
-                    .map(<[u8]>::to_vec)
+                    .map(bytes::Bytes::copy_from_slice)
                     .ok_or_else(|| FormatError::BadEntry("past the end of the data".into()))
             }
             At::File {
@@ -774,8 +774,8 @@ impl Contiguous {
                     .get_or_init(|| file.clone().range_reader(*start..*start + self.size))
                     .as_ref();
                 match reader {
-                    Some(r) => r.read_bytes(start + a, len).map(Vec::from),
-                    None => file.read_vec(start + a, len),
+                    Some(r) => r.read_bytes(start + a, len),
+                    None => file.read_bytes(start + a, len),
                 }
             }
         };
@@ -804,12 +804,12 @@ impl TensorData for Contiguous {
         let a = offset.min(self.size);
         let b = offset.saturating_add(len as u64).min(self.size);
         if self.swap == 0 {
-            return self.raw(a, (b - a) as usize).map(bytes::Bytes::from);
+            return self.raw(a, (b - a) as usize);
         }
         // Whole elements, swapped, then the bytes asked for.
         let es = self.swap as u64;
         let (ea, eb) = (a / es * es, b.div_ceil(es) * es);
-        let mut v = self.raw(ea, (eb - ea) as usize)?;
+        let mut v = Vec::from(self.raw(ea, (eb - ea) as usize)?);
         for e in v.chunks_exact_mut(self.swap) {
             e.reverse();
         }

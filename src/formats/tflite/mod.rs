@@ -752,22 +752,22 @@ struct Raw {
 }
 
 impl Raw {
-    fn read_raw(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+    fn read_raw(&self, offset: u64, len: usize) -> FsResult<Bytes> {
         let size = self.size();
         let a = offset.min(size);
         let n = (offset.saturating_add(len as u64).min(size) - a) as usize;
         match &self.at {
             At::Memory(b) => Ok(b
                 .get(a as usize..a as usize + n)
-                .map(<[u8]>::to_vec)
+                .map(Bytes::copy_from_slice)
                 .unwrap_or_default()),
             At::File { start, len, reader } => {
                 let reader = reader
                     .get_or_init(|| self.file.clone().range_reader(*start..*start + *len))
                     .as_ref();
                 let r = match reader {
-                    Some(r) => r.read_bytes(start + a, n).map(Vec::from),
-                    None => self.file.read_vec(start + a, n),
+                    Some(r) => r.read_bytes(start + a, n),
+                    None => self.file.read_bytes(start + a, n),
                 };
                 r.map_err(|e| {
                     FsError::corrupt(format!("tensor {}", self.key), self.path.display(), e)
@@ -785,7 +785,7 @@ impl TensorData for Raw {
         }
     }
     fn read(&self, offset: u64, len: usize) -> FsResult<Bytes> {
-        self.read_raw(offset, len).map(Bytes::from)
+        self.read_raw(offset, len)
     }
 
     fn in_place(&self) -> Option<crate::formats::tensors::InPlace> {

@@ -87,8 +87,8 @@ struct Shared {
     prefix: PathBuf,
     meta: FileMeta,
     verify: bool,
-    /// Check tensors read from their start while streaming them (sources with a range reader:
-    /// object storage); otherwise, and with `-o crc_first`, check first.
+    /// Check tensors read from their start while streaming them (local files and object
+    /// storage alike); with `-o crc_first`, check first.
     stream: bool,
     caches: Arc<Caches>,
 }
@@ -830,8 +830,7 @@ impl StoredBytes {
             && sh.stream
             && !self.dtype_string
             && !self.dtype_variant
-            && !self.verified.load(Ordering::Relaxed)
-            && self.reader().is_some();
+            && !self.verified.load(Ordering::Relaxed);
         if !streamable {
             self.verify()?;
             return self.read(a, len);
@@ -854,9 +853,14 @@ impl StoredBytes {
             return self.read(a, len);
         }
         let size = self.end - self.start;
-        let s = self
-            .stream
-            .get_or_init(|| StreamCheck::new(size, unmask_crc(self.crc)));
+        let remote = self.file.is_remote();
+        let s = self.stream.get_or_init(|| {
+            if remote {
+                StreamCheck::new(size, unmask_crc(self.crc))
+            } else {
+                StreamCheck::local(size, unmask_crc(self.crc))
+            }
+        });
         let b = a.saturating_add(len as u64).min(size);
         match s.admit(a, b) {
             Admit::Known(ok) => self.settled(s, ok)?,
@@ -877,8 +881,16 @@ impl StoredBytes {
                 let mut v = s.feed(a, &bytes);
                 if v.is_none() && b >= size {
                     // The last bytes: held back until the CRC is known (reads in flight on
-                    // other threads fill the gaps), else checked first.
-                    v = s.wait(STREAM_WAIT_IDLE, STREAM_WAIT);
+                    // other threads fill the gaps; from a local file, once none is in flight,
+                    // this read reads the gaps left itself), else checked first.
+                    if remote {
+                        v = s.wait(STREAM_WAIT_IDLE, STREAM_WAIT);
+                    } else {
+                        v = s.wait(std::time::Duration::ZERO, STREAM_WAIT);
+                        if v.is_none() {
+                            v = self.fill_gaps(s)?;
+                        }
+                    }
                     if v.is_none() {
                         self.verify()?;
                         v = Some(true);
@@ -891,6 +903,25 @@ impl StoredBytes {
             }
         }
         self.read(a, len)
+    }
+
+    /// Reads the parts of the stored range no read covered into the streaming check (a local
+    /// file's: a copy from the page cache); the outcome, once complete.
+    fn fill_gaps(&self, s: &StreamCheck) -> FsResult<Option<bool>> {
+        let mut v = None;
+        let mut buf = Vec::new();
+        for (g0, g1) in s.gaps() {
+            let mut at = g0;
+            while at < g1 {
+                let n = (g1 - at).min(CRC_CHUNK as u64) as usize;
+                buf.resize(n, 0);
+                self.read_raw_into(&mut buf, at)
+                    .map_err(|e| self.shared.corrupt(&self.key, e))?;
+                v = s.fill(at, &buf);
+                at += n as u64;
+            }
+        }
+        Ok(v)
     }
 
     /// Records the outcome of a streaming check (once, in the shared cache; a mismatch logged
@@ -940,7 +971,7 @@ impl StoredBytes {
     fn read_raw(&self, a: u64, len: usize) -> Result<Bytes, FormatError> {
         match self.reader() {
             Some(r) => r.read_bytes(self.start + a, len),
-            None => self.file.read_vec(self.start + a, len).map(Bytes::from),
+            None => self.file.read_bytes(self.start + a, len),
         }
     }
 }
