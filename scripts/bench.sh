@@ -85,11 +85,15 @@
 #      (>= 0.9); the GETs of one 4 MiB tensor from a cold mount (<= 2); the 256 MiB and BIG_GIB
 #      tensors of section 13 through the proxy vs curl and aria2c. CACHE_PYTHON: a Python with
 #      numpy and safetensors (default: the test venv's).
+#  20. the mount at FUSE's floor (bench_floor; ONLY=floor runs this section alone): load_file of
+#      a 524 MiB model.safetensors, cold dd of BIG_GIB (page cache and direct_io=auto) and the warm
+#      re-read, each vs memfuse serving the same bytes (>= 0.9, warm >= 0.95), and the daemon's
+#      CPU per GiB served; TFMOUNT_BEFORE measured alternating in the same repetitions
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache,
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache|floor,
 # LAT_MS, RATE, CACHE_PYTHON (section 19)
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
@@ -1178,6 +1182,115 @@ bench_issue19() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# 20: the mount at FUSE's floor (bench_floor; ONLY=floor runs this section alone; TFMOUNT_BEFORE
+# is measured in the same repetitions, alternating, when set). Each against memfuse serving the
+# same bytes from memory (examples/memfuse.rs, same kernel settings), fresh mounts, medians:
+# 20a. safetensors' load_file of MNT/model.safetensors of a 524 MiB checkpoint of 338 tensors
+#      (scripts/bench_python.py write: TensorFlow's writer; without TensorFlow, mkckpt's 338
+#      tensors of 1.55 MiB) vs load_file of memfuse serving a copy of that model.safetensors
+#                                                                      memfuse / mount >= 0.9
+#      (a plain local file, for scale)
+# 20b. cold dd bs=1M of the BIG_GIB tensor's .bin (page cache) vs memfuse cold     >= 0.9
+# 20c. the same with -o direct_io=auto vs memfuse --direct-io                      >= 0.9
+# 20d. warm re-read, memfuse warm / mount                                          >= 0.95
+# 20e. the daemon's CPU (user + system, /proc/PID/stat) per GiB served in 20b and 20a
+# ---------------------------------------------------------------------------------------------
+bench_floor() {
+    echo
+    echo "== 20: the mount at FUSE's floor, vs memfuse; $REPS repetitions${BEFORE:+, before ($BEFORE) and after alternating}"
+    local data=$WORK/big/ckpt.data-00000-of-00001 mnt r v order py=$WORK/floorpy st cpu0
+    [ -d "$WORK/big" ] || mk big --tensors 0 --big-gib "$BIG_GIB"
+    if "$CPY" -c 'import tensorflow, h5py, safetensors' 2>/dev/null; then
+        "$CPY" "$REPO/scripts/bench_python.py" write "$py" 2>/dev/null | tail -1 | sed 's/^/   /'
+    else
+        echo "   (no TensorFlow in $CPY: mkckpt's 338 tensors instead of TensorFlow's writer)"
+        mkdir -p "$py" && "$MKCKPT" "$py/ckpt" --tensors 338 --elems 406000 --depth 1 >/dev/null
+    fi
+    new_mountpoint
+    mnt=$MP
+    mount_bg "$py/ckpt" "$mnt" && cp "$mnt/model.safetensors" "$WORK/floor.safetensors"
+    unmount_wait "$mnt"
+    st=$WORK/floor.safetensors
+    [ -s "$st" ] || { echo "   (could not copy model.safetensors)"; return; }
+    local st_bytes big_bytes
+    st_bytes=$(stat -c %s "$st")
+    big_bytes=$(stat -c %s "$data")
+    declare -A S
+    put() { S[$1]+="$2 "; }
+    lf_t() { # lf_t FILE: load_file's seconds, timed in the process after its imports
+        "$CPY" -c 'import sys, time
+from safetensors.numpy import load_file
+t = time.perf_counter(); d = load_file(sys.argv[1]); print("%.6f" % (time.perf_counter() - t))' "$1"
+    }
+    cpu_of() { mount_cpu "$1"; } # clock ticks of the mount's processes so far
+    for r in $(seq "$REPS"); do
+        cat "$data" "$py"/ckpt.* "$st" >/dev/null
+        memfuse_cold_warm "$data" "$mnt" && put mf.cold "$MF_COLD" && put mf.warm "$MF_WARM"
+        memfuse_cold_warm "$data" "$mnt" --direct-io && put mf.dio "$MF_COLD"
+        if memfuse_bg "$st" "$mnt"; then
+            put mf.lf "$(lf_t "$mnt/data")"
+            unmount "$mnt"
+            wait "$MEMFUSE_PID" 2>/dev/null
+        fi
+        put plain.lf "$(lf_t "$st")"
+        order=(after)
+        [ -n "$BEFORE" ] && order=(before after) && [ $((r % 2)) = 0 ] && order=(after before)
+        for v in "${order[@]}"; do
+            mount_v "$WORK/big/ckpt" "$mnt" "$v" "-o direct_io=never" || continue
+            cpu0=$(cpu_of "$mnt")
+            put cold.$v "$(timed ddr "$mnt/variables/big/tensor.bin")"
+            put cpu.$v "$(( $(cpu_of "$mnt") - cpu0 ))"
+            put warm.$v "$(timed ddr "$mnt/variables/big/tensor.bin")"
+            unmount_wait "$mnt"
+            mount_v "$WORK/big/ckpt" "$mnt" "$v" "-o direct_io=auto" || continue
+            put dio.$v "$(timed ddr "$mnt/variables/big/tensor.bin")"
+            unmount_wait "$mnt"
+            mount_v "$py/ckpt" "$mnt" "$v" || continue
+            cpu0=$(cpu_of "$mnt")
+            put lf.$v "$(lf_t "$mnt/model.safetensors")"
+            put lfcpu.$v "$(( $(cpu_of "$mnt") - cpu0 ))"
+            unmount_wait "$mnt"
+        done
+    done
+    local k
+    declare -A M
+    for k in "${!S[@]}"; do
+        # shellcheck disable=SC2086
+        M[$k]=$(median ${S[$k]})
+    done
+    echo "   runs (seconds; cpu: clock ticks of $(getconf CLK_TCK) per second):"
+    for k in $(printf '%s\n' "${!S[@]}" | sort); do
+        printf '     %-10s %s\n' "$k" "${S[$k]}"
+    done
+    echo "   (load now $(cut -d' ' -f1-3 /proc/loadavg))"
+    t20() { # t20 LABEL VALUE OP TARGET
+        local res=info
+        [ -n "${3:-}" ] && res=$(cmp_ok "$2" "$3" "$4")
+        printf '   %-74s %-8s %-9s %s\n' "$1" "$2" "${3:+$3 $4}" "$res"
+    }
+    cpu_gib() { # cpu_gib TICKS BYTES: CPU seconds per GiB served
+        awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" -v re="$NUM" 'BEGIN {
+            if (t !~ re) print "nan"; else printf "%.3f", t / hz / (n / 1073741824) }'
+    }
+    local vs=(after)
+    [ -n "$BEFORE" ] && vs=(before after)
+    for v in "${vs[@]}"; do
+        echo "   -- $v"
+        t20 "20a load_file 524 MiB: memfuse ($(ms "${M[mf.lf]}")) / mount ($(ms "${M[lf.$v]:-nan}")); plain $(ms "${M[plain.lf]}")" \
+            "$(div "${M[mf.lf]}" "${M[lf.$v]:-nan}")" '>=' 0.9
+        t20 "20b cold dd 1 GiB, page cache: memfuse ($(mbps "$big_bytes" "${M[mf.cold]}") MB/s) / mount ($(mbps "$big_bytes" "${M[cold.$v]:-nan}") MB/s)" \
+            "$(div "${M[mf.cold]}" "${M[cold.$v]:-nan}")" '>=' 0.9
+        t20 "20c cold dd, direct_io=auto: memfuse --direct-io ($(mbps "$big_bytes" "${M[mf.dio]}") MB/s) / mount" \
+            "$(div "${M[mf.dio]}" "${M[dio.$v]:-nan}")" '>=' 0.9
+        t20 "20d warm re-read: memfuse ($(mbps "$big_bytes" "${M[mf.warm]}") MB/s) / mount" \
+            "$(div "${M[mf.warm]}" "${M[warm.$v]:-nan}")" '>=' 0.95
+        t20 "20e daemon CPU s per GiB served: 20b's cold read" "$(cpu_gib "${M[cpu.$v]:-nan}" "$big_bytes")"
+        t20 "20e daemon CPU s per GiB served: 20a's load_file" "$(cpu_gib "${M[lfcpu.$v]:-nan}" "$st_bytes")"
+    done
+    echo "   dd of the data file itself: $(mbps "$big_bytes" "$(timed ddr "$data")") MB/s (for scale)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # 14: a ~100 MB TFLite model (TensorFlow's converter; buffers inside the flatbuffer)
 # ---------------------------------------------------------------------------------------------
 # 14a. `tfmount -f FILE MNT` to the first successful `stat MNT/variables/KEY.shape` of its largest
@@ -1832,6 +1945,10 @@ if [ "${ONLY:-}" = cache ]; then
     bench_cache
     exit 0
 fi
+if [ "${ONLY:-}" = floor ]; then
+    bench_floor
+    exit 0
+fi
 if [ "${ONLY:-}" = stream_crc ]; then
     bench_stream_crc
     exit 0
@@ -2200,3 +2317,5 @@ bench_tflite
 bench_whole_tree
 
 bench_python
+
+bench_floor
