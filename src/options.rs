@@ -227,6 +227,18 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "Always on.",
     )),
     no_op(opt(
+        "dev",
+        Value::None,
+        "",
+        "Only with MOUNTPOINT /dev/fd/N, where mount.fuse3 passes it (the mount's flags are the mounter's); refused otherwise: tfmount mounts are nodev.",
+    )),
+    no_op(opt(
+        "suid",
+        Value::None,
+        "",
+        "Only with MOUNTPOINT /dev/fd/N, where mount.fuse3 passes it; refused otherwise: tfmount mounts are nosuid.",
+    )),
+    no_op(opt(
         "default_permissions",
         Value::None,
         "",
@@ -260,6 +272,10 @@ pub fn settings(options: &[String]) -> Result<Settings, String> {
     apply(&mut s, env.iter().chain(options).map(String::as_str))?;
     Ok(s)
 }
+
+/// Options that only `mount.fuse3` passes (with `-o drop_privileges` it runs
+/// `tfmount SOURCE /dev/fd/N -o OPTIONS,dev,suid`): accepted, silently, with `/dev/fd/N` only.
+pub(crate) const FROM_MOUNT_FUSE: [&str; 2] = ["dev", "suid"];
 
 /// The mount-time options ([`MountOpt::mount_time`]), comma-separated, for help and messages.
 pub(crate) fn mount_time_names() -> String {

@@ -319,3 +319,100 @@ fn unmounted_dev_fuse_descriptor_is_refused() {
         );
     }
 }
+
+/// Finds the one process serving `$SRC` through a descriptor (`tfmount ... $SRC /dev/fd/N`)
+/// and writes its pid to `$D/pid`.
+const FIND_DAEMON: &str = r#"
+for p in /proc/[0-9]*; do
+  if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -qF -- "$SRC /dev/fd/"; then echo ${p#/proc/} >> "$D/pids"; fi
+done
+[ -s "$D/pids" ] && [ $(wc -l < "$D/pids") = 1 ] || { echo "daemons: $(cat $D/pids 2>/dev/null)" >&2; exit 81; }
+mv "$D/pids" "$D/pid"
+"#;
+
+/// The other two ways docs/containers.md shows: a shell opens /dev/fuse and mounts it with
+/// mount(8), tfmount serves it without capabilities; and mount.fuse3's `-o drop_privileges`
+/// (what `mount -t fuse.tfmount` and /etc/fstab run), which passes `-o ...,dev,suid` along.
+#[test]
+fn plain_mount_and_mount_fuse3_hand_over_the_descriptor() {
+    if !user_namespaces("") {
+        return;
+    }
+    let Some(mount_fuse3) = requires::program(
+        "mount.fuse3",
+        &["/sbin/mount.fuse3", "/usr/sbin/mount.fuse3"],
+        "",
+    ) else {
+        return;
+    };
+    let (bin, sha, len) = demo_w();
+    let bin_dir = Path::new(TFMOUNT).parent().expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let shell = r#"
+exec 3<>/dev/fuse
+mount -i -t fuse.tfmount -o ro,nosuid,nodev,fd=3,rootmode=40000,user_id=0,group_id=0,default_permissions tfmount "$MNT" || exit 70
+setpriv --inh-caps=-all --ambient-caps=-all --bounding-set=-all tfmount "$SRC" /dev/fd/3 2> "$D/daemon.err" || exit 71
+exec 3<&-
+"#;
+    let fuse3 = r#"
+timeout 30 "$MOUNT_FUSE3" "tfmount#$SRC" "$MNT" -o drop_privileges 2> "$D/daemon.err" || exit 72
+"#;
+    for (way, start) in [("mount -i", shell), ("mount.fuse3", fuse3)] {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mnt = d.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("mkdir");
+        // A path of its own, so that the daemon is found by it.
+        let src = d.path().join("model");
+        std::os::unix::fs::symlink(fixtures().join("demo_savedmodel"), &src).expect("symlink");
+        let script =
+            format!("export PATH=\"$TESTPATH\"\n{start}\n{FIND_DAEMON}\n{READ_AND_UNMOUNT}");
+        let (code, err) = in_namespace(
+            d.path(),
+            &script,
+            &[
+                ("D", d.path()),
+                ("MNT", &mnt),
+                ("SRC", &src),
+                ("BIN", &bin),
+                ("MOUNT_FUSE3", &mount_fuse3),
+                ("TESTPATH", Path::new(&path)),
+            ],
+        );
+        let daemon = std::fs::read_to_string(d.path().join("daemon.err")).unwrap_or_default();
+        assert_eq!(code, Some(0), "{way}: {err}\ndaemon: {daemon}");
+        check_read(d.path(), &bin, &sha, len);
+        assert!(
+            !daemon.contains("warning"),
+            "{way}: options that change nothing are not warned about: {daemon}"
+        );
+    }
+}
+
+/// `-o dev` and `-o suid` (which mount.fuse3 passes with /dev/fd/N) are refused for a mount
+/// tfmount makes itself: its mounts are always nodev and nosuid.
+#[test]
+fn dev_and_suid_are_refused_for_a_mount_of_its_own() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let src = fixtures().join("demo_savedmodel");
+    for o in ["dev", "suid"] {
+        let out = Command::new(TFMOUNT)
+            .args(["-f", "-o", o])
+            .arg(&src)
+            .arg(d.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tfmount");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{o}: {err}");
+        assert!(
+            err.contains(&format!(
+                "-o {o}: tfmount mounts are always nodev and nosuid"
+            )),
+            "{o}: {err}"
+        );
+    }
+}

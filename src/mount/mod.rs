@@ -446,17 +446,34 @@ impl Target {
 fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
     if let Some(n) = fd::parse(&args.mountpoint) {
         let fd = fd::take(n?, &args.mountpoint)?;
-        if !settings.mount_time.is_empty() {
+        let theirs: Vec<&str> = settings
+            .mount_time
+            .iter()
+            .copied()
+            // What changes nothing (ro, nodev, ...: always on) is not worth a warning.
+            .filter(|o| crate::options::find(o).is_some_and(|o| !o.no_op))
+            .collect();
+        if !theirs.is_empty() {
             eprintln!(
                 "tfmount: warning: {}: -o {} ignored: with a descriptor someone else mounted, mount options are the mounter's to set (tfmount mount-helper -o allow_other, or mount -o ...)",
                 args.mountpoint.display(),
-                settings.mount_time.join(",")
+                theirs.join(",")
             );
         }
         return Ok(Target::Fd {
             fd,
             shown: args.mountpoint.clone(),
         });
+    }
+    if let Some(o) = settings
+        .mount_time
+        .iter()
+        .find(|o| crate::options::FROM_MOUNT_FUSE.contains(o))
+    {
+        return Err(fail(
+            EXIT_USAGE,
+            format!("-o {o}: tfmount mounts are always nodev and nosuid ({o} is accepted only with the mount point /dev/fd/N, where mount.fuse3 passes it)"),
+        ));
     }
     let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
         .map_err(|f| swapped(args, settings, f))?;
