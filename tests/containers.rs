@@ -416,3 +416,52 @@ fn dev_and_suid_are_refused_for_a_mount_of_its_own() {
         );
     }
 }
+
+/// SIGTERM to the helper unmounts: `tfmount -f` ends with status 0 (the helper's too); a job
+/// that started the daemon in the background and still runs gets the signal 2 s later, the
+/// helper exiting with its status (143), and the daemon ends with the mount.
+#[test]
+fn sigterm_to_the_helper_unmounts_and_reaches_a_job() {
+    if !user_namespaces("") {
+        return;
+    }
+    let (d, mnt, bin, _, _) = setup();
+    let src = d.path().join("model");
+    std::os::unix::fs::symlink(fixtures().join("demo_savedmodel"), &src).expect("symlink");
+    let script = format!(
+        r#"
+wait_gone() {{ i=0; while [ -e /proc/$1 ] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; do
+  i=$((i+1)); [ $i -lt 200 ] || {{ echo "$2: $1 still running" >&2; exit 96; }}; sleep 0.1; done; }}
+wait_mounted() {{ i=0; until grep -q " $MNT " /proc/self/mountinfo && [ -s "$D/pid" ] && timeout 10 cat "$MNT/$BIN" > /dev/null; do
+  i=$((i+1)); [ $i -lt 300 ] || {{ echo "$1: not served" >&2; exit 97; }}; sleep 0.1; done; }}
+
+"$TFMOUNT" mount-helper "$MNT" -- sh -c 'echo $$ > "$D/pid.tmp" && mv "$D/pid.tmp" "$D/pid" && exec "$TFMOUNT" -f "$SRC" /dev/fd/3' 2>> "$D/helper.log" &
+H=$!
+wait_mounted foreground
+kill -TERM $H
+wait_gone $H foreground; wait $H; echo "foreground $?" >> "$D/statuses"
+grep -q " $MNT " /proc/self/mountinfo && {{ echo "foreground: still mounted" >&2; exit 98; }}
+rm "$D/pid"
+
+"$TFMOUNT" mount-helper "$MNT" -- sh -c '"$TFMOUNT" "$SRC" /dev/fd/3 && echo $$ > "$D/pid" && exec sleep 60' 2>> "$D/helper.log" &
+H=$!
+wait_mounted job
+{FIND_DAEMON}
+P=$(cat "$D/pid")
+kill -TERM $H
+wait_gone $H job; wait $H; echo "job $?" >> "$D/statuses"
+wait_gone $P daemon
+grep -q " $MNT " /proc/self/mountinfo && {{ echo "job: still mounted" >&2; exit 99; }}
+exit 0
+"#
+    );
+    let (code, err) = in_namespace(
+        d.path(),
+        &script,
+        &[("D", d.path()), ("MNT", &mnt), ("SRC", &src), ("BIN", &bin)],
+    );
+    let log = std::fs::read_to_string(d.path().join("helper.log")).unwrap_or_default();
+    assert_eq!(code, Some(0), "{err}\nhelper: {log}");
+    let statuses = std::fs::read_to_string(d.path().join("statuses")).expect("statuses");
+    assert_eq!(statuses, "foreground 0\njob 143\n", "helper: {log}");
+}

@@ -222,7 +222,7 @@ type fuse.tfmount, read-only, nosuid, nodev, default_permissions; user_id and gr
 environment as TFMOUNT_FUSE_FD). COMMAND drops privileges and serves it: \
 `setpriv ... tfmount -f SOURCE /dev/fd/3`.\n\n\
 While COMMAND runs the helper waits: SIGTERM, SIGINT or SIGHUP unmounts MOUNTPOINT, which ends \
-the daemon's session (it exits 0); if COMMAND fails (a status other than 0, or killed) the helper \
+the daemon's session (it exits 0), and is passed on to COMMAND if it still runs 2 s later; if COMMAND fails (a status other than 0, or killed) the helper \
 removes the mount, so no dead mount is left. The helper exits with COMMAND's status (128+N when \
 killed by signal N, 127 when it cannot be started). A COMMAND that exits 0 while the mount stays \
 (tfmount without -f returns once it serves) leaves the mount; it ends when a privileged process \

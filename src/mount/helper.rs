@@ -5,7 +5,8 @@
 //! `tfmount ... SOURCE /dev/fd/3` after dropping privileges (`setpriv`, `capsh`).
 //!
 //! While COMMAND runs the helper stays: a signal (SIGTERM, SIGINT, SIGHUP) unmounts MOUNTPOINT,
-//! which ends the daemon's session; when COMMAND fails (a status other than 0, or killed) the
+//! which ends the daemon's session (and is passed on to COMMAND if it still runs 2 s later:
+//! a job that started the daemon in the background); when COMMAND fails (a status other than 0, or killed) the
 //! helper removes the mount it made, so no dead mount is left; it exits with COMMAND's status.
 //! COMMAND exiting 0 leaves the mount: a daemonizing `tfmount` returns once it serves.
 
@@ -22,6 +23,9 @@ use crate::error::io_words;
 
 /// The environment variable COMMAND finds the descriptor's number in.
 pub const FD_ENV: &str = "TFMOUNT_FUSE_FD";
+
+/// How long after a signal has unmounted MOUNTPOINT a COMMAND still running gets the signal.
+const FORWARD_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The exit status of a command that could not be started (as shells say it).
 const EXIT_NOT_STARTED: i32 = 127;
@@ -131,21 +135,38 @@ fn run_inner(a: &HelperArgs) -> Result<i32, Failure> {
     // COMMAND holds the descriptor now: once it is gone, so is the session.
     drop(fuse);
     let on_signal = mp.clone();
+    let pid = child.id() as libc::pid_t;
+    let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reaped = exited.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || loop {
             let mut sig = 0;
             // SAFETY: waits on a set the thread's mask blocks.
             unsafe { libc::sigwait(&signals, &mut sig) };
-            // Unmounting ends the daemon's session: it exits, and so does the wait below.
+            // Unmounting ends the daemon's session: `tfmount -f` exits 0, and so does the
+            // wait below. A COMMAND still running after FORWARD_AFTER (a job that started the
+            // daemon in the background) gets the signal itself.
             if is_mount_point(&on_signal) && unmount(&on_signal, 0).is_err() {
                 detach(&on_signal);
             }
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < FORWARD_AFTER {
+                if reaped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !reaped.load(std::sync::atomic::Ordering::SeqCst) {
+                // SAFETY: kill(2) of our child, not yet reaped (the flag is set once it is).
+                unsafe { libc::kill(pid, sig) };
+            }
         })
         .map_err(|e| undo(fail(EXIT_RUNTIME, format!("thread: {e}"))))?;
-    let status = child
-        .wait()
-        .map_err(|e| undo(fail(EXIT_RUNTIME, format!("waiting for COMMAND: {e}"))))?;
+    let status = child.wait();
+    exited.store(true, std::sync::atomic::Ordering::SeqCst);
+    let status =
+        status.map_err(|e| undo(fail(EXIT_RUNTIME, format!("waiting for COMMAND: {e}"))))?;
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
