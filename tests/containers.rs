@@ -465,3 +465,45 @@ exit 0
     let statuses = std::fs::read_to_string(d.path().join("statuses")).expect("statuses");
     assert_eq!(statuses, "foreground 0\njob 143\n", "helper: {log}");
 }
+
+/// A mount of its own without CAP_SYS_ADMIN (root with it dropped, as in a container) is
+/// refused as permission denied (status 5), naming the way around it.
+#[test]
+fn mounting_without_cap_sys_admin_points_to_dev_fd() {
+    if !requires::fuse("") {
+        return;
+    }
+    let Some(capsh) = requires::program("capsh", &["/usr/sbin/capsh", "/sbin/capsh"], "") else {
+        return;
+    };
+    let d = tempfile::tempdir().expect("tempdir");
+    let src = fixtures().join("demo_savedmodel");
+    let child = Command::new(capsh)
+        .args([
+            "--drop=cap_sys_admin",
+            "--",
+            "-c",
+            r#"exec "$TFMOUNT" -f "$SRC" "$MNT""#,
+        ])
+        .env("TFMOUNT", TFMOUNT)
+        .env("SRC", &src)
+        .env("MNT", d.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(d.path().with_extension("err")).expect("stderr"))
+        .spawn()
+        .expect("spawn capsh");
+    let code = wait_with_timeout(child, LIMIT);
+    let err = std::fs::read_to_string(d.path().with_extension("err")).unwrap_or_default();
+    let _ = std::fs::remove_file(d.path().with_extension("err"));
+    if is_mounted(d.path()) {
+        let _ = Command::new("umount").arg("-l").arg(d.path()).status();
+        panic!("mounted without CAP_SYS_ADMIN: {err}");
+    }
+    assert_eq!(code, Some(5), "{err}");
+    assert!(
+        err.contains("mount failed: permission denied")
+            && err.contains("/dev/fd/N (tfmount mount-helper"),
+        "{err}"
+    );
+}

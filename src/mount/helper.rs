@@ -253,7 +253,7 @@ fn mount(mp: &Path, data: &str) -> Result<(), (i32, String)> {
     Err(match e.raw_os_error() {
         Some(libc::EPERM) => (
             EXIT_FUSE,
-            "permission denied: mounting needs CAP_SYS_ADMIN (run the helper privileged, e.g. as an init container or with --cap-add SYS_ADMIN, or as root of a user namespace that owns this mount namespace: unshare -Urm); a security module (AppArmor: --security-opt apparmor=unconfined) may also forbid it".to_string(),
+            "permission denied: mounting needs CAP_SYS_ADMIN (run the helper privileged: docker run --cap-add SYS_ADMIN --device /dev/fuse, a Kubernetes container with the SYS_ADMIN capability, or root of a user namespace that owns this mount namespace: unshare -Urm); a security module (AppArmor: --security-opt apparmor=unconfined) may also forbid it".to_string(),
         ),
         Some(libc::ENODEV) => (
             EXIT_FUSE,

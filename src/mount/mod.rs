@@ -211,7 +211,7 @@ fn permission_words() -> String {
         }
         return "permission denied: the mount point must be a directory this user owns and may write, and FUSE mounts by users other than root must be allowed (in a container: --cap-add SYS_ADMIN and --device /dev/fuse)".into();
     }
-    "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it".into()
+    "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it; or a privileged step mounts and tfmount serves the descriptor without privileges, as /dev/fd/N (tfmount mount-helper; docs/containers.md)".into()
 }
 
 fn check_fuse() -> Result<(), Failure> {
@@ -653,7 +653,12 @@ fn raise_fd_limit() {
 
 /// The failure of a mount by this process, in words.
 fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> Failure {
-    let denied = e.kind() == std::io::ErrorKind::PermissionDenied;
+    // fuser's fallback to fusermount3 reports the refusal as its words (EPERM: a process
+    // without CAP_SYS_ADMIN, where the setuid fusermount3 cannot regain it either).
+    let denied = e.kind() == std::io::ErrorKind::PermissionDenied
+        || e.to_string()
+            .trim_end()
+            .ends_with("mount failed: Operation not permitted");
     let code = if denied { EXIT_FUSE } else { EXIT_RUNTIME };
     let why = if denied {
         permission_words()
