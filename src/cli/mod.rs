@@ -53,7 +53,7 @@ tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
 tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
 fusermount3 -u /mnt/m                  # unmount\n\n\
-SUBCOMMANDS (no FUSE needed; `tfmount SUBCOMMAND --help` for each):\n  \
+SUBCOMMANDS (all but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` for each):\n  \
 mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
 mount-helper  mount for an unprivileged daemon       tfmount mount-helper /mnt/m -- setpriv ... tfmount -f SOURCE /dev/fd/3\n  \
 ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
