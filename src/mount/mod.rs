@@ -678,7 +678,7 @@ fn fd_failed(shown: &Path, e: &std::io::Error) -> Failure {
         std::io::ErrorKind::PermissionDenied => fail(
             EXIT_USAGE,
             format!(
-                "{}: this /dev/fuse descriptor is not mounted: the mounter mounts it first (tfmount mount-helper, or mount -t fuse.tfmount -o fd=N,rootmode=40000,user_id=U,group_id=G tfmount MOUNTPOINT), then starts tfmount",
+                "{}: this /dev/fuse descriptor is not mounted: the mounter mounts it first (tfmount mount-helper, or mount -i -t fuse.tfmount -o fd=N,rootmode=40000,user_id=U,group_id=G tfmount MOUNTPOINT), then starts tfmount",
                 shown.display()
             ),
         ),
