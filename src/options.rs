@@ -58,6 +58,9 @@ pub struct MountOpt {
     pub help: &'static str,
     /// Accepted for compatibility with mount(8) habits but changes nothing.
     pub no_op: bool,
+    /// Decided when mounting: with the mount point `/dev/fd/N` (a descriptor someone else
+    /// mounted) it is the mounter's to set, and is ignored with a warning.
+    pub mount_time: bool,
 }
 
 const fn opt(
@@ -73,6 +76,7 @@ const fn opt(
         default,
         help,
         no_op: false,
+        mount_time: false,
     }
 }
 
@@ -83,6 +87,11 @@ const fn flagged(mut o: MountOpt, flag: &'static str) -> MountOpt {
 
 const fn no_op(mut o: MountOpt) -> MountOpt {
     o.no_op = true;
+    mount_time(o)
+}
+
+const fn mount_time(mut o: MountOpt) -> MountOpt {
+    o.mount_time = true;
     o
 }
 
@@ -127,24 +136,24 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "",
         "Mount a checkpoint directory as a snapshot: do not follow its state file (new checkpoints, `latest`) while mounted.",
     ),
-    opt(
+    mount_time(opt(
         "nonempty",
         Value::None,
         "",
         "Mount on a directory that is not empty (its files are hidden while mounted). Without it tfmount refuses, so that a mistyped mount point does not hide your files.",
-    ),
-    opt(
+    )),
+    mount_time(opt(
         "allow_other",
         Value::None,
         "",
         "Every user may read the mount (needs user_allow_other in /etc/fuse.conf unless root).",
-    ),
-    opt(
+    )),
+    mount_time(opt(
         "allow_root",
         Value::None,
         "",
         "The owner and root may read the mount.",
-    ),
+    )),
     opt(
         "remote_cache",
         Value::Size,
@@ -218,6 +227,18 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "Always on.",
     )),
     no_op(opt(
+        "dev",
+        Value::None,
+        "",
+        "Only with MOUNTPOINT /dev/fd/N, where mount.fuse3 passes it (the mount's flags are the mounter's); refused otherwise: tfmount mounts are nodev.",
+    )),
+    no_op(opt(
+        "suid",
+        Value::None,
+        "",
+        "Only with MOUNTPOINT /dev/fd/N, where mount.fuse3 passes it; refused otherwise: tfmount mounts are nosuid.",
+    )),
+    no_op(opt(
         "default_permissions",
         Value::None,
         "",
@@ -252,6 +273,20 @@ pub fn settings(options: &[String]) -> Result<Settings, String> {
     Ok(s)
 }
 
+/// Options that only `mount.fuse3` passes (with `-o drop_privileges` it runs
+/// `tfmount SOURCE /dev/fd/N -o OPTIONS,dev,suid`): accepted, silently, with `/dev/fd/N` only.
+pub(crate) const FROM_MOUNT_FUSE: [&str; 2] = ["dev", "suid"];
+
+/// The mount-time options ([`MountOpt::mount_time`]), comma-separated, for help and messages.
+pub(crate) fn mount_time_names() -> String {
+    let names: Vec<&str> = OPTIONS
+        .iter()
+        .filter(|o| o.mount_time)
+        .map(|o| o.name)
+        .collect();
+    names.join(", ")
+}
+
 /// The option named `name`.
 pub fn find(name: &str) -> Option<&'static MountOpt> {
     OPTIONS.iter().find(|o| o.name == name)
@@ -269,6 +304,8 @@ pub struct Settings {
     pub nonempty: bool,
     /// Which files are read around the page cache.
     pub direct_io: DirectIo,
+    /// The mount-time options given ([`MountOpt::mount_time`]), by name, in order, once each.
+    pub mount_time: Vec<&'static str>,
 }
 
 impl Default for Settings {
@@ -280,6 +317,7 @@ impl Default for Settings {
             remote: RemoteConfig::default(),
             nonempty: false,
             direct_io: DirectIo::default(),
+            mount_time: Vec::new(),
         }
     }
 }
@@ -319,6 +357,9 @@ pub fn apply<'a>(s: &mut Settings, lists: impl IntoIterator<Item = &'a str>) -> 
             (_, Some(v)) => v,
         };
         set(s, o, value).map_err(|()| format!("-o {k}={value}: expected {}", expected(o.value)))?;
+        if o.mount_time && !s.mount_time.contains(&o.name) {
+            s.mount_time.push(o.name);
+        }
     }
     Ok(())
 }

@@ -53,8 +53,9 @@ tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
 tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
 fusermount3 -u /mnt/m                  # unmount\n\n\
-SUBCOMMANDS (no FUSE needed; `tfmount SUBCOMMAND --help` for each):\n  \
+SUBCOMMANDS (all but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` for each):\n  \
 mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
+mount-helper  mount for an unprivileged daemon       tfmount mount-helper /mnt/m -- setpriv ... tfmount -f SOURCE /dev/fd/3\n  \
 ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
 cat     write files of that tree to stdout       tfmount cat model/ variables/dense/kernel.npy\n  \
 verify  check every tensor's bytes and CRC-32C    tfmount verify train/ckpt-42\n  \
@@ -69,7 +70,7 @@ pub struct Args {
     #[arg(help = source_help())]
     pub source: PathBuf,
 
-    /// An existing empty directory to mount on (-o nonempty allows a non-empty one).
+    #[arg(help = MOUNTPOINT_HELP, long_help = mountpoint_long_help())]
     pub mountpoint: PathBuf,
 
     /// Stay in the foreground (log to stderr; Ctrl-C or SIGTERM unmounts).
@@ -93,9 +94,27 @@ pub struct Args {
     pub log_file: Option<PathBuf>,
 }
 
+const MOUNTPOINT_HELP: &str =
+    "An existing empty directory to mount on (-o nonempty allows a non-empty one), \
+or /dev/fd/N: a /dev/fuse descriptor another process mounted, served without mounting";
+
+/// MOUNTPOINT's long help: the `/dev/fd/N` form, and which options are then the mounter's.
+fn mountpoint_long_help() -> String {
+    format!(
+        "An existing empty directory to mount on (-o nonempty allows a non-empty one).\n\n\
+Or /dev/fd/N (N a decimal number): descriptor N, a /dev/fuse descriptor that a privileged \
+process opened and mounted (tfmount mount-helper, or mount -t fuse.tfmount -o fd=N,...) and \
+passed on; tfmount then mounts nothing and needs no privilege: it serves that descriptor, and \
+exits 0 when its mounter unmounts it. The mount-time options ({}) are then the mounter's: \
+given here they are ignored, with a warning. See docs/containers.md.",
+        crate::options::mount_time_names()
+    )
+}
+
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub(crate) const SUBCOMMANDS: [&str; 10] = [
+pub(crate) const SUBCOMMANDS: [&str; 11] = [
     "mount",
+    "mount-helper",
     "ls",
     "cat",
     "verify",
@@ -162,6 +181,9 @@ which stores no CRC) or with --exact.";
 pub enum Command {
     /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
     Mount(Args),
+    /// Mount /dev/fuse on MOUNTPOINT (privileged) and run COMMAND with the descriptor, to serve it unprivileged.
+    #[command(name = "mount-helper", long_about = HELPER_LONG)]
+    MountHelper(HelperArgs),
     /// List the tree a mount of SOURCE would show, without mounting.
     #[command(long_about = LS_LONG)]
     Ls(LsArgs),
@@ -191,6 +213,52 @@ tfmount completions fish > ~/.config/fish/completions/tfmount.fish"
     #[command(after_help = "EXAMPLES:\n  tfmount manpage | man -l -\n  \
 tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
     Manpage,
+}
+
+const HELPER_LONG: &str = "The privileged half of a mount whose daemon runs without the privilege \
+to mount (a container without CAP_SYS_ADMIN). Opens /dev/fuse, mounts it on MOUNTPOINT (mount(2): \
+type fuse.tfmount, read-only, nosuid, nodev, default_permissions; user_id and group_id --uid and \
+--gid), then runs COMMAND with the descriptor open as number --fd (default 3; also in the \
+environment as TFMOUNT_FUSE_FD). COMMAND drops privileges and serves it: \
+`setpriv ... tfmount -f SOURCE /dev/fd/3`.\n\n\
+While COMMAND runs the helper waits: SIGTERM, SIGINT or SIGHUP unmounts MOUNTPOINT, which ends \
+the daemon's session (it exits 0), and is passed on to COMMAND if it still runs 2 s later; if COMMAND fails (a status other than 0, or killed) the helper \
+removes the mount, so no dead mount is left. The helper exits with COMMAND's status (128+N when \
+killed by signal N, 127 when it cannot be started). A COMMAND that exits 0 while the mount stays \
+(tfmount without -f returns once it serves) leaves the mount; it ends when a privileged process \
+unmounts MOUNTPOINT (umount MOUNTPOINT).";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "EXAMPLES:\n  \
+tfmount mount-helper --uid 1000 --gid 1000 /mnt/m -- setpriv --reuid 1000 --regid 1000 \
+--clear-groups --inh-caps=-all --bounding-set=-all tfmount -f model/ /dev/fd/3\n  \
+tfmount mount-helper -o allow_other /mnt/m -- capsh --drop=cap_sys_admin -- -c \
+'exec tfmount model/ /dev/fd/$TFMOUNT_FUSE_FD'\n  \
+umount /mnt/m                          # ends the daemon\n\n\
+EXIT CODES:\n  COMMAND's status; else 2 usage error   4 bad MOUNTPOINT   5 cannot open /dev/fuse or \
+mount (no CAP_SYS_ADMIN)   127 COMMAND cannot be started")]
+pub struct HelperArgs {
+    /// Mount options, comma-separated: allow_other (every user may read the mount), nonempty
+    /// (mount on a non-empty directory).
+    #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+    /// The user the mount belongs to (user_id): without allow_other the kernel lets only this
+    /// user use it (default: the helper's own).
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<u32>,
+    /// The group of the mount (group_id) (default: the helper's own).
+    #[arg(long, value_name = "GID")]
+    pub gid: Option<u32>,
+    /// The descriptor number COMMAND gets /dev/fuse as.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(i32).range(3..=1023))]
+    pub fd: i32,
+    /// An existing empty directory to mount on.
+    pub mountpoint: PathBuf,
+    /// The command that serves the mount, after --, e.g. tfmount -f SOURCE /dev/fd/3 (after
+    /// dropping privileges).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
 }
 
 const WARM_LONG: &str = "Fetch every tensor of SOURCE (an s3://, gs:// or http(s):// checkpoint, \

@@ -56,7 +56,7 @@ pub fn manpage(out: &mut dyn Write) -> std::io::Result<()> {
         out.write_all(laid_out(&extra.to_string(), ".SH").as_bytes())?;
     }
     out.write_all(
-        b".SH SUBCOMMANDS\nEach needs no FUSE; `tfmount SUBCOMMAND --help` prints its section.\n",
+        b".SH SUBCOMMANDS\nAll but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` prints its section.\n",
     )?;
     // Nested subcommands (`cache ls`) get their own subsection, after their parent's.
     let mut subs: Vec<(String, clap::Command)> = Vec::new();

@@ -53,6 +53,7 @@ pub fn run(cmd: Command) -> i32 {
     .try_init();
     let code = match cmd {
         Command::Mount(args) => crate::mount::run(args),
+        Command::MountHelper(a) => crate::mount::helper::run(&a),
         Command::Ls(a) => ls::run(&a),
         Command::Cat(a) => cat::run(&a),
         Command::Verify(a) => verify::run(&a),

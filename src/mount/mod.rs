@@ -1,5 +1,10 @@
 //! Mounting: options, checks before mounting, daemonizing with a readiness handshake, signals,
-//! and the watchdog that removes the mount if the daemon dies.
+//! and the watchdog that removes the mount if the daemon dies; or, for the mount point
+//! `/dev/fd/N` ([`fd`]), serving a `/dev/fuse` descriptor another process mounted; and the
+//! privileged half of that, `tfmount mount-helper` ([`helper`]).
+
+mod fd;
+pub mod helper;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -206,7 +211,7 @@ fn permission_words() -> String {
         }
         return "permission denied: the mount point must be a directory this user owns and may write, and FUSE mounts by users other than root must be allowed (in a container: --cap-add SYS_ADMIN and --device /dev/fuse)".into();
     }
-    "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it".into()
+    "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it; or a privileged step mounts and tfmount serves the descriptor without privileges, as /dev/fd/N (tfmount mount-helper; docs/containers.md)".into()
 }
 
 fn check_fuse() -> Result<(), Failure> {
@@ -357,11 +362,12 @@ fn check_nesting(
 }
 
 /// Opens SOURCE and builds its tree (a URL is not followed live). A local SOURCE is first
-/// checked not to contain the mount point `mp` (canonical), nor to be inside it.
-fn open_fs(args: &Args, settings: &Settings, mp: &Path) -> Result<(Fs, String), Failure> {
+/// checked not to contain the mount point `mp` (canonical), nor to be inside it (`None`: a
+/// descriptor someone else mounted, where it is not known).
+fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, String), Failure> {
     let src = probe::open(&args.source, &settings.remote)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
-    if !src.remote {
+    if let (false, Some(mp)) = (src.remote, mp) {
         check_nesting(&args.source, &src.probed, &args.mountpoint, mp)?;
     }
     let mut opts = settings.fs.clone();
@@ -410,17 +416,80 @@ fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
     )
 }
 
+/// Where a daemon serves: a mount point it mounts, or a `/dev/fuse` descriptor someone else
+/// mounted (the mount point `/dev/fd/N`).
+enum Target {
+    Mount(PathBuf),
+    Fd { fd: OwnedFd, shown: PathBuf },
+}
+
+impl Target {
+    /// The mount point, when this process mounts it.
+    fn mountpoint(&self) -> Option<&Path> {
+        match self {
+            Target::Mount(mp) => Some(mp),
+            Target::Fd { .. } => None,
+        }
+    }
+
+    /// As the user named it, for messages.
+    fn shown(&self) -> &Path {
+        match self {
+            Target::Mount(mp) => mp,
+            Target::Fd { shown, .. } => shown,
+        }
+    }
+}
+
+/// The target of `args`: `/dev/fd/N` checked to be a `/dev/fuse` descriptor, or the mount
+/// point checked, and FUSE checked to be usable for mounting.
+fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
+    if let Some(n) = fd::parse(&args.mountpoint) {
+        let fd = fd::take(n?, &args.mountpoint)?;
+        let theirs: Vec<&str> = settings
+            .mount_time
+            .iter()
+            .copied()
+            // What changes nothing (ro, nodev, ...: always on) is not worth a warning.
+            .filter(|o| crate::options::find(o).is_some_and(|o| !o.no_op))
+            .collect();
+        if !theirs.is_empty() {
+            eprintln!(
+                "tfmount: warning: {}: -o {} ignored: with a descriptor someone else mounted, mount options are the mounter's to set (tfmount mount-helper -o allow_other, or mount -o ...)",
+                args.mountpoint.display(),
+                theirs.join(",")
+            );
+        }
+        return Ok(Target::Fd {
+            fd,
+            shown: args.mountpoint.clone(),
+        });
+    }
+    if let Some(o) = settings
+        .mount_time
+        .iter()
+        .find(|o| crate::options::FROM_MOUNT_FUSE.contains(o))
+    {
+        return Err(fail(
+            EXIT_USAGE,
+            format!("-o {o}: tfmount mounts are always nodev and nosuid ({o} is accepted only with the mount point /dev/fd/N, where mount.fuse3 passes it)"),
+        ));
+    }
+    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
+        .map_err(|f| swapped(args, settings, f))?;
+    check_fuse()?;
+    Ok(Target::Mount(mountpoint))
+}
+
 fn run_inner(args: Args) -> Result<(), Failure> {
     init_logging();
     let settings = settings(&args)?;
     let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
-    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
-        .map_err(|f| swapped(&args, &settings, f))?;
-    check_fuse()?;
+    let target = target(&args, &settings)?;
     raise_fd_limit();
     if args.foreground {
-        let (fs, fsname) = open_fs(&args, &settings, &mountpoint)?;
-        return serve(fs, &mountpoint, &fsname, &settings, None);
+        let (fs, fsname) = open_fs(&args, &settings, target.mountpoint())?;
+        return serve(fs, target, &fsname, &settings, None);
     }
     // The daemon's log goes to --log-file: open it now, so that a path that cannot be written
     // is an error the user sees.
@@ -442,7 +511,7 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     // Open the source before forking, so its errors reach the user with the right exit code.
     // A remote store runs threads, which do not survive fork(): it is opened here to check it,
     // and again in the daemon.
-    let (fs, fsname) = open_fs(&args, &settings, &mountpoint)?;
+    let (fs, fsname) = open_fs(&args, &settings, target.mountpoint())?;
     let fs = if remote {
         drop(fs);
         None
@@ -461,10 +530,10 @@ fn run_inner(args: Args) -> Result<(), Failure> {
             detach_stdio(log_file.as_ref());
             let opened = match fs {
                 Some(fs) => Ok(fs),
-                None => open_fs(&args, &settings, &mountpoint).map(|(fs, _)| fs),
+                None => open_fs(&args, &settings, target.mountpoint()).map(|(fs, _)| fs),
             };
             let served = match opened {
-                Ok(fs) => serve(fs, &mountpoint, &fsname, &settings, Some(ready_w)),
+                Ok(fs) => serve(fs, target, &fsname, &settings, Some(ready_w)),
                 Err(f) => {
                     let mut w = ready_w;
                     let _ = writeln!(w, "{}:{}", f.code, f.msg);
@@ -582,6 +651,51 @@ fn raise_fd_limit() {
     }
 }
 
+/// The failure of a mount by this process, in words.
+fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> Failure {
+    // fuser's fallback to fusermount3 reports the refusal as its words (EPERM: a process
+    // without CAP_SYS_ADMIN, where the setuid fusermount3 cannot regain it either).
+    let denied = e.kind() == std::io::ErrorKind::PermissionDenied
+        || e.to_string()
+            .trim_end()
+            .ends_with("mount failed: Operation not permitted");
+    let code = if denied { EXIT_FUSE } else { EXIT_RUNTIME };
+    let why = if denied {
+        permission_words()
+    } else {
+        e.to_string()
+    };
+    fail(
+        code,
+        format!("{}: mount failed: {why}", mountpoint.display()),
+    )
+}
+
+/// The failure of serving a `/dev/fuse` descriptor someone else mounted, in words.
+fn fd_failed(shown: &Path, e: &std::io::Error) -> Failure {
+    match e.kind() {
+        // read(2) of a /dev/fuse descriptor that no mount uses yet fails with EPERM.
+        std::io::ErrorKind::PermissionDenied => fail(
+            EXIT_USAGE,
+            format!(
+                "{}: this /dev/fuse descriptor is not mounted: the mounter mounts it first (tfmount mount-helper, or mount -i -t fuse.tfmount -o fd=N,rootmode=40000,user_id=U,group_id=G tfmount MOUNTPOINT), then starts tfmount",
+                shown.display()
+            ),
+        ),
+        std::io::ErrorKind::NotConnected => fail(
+            EXIT_RUNTIME,
+            format!(
+                "{}: the mount was removed before tfmount could serve it",
+                shown.display()
+            ),
+        ),
+        _ => fail(
+            EXIT_RUNTIME,
+            format!("{}: cannot serve this /dev/fuse descriptor: {e}", shown.display()),
+        ),
+    }
+}
+
 /// Unmounts like `umount` (`lazy`: like `umount -l`), directly when allowed, else through
 /// `fusermount3`. Fails when the mount is busy and not `lazy`.
 fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
@@ -642,13 +756,18 @@ fn block_signals() -> libc::sigset_t {
 
 fn serve(
     fs: Fs,
-    mountpoint: &Path,
+    target: Target,
     fsname: &str,
     s: &Settings,
     ready: Option<File>,
 ) -> Result<(), Failure> {
     use std::os::fd::AsRawFd;
-    let _watchdog = spawn_watchdog(mountpoint, ready.as_ref().map(|f| f.as_raw_fd()))?;
+    // A descriptor someone else mounted is theirs to unmount: no watchdog (this process could
+    // not unmount it; `tfmount mount-helper` removes the mount if its command fails).
+    let _watchdog = match target.mountpoint() {
+        Some(mp) => Some(spawn_watchdog(mp, ready.as_ref().map(|f| f.as_raw_fd()))?),
+        None => None,
+    };
     // Replies of tensor bytes from mappings of the source files (one copy of each byte); a
     // page lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read
     // with pread.
@@ -671,23 +790,23 @@ fn serve(
     let fs = std::sync::Arc::new(fs);
     let fuse_fs = FuseFs::new(fs.clone(), s.direct_io);
     let unmounter = fuse_fs.unmounter();
-    let mut session = match fuser::Session::new(fuse_fs, mountpoint, &config) {
+    let shown = target.shown().to_path_buf();
+    let (session, mountpoint) = match target {
+        Target::Mount(mp) => (
+            fuser::Session::new(fuse_fs, &mp, &config).map_err(|e| mount_failed(&mp, &e)),
+            Some(mp),
+        ),
+        // The kernel decides who may use the mount (the mounter's user_id and allow_other):
+        // no second filter here.
+        Target::Fd { fd, shown } => (
+            fuser::Session::from_fd(fuse_fs, fd, fuser::SessionACL::All, config)
+                .map_err(|e| fd_failed(&shown, &e)),
+            None,
+        ),
+    };
+    let mut session = match session {
         Ok(sess) => sess,
-        Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
-                EXIT_FUSE
-            } else {
-                EXIT_RUNTIME
-            };
-            let why = if e.kind() == std::io::ErrorKind::PermissionDenied {
-                permission_words()
-            } else {
-                e.to_string()
-            };
-            let f = fail(
-                code,
-                format!("{}: mount failed: {why}", mountpoint.display()),
-            );
+        Err(f) => {
             if let Some(mut w) = ready {
                 let _ = writeln!(w, "{}:{}", f.code, f.msg);
             }
@@ -697,8 +816,16 @@ fn serve(
     if let Ok(mut slot) = unmounter.lock() {
         *slot = Some(session.unmount_callable());
     }
-    log::info!("mounted {fsname} on {}", mountpoint.display());
-    raise_readahead(mountpoint);
+    match &mountpoint {
+        Some(mp) => {
+            log::info!("mounted {fsname} on {}", mp.display());
+            raise_readahead(mp);
+        }
+        // Which mount the descriptor serves cannot be told from it; the mounter (which knows
+        // the mount point, and alone may write the knob) raises the read-ahead:
+        // `tfmount mount-helper` does.
+        None => log::info!("serving {fsname} on {}", shown.display()),
+    }
     fs.set_page_dropper(crate::fuse::invalidator(session.notifier()));
     if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {
         log::warn!("cannot follow the checkpoint directory ({e}); it is mounted as a snapshot");
@@ -706,12 +833,22 @@ fn serve(
     // For the log line at unmount (remote sources: requests made, bytes fetched).
     let stats = fs.clone();
     drop(fs);
-    let mp = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let mut sig = 0;
             unsafe { libc::sigwait(&signals, &mut sig) };
+            let Some(mp) = mountpoint else {
+                // Not ours to unmount: exit (the kernel ends the session once the last
+                // descriptor closes), and say so by the status, so that a mounter waiting
+                // for this process (`tfmount mount-helper`) removes the mount.
+                log::warn!(
+                    "signal {sig}: exiting; the mount served through {} stays until its mounter unmounts it (its files fail with ENOTCONN until then)",
+                    shown.display()
+                );
+                crate::source::remote::disk::flush_all(std::time::Duration::from_secs(30));
+                std::process::exit(EXIT_RUNTIME);
+            };
             log::info!("signal {sig}: unmounting");
             // Unmounted: the kernel ends the session and `run` returns. Busy (files are open):
             // as other FUSE daemons do on a signal, detach the mount lazily and exit; the files
