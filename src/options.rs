@@ -110,7 +110,7 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "crc_first",
         Value::None,
         "",
-        "Check a tensor's CRC-32C before serving its first byte, as for local files, also on object storage (where by default a tensor read from its start is checked while streamed, fetching each byte once, and only its last bytes wait for the check).",
+        "Check a tensor's CRC-32C before serving its first byte (a pass over the whole tensor first). By default a tensor is checked while it is streamed: each byte is read once, and only the read that reaches its end waits for the check (on object storage, a read that does not start at the tensor's beginning checks first).",
     ),
     flagged(
         opt(
