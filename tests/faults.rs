@@ -747,7 +747,8 @@ fn sha256_of(p: &Path, direct: bool) -> Result<String, String> {
 /// 32 readers at once over a remote mount with `remote_cache=64M`: the same 24 MiB tensor
 /// from 32 threads (`O_DIRECT`: each of them reads through the daemon), then 32 different
 /// 9 MiB tensors (through the page cache, each its own read-ahead). Every byte exact, and the
-/// daemon's RssAnon, sampled every 10 ms, stays within `remote_cache` + 64 MiB.
+/// daemon's RssAnon, sampled every 10 ms, stays within `remote_cache` + 64 MiB (the allocator
+/// returning what is freed: see below).
 #[test]
 fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
     let _serial = serial();
@@ -784,7 +785,13 @@ fn thirty_two_readers_get_exact_bytes_within_the_memory_budget() {
     let written = t0.elapsed();
 
     let url = format!("{}/load/model.ckpt", nginx.url());
-    let mut m = daemon(&url, "remote_cache=64M,remote_timeout=30s", &[]);
+    // glibc's dynamic mmap threshold keeps freed buffers of up to 32 MiB in the heap, and
+    // RssAnon then counts them: 121-137 MiB at the peak on a loaded 2-core machine, where the
+    // same daemon with the threshold fixed at 128 KiB peaks at 65-82 MiB (the bytes it holds).
+    // The budget bounds what the daemon holds, not what the allocator keeps: measured with the
+    // allocator returning freed buffers (docs/object-storage.md, "Memory").
+    let env = [("MALLOC_MMAP_THRESHOLD_".to_string(), "131072".to_string())];
+    let mut m = daemon(&url, "remote_cache=64M,remote_timeout=30s", &env);
     let pid = m.pid();
     let base = rss_anon(pid).expect("RssAnon");
     let stop = Arc::new(AtomicBool::new(false));
