@@ -172,6 +172,19 @@ mbps() {
 }
 row() { printf '%-44s %-26s %-14s %s\n' "$@"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# medians UNIT: the median of each key's runs in the caller's S into the caller's M (both
+# associative arrays, seen through bash's dynamic scope), and the runs printed, in UNIT
+medians() {
+    local k
+    for k in "${!S[@]}"; do
+        # shellcheck disable=SC2086
+        M[$k]=$(median ${S[$k]})
+    done
+    echo "   runs ($1):"
+    for k in $(printf '%s\n' "${!S[@]}" | sort); do
+        printf '     %-12s %s\n' "$k" "${S[$k]}"
+    done
+}
 ms() { awk -v t="$1" -v re="$NUM" 'BEGIN { if (t !~ re) print "nan"; else printf "%.1f ms", t * 1000 }'; }
 # cmp_ok VALUE OP TARGET -> PASS/MISS
 cmp_ok() {
@@ -1105,16 +1118,8 @@ bench_issue19() {
             put walk.$v "$(walk_v "$WORK/twalk/ckpt" "$mnt" $v)"
         done
     done
-    local k
     declare -A M
-    for k in "${!S[@]}"; do
-        # shellcheck disable=SC2086
-        M[$k]=$(median ${S[$k]})
-    done
-    echo "   runs (seconds):"
-    for k in $(printf '%s\n' "${!S[@]}" | sort); do
-        printf '     %-12s %s\n' "$k" "${S[$k]}"
-    done
+    medians seconds
     if cmp -s "$WORK/stats.before.txt" "$WORK/stats.after.txt"; then
         echo "   stats/big/tensor.txt: the same text before and after"
     else
@@ -1252,16 +1257,8 @@ t = time.perf_counter(); d = load_file(sys.argv[1]); print("%.6f" % (time.perf_c
             unmount_wait "$mnt"
         done
     done
-    local k
     declare -A M
-    for k in "${!S[@]}"; do
-        # shellcheck disable=SC2086
-        M[$k]=$(median ${S[$k]})
-    done
-    echo "   runs (seconds; cpu: clock ticks of $(getconf CLK_TCK) per second):"
-    for k in $(printf '%s\n' "${!S[@]}" | sort); do
-        printf '     %-10s %s\n' "$k" "${S[$k]}"
-    done
+    medians "seconds; cpu: clock ticks of $(getconf CLK_TCK) per second"
     echo "   (load now $(cut -d' ' -f1-3 /proc/loadavg))"
     t20() { # t20 LABEL VALUE OP TARGET
         local res=info

@@ -16,8 +16,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 
+use super::{block_signals, EXIT_RUNTIME, EXIT_USAGE};
 use super::{check_mountpoint, fail, is_mount_point, Failure, EXIT_FUSE, EXIT_MOUNTPOINT};
-use super::{EXIT_RUNTIME, EXIT_USAGE};
 use crate::cli::HelperArgs;
 use crate::error::io_words;
 
@@ -283,21 +283,6 @@ fn detach(mp: &Path) {
             mp.display(),
             io_words(&e)
         );
-    }
-}
-
-/// Blocks SIGTERM, SIGINT and SIGHUP in this thread and those it starts (COMMAND unblocks them
-/// before exec); returns the set, for `sigwait`.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask calls on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
     }
 }
 

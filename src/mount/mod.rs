@@ -742,7 +742,10 @@ fn limit_malloc_arenas(fs: &Fs) {
     let _ = fs;
 }
 
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread and those it starts (a child unblocks them
+/// before exec); returns the set, for `sigwait`.
 fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask calls on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
