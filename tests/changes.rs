@@ -386,3 +386,97 @@ fn checkpoint_directory_changing_keeps_serving_what_was_mounted() {
     }
     assert_alive(&mut m);
 }
+
+/// Local tensors are verified while streamed (`docs/integrity.md`): through the mount, a
+/// healthy tensor read from its end first (the read-around of a reader that maps the file) is
+/// served exact, its last read reading the part no read covered; a damaged one serves the reads
+/// before its end, fails the read that reaches it (EIO, one log line naming the data file), and
+/// keeps failing. `-o crc_first` fails its first read.
+#[test]
+fn local_tensors_are_verified_while_streamed() {
+    use tfmount::testkit::writer::CheckpointWriter;
+    const MIB: usize = 1 << 20;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let prefix = tmp.path().join("ckpt");
+    let good = tfmount::testkit::rng::bytes(7, 4 * MIB);
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    w.add(b"good", F32, &[MIB as u64], &good, 0).expect("add");
+    w.add(b"bad", F32, &[MIB as u64], &good, 0).expect("add");
+    w.finish().expect("finish");
+    // One byte of `bad` (stored second) flipped, 3 MiB into it.
+    let data = PathBuf::from(format!("{}.data-00000-of-00001", prefix.display()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&data)
+        .expect("open data");
+    let at = (4 * MIB + 3 * MIB) as u64;
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).expect("read byte");
+    f.write_all_at(&[b[0] ^ 0x20], at).expect("flip");
+    drop(f);
+    age_files(&prefix);
+
+    let direct = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(p)
+            .expect("open O_DIRECT")
+    };
+    let mut page = vec![0u8; 1 << 16];
+    let m = Mount::start(&prefix, &[]);
+    let bin = |k: &str| m.path().join(format!("variables/{k}.bin"));
+    // The healthy tensor, its last 64 KiB first: exact (the gap before it read by that read).
+    let g = direct(&bin("good"));
+    let end = (4 * MIB - page.len()) as u64;
+    assert_eq!(
+        g.read_at(&mut page, end).expect("good, end first"),
+        page.len()
+    );
+    assert!(
+        page[..] == good[end as usize..],
+        "good: wrong bytes at its end"
+    );
+    assert!(read_direct(&bin("good")).expect("good, whole") == good);
+    // The damaged one: its first MiB is served (not verified yet), the read reaching its end
+    // fails, and so does every read after.
+    let d = direct(&bin("bad"));
+    assert_eq!(
+        d.read_at(&mut page, 0).expect("bad, first read"),
+        page.len()
+    );
+    assert!(page[..] == good[..page.len()]);
+    let e = read_direct(&bin("bad")).expect_err("bad read to its end");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let e = d.read_at(&mut page, 0).expect_err("bad, again");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let log = m.log_text();
+    let name = data
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("ERROR") && l.contains(&name))
+            .count(),
+        1,
+        "one line names the data file:\n{log}"
+    );
+    drop((g, d));
+    drop(m);
+
+    let m = Mount::start(&prefix, &["-o", "crc_first"]);
+    let d = direct(&m.path().join("variables/bad.bin"));
+    let e = d
+        .read_at(&mut page, 0)
+        .expect_err("crc_first: the first read fails");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let g = direct(&m.path().join("variables/good.bin"));
+    assert_eq!(
+        g.read_at(&mut page, 0).expect("crc_first: good"),
+        page.len()
+    );
+    assert!(page[..] == good[..page.len()]);
+}
