@@ -1720,3 +1720,135 @@ fn verify_of_a_copied_directory_checks_the_copy() {
         text(&o.stderr)
     );
 }
+
+/// A JSON Lines output: one object per line, each parsed.
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    lines(out)
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap_or_else(|e| panic!("{}: {e}", text(l))))
+        .collect()
+}
+
+/// A string field of a JSON record as bytes (its `NAME_hex` when the bytes are not UTF-8).
+fn json_bytes(r: &Value, name: &str) -> Vec<u8> {
+    if let Some(h) = r.get(format!("{name}_hex")).and_then(Value::as_str) {
+        return (0..h.len() / 2)
+            .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+    }
+    r[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} in {r}"))
+        .as_bytes()
+        .to_vec()
+}
+
+/// `--json` says what the text says, field by field (docs/cli.md's schema), with the exit
+/// status of the text form; `verify` and `diff` end with a summary whose counts are the text's.
+#[test]
+fn json_output_says_what_the_text_says() {
+    // ls: every entry of the whole tree, with its type, size and link target.
+    for source in ["demo_savedmodel", "cli/pair/a"] {
+        let text_out = tfmount(&["ls", "-l", "-R", source]);
+        let json_out = tfmount(&["ls", "--json", "-R", source]);
+        assert_eq!(code(&json_out), code(&text_out), "ls {source}");
+        let recs = json_lines(&json_out.stdout);
+        let want = lines(&text_out.stdout);
+        assert_eq!(recs.len(), want.len(), "ls {source}");
+        for (r, l) in recs.iter().zip(&want) {
+            let f: Vec<Vec<u8>> = l.split(|&b| b == b'\t').map(unesc).collect();
+            let kind = match r["type"].as_str().expect("type") {
+                "dir" => "d",
+                "file" => "f",
+                "symlink" => "l",
+                t => panic!("type {t}"),
+            };
+            assert_eq!(kind.as_bytes(), f[0].as_slice(), "{r}");
+            assert_eq!(
+                r["size"].as_u64().expect("size").to_string().as_bytes(),
+                f[1]
+            );
+            assert_eq!(json_bytes(r, "path"), f[2], "{r}");
+            match f.get(3) {
+                Some(t) => assert_eq!(&json_bytes(r, "target"), t, "{r}"),
+                None => assert!(r.get("target").is_none(), "{r}"),
+            }
+        }
+    }
+    // verify: the problems of a damaged copy, then the summary.
+    let e = expected();
+    let v = &e["verify"]["variants"][0];
+    let d = damaged_copy(v);
+    let run = |args: &[&str]| {
+        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        tfmount_in(d.path(), &a)
+    };
+    let (t, j) = (run(&["verify", "ckpt"]), run(&["verify", "--json", "ckpt"]));
+    assert_eq!((code(&t), code(&j)), (1, 1));
+    let mut recs = json_lines(&j.stdout);
+    let summary = recs.pop().expect("a summary");
+    assert_eq!(summary["type"], "summary", "{summary}");
+    let problems: Vec<(Vec<u8>, String)> = recs
+        .iter()
+        .map(|r| {
+            assert_eq!(r["type"], "problem", "{r}");
+            (
+                json_bytes(r, "key"),
+                r["problem"].as_str().expect("problem").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(problems, verify_lines(&t.stdout));
+    let (tensors, bytes) = verify_summary(&t.stderr);
+    assert_eq!(summary["tensors"].as_u64(), Some(tensors));
+    assert_eq!(summary["bytes"].as_u64(), Some(bytes));
+    assert_eq!(summary["problems"].as_u64(), Some(problems.len() as u64));
+    assert!(summary["milliseconds"].is_u64(), "{summary}");
+    // diff: the changes, then the counts --stats prints.
+    for d in e["diff"].as_array().expect("diff") {
+        let (a, b) = (d["a"].as_str().expect("a"), d["b"].as_str().expect("b"));
+        let run = |args: &[&str]| {
+            let v: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+            tfmount_in(&cli_dir(), &v)
+        };
+        let t = run(&["diff", "-s", "--stats", a, b]);
+        let j = run(&["diff", "-s", "--json", a, b]);
+        assert_eq!(code(&j), code(&t), "diff {a} {b}");
+        let mut recs = json_lines(&j.stdout);
+        let s = recs.pop().expect("a summary");
+        assert_eq!(s["type"], "summary", "{s}");
+        let got: Vec<Vec<u8>> = recs
+            .iter()
+            .map(|r| {
+                assert_eq!(r["type"], "change", "{r}");
+                [
+                    json_bytes(r, "change"),
+                    b"\t".to_vec(),
+                    esc(&json_bytes(r, "key")),
+                ]
+                .concat()
+            })
+            .collect();
+        assert_eq!(got, lines(&t.stdout), "diff {a} {b}");
+        let count = |tag: &str| got.iter().filter(|l| l.starts_with(tag.as_bytes())).count();
+        let stats = text(&t.stderr);
+        for (name, tag, words) in [
+            ("added", "A\t", "added"),
+            ("deleted", "D\t", "deleted"),
+            ("type_changed", "T\t", "type"),
+            ("modified", "M\t", "modified"),
+            ("equal", "=\t", "equal"),
+        ] {
+            assert_eq!(s[name].as_u64(), Some(count(tag) as u64), "{name}: {s}");
+            assert!(
+                stats.contains(&format!("{words} {}", count(tag))),
+                "{name}: {stats}"
+            );
+        }
+        assert_eq!(
+            s["data_bytes_read"].as_u64(),
+            Some(data_bytes_read(&t.stderr)),
+            "{s}"
+        );
+    }
+}

@@ -352,6 +352,9 @@ pub struct LsArgs {
     /// List subdirectories recursively (paths relative to PATH).
     #[arg(short = 'R')]
     pub recursive: bool,
+    /// One JSON object per entry (JSON Lines), always with its type and size (schema: docs/cli.md).
+    #[arg(long)]
+    pub json: bool,
     #[arg(help = source_help())]
     pub source: PathBuf,
     /// A directory (or file) of the tree, relative to its root.
@@ -391,6 +394,9 @@ pub struct VerifyArgs {
     /// Threads reading and checking (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// One JSON object per problem, then a summary object (JSON Lines; schema: docs/cli.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -414,6 +420,9 @@ pub struct DiffArgs {
     /// Print one line of counts on stderr: tensors, how each was decided, data bytes read.
     #[arg(long)]
     pub stats: bool,
+    /// One JSON object per changed tensor, then a summary object (JSON Lines; schema: docs/cli.md).
+    #[arg(long)]
+    pub json: bool,
     /// The old checkpoint.
     pub a: PathBuf,
     /// The new checkpoint.

@@ -11,7 +11,7 @@ use std::iter::Peekable;
 use std::path::Path;
 use std::time::Instant;
 
-use super::{closed, escape, Lines};
+use super::{closed, escape, Lines, Val};
 use crate::cli::DiffArgs;
 use crate::cmd::model::{one_checkpoint, Ckpt, Item, Walk};
 
@@ -25,9 +25,33 @@ pub fn run(args: &DiffArgs) -> i32 {
     let (Ok(a), Ok(b)) = (open(&args.a), open(&args.b)) else {
         return 2;
     };
-    let mut d = Diff::new(&a, &b, args.exact, args.same, Lines::new());
+    let mut d = Diff::new(&a, &b, args.exact, args.same, Lines::to_stdout(args.json));
     d.walk();
-    if let Err(e) = d.out.flush() {
+    let summary = if d.out.json() && !d.closed {
+        let s = &d.stats;
+        let n = |v: u64| Val::Num(Some(v));
+        d.out.record(
+            "summary",
+            &[
+                ("tensors_a", n(s.in_a)),
+                ("tensors_b", n(s.in_b)),
+                ("added", n(s.added)),
+                ("deleted", n(s.deleted)),
+                ("type_changed", n(s.typed)),
+                ("modified", n(s.modified)),
+                ("equal", n(s.equal)),
+                ("decided_by_index", n(s.by_index)),
+                ("decided_by_bytes", n(s.by_bytes)),
+                (
+                    "data_bytes_read",
+                    n(a.data_bytes_read() + b.data_bytes_read()),
+                ),
+            ],
+        )
+    } else {
+        Ok(())
+    };
+    if let Err(e) = summary.and_then(|()| d.out.flush()) {
         if !closed(&e) {
             eprintln!("tfmount diff: stdout: {e}");
             d.trouble = true;
@@ -150,7 +174,8 @@ impl<'c> Diff<'c> {
         if self.closed {
             return;
         }
-        if let Err(e) = self.out.fields(&[tag, key]) {
+        let fields = [("change", Val::Bytes(tag)), ("key", Val::Bytes(key))];
+        if let Err(e) = self.out.record("change", &fields) {
             if !closed(&e) {
                 eprintln!("tfmount diff: stdout: {e}");
                 self.trouble = true;

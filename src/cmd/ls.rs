@@ -1,9 +1,10 @@
 //! `tfmount ls [-l] [-R] SOURCE [PATH]`: the entries of a directory of the tree a mount would
-//! show, in readdir order; `-l` adds type and size, `-R` recurses (paths relative to PATH).
+//! show, in readdir order; `-l` adds type and size, `-R` recurses (paths relative to PATH);
+//! `--json`: one object per entry, always with its type and size.
 
 use std::io;
 
-use super::{arg_bytes, closed, escape, Lines};
+use super::{arg_bytes, closed, escape, Lines, Val};
 use crate::cli::LsArgs;
 use crate::cmd::model::{Node, NodeKind, Tree};
 
@@ -26,8 +27,8 @@ pub fn run(args: &LsArgs) -> i32 {
     };
     let mut ls = Ls {
         tree: &tree,
-        long: args.long,
-        out: Lines::new(),
+        long: args.long || args.json,
+        out: Lines::to_stdout(args.json),
         failed: false,
     };
     let r = if node.kind == NodeKind::Dir {
@@ -61,27 +62,43 @@ impl Ls<'_> {
     /// Prints one entry; `name` is its name or its path relative to PATH.
     fn entry(&mut self, name: &[u8], node: Node) -> io::Result<()> {
         if !self.long {
-            return self.out.fields(&[name]);
+            return self.out.record("entry", &[("path", Val::Bytes(name))]);
         }
         let size = match self.tree.size(node) {
-            Ok(s) => s.to_string(),
+            Ok(s) => Some(s),
             Err(e) => {
                 eprintln!(
                     "tfmount ls: {}: {e}",
                     String::from_utf8_lossy(&escape(name))
                 );
                 self.failed = true;
-                "?".to_string()
+                None
             }
         };
-        match node.kind {
-            NodeKind::Dir => self.out.fields(&[b"d", size.as_bytes(), name]),
-            NodeKind::File => self.out.fields(&[b"f", size.as_bytes(), name]),
-            NodeKind::Symlink => {
-                let target = self.tree.readlink(node).unwrap_or_default();
-                self.out.fields(&[b"l", size.as_bytes(), name, &target])
-            }
+        let (letter, kind) = match node.kind {
+            NodeKind::Dir => ("d", "dir"),
+            NodeKind::File => ("f", "file"),
+            NodeKind::Symlink => ("l", "symlink"),
+        };
+        let target = match node.kind {
+            NodeKind::Symlink => Some(self.tree.readlink(node).unwrap_or_default()),
+            _ => None,
+        };
+        let mut fields = vec![
+            ("kind", Val::Bytes(letter.as_bytes())),
+            ("size", Val::Num(size)),
+            ("path", Val::Bytes(name)),
+        ];
+        if let Some(t) = &target {
+            fields.push(("target", Val::Bytes(t)));
         }
+        // JSON names the kind in the record's type; text shows its letter first, as `ls -l`.
+        let shown = if self.out.json() {
+            &fields[1..]
+        } else {
+            &fields[..]
+        };
+        self.out.record(kind, shown)
     }
 
     /// Lists directory `dir`, whose path relative to PATH is `rel` (empty for PATH itself).

@@ -107,9 +107,20 @@ fn closed(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe
 }
 
-/// Line-oriented output: buffered stdout, or the lines kept (for the Python module).
+/// One value of an output record: bytes (a key, a path, words) or a number (`None`: unknown,
+/// `?` in text, `null` in JSON).
+#[derive(Clone, Copy)]
+pub(crate) enum Val<'a> {
+    Bytes(&'a [u8]),
+    Num(Option<u64>),
+}
+
+/// Line-oriented output: buffered stdout as text (tab-separated fields, escaped) or as JSON
+/// Lines (`--json`: one object per record, each field by its name, with `"type"` first), or
+/// the records kept (for the Python module).
 pub(crate) struct Lines {
     w: Option<io::BufWriter<io::StdoutLock<'static>>>,
+    json: bool,
     line: Vec<u8>,
     /// The lines' fields, unescaped, when kept.
     kept: Vec<Vec<Vec<u8>>>,
@@ -119,8 +130,17 @@ impl Lines {
     fn new() -> Lines {
         Lines {
             w: Some(io::BufWriter::with_capacity(64 << 10, io::stdout().lock())),
+            json: false,
             line: Vec::new(),
             kept: Vec::new(),
+        }
+    }
+
+    /// [`Lines::new`], or JSON Lines with `json`.
+    fn to_stdout(json: bool) -> Lines {
+        Lines {
+            json,
+            ..Lines::new()
         }
     }
 
@@ -128,6 +148,7 @@ impl Lines {
     fn kept() -> Lines {
         Lines {
             w: None,
+            json: false,
             line: Vec::new(),
             kept: Vec::new(),
         }
@@ -136,6 +157,11 @@ impl Lines {
     /// Whether lines are kept rather than written.
     fn keeps(&self) -> bool {
         self.w.is_none()
+    }
+
+    /// Whether records are written as JSON.
+    fn json(&self) -> bool {
+        self.json && self.w.is_some()
     }
 
     /// The kept lines of two fields each, as pairs (a missing field empty).
@@ -150,18 +176,29 @@ impl Lines {
             .collect()
     }
 
-    /// Writes the fields, each escaped, separated by tabs, and a newline.
-    fn fields(&mut self, fields: &[&[u8]]) -> io::Result<()> {
+    /// Writes one record of type `kind`: in text, its values escaped, separated by tabs (`kind`
+    /// and the names unused); in JSON, `{"type": kind, name: value, ...}` (see [`json_field`]).
+    fn record(&mut self, kind: &str, fields: &[(&str, Val<'_>)]) -> io::Result<()> {
         let Some(w) = &mut self.w else {
-            self.kept.push(fields.iter().map(|f| f.to_vec()).collect());
+            self.kept
+                .push(fields.iter().map(|(_, v)| text_of(*v)).collect());
             return Ok(());
         };
         self.line.clear();
-        for (i, f) in fields.iter().enumerate() {
-            if i > 0 {
-                self.line.push(b'\t');
+        if self.json {
+            self.line.extend_from_slice(b"{\"type\":");
+            json_string(&mut self.line, kind);
+            for (name, v) in fields {
+                json_field(&mut self.line, name, *v);
             }
-            escape_into(&mut self.line, f);
+            self.line.push(b'}');
+        } else {
+            for (i, (_, v)) in fields.iter().enumerate() {
+                if i > 0 {
+                    self.line.push(b'\t');
+                }
+                escape_into(&mut self.line, &text_of(*v));
+            }
         }
         self.line.push(b'\n');
         w.write_all(&self.line)
@@ -172,5 +209,63 @@ impl Lines {
             Some(w) => w.flush(),
             None => Ok(()),
         }
+    }
+}
+
+/// A value's text: its bytes, or the number in decimal (`?` when unknown).
+fn text_of(v: Val<'_>) -> Vec<u8> {
+    match v {
+        Val::Bytes(b) => b.to_vec(),
+        Val::Num(Some(n)) => n.to_string().into_bytes(),
+        Val::Num(None) => b"?".to_vec(),
+    }
+}
+
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    // Serializing a &str cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// `,"name":value`: a number (or `null`), or a string; bytes that are not UTF-8 come as their
+/// text with U+FFFD for what is not, and beside it `"name_hex"`, the bytes in hex, so that no
+/// key is lost.
+fn json_field(out: &mut Vec<u8>, name: &str, v: Val<'_>) {
+    out.push(b',');
+    json_string(out, name);
+    out.push(b':');
+    match v {
+        Val::Num(Some(n)) => out.extend_from_slice(n.to_string().as_bytes()),
+        Val::Num(None) => out.extend_from_slice(b"null"),
+        Val::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => json_string(out, s),
+            Err(_) => {
+                json_string(out, &String::from_utf8_lossy(b));
+                out.push(b',');
+                json_string(out, &format!("{name}_hex"));
+                out.push(b':');
+                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                json_string(out, &hex);
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_fields_are_typed_and_keep_bytes_that_are_not_utf8() {
+        let mut out = Vec::new();
+        json_field(&mut out, "key", Val::Bytes(b"a/\"b\tc"));
+        json_field(&mut out, "size", Val::Num(Some(12)));
+        json_field(&mut out, "n", Val::Num(None));
+        json_field(&mut out, "raw", Val::Bytes(b"x\xff"));
+        assert_eq!(
+            String::from_utf8(out).expect("utf8"),
+            r#","key":"a/\"b\tc","size":12,"n":null,"raw":"x\u{fffd}","raw_hex":"78ff""#
+                .replace("\\u{fffd}", "\u{fffd}")
+        );
+        assert_eq!(text_of(Val::Num(None)), b"?");
     }
 }

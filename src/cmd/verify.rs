@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{closed, Lines};
+use super::{closed, Lines, Val};
 use crate::cli::VerifyArgs;
 use crate::cmd::model::{show_extent, CheckpointSet, Ckpt, Item, Piece, SourceProblem, TensorInfo};
 
@@ -35,21 +35,43 @@ const BATCH_BYTES: u64 = 512 << 20;
 pub fn run(args: &VerifyArgs) -> i32 {
     let start = Instant::now();
     let threads = args.threads.map(usize::from);
-    let mut v = match verify(&args.source, threads, Lines::new(), true, &[]) {
+    let mut v = match verify(
+        &args.source,
+        threads,
+        Lines::to_stdout(args.json),
+        true,
+        &[],
+    ) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("tfmount verify: {e}");
             return 3;
         }
     };
-    if let Err(e) = v.out.flush() {
+    let secs = start.elapsed().as_secs_f64();
+    let bytes = v.bytes.load(Ordering::Relaxed);
+    let summary = if v.out.json() && !v.closed {
+        v.out.record(
+            "summary",
+            &[
+                ("tensors", Val::Num(Some(v.tensors))),
+                ("bytes", Val::Num(Some(bytes))),
+                ("problems", Val::Num(Some(v.problems))),
+                (
+                    "milliseconds",
+                    Val::Num(Some(start.elapsed().as_millis() as u64)),
+                ),
+            ],
+        )
+    } else {
+        Ok(())
+    };
+    if let Err(e) = summary.and_then(|()| v.out.flush()) {
         if !closed(&e) {
             eprintln!("tfmount verify: stdout: {e}");
         }
     }
     v.progress.finish_and_clear();
-    let secs = start.elapsed().as_secs_f64();
-    let bytes = v.bytes.load(Ordering::Relaxed);
     eprintln!(
         "verify: {} tensors, {} bytes, {} problem{}, {:.3} s, {:.1} MB/s",
         v.tensors,
@@ -206,7 +228,11 @@ impl Verifier {
             return;
         }
         let k = [name.as_bytes(), key].concat();
-        if let Err(e) = self.out.fields(&[&k, reason.as_bytes()]) {
+        let fields = [
+            ("key", Val::Bytes(&k)),
+            ("problem", Val::Bytes(reason.as_bytes())),
+        ];
+        if let Err(e) = self.out.record("problem", &fields) {
             if !closed(&e) {
                 eprintln!("tfmount verify: stdout: {e}");
             }
