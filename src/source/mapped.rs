@@ -253,7 +253,7 @@ mod tests {
         let m = Mapping::new(&file, (page * 4) as u64).expect("mapped");
         let (sum, lost) = scope(|| m.bytes()[..page].iter().map(|&b| b as u64).sum::<u64>());
         assert_eq!((sum, lost), (7 * page as u64, false));
-        assert!(allowed() == false, "outside a scope");
+        assert!(!allowed(), "outside a scope");
         f.set_len(page as u64).expect("truncate");
         let (tail, lost) = scope(|| {
             assert!(allowed());
