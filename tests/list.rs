@@ -132,3 +132,38 @@ fn foreground_prints_one_ready_line_once_mounted() {
     assert!(second.is_err(), "a second line: {second:?}");
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn umount_of_a_busy_mount_names_z_which_detaches_it() {
+    if !requires::fuse("list::umount_of_a_busy_mount_names_z_which_detaches_it") {
+        return;
+    }
+    let mut m = Mount::start(&fixture(), &[]);
+    let mp = std::fs::canonicalize(m.path()).expect("canonical mount point");
+    let open = std::fs::File::open(mp.join("variables")).expect("open a directory of the mount");
+    let o = tfmount(&[std::ffi::OsStr::new("umount"), mp.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("busy") && err.contains("-z"), "{err}");
+    assert!(err.contains(&*mp.to_string_lossy()), "{err}");
+    assert!(is_mounted(&mp), "a busy mount stays");
+    let o = tfmount(&[
+        std::ffi::OsStr::new("umount"),
+        std::ffi::OsStr::new("-z"),
+        mp.as_os_str(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!is_mounted(&mp), "detached by umount -z");
+    drop(open);
+    let child = m.child.take().expect("daemon");
+    assert_eq!(
+        wait_with_timeout(child, Duration::from_secs(10)),
+        Some(0),
+        "the daemon exits once the last open file is closed"
+    );
+}

@@ -239,8 +239,8 @@ served through /dev/fd/N). OPTIONS are the daemon's -o options and the flags tha
 comma-separated (- when none or unknown).";
 
 const UMOUNT_LONG: &str = "Unmount each MOUNTPOINT, a tfmount mount, as fusermount3 -u does (-z: \
-detach it now, as fusermount3 -u -z; files still open on it fail afterwards), then wait up to 10 s \
-for its daemon to exit. A path that is not a tfmount mount (not a mount point, or another file \
+detach it now, as fusermount3 -u -z: files still open on it keep working, the daemon exits when \
+the last is closed, and umount does not wait for it), then wait up to 10 s for its daemon to exit. A path that is not a tfmount mount (not a mount point, or another file \
 system) is refused, naming what it is. A busy mount (files or directories open on it) stays \
 mounted, with a message; -z detaches it anyway.";
 
@@ -251,7 +251,8 @@ EXIT CODES:\n  0 every MOUNTPOINT unmounted and its daemon gone   1 busy, unmoun
 still running after 10 s   2 usage error   4 a MOUNTPOINT that is not a tfmount mount"
 )]
 pub struct UmountArgs {
-    /// Detach lazily (umount -l): the mount disappears now, open files fail afterwards.
+    /// Detach lazily (umount -l): the mount disappears now; files open on it stay readable until
+    /// closed, then the daemon exits (not waited for).
     #[arg(short = 'z', long)]
     pub lazy: bool,
     /// tfmount mount points.

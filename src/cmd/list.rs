@@ -272,7 +272,9 @@ working directory counts); close them, or detach it now with tfmount umount -z {
         }
         return 1;
     }
-    let Some(pid) = pid else {
+    // Detached lazily, the mount's daemon serves the files still open on it and exits when the
+    // last is closed: nothing to wait for now.
+    let Some(pid) = pid.filter(|_| !lazy) else {
         return 0;
     };
     let t0 = Instant::now();
