@@ -167,3 +167,62 @@ fn umount_of_a_busy_mount_names_z_which_detaches_it() {
         "the daemon exits once the last open file is closed"
     );
 }
+
+#[test]
+fn list_names_the_daemon_a_mount_helper_started() {
+    if !requires::fuse("list::list_names_the_daemon_a_mount_helper_started") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mp = dir.path().join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    let mp = std::fs::canonicalize(&mp).expect("canonical mount point");
+    let bin = env!("CARGO_BIN_EXE_tfmount");
+    let helper = Command::new(bin)
+        .arg("mount-helper")
+        .arg(&mp)
+        .arg("--")
+        .arg(bin)
+        .args(["-f", "-o", "nocrc"])
+        .arg(fixture())
+        .arg("/dev/fd/3")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tfmount mount-helper");
+    let hpid = helper.id();
+    within(Duration::from_secs(30), "the helper's mount", || {
+        is_mounted(&mp)
+    });
+    let f = within_line(&mp);
+    let code = {
+        let o = tfmount(&[std::ffi::OsStr::new("umount"), mp.as_os_str()]);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let helper_code = wait_with_timeout(helper, Duration::from_secs(10));
+    assert_eq!(
+        f[1], "tfmount",
+        "mountinfo's source of a helper's mount: {f:?}"
+    );
+    let pid: u32 = f[2].parse().unwrap_or_else(|_| panic!("a pid: {f:?}"));
+    assert_ne!(pid, hpid, "the daemon, not the helper: {f:?}");
+    assert_eq!(f[3], "nocrc", "{f:?}");
+    assert_eq!(code.0, Some(0), "{}", code.1);
+    assert!(!is_mounted(&mp));
+    assert_eq!(helper_code, Some(0), "the helper exits with its daemon's 0");
+}
+
+/// [`list_line`], retried for a second while the helper's child starts.
+fn within_line(mp: &Path) -> Vec<String> {
+    let mut f = list_line(mp);
+    let t0 = std::time::Instant::now();
+    while f.get(2).map(String::as_str) == Some("-") && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        f = list_line(mp);
+    }
+    f
+}

@@ -232,10 +232,11 @@ there is none (as mount -t prints nothing), exit status 0 either way. A mount is
 type is fuse.tfmount (tfmount mount-helper, mount -t fuse.tfmount), or when it is a plain fuse mount \
 that a running tfmount process names as its MOUNTPOINT (tfmount mounting itself: the kernel shows \
 its type as fuse). SOURCE is the source as the mount recorded it (a local source's canonical path, \
-or its URL). PID is the daemon serving the mount, found from the command lines in /proc/*/cmdline \
-(a tfmount process whose MOUNTPOINT, resolved against its working directory, is the mount point; \
-not its watchdog, the child it forks): - when it cannot be told (another user's process, a mount \
-served through /dev/fd/N). OPTIONS are the daemon's -o options and the flags that stand for them, \
+or its URL; tfmount for a mount-helper's mount). PID is the daemon serving the mount, found from \
+the command lines in /proc/*/cmdline (a tfmount process whose MOUNTPOINT, resolved against its \
+working directory, is the mount point, not the watchdog it forks; or the tfmount child serving \
+/dev/fd/N of the tfmount mount-helper that mounted it): - when it cannot be told (another user's \
+process, a descriptor passed on some other way). OPTIONS are the daemon's -o options and the flags that stand for them, \
 comma-separated (- when none or unknown).";
 
 const UMOUNT_LONG: &str = "Unmount each MOUNTPOINT, a tfmount mount, as fusermount3 -u does (-z: \
@@ -528,6 +529,17 @@ pub(crate) fn mount_line(argv: &[OsString]) -> Option<Args> {
     } else {
         let m = mount_command().try_get_matches_from(argv).ok()?;
         mount_args(&m).ok()
+    }
+}
+
+/// The MOUNTPOINT of a `tfmount mount-helper` command line `argv`; `None` for anything else.
+pub(crate) fn helper_line(argv: &[OsString]) -> Option<PathBuf> {
+    if argv.get(1).map(|a| a.as_os_str()) != Some(OsStr::new("mount-helper")) {
+        return None;
+    }
+    match Cli::try_parse_from(argv).ok()?.command {
+        Command::MountHelper(h) => Some(h.mountpoint),
+        _ => None,
     }
 }
 

@@ -42,7 +42,9 @@ fn mounts() -> Vec<MountLine> {
         .collect()
 }
 
-/// A running tfmount process that mounts (the mount form or `tfmount mount`).
+/// A running tfmount process that serves a mount: the mount form or `tfmount mount` on a
+/// directory, or on `/dev/fd/N` as the child of a `tfmount mount-helper` (`mountpoint` is then
+/// the helper's).
 struct Daemon {
     pid: u32,
     ppid: u32,
@@ -91,6 +93,9 @@ fn daemons() -> Vec<Daemon> {
         return Vec::new();
     };
     let mut out = Vec::new();
+    // Served through /dev/fd/N: (pid, ppid, options), matched with their helpers below.
+    let mut by_fd = Vec::new();
+    let mut helpers = Vec::new();
     for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
@@ -116,9 +121,21 @@ fn daemons() -> Vec<Daemon> {
         if !named_tfmount {
             continue;
         }
-        let Some(args) = crate::cli::mount_line(&argv) else {
-            continue;
+        let args = match crate::cli::mount_line(&argv) {
+            Some(args) => args,
+            None => {
+                if let Some(mp) = crate::cli::helper_line(&argv) {
+                    helpers.push((pid, mp, e.path()));
+                }
+                continue;
+            }
         };
+        if args.mountpoint.starts_with("/dev/fd") {
+            if let Some((ppid, false)) = stat(pid) {
+                by_fd.push((pid, ppid, args.options));
+            }
+            continue;
+        }
         let mountpoint = if args.mountpoint.is_absolute() {
             resolve(Path::new("/"), &args.mountpoint)
         } else {
@@ -140,6 +157,25 @@ fn daemons() -> Vec<Daemon> {
             mountpoint,
             options: args.options,
         });
+    }
+    // A helper's child serving /dev/fd/N serves the helper's mount point.
+    for (hpid, mp, proc_dir) in helpers {
+        let mountpoint = if mp.is_absolute() {
+            resolve(Path::new("/"), &mp)
+        } else {
+            let Ok(cwd) = std::fs::read_link(proc_dir.join("cwd")) else {
+                continue;
+            };
+            resolve(&cwd, &mp)
+        };
+        if let Some((pid, _, options)) = by_fd.iter().find(|(_, ppid, _)| *ppid == hpid) {
+            out.push(Daemon {
+                pid: *pid,
+                ppid: hpid,
+                mountpoint,
+                options: options.clone(),
+            });
+        }
     }
     out
 }
