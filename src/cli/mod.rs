@@ -1,5 +1,5 @@
 //! Command-line definitions: the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` ([`Args`]) and
-//! the subcommands `mount`, `ls`, `cat`, `verify`, `diff`, `completions`, `manpage` ([`Cli`]),
+//! the subcommands `mount`, `list`, `umount`, `ls`, `cat`, `verify`, `diff`, `completions`, `manpage` ([`Cli`]),
 //! chosen when the first argument names one (see [`is_subcommand`]). The mount options and
 //! their flags come from one table, [`crate::options::OPTIONS`]; [`reference`] renders the man
 //! page, shell completions and the reference in `docs/cli.md` from these definitions.
@@ -52,10 +52,12 @@ SOURCE: {}",
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
 tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
-fusermount3 -u /mnt/m                  # unmount\n\n\
+tfmount umount /mnt/m                  # unmount (or fusermount3 -u /mnt/m)\n\n\
 SUBCOMMANDS (all but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` for each):\n  \
 mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
 mount-helper  mount for an unprivileged daemon       tfmount mount-helper /mnt/m -- setpriv ... tfmount -f SOURCE /dev/fd/3\n  \
+list    the active tfmount mounts                tfmount list\n  \
+umount  unmount and wait for the daemon         tfmount umount /mnt/m\n  \
 ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
 cat     write files of that tree to stdout       tfmount cat model/ variables/dense/kernel.npy\n  \
 verify  check every tensor's bytes and CRC-32C    tfmount verify train/ckpt-42\n  \
@@ -73,7 +75,8 @@ pub struct Args {
     #[arg(help = MOUNTPOINT_HELP, long_help = mountpoint_long_help())]
     pub mountpoint: PathBuf,
 
-    /// Stay in the foreground (log to stderr; Ctrl-C or SIGTERM unmounts).
+    /// Stay in the foreground (log to stderr; once the mount serves, one line on stdout:
+    /// `mounted SOURCE at MOUNTPOINT`; Ctrl-C or SIGTERM unmounts).
     #[arg(short, long)]
     pub foreground: bool,
 
@@ -112,9 +115,11 @@ given here they are ignored, with a warning. See docs/containers.md.",
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub(crate) const SUBCOMMANDS: [&str; 11] = [
+pub(crate) const SUBCOMMANDS: [&str; 13] = [
     "mount",
     "mount-helper",
+    "list",
+    "umount",
     "ls",
     "cat",
     "verify",
@@ -184,6 +189,12 @@ pub enum Command {
     /// Mount /dev/fuse on MOUNTPOINT (privileged) and run COMMAND with the descriptor, to serve it unprivileged.
     #[command(name = "mount-helper", long_about = HELPER_LONG)]
     MountHelper(HelperArgs),
+    /// List the active tfmount mounts: mount point, source, daemon pid, options.
+    #[command(long_about = LIST_LONG)]
+    List,
+    /// Unmount tfmount mounts and wait for their daemons to exit.
+    #[command(long_about = UMOUNT_LONG)]
+    Umount(UmountArgs),
     /// List the tree a mount of SOURCE would show, without mounting.
     #[command(long_about = LS_LONG)]
     Ls(LsArgs),
@@ -213,6 +224,41 @@ tfmount completions fish > ~/.config/fish/completions/tfmount.fish"
     #[command(after_help = "EXAMPLES:\n  tfmount manpage | man -l -\n  \
 tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
     Manpage,
+}
+
+const LIST_LONG: &str = "List the tfmount mounts this process sees (/proc/self/mountinfo): one \
+line per mount, MOUNTPOINT<TAB>SOURCE<TAB>PID<TAB>OPTIONS, after a header line; nothing at all when \
+there is none (as mount -t prints nothing), exit status 0 either way. A mount is tfmount's when its \
+type is fuse.tfmount (tfmount mount-helper, mount -t fuse.tfmount), or when it is a plain fuse mount \
+that a running tfmount process names as its MOUNTPOINT (tfmount mounting itself: the kernel shows \
+its type as fuse). SOURCE is the source as the mount recorded it (a local source's canonical path, \
+or its URL; tfmount for a mount-helper's mount). PID is the daemon serving the mount, found from \
+the command lines in /proc/*/cmdline (a tfmount process whose MOUNTPOINT, resolved against its \
+working directory, is the mount point, not the watchdog it forks; or the tfmount child serving \
+/dev/fd/N of the tfmount mount-helper that mounted it): - when it cannot be told (another user's \
+process, a descriptor passed on some other way). OPTIONS are the daemon's -o options and the flags that stand for them, \
+comma-separated (- when none or unknown).";
+
+const UMOUNT_LONG: &str = "Unmount each MOUNTPOINT, a tfmount mount, as fusermount3 -u does (-z: \
+detach it now, as fusermount3 -u -z: files still open on it keep working, the daemon exits when \
+the last is closed, and umount does not wait for it), then wait up to 10 s for its daemon to exit. A path that is not a tfmount mount (not a mount point, or another file \
+system) is refused, naming what it is. A busy mount (files or directories open on it) stays \
+mounted, with a message; -z detaches it anyway.";
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  tfmount umount /mnt/m\n  tfmount umount -z /mnt/a /mnt/b\n\n\
+EXIT CODES:\n  0 every MOUNTPOINT unmounted and its daemon gone   1 busy, unmount failed, or a daemon \
+still running after 10 s   2 usage error   4 a MOUNTPOINT that is not a tfmount mount"
+)]
+pub struct UmountArgs {
+    /// Detach lazily (umount -l): the mount disappears now; files open on it stay readable until
+    /// closed, then the daemon exits (not waited for).
+    #[arg(short = 'z', long)]
+    pub lazy: bool,
+    /// tfmount mount points.
+    #[arg(required = true, value_name = "MOUNTPOINT")]
+    pub mountpoints: Vec<PathBuf>,
 }
 
 const HELPER_LONG: &str = "The privileged half of a mount whose daemon runs without the privilege \
@@ -477,6 +523,33 @@ pub(crate) fn mount_command() -> clap::Command {
 /// The subcommands' full command, `mount` with its options.
 pub(crate) fn cli_command() -> clap::Command {
     Cli::command().mut_subcommand("mount", with_mount_options)
+}
+
+/// The mount form's [`Args`] of a tfmount command line `argv` (its first item the program's
+/// name): `tfmount [OPTIONS] SOURCE MOUNTPOINT` or `tfmount mount ...`; `None` for anything else
+/// (another subcommand, or a line that does not parse).
+pub(crate) fn mount_line(argv: &[OsString]) -> Option<Args> {
+    if is_subcommand(argv.get(1).map(|a| a.as_os_str())) {
+        let m = cli_command().try_get_matches_from(argv).ok()?;
+        match m.subcommand() {
+            Some(("mount", sub)) => mount_args(sub).ok(),
+            _ => None,
+        }
+    } else {
+        let m = mount_command().try_get_matches_from(argv).ok()?;
+        mount_args(&m).ok()
+    }
+}
+
+/// The MOUNTPOINT of a `tfmount mount-helper` command line `argv`; `None` for anything else.
+pub(crate) fn helper_line(argv: &[OsString]) -> Option<PathBuf> {
+    if argv.get(1).map(|a| a.as_os_str()) != Some(OsStr::new("mount-helper")) {
+        return None;
+    }
+    match Cli::try_parse_from(argv).ok()?.command {
+        Command::MountHelper(h) => Some(h.mountpoint),
+        _ => None,
+    }
 }
 
 /// Parses the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT`; exits on `--help`, `--version`

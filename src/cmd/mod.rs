@@ -1,14 +1,16 @@
-//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`, `warm`, `cache`), and
-//! what they share:
+//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`, `warm`, `cache`), those
+//! that list and stop mounts (`list`, `umount`), and what they share:
 //! the escaping of keys and names in line-oriented output, and writing to a stdout that may be
 //! closed early (`tfmount cat ... | head -c 10` ends quietly).
 //!
 //! The commands reach the rest of the crate through [`model`]; `warm` and `cache` also use the
-//! disk cache's own functions (`source::remote::disk`) and the mount options.
+//! disk cache's own functions (`source::remote::disk`) and the mount options; `list` and
+//! `umount` read /proc and unmount through `mount::unmount`.
 
 mod cache;
 mod cat;
 pub mod diff;
+mod list;
 mod ls;
 pub mod model;
 pub mod verify;
@@ -54,6 +56,8 @@ pub fn run(cmd: Command) -> i32 {
     let code = match cmd {
         Command::Mount(args) => crate::mount::run(args),
         Command::MountHelper(a) => crate::mount::helper::run(&a),
+        Command::List => list::run_list(),
+        Command::Umount(a) => list::run_umount(&a),
         Command::Ls(a) => ls::run(&a),
         Command::Cat(a) => cat::run(&a),
         Command::Verify(a) => verify::run(&a),

@@ -94,7 +94,7 @@ pub(crate) fn mount_device(path: &Path) -> Option<String> {
     })
 }
 
-fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
+pub(crate) fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
@@ -698,7 +698,7 @@ fn fd_failed(shown: &Path, e: &std::io::Error) -> Failure {
 
 /// Unmounts like `umount` (`lazy`: like `umount -l`), directly when allowed, else through
 /// `fusermount3`. Fails when the mount is busy and not `lazy`.
-fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
+pub(crate) fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
     let mp = CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| "mount point path contains NUL".to_string())?;
     let flags = if lazy { libc::MNT_DETACH } else { 0 };
@@ -794,6 +794,7 @@ fn serve(
     let fuse_fs = FuseFs::new(fs.clone(), s.direct_io);
     let unmounter = fuse_fs.unmounter();
     let shown = target.shown().to_path_buf();
+    let target_mp = target.mountpoint().map(Path::to_path_buf);
     let (session, mountpoint) = match target {
         Target::Mount(mp) => (
             fuser::Session::new(fuse_fs, &mp, &config).map_err(|e| mount_failed(&mp, &e)),
@@ -868,8 +869,18 @@ fn serve(
             }
         })
         .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;
-    if let Some(mut w) = ready {
-        let _ = w.write_all(b"ok:\n");
+    match (ready, target_mp) {
+        (Some(mut w), _) => {
+            let _ = w.write_all(b"ok:\n");
+        }
+        // In the foreground, the same point said on stdout, once: the mount exists and the
+        // kernel queues its requests for the session, which serves them from here on.
+        (None, Some(mp)) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "mounted {fsname} at {}", mp.display());
+            let _ = out.flush();
+        }
+        (None, None) => {}
     }
     let r = session
         .run()
