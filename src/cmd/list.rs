@@ -7,7 +7,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{closed, Lines};
+use super::{closed, Lines, Val};
 use crate::cli::UmountArgs;
 use crate::mount::unescape_mountinfo;
 
@@ -221,7 +221,8 @@ pub fn run_list() -> i32 {
     }
     let mut out = Lines::new();
     let mut write = || -> std::io::Result<()> {
-        out.fields(&[b"MOUNTPOINT", b"SOURCE", b"PID", b"OPTIONS"])?;
+        let header = ["MOUNTPOINT", "SOURCE", "PID", "OPTIONS"];
+        out.record("header", &header.map(|h| (h, Val::Bytes(h.as_bytes()))))?;
         for m in &found {
             let d = daemon_of(&daemons, &m.mountpoint);
             let pid = d.map_or("-".to_string(), |d| d.pid.to_string());
@@ -229,12 +230,18 @@ pub fn run_list() -> i32 {
                 Some(d) if !d.options.is_empty() => d.options.join(","),
                 _ => "-".to_string(),
             };
-            out.fields(&[
-                m.mountpoint.as_os_str().as_bytes(),
-                &m.source,
-                pid.as_bytes(),
-                opts.as_bytes(),
-            ])?;
+            out.record(
+                "mount",
+                &[
+                    (
+                        "mountpoint",
+                        Val::Bytes(m.mountpoint.as_os_str().as_bytes()),
+                    ),
+                    ("source", Val::Bytes(&m.source)),
+                    ("pid", Val::Bytes(pid.as_bytes())),
+                    ("options", Val::Bytes(opts.as_bytes())),
+                ],
+            )?;
         }
         out.flush()
     };
