@@ -258,7 +258,7 @@ starts_to_stat() {
     for r in $(seq "$REPS"); do
         t0=$(now)
         # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$src" "$mp" 2>>"$log" &
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$src" "$mp" >/dev/null 2>>"$log" &
         pid=$!
         FG_PIDS+=("$pid")
         t1=
@@ -684,7 +684,7 @@ bench_keras() {
     for r in $(seq "$REPS"); do
         t0=$(now)
         # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$kfile" "$mp" 2>>"$WORK/keras.daemon.log" &
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$kfile" "$mp" >/dev/null 2>>"$WORK/keras.daemon.log" &
         pid=$!
         FG_PIDS+=("$pid")
         t1=
@@ -1562,7 +1562,7 @@ startup() {
     for r in $(seq "$REPS"); do
         t0=$(now)
         # shellcheck disable=SC2086
-        "$TFMOUNT" -f $TFMOUNT_ARGS "$WORK/$name/ckpt" "$mp" 2>>"$WORK/$name.daemon.log" &
+        "$TFMOUNT" -f $TFMOUNT_ARGS "$WORK/$name/ckpt" "$mp" >/dev/null 2>>"$WORK/$name.daemon.log" &
         pid=$!
         FG_PIDS+=("$pid")
         t1=
