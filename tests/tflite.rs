@@ -792,3 +792,77 @@ fn verify_counts_each_byte_checked_once() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(verified_bytes(&o.stderr), tensors);
 }
+
+/// A safetensors file's tensors: name -> (dtype, bytes).
+fn safetensors(bytes: &[u8]) -> BTreeMap<String, (String, Vec<u8>)> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let h: Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    let data = &bytes[8 + n..];
+    h.as_object()
+        .expect("object")
+        .iter()
+        .filter(|(k, _)| k.as_str() != "__metadata__")
+        .map(|(k, v)| {
+            let o = v["data_offsets"].as_array().expect("offsets");
+            let (a, b) = (
+                o[0].as_u64().expect("a") as usize,
+                o[1].as_u64().expect("b") as usize,
+            );
+            let dtype = v["dtype"].as_str().expect("dtype").to_string();
+            (k.clone(), (dtype, data[a..b].to_vec()))
+        })
+        .collect()
+}
+
+/// `dequantized.safetensors` (issue 31): every tensor of `model.safetensors`, keyed the same,
+/// the quantized ones as float32 with numpy's values of the interpreter's (as `dequantized/`),
+/// the others byte for byte as stored; only where the model has quantized tensors.
+#[test]
+fn dequantized_safetensors_is_every_tensor_with_the_quantized_ones_as_float32() {
+    let Some(exp) = expected("dequantized_values_are_numpys_of_the_interpreters") else {
+        return;
+    };
+    let mut files = 0;
+    for f in FIXTURES {
+        let tree = Tree::open(&dir().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let tensors = exp[f]["subgraphs"][0]["tensors"]
+            .as_array()
+            .expect("tensors");
+        let deq: BTreeMap<String, String> = tensors
+            .iter()
+            .filter_map(|t| {
+                let d = t.get("dequantized")?;
+                Some((
+                    t["name"].as_str().expect("name").to_string(),
+                    d.as_str().expect("hex").to_string(),
+                ))
+            })
+            .collect();
+        let Ok(_) = tree.resolve(b"dequantized.safetensors", true) else {
+            assert!(deq.is_empty(), "{f}: no dequantized.safetensors");
+            continue;
+        };
+        assert!(
+            !deq.is_empty(),
+            "{f}: dequantized.safetensors without quantized tensors"
+        );
+        let got = safetensors(&cat(&tree, "dequantized.safetensors"));
+        let model = safetensors(&cat(&tree, "model.safetensors"));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            model.keys().collect::<Vec<_>>(),
+            "{f}: the keys of model.safetensors"
+        );
+        for (k, (dtype, bytes)) in &got {
+            match deq.get(k) {
+                Some(h) => {
+                    assert_eq!(dtype, "F32", "{f}: {k}");
+                    assert_eq!(&hex(bytes), h, "{f}: {k}");
+                }
+                None => assert_eq!((dtype, bytes), (&model[k].0, &model[k].1), "{f}: {k}"),
+            }
+        }
+        files += 1;
+    }
+    assert!(files >= 2, "{files} models with quantized tensors");
+}

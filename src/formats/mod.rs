@@ -162,6 +162,12 @@ pub trait Opened: Send + Sync {
     fn tensor_dirs(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
         Vec::new()
     }
+    /// More `*.safetensors` files of derived tensors, at the checkpoint's root beside
+    /// `model.safetensors` (TFLite's `dequantized.safetensors`: every tensor, the quantized
+    /// ones as float32): `(file name, tensors)`. Derived views: reachable, not listed.
+    fn safetensors_views(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
+        Vec::new()
+    }
     /// Whole checkpoint trees inside this one (`variables/`, the views, their own extras):
     /// `(path, opened)`, e.g. `subgraphs/1`.
     fn children(&self) -> Vec<(String, Arc<dyn Opened>)> {

@@ -45,8 +45,8 @@ fn too_many(path: &Path) -> SourceError {
 }
 
 /// The derived views of a checkpoint's tree, as `summary.txt` lists them: `text/`, `stats/`,
-/// the two safetensors files, `names/` where it has names, and its format's tensor
-/// directories (`dequantized/`).
+/// the two safetensors files, `names/` where it has names, and its format's own (`extra`:
+/// `dequantized/`, `dequantized.safetensors`).
 fn derived_views(has_names: bool, tensor_dirs: &[String]) -> Vec<String> {
     let mut v: Vec<String> = [
         "text/",
@@ -59,7 +59,7 @@ fn derived_views(has_names: bool, tensor_dirs: &[String]) -> Vec<String> {
     if has_names {
         v.push("names/".into());
     }
-    v.extend(tensor_dirs.iter().map(|p| format!("{p}/")));
+    v.extend(tensor_dirs.iter().cloned());
     v
 }
 
@@ -333,7 +333,12 @@ impl<'a> Builder<'a> {
             LazyNames::ready(Vec::new())
         });
         let tree_name = name.clone();
-        let dirs: Vec<String> = ck.tensor_dirs().into_iter().map(|(p, _)| p).collect();
+        let mut dirs: Vec<String> = ck
+            .tensor_dirs()
+            .into_iter()
+            .map(|(p, _)| format!("{p}/"))
+            .collect();
+        dirs.extend(ck.safetensors_views().into_iter().map(|(p, _)| p));
         let views = derived_views(has_names, &dirs);
         self.add_variables(dir, name, set.clone(), path, pairs.clone(), views)?;
         if has_names {
@@ -360,6 +365,15 @@ impl<'a> Builder<'a> {
                 .ok_or_else(|| too_many(tensors.path()))?;
             // Tensors derived from the checkpoint's own (TFLite's `dequantized/`).
             self.link_view(parent, name.as_bytes(), root, Kind::Dir);
+        }
+        for (path, tensors) in ck.safetensors_views() {
+            let (parent, name) = self.parent_of(dir, &path, meta);
+            let f = self.add(Fixed::Text {
+                parent,
+                text: views::safetensors_of(tensors),
+                meta,
+            });
+            self.link_view(parent, name.as_bytes(), f, Kind::File);
         }
         for (path, child) in ck.children() {
             let (parent, name) = self.parent_of(dir, &path, meta);

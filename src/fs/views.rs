@@ -35,6 +35,11 @@ const OPEN_TENSORS: usize = 12;
 const AHEAD_BYTES: u64 = 64 << 20;
 const AHEAD_TENSORS: usize = 8;
 
+/// A `*.safetensors` file of `set`'s tensors, as `model.safetensors` is of a checkpoint's.
+pub(crate) fn safetensors_of(set: Arc<dyn TensorSet>) -> Arc<dyn Generated> {
+    Arc::new(Safetensors::new(set))
+}
+
 /// The root files of a checkpoint's tree, by name, in listing order, each with whether it is a
 /// derived view (the tensors' bytes again: listed only with `-o views=visible`). `names`: the
 /// `(name, key)` pairs of the checkpoint's `names/`, which `weights.safetensors` names the
@@ -571,6 +576,9 @@ fn view_words(name: &str) -> &'static str {
         "model.safetensors" => "every tensor, keyed as in variables/ (safetensors.safe_open)",
         "weights.safetensors" => "every weight, keyed by its name in names/",
         "dequantized/" => "each quantized tensor as float32 (scale and zero point applied)",
+        "dequantized.safetensors" => {
+            "every tensor of variables/, the quantized ones as float32 (as dequantized/)"
+        }
         _ => "tensors derived from the ones in variables/",
     }
 }

@@ -113,6 +113,8 @@ struct Entry {
 pub struct OpenedTflite {
     set: Arc<TflSet>,
     dequantized: Option<Arc<DeqSet>>,
+    /// Every tensor, the quantized ones dequantized (`dequantized.safetensors`).
+    dequantized_all: Option<Arc<DeqSet>>,
     files: Vec<(String, Arc<[u8]>)>,
     children: Vec<(String, Arc<dyn Opened>)>,
     shared: Arc<Shared>,
@@ -308,6 +310,13 @@ fn subgraph_tree(sh: &Arc<Shared>, k: usize) -> OpenedTflite {
                 path: path.clone(),
                 entries: deq,
             }),
+            all: false,
+        })
+    });
+    let dequantized_all = dequantized.as_ref().map(|_| {
+        Arc::new(DeqSet {
+            raw: set.clone(),
+            all: true,
         })
     });
     let mut files: Vec<(String, Arc<[u8]>)> = vec![(
@@ -320,6 +329,7 @@ fn subgraph_tree(sh: &Arc<Shared>, k: usize) -> OpenedTflite {
     OpenedTflite {
         set,
         dequantized,
+        dequantized_all,
         files,
         children: Vec::new(),
         shared: sh.clone(),
@@ -409,6 +419,18 @@ impl Opened for OpenedTflite {
         self.dequantized
             .iter()
             .map(|d| ("dequantized".to_string(), d.clone() as Arc<dyn TensorSet>))
+            .collect()
+    }
+
+    fn safetensors_views(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
+        self.dequantized_all
+            .iter()
+            .map(|d| {
+                (
+                    "dequantized.safetensors".to_string(),
+                    d.clone() as Arc<dyn TensorSet>,
+                )
+            })
             .collect()
     }
 
@@ -807,9 +829,18 @@ impl TensorData for Raw {
 /// `quantized_dimension` when there is more than one scale.
 pub(crate) struct DeqSet {
     raw: Arc<TflSet>,
+    /// Every tensor of the subgraph, the quantized ones dequantized and the others as stored
+    /// (`dequantized.safetensors`); else only the quantized ones (`dequantized/`).
+    all: bool,
 }
 
 impl DeqSet {
+    /// Whether the tensor at `pos` is one `dequantized/` holds.
+    fn quantized(&self, pos: u64) -> FsResult<bool> {
+        let e = self.raw.entry(pos)?;
+        Ok(tensor(&self.raw.shared, e).is_ok_and(|t| dequantizable(t).is_some()))
+    }
+
     fn params(&self, e: &Entry) -> Result<Dequantize, String> {
         let t = tensor(&self.raw.shared, e).map_err(|e| e.to_string())?;
         let q = dequantizable(t).ok_or("it is not quantized")?;
@@ -942,6 +973,9 @@ impl TensorSet for DeqSet {
     }
     fn info(&self, pos: u64) -> FsResult<TensorInfo> {
         let i = self.raw.info(pos)?;
+        if self.all && !self.quantized(pos)? {
+            return Ok(i);
+        }
         Ok(TensorInfo {
             dtype: DType::from_name("float32").unwrap_or(DType(1)),
             stored: None,
@@ -949,6 +983,9 @@ impl TensorSet for DeqSet {
         })
     }
     fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>> {
+        if self.all && !self.quantized(pos)? {
+            return self.raw.open(pos);
+        }
         let e = self.raw.entry(pos)?;
         let d = self.params(e).map_err(|m| self.raw.corrupt(&e.key, m))?;
         let raw = self.raw.open_entry(e)?;
