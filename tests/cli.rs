@@ -1852,3 +1852,71 @@ fn json_output_says_what_the_text_says() {
         );
     }
 }
+
+/// `diff --values` (and `--atol`/`--rtol`) gives numpy's figures on the tensors TensorFlow's
+/// reader returns (tests/fixtures/cli/diff_values.json, scripts/gen_diff_values.py): every
+/// tensor numpy finds not close is `M` with its max |a-b|, max |a-b|/|b|, RMS, count and first
+/// differing index; one with every element close is not (`=` with `-s`).
+#[test]
+fn diff_values_are_numpys() {
+    let e = json(&cli_dir().join("diff_values.json"));
+    let mut checked = 0;
+    for run in e["runs"].as_array().expect("runs") {
+        let (atol, rtol) = (
+            run["atol"].as_f64().expect("atol"),
+            run["rtol"].as_f64().expect("rtol"),
+        );
+        let want = run["tensors"].as_object().expect("tensors");
+        let (sa, sr) = (atol.to_string(), rtol.to_string());
+        let args = [
+            "diff", "-s", "--json", "--values", "--atol", &sa, "--rtol", &sr, "pair/a", "pair/b",
+        ];
+        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        let o = tfmount_in(&cli_dir(), &a);
+        assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+        let recs = json_lines(&o.stdout);
+        for (key, w) in want {
+            let r = recs
+                .iter()
+                .find(|r| r["type"] == "change" && json_bytes(r, "key") == key.as_bytes())
+                .unwrap_or_else(|| panic!("atol {atol} rtol {rtol}: {key:?} not listed"));
+            let differing = w["differing"].as_u64().expect("differing");
+            if differing == 0 {
+                assert_eq!(r["change"], "=", "atol {atol} rtol {rtol}: {key:?}: {r}");
+                continue;
+            }
+            assert_eq!(r["change"], "M", "{key:?}: {r}");
+            for f in ["max_abs", "max_rel", "rms"] {
+                let (g, x) = (r[f].as_f64().expect(f), w[f].as_f64().expect(f));
+                assert!(
+                    (g - x).abs() <= 1e-12 * x.abs().max(1e-300),
+                    "atol {atol} rtol {rtol}: {key:?} {f}: {g} against numpy's {x}"
+                );
+            }
+            for f in ["differing", "elements"] {
+                assert_eq!(r[f], w[f], "atol {atol} rtol {rtol}: {key:?} {f}");
+            }
+            assert_eq!(r["first_index"], w["first_index"], "{key:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} changed tensors checked");
+    // Text: the figures follow the key, in the order the JSON names them.
+    let o = tfmount_in(
+        &cli_dir(),
+        &["diff", "--values", "pair/a", "pair/b"].map(OsStr::new),
+    );
+    let line = lines(&o.stdout)
+        .into_iter()
+        .find(|l| l.starts_with(b"M\tchanged/f32\t"))
+        .expect("changed/f32");
+    let f: Vec<&[u8]> = line.split(|&b| b == b'\t').collect();
+    assert_eq!(f.len(), 8, "{}", text(&line));
+    assert_eq!((f[5], f[6], f[7]), (&b"1"[..], &b"5"[..], &b"3"[..]));
+    // A tolerance that is not a number of 0 or more is a usage error.
+    let o = tfmount_in(
+        &cli_dir(),
+        &["diff", "--atol", "-1", "pair/a", "pair/b"].map(OsStr::new),
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+}

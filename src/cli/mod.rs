@@ -469,6 +469,17 @@ pub struct DiffArgs {
     /// One JSON object per changed tensor, then a summary object (JSON Lines; schema: docs/cli.md).
     #[arg(long)]
     pub json: bool,
+    /// How much each changed tensor's values changed: max |a-b|, max |a-b|/|b|, RMS of a-b, how
+    /// many elements differ and the first of them (numbers compared as numbers, B the reference).
+    #[arg(long)]
+    pub values: bool,
+    /// With --values: elements with |a-b| <= ATOL + RTOL*|b| are equal (numpy's isclose), and a
+    /// tensor whose elements all are is reported equal.
+    #[arg(long, value_name = "ATOL", value_parser = non_negative)]
+    pub atol: Option<f64>,
+    /// With --values: the relative tolerance (see --atol).
+    #[arg(long, value_name = "RTOL", value_parser = non_negative)]
+    pub rtol: Option<f64>,
     /// The old checkpoint.
     pub a: PathBuf,
     /// The new checkpoint.
@@ -567,6 +578,14 @@ pub fn parse_cli(argv: Vec<OsString>) -> Command {
         _ => Cli::from_arg_matches(&m).map(|c| c.command),
     };
     parsed.unwrap_or_else(|e| e.exit())
+}
+
+/// A tolerance: a finite number, 0 or more.
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number of 0 or more")),
+    }
 }
 
 #[cfg(test)]

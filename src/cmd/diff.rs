@@ -26,6 +26,12 @@ pub fn run(args: &DiffArgs) -> i32 {
         return 2;
     };
     let mut d = Diff::new(&a, &b, args.exact, args.same, Lines::to_stdout(args.json));
+    if args.values || args.atol.is_some() || args.rtol.is_some() {
+        d.values = Some(Tolerance {
+            atol: args.atol.unwrap_or(0.0),
+            rtol: args.rtol.unwrap_or(0.0),
+        });
+    }
     d.walk();
     let summary = if d.out.json() && !d.closed {
         let s = &d.stats;
@@ -140,6 +146,159 @@ struct Diff<'c> {
     trouble: bool,
     differ: bool,
     closed: bool,
+    /// `--values` (with `--atol`, `--rtol`): how much a changed tensor's values changed.
+    values: Option<Tolerance>,
+}
+
+/// What `--values` calls equal: `|a - b| <= atol + rtol * |b|` (numpy's `isclose`, B the
+/// reference; NaN equals NaN).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+/// How much the values of a tensor changed (`--values`): element by element as numbers (f64;
+/// complex by modulus; bool as 0 and 1).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ValueDiff {
+    pub elements: u64,
+    /// Elements not equal within the tolerance (a NaN on one side only included).
+    pub differing: u64,
+    /// The first of them, as a flat (row-major) index.
+    pub first: Option<u64>,
+    /// Largest `|a - b|` over the elements where it is a number.
+    pub max_abs: f64,
+    /// Largest `|a - b| / |b|` over those where `b != 0`.
+    pub max_rel: f64,
+    sum_sq: f64,
+    counted: u64,
+}
+
+impl ValueDiff {
+    /// Adds element `i`, `(a, b)` as (real, imaginary) parts.
+    fn add(&mut self, i: u64, a: (f64, f64), b: (f64, f64), tol: Tolerance) {
+        self.elements += 1;
+        let nan_a = a.0.is_nan() || a.1.is_nan();
+        let nan_b = b.0.is_nan() || b.1.is_nan();
+        let d = if nan_a || nan_b {
+            if nan_a && nan_b {
+                return;
+            }
+            f64::NAN
+        } else if a == b {
+            0.0
+        } else {
+            (a.0 - b.0).hypot(a.1 - b.1)
+        };
+        let mb = b.0.hypot(b.1);
+        if !d.is_nan() {
+            self.max_abs = self.max_abs.max(d);
+            self.sum_sq += d * d;
+            self.counted += 1;
+            if mb != 0.0 && d != 0.0 {
+                self.max_rel = self.max_rel.max(d / mb);
+            }
+        }
+        if d.is_nan() || d > tol.atol + tol.rtol * mb {
+            self.differing += 1;
+            self.first.get_or_insert(i);
+        }
+    }
+
+    /// Adds what `other` found in the elements after this one's (its indices already absolute).
+    fn merge(&mut self, other: &ValueDiff) {
+        self.elements += other.elements;
+        self.differing += other.differing;
+        self.first = match (self.first, other.first) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        self.max_abs = self.max_abs.max(other.max_abs);
+        self.max_rel = self.max_rel.max(other.max_rel);
+        self.sum_sq += other.sum_sq;
+        self.counted += other.counted;
+    }
+
+    /// The float32 elements of `a` and `b` (as stored, little-endian), the first at index
+    /// `base`: [`ValueDiff::add`]'s arithmetic in a loop the compiler keeps tight (the rare NaN
+    /// goes through `add`).
+    fn f32_block(a: &[u8], b: &[u8], base: u64, tol: Tolerance) -> ValueDiff {
+        let mut v = ValueDiff::default();
+        let (mut max_abs, mut max_rel, mut sum_sq) = (0f64, 0f64, 0f64);
+        let (mut counted, mut differing) = (0u64, 0u64);
+        let mut first: Option<u64> = None;
+        for (i, (p, q)) in a.chunks_exact(4).zip(b.chunks_exact(4)).enumerate() {
+            let x = f64::from(f32::from_le_bytes([p[0], p[1], p[2], p[3]]));
+            let y = f64::from(f32::from_le_bytes([q[0], q[1], q[2], q[3]]));
+            let d = (x - y).abs();
+            if d.is_nan() {
+                // A NaN, or inf against inf: the general rules.
+                let mut one = ValueDiff::default();
+                one.add(base + i as u64, (x, 0.0), (y, 0.0), tol);
+                v.merge(&one);
+                v.elements -= 1;
+                continue;
+            }
+            let mb = y.abs();
+            max_abs = max_abs.max(d);
+            sum_sq += d * d;
+            counted += 1;
+            if mb != 0.0 && d != 0.0 {
+                max_rel = max_rel.max(d / mb);
+            }
+            if d > tol.atol + tol.rtol * mb {
+                differing += 1;
+                if first.is_none() {
+                    first = Some(base + i as u64);
+                }
+            }
+        }
+        v.merge(&ValueDiff {
+            elements: (a.len().min(b.len()) / 4) as u64,
+            differing,
+            first,
+            max_abs,
+            max_rel,
+            sum_sq,
+            counted,
+        });
+        v
+    }
+
+    /// Root mean square of `a - b` over the elements where it is a number.
+    pub fn rms(&self) -> f64 {
+        if self.counted == 0 {
+            0.0
+        } else {
+            (self.sum_sq / self.counted as f64).sqrt()
+        }
+    }
+}
+
+/// An element as (real, imaginary) parts; `None` for strings.
+fn parts(v: crate::render::elem::Value) -> (f64, f64) {
+    use crate::render::elem::Value as V;
+    match v {
+        V::Bool(b) => (f64::from(u8::from(b)), 0.0),
+        V::Int(i) => (i as f64, 0.0),
+        V::F32(x) => (f64::from(x), 0.0),
+        V::F64(x) => (x, 0.0),
+        V::C64(r, i) => (f64::from(r), f64::from(i)),
+        V::C128(r, i) => (r, i),
+    }
+}
+
+/// A flat index as the index along each dimension of `shape`: `3,1`.
+fn unravel(mut i: u64, shape: &[u64]) -> String {
+    let mut idx = vec![0u64; shape.len()];
+    for (k, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            idx[k] = i % d;
+            i /= d;
+        }
+    }
+    idx.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// The key of a walk's next item that has one (tensors and unreadable entries).
@@ -164,7 +323,89 @@ impl<'c> Diff<'c> {
             trouble: false,
             differ: false,
             closed: false,
+            values: None,
         }
+    }
+
+    /// The line of a changed tensor with how much its values changed (`--values`).
+    fn value_line(&mut self, key: &[u8], shape: &[u64], v: &ValueDiff) {
+        self.differ = true;
+        if self.closed {
+            return;
+        }
+        let first = v.first.map(|i| unravel(i, shape)).unwrap_or_default();
+        let n = |x: u64| Val::Num(Some(x));
+        let fields = [
+            ("change", Val::Bytes(b"M")),
+            ("key", Val::Bytes(key)),
+            ("max_abs", Val::Float(v.max_abs)),
+            ("max_rel", Val::Float(v.max_rel)),
+            ("rms", Val::Float(v.rms())),
+            ("differing", n(v.differing)),
+            ("elements", n(v.elements)),
+            ("first_index", Val::Bytes(first.as_bytes())),
+        ];
+        if let Err(e) = self.out.record("change", &fields) {
+            if !closed(&e) {
+                eprintln!("tfmount diff: stdout: {e}");
+                self.trouble = true;
+            }
+            self.closed = true;
+        }
+    }
+
+    /// Compares two tensors of the same dtype and shape value by value; `Ok(None)` for a dtype
+    /// without numbers (strings, variants).
+    fn value_diff(
+        &self,
+        ta: &crate::cmd::model::TensorInfo,
+        tb: &crate::cmd::model::TensorInfo,
+        tol: Tolerance,
+    ) -> Result<Option<ValueDiff>, (Side, String)> {
+        use crate::render::elem::Kind;
+        let Some(kind) = crate::parse::dtype::DType::from_name(&ta.dtype).and_then(Kind::of) else {
+            return Ok(None);
+        };
+        let es = kind.size();
+        if es == 0 {
+            return Ok(None);
+        }
+        let na = self.a.served_size(ta).map_err(|e| (Side::A, e))?;
+        let nb = self.b.served_size(tb).map_err(|e| (Side::B, e))?;
+        let n = na.min(nb) / es as u64 * es as u64;
+        let chunk = (CHUNK / es * es) as u64;
+        let mut v = ValueDiff::default();
+        let mut off = 0u64;
+        let mut i = 0u64;
+        while off < n {
+            let len = (n - off).min(chunk) as usize;
+            let x = self.a.read_served(ta, off, len).map_err(|e| (Side::A, e))?;
+            let y = self.b.read_served(tb, off, len).map_err(|e| (Side::B, e))?;
+            if kind == Kind::F32 {
+                // Both halves of the piece at once, on two threads.
+                let half = len / 8 * 4;
+                let (x0, x1) = x.split_at(half);
+                let (y0, y1) = y.split_at(half);
+                let (p0, p1) = std::thread::scope(|sc| {
+                    let h = sc.spawn(|| ValueDiff::f32_block(x1, y1, i + (half / 4) as u64, tol));
+                    let p0 = ValueDiff::f32_block(x0, y0, i, tol);
+                    (p0, h.join())
+                });
+                v.merge(&p0);
+                match p1 {
+                    Ok(p1) => v.merge(&p1),
+                    Err(_) => return Err((Side::A, "a comparing thread failed".into())),
+                }
+                i += (len / 4) as u64;
+            } else {
+                for (p, q) in x.chunks_exact(es).zip(y.chunks_exact(es)) {
+                    v.add(i, parts(kind.decode(p)), parts(kind.decode(q)), tol);
+                    i += 1;
+                }
+            }
+            off += len as u64;
+        }
+        Ok(Some(v))
     }
 
     fn line(&mut self, tag: &[u8], key: &[u8]) {
@@ -306,6 +547,15 @@ impl<'c> Diff<'c> {
                 }
             }
         };
+        let values = match self.values.filter(|_| !equal) {
+            Some(tol) => match self.value_diff(&ta, &tb, tol) {
+                Ok(v) => v,
+                Err((side, e)) => return self.trouble_on(side, &format!("{}: {e}", show(&ta.key))),
+            },
+            None => None,
+        };
+        // Equal within the tolerance: every element (numbers compare as numbers: 0.0 == -0.0).
+        let equal = equal || values.as_ref().is_some_and(|v| v.differing == 0);
         if equal {
             self.stats.equal += 1;
             if self.same {
@@ -313,7 +563,10 @@ impl<'c> Diff<'c> {
             }
         } else {
             self.stats.modified += 1;
-            self.line(b"M", &ta.key);
+            match &values {
+                Some(v) => self.value_line(&ta.key, &ta.shape, v),
+                None => self.line(b"M", &ta.key),
+            }
         }
     }
 

@@ -117,6 +117,9 @@ fn closed(e: &io::Error) -> bool {
 pub(crate) enum Val<'a> {
     Bytes(&'a [u8]),
     Num(Option<u64>),
+    /// A float: in text as `text/` writes a float64 (`inf`, `nan`), in JSON a number (`null`
+    /// when not finite).
+    Float(f64),
 }
 
 /// Line-oriented output: buffered stdout as text (tab-separated fields, escaped) or as JSON
@@ -222,6 +225,11 @@ fn text_of(v: Val<'_>) -> Vec<u8> {
         Val::Bytes(b) => b.to_vec(),
         Val::Num(Some(n)) => n.to_string().into_bytes(),
         Val::Num(None) => b"?".to_vec(),
+        Val::Float(x) => {
+            let mut out = Vec::new();
+            crate::render::elem::write_f64(&mut out, x);
+            out
+        }
     }
 }
 
@@ -240,6 +248,10 @@ fn json_field(out: &mut Vec<u8>, name: &str, v: Val<'_>) {
     match v {
         Val::Num(Some(n)) => out.extend_from_slice(n.to_string().as_bytes()),
         Val::Num(None) => out.extend_from_slice(b"null"),
+        Val::Float(x) if !x.is_finite() => out.extend_from_slice(b"null"),
+        Val::Float(x) => {
+            let _ = serde_json::to_writer(&mut *out, &x);
+        }
         Val::Bytes(b) => match std::str::from_utf8(b) {
             Ok(s) => json_string(out, s),
             Err(_) => {
