@@ -1,5 +1,6 @@
 //! What a listing shows (docs/layout.md, "Listed and reachable"): the derived views (`text/`,
-//! `stats/`, `names/`, `dequantized/`, `model.safetensors`, `weights.safetensors`) answer every
+//! `stats/`, `names/`, `dequantized/`, `model.safetensors`, `weights.safetensors`,
+//! `dequantized.safetensors`) answer every
 //! path as before but are not listed, so whole-tree tools see each tensor's bytes at most twice;
 //! `-o views=visible` (or `TFMOUNT_VIEWS=visible`) lists them; `tfmount ls` lists what the mount
 //! lists. Through the core for every fixture kind, and through real mounts for the whole-tree
@@ -23,6 +24,7 @@ const VIEWS: &[&str] = &[
     "stats",
     "names",
     "dequantized",
+    "dequantized.safetensors",
     "model.safetensors",
     "weights.safetensors",
 ];
@@ -65,7 +67,10 @@ fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
         (f.join("tf2_keras/ckpt-1"), with(&["names"])),
         (f.join("sharded/model.ckpt"), with(&[])),
         (f.join("keras/model.keras"), with(&["names"])),
-        (f.join("tflite/dynamic_int8.tflite"), with(&["dequantized"])),
+        (
+            f.join("tflite/dynamic_int8.tflite"),
+            with(&["dequantized", "dequantized.safetensors"]),
+        ),
         (f.join("tfjs/graph_uint8"), with(&[])),
     ]
 }
