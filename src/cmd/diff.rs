@@ -345,13 +345,7 @@ impl<'c> Diff<'c> {
             ("elements", n(v.elements)),
             ("first_index", Val::Bytes(first.as_bytes())),
         ];
-        if let Err(e) = self.out.record("change", &fields) {
-            if !closed(&e) {
-                eprintln!("tfmount diff: stdout: {e}");
-                self.trouble = true;
-            }
-            self.closed = true;
-        }
+        self.emit(&fields);
     }
 
     /// Compares two tensors of the same dtype and shape value by value; `Ok(None)` for a dtype
@@ -415,8 +409,12 @@ impl<'c> Diff<'c> {
         if self.closed {
             return;
         }
-        let fields = [("change", Val::Bytes(tag)), ("key", Val::Bytes(key))];
-        if let Err(e) = self.out.record("change", &fields) {
+        self.emit(&[("change", Val::Bytes(tag)), ("key", Val::Bytes(key))]);
+    }
+
+    /// Writes one `change` record; a failed write is trouble, a closed stdout ends the output.
+    fn emit(&mut self, fields: &[(&str, Val<'_>)]) {
+        if let Err(e) = self.out.record("change", fields) {
             if !closed(&e) {
                 eprintln!("tfmount diff: stdout: {e}");
                 self.trouble = true;
