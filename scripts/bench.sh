@@ -89,11 +89,13 @@
 #      a 524 MiB model.safetensors, cold dd of BIG_GIB (page cache and direct_io=auto) and the warm
 #      re-read, each vs memfuse serving the same bytes (>= 0.9, warm >= 0.95), and the daemon's
 #      CPU per GiB served; TFMOUNT_BEFORE measured alternating in the same repetitions
+#  21. diff --values of two 1 GiB checkpoints whose every tensor changed, vs cat of both data
+#      files (bench_diff_values; ONLY=diff_values): cat / diff >= 0.5
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache|floor,
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache|floor|diff_values,
 # LAT_MS, RATE, CACHE_PYTHON (section 19)
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
@@ -1288,6 +1290,40 @@ t = time.perf_counter(); d = load_file(sys.argv[1]); print("%.6f" % (time.perf_c
 }
 
 # ---------------------------------------------------------------------------------------------
+# 21: diff by value (bench_diff_values; ONLY=diff_values runs this section alone): two
+# checkpoints of 256 float32 tensors of 4 MiB (1 GiB each) whose every tensor differs
+# (mkckpt --alter-every 1): `tfmount diff --values A B` vs `cat` of both data files, page cache
+# warm                                                        cat / diff --values >= 0.5 (issue 31)
+# ---------------------------------------------------------------------------------------------
+# diff_values_ok A B: tfmount diff --values A B, its status 1 (differences) a success
+diff_values_ok() {
+    local rc=0
+    "$TFMOUNT" diff --values "$1" "$2" >/dev/null || rc=$?
+    [ "$rc" -le 1 ]
+}
+bench_diff_values() {
+    echo
+    echo "== 21: diff --values of two 1 GiB checkpoints, every tensor changed, vs cat of both"
+    mkdir -p "$WORK/dv"
+    "$MKCKPT" "$WORK/dv/a" --tensors 256 --elems 1048576 --depth 2 >/dev/null || die "mkckpt dv/a failed"
+    "$MKCKPT" "$WORK/dv/b" --tensors 256 --elems 1048576 --depth 2 --alter-every 1 >/dev/null ||
+        die "mkckpt dv/b failed"
+    local r runs_d=() runs_c=() lines
+    lines=$("$TFMOUNT" diff --values "$WORK/dv/a" "$WORK/dv/b" | grep -c '^M')
+    for r in $(seq "$REPS"); do
+        cat "$WORK"/dv/*.data-* >/dev/null
+        runs_c+=("$(timed cat "$WORK"/dv/a.data-00000-of-00001 "$WORK"/dv/b.data-00000-of-00001)")
+        runs_d+=("$(timed diff_values_ok "$WORK/dv/a" "$WORK/dv/b")")
+    done
+    local c d
+    c=$(median "${runs_c[@]}")
+    d=$(median "${runs_d[@]}")
+    echo "   runs: cat ${runs_c[*]} | diff --values ${runs_d[*]} ($lines tensors changed)"
+    printf '   %-74s %-8s %-9s %s\n' "21 diff --values 2 x 1 GiB: cat ($(ms "$c")) / diff ($(ms "$d"))" \
+        "$(div "$c" "$d")" ">= 0.5" "$(cmp_ok "$(div "$c" "$d")" '>=' 0.5)"
+}
+
+# ---------------------------------------------------------------------------------------------
 # 14: a ~100 MB TFLite model (TensorFlow's converter; buffers inside the flatbuffer)
 # ---------------------------------------------------------------------------------------------
 # 14a. `tfmount -f FILE MNT` to the first successful `stat MNT/variables/KEY.shape` of its largest
@@ -1946,6 +1982,10 @@ if [ "${ONLY:-}" = floor ]; then
     bench_floor
     exit 0
 fi
+if [ "${ONLY:-}" = diff_values ]; then
+    bench_diff_values
+    exit 0
+fi
 if [ "${ONLY:-}" = stream_crc ]; then
     bench_stream_crc
     exit 0
@@ -2316,3 +2356,5 @@ bench_whole_tree
 bench_python
 
 bench_floor
+
+bench_diff_values
