@@ -233,11 +233,8 @@ impl ValueDiff {
             let y = f64::from(f32::from_le_bytes([q[0], q[1], q[2], q[3]]));
             let d = (x - y).abs();
             if d.is_nan() {
-                // A NaN, or inf against inf: the general rules.
-                let mut one = ValueDiff::default();
-                one.add(base + i as u64, (x, 0.0), (y, 0.0), tol);
-                v.merge(&one);
-                v.elements -= 1;
+                // A NaN, or inf against inf: the general rules, into `v`.
+                v.add(base + i as u64, (x, 0.0), (y, 0.0), tol);
                 continue;
             }
             let mb = y.abs();
@@ -254,8 +251,9 @@ impl ValueDiff {
                 }
             }
         }
+        // Every element this loop kept is counted once; `v` counted the others.
         v.merge(&ValueDiff {
-            elements: (a.len().min(b.len()) / 4) as u64,
+            elements: counted,
             differing,
             first,
             max_abs,
@@ -276,7 +274,7 @@ impl ValueDiff {
     }
 }
 
-/// An element as (real, imaginary) parts; `None` for strings.
+/// An element as (real, imaginary) parts (strings never get here: `value_diff` skips them).
 fn parts(v: crate::render::elem::Value) -> (f64, f64) {
     use crate::render::elem::Value as V;
     match v {
@@ -652,4 +650,34 @@ enum Side {
 
 fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(&escape(key)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The float32 loop gives what `add` gives element by element: NaNs on one side differ and
+    /// stay out of the figures, NaNs on both sides are equal, infinities as numbers.
+    #[test]
+    fn the_float32_loop_is_add_element_by_element() {
+        let a = [1.0f32, f32::NAN, f32::NAN, 4.0, f32::INFINITY, 0.0, -3.0];
+        let b = [1.0f32, 2.0, f32::NAN, 2.0, f32::INFINITY, 1.0, 0.0];
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        for tol in [
+            Tolerance::default(),
+            Tolerance {
+                atol: 1.5,
+                rtol: 0.25,
+            },
+        ] {
+            let mut want = ValueDiff::default();
+            for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+                want.add(10 + i as u64, (f64::from(x), 0.0), (f64::from(y), 0.0), tol);
+            }
+            assert_eq!(ValueDiff::f32_block(&bytes(&a), &bytes(&b), 10, tol), want);
+        }
+        let v = ValueDiff::f32_block(&bytes(&a), &bytes(&b), 0, Tolerance::default());
+        assert_eq!((v.elements, v.differing, v.first), (7, 4, Some(1)));
+        assert_eq!((v.max_abs, v.max_rel), (3.0, 1.0));
+    }
 }
