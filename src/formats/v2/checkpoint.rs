@@ -909,17 +909,20 @@ impl StoredBytes {
     /// file's: a copy from the page cache); the outcome, once complete.
     fn fill_gaps(&self, s: &StreamCheck) -> FsResult<Option<bool>> {
         let mut v = None;
-        let mut buf = Vec::new();
         for (g0, g1) in s.gaps() {
             let mut at = g0;
-            while at < g1 {
-                let n = (g1 - at).min(CRC_CHUNK as u64) as usize;
-                buf.resize(n, 0);
-                self.read_raw_into(&mut buf, at)
-                    .map_err(|e| self.shared.corrupt(&self.key, e))?;
-                v = s.fill(at, &buf);
-                at += n as u64;
-            }
+            for_each_chunk(
+                &ThroughReader(self),
+                self.start + g0,
+                g1 - g0,
+                CRC_CHUNK,
+                |c| {
+                    v = s.fill(at, c);
+                    at += c.len() as u64;
+                    Ok(())
+                },
+            )
+            .map_err(|e| self.shared.corrupt(&self.key, e))?;
         }
         Ok(v)
     }
