@@ -175,10 +175,12 @@ class Model(Mapping):
         return f"<tfmount.Model {self._m.source!r} ({state})>"
 
 
-def diff(a, b, *, exact=False, same=False):
+def diff(a, b, *, exact=False, same=False, names=False):
     """``tfmount diff A B``: a list of ``(status, key)``, status ``A`` (added in B), ``D``
-    (deleted), ``T`` (dtype or shape changed), ``M`` (modified), and ``=`` with ``same``."""
-    return _tfmount.diff(_fspath(a), _fspath(b), exact=exact, same=same)
+    (deleted), ``T`` (dtype or shape changed), ``M`` (modified), and ``=`` with ``same``.
+    With ``names``, tensors are matched by the names ``names/`` shows (``tfmount diff
+    --names``), and each line has the name in place of the key."""
+    return _tfmount.diff(_fspath(a), _fspath(b), exact=exact, same=same, names=names)
 
 
 def _unmount(mountpoint):

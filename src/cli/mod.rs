@@ -180,7 +180,10 @@ A<TAB>KEY only in B (added), D<TAB>KEY only in A (deleted), T<TAB>KEY dtype or s
 M<TAB>KEY same dtype and shape, different bytes. By default the index decides: the same dtype, \
 shape, size and stored CRC-32C mean equal, and no tensor data is read. Bytes are read only where \
 the index cannot decide (partitioned tensors sliced differently; every tensor of a V1 checkpoint, \
-which stores no CRC) or with --exact.";
+which stores no CRC) or with --exact. --names matches tensors by the names names/ shows them by \
+instead of keys (a .keras file against the legacy .h5 of the same model). --values says how much \
+each changed tensor's values changed; a quantized tensor (TFLite) is compared by its dequantized \
+float32 values against a float tensor of the same shape.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -480,6 +483,11 @@ pub struct DiffArgs {
     /// With --values: the relative tolerance (see --atol).
     #[arg(long, value_name = "RTOL", value_parser = non_negative)]
     pub rtol: Option<f64>,
+    /// Match tensors by the names names/ shows them by (in every format that has them, across
+    /// formats: a .keras against a legacy .h5 of the same model), not by key; tensors without a
+    /// name are not compared.
+    #[arg(long)]
+    pub names: bool,
     /// The old checkpoint.
     pub a: PathBuf,
     /// The new checkpoint.

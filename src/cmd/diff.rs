@@ -7,13 +7,14 @@
 //! Both indexes are walked once, side by side, in key order.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::iter::Peekable;
 use std::path::Path;
 use std::time::Instant;
 
 use super::{closed, escape, Lines, Val};
 use crate::cli::DiffArgs;
-use crate::cmd::model::{one_checkpoint, Ckpt, Item, Walk};
+use crate::cmd::model::{one_checkpoint, Ckpt, Item, TensorInfo, Walk};
 
 /// Bytes compared at a time when the bytes decide.
 const CHUNK: usize = 4 << 20;
@@ -25,7 +26,16 @@ pub fn run(args: &DiffArgs) -> i32 {
     let (Ok(a), Ok(b)) = (open(&args.a), open(&args.b)) else {
         return 2;
     };
+    if args.names {
+        for (side, ck) in [("A", &a), ("B", &b)] {
+            if let Err(e) = named(ck) {
+                eprintln!("tfmount diff: {side} ({}): {e}", ck.prefix().display());
+                return 2;
+            }
+        }
+    }
     let mut d = Diff::new(&a, &b, args.exact, args.same, Lines::to_stdout(args.json));
+    d.by_name = args.names;
     if args.values || args.atol.is_some() || args.rtol.is_some() {
         d.values = Some(Tolerance {
             atol: args.atol.unwrap_or(0.0),
@@ -98,9 +108,21 @@ pub type Line = (String, Vec<u8>);
 /// What `tfmount diff A B` prints (with `--exact` and `--same` as asked), as `(status, key)`;
 /// `Err` with the messages `diff` prints when A or B cannot be used or a tensor of them cannot
 /// be read (one per line).
-pub fn lines(a: &Path, b: &Path, exact: bool, same: bool) -> Result<Vec<Line>, String> {
+pub fn lines(
+    a: &Path,
+    b: &Path,
+    exact: bool,
+    same: bool,
+    names: bool,
+) -> Result<Vec<Line>, String> {
     let (a, b) = (one_checkpoint(a)?, one_checkpoint(b)?);
+    if names {
+        for (side, ck) in [("A", &a), ("B", &b)] {
+            named(ck).map_err(|e| format!("{side} ({}): {e}", ck.prefix().display()))?;
+        }
+    }
     let mut d = Diff::new(&a, &b, exact, same, Lines::kept());
+    d.by_name = names;
     d.walk();
     if !d.troubles.is_empty() {
         return Err(d.troubles.join("\n"));
@@ -148,6 +170,24 @@ struct Diff<'c> {
     closed: bool,
     /// `--values` (with `--atol`, `--rtol`): how much a changed tensor's values changed.
     values: Option<Tolerance>,
+    /// `--names`: tensors matched by their `names/` names, not keys.
+    by_name: bool,
+    /// With `--names`, the key each name stands for, per side (`[A, B]`): what a dequantized
+    /// tensor is found by.
+    keys: [HashMap<Vec<u8>, Vec<u8>>; 2],
+    /// With `--values`, each side's dequantized tensors by key (made when first needed).
+    dequantized: [Option<HashMap<Vec<u8>, TensorInfo>>; 2],
+}
+
+/// Why a checkpoint cannot be compared by names: it has no `names/`, or no tensor has a name.
+fn named(ck: &Ckpt) -> Result<(), String> {
+    match ck.names() {
+        None => {
+            Err("has no names/ to match tensors by (diff without --names compares keys)".into())
+        }
+        Some([]) => Err("names/ is empty: no tensor has a name to match by".into()),
+        Some(_) => Ok(()),
+    }
 }
 
 /// What `--values` calls equal: `|a - b| <= atol + rtol * |b|` (numpy's `isclose`, B the
@@ -322,11 +362,14 @@ impl<'c> Diff<'c> {
             differ: false,
             closed: false,
             values: None,
+            by_name: false,
+            keys: Default::default(),
+            dequantized: Default::default(),
         }
     }
 
     /// The line of a changed tensor with how much its values changed (`--values`).
-    fn value_line(&mut self, key: &[u8], shape: &[u64], v: &ValueDiff) {
+    fn value_line(&mut self, tag: &[u8], key: &[u8], shape: &[u64], v: &ValueDiff) {
         self.differ = true;
         if self.closed {
             return;
@@ -334,7 +377,7 @@ impl<'c> Diff<'c> {
         let first = v.first.map(|i| unravel(i, shape)).unwrap_or_default();
         let n = |x: u64| Val::Num(Some(x));
         let fields = [
-            ("change", Val::Bytes(b"M")),
+            ("change", Val::Bytes(tag)),
             ("key", Val::Bytes(key)),
             ("max_abs", Val::Float(v.max_abs)),
             ("max_rel", Val::Float(v.max_rel)),
@@ -349,9 +392,8 @@ impl<'c> Diff<'c> {
     /// Compares two tensors of the same dtype and shape value by value; `Ok(None)` for a dtype
     /// without numbers (strings, variants).
     fn value_diff(
-        &self,
-        ta: &crate::cmd::model::TensorInfo,
-        tb: &crate::cmd::model::TensorInfo,
+        (a, ta): (&Ckpt, &TensorInfo),
+        (b, tb): (&Ckpt, &TensorInfo),
         tol: Tolerance,
     ) -> Result<Option<ValueDiff>, (Side, String)> {
         use crate::render::elem::Kind;
@@ -362,8 +404,8 @@ impl<'c> Diff<'c> {
         if es == 0 {
             return Ok(None);
         }
-        let na = self.a.served_size(ta).map_err(|e| (Side::A, e))?;
-        let nb = self.b.served_size(tb).map_err(|e| (Side::B, e))?;
+        let na = a.served_size(ta).map_err(|e| (Side::A, e))?;
+        let nb = b.served_size(tb).map_err(|e| (Side::B, e))?;
         let n = na.min(nb) / es as u64 * es as u64;
         let chunk = (CHUNK / es * es) as u64;
         let mut v = ValueDiff::default();
@@ -371,8 +413,8 @@ impl<'c> Diff<'c> {
         let mut i = 0u64;
         while off < n {
             let len = (n - off).min(chunk) as usize;
-            let x = self.a.read_served(ta, off, len).map_err(|e| (Side::A, e))?;
-            let y = self.b.read_served(tb, off, len).map_err(|e| (Side::B, e))?;
+            let x = a.read_served(ta, off, len).map_err(|e| (Side::A, e))?;
+            let y = b.read_served(tb, off, len).map_err(|e| (Side::B, e))?;
             if kind == Kind::F32 {
                 // Both halves of the piece at once, on two threads.
                 let half = len / 8 * 4;
@@ -468,8 +510,13 @@ impl<'c> Diff<'c> {
     }
 
     fn walk(&mut self) {
-        let mut wa = self.a.walk().peekable();
-        let mut wb = self.b.walk().peekable();
+        let (wa, wb) = if self.by_name {
+            let wa = self.named_walk(Side::A);
+            (wa, self.named_walk(Side::B))
+        } else {
+            (self.a.walk(), self.b.walk())
+        };
+        let (mut wa, mut wb) = (wa.peekable(), wb.peekable());
         loop {
             self.skip_blocks(&mut wa, "A", self.a);
             self.skip_blocks(&mut wb, "B", self.b);
@@ -489,6 +536,101 @@ impl<'c> Diff<'c> {
                 return;
             }
         }
+    }
+
+    /// The walk of a side by `names/` names: its tensors under each name that names them (a
+    /// tensor with two names twice; one without a name not at all), sorted by name, after the
+    /// blocks and files it cannot read. Entries it cannot read are trouble now.
+    fn named_walk(&mut self, side: Side) -> Walk<'c> {
+        let ck = self.ck(side);
+        let mut first = Vec::new();
+        let mut by_key: HashMap<Vec<u8>, TensorInfo> = HashMap::new();
+        for item in ck.walk() {
+            match item {
+                Item::Tensor(t) => {
+                    by_key.insert(t.key.clone(), t);
+                }
+                Item::BadEntry { key, reason } => {
+                    self.trouble_on(side, &format!("{}: {reason}", show(&key)));
+                }
+                other => first.push(other),
+            }
+        }
+        let mut named: Vec<TensorInfo> = ck
+            .names()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(name, key)| {
+                let mut t = by_key.get(key.as_bytes())?.clone();
+                t.key = name.as_bytes().to_vec();
+                Some(t)
+            })
+            .collect();
+        named.sort_by(|x, y| x.key.cmp(&y.key));
+        named.dedup_by(|x, y| x.key == y.key);
+        let keys = &mut self.keys[side as usize];
+        for (name, key) in ck.names().unwrap_or_default() {
+            keys.entry(name.as_bytes().to_vec())
+                .or_insert_with(|| key.as_bytes().to_vec());
+        }
+        Box::new(first.into_iter().chain(named.into_iter().map(Item::Tensor)))
+    }
+
+    fn ck(&self, side: Side) -> &'c Ckpt {
+        match side {
+            Side::A => self.a,
+            Side::B => self.b,
+        }
+    }
+
+    /// What `--values` compares of tensor `t` of `side`: its dequantized float32 values where
+    /// the model has them (a quantized TFLite constant), else `None`.
+    fn dequantized_of(&mut self, side: Side, t: &TensorInfo) -> Option<(&'c Ckpt, TensorInfo)> {
+        let d = self.ck(side).dequantized()?;
+        let map = self.dequantized[side as usize].get_or_insert_with(|| {
+            d.walk()
+                .filter_map(|i| match i {
+                    Item::Tensor(t) => Some((t.key.clone(), t)),
+                    _ => None,
+                })
+                .collect()
+        });
+        let key = match self.keys[side as usize].get(&t.key) {
+            Some(k) if self.by_name => k.as_slice(),
+            _ => t.key.as_slice(),
+        };
+        map.get(key).map(|e| (d, e.clone()))
+    }
+
+    /// With `--values`, a tensor whose dtype or shape differs but of which one side (or both)
+    /// is quantized and has dequantized values of the other's dtype and shape: compared by
+    /// those values. `None` when there is nothing such to compare.
+    fn dequantized_pair(&mut self, ta: &TensorInfo, tb: &TensorInfo, tol: Tolerance) -> Option<()> {
+        let da = self.dequantized_of(Side::A, ta);
+        let db = self.dequantized_of(Side::B, tb);
+        if da.is_none() && db.is_none() {
+            return None;
+        }
+        let (ca, ea) = da.unwrap_or((self.a, ta.clone()));
+        let (cb, eb) = db.unwrap_or((self.b, tb.clone()));
+        if ea.dtype != eb.dtype || ea.shape != eb.shape {
+            return None;
+        }
+        match Self::value_diff((ca, &ea), (cb, &eb), tol) {
+            Ok(Some(v)) if v.differing == 0 => {
+                self.stats.equal += 1;
+                if self.same {
+                    self.line(b"=", &ta.key);
+                }
+            }
+            Ok(Some(v)) => {
+                self.stats.typed += 1;
+                self.value_line(b"T", &ta.key, &ta.shape, &v);
+            }
+            Ok(None) => return None,
+            Err((side, e)) => self.trouble_on(side, &format!("{}: {e}", show(&ta.key))),
+        }
+        Some(())
     }
 
     fn pair(&mut self, ia: Option<Item>, ib: Option<Item>) {
@@ -517,6 +659,11 @@ impl<'c> Diff<'c> {
         self.stats.in_a += 1;
         self.stats.in_b += 1;
         if ta.dtype != tb.dtype || ta.shape != tb.shape {
+            if let Some(tol) = self.values {
+                if self.dequantized_pair(&ta, &tb, tol).is_some() {
+                    return;
+                }
+            }
             self.stats.typed += 1;
             return self.line(b"T", &ta.key);
         }
@@ -544,7 +691,7 @@ impl<'c> Diff<'c> {
             }
         };
         let values = match self.values.filter(|_| !equal) {
-            Some(tol) => match self.value_diff(&ta, &tb, tol) {
+            Some(tol) => match Self::value_diff((self.a, &ta), (self.b, &tb), tol) {
                 Ok(v) => v,
                 Err((side, e)) => return self.trouble_on(side, &format!("{}: {e}", show(&ta.key))),
             },
@@ -560,7 +707,7 @@ impl<'c> Diff<'c> {
         } else {
             self.stats.modified += 1;
             match &values {
-                Some(v) => self.value_line(&ta.key, &ta.shape, v),
+                Some(v) => self.value_line(b"M", &ta.key, &ta.shape, v),
                 None => self.line(b"M", &ta.key),
             }
         }
@@ -644,8 +791,8 @@ impl<'c> Diff<'c> {
 /// Which of the two checkpoints a failure is in.
 #[derive(Clone, Copy)]
 enum Side {
-    A,
-    B,
+    A = 0,
+    B = 1,
 }
 
 fn show(key: &[u8]) -> String {

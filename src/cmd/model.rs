@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use crate::error::FsError;
 use crate::formats::caches::Caches;
-use crate::formats::integrity::Integrity;
+use crate::formats::integrity::{Generic, Integrity};
+use crate::formats::names::{LazyNames, Names};
 use crate::formats::{OpenCtx, Opened};
 use crate::fs::{Fs, Kind, Options, ROOT};
 use crate::probe::Probed;
@@ -368,8 +369,9 @@ pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
             Ckpt::opened(&store, found.format.open(&ctx(&store, &cache), &found))
         }
         Probed::SavedModel {
-            variables: Some(p), ..
-        } => Ckpt::open_path(&store, &p, &cache),
+            dir,
+            variables: Some(p),
+        } => Ckpt::saved_model(&store, &dir, &p, &cache),
         Probed::SavedModel { dir, .. } => {
             Err(format!("{}: a SavedModel without variables", dir.display()))
         }
@@ -442,6 +444,12 @@ pub struct Ckpt {
     prefix: PathBuf,
     checks: Box<dyn Integrity>,
     data_read: AtomicU64,
+    /// `names/` (`(name, key)` pairs), made when first asked for ([`Ckpt::names`]); `None` for
+    /// a checkpoint without them.
+    names: Option<LazyNames>,
+    /// A quantized model's dequantized tensors (TFLite's `dequantized/`: each quantized constant
+    /// as float32, under its key), checked and read as a checkpoint of their own.
+    dequantized: Option<Box<Ckpt>>,
 }
 
 impl Ckpt {
@@ -459,12 +467,63 @@ impl Ckpt {
         store: &Arc<dyn Store>,
         opened: Result<Arc<dyn Opened>, crate::error::SourceError>,
     ) -> Result<Ckpt, String> {
-        let checks = opened.map_err(|e| e.to_string())?.integrity(store.clone());
+        let opened = opened.map_err(|e| e.to_string())?;
+        let checks = opened.integrity(store.clone());
+        let prefix = checks.path().to_path_buf();
+        let dequantized = opened
+            .tensor_dirs()
+            .into_iter()
+            .find(|(dir, _)| dir == "dequantized")
+            .map(|(_, set)| {
+                Box::new(Ckpt {
+                    prefix: prefix.clone(),
+                    checks: Box::new(Generic::new(set, Vec::new())),
+                    data_read: AtomicU64::new(0),
+                    names: None,
+                    dequantized: None,
+                })
+            });
+        let names = opened.has_names().then(|| {
+            let o = opened.clone();
+            LazyNames::new(move || Names::from(o.names()))
+        });
         Ok(Ckpt {
-            prefix: checks.path().to_path_buf(),
+            prefix,
             checks,
             data_read: AtomicU64::new(0),
+            names,
+            dequantized,
         })
+    }
+
+    /// A SavedModel's variables (the V2 checkpoint at `prefix`), named as its `names/` names
+    /// them: by the object graph of the SavedModel in `dir` and the checkpoint's.
+    fn saved_model(
+        store: &Arc<dyn Store>,
+        dir: &Path,
+        prefix: &Path,
+        cache: &Arc<Caches>,
+    ) -> Result<Ckpt, String> {
+        let opened = formats::open_path(&ctx(store, cache), prefix).map_err(|e| e.to_string())?;
+        let mut ck = Ckpt::opened(store, Ok(opened.clone()))?;
+        if ck.names.is_some() {
+            let (store, dir) = (store.clone(), dir.to_path_buf());
+            ck.names = Some(LazyNames::new(move || {
+                crate::fs::build::saved_model_names_in(&*store, &dir, &*opened)
+            }));
+        }
+        Ok(ck)
+    }
+
+    /// The `(name, key)` pairs of its `names/` (made now, the first time), or `None` when it
+    /// has no `names/`.
+    pub fn names(&self) -> Option<&[(String, String)]> {
+        self.names.as_ref().map(LazyNames::get)
+    }
+
+    /// Its dequantized tensors, where it is a quantized model that has them (TFLite).
+    pub fn dequantized(&self) -> Option<&Ckpt> {
+        self.dequantized.as_deref()
     }
 
     pub fn prefix(&self) -> &Path {
@@ -474,6 +533,7 @@ impl Ckpt {
     /// Bytes of tensor data read so far through this checkpoint.
     pub fn data_bytes_read(&self) -> u64 {
         self.data_read.load(Ordering::Relaxed)
+            + self.dequantized.as_ref().map_or(0, |d| d.data_bytes_read())
     }
 
     fn count(&self, n: u64) {

@@ -729,6 +729,25 @@ fn no_tag_set(file: &GraphFile, want: &str, dirs: &[MetaGraphDir]) -> SourceErro
     }
 }
 
+/// The `names/` pairs of the SavedModel in `dir` whose variables are `ck` (`tfmount diff
+/// --names`): as [`saved_model_names`] makes them for the mount; none when its graph cannot be
+/// read (logged).
+pub(crate) fn saved_model_names_in(store: &dyn Store, dir: &Path, ck: &dyn Opened) -> names::Names {
+    let pb = dir.join("saved_model.pb");
+    let graph = if store.is_file(&pb) {
+        pb
+    } else {
+        dir.join("saved_model.pbtxt")
+    };
+    match GraphFile::open(store, &graph, GraphKind::SavedModel) {
+        Ok(g) => saved_model_names(ck, &g),
+        Err(e) => {
+            log::warn!("{e}");
+            names::Names::default()
+        }
+    }
+}
+
 /// A SavedModel's `names/` pairs, which its `weights.safetensors` names weights by too: from
 /// its object graph and the checkpoint's.
 fn saved_model_names(ck: &dyn Opened, g: &GraphFile) -> names::Names {

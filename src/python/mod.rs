@@ -37,18 +37,19 @@ fn open(
 }
 
 /// `tfmount diff A B`'s lines: `(status, key)` with status `A`, `D`, `T`, `M` (and `=` with
-/// `same`).
+/// `same`); with `names`, matched by `names/` names (the name in place of the key).
 #[pyfunction]
-#[pyo3(signature = (a, b, exact = false, same = false))]
+#[pyo3(signature = (a, b, exact = false, same = false, names = false))]
 fn diff<'py>(
     py: Python<'py>,
     a: PathBuf,
     b: PathBuf,
     exact: bool,
     same: bool,
+    names: bool,
 ) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
     let lines = py
-        .detach(|| crate::cmd::diff::lines(&a, &b, exact, same))
+        .detach(|| crate::cmd::diff::lines(&a, &b, exact, same, names))
         .map_err(TfmountError::new_err)?;
     lines
         .into_iter()
