@@ -866,3 +866,160 @@ fn dequantized_safetensors_is_every_tensor_with_the_quantized_ones_as_float32() 
     }
     assert!(files >= 2, "{files} models with quantized tensors");
 }
+
+/// numpy's figures of `tfmount diff --values` (as `scripts/gen_diff_values.py` computes them,
+/// atol = rtol = 0) for pairs of float32 arrays given on stdin as JSON `{name: [a_hex, b_hex]}`.
+const FIGURES: &str = r#"
+import json, sys
+import numpy as np
+out = {}
+for name, (ah, bh) in json.load(sys.stdin).items():
+    a = np.frombuffer(bytes.fromhex(ah), dtype="<f4").astype(np.float64)
+    b = np.frombuffer(bytes.fromhex(bh), dtype="<f4").astype(np.float64)
+    d = np.abs(a - b)
+    d = np.where(np.isnan(a) & np.isnan(b), 0.0, d)
+    num = ~np.isnan(d)
+    bad = np.flatnonzero(~np.isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True))
+    mb = np.abs(b)
+    rel = num & (mb != 0) & (d != 0)
+    out[name] = {
+        "max_abs": float(d[num].max()) if num.any() else 0.0,
+        "max_rel": float((d[rel] / mb[rel]).max()) if rel.any() else 0.0,
+        "rms": float(np.sqrt(np.mean(d[num] ** 2))) if num.any() else 0.0,
+        "differing": int(bad.size),
+        "elements": int(a.size),
+        "first": int(bad[0]) if bad.size else None,
+    }
+print(json.dumps(out))
+"#;
+
+/// `diff --values` of a float model against its quantized conversions (issue 31): each quantized
+/// constant is compared by its dequantized float32 values (the interpreter's integers and
+/// quantization, dequantized as `dequantized/` is checked to be) against the float model's, and
+/// the figures are numpy's on those arrays. The line is `T` (the dtype did change) with the
+/// figures, or `=` when every value is equal; without `--values` it stays a plain `T`.
+#[test]
+fn diff_values_compares_quantized_tensors_by_their_dequantized_values() {
+    let test = "diff_values_compares_quantized_tensors_by_their_dequantized_values";
+    let Some(exp) = expected(test) else {
+        return;
+    };
+    let Some(py) = requires::python("numpy", test) else {
+        return;
+    };
+    let tensors = |f: &str| -> BTreeMap<String, Value> {
+        exp[f]["subgraphs"][0]["tensors"]
+            .as_array()
+            .expect("tensors")
+            .iter()
+            .map(|t| (t["name"].as_str().expect("name").to_string(), t.clone()))
+            .collect()
+    };
+    let mut compared = 0;
+    for q in ["dynamic_int8.tflite", "full_int8.tflite"] {
+        let (ta, tb) = (tensors("float.tflite"), tensors(q));
+        // name -> (float values of A, B's values as compared, whether B's are dequantized)
+        let mut pairs = BTreeMap::new();
+        for (name, a) in &ta {
+            let Some(b) = tb.get(name) else { continue };
+            if a["shape"] != b["shape"] || a["dtype"] != "float32" {
+                continue;
+            }
+            let (bv, deq) = match b.get("dequantized") {
+                Some(d) => (d.clone(), true),
+                None if b["dtype"] == "float32" => (b["bin"].clone(), false),
+                None => continue,
+            };
+            pairs.insert(name.clone(), (a["bin"].clone(), bv, deq));
+        }
+        assert!(
+            pairs.values().any(|p| p.2),
+            "{q}: quantized constants {:?}",
+            pairs.keys()
+        );
+        let input: BTreeMap<&String, [&Value; 2]> =
+            pairs.iter().map(|(n, p)| (n, [&p.0, &p.1])).collect();
+        let mut child = Command::new(&py)
+            .arg("-c")
+            .arg(FIGURES)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run python");
+        serde_json::to_writer(child.stdin.take().expect("stdin"), &input).expect("write");
+        let o = child.wait_with_output().expect("python");
+        assert!(o.status.success(), "numpy's figures");
+        let want: Value = serde_json::from_slice(&o.stdout).expect("json");
+        let (fa, fb) = (dir().join("float.tflite"), dir().join(q));
+        let args = [
+            Path::new("diff"),
+            Path::new("-s"),
+            Path::new("--json"),
+            Path::new("--values"),
+            &fa,
+            &fb,
+        ];
+        let o = tfmount(&args);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let recs: Vec<Value> = o
+            .stdout
+            .split(|&c| c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("json"))
+            .collect();
+        for (name, (_, _, deq)) in &pairs {
+            let r = recs
+                .iter()
+                .find(|r| r["type"] == "change" && r["key"] == name.as_str())
+                .unwrap_or_else(|| panic!("{q}: {name} not listed"));
+            let w = &want[name];
+            if w["differing"] == 0 {
+                assert_eq!(r["change"], "=", "{q}: {name}: {r}");
+                continue;
+            }
+            assert_eq!(r["change"], if *deq { "T" } else { "M" }, "{q}: {name}");
+            for f in ["max_abs", "max_rel", "rms"] {
+                let (g, x) = (r[f].as_f64().expect(f), w[f].as_f64().expect(f));
+                assert!(
+                    (g - x).abs() <= 1e-12 * x.abs().max(1e-300),
+                    "{q}: {name} {f}: {g} against numpy's {x}"
+                );
+            }
+            assert_eq!(
+                (&r["differing"], &r["elements"]),
+                (&w["differing"], &w["elements"])
+            );
+            let first = w["first"].as_u64().expect("first");
+            let shape: Vec<u64> = tb[name]["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|d| d.as_u64().expect("dim"))
+                .collect();
+            let mut idx = vec![0u64; shape.len()];
+            let mut i = first;
+            for (k, &d) in shape.iter().enumerate().rev() {
+                idx[k] = i % d.max(1);
+                i /= d.max(1);
+            }
+            let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
+            assert_eq!(r["first_index"], idx.join(","), "{q}: {name}");
+            if *deq {
+                compared += 1;
+            }
+        }
+        // Without --values, a quantized constant is a plain change of type.
+        let o = tfmount(&[Path::new("diff"), &fa, &fb]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        for (name, (_, _, deq)) in &pairs {
+            if *deq {
+                assert!(out.lines().any(|l| l == format!("T\t{name}")), "{q}: {out}");
+            }
+        }
+    }
+    assert!(compared >= 5, "{compared} dequantized tensors compared");
+}

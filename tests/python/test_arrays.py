@@ -156,6 +156,18 @@ def test_verify_and_diff_of_pristine_fixtures():
         assert tfmount.diff(FIXTURES / src, FIXTURES / src) == [], src
 
 
+def test_diff_by_names_matches_a_keras_file_with_its_legacy_h5():
+    # The same weights under other keys: by key nothing matches, by names/ the layers' do
+    # (tests/keras.rs checks every line against Keras' records).
+    k, legacy = FIXTURES / "keras/model.keras", FIXTURES / "keras/legacy_model.h5"
+    assert not any(s == "=" for s, _ in tfmount.diff(k, legacy, same=True))
+    lines = tfmount.diff(k, legacy, same=True, names=True)
+    assert ("=", "conv/kernel") in lines and ("=", "adam/conv_kernel_momentum") in lines, lines
+    assert ("D", "head_bf16/kernel") in lines, lines
+    with pytest.raises(tfmount.Error, match="model.weights.h5.*no names/"):
+        tfmount.diff(k, FIXTURES / "keras/model.weights.h5", names=True)
+
+
 def test_info_is_the_index():
     with tfmount.open(FIXTURES / "tf2_keras/ckpt-1") as m:
         for k in m:
