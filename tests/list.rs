@@ -50,6 +50,21 @@ fn list_shows_a_mount_and_umount_stops_its_daemon() {
         "{f:?}"
     );
     assert_eq!(f[3], "nocrc", "{f:?}");
+    // --json: the same mount, one object per line, no header; the pid a number.
+    let out = tfmount_ok(&["list", "--json"]);
+    let recs: Vec<serde_json::Value> = out
+        .split(|&c| c == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("a JSON object per line"))
+        .collect();
+    assert!(recs.iter().all(|r| r["type"] == "mount"), "{recs:?}");
+    let r = recs
+        .iter()
+        .find(|r| r["mountpoint"] == *mp.to_string_lossy())
+        .unwrap_or_else(|| panic!("{} not in {recs:?}", mp.display()));
+    assert_eq!(r["source"], *src.to_string_lossy(), "{r}");
+    assert_eq!(r["pid"], m.pid(), "{r}");
+    assert_eq!(r["options"], "nocrc", "{r}");
 
     let o = tfmount(&[std::ffi::OsStr::new("umount"), mp.as_os_str()]);
     assert_eq!(

@@ -194,7 +194,7 @@ pub enum Command {
     MountHelper(HelperArgs),
     /// List the active tfmount mounts: mount point, source, daemon pid, options.
     #[command(long_about = LIST_LONG)]
-    List,
+    List(ListArgs),
     /// Unmount tfmount mounts and wait for their daemons to exit.
     #[command(long_about = UMOUNT_LONG)]
     Umount(UmountArgs),
@@ -247,6 +247,14 @@ detach it now, as fusermount3 -u -z: files still open on it keep working, the da
 the last is closed, and umount does not wait for it), then wait up to 10 s for its daemon to exit. A path that is not a tfmount mount (not a mount point, or another file \
 system) is refused, naming what it is. A busy mount (files or directories open on it) stays \
 mounted, with a message; -z detaches it anyway.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "EXAMPLES:\n  tfmount list\n  tfmount list --json | jq -r .mountpoint")]
+pub struct ListArgs {
+    /// One JSON object per mount (JSON Lines, no header; schema: docs/cli.md).
+    #[arg(long)]
+    pub json: bool,
+}
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -8,39 +8,11 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{closed, Lines, Val};
-use crate::cli::UmountArgs;
-use crate::mount::unescape_mountinfo;
+use crate::cli::{ListArgs, UmountArgs};
+use crate::mount::mountinfo::{mounts, MountLine};
 
 /// How long `umount` waits for a daemon to exit once its mount is gone.
 const DAEMON_EXIT_WAIT: Duration = Duration::from_secs(10);
-
-/// One line of /proc/self/mountinfo, unescaped.
-struct MountLine {
-    mountpoint: PathBuf,
-    fstype: String,
-    source: Vec<u8>,
-}
-
-/// Every mount of /proc/self/mountinfo, in its order (a later one covers an earlier one at the
-/// same mount point).
-fn mounts() -> Vec<MountLine> {
-    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    info.split(|&b| b == b'\n')
-        .filter_map(|line| {
-            let f: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-            let mp = f.get(4)?;
-            // Optional fields end at "-"; then fstype, source, super options.
-            let dash = f.iter().position(|x| *x == b"-")?;
-            Some(MountLine {
-                mountpoint: PathBuf::from(OsString::from_vec(unescape_mountinfo(mp))),
-                fstype: String::from_utf8_lossy(f.get(dash + 1)?).into_owned(),
-                source: unescape_mountinfo(f.get(dash + 2)?),
-            })
-        })
-        .collect()
-}
 
 /// A running tfmount process that serves a mount: the mount form or `tfmount mount` on a
 /// directory, or on `/dev/fd/N` as the child of a `tfmount mount-helper` (`mountpoint` is then
@@ -203,32 +175,38 @@ fn tfmount_mounts(daemons: &[Daemon]) -> Vec<MountLine> {
     for (i, m) in all.iter().enumerate() {
         let covered = all[i + 1..].iter().any(|o| o.mountpoint == m.mountpoint);
         if !covered && is_tfmount(&m.fstype, &m.mountpoint, daemons) {
-            out.push(MountLine {
-                mountpoint: m.mountpoint.clone(),
-                fstype: m.fstype.clone(),
-                source: m.source.clone(),
-            });
+            out.push(m.clone());
         }
     }
     out
 }
 
-pub fn run_list() -> i32 {
+pub fn run_list(args: &ListArgs) -> i32 {
     let daemons = daemons();
     let found = tfmount_mounts(&daemons);
     if found.is_empty() {
         return 0;
     }
-    let mut out = Lines::new();
+    let mut out = Lines::to_stdout(args.json);
     let mut write = || -> std::io::Result<()> {
-        let header = ["MOUNTPOINT", "SOURCE", "PID", "OPTIONS"];
-        out.record("header", &header.map(|h| (h, Val::Bytes(h.as_bytes()))))?;
+        if !out.json() {
+            let header = ["MOUNTPOINT", "SOURCE", "PID", "OPTIONS"];
+            out.record("header", &header.map(|h| (h, Val::Bytes(h.as_bytes()))))?;
+        }
         for m in &found {
             let d = daemon_of(&daemons, &m.mountpoint);
-            let pid = d.map_or("-".to_string(), |d| d.pid.to_string());
-            let opts = match d {
-                Some(d) if !d.options.is_empty() => d.options.join(","),
-                _ => "-".to_string(),
+            let opts = d.map(|d| d.options.join(",")).unwrap_or_default();
+            // In text an unknown pid, and no options, are `-`; in JSON null and "".
+            let text_pid = d.map_or("-".to_string(), |d| d.pid.to_string());
+            let (pid, options) = if out.json() {
+                (
+                    Val::Num(d.map(|d| u64::from(d.pid))),
+                    Val::Bytes(opts.as_bytes()),
+                )
+            } else if opts.is_empty() {
+                (Val::Bytes(text_pid.as_bytes()), Val::Bytes(b"-"))
+            } else {
+                (Val::Bytes(text_pid.as_bytes()), Val::Bytes(opts.as_bytes()))
             };
             out.record(
                 "mount",
@@ -238,8 +216,8 @@ pub fn run_list() -> i32 {
                         Val::Bytes(m.mountpoint.as_os_str().as_bytes()),
                     ),
                     ("source", Val::Bytes(&m.source)),
-                    ("pid", Val::Bytes(pid.as_bytes())),
-                    ("options", Val::Bytes(opts.as_bytes())),
+                    ("pid", pid),
+                    ("options", options),
                 ],
             )?;
         }

@@ -56,7 +56,7 @@ pub fn run(cmd: Command) -> i32 {
     let code = match cmd {
         Command::Mount(args) => crate::mount::run(args),
         Command::MountHelper(a) => crate::mount::helper::run(&a),
-        Command::List => list::run_list(),
+        Command::List(a) => list::run_list(&a),
         Command::Umount(a) => list::run_umount(&a),
         Command::Ls(a) => ls::run(&a),
         Command::Cat(a) => cat::run(&a),

@@ -5,6 +5,7 @@
 
 mod fd;
 pub mod helper;
+pub(crate) mod mountinfo;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -53,18 +54,9 @@ pub fn settings(args: &Args) -> Result<Settings, Failure> {
 
 /// Whether `path` is a mount point right now (from /proc/self/mountinfo).
 pub fn is_mount_point(path: &Path) -> bool {
-    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = path.as_os_str().as_bytes();
-    info.split(|&b| b == b'\n').any(|line| {
-        line.split(|&b| b == b' ')
-            .nth(4)
-            .is_some_and(|mp| unescape_mountinfo(mp) == want)
-    })
+    mountinfo::mounts().iter().any(|m| m.mountpoint == path)
 }
 
-/// The `MAJOR:MINOR` device of the file system mounted at `path` (from /proc/self/mountinfo).
 /// Sets the readahead of the mount at `mountpoint` to [`crate::fuse::MAX_READAHEAD`]. The FUSE handshake
 /// can only lower readahead below the kernel's default of 128 KiB per file, which makes a cold
 /// sequential read a stream of 128 KiB requests; the mount's backing device takes a larger
@@ -83,36 +75,13 @@ pub fn raise_readahead(mountpoint: &std::path::Path) {
     }
 }
 
+/// The `MAJOR:MINOR` device of the file system mounted at `path` (the last mount there).
 pub(crate) fn mount_device(path: &Path) -> Option<String> {
-    let info = std::fs::read("/proc/self/mountinfo").ok()?;
-    let want = path.as_os_str().as_bytes();
-    info.split(|&b| b == b'\n').rev().find_map(|line| {
-        let mut f = line.split(|&b| b == b' ');
-        let dev = f.nth(2)?;
-        let mp = f.nth(1)?;
-        (unescape_mountinfo(mp) == want).then(|| String::from_utf8_lossy(dev).into_owned())
-    })
-}
-
-pub(crate) fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'\\'
-            && i + 3 < s.len()
-            && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (s[i + 1] - b'0') as u32 * 64
-                + (s[i + 2] - b'0') as u32 * 8
-                + (s[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(s[i]);
-            i += 1;
-        }
-    }
-    out
+    mountinfo::mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.mountpoint == path)
+        .map(|m| m.device)
 }
 
 fn check_mountpoint(mp: &Path, nonempty: bool) -> Result<PathBuf, Failure> {
