@@ -347,12 +347,7 @@ fn diff_by_names_matches_a_keras_file_with_its_legacy_h5() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let recs: Vec<Value> = o
-        .stdout
-        .split(|&c| c == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).expect("json"))
-        .collect();
+    let recs = common::json_lines(&o.stdout);
     let got: Vec<(String, String)> = recs
         .iter()
         .filter(|r| r["type"] == "change")

@@ -52,11 +52,7 @@ fn list_shows_a_mount_and_umount_stops_its_daemon() {
     assert_eq!(f[3], "nocrc", "{f:?}");
     // --json: the same mount, one object per line, no header; the pid a number.
     let out = tfmount_ok(&["list", "--json"]);
-    let recs: Vec<serde_json::Value> = out
-        .split(|&c| c == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).expect("a JSON object per line"))
-        .collect();
+    let recs = common::json_lines(&out);
     assert!(recs.iter().all(|r| r["type"] == "mount"), "{recs:?}");
     let r = recs
         .iter()

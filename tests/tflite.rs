@@ -965,12 +965,7 @@ fn diff_values_compares_quantized_tensors_by_their_dequantized_values() {
             "{}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let recs: Vec<Value> = o
-            .stdout
-            .split(|&c| c == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).expect("json"))
-            .collect();
+        let recs = common::json_lines(&o.stdout);
         for (name, (_, _, deq)) in &pairs {
             let r = recs
                 .iter()

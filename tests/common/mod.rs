@@ -396,3 +396,14 @@ pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
 pub fn tree_text(tree: &tfmount::cmd::model::Tree, path: &str) -> String {
     String::from_utf8(tree_cat(tree, path)).expect("utf-8")
 }
+
+/// A command's JSON Lines output (`--json`): one object per non-empty line.
+pub fn json_lines(out: &[u8]) -> Vec<Value> {
+    out.split(|&c| c == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice(l)
+                .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(l)))
+        })
+        .collect()
+}
