@@ -691,10 +691,22 @@ impl<'c> Diff<'c> {
             }
         };
         let values = match self.values.filter(|_| !equal) {
-            Some(tol) => match Self::value_diff((self.a, &ta), (self.b, &tb), tol) {
-                Ok(v) => v,
-                Err((side, e)) => return self.trouble_on(side, &format!("{}: {e}", show(&ta.key))),
-            },
+            Some(tol) => {
+                // Both sides quantized alike: their dequantized values.
+                let ((ca, ea), (cb, eb)) = match (
+                    self.dequantized_of(Side::A, &ta),
+                    self.dequantized_of(Side::B, &tb),
+                ) {
+                    (Some(x), Some(y)) => (x, y),
+                    _ => ((self.a, ta.clone()), (self.b, tb.clone())),
+                };
+                match Self::value_diff((ca, &ea), (cb, &eb), tol) {
+                    Ok(v) => v,
+                    Err((side, e)) => {
+                        return self.trouble_on(side, &format!("{}: {e}", show(&ta.key)))
+                    }
+                }
+            }
             None => None,
         };
         // Equal within the tolerance: every element (numbers compare as numbers: 0.0 == -0.0).
