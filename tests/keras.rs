@@ -569,8 +569,14 @@ fn a_damaged_keras_member_is_not_served() {
         let e = std::fs::read(mp.join(bin(d))).expect_err("a dataset of the damaged member");
         assert_eq!(e.raw_os_error(), Some(5), "{}: {e}", bin(d));
     }
-    // Asked again: the remembered outcome, no second log line.
+    // Asked again: the remembered outcome, no second log line; now known, even a read of the
+    // first bytes fails.
     assert!(std::fs::read(mp.join(bin(d0))).is_err());
+    let first = std::fs::File::open(mp.join(bin(d1))).and_then(|f| {
+        use std::os::unix::fs::FileExt;
+        f.read_at(&mut [0u8; 1], 0)
+    });
+    assert_eq!(first.map_err(|e| e.raw_os_error()), Err(Some(5)));
     for name in ["config.json", "metadata.json"] {
         assert_eq!(
             std::fs::read(mp.join(name)).expect(name),
@@ -590,6 +596,27 @@ fn a_damaged_keras_member_is_not_served() {
         lines[0].contains(&*String::from_utf8_lossy(p.as_os_str().as_bytes())),
         "{log}"
     );
+    // The check streams (docs/keras.md): a fresh mount serves reads while it runs, and the
+    // read that reaches a dataset's end waits for it, so a dataset read end first fails.
+    let (d2, last) = (&datasets[2], |f: &std::fs::File, size: u64| {
+        use std::os::unix::fs::FileExt;
+        f.read_at(&mut [0u8; 1], size - 1)
+    });
+    let mut m = common::Mount::start(&p, &[]);
+    let f = std::fs::File::open(m.path().join(bin(d2))).expect("open");
+    let size = f.metadata().expect("stat").len();
+    assert!(size > 0);
+    assert_eq!(last(&f, size).map_err(|e| e.raw_os_error()), Err(Some(5)));
+    drop(f);
+    assert_eq!(m.unmount(), Some(0));
+    // -o crc_first: the member is checked before a dataset's first byte.
+    let mut m = common::Mount::start(&p, &["-o", "crc_first"]);
+    let first = std::fs::File::open(m.path().join(bin(d2))).and_then(|f| {
+        use std::os::unix::fs::FileExt;
+        f.read_at(&mut [0u8; 1], 0)
+    });
+    assert_eq!(first.map_err(|e| e.raw_os_error()), Err(Some(5)));
+    assert_eq!(m.unmount(), Some(0));
     // -o nocrc: the bytes as they are, the flipped one included.
     let mut m = common::Mount::start(&p, &["-o", "nocrc"]);
     let got = std::fs::read(m.path().join(bin(d0))).expect("served with nocrc");

@@ -147,7 +147,8 @@ impl Format for Keras {
             return sharded::open(ctx.store, &found.path, ctx.verify)
                 .map(|k| Arc::new(k) as Arc<dyn Opened>);
         }
-        open(ctx.store, &found.path, ctx.verify).map(|k| Arc::new(k) as Arc<dyn Opened>)
+        open(ctx.store, &found.path, ctx.verify, ctx.crc_first)
+            .map(|k| Arc::new(k) as Arc<dyn Opened>)
     }
 }
 
@@ -289,16 +290,30 @@ pub struct OpenedKeras {
 }
 
 /// The check of a stored `.keras` weights member against the CRC-32 the zip's directory holds
-/// of it: made once, before the first byte of a dataset read from the member is served (the
-/// whole member read; local files: from the page cache after the first time), and remembered.
-/// A deflated member needs none: it is inflated, and checked, when opened.
+/// of it (the whole member read; local files: from the page cache after the first time), made
+/// once and remembered. A deflated member needs none: it is inflated, and checked, when opened.
+///
+/// When it is made: before the first byte of a dataset is served (`-o crc_first`, object
+/// storage, and whoever asks for [`MemberCheck::outcome`]), or, for a local file, *while* the
+/// datasets are served: the first dataset opened starts it on a thread of its own
+/// ([`MemberCheck::start`]), reads are served as they come, and the read that reaches the end
+/// of a dataset waits for the outcome (so no reader completes a dataset of a damaged member);
+/// once the member is known damaged, every read fails.
 pub(crate) struct MemberCheck {
     path: PathBuf,
     file: Arc<dyn ByteSource>,
     member: fzip::Member,
-    /// The outcome once known: the CRC-32 matched, or did not (a read that failed is not
-    /// remembered: the next read tries again).
-    outcome: Mutex<Option<Result<(), FormatError>>>,
+    /// Where the check is (a read that failed is not remembered: the next read tries again).
+    state: Mutex<Check>,
+    /// Signalled when a check ends.
+    ended: std::sync::Condvar,
+}
+
+enum Check {
+    NotStarted,
+    Running,
+    /// The CRC-32 matched, or did not.
+    Done(Result<(), FormatError>),
 }
 
 impl MemberCheck {
@@ -307,36 +322,116 @@ impl MemberCheck {
             path: path.to_path_buf(),
             file,
             member,
-            outcome: Mutex::new(None),
+            state: Mutex::new(Check::NotStarted),
+            ended: std::sync::Condvar::new(),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Check> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The remembered outcome, or the check made now (one log line if the member is
-    /// damaged); callers meanwhile wait for it (a bounded read of the member).
+    /// damaged); while a check runs, callers wait for it (a bounded read of the member).
     fn outcome(&self) -> Result<(), FormatError> {
-        let mut o = self.outcome.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = &*o {
-            return r.clone();
+        let mut s = self.lock();
+        loop {
+            match &*s {
+                Check::Done(r) => return r.clone(),
+                Check::Running => {
+                    s = self.ended.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+                Check::NotStarted => {
+                    *s = Check::Running;
+                    drop(s);
+                    return self.run();
+                }
+            }
         }
+    }
+
+    /// The outcome when known, without waiting.
+    fn known(&self) -> Option<Result<(), FormatError>> {
+        match &*self.lock() {
+            Check::Done(r) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    /// Starts the check on a thread of its own, unless it has started.
+    fn start(self: &Arc<Self>) {
+        {
+            let mut s = self.lock();
+            if !matches!(*s, Check::NotStarted) {
+                return;
+            }
+            *s = Check::Running;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("keras-crc".into())
+            .spawn(move || {
+                let _ = me.run();
+            });
+        if spawned.is_err() {
+            // No thread: the next read that needs the outcome makes the check itself.
+            *self.lock() = Check::NotStarted;
+            self.ended.notify_all();
+        }
+    }
+
+    /// Makes the check (the caller has set `Running`), records its outcome and wakes whoever
+    /// waits for it.
+    fn run(&self) -> Result<(), FormatError> {
+        /// Should the check unwind, its state is reset and its waiters woken.
+        struct Unwound<'a>(&'a MemberCheck);
+        impl Drop for Unwound<'_> {
+            fn drop(&mut self) {
+                let mut s = self.0.lock();
+                if matches!(*s, Check::Running) {
+                    *s = Check::NotStarted;
+                    self.0.ended.notify_all();
+                }
+            }
+        }
+        let _reset = Unwound(self);
         let r = fzip::check_crc(&*self.file, &self.member);
-        match &r {
-            Ok(()) => *o = Some(Ok(())),
+        let mut s = self.lock();
+        *s = match &r {
+            Ok(()) => Check::Done(Ok(())),
             Err(e @ FormatError::Zip(_)) => {
                 log::error!(
                     "{}: member {}: {e}; its datasets fail with EIO",
                     self.path.display(),
                     self.member.name
                 );
-                *o = Some(r.clone());
+                Check::Done(r.clone())
             }
-            Err(_) => {}
-        }
+            Err(_) => Check::NotStarted,
+        };
+        self.ended.notify_all();
         r
     }
 
     /// The outcome as the reason a dataset read failed.
     fn check(&self, key: &str) -> FsResult<()> {
-        self.outcome().map_err(|e| {
+        self.failed(key, self.outcome())
+    }
+
+    /// A read of a dataset whose check streams: fails when the member is known damaged, waits
+    /// for the outcome when it reaches the dataset's end (`last`).
+    fn admit(&self, key: &str, last: bool) -> FsResult<()> {
+        if last {
+            return self.check(key);
+        }
+        match self.known() {
+            Some(r) => self.failed(key, r),
+            None => Ok(()),
+        }
+    }
+
+    fn failed(&self, key: &str, r: Result<(), FormatError>) -> FsResult<()> {
+        r.map_err(|e| {
             let e = match e {
                 FormatError::Zip(m) => {
                     FormatError::Zip(format!("member {}: {m}", self.member.name))
@@ -357,14 +452,21 @@ pub(crate) struct KerasSet {
     bytes: Hdf5Bytes,
     h5: Index,
     datasets: Vec<DatasetInfo>,
-    /// The stored `.keras` member's check, made before its datasets are served (not with
-    /// `-o nocrc`).
+    /// The stored `.keras` member's check (not with `-o nocrc`).
     check: Option<Arc<MemberCheck>>,
+    /// Whether the check streams ([`MemberCheck`]): a local file, not `-o crc_first`.
+    stream: bool,
 }
 
 /// Opens the Keras file at `path`; `verify`: a stored `.keras` member is checked against its
-/// CRC-32 before its datasets are served.
-pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras, SourceError> {
+/// CRC-32 (`crc_first`: before its datasets are served; otherwise, for a local file, while they
+/// are, see [`MemberCheck`]).
+pub fn open(
+    store: &dyn Store,
+    path: &Path,
+    verify: bool,
+    crc_first: bool,
+) -> Result<OpenedKeras, SourceError> {
     let io = |err| SourceError::Io {
         path: path.to_path_buf(),
         err,
@@ -449,6 +551,7 @@ pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedKeras,
     let set = Arc::new(KerasSet {
         path: path.to_path_buf(),
         meta: file.meta(),
+        stream: !crc_first && !file.is_remote(),
         file,
         bytes,
         h5,
@@ -676,9 +779,20 @@ impl TensorSet for KerasSet {
                         )),
                     ));
                 }
-                if let Some(c) = &self.check {
-                    c.check(&d.path)?;
-                }
+                // A streamed check starts now and is waited for by the read that ends the
+                // dataset; otherwise the member is checked before its first byte is served.
+                let check = match &self.check {
+                    Some(c) if self.stream => {
+                        c.start();
+                        c.admit(&d.path, false)?;
+                        Some(c.clone())
+                    }
+                    Some(c) => {
+                        c.check(&d.path)?;
+                        None
+                    }
+                    None => None,
+                };
                 let at = match bytes {
                     Hdf5Bytes::InFile { file, base, .. } => At::File {
                         file: file.clone(),
@@ -693,6 +807,7 @@ impl TensorSet for KerasSet {
                     size,
                     swap,
                     at,
+                    check,
                 }))
             }
             (Layout::Unallocated, _) => Ok(Arc::new(Zeros(size))),
@@ -719,6 +834,7 @@ impl TensorSet for KerasSet {
                     size,
                     swap,
                     at: At::Memory(data.into(), 0),
+                    check: None,
                 }))
             }
         }
@@ -754,6 +870,8 @@ struct Contiguous {
     /// Element size to swap (0: stored little-endian).
     swap: usize,
     at: At,
+    /// The member's check, when it streams: each read admitted by it ([`MemberCheck::admit`]).
+    check: Option<Arc<MemberCheck>>,
 }
 
 impl Contiguous {
@@ -800,9 +918,19 @@ impl TensorData for Contiguous {
         }
     }
 
+    fn check_in_place(&self, _bytes: &[u8]) -> FsResult<()> {
+        match &self.check {
+            Some(c) => c.check(&self.key),
+            None => Ok(()),
+        }
+    }
+
     fn read(&self, offset: u64, len: usize) -> FsResult<bytes::Bytes> {
         let a = offset.min(self.size);
         let b = offset.saturating_add(len as u64).min(self.size);
+        if let Some(c) = &self.check {
+            c.admit(&self.key, b == self.size)?;
+        }
         if self.swap == 0 {
             return self.raw(a, (b - a) as usize);
         }

@@ -149,7 +149,7 @@ pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedSharde
     for (i, name) in index.shards.iter().enumerate() {
         let p = dir.join(name);
         let opened = if store.is_file(&p) {
-            super::open(store, &p, verify)
+            super::open(store, &p, verify, false)
                 .map(|o| o.tensors())
                 .map_err(|e| e.to_string())
         } else {
