@@ -110,7 +110,7 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "crc_first",
         Value::None,
         "",
-        "Check a tensor's CRC-32C before serving its first byte (a pass over the whole tensor first). By default a tensor is checked while it is streamed: each byte is read once, and only the read that reaches its end waits for the check (on object storage, a read that does not start at the tensor's beginning checks first).",
+        "Check a tensor's CRC-32C before serving its first byte (a pass over the whole tensor first). By default a tensor is checked while it is streamed: each byte is read once, and only the read that reaches its end waits for the check (on object storage, a read that does not start at the tensor's beginning checks first). A local .keras file's weights member is checked alike: while its datasets are served, each dataset's last read waiting for it; with crc_first, before the first byte.",
     ),
     flagged(
         opt(
