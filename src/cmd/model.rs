@@ -551,4 +551,17 @@ impl Ckpt {
         self.count(b.len() as u64);
         Ok(b)
     }
+
+    /// [`Ckpt::read_served`] into `buf` (bytes `[offset, offset + buf.len())`, fewer at the
+    /// end of the served bytes); returns how many.
+    pub(crate) fn read_served_into(
+        &self,
+        t: &TensorInfo,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, String> {
+        let n = self.checks.read_served_into(t, offset, buf)?;
+        self.count(n as u64);
+        Ok(n)
+    }
 }

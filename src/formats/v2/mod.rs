@@ -396,6 +396,12 @@ impl Integrity for Bundle {
             .map(Vec::from)
             .map_err(|e| bare(e, &self.prefix, &t.key))
     }
+
+    fn read_served_into(&self, t: &Entry, offset: u64, buf: &mut [u8]) -> Result<usize, String> {
+        self.raw
+            .read_into(t.handle.get::<Tensor>()?, offset, buf)
+            .map_err(|e| bare(e, &self.prefix, &t.key))
+    }
 }
 
 fn extent_of(shape: &[u64], s: &[Extent]) -> Vec<(u64, u64)> {
