@@ -1,19 +1,24 @@
 //! `tfmount diff --values`: how much the values of two tensors of the same dtype and shape
 //! differ ([`compare`]), streamed over their served bytes with bounded memory, on every core.
 //!
-//! The bytes are read in chunks of [`CHUNK`] bytes of each side into buffers each thread keeps
-//! (taken from a small pool, never one per read), straight from the file where the format
-//! allows ([`Ckpt::read_served_into`]). The threads take chunks in order from a counter; each
-//! chunk's figures are merged in chunk order (a worker never runs more than [`WINDOW`] chunks
-//! ahead of the merge), so the result does not depend on the number of threads or on timing.
+//! The bytes are compared in chunks of [`CHUNK`] bytes of each side. The threads (one per core)
+//! take chunks in order from a counter; each chunk's figures are merged in chunk order (a
+//! thread never runs more than [`WINDOW`] chunks ahead of the merge), so the result does not
+//! depend on the number of threads or on timing. A chunk is compared in place, in a read-only
+//! mapping of its file, where the format serves the bytes as stored ([`Ckpt::read_served_with`]
+//! inside a [`model::mapped_scope`]: no copy); a page lost under the comparison (the file cut
+//! short) discards the chunk's figures and the chunk is read again with `pread`, which fails
+//! naming the file. Elsewhere (no mapping: object storage, partitioned tensors, decoded formats)
+//! each thread reads into two buffers it keeps ([`Ckpt::read_served_into`], from a small pool,
+//! never one per read).
 //!
 //! Every element is compared as [`ValueDiff::add`] compares it (f64 arithmetic, as numpy's on
 //! the arrays converted to float64). The common dtypes (float32, float64, float16, bfloat16,
-//! the integers, bool, the one-byte floats) go through one loop over [`LANES`] elements at a
-//! time, compiled for the baseline and, where the CPU has it, for AVX2 with the same
-//! operations in the same order, so both give the same bits: its sum of squares is kept per
-//! lane (element `k` of a chunk in lane `k % LANES`) and the lanes added in a fixed order
-//! ([`reduce`]). Complex dtypes go element by element through `add`.
+//! the integers, bool, the one-byte floats) go through one branch-free loop over [`LANES`]
+//! elements at a time, compiled for the baseline ([`portable`]) and, where the CPU has it, in
+//! AVX2 ([`avx2`]) with the same operations in the same order, so both give the same bits: the
+//! sum of squares is kept per lane (element `k` of a chunk in lane `k % LANES`) and the lanes
+//! added in a fixed order ([`reduce`]). Complex dtypes go element by element through `add`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,8 +27,8 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use crate::cmd::model::{self, Ckpt, TensorInfo};
 use crate::render::elem::{Kind, Value, F16};
 
-/// Bytes of each side read and compared at a time: both sides' buffers of a thread stay in its
-/// core's cache between the read and the compare.
+/// Bytes of each side compared at a time: where they are read into buffers, both sides' stay
+/// in the core's cache between the read and the compare.
 const CHUNK: usize = 256 << 10;
 /// How far ahead of the compare loop its bytes are fetched into the cache (`prefetch`): the
 /// hardware's own prefetch stops at each 4 KiB page of a mapping.
