@@ -266,7 +266,12 @@ impl Job<'_> {
                     .map(|_| sc.spawn(|| self.work(&shared, chunks)))
                     .collect();
                 self.work(&shared, chunks);
-                hs.into_iter().fold(false, |p, h| h.join().is_err() || p)
+                // Every thread joined (one that panicked and was not would panic the scope).
+                let mut panicked = false;
+                for h in hs {
+                    panicked |= h.join().is_err();
+                }
+                panicked
             })
         };
         let m = std::mem::take(&mut *shared.lock());
