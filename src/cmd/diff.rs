@@ -12,6 +12,7 @@ use std::iter::Peekable;
 use std::path::Path;
 use std::time::Instant;
 
+use super::values::{self, Side, Tolerance, ValueDiff};
 use super::{closed, escape, Lines, Val};
 use crate::cli::DiffArgs;
 use crate::cmd::model::{one_checkpoint, Ckpt, Item, TensorInfo, Walk};
@@ -190,143 +191,6 @@ fn named(ck: &Ckpt) -> Result<(), String> {
     }
 }
 
-/// What `--values` calls equal: `|a - b| <= atol + rtol * |b|` (numpy's `isclose`, B the
-/// reference; NaN equals NaN).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Tolerance {
-    pub atol: f64,
-    pub rtol: f64,
-}
-
-/// How much the values of a tensor changed (`--values`): element by element as numbers (f64;
-/// complex by modulus; bool as 0 and 1).
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct ValueDiff {
-    pub elements: u64,
-    /// Elements not equal within the tolerance (a NaN on one side only included).
-    pub differing: u64,
-    /// The first of them, as a flat (row-major) index.
-    pub first: Option<u64>,
-    /// Largest `|a - b|` over the elements where it is a number.
-    pub max_abs: f64,
-    /// Largest `|a - b| / |b|` over those where `b != 0`.
-    pub max_rel: f64,
-    sum_sq: f64,
-    counted: u64,
-}
-
-impl ValueDiff {
-    /// Adds element `i`, `(a, b)` as (real, imaginary) parts.
-    fn add(&mut self, i: u64, a: (f64, f64), b: (f64, f64), tol: Tolerance) {
-        self.elements += 1;
-        let nan_a = a.0.is_nan() || a.1.is_nan();
-        let nan_b = b.0.is_nan() || b.1.is_nan();
-        let d = if nan_a || nan_b {
-            if nan_a && nan_b {
-                return;
-            }
-            f64::NAN
-        } else if a == b {
-            0.0
-        } else {
-            (a.0 - b.0).hypot(a.1 - b.1)
-        };
-        let mb = b.0.hypot(b.1);
-        if !d.is_nan() {
-            self.max_abs = self.max_abs.max(d);
-            self.sum_sq += d * d;
-            self.counted += 1;
-            if mb != 0.0 && d != 0.0 {
-                self.max_rel = self.max_rel.max(d / mb);
-            }
-        }
-        if d.is_nan() || d > tol.atol + tol.rtol * mb {
-            self.differing += 1;
-            self.first.get_or_insert(i);
-        }
-    }
-
-    /// Adds what `other` found in the elements after this one's (its indices already absolute).
-    fn merge(&mut self, other: &ValueDiff) {
-        self.elements += other.elements;
-        self.differing += other.differing;
-        self.first = match (self.first, other.first) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
-        self.max_abs = self.max_abs.max(other.max_abs);
-        self.max_rel = self.max_rel.max(other.max_rel);
-        self.sum_sq += other.sum_sq;
-        self.counted += other.counted;
-    }
-
-    /// The float32 elements of `a` and `b` (as stored, little-endian), the first at index
-    /// `base`: [`ValueDiff::add`]'s arithmetic in a loop the compiler keeps tight (the rare NaN
-    /// goes through `add`).
-    fn f32_block(a: &[u8], b: &[u8], base: u64, tol: Tolerance) -> ValueDiff {
-        let mut v = ValueDiff::default();
-        let (mut max_abs, mut max_rel, mut sum_sq) = (0f64, 0f64, 0f64);
-        let (mut counted, mut differing) = (0u64, 0u64);
-        let mut first: Option<u64> = None;
-        for (i, (p, q)) in a.chunks_exact(4).zip(b.chunks_exact(4)).enumerate() {
-            let x = f64::from(f32::from_le_bytes([p[0], p[1], p[2], p[3]]));
-            let y = f64::from(f32::from_le_bytes([q[0], q[1], q[2], q[3]]));
-            let d = (x - y).abs();
-            if d.is_nan() {
-                // A NaN, or inf against inf: the general rules, into `v`.
-                v.add(base + i as u64, (x, 0.0), (y, 0.0), tol);
-                continue;
-            }
-            let mb = y.abs();
-            max_abs = max_abs.max(d);
-            sum_sq += d * d;
-            counted += 1;
-            if mb != 0.0 && d != 0.0 {
-                max_rel = max_rel.max(d / mb);
-            }
-            if d > tol.atol + tol.rtol * mb {
-                differing += 1;
-                if first.is_none() {
-                    first = Some(base + i as u64);
-                }
-            }
-        }
-        // Every element this loop kept is counted once; `v` counted the others.
-        v.merge(&ValueDiff {
-            elements: counted,
-            differing,
-            first,
-            max_abs,
-            max_rel,
-            sum_sq,
-            counted,
-        });
-        v
-    }
-
-    /// Root mean square of `a - b` over the elements where it is a number.
-    pub fn rms(&self) -> f64 {
-        if self.counted == 0 {
-            0.0
-        } else {
-            (self.sum_sq / self.counted as f64).sqrt()
-        }
-    }
-}
-
-/// An element as (real, imaginary) parts (strings never get here: `value_diff` skips them).
-fn parts(v: crate::render::elem::Value) -> (f64, f64) {
-    use crate::render::elem::Value as V;
-    match v {
-        V::Bool(b) => (f64::from(u8::from(b)), 0.0),
-        V::Int(i) => (i as f64, 0.0),
-        V::F32(x) => (f64::from(x), 0.0),
-        V::F64(x) => (x, 0.0),
-        V::C64(r, i) => (f64::from(r), f64::from(i)),
-        V::C128(r, i) => (r, i),
-    }
-}
-
 /// A flat index as the index along each dimension of `shape`: `3,1`.
 fn unravel(mut i: u64, shape: &[u64]) -> String {
     let mut idx = vec![0u64; shape.len()];
@@ -387,59 +251,6 @@ impl<'c> Diff<'c> {
             ("first_index", Val::Bytes(first.as_bytes())),
         ];
         self.emit(&fields);
-    }
-
-    /// Compares two tensors of the same dtype and shape value by value; `Ok(None)` for a dtype
-    /// without numbers (strings, variants).
-    fn value_diff(
-        (a, ta): (&Ckpt, &TensorInfo),
-        (b, tb): (&Ckpt, &TensorInfo),
-        tol: Tolerance,
-    ) -> Result<Option<ValueDiff>, (Side, String)> {
-        use crate::render::elem::Kind;
-        let Some(kind) = crate::parse::dtype::DType::from_name(&ta.dtype).and_then(Kind::of) else {
-            return Ok(None);
-        };
-        let es = kind.size();
-        if es == 0 {
-            return Ok(None);
-        }
-        let na = a.served_size(ta).map_err(|e| (Side::A, e))?;
-        let nb = b.served_size(tb).map_err(|e| (Side::B, e))?;
-        let n = na.min(nb) / es as u64 * es as u64;
-        let chunk = (CHUNK / es * es) as u64;
-        let mut v = ValueDiff::default();
-        let mut off = 0u64;
-        let mut i = 0u64;
-        while off < n {
-            let len = (n - off).min(chunk) as usize;
-            let x = a.read_served(ta, off, len).map_err(|e| (Side::A, e))?;
-            let y = b.read_served(tb, off, len).map_err(|e| (Side::B, e))?;
-            if kind == Kind::F32 {
-                // Both halves of the piece at once, on two threads.
-                let half = len / 8 * 4;
-                let (x0, x1) = x.split_at(half);
-                let (y0, y1) = y.split_at(half);
-                let (p0, p1) = std::thread::scope(|sc| {
-                    let h = sc.spawn(|| ValueDiff::f32_block(x1, y1, i + (half / 4) as u64, tol));
-                    let p0 = ValueDiff::f32_block(x0, y0, i, tol);
-                    (p0, h.join())
-                });
-                v.merge(&p0);
-                match p1 {
-                    Ok(p1) => v.merge(&p1),
-                    Err(_) => return Err((Side::A, "a comparing thread failed".into())),
-                }
-                i += (len / 4) as u64;
-            } else {
-                for (p, q) in x.chunks_exact(es).zip(y.chunks_exact(es)) {
-                    v.add(i, parts(kind.decode(p)), parts(kind.decode(q)), tol);
-                    i += 1;
-                }
-            }
-            off += len as u64;
-        }
-        Ok(Some(v))
     }
 
     fn line(&mut self, tag: &[u8], key: &[u8]) {
@@ -616,7 +427,7 @@ impl<'c> Diff<'c> {
         if ea.dtype != eb.dtype || ea.shape != eb.shape {
             return None;
         }
-        match Self::value_diff((ca, &ea), (cb, &eb), tol) {
+        match values::compare(ca, &ea, cb, &eb, tol) {
             Ok(Some(v)) if v.differing == 0 => {
                 self.stats.equal += 1;
                 if self.same {
@@ -700,7 +511,7 @@ impl<'c> Diff<'c> {
                     (Some(x), Some(y)) => (x, y),
                     _ => ((self.a, ta.clone()), (self.b, tb.clone())),
                 };
-                match Self::value_diff((ca, &ea), (cb, &eb), tol) {
+                match values::compare(ca, &ea, cb, &eb, tol) {
                     Ok(v) => v,
                     Err((side, e)) => {
                         return self.trouble_on(side, &format!("{}: {e}", show(&ta.key)))
@@ -800,43 +611,6 @@ impl<'c> Diff<'c> {
     }
 }
 
-/// Which of the two checkpoints a failure is in.
-#[derive(Clone, Copy)]
-enum Side {
-    A = 0,
-    B = 1,
-}
-
 fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(&escape(key)).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The float32 loop gives what `add` gives element by element: NaNs on one side differ and
-    /// stay out of the figures, NaNs on both sides are equal, infinities as numbers.
-    #[test]
-    fn the_float32_loop_is_add_element_by_element() {
-        let a = [1.0f32, f32::NAN, f32::NAN, 4.0, f32::INFINITY, 0.0, -3.0];
-        let b = [1.0f32, 2.0, f32::NAN, 2.0, f32::INFINITY, 1.0, 0.0];
-        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        for tol in [
-            Tolerance::default(),
-            Tolerance {
-                atol: 1.5,
-                rtol: 0.25,
-            },
-        ] {
-            let mut want = ValueDiff::default();
-            for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
-                want.add(10 + i as u64, (f64::from(x), 0.0), (f64::from(y), 0.0), tol);
-            }
-            assert_eq!(ValueDiff::f32_block(&bytes(&a), &bytes(&b), 10, tol), want);
-        }
-        let v = ValueDiff::f32_block(&bytes(&a), &bytes(&b), 0, Tolerance::default());
-        assert_eq!((v.elements, v.differing, v.first), (7, 4, Some(1)));
-        assert_eq!((v.max_abs, v.max_rel), (3.0, 1.0));
-    }
 }

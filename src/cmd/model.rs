@@ -611,4 +611,54 @@ impl Ckpt {
         self.count(b.len() as u64);
         Ok(b)
     }
+
+    /// Hands bytes `[offset, offset + len)` of the tensor's served bytes (fewer at the end of
+    /// them) to `f`: inside [`mapped_scope`], a slice of a read-only mapping of the file where
+    /// the format reads them as stored (no copy), else read into memory.
+    pub(crate) fn read_served_with<R>(
+        &self,
+        t: &TensorInfo,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, String> {
+        let mut f = Some(f);
+        let mut out = None;
+        let n = self.checks.read_served_with(t, offset, len, &mut |b| {
+            if let Some(f) = f.take() {
+                out = Some(f(b));
+            }
+        })?;
+        self.count(n as u64);
+        out.ok_or_else(|| format!("{}: nothing read", self.prefix.display()))
+    }
+
+    /// [`Ckpt::read_served`] into `buf` (bytes `[offset, offset + buf.len())`, fewer at the
+    /// end of the served bytes); returns how many.
+    pub(crate) fn read_served_into(
+        &self,
+        t: &TensorInfo,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, String> {
+        let n = self.checks.read_served_into(t, offset, buf)?;
+        self.count(n as u64);
+        Ok(n)
+    }
+}
+
+/// Whether reads may hand out bytes of read-only mappings ([`mapped_scope`]): the guard that
+/// absorbs the SIGBUS of a file cut short under its mapping ([`crate::source::mapped`]) is
+/// installed, by the first call (once per process; `false` if it cannot be).
+pub(crate) fn mapped_reads() -> bool {
+    static GUARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GUARD.get_or_init(|| crate::source::mapped::install_guard().is_ok())
+}
+
+/// Runs `f` with this thread's reads of local files answered from read-only mappings (when
+/// [`mapped_reads`]); returns what `f` returned and whether a mapped page it touched was lost
+/// (its file cut short: the guard read zeros for it), in which case what `f` made of the bytes
+/// is not to be used. Everything that touches the mapped bytes must do so inside `f`.
+pub(crate) fn mapped_scope<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    crate::source::mapped::scope(f)
 }

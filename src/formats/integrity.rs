@@ -130,6 +130,28 @@ pub trait Integrity: Send + Sync {
     fn served_size(&self, t: &Entry) -> Result<u64, String>;
     /// Bytes `[offset, offset + len)` of the tensor's served bytes.
     fn read_served(&self, t: &Entry, offset: u64, len: usize) -> Result<Vec<u8>, String>;
+    /// Hands bytes `[offset, offset + len)` of the tensor's served bytes (fewer at the end) to
+    /// `f`, without a copy where the format reads them as stored (a slice of a mapping, inside
+    /// a [`crate::source::mapped::scope`]); returns how many.
+    fn read_served_with(
+        &self,
+        t: &Entry,
+        offset: u64,
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, String> {
+        let b = self.read_served(t, offset, len)?;
+        f(&b);
+        Ok(b.len())
+    }
+    /// [`read_served`](Self::read_served) into `buf` (bytes `[offset, offset + buf.len())`,
+    /// fewer at the end); returns how many.
+    fn read_served_into(&self, t: &Entry, offset: u64, buf: &mut [u8]) -> Result<usize, String> {
+        let b = self.read_served(t, offset, buf.len())?;
+        let n = b.len().min(buf.len());
+        buf[..n].copy_from_slice(&b[..n]);
+        Ok(n)
+    }
     /// Checks of whole files beyond their tensors (the CRC-32 a zip's directory holds of a
     /// member), run by `verify` after the tensors: `(what, bytes read or the problem)`.
     fn file_checks(&self) -> Vec<(Vec<u8>, Result<u64, String>)> {
@@ -347,6 +369,29 @@ impl Integrity for Generic {
 
     fn read_served(&self, t: &Entry, offset: u64, len: usize) -> Result<Vec<u8>, String> {
         self.read(t.handle.get::<GenericHandle>()?, offset, len)
+    }
+
+    fn read_served_with(
+        &self,
+        t: &Entry,
+        offset: u64,
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, String> {
+        let h = t.handle.get::<GenericHandle>()?;
+        let b = self
+            .located(h)?
+            .read(offset, len)
+            .map_err(|e| self.reason(e, &h.key))?;
+        f(&b);
+        Ok(b.len())
+    }
+
+    fn read_served_into(&self, t: &Entry, offset: u64, buf: &mut [u8]) -> Result<usize, String> {
+        let h = t.handle.get::<GenericHandle>()?;
+        self.located(h)?
+            .read_into(offset, buf)
+            .map_err(|e| self.reason(e, &h.key))
     }
 
     fn file_checks(&self) -> Vec<(Vec<u8>, Result<u64, String>)> {

@@ -121,6 +121,17 @@ pub trait TensorData: Send + Sync {
     /// checksum before the first bytes are served, when the format has one.
     fn read(&self, offset: u64, len: usize) -> FsResult<Bytes>;
 
+    /// Bytes `[offset, offset + buf.len())` of the `.bin` into `buf` (its start), clamped to
+    /// the end and checked as [`read`](Self::read) reads and checks them; returns how many. For
+    /// a caller that reads through a buffer of its own, again and again (`diff --values`). A
+    /// format that reads stored bytes as they are may read them into `buf` without a copy.
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> FsResult<usize> {
+        let b = self.read(offset, buf.len())?;
+        let n = b.len().min(buf.len());
+        buf[..n].copy_from_slice(&b[..n]);
+        Ok(n)
+    }
+
     /// Starts fetching the `.bin` from its start without waiting, where its bytes come from a
     /// network (a composed file's read-ahead in tensor order); nothing elsewhere.
     fn prefetch(&self) {}

@@ -23,7 +23,9 @@ use crate::parse::dtype::{DT_STRING, DT_VARIANT};
 use crate::parse::partition::{for_each_run, locate};
 use crate::parse::slice_key::Extent;
 use crate::parse::table::{BlockStore, Pos, Table};
-use crate::parse::{bundle, for_each_chunk, mask_crc, slice_key, unmask_crc, FormatError};
+use crate::parse::{
+    bundle, for_each_chunk, mask_crc, slice_key, unmask_crc, FormatError, ReadError,
+};
 use crate::source::bytes::{ByteSource, FileMeta, RangeReader, Store};
 
 /// How long the read of a tensor's last bytes waits for reads still in flight to complete its
@@ -533,6 +535,11 @@ impl Checkpoint {
         self.open_tensor(t)?.read(offset, len)
     }
 
+    /// [`Self::read`] into `buf`; returns how many bytes (fewer at the end of the `.bin`).
+    pub fn read_into(&self, t: &Tensor, offset: u64, buf: &mut [u8]) -> FsResult<usize> {
+        self.open_tensor(t)?.read_into(offset, buf)
+    }
+
     /// Stored location and CRC of a contiguous tensor.
     fn stored_info(&self, e: &Entry) -> Option<Stored> {
         match e.data {
@@ -820,18 +827,42 @@ impl StoredBytes {
         Ok(())
     }
 
+    /// Whether a read is checked as part of a streaming check (see [`Self::read_checked`]):
+    /// verification on, in stream mode, and the tensor's outcome not known yet.
+    fn streamable(&self) -> bool {
+        let sh = &self.shared;
+        sh.verify
+            && sh.stream
+            && !self.dtype_string
+            && !self.dtype_variant
+            && !self.verified.load(Ordering::Relaxed)
+    }
+
+    /// [`Self::read_checked`] into `buf` (already clamped by the caller): straight into it
+    /// when no streaming check takes the read (the check, if any, done first, as there).
+    fn read_checked_into(&self, a: u64, buf: &mut [u8]) -> FsResult<()> {
+        if self.streamable() {
+            let b = self.read_checked(a, buf.len())?;
+            if b.len() != buf.len() {
+                return Err(self
+                    .shared
+                    .corrupt(&self.key, FormatError::Read(ReadError::Short)));
+            }
+            buf.copy_from_slice(&b);
+            return Ok(());
+        }
+        self.verify()?;
+        self.read_raw_into(buf, a)
+            .map_err(|e| self.shared.corrupt(&self.key, e))
+    }
+
     /// Bytes `[a, a + len)` of the stored range, checked: verified while streamed when the
     /// read continues one from the start (see [`super::crc_stream`]), else after the
     /// check-first pass. A read that reaches the end of the range is served only once the CRC
     /// of the whole range is known.
     fn read_checked(&self, a: u64, len: usize) -> FsResult<Bytes> {
         let sh = &self.shared;
-        let streamable = sh.verify
-            && sh.stream
-            && !self.dtype_string
-            && !self.dtype_variant
-            && !self.verified.load(Ordering::Relaxed);
-        if !streamable {
+        if !self.streamable() {
             self.verify()?;
             return self.read(a, len);
         }
@@ -1001,6 +1032,15 @@ impl TensorData for Pod {
         let a = offset.min(size);
         let b = offset.saturating_add(len as u64).min(size);
         self.s.read_checked(a, (b - a) as usize)
+    }
+
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> FsResult<usize> {
+        let size = self.size.min(self.s.end - self.s.start);
+        let a = offset.min(size);
+        let b = offset.saturating_add(buf.len() as u64).min(size);
+        let n = (b - a) as usize;
+        self.s.read_checked_into(a, &mut buf[..n])?;
+        Ok(n)
     }
 
     /// One pass from the start into `buf`. When the CRC check has not run yet, it is computed

@@ -396,6 +396,27 @@ impl Integrity for Bundle {
             .map(Vec::from)
             .map_err(|e| bare(e, &self.prefix, &t.key))
     }
+
+    fn read_served_with(
+        &self,
+        t: &Entry,
+        offset: u64,
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, String> {
+        let b = self
+            .raw
+            .read(t.handle.get::<Tensor>()?, offset, len)
+            .map_err(|e| bare(e, &self.prefix, &t.key))?;
+        f(&b);
+        Ok(b.len())
+    }
+
+    fn read_served_into(&self, t: &Entry, offset: u64, buf: &mut [u8]) -> Result<usize, String> {
+        self.raw
+            .read_into(t.handle.get::<Tensor>()?, offset, buf)
+            .map_err(|e| bare(e, &self.prefix, &t.key))
+    }
 }
 
 fn extent_of(shape: &[u64], s: &[Extent]) -> Vec<(u64, u64)> {
