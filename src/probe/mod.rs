@@ -2,6 +2,7 @@
 //! a graph file, or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
 //! object-store URL. Probed in order; the first that matches wins.
 
+pub mod serving;
 pub mod state;
 
 use std::path::{Path, PathBuf};
