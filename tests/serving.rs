@@ -242,6 +242,35 @@ fn versions_appear_and_go_while_mounted_and_latest_follows_the_highest() {
     assert_eq!(m.unmount(), Some(0), "{}", m.log_text());
 }
 
+/// A copy that writes `saved_model.pb` before `variables/` (`cp -r`, `gsutil cp` write in any
+/// order): the version is waited for while its variables are missing (as a checkpoint's data
+/// shards are), and shown with them once its index is there.
+#[test]
+fn a_version_whose_variables_come_after_its_saved_model_pb_is_shown_with_them() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = tmp.path().join("export");
+    write_version(&base, "1", "1");
+    let mut m = Mount::start(&base, &[]);
+    let mnt = m.path();
+    assert_eq!(dir_names(&mnt), ["1", "latest"]);
+    std::fs::create_dir_all(base.join("5/variables")).expect("mkdir");
+    write_graph(&base, "5", "10");
+    let data = "variables/variables.data-00000-of-00001";
+    std::fs::copy(export().join("10").join(data), base.join("5").join(data)).expect("copy");
+    stays(
+        Duration::from_millis(2500),
+        "5 without variables.index",
+        || dir_names(&mnt) == ["1", "latest"] && latest(&mnt) == "1",
+    );
+    let index = "variables/variables.index";
+    std::fs::copy(export().join("10").join(index), base.join("5").join(index)).expect("copy");
+    within(WITHIN, "version 5 appears with its variables", || {
+        dir_names(&mnt) == ["1", "5", "latest"] && latest(&mnt) == "5"
+    });
+    check_version(&mnt.join("5"), "10");
+    assert_eq!(m.unmount(), Some(0), "{}", m.log_text());
+}
+
 #[test]
 fn a_base_directory_with_no_complete_version_mounts_empty_and_is_followed() {
     let tmp = tempfile::tempdir().expect("tmp");

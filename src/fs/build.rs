@@ -196,7 +196,7 @@ impl<'a> Builder<'a> {
             } => self.build_checkpoint_dir(dir, checkpoints, latest.as_deref()),
             Probed::SavedModel { dir, variables } => {
                 let root = self.add_root(meta_of(self.store, dir)?);
-                self.add_saved_model(root, String::new(), dir, variables.as_deref())
+                self.add_saved_model(root, String::new(), dir, variables.as_deref(), true)
             }
         }
     }
@@ -234,35 +234,30 @@ impl<'a> Builder<'a> {
     }
 
     /// Version `name` of a TF Serving base directory (the SavedModel directory `dir`) under
-    /// `root`, as a SavedModel mounted alone shows it. One whose `variables/` holds files but
-    /// not yet `variables.index` is still being written: refused (a live directory retries it).
+    /// `root`, as a SavedModel mounted alone shows it. One without `variables/variables.index`
+    /// gets an empty `variables/` that is not [`TensorSet::complete`]: a live directory waits
+    /// for the index while `variables/` grows (as for a checkpoint's data shards), and shows
+    /// the version as it is after its files stop growing.
     fn add_version(&mut self, root: Ino, name: &str, dir: &Path) -> Result<(), SourceError> {
-        let vars = dir.join("variables");
-        let prefix = vars.join("variables");
+        let prefix = dir.join("variables").join("variables");
         let variables = self
             .store
             .is_file(&crate::formats::v2::checkpoint::index_file_name(&prefix))
             .then_some(prefix);
-        if variables.is_none() && self.store.list(&vars).is_ok_and(|e| !e.is_empty()) {
-            return Err(SourceError::Invalid {
-                path: vars,
-                msg: format!(
-                    "version {name}: variables/ holds files but no variables.index yet (still being written?)"
-                ),
-            });
-        }
-        self.add_saved_model(root, name.to_string(), dir, variables.as_deref())
+        self.add_saved_model(root, name.to_string(), dir, variables.as_deref(), false)
     }
 
     /// A SavedModel directory's tree under `root`: its variables (an empty `variables/` when it
     /// has none), its graph and its assets; `name` is its tree's path in the mount (empty at
-    /// the root, a version's number in a TF Serving base directory).
+    /// the root, a version's number in a TF Serving base directory); `alone`: without variables
+    /// it is known to have none (false: see [`Builder::add_version`]).
     fn add_saved_model(
         &mut self,
         root: Ino,
         name: String,
         dir: &Path,
         variables: Option<&Path>,
+        alone: bool,
     ) -> Result<(), SourceError> {
         let meta = meta_of(self.store, dir)?;
         let pb = dir.join("saved_model.pb");
@@ -276,9 +271,23 @@ impl<'a> Builder<'a> {
             Some(prefix) => self.add_saved_model_variables(root, name, prefix, &g)?,
             None => {
                 let path = dir.join("variables/variables");
+                // What `variables/` holds so far (a version still being written).
+                let bytes = match alone {
+                    true => 0,
+                    false => self
+                        .store
+                        .list(&dir.join("variables"))
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|(n, _)| self.store.stamp(&dir.join("variables").join(n)).ok())
+                        .map(|(len, _)| len)
+                        .sum(),
+                };
                 let set = Arc::new(EmptySet {
                     path: path.clone(),
                     meta,
+                    complete: alone,
+                    bytes,
                 });
                 self.add_variables(
                     root,
