@@ -1,5 +1,6 @@
-//! What a SOURCE path is: a SavedModel, a checkpoint directory (with a state file or without),
-//! a graph file, or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
+//! What a SOURCE path is: a SavedModel, a checkpoint directory (with a state file or without;
+//! a TF Serving base directory of numbered SavedModels is one, see [`serving`]), a graph file,
+//! or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
 //! object-store URL. Probed in order; the first that matches wins.
 
 pub mod serving;
@@ -293,6 +294,7 @@ fn not_recognised(path: &Path) -> SourceError {
         expected: crate::formats::sources(
             &[
                 "a SavedModel directory with saved_model.pb",
+                "a TF Serving base directory of numbered SavedModel versions",
                 "a checkpoint directory with a `checkpoint` file or *.index files",
                 "a graph file (.pb, .pbtxt, .meta)",
             ],
