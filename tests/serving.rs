@@ -412,3 +412,70 @@ fn where_a_saved_model_is_expected_a_base_directory_says_which_versions_it_holds
         "{err}"
     );
 }
+
+/// On object storage (S3 on moto) a base directory is probed by listing it, as locally: `ls`
+/// shows the versions and `latest`, `cat` reads a version's tensor, `diff` takes latest.
+#[test]
+fn a_base_directory_on_s3_is_its_versions() {
+    use tfmount::testkit::servers::{http, s3_env, Server};
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    let root = fixtures().join("serving");
+    let mut todo = vec![root.join("export")];
+    let mut files = Vec::new();
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("readdir") {
+            let p = e.expect("dirent").path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 10, "{files:?}");
+    for f in files {
+        let rel = f.strip_prefix(&root).expect("under").to_string_lossy();
+        let body = std::fs::read(&f).expect("read");
+        let (st, _) = http(moto.port, "PUT", &format!("/tfm/{rel}"), &[], &body);
+        assert_eq!(st, 200, "upload {rel}: {}", moto.log());
+    }
+    let env = s3_env(moto.port, home.path());
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .args(args)
+            .envs(env.iter().cloned())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run tfmount")
+    };
+    let o = run(&["ls", "s3://tfm/export"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["1", "2", "10", "latest"]);
+    let o = run(&[
+        "cat",
+        "s3://tfm/export",
+        "latest/variables/version/.ATTRIBUTES/VARIABLE_VALUE.bin",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.stdout, 10i64.to_le_bytes());
+    let local = export().join("10");
+    let o = run(&["diff", "s3://tfm/export", local.to_str().expect("utf-8")]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -174,7 +174,7 @@ mod tests {
             "a TF Serving base directory with versions 1, 10, 9, 2"
         );
         let ckpt = ("ckpt-1".to_string(), PathBuf::from("e/ckpt-1"));
-        assert!(!is_base_dir(&[ckpt.clone()]));
+        assert!(!is_base_dir(std::slice::from_ref(&ckpt)));
         assert_eq!(latest(&[ckpt]), None);
         assert_eq!(
             version_dir(Path::new("e/3/saved_model.pbtxt")),

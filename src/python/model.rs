@@ -138,7 +138,10 @@ fn model_tensors(fs: &Fs, store: &dyn crate::source::bytes::Store, probed: &Prob
     match pick.and_then(|p| cks.iter().find(|(name, _)| name == p)) {
         Some((_, set)) => Tensors::Set(set.clone()),
         None if checkpoints.is_empty() => {
-            Tensors::Unknown(format!("{}: holds no checkpoint yet", dir.display()))
+            // A TF Serving base directory says which versions are still being written.
+            let what = crate::probe::serving::describe_dir(store, dir)
+                .unwrap_or_else(|| "holds no checkpoint yet".into());
+            Tensors::Unknown(format!("{}: {what}", dir.display()))
         }
         None => {
             let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
