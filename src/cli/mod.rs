@@ -20,6 +20,7 @@ pub(crate) fn source_help() -> String {
     let list = crate::formats::sources(
         &[
             "A SavedModel directory",
+            "a TF Serving base directory of numbered SavedModel versions (1/, 2/, ...: one directory each, latest -> the highest)",
             "a checkpoint directory (with a `checkpoint` state file, or *.index files)",
             "its state file",
             "a graph file (frozen GraphDef .pb/.pbtxt, or a Saver's .meta)",

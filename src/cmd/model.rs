@@ -23,7 +23,7 @@ use crate::formats::integrity::{Generic, Integrity};
 use crate::formats::names::{LazyNames, Names};
 use crate::formats::{OpenCtx, Opened};
 use crate::fs::{Fs, Kind, Options, ROOT};
-use crate::probe::Probed;
+use crate::probe::{serving, Probed};
 use crate::source::bytes::Store;
 use crate::source::local::LocalStore;
 use crate::{formats, probe};
@@ -325,6 +325,11 @@ impl CheckpointSet {
             } => {
                 let mut members: Vec<Member> = checkpoints
                     .into_iter()
+                    // A TF Serving version: its SavedModel's variables (none: nothing to check).
+                    .filter_map(|(name, path)| match serving::version_dir(&path) {
+                        Some(_) => Some((name, serving::variables_of(store.as_ref(), &path)?)),
+                        None => Some((name, path)),
+                    })
                     .map(|(name, prefix)| Member {
                         opened: Ckpt::open_path(&store, &prefix, &cache),
                         name: format!("{name}/"),
@@ -341,10 +346,7 @@ impl CheckpointSet {
                     });
                 }
                 if members.is_empty() {
-                    return Err(SourceProblem::NoCheckpoint(format!(
-                        "{}: holds no checkpoint yet",
-                        dir.display()
-                    )));
+                    return Err(SourceProblem::NoCheckpoint(empty_dir(store.as_ref(), &dir)));
                 }
                 Ok(CheckpointSet { members })
             }
@@ -386,10 +388,19 @@ pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
                 None => None,
             };
             match pick {
-                Some((_, p)) => Ckpt::open_path(&store, p, &cache),
-                None if checkpoints.is_empty() => {
-                    Err(format!("{}: holds no checkpoint yet", dir.display()))
-                }
+                Some((n, p)) => match serving::version_dir(p) {
+                    Some(v) => match serving::variables_of(store.as_ref(), p) {
+                        Some(prefix) => Ckpt::open_path(&store, &prefix, &cache),
+                        None => Err(format!(
+                            "{}: {}; its latest, {n}, is a SavedModel without variables ({})",
+                            dir.display(),
+                            serving::describe(&checkpoints),
+                            v.display()
+                        )),
+                    },
+                    None => Ckpt::open_path(&store, p, &cache),
+                },
+                None if checkpoints.is_empty() => Err(empty_dir(store.as_ref(), &dir)),
                 None => {
                     let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
                     Err(format!(
@@ -404,6 +415,15 @@ pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
             "{}: a graph file, which holds no checkpoint",
             path.display()
         )),
+    }
+}
+
+/// What to say of a checkpoint directory without checkpoints (a TF Serving base directory:
+/// which versions it holds, or that none is complete yet).
+fn empty_dir(store: &dyn Store, dir: &Path) -> String {
+    match serving::describe_dir(store, dir) {
+        Some(words) => format!("{}: {words}", dir.display()),
+        None => format!("{}: holds no checkpoint yet", dir.display()),
     }
 }
 

@@ -217,6 +217,12 @@ pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>
 pub(crate) struct EmptySet {
     pub path: std::path::PathBuf,
     pub meta: FileMeta,
+    /// Whether it is known to have no tensors; `false`: its index may still be on its way (a
+    /// TF Serving version whose `variables/` is still being written), see
+    /// [`TensorSet::complete`].
+    pub complete: bool,
+    /// Bytes of the files there so far (what a live directory watches grow while it waits).
+    pub bytes: u64,
 }
 
 impl TensorSet for EmptySet {
@@ -227,7 +233,10 @@ impl TensorSet for EmptySet {
         self.meta
     }
     fn source_bytes(&self) -> u64 {
-        0
+        self.bytes
+    }
+    fn complete(&self) -> bool {
+        self.complete
     }
     fn seek(&self, _key: &[u8]) -> FsResult<Option<u64>> {
         Ok(None)

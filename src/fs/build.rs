@@ -21,7 +21,7 @@ use crate::fs::text::{self, MetaGraphText, Part, WholeText};
 use crate::fs::variables::{Variables, View};
 use crate::fs::views;
 use crate::graph::{GraphFile, GraphKind};
-use crate::probe::Probed;
+use crate::probe::{serving, Probed};
 use crate::source::bytes::{FileMeta, Store};
 use crate::source::dirtree;
 use crate::source::dirtree::{PassTree, StoreTree, What};
@@ -195,13 +195,15 @@ impl<'a> Builder<'a> {
                 latest,
             } => self.build_checkpoint_dir(dir, checkpoints, latest.as_deref()),
             Probed::SavedModel { dir, variables } => {
-                self.build_saved_model(dir, variables.as_deref())
+                let root = self.add_root(meta_of(self.store, dir)?);
+                self.add_saved_model(root, String::new(), dir, variables.as_deref(), true)
             }
         }
     }
 
-    /// The root of a directory of checkpoints (not followed live): `<name>/` for each, and the
-    /// `latest` symlink to the current one.
+    /// The root of a directory of checkpoints (not followed live): `<name>/` for each (a TF
+    /// Serving base directory's versions: the SavedModel's tree), and the `latest` symlink to
+    /// the current one.
     fn build_checkpoint_dir(
         &mut self,
         dir: &Path,
@@ -211,6 +213,11 @@ impl<'a> Builder<'a> {
         let meta = meta_of(self.store, dir)?;
         let root = self.add_root(meta);
         for (name, prefix) in checkpoints {
+            if let Some(version) = serving::version_dir(prefix) {
+                let d = self.add_dir(root, name.as_bytes(), meta_of(self.store, version)?);
+                self.add_version(d, name, version)?;
+                continue;
+            }
             let ck = self.open_any(prefix)?;
             let d = self.add_dir(root, name.as_bytes(), ck.meta());
             self.add_checkpoint(d, name.clone(), ck, prefix)?;
@@ -226,15 +233,33 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// The root of a SavedModel directory: its variables (an empty `variables/` when it has
-    /// none), its graph and its assets.
-    fn build_saved_model(
+    /// Version `name` of a TF Serving base directory (the SavedModel directory `dir`) under
+    /// `root`, as a SavedModel mounted alone shows it. One without `variables/variables.index`
+    /// gets an empty `variables/` that is not [`TensorSet::complete`]: a live directory waits
+    /// for the index while `variables/` grows (as for a checkpoint's data shards), and shows
+    /// the version as it is after its files stop growing.
+    fn add_version(&mut self, root: Ino, name: &str, dir: &Path) -> Result<(), SourceError> {
+        let prefix = dir.join("variables").join("variables");
+        let variables = self
+            .store
+            .is_file(&crate::formats::v2::checkpoint::index_file_name(&prefix))
+            .then_some(prefix);
+        self.add_saved_model(root, name.to_string(), dir, variables.as_deref(), false)
+    }
+
+    /// A SavedModel directory's tree under `root`: its variables (an empty `variables/` when it
+    /// has none), its graph and its assets; `name` is its tree's path in the mount (empty at
+    /// the root, a version's number in a TF Serving base directory); `alone`: without variables
+    /// it is known to have none (false: see [`Builder::add_version`]).
+    fn add_saved_model(
         &mut self,
+        root: Ino,
+        name: String,
         dir: &Path,
         variables: Option<&Path>,
+        alone: bool,
     ) -> Result<(), SourceError> {
         let meta = meta_of(self.store, dir)?;
-        let root = self.add_root(meta);
         let pb = dir.join("saved_model.pb");
         let graph = if self.store.is_file(&pb) {
             pb
@@ -243,16 +268,30 @@ impl<'a> Builder<'a> {
         };
         let g = Arc::new(GraphFile::open(self.store, &graph, GraphKind::SavedModel)?);
         match variables {
-            Some(prefix) => self.add_saved_model_variables(root, prefix, &g)?,
+            Some(prefix) => self.add_saved_model_variables(root, name, prefix, &g)?,
             None => {
                 let path = dir.join("variables/variables");
+                // What `variables/` holds so far (a version still being written).
+                let bytes = match alone {
+                    true => 0,
+                    false => self
+                        .store
+                        .list(&dir.join("variables"))
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|(n, _)| self.store.stamp(&dir.join("variables").join(n)).ok())
+                        .map(|(len, _)| len)
+                        .sum(),
+                };
                 let set = Arc::new(EmptySet {
                     path: path.clone(),
                     meta,
+                    complete: alone,
+                    bytes,
                 });
                 self.add_variables(
                     root,
-                    String::new(),
+                    name,
                     set,
                     &path,
                     Arc::new(LazyNames::ready(Vec::new())),
@@ -269,6 +308,7 @@ impl<'a> Builder<'a> {
     fn add_saved_model_variables(
         &mut self,
         root: Ino,
+        name: String,
         prefix: &Path,
         g: &Arc<GraphFile>,
     ) -> Result<(), SourceError> {
@@ -290,7 +330,7 @@ impl<'a> Builder<'a> {
         let set = ck.tensors();
         self.add_variables(
             root,
-            String::new(),
+            name,
             set.clone(),
             prefix,
             pairs.clone(),
@@ -302,12 +342,17 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// One checkpoint of a live directory: its own table, whose node 1 is `<name>/`.
+    /// One checkpoint (or TF Serving version) of a live directory: its own table, whose node 1
+    /// is `<name>/`.
     pub(super) fn build_checkpoint(
         &mut self,
         name: &str,
         prefix: &Path,
     ) -> Result<(), SourceError> {
+        if let Some(version) = serving::version_dir(prefix) {
+            let root = self.add_root(meta_of(self.store, version)?);
+            return self.add_version(root, name, version);
+        }
         let ck = self.open_any(prefix)?;
         let root = self.add_root(ck.meta());
         self.add_checkpoint(root, name.to_string(), ck, prefix)

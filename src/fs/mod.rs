@@ -170,9 +170,13 @@ fn live_dir(
         return live::Live::open(fs, store, dir, None).map(Some);
     }
     if checkpoints.is_empty() {
+        // A TF Serving base directory whose versions are all still being written says so.
+        let what = crate::probe::serving::describe_dir(store, dir)
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
         return Err(SourceError::Invalid {
             path: dir.clone(),
-            msg: "holds no model or checkpoint yet (an empty directory is mounted and followed only live: a local directory, without -o nolive)".into(),
+            msg: format!("holds no model or checkpoint yet{what}; an empty directory is mounted and followed only live: a local directory, without -o nolive"),
         });
     }
     Ok(None)

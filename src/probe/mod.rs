@@ -1,7 +1,9 @@
-//! What a SOURCE path is: a SavedModel, a checkpoint directory (with a state file or without),
-//! a graph file, or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
+//! What a SOURCE path is: a SavedModel, a checkpoint directory (with a state file or without;
+//! a TF Serving base directory of numbered SavedModels is one, see [`serving`]), a graph file,
+//! or one checkpoint in any format of [`crate::formats::FORMATS`]; local or an
 //! object-store URL. Probed in order; the first that matches wins.
 
+pub mod serving;
 pub mod state;
 
 use std::path::{Path, PathBuf};
@@ -152,6 +154,11 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
         return Ok(Probed::Checkpoint(c));
     }
     if kind.is_none() {
+        // `export/saved_model.pb` of a TF Serving base directory: a SavedModel was expected
+        // where there are versions of one.
+        if let Some(err) = base_dir_not_saved_model(store, path) {
+            return Err(err);
+        }
         // A directory the store could not tell as one: by what it holds.
         if DIR_MARKERS.iter().any(|m| is_file(&path.join(m))) {
             return probe_dir(store, path);
@@ -165,6 +172,33 @@ pub fn probe_in(store: &dyn Store, path: &Path) -> Result<Probed, SourceError> {
     }
     unreadable(store, path)?;
     Err(not_recognised(path))
+}
+
+/// The error for `DIR/saved_model.pb` (or `.pbtxt`) missing where `DIR` is a TF Serving base
+/// directory: which versions it holds, and one to name instead.
+fn base_dir_not_saved_model(store: &dyn Store, path: &Path) -> Option<SourceError> {
+    let name = path.file_name()?.to_str()?;
+    if !serving::GRAPH_FILES.contains(&name) {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let words = serving::describe_dir(store, dir)?;
+    let entries = store.list(dir).ok()?;
+    let hint = match serving::versions(store, dir, &entries).last() {
+        Some((v, _)) => format!(
+            "; name one, e.g. {}, or mount {} itself",
+            dir.join(v).join(name).display(),
+            dir.display()
+        ),
+        None => String::new(),
+    };
+    Some(SourceError::Invalid {
+        path: path.to_path_buf(),
+        msg: format!(
+            "not found: {} is {words}, not a SavedModel{hint}",
+            dir.display()
+        ),
+    })
 }
 
 /// Before "not recognised" is said of a remote file: whether its bytes can be read at all.
@@ -260,6 +294,7 @@ fn not_recognised(path: &Path) -> SourceError {
         expected: crate::formats::sources(
             &[
                 "a SavedModel directory with saved_model.pb",
+                "a TF Serving base directory of numbered SavedModel versions",
                 "a checkpoint directory with a `checkpoint` file or *.index files",
                 "a graph file (.pb, .pbtxt, .meta)",
             ],

@@ -283,8 +283,13 @@ pub(crate) fn checkpoint_files(
         err,
     })?;
     let mut out = crate::formats::in_dir(store, dir, &entries);
+    out.extend(super::serving::versions(store, dir, &entries));
     show_names(&mut out);
     out.sort();
+    // TF Serving's versions by number (`10` after `9`), after the rest.
+    out.sort_by_key(|(n, p)| {
+        super::serving::version_dir(p).and_then(|_| super::serving::version_number(n))
+    });
     Ok(out)
 }
 
@@ -302,9 +307,13 @@ pub(crate) fn nothing_yet(store: &dyn Store, dir: &Path) -> bool {
     if !crate::formats::in_dir(store, dir, &entries).is_empty() {
         return false;
     }
-    entries.iter().all(|(name, _)| {
+    entries.iter().all(|(name, kind)| {
         let n = name.to_string_lossy();
-        n.starts_with('.')
+        // A TF Serving version still being written (no saved_model.pb yet; a complete one is
+        // a checkpoint of the directory, found above).
+        (*kind == crate::source::bytes::EntryKind::Dir
+            && super::serving::version_number(&n).is_some())
+            || n.starts_with('.')
             || n.contains("_temp")
             || n.contains(".tempstate")
             || n.starts_with("checkpoint.tmp")
@@ -321,6 +330,7 @@ pub(crate) fn newest_file(store: &dyn Store, checkpoints: &[(String, PathBuf)]) 
     if let Some(l) = crate::formats::FORMATS
         .iter()
         .find_map(|f| f.latest(checkpoints))
+        .or_else(|| super::serving::latest(checkpoints))
     {
         return Some(l);
     }

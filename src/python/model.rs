@@ -92,8 +92,8 @@ impl Model {
         // checkpoints).
         settings.fs.live = false;
         let src = crate::probe::open(source, &settings.remote)?;
-        let fs = Fs::with_store(src.store, &src.probed, &settings.fs)?;
-        let tensors = model_tensors(&fs, &src.probed);
+        let fs = Fs::with_store(src.store.clone(), &src.probed, &settings.fs)?;
+        let tensors = model_tensors(&fs, &*src.store, &src.probed);
         Ok(Model {
             inner: RwLock::new(Some(Arc::new(Inner {
                 source: source.to_path_buf(),
@@ -117,7 +117,7 @@ impl Model {
 
 /// The checkpoint that is the model: the tree's root checkpoint, or a checkpoint directory's
 /// `latest` (its only checkpoint when it has no state file).
-fn model_tensors(fs: &Fs, probed: &Probed) -> Tensors {
+fn model_tensors(fs: &Fs, store: &dyn crate::source::bytes::Store, probed: &Probed) -> Tensors {
     let cks = fs.checkpoints();
     if let Some((_, set)) = cks.iter().find(|(name, _)| name.is_empty()) {
         return Tensors::Set(set.clone());
@@ -138,7 +138,10 @@ fn model_tensors(fs: &Fs, probed: &Probed) -> Tensors {
     match pick.and_then(|p| cks.iter().find(|(name, _)| name == p)) {
         Some((_, set)) => Tensors::Set(set.clone()),
         None if checkpoints.is_empty() => {
-            Tensors::Unknown(format!("{}: holds no checkpoint yet", dir.display()))
+            // A TF Serving base directory says which versions are still being written.
+            let what = crate::probe::serving::describe_dir(store, dir)
+                .unwrap_or_else(|| "holds no checkpoint yet".into());
+            Tensors::Unknown(format!("{}: {what}", dir.display()))
         }
         None => {
             let names: Vec<&str> = checkpoints.iter().map(|(n, _)| n.as_str()).collect();
