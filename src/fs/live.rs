@@ -490,7 +490,11 @@ impl Live {
                         self.unmount(fs, m);
                         continue;
                     }
-                    log::info!("{}: checkpoint {name} appeared", self.dir.display());
+                    log::info!(
+                        "{}: {} {name} appeared",
+                        self.dir.display(),
+                        member_kind(prefix)
+                    );
                     self.root.write().push(m);
                     out.push(Invalidate::Entry {
                         parent: ROOT.0,
@@ -535,7 +539,12 @@ impl Live {
             gone
         };
         for m in gone {
-            log::info!("{}: checkpoint {} pruned", self.dir.display(), m.name);
+            log::info!(
+                "{}: {} {} pruned",
+                self.dir.display(),
+                member_kind(&m.prefix),
+                m.name
+            );
             out.push(Invalidate::Entry {
                 parent: ROOT.0,
                 name: m.name.as_bytes().to_vec(),
@@ -843,5 +852,15 @@ mod tests {
             }
         }
         panic!("the slots of ckpt-0 were not reused");
+    }
+}
+
+/// What a member of a followed directory is called in its log lines: a TF Serving base
+/// directory's are versions (their path a version's `saved_model.pb`), others checkpoints.
+fn member_kind(path: &std::path::Path) -> &'static str {
+    if crate::probe::serving::version_dir(path).is_some() {
+        "version"
+    } else {
+        "checkpoint"
     }
 }

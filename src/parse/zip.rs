@@ -288,8 +288,9 @@ pub(crate) fn check_crc_with(
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(bad(format!("{}: a checking thread failed", m.name))))
+                    h.join().unwrap_or_else(|_| {
+                        Err(bad(format!("{}: a checking thread failed", m.name)))
+                    })
                 })
                 .collect()
         })
@@ -337,8 +338,7 @@ mod tests {
                 check_crc_with(&m, threads, |at, n| crc_of_range(&buf[..], at, n))
                     .unwrap_or_else(|e| panic!("{len} bytes on {threads} threads: {e}"));
             }
-            let e = check_crc(&buf[..], &member(len, whole.sum() ^ 1))
-                .expect_err("a wrong CRC-32");
+            let e = check_crc(&buf[..], &member(len, whole.sum() ^ 1)).expect_err("a wrong CRC-32");
             assert!(e.to_string().contains("CRC-32 mismatch"), "{e}");
         }
     }
