@@ -711,6 +711,16 @@ pub fn follow(fs: &Arc<Fs>, notify: Box<dyn Fn(Invalidate) + Send>) -> std::io::
     Ok(())
 }
 
+/// What a member of a followed directory is called in its log lines: a TF Serving base
+/// directory's are versions (their path a version's `saved_model.pb`), others checkpoints.
+fn member_kind(path: &std::path::Path) -> &'static str {
+    if crate::probe::serving::version_dir(path).is_some() {
+        "version"
+    } else {
+        "checkpoint"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -852,15 +862,5 @@ mod tests {
             }
         }
         panic!("the slots of ckpt-0 were not reused");
-    }
-}
-
-/// What a member of a followed directory is called in its log lines: a TF Serving base
-/// directory's are versions (their path a version's `saved_model.pb`), others checkpoints.
-fn member_kind(path: &std::path::Path) -> &'static str {
-    if crate::probe::serving::version_dir(path).is_some() {
-        "version"
-    } else {
-        "checkpoint"
     }
 }
