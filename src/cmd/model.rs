@@ -427,6 +427,22 @@ fn empty_dir(store: &dyn Store, dir: &Path) -> String {
     }
 }
 
+/// Calls `read` with a callback that hands the bytes it is given to `f` (the first time);
+/// returns what `f` returned (`None` if it was never called) and the count `read` returned.
+fn hand_once<R>(
+    f: impl FnOnce(&[u8]) -> R,
+    read: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<usize, String>,
+) -> Result<(Option<R>, usize), String> {
+    let mut f = Some(f);
+    let mut out = None;
+    let n = read(&mut |b| {
+        if let Some(f) = f.take() {
+            out = Some(f(b));
+        }
+    })?;
+    Ok((out, n))
+}
+
 /// The object-storage options of this process's subcommands, when not the environment's
 /// defaults (`tfmount warm -o ...`).
 static REMOTE: std::sync::OnceLock<crate::source::remote::RemoteConfig> =
@@ -585,13 +601,7 @@ impl Ckpt {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, String> {
-        let mut f = Some(f);
-        let mut out = None;
-        let n = self.checks.read_piece(p, offset, len, &mut |b| {
-            if let Some(f) = f.take() {
-                out = Some(f(b));
-            }
-        })?;
+        let (out, n) = hand_once(f, |g| self.checks.read_piece(p, offset, len, g))?;
         self.count(n as u64);
         out.ok_or_else(|| format!("{}: nothing read", p.file.display()))
     }
@@ -642,13 +652,7 @@ impl Ckpt {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, String> {
-        let mut f = Some(f);
-        let mut out = None;
-        let n = self.checks.read_served_with(t, offset, len, &mut |b| {
-            if let Some(f) = f.take() {
-                out = Some(f(b));
-            }
-        })?;
+        let (out, n) = hand_once(f, |g| self.checks.read_served_with(t, offset, len, g))?;
         self.count(n as u64);
         out.ok_or_else(|| format!("{}: nothing read", self.prefix.display()))
     }
