@@ -127,20 +127,24 @@ fn expected(test: &str) -> Option<&'static Value> {
     static READ: std::sync::OnceLock<Option<Value>> = std::sync::OnceLock::new();
     READ.get_or_init(|| {
         let py = requires::python("tensorflow, numpy", test)?;
-        let mut cmd = Command::new(py);
-        cmd.arg("-c").arg(READER);
-        for f in FIXTURES {
-            cmd.arg(dir().join(f));
-        }
-        let o = cmd
-            .env("TF_CPP_MIN_LOG_LEVEL", "3")
-            .stdin(Stdio::null())
-            .output()
-            .expect("run python");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        Some(serde_json::from_slice(&o.stdout).expect("json"))
+        let paths: Vec<PathBuf> = FIXTURES.iter().map(|f| dir().join(f)).collect();
+        Some(read_models(&py, &paths))
     })
     .as_ref()
+}
+
+/// TensorFlow's reading ([`READER`]) of the models at `paths`, by file name.
+fn read_models(py: &Path, paths: &[PathBuf]) -> Value {
+    let o = Command::new(py)
+        .arg("-c")
+        .arg(READER)
+        .args(paths)
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("json")
 }
 
 use common::{tfmount, tree_cat as cat, tree_text as text};
@@ -939,17 +943,7 @@ fn diff_values_compares_quantized_tensors_by_their_dequantized_values() {
         );
         let input: BTreeMap<&String, [&Value; 2]> =
             pairs.iter().map(|(n, p)| (n, [&p.0, &p.1])).collect();
-        let mut child = Command::new(&py)
-            .arg("-c")
-            .arg(FIGURES)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("run python");
-        serde_json::to_writer(child.stdin.take().expect("stdin"), &input).expect("write");
-        let o = child.wait_with_output().expect("python");
-        assert!(o.status.success(), "numpy's figures");
-        let want: Value = serde_json::from_slice(&o.stdout).expect("json");
+        let want = numpy_figures(&py, &serde_json::to_value(&input).expect("json"));
         let (fa, fb) = (dir().join("float.tflite"), dir().join(q));
         let args = [
             Path::new("diff"),
@@ -1017,4 +1011,81 @@ fn diff_values_compares_quantized_tensors_by_their_dequantized_values() {
         }
     }
     assert!(compared >= 5, "{compared} dequantized tensors compared");
+
+    // Two tensors quantized alike (int8 both, the same scales) whose integers differ: compared
+    // by their dequantized values too. A copy of the dynamic-range model with one integer of
+    // `MatMul` changed, read by the interpreter as the original is.
+    let orig = dir().join("dynamic_int8.tflite");
+    let w = &tensors("dynamic_int8.tflite")["MatMul"];
+    let q = common::hex_bytes(w["bin"].as_str().expect("bin"));
+    let mut bytes = std::fs::read(&orig).expect("read");
+    let at = bytes
+        .windows(q.len())
+        .position(|x| x == q.as_slice())
+        .expect("MatMul's integers in the file");
+    bytes[at + 5] = bytes[at + 5].wrapping_add(3);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let copy = tmp.path().join("changed.tflite");
+    std::fs::write(&copy, &bytes).expect("write");
+    let read = read_models(&py, &[orig.clone(), copy.clone()]);
+    let deq = |f: &str| {
+        read[f]["subgraphs"][0]["tensors"]
+            .as_array()
+            .expect("tensors")
+            .iter()
+            .find(|t| t["name"] == "MatMul")
+            .expect("MatMul")["dequantized"]
+            .clone()
+    };
+    let input = BTreeMap::from([(
+        "MatMul".to_string(),
+        [deq("dynamic_int8.tflite"), deq("changed.tflite")],
+    )]);
+    let want = &numpy_figures(&py, &serde_json::to_value(&input).expect("json"))["MatMul"];
+    assert_eq!(want["differing"], 1, "{want}");
+    let o = tfmount(&[
+        Path::new("diff"),
+        Path::new("--json"),
+        Path::new("--values"),
+        &orig,
+        &copy,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let recs = common::json_lines(&o.stdout);
+    let r = recs
+        .iter()
+        .find(|r| r["type"] == "change" && r["key"] == "MatMul")
+        .expect("MatMul listed");
+    assert_eq!(r["change"], "M", "{r}");
+    for f in ["max_abs", "max_rel", "rms"] {
+        let (g, x) = (r[f].as_f64().expect(f), want[f].as_f64().expect(f));
+        assert!(
+            (g - x).abs() <= 1e-12 * x.abs().max(1e-300),
+            "MatMul {f}: {g} against numpy's {x}"
+        );
+    }
+    assert_eq!(
+        (&r["differing"], &r["elements"]),
+        (&want["differing"], &want["elements"])
+    );
+}
+
+/// numpy's figures ([`FIGURES`]) for `{name: [a_hex, b_hex]}` float32 pairs.
+fn numpy_figures(py: &Path, input: &Value) -> Value {
+    let mut child = Command::new(py)
+        .arg("-c")
+        .arg(FIGURES)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python");
+    serde_json::to_writer(child.stdin.take().expect("stdin"), input).expect("write");
+    let o = child.wait_with_output().expect("python");
+    assert!(o.status.success(), "numpy's figures");
+    serde_json::from_slice(&o.stdout).expect("json")
 }
