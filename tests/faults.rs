@@ -229,7 +229,8 @@ fn assert_read_logged(m: &Daemon, data_url: &str, kind: &str) {
 /// and the read's line says the same (also when a read-ahead found it first).
 fn assert_changed_logged(m: &Daemon, data_url: &str, why: &str) {
     let said = format!("{data_url}: changed since it was opened {why}");
-    assert_read_logged(m, data_url, &said);
+    // The read's line is named by the data file's URL: `URL: tensor big: changed ...`.
+    assert_read_logged(m, data_url, &format!("changed since it was opened {why}"));
     let lines = log_lines(m, &[&said, "reads from it fail until it is mounted again"]);
     assert_eq!(lines.len(), 1, "{said}: {}", m.log_text());
 }

@@ -844,16 +844,13 @@ impl StoredBytes {
         if self.streamable() {
             let b = self.read_checked(a, buf.len())?;
             if b.len() != buf.len() {
-                return Err(self
-                    .shared
-                    .corrupt(&self.key, FormatError::Read(ReadError::Short)));
+                return Err(self.failed(FormatError::Read(ReadError::Short)));
             }
             buf.copy_from_slice(&b);
             return Ok(());
         }
         self.verify()?;
-        self.read_raw_into(buf, a)
-            .map_err(|e| self.shared.corrupt(&self.key, e))
+        self.read_raw_into(buf, a).map_err(|e| self.failed(e))
     }
 
     /// Bytes `[a, a + len)` of the stored range, checked: verified while streamed when the
@@ -953,7 +950,7 @@ impl StoredBytes {
                     Ok(())
                 },
             )
-            .map_err(|e| self.shared.corrupt(&self.key, e))?;
+            .map_err(|e| self.failed(e))?;
         }
         Ok(v)
     }
@@ -990,8 +987,17 @@ impl StoredBytes {
 
     /// Bytes `[a, b)` of the stored range (already clamped by the caller).
     fn read(&self, a: u64, len: usize) -> FsResult<Bytes> {
-        self.read_raw(a, len)
-            .map_err(|e| self.shared.corrupt(&self.key, e))
+        self.read_raw(a, len).map_err(|e| self.failed(e))
+    }
+
+    /// A read of its stored bytes that failed (the file changed, was cut short, an I/O
+    /// error), named by the data file they are in.
+    fn failed(&self, e: FormatError) -> FsError {
+        FsError::corrupt(
+            format!("tensor {}", String::from_utf8_lossy(&self.key)),
+            self.file.name().display(),
+            e,
+        )
     }
 
     /// Fills `buf` from byte `a` of the stored range, unchecked.
@@ -1063,8 +1069,7 @@ impl TensorData for Pod {
         while at < size {
             let n = (size - at).min(buf.len() as u64) as usize;
             let piece = &mut buf[..n];
-            s.read_raw_into(piece, at)
-                .map_err(|e| s.shared.corrupt(&s.key, e))?;
+            s.read_raw_into(piece, at).map_err(|e| s.failed(e))?;
             if fold {
                 crc = crc32c::crc32c_append(crc, piece);
             }
@@ -1114,7 +1119,7 @@ impl TensorData for Strings {
         self.layout
             .read_at(&*self.s.file, self.s.start, offset, len)
             .map(Bytes::from)
-            .map_err(|e| self.s.shared.corrupt(&self.s.key, e))
+            .map_err(|e| self.s.failed(e))
     }
 }
 
