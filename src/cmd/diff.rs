@@ -276,10 +276,11 @@ impl<'c> Diff<'c> {
 
     /// Trouble with the checkpoint on `side`, named by its path.
     fn trouble_on(&mut self, side: Side, what: &str) {
-        match side {
-            Side::A => self.trouble("A", self.a, what),
-            Side::B => self.trouble("B", self.b, what),
-        }
+        let label = match side {
+            Side::A => "A",
+            Side::B => "B",
+        };
+        self.trouble(label, self.ck(side), what);
     }
 
     fn trouble(&mut self, side: &str, ck: &Ckpt, what: &str) {
@@ -367,23 +368,19 @@ impl<'c> Diff<'c> {
                 other => first.push(other),
             }
         }
-        let mut named: Vec<TensorInfo> = ck
-            .names()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|(name, key)| {
-                let mut t = by_key.get(key.as_bytes())?.clone();
-                t.key = name.as_bytes().to_vec();
-                Some(t)
-            })
-            .collect();
-        named.sort_by(|x, y| x.key.cmp(&y.key));
-        named.dedup_by(|x, y| x.key == y.key);
         let keys = &mut self.keys[side as usize];
+        let mut named: Vec<TensorInfo> = Vec::new();
         for (name, key) in ck.names().unwrap_or_default() {
             keys.entry(name.as_bytes().to_vec())
                 .or_insert_with(|| key.as_bytes().to_vec());
+            if let Some(t) = by_key.get(key.as_bytes()) {
+                let mut t = t.clone();
+                t.key = name.as_bytes().to_vec();
+                named.push(t);
+            }
         }
+        named.sort_by(|x, y| x.key.cmp(&y.key));
+        named.dedup_by(|x, y| x.key == y.key);
         Box::new(first.into_iter().chain(named.into_iter().map(Item::Tensor)))
     }
 
