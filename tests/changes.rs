@@ -237,6 +237,127 @@ fn data_shard_rewritten_in_place_while_reading() {
     assert!(m.log_text().contains("changed while mounted"));
 }
 
+/// The inodes the process `pid` holds a read lease on (`/proc/locks`).
+fn leases_of(pid: u32) -> Vec<u64> {
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // `N: LEASE ACTIVE READ PID MAJ:MIN:INODE START END`
+            (f.get(1) == Some(&"LEASE") && f.get(4) == Some(&pid.to_string().as_str()))
+                .then(|| f.get(5)?.rsplit(':').next()?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).expect("stat").ino()
+}
+
+/// Reads of the tensors in shard 2 fail with EIO; the others read as written.
+fn assert_shard_2_fails(mnt: &Path, model: &BTreeMap<Vec<u8>, Expect>) {
+    for e in model.values() {
+        let got = read_direct(&bin_path(mnt, &e.key, ".bin"));
+        let key = String::from_utf8_lossy(&e.key);
+        if e.shards.contains(&2) {
+            let err = got.expect_err(&format!("{key}: read after its shard was rewritten"));
+            assert_eq!(err.raw_os_error(), Some(libc::EIO), "{key}: {err}");
+        } else {
+            assert!(got.expect("read") == e.bin, "{key}: wrong bytes");
+        }
+    }
+}
+
+/// A mapped reply is made only under a read lease on its file (so no writer can change the
+/// bytes between the reply's check and the kernel's copy of them): the daemon holds one on each
+/// shard it served from, lets go of it as soon as another process opens the shard for writing
+/// (that `open` is not held for the kernel's 45 s), and from then on reads the shard with
+/// `pread`, checked after each copy.
+#[test]
+fn a_writer_opening_a_mapped_shard_is_let_in_and_its_writes_are_caught() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (prefix, model) = write_model(tmp.path(), 4096);
+    age_files(&prefix);
+    let debug = [("RUST_LOG".to_string(), "debug".to_string())];
+    let mut m = Mount::start_env(&prefix, &[], &debug);
+    let mnt = m.path();
+    assert_all_read(&mnt, &model);
+    let shard2 = data_path(&prefix, 2);
+    let name = shard2
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    let leased = leases_of(m.pid());
+    assert!(
+        leased.contains(&inode(&shard2)),
+        "no lease on {name} ({}) among {leased:?}",
+        inode(&shard2)
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard2)
+        .expect("open for writing");
+    // The daemon let go (not the kernel, after its lease-break-time): it says so before.
+    let log = m.log_text();
+    assert!(
+        log.contains(&format!("{name}: opened for writing by another process")),
+        "{log}"
+    );
+    assert!(!leases_of(m.pid()).contains(&inode(&shard2)));
+    // Opened, not written: every tensor still reads as written.
+    assert_all_read(&mnt, &model);
+    f.write_all_at(&pseudo_bytes(5, 16), 0).expect("write");
+    assert_shard_2_fails(&mnt, &model);
+    assert_alive(&mut m);
+}
+
+/// A shard someone has open for writing when it is mounted gets no lease: it is read with
+/// `pread`, checked after each copy, from the first read, and a rewrite while reading is caught.
+#[test]
+fn a_shard_open_for_writing_at_mount_is_read_with_pread_and_its_rewrite_caught() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (prefix, model) = write_model(tmp.path(), 4096);
+    age_files(&prefix);
+    let shard2 = data_path(&prefix, 2);
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard2)
+        .expect("open for writing");
+    let debug = [("RUST_LOG".to_string(), "debug".to_string())];
+    let mut m = Mount::start_env(&prefix, &[], &debug);
+    let mnt = m.path();
+    assert_all_read(&mnt, &model);
+    let name = shard2
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    let leased = leases_of(m.pid());
+    assert!(!leased.contains(&inode(&shard2)), "{leased:?}");
+    assert!(
+        leased.contains(&inode(&data_path(&prefix, 0))),
+        "{leased:?}"
+    );
+    let log = m.log_text();
+    assert!(log.contains(&format!("{name}: no read lease")), "{log}");
+    let len = std::fs::metadata(&shard2).expect("stat").len();
+    read_while(&mnt, &model, Changed::Shard(2), || {
+        let junk = pseudo_bytes(98, 64 << 10);
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(junk.len() as u64) as usize;
+            writer.write_all_at(&junk[..n], at).expect("write");
+            at += n as u64;
+        }
+    });
+    assert_shard_2_fails(&mnt, &model);
+    assert_alive(&mut m);
+}
+
 /// Deleted, or replaced by a rename (as TensorFlow writes its files): the open files are what
 /// was mounted, and keep being served. The same for the index, with no block cache, so every
 /// lookup reads the index file.

@@ -525,15 +525,24 @@ fn an_object_rewritten_mid_read_gives_eio_never_mixed_bytes() {
         } else {
             assert_eq!(s.proxy.hits(), [1], "{what}: {}", s.proxy.report());
         }
+        // The GETs in the order they arrived: the first one before the rewrite, every later one
+        // after it. The kernel's read-ahead sends reads of the file on several threads, so the
+        // GET of a later part may arrive before that of the part read next; one cancelled once
+        // the read failed has no status (0).
         let seen = s.proxy.seen();
         let hooked = seen.iter().filter(|r| r.path == DATA0 && r.method == "GET");
         let statuses: Vec<u16> = hooked.map(|r| r.status).collect();
+        let after_rewrite = |answer: u16| {
+            statuses.first() == Some(&206)
+                && statuses[1..].contains(&answer)
+                && statuses[1..].iter().all(|&st| st == answer || st == 0)
+        };
         let why = if ignores_if_match {
             assert!(s.proxy.injected() >= 1, "{}", s.proxy.report());
-            assert_eq!(statuses[..2], [206, 206], "{}", s.proxy.report());
+            assert!(after_rewrite(206), "{statuses:?}: {}", s.proxy.report());
             "(ETag \""
         } else {
-            assert_eq!(statuses[..2], [206, 412], "{}", s.proxy.report());
+            assert!(after_rewrite(412), "{statuses:?}: {}", s.proxy.report());
             "(If-Match failed: rewritten)"
         };
         assert_changed_logged(&m, &s.data0_url(), why);

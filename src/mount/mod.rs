@@ -745,6 +745,10 @@ fn serve(
     // with pread.
     if let Err(e) = crate::source::mapped::install_guard() {
         log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
+    } else if let Err(e) = crate::source::lease::install() {
+        // A file is mapped only under a read lease (a mapped reply racing a writer could carry
+        // the writer's bytes): none can be taken now.
+        log::warn!("cannot take read leases ({e}); tensor bytes are copied with pread");
     }
     let mut config = Config::default();
     config.mount_options = vec![

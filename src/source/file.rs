@@ -7,9 +7,10 @@
 //! (EIO), one line is logged naming the file, and every later read of that file fails the same
 //! way. A write updates the modification time before it changes any byte, so a copy that raced
 //! with a writer is caught by the check after it. A mapped reply is checked before it is made (a
-//! file changed earlier fails it); one racing with a writer may carry bytes of both, and the
-//! reads after it fail. A mapped page lost to a truncation is EIO, never a crash (the guard of
-//! [`super::mapped`]).
+//! file changed earlier fails it), and in the daemon it is made only while the file's read lease
+//! is held ([`super::lease`]): no writer can open the file until the reply is written, and once
+//! one asks to, the file is read with `pread` from then on. A mapped page lost to a truncation is
+//! EIO, never a crash (the guard of [`super::mapped`]).
 //!
 //! A file deleted, or replaced by a rename (as TensorFlow and `CheckpointManager` do), changes
 //! nothing: the open descriptor still reads the original inode, which is exactly what was
@@ -25,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::parse::{FormatError, ReadAt, ReadError};
 use crate::source::bytes::{ByteSource, FileMeta};
+use crate::source::lease::{Lease, UnderWay};
 use crate::source::mapped::{self, Mapping};
 
 /// What must not change while the file is served.
@@ -45,14 +47,18 @@ impl Stamp {
     }
 }
 
+/// A file's mapping, and the read lease it was made under (`None` outside the daemon).
+type Leased = (Arc<Mapping>, Option<Arc<Lease>>);
+
 pub struct SourceFile {
     file: File,
     path: PathBuf,
     stamp: Stamp,
     meta: FileMeta,
     changed: AtomicBool,
-    /// The whole file mapped, made by the first mapped read (`None`: not mappable here).
-    map: OnceLock<Option<Arc<Mapping>>>,
+    /// The whole file mapped, made by the first mapped read (`None`: not mappable here), and,
+    /// in the daemon, the read lease it is mapped under ([`super::lease`]).
+    map: OnceLock<Option<Leased>>,
 }
 
 impl SourceFile {
@@ -121,7 +127,7 @@ impl SourceFile {
             .map
             .get()
             .and_then(Option::as_ref)
-            .is_some_and(|m| m.damaged());
+            .is_some_and(|(m, _)| m.damaged());
         if now == self.stamp && !lost {
             return Ok(());
         }
@@ -196,23 +202,55 @@ impl SourceFile {
     }
 
     /// `len` bytes from `offset` as a slice of the file's mapping, when mapped reads are allowed
-    /// on this thread ([`mapped::allowed`]: a FUSE reply's read in the daemon), else by
-    /// [`read_vec`](Self::read_vec). Checked before: the file did not change so far.
+    /// on this thread ([`mapped::allowed`]: a FUSE reply's read in the daemon) and, where leases
+    /// are taken (the daemon), while the file's read lease is held; else by
+    /// [`read_vec`](Self::read_vec). Checked before: the file did not change so far; under the
+    /// lease, no writer can open it until the reply's bytes are dropped.
     pub(crate) fn read_bytes(&self, offset: u64, len: usize) -> Result<bytes::Bytes, FormatError> {
         if !mapped::allowed() {
             return self.read_vec(offset, len).map(bytes::Bytes::from);
         }
         self.check_range(offset, len as u64)?;
-        let map = self
-            .map
-            .get_or_init(|| Mapping::new(&self.file, self.stamp.len).map(Arc::new));
-        let Some(map) = map.clone() else {
+        let Some((map, lease)) = self.map.get_or_init(|| self.map_leased()).clone() else {
             return self.read_vec(offset, len).map(bytes::Bytes::from);
+        };
+        let under_way = match &lease {
+            Some(l) => match l.enter() {
+                Some(u) => Some(u),
+                None => return self.read_vec(offset, len).map(bytes::Bytes::from),
+            },
+            None => None,
         };
         self.check()?;
         // In range: checked above against the length mapped.
         let a = offset as usize;
-        Ok(bytes::Bytes::from_owner(Slice { map, a, b: a + len }))
+        Ok(bytes::Bytes::from_owner(Slice {
+            map,
+            a,
+            b: a + len,
+            _under_way: under_way,
+        }))
+    }
+
+    /// Maps the file for replies; where leases are taken, only under a read lease (`None`, and
+    /// `pread` for every read, when the kernel refuses one).
+    fn map_leased(&self) -> Option<Leased> {
+        let lease = if crate::source::lease::wanted() {
+            match Lease::take(&self.file, &self.path) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    log::debug!(
+                        "{}: no read lease ({e}): tensor bytes are copied with pread and checked after each copy",
+                        self.path.display()
+                    );
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        let map = Mapping::new(&self.file, self.stamp.len)?;
+        Some((Arc::new(map), lease))
     }
 
     /// `len` bytes from `offset` in a new buffer (not zeroed first), then checks the file did
@@ -237,11 +275,13 @@ impl SourceFile {
     }
 }
 
-/// Bytes `[a, b)` of a mapping, owned by a reply's `Bytes`.
+/// Bytes `[a, b)` of a mapping, owned by a reply's `Bytes` (and, under a lease, marking the
+/// reply under way until it is dropped).
 struct Slice {
     map: Arc<Mapping>,
     a: usize,
     b: usize,
+    _under_way: Option<UnderWay>,
 }
 
 impl AsRef<[u8]> for Slice {

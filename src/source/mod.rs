@@ -6,6 +6,7 @@
 pub mod bytes;
 pub mod dirtree;
 pub mod file;
+pub mod lease;
 pub mod local;
 pub mod mapped;
 pub mod remote;
