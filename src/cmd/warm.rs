@@ -12,6 +12,8 @@ use crate::source::remote::disk::TOTAL;
 
 /// Tensors fetched at once by default (object storage answers many requests at once).
 const THREADS: usize = 8;
+/// How long the end waits for the cache's writer thread.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub fn run(args: &WarmArgs) -> i32 {
     let start = Instant::now();
@@ -53,7 +55,21 @@ pub fn run(args: &WarmArgs) -> i32 {
             return 3;
         }
     };
+    // Every piece read is written before anything is counted: the pieces still queued for the
+    // cache's writer thread when the read ended (its store dropped) are written now, and their
+    // write failures and evictions are seen.
+    let flushed = crate::source::remote::disk::flush_all(FLUSH_LIMIT);
     let lost = TOTAL.write_failures.load(Ordering::Relaxed) + TOTAL.evicted.load(Ordering::Relaxed);
+    if !flushed {
+        v.problem(
+            "",
+            b"[cache]",
+            &format!(
+                "pieces read were still being written after {FLUSH_LIMIT:?} (see the warning \
+                 above): not all kept"
+            ),
+        );
+    }
     if lost > 0 {
         v.problem(
             "",

@@ -205,8 +205,11 @@ pub struct DiskCache {
     recent: Mutex<lru::LruCache<(u64, u64), Bytes>>,
     /// Pieces opened and checked for reads in place ([`DiskCache::open_checked`]).
     opened: Mutex<lru::LruCache<(u64, u64), Arc<OnDisk>>>,
-    /// The writer thread's queue (made by the first [`DiskCache::put_behind`]).
-    writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Queued>>>,
+    /// The writer thread's queue (made by the first [`DiskCache::put_behind`]). Each item
+    /// holds the cache it is for: a cache whose store is dropped with pieces still queued (the
+    /// end of `tfmount warm`, an unmount) lives on until the writer has written them, and
+    /// [`flush_all`] finds it meanwhile. The thread ends when the last sender (this one) goes.
+    writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Job>>>,
     pub counters: DiskCounters,
 }
 
@@ -217,6 +220,9 @@ pub enum Queued {
     Flush(std::sync::mpsc::Sender<()>),
 }
 
+/// An item of the writer thread's queue, with the cache it is for.
+type Job = (Arc<DiskCache>, Queued);
+
 /// Pieces queued for the writer thread at most (memory beyond `remote_cache`: 1 MiB each).
 const QUEUED: usize = 32;
 
@@ -224,17 +230,21 @@ const QUEUED: usize = 32;
 static CACHES: Mutex<Vec<std::sync::Weak<DiskCache>>> = Mutex::new(Vec::new());
 
 /// Waits (at most `limit` each) until every cache of the process has written what it queued:
-/// before the process ends (an unmount, the end of a subcommand).
-pub fn flush_all(limit: Duration) {
+/// before the process ends (an unmount, the end of a subcommand), or before `warm` counts what
+/// it kept. Caches whose store is gone are flushed too while pieces of theirs are queued (the
+/// queued pieces hold them). `false` if a cache still had pieces to write after `limit`.
+pub fn flush_all(limit: Duration) -> bool {
     let caches: Vec<Arc<DiskCache>> = CACHES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter_map(std::sync::Weak::upgrade)
         .collect();
+    let mut all = true;
     for c in caches {
-        c.flush(limit);
+        all &= c.flush(limit);
     }
+    all
 }
 
 /// 64-bit FNV-1a (names directories; collisions are detected by the `object` file).
@@ -635,10 +645,10 @@ impl DiskCache {
         self.recent().put((e.serial, n), data.clone());
         let item = Queued::Piece(Arc::clone(e), n, data);
         match self.writer() {
-            Some(tx) => match tx.try_send(item) {
+            Some(tx) => match tx.try_send((Arc::clone(self), item)) {
                 Ok(()) => Ok(()),
-                Err(std::sync::mpsc::TrySendError::Full(item)) => Err(item),
-                Err(std::sync::mpsc::TrySendError::Disconnected(item)) => {
+                Err(std::sync::mpsc::TrySendError::Full((_, item))) => Err(item),
+                Err(std::sync::mpsc::TrySendError::Disconnected((_, item))) => {
                     self.write_now(item);
                     Ok(())
                 }
@@ -654,8 +664,8 @@ impl DiskCache {
     pub fn queue(self: &Arc<Self>, item: Queued) {
         match self.writer() {
             Some(tx) => {
-                if let Err(e) = tx.send(item) {
-                    self.write_now(e.0);
+                if let Err(e) = tx.send((Arc::clone(self), item)) {
+                    self.write_now(e.0 .1);
                 }
             }
             None => self.write_now(item),
@@ -672,20 +682,20 @@ impl DiskCache {
     }
 
     /// The writer thread's queue, started by the first call (`None` if no thread can start).
-    fn writer(self: &Arc<Self>) -> Option<&std::sync::mpsc::SyncSender<Queued>> {
+    fn writer(self: &Arc<Self>) -> Option<&std::sync::mpsc::SyncSender<Job>> {
         self.writer
             .get_or_init(|| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(QUEUED);
-                let me = Arc::downgrade(self);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUED);
                 std::thread::Builder::new()
                     .name("tfmount-cache-write".into())
                     .spawn(move || {
-                        // Ends when the cache (which holds the sender) is dropped.
-                        while let Ok(item) = rx.recv() {
-                            match me.upgrade() {
-                                Some(c) => c.write_now(item),
-                                None => break,
-                            }
+                        // Every item queued is written (its cache held by the item, not looked
+                        // up through a weak reference that may be gone by then: pieces queued
+                        // as the store was dropped were lost, and `warm` exited 0 without
+                        // them). Ends when the cache, which holds the sender, is dropped: after
+                        // its last item, as no item is left to hold it.
+                        while let Ok((c, item)) = rx.recv() {
+                            c.write_now(item);
                         }
                     })
                     .ok()
@@ -694,10 +704,11 @@ impl DiskCache {
             .as_ref()
     }
 
-    /// Waits until what was queued before is written (at most `limit`).
-    pub fn flush(self: &Arc<Self>, limit: Duration) {
+    /// Waits until what was queued before is written (at most `limit`); `false` if it was not
+    /// by then.
+    pub fn flush(self: &Arc<Self>, limit: Duration) -> bool {
         if self.writer.get().is_none() {
-            return;
+            return true;
         }
         let (tx, rx) = std::sync::mpsc::channel();
         self.queue(Queued::Flush(tx));
@@ -706,7 +717,9 @@ impl DiskCache {
                 "{}: pieces still being written after {limit:?}; the next mount fetches them again",
                 self.root.display()
             );
+            return false;
         }
+        true
     }
 
     /// Keeps piece `n` of `e` (exactly its bytes; anything else is ignored). Failures are
@@ -1013,6 +1026,42 @@ mod tests {
         assert_eq!(l.len(), 1);
         assert_eq!((l[0].pieces, l[0].bytes, l[0].size), (2, PIECE + 5, size));
         assert_eq!(l[0].url, "s3://b/k");
+    }
+
+    /// The end of `tfmount warm`: its store (the last holder of the cache) is dropped with
+    /// pieces still queued for the writer thread. They are written all the same, and a flush
+    /// through the process's list of caches waits for them (they used to be dropped: the
+    /// thread looked the cache up through a weak reference, gone by then).
+    #[test]
+    fn pieces_queued_when_the_cache_is_dropped_are_written() {
+        let d = tempfile::tempdir().unwrap();
+        let n = 40u64;
+        let c = open(d.path(), 1 << 30);
+        let e = c.entry(&id("s3://b/queued", n * PIECE, "e1")).unwrap();
+        for k in 0..n {
+            if let Err(item) = c.put_behind(&e, k, piece(k, PIECE as usize).into()) {
+                c.queue(item);
+            }
+        }
+        let weak = Arc::downgrade(&c);
+        drop(c);
+        if let Some(c) = weak.upgrade() {
+            assert!(c.flush(Duration::from_secs(30)));
+        }
+        let again = open(d.path(), 1 << 30);
+        let e = again.entry(&id("s3://b/queued", n * PIECE, "e1")).unwrap();
+        for k in 0..n {
+            let got = again.get(&e, k);
+            assert!(
+                got.as_deref() == Some(&piece(k, PIECE as usize)[..]),
+                "piece {k} of {n}: {}",
+                if got.is_some() {
+                    "other bytes"
+                } else {
+                    "not written"
+                }
+            );
+        }
     }
 
     #[test]
