@@ -91,11 +91,14 @@
 #      CPU per GiB served; TFMOUNT_BEFORE measured alternating in the same repetitions
 #  21. diff --values of two 1 GiB checkpoints whose every tensor changed, vs cat of both data
 #      files (bench_diff_values; ONLY=diff_values): cat / diff >= 0.5
+#  22. a TF.js model at FUSE's floor (bench_tfjs_floor; ONLY=tfjs_floor): cold dd of a 1 GiB
+#      float32 weight stored in 256 shards of 4 MiB, vs memfuse serving the shards' bytes as one
+#      file (>= 0.9); TFMOUNT_BEFORE measured alternating in the same repetitions
 # and prints a summary table with PASS/MISS.
 #
 # Environment: REPS (default 3), BIG_GIB (default 1), WALK_TENSORS (default 20000), TF_PYTHON,
 # KERAS_PYTHON, KERAS_BENCH_FILE (a .keras written by gen_keras_bench.py earlier: reused, kept),
-# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache|floor|diff_values,
+# REPS_MOTO (repetitions of 10c, default REPS; each takes minutes), ONLY=remote|keras|direct_io|stream_crc|tflite|v1|walk|issue19|python|orbax|cache|floor|diff_values|tfjs_floor,
 # LAT_MS, RATE, CACHE_PYTHON (section 19)
 # (section 10, 11, 12, 13, 14, 8, 4 or the issue 19 table alone), TFLITE_BENCH_FILE (a .tflite written by
 # gen_tflite.py --big earlier: reused, kept), V1_MIB (size of section 8's float32 tensor, default 1024),
@@ -1290,6 +1293,68 @@ t = time.perf_counter(); d = load_file(sys.argv[1]); print("%.6f" % (time.perf_c
 }
 
 # ---------------------------------------------------------------------------------------------
+# 22: a TF.js model at FUSE's floor (bench_tfjs_floor; ONLY=tfjs_floor; TFMOUNT_BEFORE measured
+# in the same repetitions, alternating, when set): a layers-model whose one float32 weight of
+# 1 GiB is stored as the converter stores weights, in shards of 4 MiB (256 of them; random bytes:
+# only the layout matters), cold dd bs=1M of its .bin through a fresh mount vs memfuse serving the
+# same bytes as one file                                                    memfuse / mount >= 0.9
+# ---------------------------------------------------------------------------------------------
+bench_tfjs_floor() {
+    echo
+    echo "== 22: a TF.js weight of 1 GiB in 256 shards, cold dd vs memfuse; $REPS repetitions${BEFORE:+, before ($BEFORE) and after alternating}"
+    local dir=$WORK/tfjs_floor mnt r v order
+    if [ ! -s "$dir/whole" ]; then
+        mkdir -p "$dir"
+        python3 - "$dir" <<'PY' || die "writing the TF.js model failed"
+import json, os, sys
+d, n, shard = sys.argv[1], 256, 4 << 20
+paths = [f"group1-shard{i + 1}of{n}.bin" for i in range(n)]
+with open(os.path.join(d, "whole"), "wb") as whole:
+    for p in paths:
+        b = os.urandom(shard)
+        with open(os.path.join(d, p), "wb") as f:
+            f.write(b)
+        whole.write(b)
+weights = [{"name": "big/kernel", "shape": [n * shard // 4], "dtype": "float32"}]
+model = {"format": "layers-model", "generatedBy": "bench.sh", "convertedBy": None,
+         "modelTopology": {}, "weightsManifest": [{"paths": paths, "weights": weights}]}
+with open(os.path.join(d, "model.json"), "w") as f:
+    json.dump(model, f)
+PY
+    fi
+    local bytes
+    bytes=$(stat -c %s "$dir/whole")
+    new_mountpoint
+    mnt=$MP
+    declare -A S
+    put() { S[$1]+="$2 "; }
+    for r in $(seq "$REPS"); do
+        cat "$dir"/* >/dev/null
+        memfuse_cold_warm "$dir/whole" "$mnt" && put mf.cold "$MF_COLD"
+        order=(after)
+        [ -n "$BEFORE" ] && order=(before after) && [ $((r % 2)) = 0 ] && order=(after before)
+        for v in "${order[@]}"; do
+            mount_v "$dir/model.json" "$mnt" "$v" || continue
+            cpu0=$(mount_cpu "$mnt")
+            put cold.$v "$(timed ddr "$mnt/variables/big/kernel.bin")"
+            put cpu.$v "$(($(mount_cpu "$mnt") - cpu0))"
+            unmount_wait "$mnt"
+        done
+    done
+    declare -A M
+    medians "seconds; cpu: clock ticks of $(getconf CLK_TCK) per second"
+    echo "   (load now $(cut -d' ' -f1-3 /proc/loadavg))"
+    local vs=(after)
+    [ -n "$BEFORE" ] && vs=(before after)
+    for v in "${vs[@]}"; do
+        printf '   %-74s %-8s %-9s %s\n' \
+            "22 ($v) cold dd: memfuse ($(mbps "$bytes" "${M[mf.cold]}") MB/s) / mount ($(mbps "$bytes" "${M[cold.$v]:-nan}") MB/s)" \
+            "$(div "${M[mf.cold]}" "${M[cold.$v]:-nan}")" '>= 0.9' "$(cmp_ok "$(div "${M[mf.cold]}" "${M[cold.$v]:-nan}")" '>=' 0.9)"
+        echo "   22 ($v) the daemon's CPU: ${M[cpu.$v]:-nan} clock ticks for the 1 GiB"
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
 # 21: diff by value (bench_diff_values; ONLY=diff_values runs this section alone): two
 # checkpoints of 256 float32 tensors of 4 MiB (1 GiB each) whose every tensor differs
 # (mkckpt --alter-every 1): `tfmount diff --values A B` vs `cat` of both data files, page cache
@@ -1986,6 +2051,10 @@ if [ "${ONLY:-}" = diff_values ]; then
     bench_diff_values
     exit 0
 fi
+if [ "${ONLY:-}" = tfjs_floor ]; then
+    bench_tfjs_floor
+    exit 0
+fi
 if [ "${ONLY:-}" = stream_crc ]; then
     bench_stream_crc
     exit 0
@@ -2358,3 +2427,4 @@ bench_python
 bench_floor
 
 bench_diff_values
+bench_tfjs_floor

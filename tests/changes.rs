@@ -22,23 +22,6 @@ use std::sync::Arc;
 use common::synthetic::*;
 use common::*;
 
-/// Reads a whole file through `O_DIRECT`.
-fn read_direct(path: &Path) -> std::io::Result<Vec<u8>> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read_at(&mut buf, out.len() as u64)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-}
-
 fn data_path(prefix: &Path, shard: u32) -> PathBuf {
     PathBuf::from(format!("{}.data-{shard:05}-of-00003", prefix.display()))
 }
@@ -235,21 +218,6 @@ fn data_shard_rewritten_in_place_while_reading() {
     });
     assert_alive(&mut m);
     assert!(m.log_text().contains("changed while mounted"));
-}
-
-/// The inodes the process `pid` holds a read lease on (`/proc/locks`).
-fn leases_of(pid: u32) -> Vec<u64> {
-    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
-    locks
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // `N: LEASE ACTIVE READ PID MAJ:MIN:INODE START END`
-            (f.get(1) == Some(&"LEASE") && f.get(4) == Some(&pid.to_string().as_str()))
-                .then(|| f.get(5)?.rsplit(':').next()?.parse().ok())
-                .flatten()
-        })
-        .collect()
 }
 
 fn inode(path: &Path) -> u64 {

@@ -530,6 +530,67 @@ fn a_fuse_mount_serves_weights_and_attributes() {
     assert_eq!(m.unmount(), Some(0));
 }
 
+/// A shard rewritten in place (same size, other bytes) under a mount: the weights in it fail
+/// with EIO from then on, never serving the new bytes. Before, they were served from the shard's
+/// mapping under the daemon's read lease on it, which the writer's `open` broke.
+#[test]
+fn a_shard_rewritten_under_a_mount_fails_its_weights_never_new_bytes() {
+    if !requires::fuse("tfjs::a_shard_rewritten_under_a_mount_fails_its_weights_never_new_bytes") {
+        return;
+    }
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let (_tmp, dir) = copy("layers");
+    let shard = dir.join("group1-shard1of1.bin");
+    // A modification time of its own (the rewrite below may come within the clock tick of the
+    // copy, and the change is told by size and time).
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&shard)
+        .and_then(|f| f.set_modified(old))
+        .expect("set mtime");
+    let tree = Tree::open(&tfjs_dir().join("layers")).expect("open");
+    let keys = [
+        "dense/kernel",
+        "dense/bias",
+        "dense_1/kernel",
+        "dense_1/bias",
+    ];
+    let mut m = common::Mount::start(&dir, &[]);
+    let mp = m.path();
+    for k in keys {
+        let p = format!("variables/{k}.bin");
+        assert_eq!(
+            common::read_direct(&mp.join(&p)).expect("read"),
+            cat(&tree, &p),
+            "{k}"
+        );
+    }
+    let ino = std::fs::metadata(&shard).expect("stat").ino();
+    assert!(
+        common::leases_of(m.pid()).contains(&ino),
+        "no lease on the shard"
+    );
+    let bytes = std::fs::read(&shard).expect("shard");
+    let inverted: Vec<u8> = bytes.iter().map(|b| !b).collect();
+    let f = std::fs::File::options()
+        .write(true)
+        .open(&shard)
+        .expect("open");
+    f.write_all_at(&inverted, 0).expect("rewrite");
+    for k in keys {
+        let r = common::read_direct(&mp.join(format!("variables/{k}.bin")));
+        let e = r.expect_err(&format!("{k}: read after its shard was rewritten"));
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{k}: {e}");
+    }
+    let log = m.log_text();
+    assert!(
+        log.contains("group1-shard1of1.bin: changed while mounted"),
+        "{log}"
+    );
+    assert_eq!(m.unmount(), Some(0));
+}
+
 /// The subcommands without FUSE: `tfmount ls -R` lists every weight's files and `tfmount cat`
 /// writes the converter's bytes, for a model given by its directory and by its `model.json`.
 #[test]

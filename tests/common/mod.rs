@@ -407,3 +407,37 @@ pub fn json_lines(out: &[u8]) -> Vec<Value> {
         })
         .collect()
 }
+
+/// Reads a whole file through `O_DIRECT`: on a mount, each read reaches the daemon rather than
+/// the kernel's page cache (which keeps what was served before: the mounted snapshot).
+pub fn read_direct(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read_at(&mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The inodes the process `pid` holds a read lease on (`/proc/locks`).
+pub fn leases_of(pid: u32) -> Vec<u64> {
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // `N: LEASE ACTIVE READ PID MAJ:MIN:INODE START END`
+            (f.get(1) == Some(&"LEASE") && f.get(4) == Some(&pid.to_string().as_str()))
+                .then(|| f.get(5)?.rsplit(':').next()?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
