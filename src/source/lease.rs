@@ -89,6 +89,12 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
 /// mapped.
 pub fn install() -> io::Result<()> {
     WANTED.store(true, Ordering::SeqCst);
+    install_handler()
+}
+
+/// The handler and the thread alone (leases can be taken), without making them the condition
+/// of every mapping in the process ([`wanted`]): what unit tests of other modules see.
+fn install_handler() -> io::Result<()> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| install_once().map_err(|e| e.to_string()))
         .clone()
@@ -274,5 +280,93 @@ pub(crate) struct UnderWay(Arc<Lease>);
 impl Drop for UnderWay {
     fn drop(&mut self) {
         self.0.under_way.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::mpsc;
+
+    /// Whether this process holds a lease on inode `ino` (`/proc/locks`).
+    fn leased(ino: u64) -> bool {
+        let me = std::process::id().to_string();
+        std::fs::read_to_string("/proc/locks")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(1) == Some(&"LEASE")
+                    && f.get(4) == Some(&me.as_str())
+                    && f.get(5).and_then(|d| d.rsplit(':').next()) == Some(&ino.to_string())
+            })
+    }
+
+    /// Opens `path` for writing on another thread; the receiver hears when the `open` returned.
+    fn open_for_writing(path: &Path) -> mpsc::Receiver<io::Result<File>> {
+        let (tx, rx) = mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(File::options().write(true).open(&path));
+        });
+        rx
+    }
+
+    /// The lease machinery end to end, in this process (a lease conflicts with any `open` for
+    /// writing, the holder's own included): a writer's `open` waits while a mapped reply is
+    /// under way and returns once it ends; no reply starts after the break; a SIGIO (the
+    /// kernel's signal when its queue of real-time signals overflowed) lets go of every lease.
+    #[test]
+    fn a_writer_waits_for_the_replies_under_way_and_sigio_lets_go_of_all() {
+        install_handler().expect("install");
+        let d = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::write(&a, [1u8; 4096]).expect("a");
+        std::fs::write(&b, [2u8; 4096]).expect("b");
+        let (fa, fb) = (File::open(&a).expect("a"), File::open(&b).expect("b"));
+        let Ok(la) = Lease::take(&fa, &a) else {
+            // A file system without leases here (the daemon then reads with pread).
+            eprintln!("no lease on {}: skipped", a.display());
+            return;
+        };
+        let lb = Lease::take(&fb, &b).expect("lease on b");
+        let (ia, ib) = (
+            fa.metadata().expect("a").ino(),
+            fb.metadata().expect("b").ino(),
+        );
+        assert!(leased(ia) && leased(ib));
+
+        let reply = la.enter().expect("not broken yet");
+        let opened = open_for_writing(&a);
+        // The break is signalled at once; the `open` is held while the reply is under way.
+        while !la.broken.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(la.enter().is_none(), "a reply started after the break");
+        assert!(
+            opened.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the writer got in while a mapped reply was under way"
+        );
+        drop(reply);
+        opened
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the writer's open returned")
+            .expect("opened for writing");
+        assert!(!leased(ia) && leased(ib));
+
+        // SIGIO: every lease let go.
+        // SAFETY: raising a signal whose handler `install` set.
+        unsafe { libc::raise(libc::SIGIO) };
+        let t0 = Instant::now();
+        while !lb.broken.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(lb.enter().is_none(), "SIGIO let go of b");
+        assert!(!leased(ib));
+        open_for_writing(&b)
+            .recv_timeout(Duration::from_secs(30))
+            .expect("open b returned")
+            .expect("opened b for writing");
     }
 }
