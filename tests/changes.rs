@@ -30,6 +30,26 @@ fn index_path(prefix: &Path) -> PathBuf {
     PathBuf::from(format!("{}.index", prefix.display()))
 }
 
+/// Rewrites every byte of the file (`len` bytes) in 64 KiB pieces, as a copy over it would.
+fn rewrite_all(f: &std::fs::File, len: u64, seed: u64) {
+    let junk = pseudo_bytes(seed, 64 << 10);
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(junk.len() as u64) as usize;
+        f.write_all_at(&junk[..n], at).expect("write");
+        at += n as u64;
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().expect("name").to_string_lossy().to_string()
+}
+
+/// A mount of `prefix` whose daemon logs at debug level (what it does with its leases).
+fn mount_debug(prefix: &Path) -> Mount {
+    Mount::start_env(prefix, &[], &[("RUST_LOG".into(), "debug".into())])
+}
+
 /// The daemon still runs and its mount answers.
 fn assert_alive(m: &mut Mount) {
     let status = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
@@ -177,11 +197,7 @@ fn data_shard_truncated_in_place_while_reading() {
         e.shape
     );
     let log = m.log_text();
-    let name = shard0
-        .file_name()
-        .expect("name")
-        .to_string_lossy()
-        .to_string();
+    let name = file_name(&shard0);
     assert_eq!(
         log.matches(&format!("{name}: changed while mounted"))
             .count(),
@@ -207,14 +223,7 @@ fn data_shard_rewritten_in_place_while_reading() {
             .write(true)
             .open(&shard2)
             .expect("open");
-        // Rewrite every byte, in 64 KiB pieces, as a copy over the file would.
-        let junk = pseudo_bytes(99, 64 << 10);
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(junk.len() as u64) as usize;
-            f.write_all_at(&junk[..n], at).expect("write");
-            at += n as u64;
-        }
+        rewrite_all(&f, len, 99);
     });
     assert_alive(&mut m);
     assert!(m.log_text().contains("changed while mounted"));
@@ -249,16 +258,11 @@ fn a_writer_opening_a_mapped_shard_is_let_in_and_its_writes_are_caught() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (prefix, model) = write_model(tmp.path(), 4096);
     age_files(&prefix);
-    let debug = [("RUST_LOG".to_string(), "debug".to_string())];
-    let mut m = Mount::start_env(&prefix, &[], &debug);
+    let mut m = mount_debug(&prefix);
     let mnt = m.path();
     assert_all_read(&mnt, &model);
     let shard2 = data_path(&prefix, 2);
-    let name = shard2
-        .file_name()
-        .expect("name")
-        .to_string_lossy()
-        .to_string();
+    let name = file_name(&shard2);
     let leased = leases_of(m.pid());
     assert!(
         leased.contains(&inode(&shard2)),
@@ -295,15 +299,10 @@ fn a_shard_open_for_writing_at_mount_is_read_with_pread_and_its_rewrite_caught()
         .write(true)
         .open(&shard2)
         .expect("open for writing");
-    let debug = [("RUST_LOG".to_string(), "debug".to_string())];
-    let mut m = Mount::start_env(&prefix, &[], &debug);
+    let mut m = mount_debug(&prefix);
     let mnt = m.path();
     assert_all_read(&mnt, &model);
-    let name = shard2
-        .file_name()
-        .expect("name")
-        .to_string_lossy()
-        .to_string();
+    let name = file_name(&shard2);
     let leased = leases_of(m.pid());
     assert!(!leased.contains(&inode(&shard2)), "{leased:?}");
     assert!(
@@ -314,13 +313,7 @@ fn a_shard_open_for_writing_at_mount_is_read_with_pread_and_its_rewrite_caught()
     assert!(log.contains(&format!("{name}: no read lease")), "{log}");
     let len = std::fs::metadata(&shard2).expect("stat").len();
     read_while(&mnt, &model, Changed::Shard(2), || {
-        let junk = pseudo_bytes(98, 64 << 10);
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(junk.len() as u64) as usize;
-            writer.write_all_at(&junk[..n], at).expect("write");
-            at += n as u64;
-        }
+        rewrite_all(&writer, len, 98)
     });
     assert_shard_2_fails(&mnt, &model);
     assert_alive(&mut m);
