@@ -211,21 +211,19 @@ impl SourceFile {
             return self.read_vec(offset, len).map(bytes::Bytes::from);
         }
         self.check_range(offset, len as u64)?;
-        let Some((map, lease)) = self.map.get_or_init(|| self.map_leased()).clone() else {
+        let Some((map, lease)) = self.map.get_or_init(|| self.map_leased()) else {
             return self.read_vec(offset, len).map(bytes::Bytes::from);
         };
-        let under_way = match &lease {
-            Some(l) => match l.enter() {
-                Some(u) => Some(u),
-                None => return self.read_vec(offset, len).map(bytes::Bytes::from),
-            },
-            None => None,
+        // Under a lease: `None` once it is broken (a writer asked to open the file).
+        let under_way = match lease.as_ref().map(Lease::enter) {
+            Some(None) => return self.read_vec(offset, len).map(bytes::Bytes::from),
+            u => u.flatten(),
         };
         self.check()?;
         // In range: checked above against the length mapped.
         let a = offset as usize;
         Ok(bytes::Bytes::from_owner(Slice {
-            map,
+            map: Arc::clone(map),
             a,
             b: a + len,
             _under_way: under_way,

@@ -198,12 +198,12 @@ impl Lease {
     /// Takes a read lease on `file`; fails if the kernel refuses one (see the module docs) or
     /// the handler of lease breaks is not installed.
     pub(crate) fn take(file: &File, path: &Path) -> io::Result<Arc<Lease>> {
-        if SIGNAL.load(Ordering::SeqCst) == 0 {
+        let sig = SIGNAL.load(Ordering::SeqCst);
+        if sig == 0 {
             return Err(io::Error::other("no handler of lease breaks"));
         }
         let file = file.try_clone()?;
         let fd = file.as_raw_fd();
-        let sig = SIGNAL.load(Ordering::SeqCst);
         // SAFETY: fcntl on a descriptor owned by `file`.
         unsafe {
             if libc::fcntl(fd, F_SETSIG, sig) != 0
