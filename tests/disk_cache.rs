@@ -472,12 +472,7 @@ fn warm_fills_the_cache_resumes_after_a_kill_and_a_mount_then_sends_no_get() {
     let (code, text) = warm(&s, &[], None);
     assert_eq!(code, Some(0), "{text}");
     // What was cached before the kill is read from disk, not fetched again.
-    let fetched = text
-        .split(" fetched into the cache")
-        .next()
-        .and_then(|t| t.rsplit('(').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no count of fetched bytes in {text}"));
+    let (fetched, _) = warm_figures(&text);
     let big = 6u64 << 20;
     assert!(
         fetched < big + (1 << 20),
@@ -503,6 +498,91 @@ fn warm_fills_the_cache_resumes_after_a_kill_and_a_mount_then_sends_no_get() {
     let (code, text) = warm(&s, &["-o", "cache_max=2M"], None);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("could not be kept"), "{text}");
+}
+
+/// The bytes `tfmount warm`'s summary says it fetched and found already in the cache.
+fn warm_figures(text: &str) -> (u64, u64) {
+    let number = |before: &str| {
+        text.split(before)
+            .next()
+            .and_then(|t| t.rsplit(['(', ' ']).next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no count before {before:?} in {text}"))
+    };
+    (
+        number(" bytes fetched"),
+        number(" bytes already in the cache"),
+    )
+}
+
+/// Body bytes the server sent since the last `clear`, and those of GETs of data shards.
+fn sent_bytes(s: &Setup) -> (u64, u64) {
+    let seen = s.proxy.seen();
+    let all = seen.iter().map(|r| r.body_bytes).sum();
+    let data = seen
+        .iter()
+        .filter(|r| r.path.contains(".data-"))
+        .map(|r| r.body_bytes)
+        .sum();
+    (all, data)
+}
+
+/// `tfmount warm`'s summary is exact: "fetched" is what the server sent this run (counted by
+/// the proxy), "already in the cache" the bytes of the pieces on disk before it, each once;
+/// `warm KEY` fetches the pieces holding what KEY names and nothing past them. (It fetched the
+/// object read-ahead's window past the tensor, and counted pieces fetched earlier in the same
+/// run as already there: a cold warm said more was there than the checkpoint holds.)
+#[test]
+fn warm_says_what_the_server_sent_and_what_was_on_disk() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    // One 24 KiB tensor of shard 1 (3.3 MB of small tensors): at most the two pieces it
+    // may straddle.
+    s.gets();
+    let (code, text) = warm_only(&s, &["layer_05/kernel"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (fetched, found) = warm_figures(&text);
+    let (sent, data) = sent_bytes(&s);
+    assert_eq!(fetched, sent, "{text}\n{}", s.proxy.report());
+    assert_eq!(found, 0, "a cold cache: {text}");
+    assert!(
+        data <= 2 << 20,
+        "{data} data bytes fetched for one 24 KiB tensor: {text}"
+    );
+    assert_eq!(cached_of(&s, "data-00000"), 0);
+    let before = cached_of(&s, "");
+    assert!(before > 0 && before <= 2 << 20, "{before} bytes cached");
+
+    // Every tensor: what was cached is found there, once; the rest fetched, once.
+    s.gets();
+    let (code, text) = warm(&s, &[], None);
+    assert_eq!(code, Some(0), "{text}");
+    let (fetched, found) = warm_figures(&text);
+    let (sent, data) = sent_bytes(&s);
+    assert_eq!(fetched, sent, "{text}\n{}", s.proxy.report());
+    assert_eq!(found, before, "{text}");
+    let shards = ["0", "1"].map(|i| {
+        std::fs::metadata(
+            s.nginx
+                .root()
+                .join(format!("{PREFIX}.data-0000{i}-of-00002")),
+        )
+        .expect("shard")
+        .len()
+    });
+    // The index is read through the cache too: its piece was there from the first run.
+    let index = cached_of(&s, ".index");
+    assert_eq!(data + found, shards[0] + shards[1] + index, "{text}");
+
+    // Again: all of it already there, nothing of the data fetched.
+    s.gets();
+    let (code, text) = warm(&s, &[], None);
+    assert_eq!(code, Some(0), "{text}");
+    let (fetched, found) = warm_figures(&text);
+    let (sent, data) = sent_bytes(&s);
+    assert_eq!((fetched, data), (sent, 0), "{text}");
+    assert_eq!(found, shards[0] + shards[1] + index, "{text}");
 }
 
 fn warm_only(s: &Setup, keys: &[&str]) -> (Option<i32>, String) {

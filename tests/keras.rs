@@ -760,3 +760,41 @@ fn sharded_weights_are_one_model_and_verify_names_a_bad_shard() {
         "{out}"
     );
 }
+
+/// Keras's own sharded manifest of a functional model (`scripts/gen_keras_sharded.py`, real
+/// Keras 3.15.1): its `weight_map` names the embedding's one shard as a string and the other
+/// groups' as lists, the optimizer's across five shards. The directory and the index are one
+/// model with each of the 47 datasets at its key, h5py's bytes; `verify` passes. (It was refused
+/// as "not a TensorFlow checkpoint", and the directory mounted as six separate files.)
+#[test]
+fn keras_sharded_manifest_with_string_entries_is_one_model() {
+    let dir = keras_dir();
+    let src = dir.join("sharded_functional");
+    let manifest = json(&dir.join("expected/sharded_functional/model.weights.json.json"));
+    let map = manifest["json"]["weight_map"]
+        .as_object()
+        .expect("weight_map");
+    assert!(
+        map.values().any(Value::is_string) && map.values().any(Value::is_array),
+        "the fixture holds both forms: {map:?}"
+    );
+    for source in [src.clone(), src.join("model.weights.json")] {
+        let tree = Tree::open(&source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        let mut n = 0;
+        for shard in manifest["shards"].as_array().expect("shards") {
+            let shard = shard.as_str().expect("name");
+            let expected = json(&dir.join(format!("expected/sharded_functional/{shard}.json")));
+            n += check_datasets(&tree, "", &expected["datasets"]);
+        }
+        // Each of them at its key, the embedding's (a string entry) among them.
+        assert_eq!(n, 47, "{}", source.display());
+    }
+    let o = tfmount(&["verify".as_ref(), src.as_os_str()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -1,5 +1,5 @@
 //! Command-line definitions: the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT` ([`Args`]) and
-//! the subcommands `mount`, `list`, `umount`, `ls`, `cat`, `verify`, `diff`, `completions`, `manpage` ([`Cli`]),
+//! the subcommands (`mount`, `list`, `ls`, `verify`, `warm`, ...: [`Cli`], listed in [`SUBCOMMANDS`]),
 //! chosen when the first argument names one (see [`is_subcommand`]). The mount options and
 //! their flags come from one table, [`crate::options::OPTIONS`]; [`reference`] renders the man
 //! page, shell completions and the reference in `docs/cli.md` from these definitions.
@@ -48,26 +48,7 @@ SOURCE: {}",
     name = "tfmount",
     version,
     about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory of tensor files",
-    long_about = long_about(),
-    after_help = "EXAMPLES:\n  \
-tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
-tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
-tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
-tfmount umount /mnt/m                  # unmount (or fusermount3 -u /mnt/m)\n\n\
-SUBCOMMANDS (all but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` for each):\n  \
-mount   the same as this form: tfmount mount [OPTIONS] SOURCE MOUNTPOINT\n  \
-mount-helper  mount for an unprivileged daemon       tfmount mount-helper /mnt/m -- setpriv ... tfmount -f SOURCE /dev/fd/3\n  \
-list    the active tfmount mounts                tfmount list\n  \
-umount  unmount and wait for the daemon         tfmount umount /mnt/m\n  \
-ls      list the tree a mount would show          tfmount ls -l model/ variables\n  \
-cat     write files of that tree to stdout       tfmount cat model/ variables/dense/kernel.npy\n  \
-verify  check every tensor's bytes and CRC-32C    tfmount verify train/ckpt-42\n  \
-diff    list the tensors that differ              tfmount diff train/ckpt-1 train/ckpt-2\n  \
-completions  shell completions                   tfmount completions bash > ~/.local/share/bash-completion/completions/tfmount\n  \
-manpage the manual page                          tfmount manpage | man -l -\n\
-A SOURCE named like a subcommand (a directory called `ls`) is written ./ls.\n\n\
-EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   2 usage error\n  \
-3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable"
+    long_about = long_about()
 )]
 pub struct Args {
     #[arg(help = source_help())]
@@ -189,6 +170,9 @@ float32 values against a float tensor of the same shape.";
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
+    #[command(after_help = "EXAMPLES:\n  tfmount mount saved_model_dir /mnt/m\n  \
+tfmount mount -f -o nocrc train/ckpt-42 /mnt/c\n\n\
+The mount form without `mount` is the same; `tfmount --help` lists the exit codes.")]
     Mount(Args),
     /// Mount /dev/fuse on MOUNTPOINT (privileged) and run COMMAND with the descriptor, to serve it unprivileged.
     #[command(name = "mount-helper", long_about = HELPER_LONG)]
@@ -543,9 +527,118 @@ fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
     Ok(a)
 }
 
+/// The mount form's examples.
+const MOUNT_EXAMPLES: &str = "EXAMPLES:\n  \
+tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
+tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
+tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
+tfmount umount /mnt/m                  # unmount (or fusermount3 -u /mnt/m)";
+
+const MOUNT_EXIT_CODES: &str =
+    "EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   \
+2 usage error\n  3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable";
+
+/// The widest line of the SUBCOMMANDS table (and of the docs' rendering of `--help`).
+pub(crate) const HELP_WIDTH: usize = 100;
+
+/// The mount form's text after its options: examples, the SUBCOMMANDS table, exit codes.
+fn mount_after_help() -> String {
+    format!(
+        "{MOUNT_EXAMPLES}\n\n{}\
+A SOURCE named like a subcommand (a directory called `ls`) is written ./ls.\n\n{MOUNT_EXIT_CODES}",
+        subcommands_table(&Cli::command())
+    )
+}
+
+/// The SUBCOMMANDS table of `tfmount --help`, made from the subcommands `cli` defines: each
+/// one's name and what it does (its `about`, filled to [`HELP_WIDTH`] columns), then its first
+/// example that fits the width (from the EXAMPLES of its own help; a subcommand with
+/// subcommands, `cache`, its first one's). `mount`'s example is its synopsis.
+pub(crate) fn subcommands_table(cli: &clap::Command) -> String {
+    let subs: Vec<&clap::Command> = cli
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+        .collect();
+    let col = 2 + subs.iter().map(|s| s.get_name().len()).max().unwrap_or(0) + 2;
+    let mut out = String::from(
+        "SUBCOMMANDS (all but mount and mount-helper need no FUSE; `tfmount SUBCOMMAND --help` \
+for each):\n",
+    );
+    for s in subs {
+        let about = s.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let about = about.trim_end_matches('.');
+        let mut line = format!("  {:<w$}", s.get_name(), w = col - 2);
+        for word in about.split_whitespace() {
+            if line.len() > col && line.len() + 1 + word.len() > HELP_WIDTH {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = " ".repeat(col);
+            }
+            if line.len() > col {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        let example = if s.get_name() == "mount" {
+            Some("tfmount mount [OPTIONS] SOURCE MOUNTPOINT".to_string())
+        } else {
+            first_example(s, HELP_WIDTH - col - 2)
+        };
+        if let Some(e) = example {
+            out.push_str(&format!("{}  {e}\n", " ".repeat(col)));
+        }
+    }
+    out
+}
+
+/// The first example in `cmd`'s help (or its first subcommand's), shortened to `width`
+/// columns (see [`shortened`]).
+fn first_example(cmd: &clap::Command, width: usize) -> Option<String> {
+    let own = cmd.get_after_help().map(|h| h.to_string()).and_then(|h| {
+        let (_, examples) = h.split_once("EXAMPLES:\n")?;
+        let first = examples.lines().next()?.trim();
+        first
+            .starts_with("tfmount ")
+            .then(|| shortened(first, width))
+    });
+    own.or_else(|| {
+        cmd.get_subcommands()
+            .find(|s| s.get_name() != "help")
+            .and_then(|s| first_example(s, width))
+    })
+}
+
+/// `line` if it is at most `width` columns wide, else its first words and its last ones with
+/// ` ... ` between them (`tfmount mount-helper --uid ... tfmount -f model/ /dev/fd/3`).
+fn shortened(line: &str, width: usize) -> String {
+    if line.len() <= width {
+        return line.to_string();
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut tail = 0;
+    let mut tail_len = 0;
+    while tail < words.len() && tail_len + words[words.len() - 1 - tail].len() < width / 2 {
+        tail_len += words[words.len() - 1 - tail].len() + 1;
+        tail += 1;
+    }
+    let mut head = 0;
+    let mut head_len = 0;
+    while head + tail < words.len() && head_len + words[head].len() + 1 + 4 + tail_len <= width {
+        head_len += words[head].len() + 1;
+        head += 1;
+    }
+    format!(
+        "{} ... {}",
+        words[..head].join(" "),
+        words[words.len() - tail..].join(" ")
+    )
+}
+
 /// The mount form's full command (help, man page, completions).
 pub(crate) fn mount_command() -> clap::Command {
-    with_mount_options(Args::command())
+    with_mount_options(Args::command().after_help(mount_after_help()))
 }
 
 /// The subcommands' full command, `mount` with its options.
@@ -649,6 +742,66 @@ mod tests {
             panic!("mount subcommand");
         };
         assert_eq!(mount_args(sub).expect("args").options, ["nocrc"]);
+    }
+
+    /// `tfmount --help`'s SUBCOMMANDS table has a row for every subcommand the command line
+    /// defines (it left out `warm` and `cache`), each with an example of that subcommand, and
+    /// no line wider than [`HELP_WIDTH`] (two rows wrapped mid-example).
+    #[test]
+    fn the_subcommands_table_is_every_subcommand_in_its_width() {
+        let help = mount_command()
+            .term_width(HELP_WIDTH)
+            .render_long_help()
+            .to_string();
+        let start = help.find("SUBCOMMANDS (").expect("a SUBCOMMANDS table");
+        let end = start + help[start..].find("\n\n").expect("its end");
+        let table = &help[start..end];
+        let names: Vec<&str> = SUBCOMMANDS
+            .iter()
+            .copied()
+            .filter(|n| *n != "help")
+            .collect();
+        let defined: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        assert_eq!(names, defined, "SUBCOMMANDS and the definitions");
+        let rows: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.strip_prefix("  "))
+            .filter(|l| !l.starts_with(' '))
+            .map(|l| l.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert_eq!(rows, names, "{table}");
+        for n in &names {
+            assert!(
+                table.lines().any(|l| {
+                    let l = l.trim_start();
+                    l == format!("tfmount {n}") || l.starts_with(&format!("tfmount {n} "))
+                }),
+                "no example of {n}:\n{table}"
+            );
+        }
+        for l in help.lines() {
+            assert!(l.len() <= HELP_WIDTH, "{} columns: {l}", l.len());
+        }
+    }
+
+    #[test]
+    fn a_long_example_is_shortened_in_the_middle() {
+        let long = "tfmount mount-helper --uid 1000 --gid 1000 /mnt/m -- setpriv --reuid 1000 \
+--regid 1000 --clear-groups --inh-caps=-all --bounding-set=-all tfmount -f model/ /dev/fd/3";
+        let s = shortened(long, 60);
+        assert!(s.len() <= 60, "{s}");
+        assert!(
+            s.starts_with("tfmount mount-helper")
+                && s.ends_with("/dev/fd/3")
+                && s.contains(" ... "),
+            "{s}"
+        );
+        assert_eq!(shortened("tfmount list", 60), "tfmount list");
     }
 
     #[test]

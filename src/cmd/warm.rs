@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::{closed, verify, Lines};
 use crate::cli::WarmArgs;
 use crate::source::remote::disk::TOTAL;
+use crate::source::remote::stats::FETCHED;
 
 /// Tensors fetched at once by default (object storage answers many requests at once).
 const THREADS: usize = 8;
@@ -38,7 +39,11 @@ pub fn run(args: &WarmArgs) -> i32 {
         );
         return 2;
     }
-    super::model::use_remote_config(settings.remote);
+    // KEYs given: only what they name is fetched (whole pieces of the cache, and the index),
+    // not the object read-ahead's window past them.
+    let mut remote = settings.remote;
+    remote.object_read_ahead = args.keys.is_empty();
+    super::model::use_remote_config(remote);
     let threads = args.threads.map_or_else(
         || {
             std::thread::available_parallelism()
@@ -89,11 +94,13 @@ pub fn run(args: &WarmArgs) -> i32 {
     v.progress.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let bytes = v.bytes.load(Ordering::Relaxed);
-    let fetched = TOTAL.write_bytes.load(Ordering::Relaxed);
-    let cached = TOTAL.hit_bytes.load(Ordering::Relaxed);
+    // What the server sent this run (the index and metadata included), and the bytes of the
+    // pieces that were in the cache before it (each counted once).
+    let fetched = FETCHED.load(Ordering::Relaxed);
+    let cached = TOTAL.found_bytes.load(Ordering::Relaxed);
     eprintln!(
-        "warm: {} tensors, {bytes} bytes checked ({fetched} fetched into the cache, {cached} \
-         already there), {} problem{}, {secs:.3} s, {:.1} MB/s",
+        "warm: {} tensors, {bytes} bytes checked ({fetched} bytes fetched, {cached} bytes \
+         already in the cache), {} problem{}, {secs:.3} s, {:.1} MB/s",
         v.tensors,
         v.problems,
         if v.problems == 1 { "" } else { "s" },

@@ -152,6 +152,9 @@ pub struct Seen {
     pub injected: bool,
     /// The status the client got (0: none, the connection failed).
     pub status: u16,
+    /// Bytes of the answer's body sent to the client (counted before each write: the client
+    /// cannot have them before they are counted).
+    pub body_bytes: u64,
 }
 
 struct Plan {
@@ -386,6 +389,16 @@ fn record(sh: &Shared, idx: usize, generation: u64, status: u16) {
     }
 }
 
+/// Adds `n` bytes to the body sent for the request at `idx`.
+fn sent_body(sh: &Shared, idx: usize, generation: u64, n: u64) {
+    let mut p = sh.lock();
+    if p.generation == generation {
+        if let Some(s) = p.seen.get_mut(idx) {
+            s.body_bytes += n;
+        }
+    }
+}
+
 /// Records that the fault chosen for the request at `idx` took effect.
 fn took_effect(sh: &Shared, idx: usize, generation: u64) {
     let mut p = sh.lock();
@@ -438,6 +451,7 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
             fault: (!matches!(fault, Fault::None)).then(|| fault.name()),
             injected: false,
             status: 0,
+            body_bytes: 0,
         });
         (fault, p.seen.len() - 1, p.generation)
     };
@@ -554,6 +568,7 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
         if let Some(c) = cut {
             n = n.min(c.saturating_sub(sent) as usize);
         }
+        sent_body(sh, idx, generation, n as u64);
         client.write_all(&pending[..n])?;
         sent += n as u64;
         if n < pending.len() {

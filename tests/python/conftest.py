@@ -60,6 +60,14 @@ def keras_wants(rel, pointer):
     return [Want(d["path"].lstrip("/"), d["sha256"], d["dtype"], d["shape"]) for d in node if isinstance(d.get("dtype"), str)]
 
 
+def keras_sharded_wants(d):
+    """Every dataset of every shard of a sharded Keras model (h5py's view of each shard)."""
+    out = []
+    for shard in load(f"keras/expected/{d}/model.weights.json.json")["shards"]:
+        out += keras_wants(f"keras/expected/{d}/{shard}.json", "/datasets")
+    return out
+
+
 def tfjs_wants(d):
     out = []
     names = {"<f4": "float32", "<i4": "int32", "|b1": "bool", "<c8": "complex64"}
@@ -91,6 +99,8 @@ FIXTURE_TABLE = [
     ("keras-weights_h5", "keras/model.weights.h5", lambda: keras_wants("keras/expected/model.weights.h5.json", "/datasets"), "mapped"),
     ("keras-legacy_h5", "keras/legacy_model.h5", lambda: keras_wants("keras/expected/legacy_model.h5.json", "/datasets"), "mapped"),
     ("keras-keras", "keras/model.keras", lambda: keras_wants("keras/expected/model.keras.json", "/model.weights.h5/datasets"), "mixed"),
+    # Keras's own manifest: string and list entries in its weight_map.
+    ("keras-sharded_manifest", "keras/sharded_functional/model.weights.json", lambda: keras_sharded_wants("sharded_functional"), "mixed"),
     ("tfjs-layers", "tfjs/layers", lambda: tfjs_wants("tfjs/layers"), "mixed"),
     ("tfjs-layers_sharded", "tfjs/layers_sharded", lambda: tfjs_wants("tfjs/layers_sharded"), "mixed"),
     ("tfjs-graph_uint8", "tfjs/graph_uint8", lambda: tfjs_wants("tfjs/graph_uint8"), "mixed"),

@@ -1,6 +1,8 @@
 //! Keras 3 sharded weights: `model.save_weights("model.weights.h5", max_shard_size=...)` writes
 //! `model.weights.json` (a `weight_map` from each HDF5 group, `/layers/dense/vars`, to the
-//! shard files holding its datasets) and `model_00000.weights.h5`, `model_00001.weights.h5`,
+//! shard file holding its datasets, or the list of them: Keras writes the name alone while it
+//! has written one dataset of the group, a list once it writes another; and a `metadata`
+//! block, `total_size`, which nothing here needs) and `model_00000.weights.h5`, `model_00001.weights.h5`,
 //! ... One model: every dataset of every shard a tensor under its HDF5 path, as in one
 //! `.weights.h5` (a group split across shards, as the optimizer's variables are, is read across
 //! them: each dataset is whole in one shard).
@@ -42,9 +44,18 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ShardIndex, String> {
     let mut shards: Vec<String> = Vec::new();
     let mut groups = Vec::new();
     for (group, files) in map {
-        let files = files
-            .as_array()
-            .ok_or_else(|| format!("weight_map[{group:?}] is not a list of files"))?;
+        // Keras writes a group's entry as the one shard's name when it wrote one dataset of
+        // the group, and turns it into a list when it writes another (`ShardedH5IOStore`);
+        // its reader takes both.
+        let files: Vec<&serde_json::Value> = match files {
+            serde_json::Value::String(_) => vec![files],
+            serde_json::Value::Array(a) => a.iter().collect(),
+            _ => {
+                return Err(format!(
+                    "weight_map[{group:?}] is neither a file name nor a list of them"
+                ))
+            }
+        };
         let mut list = Vec::new();
         for f in files {
             let f = f
@@ -323,5 +334,66 @@ impl Opened for OpenedSharded {
             (label, Ok(0))
         }));
         Box::new(generic)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape of `weight_map` Keras writes or reads: a group's one shard as a string, a
+    /// list of one or several, the `metadata` block beside it.
+    #[test]
+    fn weight_map_entries_are_names_or_lists_of_them() {
+        let i = parse(
+            br#"{"metadata": {"total_size": 11292.0}, "weight_map": {
+                "/layers/embedding/vars": "model_00000.weights.h5",
+                "/layers/dense/vars": ["model_00001.weights.h5"],
+                "/optimizer/vars": ["model_00001.weights.h5", "model_00002.weights.h5"]}}"#,
+        )
+        .expect("parse");
+        assert_eq!(
+            i.shards,
+            [
+                "model_00000.weights.h5",
+                "model_00001.weights.h5",
+                "model_00002.weights.h5"
+            ]
+        );
+        let group = |g: &str| {
+            i.groups
+                .iter()
+                .find(|(n, _)| n == g)
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| panic!("{g} missing: {i:?}"))
+        };
+        assert_eq!(group("/layers/embedding/vars"), ["model_00000.weights.h5"]);
+        assert_eq!(group("/optimizer/vars").len(), 2);
+        // An empty map is a model without weights.
+        assert!(parse(br#"{"weight_map": {}}"#).is_ok());
+    }
+
+    #[test]
+    fn anything_else_is_refused_in_words() {
+        for (json, words) in [
+            (
+                &br#"{"weight_map": {"/a/vars": 3}}"#[..],
+                "neither a file name",
+            ),
+            (br#"{"weight_map": {"/a/vars": [3]}}"#, "not a name"),
+            (
+                br#"{"weight_map": {"/a/vars": "../x.h5"}}"#,
+                "not a file beside",
+            ),
+            (
+                br#"{"weight_map": {"/a/vars": ["d/x.h5"]}}"#,
+                "not a file beside",
+            ),
+            (br#"{"weight_map": ["x.h5"]}"#, "no weight_map object"),
+            (br#"{"weight_map""#, "not JSON"),
+        ] {
+            let e = parse(json).expect_err("refused");
+            assert!(e.contains(words), "{e}");
+        }
     }
 }

@@ -78,6 +78,10 @@ pub struct RemoteConfig {
     /// (`remote_parallel`, `remote_part`).
     pub parallel: usize,
     pub part: u64,
+    /// The object read-ahead of the disk cache (reads going through an object in order fetch
+    /// the next window of it, whatever tensor it holds): off for `tfmount warm KEY...`, which
+    /// fetches only what it names.
+    pub object_read_ahead: bool,
 }
 
 impl Default for RemoteConfig {
@@ -92,6 +96,7 @@ impl Default for RemoteConfig {
             cache_max: None,
             parallel: DEFAULT_PARALLEL,
             part: DEFAULT_PART,
+            object_read_ahead: true,
         }
     }
 }

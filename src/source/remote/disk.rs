@@ -65,6 +65,11 @@ pub struct DiskCounters {
     pub damaged: AtomicU64,
     /// Pieces removed to stay under `cache_max`.
     pub evicted: AtomicU64,
+    /// Pieces found on disk that this process had not written (there before it, or written
+    /// by another process meanwhile), each counted once, and their bytes: what `tfmount warm`
+    /// says was already there.
+    pub found: AtomicU64,
+    pub found_bytes: AtomicU64,
 }
 
 /// Every disk cache's counters of this process, summed.
@@ -76,6 +81,8 @@ pub static TOTAL: DiskCounters = DiskCounters {
     write_failures: AtomicU64::new(0),
     damaged: AtomicU64::new(0),
     evicted: AtomicU64::new(0),
+    found: AtomicU64::new(0),
+    found_bytes: AtomicU64::new(0),
 };
 
 impl DiskCounters {
@@ -211,6 +218,10 @@ pub struct DiskCache {
     /// [`flush_all`] finds it meanwhile. The thread ends when the last sender (this one) goes.
     writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Job>>>,
     pub counters: DiskCounters,
+    /// The pieces this cache wrote or counted as found (`DiskCounters::found`), by (entry
+    /// serial, piece): 16 bytes per MiB handled, so that a piece is counted once whichever way
+    /// it is read again.
+    accounted: Mutex<std::collections::HashSet<(u64, u64)>>,
 }
 
 /// What the writer thread is given.
@@ -365,6 +376,7 @@ impl DiskCache {
             )),
             writer: std::sync::OnceLock::new(),
             counters: DiskCounters::default(),
+            accounted: Mutex::new(std::collections::HashSet::new()),
         });
         {
             let mut all = CACHES.lock().unwrap_or_else(|e| e.into_inner());
@@ -515,6 +527,7 @@ impl DiskCache {
             return None;
         }
         touch(&f);
+        self.found(e, n, len);
         let p = Arc::new(OnDisk { file: f, len });
         self.lock_opened().put(key, Arc::clone(&p));
         Some(p)
@@ -543,9 +556,28 @@ impl DiskCache {
         let Ok(f) = File::open(e.piece_path(piece)) else {
             return false;
         };
-        f.metadata()
+        let read = f
+            .metadata()
             .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
-            && crate::source::file::pread_append(&f, v, n, at).unwrap_or(false)
+            && crate::source::file::pread_append(&f, v, n, at).unwrap_or(false);
+        if read {
+            self.found(e, piece, len);
+        }
+        read
+    }
+
+    /// Counts piece `n` of `e` (`len` bytes), just read from disk, as found there, unless this
+    /// cache wrote it or counted it before.
+    fn found(&self, e: &Entry, n: u64, len: usize) {
+        let new = self
+            .accounted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((e.serial, n));
+        if new {
+            self.counters.add(|c| &c.found, 1);
+            self.counters.add(|c| &c.found_bytes, len as u64);
+        }
     }
 
     /// Removes piece `n` of `e` (its bytes proved wrong another way); logged by the caller.
@@ -620,6 +652,7 @@ impl DiskCache {
         touch(&f);
         buf.truncate(len);
         self.counters.add(|c| &c.hits, 1);
+        self.found(e, n, len);
         let b = Bytes::from(buf);
         self.recent().put((e.serial, n), b.clone());
         Some(b)
@@ -729,6 +762,11 @@ impl DiskCache {
             return;
         }
         self.recent().put((e.serial, n), data.clone());
+        // Before it is on disk: a read of it from there is not a piece found.
+        self.accounted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((e.serial, n));
         let crc = crc32c::crc32c(data).to_le_bytes();
         let trailer: [u8; TRAILER] = [crc[0], crc[1], crc[2], crc[3], b't', b'f', b'm', b'c'];
         let name = format!("{n}.p");

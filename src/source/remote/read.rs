@@ -88,6 +88,8 @@ pub(crate) struct Io {
     /// parts): of one reader ([`super::prefetch`]) and of the object read-ahead.
     pub part: u64,
     pub window: u64,
+    /// Whether the object read-ahead runs ([`read_ahead`]; `RemoteConfig::object_read_ahead`).
+    pub object_ahead: bool,
     /// `remote_timeout` (for messages).
     pub timeout: std::time::Duration,
 }
@@ -420,6 +422,9 @@ fn read_ahead(
     entry: &Arc<disk::Entry>,
     range: &Range<u64>,
 ) {
+    if !io.object_ahead {
+        return;
+    }
     let slack = 2 * disk::PIECE;
     let (from, to) = {
         let mut a = lock(&obj.ahead);
@@ -565,7 +570,7 @@ async fn get(
     let mut stream = res.into_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| map_err(&obj.url, io.timeout, e))?;
-        Counters::add(&io.counters.bytes, chunk.len() as u64);
+        io.counters.received(chunk.len() as u64);
         if got + chunk.len() as u64 > len {
             return Err(RemoteError::Request {
                 url: obj.url.clone(),

@@ -40,9 +40,19 @@ impl Stats {
     }
 }
 
+/// Body bytes received by every GET of every store of the process (`tfmount warm`'s "fetched":
+/// what the server sent this run, index and metadata included).
+pub static FETCHED: AtomicU64 = AtomicU64::new(0);
+
 impl Counters {
     pub(crate) fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` body bytes received (this store's, and the process's [`FETCHED`]).
+    pub(crate) fn received(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+        FETCHED.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> (u64, u64, u64, u64) {

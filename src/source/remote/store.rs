@@ -273,6 +273,7 @@ impl RemoteStore {
                         budget: Arc::clone(&budget),
                         part,
                         window,
+                        object_ahead: cfg.object_read_ahead,
                     }),
                     budget,
                     cache: PartCache::new(cfg.cache_bytes / 4),
@@ -847,7 +848,7 @@ async fn collect(
     let mut out = BytesMut::with_capacity(cap);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| map_err(url, io.timeout, e))?;
-        Counters::add(&io.counters.bytes, chunk.len() as u64);
+        io.counters.received(chunk.len() as u64);
         if out.len() + chunk.len() > cap {
             return Err(RemoteError::Request {
                 url: url.into(),
