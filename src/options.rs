@@ -181,8 +181,8 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
     opt(
         "cache_dir",
         Value::Dir,
-        "none",
-        "Keep what is read from object storage in DIR, on local disk, for later mounts (and other processes) to read instead of fetching it again: pieces of each object under DIR/tfmount-v1/, keyed by URL and the object's ETag (or time) and size, each checked by its CRC-32C when read back. A changed object is fetched anew, never served from old pieces. Safe to share between mounts. `tfmount cache ls DIR` shows it, `tfmount cache clear DIR` empties it. The environment variable TFMOUNT_CACHE_DIR sets the default; `none`: no disk cache.",
+        "$TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else ~/.cache/tfmount",
+        "Keep what is read from object storage in DIR, on local disk, for later mounts (and other processes) to read instead of fetching it again: pieces of each object under DIR/tfmount-v1/, keyed by URL and the object's ETag (or time) and size, each checked by its CRC-32C when read back. A changed object is fetched anew, never served from old pieces. Safe to share between mounts. `none`: no disk cache (memory only). A DIR that cannot be used (read-only, full) is read without, said once in the log. `tfmount cache ls DIR` shows it, `tfmount cache clear DIR` empties it.",
     ),
     opt(
         "cache_max",
@@ -271,6 +271,25 @@ pub fn settings(options: &[String]) -> Result<Settings, String> {
     let env = env_defaults()?;
     apply(&mut s, env.iter().chain(options).map(String::as_str))?;
     Ok(s)
+}
+
+/// The disk cache directory a process with environment `env` and `-o` lists `options` uses
+/// for object storage (`tfmount list` asks it of each daemon): the last `cache_dir` option,
+/// else the environment's default ([`crate::source::remote::config::default_cache_dir`]);
+/// `None`: no disk cache.
+pub(crate) fn cache_dir_with(
+    options: &[String],
+    env: &crate::source::remote::config::Env,
+) -> Option<std::path::PathBuf> {
+    let given = options
+        .iter()
+        .flat_map(|o| o.split(','))
+        .filter_map(|o| o.strip_prefix("cache_dir="))
+        .next_back();
+    match given {
+        Some(d) => (d != "none").then(|| std::path::PathBuf::from(d)),
+        None => crate::source::remote::config::default_cache_dir(env),
+    }
 }
 
 /// Options that only `mount.fuse3` passes (with `-o drop_privileges` it runs

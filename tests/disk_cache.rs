@@ -146,16 +146,17 @@ fn same_tree(remote: &Path, local: &Path) {
     assert!(r.len() > 40);
     for p in &r {
         let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let a = common::as_local(p, a);
         let b = std::fs::read(local.join(p)).expect("local");
         assert!(a == b, "{}: bytes differ", p.display());
     }
 }
 
-/// `tfmount ARGS` with `env`, its output.
+/// `tfmount ARGS` with `env` (and no disk cache unless `env` or ARGS give one), its output.
 fn tfmount(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tfmount"))
         .args(args)
-        .env_remove("TFMOUNT_CACHE_DIR")
+        .env("TFMOUNT_CACHE_DIR", "none")
         .env_remove("TFMOUNT_CACHE_MAX")
         .envs(env.iter().copied())
         .output()
@@ -346,6 +347,7 @@ fn two_mounts_share_a_cache_directory_under_load() {
                     let p = &files[(i * 7 + t * 13) % files.len()];
                     let got = std::fs::read(mp.join(p))
                         .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    let got = common::as_local(p, got);
                     assert!(got == std::fs::read(lp.join(p)).unwrap(), "{}", p.display());
                 }
             });
@@ -446,7 +448,7 @@ fn warm_fills_the_cache_resumes_after_a_kill_and_a_mount_then_sends_no_get() {
         return;
     };
     // Without a cache directory: a usage error naming the option.
-    let out = tfmount(&["warm", &s.url()], &[]);
+    let out = tfmount(&["warm", "-o", "cache_dir=none", &s.url()], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cache_dir"));
     // Only some tensors.
@@ -693,4 +695,91 @@ fn sixteen_mapping_readers_of_a_stalled_server_fail_within_the_deadline() {
     s.proxy.release();
     // The daemon is alive and serves exact bytes again.
     same_tree(&m.path(), &local.path());
+}
+
+/// The environment of a user whose cache directory is `xdg` (`$XDG_CACHE_HOME`), with no
+/// TFMOUNT_CACHE_DIR (an empty value counts as unset).
+fn user_env(xdg: &Path) -> Vec<(String, String)> {
+    vec![
+        ("XDG_CACHE_HOME".into(), xdg.to_string_lossy().into_owned()),
+        ("TFMOUNT_CACHE_DIR".into(), String::new()),
+    ]
+}
+
+/// Without options, an object-storage SOURCE is read through the user's cache directory
+/// (`$XDG_CACHE_HOME/tfmount`): the mount writes its pieces there and says so in `summary.txt`
+/// and `tfmount list`; a second mount reads every byte from it, with no GET of a data shard.
+#[test]
+fn a_default_mount_caches_in_the_users_cache_directory() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let xdg = tempfile::tempdir().expect("tempdir");
+    let dir = xdg.path().join("tfmount");
+    let local = s.local_mount();
+    let url = s.url();
+    let m = Mount::start_env(Path::new(&url), &[], &user_env(xdg.path()));
+    same_tree(&m.path(), &local.path());
+    let summary = std::fs::read_to_string(m.path().join("summary.txt")).expect("summary");
+    assert!(
+        summary.contains(&format!(
+            "source: object storage, kept in the disk cache {} ",
+            dir.display()
+        )),
+        "{summary}"
+    );
+    let listed = String::from_utf8_lossy(&tfmount(&["list"], &[]).stdout).into_owned();
+    let mp = std::fs::canonicalize(m.path()).expect("mount point");
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&format!("{}\t", mp.display())))
+        .unwrap_or_else(|| panic!("{} not listed: {listed}", mp.display()));
+    assert_eq!(
+        line.rsplit('\t').next(),
+        Some(dir.to_string_lossy().as_ref()),
+        "{line}"
+    );
+    drop(m);
+    let cached = cached_bytes(&dir);
+    assert!(
+        cached > 9 << 20,
+        "{cached} bytes cached under {}",
+        dir.display()
+    );
+    s.gets();
+    let m = Mount::start_env(Path::new(&url), &[], &user_env(xdg.path()));
+    same_tree(&m.path(), &local.path());
+    drop(m);
+    let data: Vec<String> = s
+        .proxy
+        .seen()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains(".data-"))
+        .map(|r| format!("GET {} {:?}", r.path, r.range))
+        .collect();
+    assert!(data.is_empty(), "the second mount fetched {data:?}");
+}
+
+/// A cache directory that cannot be used (here `$XDG_CACHE_HOME/tfmount` is a file) is not an
+/// error: the mount reads without a disk cache, says so once in its log and in `summary.txt`.
+#[test]
+fn an_unusable_cache_directory_is_read_without_with_one_warning() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let xdg = tempfile::tempdir().expect("tempdir");
+    std::fs::write(xdg.path().join("tfmount"), b"not a directory").expect("file");
+    let local = s.local_mount();
+    let url = s.url();
+    let m = Mount::start_env(Path::new(&url), &[], &user_env(xdg.path()));
+    same_tree(&m.path(), &local.path());
+    let summary = std::fs::read_to_string(m.path().join("summary.txt")).expect("summary");
+    assert!(
+        summary.contains("source: object storage, no disk cache"),
+        "{summary}"
+    );
+    let log = m.log_text();
+    let warned = log.lines().filter(|l| l.contains("cache_dir:")).count();
+    assert_eq!(warned, 1, "{log}");
+    assert!(log.contains("without a disk cache"), "{log}");
 }

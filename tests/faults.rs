@@ -299,6 +299,7 @@ fn same_tree(remote: &Path, local: &Path) {
     assert!(!r.is_empty());
     for p in &r {
         let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let a = common::as_local(p, a);
         assert!(
             a == std::fs::read(local.join(p)).expect("local"),
             "{}: bytes differ",

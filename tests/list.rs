@@ -22,7 +22,7 @@ fn list_line(mp: &Path) -> Vec<String> {
     let mut lines = out.lines();
     assert_eq!(
         lines.next(),
-        Some("MOUNTPOINT\tSOURCE\tPID\tOPTIONS"),
+        Some("MOUNTPOINT\tSOURCE\tPID\tOPTIONS\tCACHE"),
         "header: {out}"
     );
     let want = mp.to_string_lossy();
@@ -40,7 +40,7 @@ fn list_shows_a_mount_and_umount_stops_its_daemon() {
     let mut m = Mount::start(&fixture(), &["-o", "nocrc"]);
     let mp = std::fs::canonicalize(m.path()).expect("canonical mount point");
     let f = list_line(&mp);
-    assert_eq!(f.len(), 4, "{f:?}");
+    assert_eq!(f.len(), 5, "{f:?}");
     let src = std::fs::canonicalize(fixture()).expect("canonical source");
     assert_eq!(f[1], src.to_string_lossy(), "{f:?}");
     assert_eq!(f[2], m.pid().to_string(), "the daemon's pid: {f:?}");
@@ -50,6 +50,8 @@ fn list_shows_a_mount_and_umount_stops_its_daemon() {
         "{f:?}"
     );
     assert_eq!(f[3], "nocrc", "{f:?}");
+    // A local source: no disk cache.
+    assert_eq!(f[4], "-", "{f:?}");
     // --json: the same mount, one object per line, no header; the pid a number.
     let out = tfmount_ok(&["list", "--json"]);
     let recs = common::json_lines(&out);

@@ -63,6 +63,7 @@ fn same_tree(remote: &Path, local: &Path) {
     assert!(!r.is_empty());
     for p in &r {
         let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let a = common::as_local(p, a);
         let b = std::fs::read(local.join(p)).expect("local");
         assert!(a == b, "{}: bytes differ", p.display());
     }
@@ -204,6 +205,7 @@ fn same_tree_but_assets(url: &str, remote: &Path, local: &Path) {
     assert!(rf.iter().any(tensors), "{url}: {rf:?}");
     for p in &rf {
         let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let a = common::as_local(p, a);
         assert!(
             a == std::fs::read(local.join(p)).expect("local"),
             "{url}: {}: bytes differ",

@@ -215,7 +215,7 @@ tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
 }
 
 const LIST_LONG: &str = "List the tfmount mounts this process sees (/proc/self/mountinfo): one \
-line per mount, MOUNTPOINT<TAB>SOURCE<TAB>PID<TAB>OPTIONS, after a header line; nothing at all when \
+line per mount, MOUNTPOINT<TAB>SOURCE<TAB>PID<TAB>OPTIONS<TAB>CACHE, after a header line; nothing at all when \
 there is none (as mount -t prints nothing), exit status 0 either way. A mount is tfmount's when its \
 type is fuse.tfmount (tfmount mount-helper, mount -t fuse.tfmount), or when it is a plain fuse mount \
 that a running tfmount process names as its MOUNTPOINT (tfmount mounting itself: the kernel shows \
@@ -225,7 +225,10 @@ the command lines in /proc/*/cmdline (a tfmount process whose MOUNTPOINT, resolv
 working directory, is the mount point, not the watchdog it forks; or the tfmount child serving \
 /dev/fd/N of the tfmount mount-helper that mounted it): - when it cannot be told (another user's \
 process, a descriptor passed on some other way). OPTIONS are the daemon's -o options and the flags that stand for them, \
-comma-separated (- when none or unknown).";
+comma-separated (- when none or unknown). CACHE is the disk cache directory an object-storage \
+SOURCE is read through (its cache_dir option, else the default from the daemon's environment: \
+TFMOUNT_CACHE_DIR, XDG_CACHE_HOME/tfmount, ~/.cache/tfmount), none when it has none, - for a local \
+SOURCE or when the daemon's environment cannot be read.";
 
 const UMOUNT_LONG: &str = "Unmount each MOUNTPOINT, a tfmount mount, as fusermount3 -u does (-z: \
 detach it now, as fusermount3 -u -z: files still open on it keep working, the daemon exits when \
@@ -305,7 +308,8 @@ pub struct HelperArgs {
 
 const WARM_LONG: &str = "Fetch every tensor of SOURCE (an s3://, gs:// or http(s):// checkpoint, \
 SavedModel, checkpoint directory or any other source tfmount mounts), or only the tensors whose key \
-starts with one of the KEYs given, into the disk cache (-o cache_dir=DIR, or TFMOUNT_CACHE_DIR), \
+starts with one of the KEYs given, into the disk cache (-o cache_dir=DIR, else the default: \
+TFMOUNT_CACHE_DIR, $XDG_CACHE_HOME/tfmount, ~/.cache/tfmount), \
 reading in parallel and checking every byte against the CRC-32C stored with it, as verify does. A \
 mount, ls, cat, verify or diff of SOURCE with the same cache then reads those bytes from local disk. \
 Interrupted, it resumes: what is cached is read back from disk (and checked), not fetched again. \
@@ -356,13 +360,15 @@ EXAMPLES:\n  tfmount cache clear /local/cache\n  tfmount cache clear /local/cach
 
 #[derive(Debug, clap::Args)]
 pub struct CacheDirArgs {
-    /// The cache_dir (default: TFMOUNT_CACHE_DIR).
+    /// The cache_dir (default: TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else
+    /// ~/.cache/tfmount).
     pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CacheClearArgs {
-    /// The cache_dir (default: TFMOUNT_CACHE_DIR).
+    /// The cache_dir (default: TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else
+    /// ~/.cache/tfmount).
     pub dir: Option<PathBuf>,
     /// Only the objects whose URL starts with this.
     pub prefix: Option<String>,

@@ -6,15 +6,18 @@ use std::time::UNIX_EPOCH;
 
 use super::closed;
 use crate::cli::CacheCommand;
-use crate::source::remote::config::CACHE_DIR_ENV;
+use crate::source::remote::config::{default_cache_dir, Env, CACHE_DIR_ENV};
 use crate::source::remote::disk;
 
-/// DIR, else `TFMOUNT_CACHE_DIR`.
+/// DIR, else the default disk cache (`TFMOUNT_CACHE_DIR`, `$XDG_CACHE_HOME/tfmount`,
+/// `~/.cache/tfmount`).
 fn dir_of(given: &Option<PathBuf>) -> Result<PathBuf, String> {
     given
         .clone()
-        .or_else(|| std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from))
-        .ok_or_else(|| format!("no cache directory: give DIR or set {CACHE_DIR_ENV}"))
+        .or_else(|| default_cache_dir(&Env::from_process()))
+        .ok_or_else(|| {
+            format!("no cache directory: give DIR ({CACHE_DIR_ENV}=none turns the default off)")
+        })
 }
 
 pub fn run(cmd: &CacheCommand) -> i32 {

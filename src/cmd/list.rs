@@ -24,6 +24,27 @@ struct Daemon {
     options: Vec<String>,
 }
 
+impl Daemon {
+    /// The disk cache its object-storage reads go through (its `-o cache_dir`, else its
+    /// environment's default), as `tfmount list` shows it: `none` when off, `-` when its
+    /// environment cannot be read (another user's process).
+    fn cache(&self) -> String {
+        let Ok(environ) = std::fs::read(format!("/proc/{}/environ", self.pid)) else {
+            return "-".into();
+        };
+        let env = crate::source::remote::config::Env::from_pairs(
+            environ.split(|&b| b == 0).filter_map(|kv| {
+                let (k, v) = std::str::from_utf8(kv).ok()?.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            }),
+        );
+        match crate::options::cache_dir_with(&self.options, &env) {
+            Some(d) => d.to_string_lossy().into_owned(),
+            None => "none".into(),
+        }
+    }
+}
+
 /// `path` made absolute against `cwd` and cleaned of `.` and `..`, its directory resolved
 /// (symbolic links); the last component itself is not looked at (a mount point's root may hang).
 fn resolve(cwd: &Path, path: &Path) -> PathBuf {
@@ -190,12 +211,18 @@ pub fn run_list(args: &ListArgs) -> i32 {
     let mut out = Lines::to_stdout(args.json);
     let mut write = || -> std::io::Result<()> {
         if !out.json() {
-            let header = ["MOUNTPOINT", "SOURCE", "PID", "OPTIONS"];
+            let header = ["MOUNTPOINT", "SOURCE", "PID", "OPTIONS", "CACHE"];
             out.record("header", &header.map(|h| (h, Val::Bytes(h.as_bytes()))))?;
         }
         for m in &found {
             let d = daemon_of(&daemons, &m.mountpoint);
             let opts = d.map(|d| d.options.join(",")).unwrap_or_default();
+            // Object storage only: a local source is read in place.
+            let remote = crate::source::remote::url::is_remote(&String::from_utf8_lossy(&m.source));
+            let cache = match d {
+                Some(d) if remote => d.cache(),
+                _ => "-".to_string(),
+            };
             // In text an unknown pid, and no options, are `-`; in JSON null and "".
             let text_pid = d.map_or("-".to_string(), |d| d.pid.to_string());
             let (pid, options) = if out.json() {
@@ -218,6 +245,7 @@ pub fn run_list(args: &ListArgs) -> i32 {
                     ("source", Val::Bytes(&m.source)),
                     ("pid", pid),
                     ("options", options),
+                    ("cache", Val::Bytes(cache.as_bytes())),
                 ],
             )?;
         }

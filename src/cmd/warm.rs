@@ -25,11 +25,16 @@ pub fn run(args: &WarmArgs) -> i32 {
             return 2;
         }
     };
-    if settings.remote.cache_dir.is_none() {
+    let Some(dir) = settings.remote.cache_dir.clone() else {
         eprintln!(
-            "tfmount warm: no disk cache to fill: give -o cache_dir=DIR or set {}",
+            "tfmount warm: no disk cache to fill (cache_dir=none, or {}=none): give -o cache_dir=DIR",
             crate::source::remote::config::CACHE_DIR_ENV
         );
+        return 2;
+    };
+    // A mount reads without a cache it cannot use; warm has nothing to do without one.
+    if let Err(e) = crate::source::remote::disk::DiskCache::open(&dir, settings.remote.cache_max) {
+        eprintln!("tfmount warm: cache_dir: {e}");
         return 2;
     }
     if !crate::source::remote::url::is_remote(&args.source.to_string_lossy()) {

@@ -486,7 +486,8 @@ impl<'a> Builder<'a> {
                 View::Text | View::Stats => self.link_view(dir, view.name(), root, Kind::Dir),
             }
         }
-        for (name, file, derived) in views::root_files(&set, names, views) {
+        let cache = self.store.cache_words();
+        for (name, file, derived) in views::root_files(&set, names, views, cache) {
             let meta = set.meta();
             let f = self.add(Fixed::Text {
                 parent: dir,

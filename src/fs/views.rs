@@ -44,10 +44,13 @@ pub(crate) fn safetensors_of(set: Arc<dyn TensorSet>) -> Arc<dyn Generated> {
 /// derived view (the tensors' bytes again: listed only with `-o views=visible`). `names`: the
 /// `(name, key)` pairs of the checkpoint's `names/`, which `weights.safetensors` names the
 /// weights by.
+/// `cache`: where the store keeps what is read ([`crate::source::bytes::Store::cache_words`]), said at the end of
+/// `summary.txt`.
 pub(crate) fn root_files(
     set: &Arc<dyn TensorSet>,
     names: Arc<LazyNames>,
     views: Vec<String>,
+    cache: Option<String>,
 ) -> Vec<(&'static [u8], Arc<dyn Generated>, bool)> {
     vec![
         (
@@ -63,7 +66,7 @@ pub(crate) fn root_files(
         (b"tensors.tsv", Arc::new(Tsv::new(set.clone())), false),
         (
             b"summary.txt",
-            Arc::new(SummaryFile::new(set.clone(), views)),
+            Arc::new(SummaryFile::new(set.clone(), views, cache)),
             false,
         ),
     ]
@@ -564,6 +567,8 @@ pub(crate) struct SummaryFile {
     set: Arc<dyn TensorSet>,
     /// The derived views beside it, as `(path, what it holds)`, listed at its end.
     views: Vec<(String, &'static str)>,
+    /// Where the source's bytes are kept (object storage: the disk cache), said last.
+    cache: Option<String>,
     text: OnceLock<Result<Vec<u8>, String>>,
 }
 
@@ -584,9 +589,10 @@ fn view_words(name: &str) -> &'static str {
 }
 
 impl SummaryFile {
-    pub fn new(set: Arc<dyn TensorSet>, views: Vec<String>) -> SummaryFile {
+    pub fn new(set: Arc<dyn TensorSet>, views: Vec<String>, cache: Option<String>) -> SummaryFile {
         SummaryFile {
             set,
+            cache,
             views: views
                 .into_iter()
                 .map(|v| {
@@ -630,6 +636,9 @@ impl SummaryFile {
                 log_left_out(set, "summary.txt", left_out);
                 let mut text = s.to_text();
                 text.extend_from_slice(self.views_text().as_bytes());
+                if let Some(c) = &self.cache {
+                    text.extend_from_slice(format!("\nsource: {c}\n").as_bytes());
+                }
                 Ok(text)
             })
             .as_ref()

@@ -155,6 +155,12 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// Where what is read from this store is kept, in words for `summary.txt` (remote stores:
+    /// the disk cache, or none).
+    fn cache_words(&self) -> Option<String> {
+        None
+    }
+
     /// Whether reads may wait for a network (object storage).
     fn is_remote(&self) -> bool {
         false

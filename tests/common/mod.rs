@@ -441,3 +441,15 @@ pub fn leases_of(pid: u32) -> Vec<u64> {
         })
         .collect()
 }
+
+/// A remote mount's file `rel` as a local mount of the same files shows it: its `summary.txt`
+/// ends with a `source:` line saying where the bytes are kept (object storage, the disk
+/// cache), which a local mount's has not; everything else is byte for byte the same.
+pub fn as_local(rel: &Path, mut bytes: Vec<u8>) -> Vec<u8> {
+    if rel.file_name().is_some_and(|n| n == "summary.txt") {
+        if let Some(at) = bytes.windows(9).rposition(|w| w == b"\nsource: ") {
+            bytes.truncate(at);
+        }
+    }
+    bytes
+}

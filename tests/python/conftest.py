@@ -17,6 +17,10 @@ from pathlib import Path
 import numpy
 import pytest
 
+# Object storage without the default disk cache (~/.cache/tfmount), as cargo's tests run
+# (.cargo/config.toml): no test reads pieces another one cached. Tests of the cache set their own.
+os.environ.setdefault("TFMOUNT_CACHE_DIR", "none")
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 

@@ -105,10 +105,7 @@ impl RemoteConfig {
     /// Default options and the process environment.
     pub(crate) fn from_env() -> Self {
         let env = Env::from_process();
-        let cache_dir = env
-            .get(CACHE_DIR_ENV)
-            .filter(|d| *d != "none")
-            .map(PathBuf::from);
+        let cache_dir = default_cache_dir(&env);
         let cache_max = env.get(CACHE_MAX_ENV).and_then(|v| {
             let n = parse_size(v);
             if n.is_none() {
@@ -123,6 +120,21 @@ impl RemoteConfig {
             ..Default::default()
         }
     }
+}
+
+/// The disk cache a remote SOURCE gets when no `cache_dir` option is given: `$TFMOUNT_CACHE_DIR`
+/// (`none`: no disk cache), else `$XDG_CACHE_HOME/tfmount`, else `$HOME/.cache/tfmount` (the
+/// XDG base directory rule; a relative `XDG_CACHE_HOME` is ignored, as the rule says), else none.
+pub fn default_cache_dir(env: &Env) -> Option<PathBuf> {
+    if let Some(d) = env.get(CACHE_DIR_ENV) {
+        return (d != "none").then(|| PathBuf::from(d));
+    }
+    if let Some(x) = env.get("XDG_CACHE_HOME").filter(|x| x.starts_with('/')) {
+        return Some(Path::new(x).join("tfmount"));
+    }
+    env.get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(|h| Path::new(h).join(".cache/tfmount"))
 }
 
 /// `256M`, `1G`, `512K`, `1048576` (bytes; suffixes are powers of 1024, an optional trailing
@@ -711,5 +723,32 @@ mod tests {
             creds("https://example.invalid/x", &cfg(&[])),
             "none (plain HTTP)"
         );
+    }
+
+    /// The default disk cache: TFMOUNT_CACHE_DIR (`none`: off), else XDG_CACHE_HOME/tfmount
+    /// (absolute only, as the XDG rule says), else HOME/.cache/tfmount, else none.
+    #[test]
+    fn the_default_cache_directory() {
+        let d = |pairs: &[(&str, &str)]| default_cache_dir(&cfg(pairs).env);
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(d(&[("HOME", "/home/u")]), p("/home/u/.cache/tfmount"));
+        assert_eq!(
+            d(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/x/cache")]),
+            p("/x/cache/tfmount")
+        );
+        assert_eq!(
+            d(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "rel/cache")]),
+            p("/home/u/.cache/tfmount")
+        );
+        assert_eq!(
+            d(&[("HOME", "/home/u"), ("TFMOUNT_CACHE_DIR", "/fast/c")]),
+            p("/fast/c")
+        );
+        assert_eq!(
+            d(&[("HOME", "/home/u"), ("TFMOUNT_CACHE_DIR", "none")]),
+            None
+        );
+        assert_eq!(d(&[]), None);
+        assert_eq!(d(&[("HOME", "relative")]), None);
     }
 }

@@ -249,13 +249,24 @@ impl RemoteStore {
         let rt = Rt::new().map_err(|e| {
             RemoteError::Config(format!("{prefix}: cannot start the I/O runtime: {e}"))
         })?;
-        let disk = match &cfg.cache_dir {
-            Some(d) => Some(
-                DiskCache::open(d, cfg.cache_max)
-                    .map_err(|e| RemoteError::Config(format!("cache_dir: {e}")))?,
-            ),
-            None => None,
-        };
+        // A cache directory that cannot be used (read-only, not a directory) is not an
+        // error: the reads go to memory, said once per process.
+        let disk = cfg
+            .cache_dir
+            .as_ref()
+            .and_then(|d| match DiskCache::open(d, cfg.cache_max) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        log::warn!(
+                            "cache_dir: {e}; object storage is read without a disk cache \
+                             (-o cache_dir=DIR elsewhere, or cache_dir=none to say so)"
+                        )
+                    });
+                    None
+                }
+            });
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let budget = Budget::new(cfg.cache_bytes);
@@ -883,6 +894,27 @@ impl Store for RemoteStore {
 
     fn is_remote(&self) -> bool {
         true
+    }
+
+    fn cache_words(&self) -> Option<String> {
+        Some(match self.disk_cache() {
+            Some(d) => {
+                let max = match d.max() {
+                    u64::MAX => "half the free space of its file system".to_string(),
+                    m => format!("{m} bytes"),
+                };
+                // The directory the user gave or has by default, not its layout's.
+                let dir = d.root().parent().unwrap_or(d.root());
+                format!(
+                    "object storage, kept in the disk cache {} (up to {max}; shared by every \
+                     mount and subcommand that uses it; -o cache_dir=none: no disk cache)",
+                    dir.display()
+                )
+            }
+            None => "object storage, no disk cache (cache_dir=none, or the cache directory \
+                     was unusable): what is read is kept in memory only (remote_cache)"
+                .to_string(),
+        })
     }
 
     fn stats_line(&self) -> Option<String> {
