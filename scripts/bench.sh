@@ -1853,18 +1853,24 @@ gets_of() {
     for i in $(seq 50); do grep -q 'bytes fetched' "$1" 2>/dev/null && break; sleep 0.1; done
     sed -n 's/.*(GET \([0-9]*\),.*/\1/p' "$1" | tail -1
 }
+# fetched_of LOG: the body bytes the daemon's GETs received (logged at unmount)
+fetched_of() { sed -n 's/.*bytes fetched \([0-9]*\),.*/\1/p' "$1" | tail -1; }
 # timed_mount SOURCE OPTS WHAT: a fresh mount of SOURCE with OPTS, WHAT (lf_read or cat_bins)
-# over it; sets TM_T (seconds) and TM_GETS
+# over it, the mount itself timed in; sets TM_T (seconds), TM_GETS and TM_BYTES (fetched).
+# Without cache_dir in OPTS the mount has the default disk cache: $XDG_CACHE_HOME/tfmount, here
+# $WORK/xdg (emptied by the caller for a fresh one), never the user's own.
 timed_mount() {
     local log=$WORK/tm.$RANDOM.log t0
     new_mountpoint
-    # shellcheck disable=SC2086
-    RUST_LOG=info "$TFMOUNT" $2 --log-file "$log" "$1" "$MP" || { TM_T=nan; TM_GETS=nan; return; }
     t0=$(now)
+    # shellcheck disable=SC2086
+    XDG_CACHE_HOME=$WORK/xdg TFMOUNT_CACHE_DIR='' RUST_LOG=info "$TFMOUNT" $2 --log-file "$log" "$1" "$MP" ||
+        { TM_T=nan; TM_GETS=nan; TM_BYTES=nan; return; }
     "$3" "$MP" || echo "bench: $3 of $1 failed" >&2
     TM_T=$(sub "$t0" "$(now)")
     unmount "$MP"
     TM_GETS=$(gets_of "$log")
+    TM_BYTES=$(fetched_of "$log")
 }
 bench_cache() {
     echo "== 19: object storage at scale: +$LAT_MS ms per request, nginx limit_rate $RATE per connection"
@@ -1901,14 +1907,20 @@ bench_cache() {
         rm -rf "$cache"
         timed_mount "$url" "-o cache_dir=$cache" cat_bins && add cold_cat "$TM_T"
         timed_mount "$url" "-o cache_dir=$cache" cat_bins && add warm_cat "$TM_T"
+        # No options at all: the default disk cache, fresh ($XDG_CACHE_HOME/tfmount emptied).
+        rm -rf "$WORK/xdg"
+        timed_mount "$url" "" cat_bins && add def_cat "$TM_T" && add def_cat_b "$TM_BYTES"
+        rm -rf "$WORK/xdg"
+        timed_mount "$url" "" lf_read && add def_lf "$TM_T" && add def_lf_b "$TM_BYTES"
         # Without a disk cache (the mount's memory only).
-        timed_mount "$url" "" lf_read && add nocache_lf "$TM_T"
+        timed_mount "$url" "-o cache_dir=none" lf_read && add nocache_lf "$TM_T" && add nocache_lf_b "$TM_BYTES"
+        timed_mount "$url" "-o cache_dir=none" cat_bins && add nocache_cat "$TM_T" && add nocache_cat_b "$TM_BYTES"
         # One tensor of 4 MiB from a cold mount: GETs beyond those of mounting and stat.
         k=$one
         one_read() { stat "$1/variables/$k.shape" >/dev/null && cat "$1/variables/$k.bin" >/dev/null; }
         one_stat() { stat "$1/variables/$k.shape" >/dev/null; }
-        timed_mount "$url" "" one_stat && local g0=$TM_GETS
-        timed_mount "$url" "" one_read && add one_t "$TM_T" && add one_gets "$((TM_GETS - g0))"
+        timed_mount "$url" "-o cache_dir=none" one_stat && local g0=$TM_GETS
+        timed_mount "$url" "-o cache_dir=none" one_read && add one_t "$TM_T" && add one_gets "$((TM_GETS - g0))"
         # Section 13's tensors through the proxy: the mount vs curl and aria2c.
         for ck in sc256 big; do
             read -r off size < <("$TFMOUNT" cat "$WORK/$ck/ckpt" tensors.tsv | awk -F'\t' '$1 == "big/tensor" { print $8, $4 }')
@@ -1938,6 +1950,21 @@ bench_cache() {
     b=$(awk -v x="$dl_t" -v y="$lcat" 'BEGIN { print x + y }')
     row "19a. cold load_file, (aria2c+local)/mount" "$(div "$a" "$clf") ($(ms "$clf"))" ">= 1.0" "$(cmp_ok "$(div "$a" "$clf")" '>=' 1.0) runs:${T[cold_lf]}"
     row "19a'. the same without cache_dir" "$(div "$a" "$nlf") ($(ms "$nlf"))" "" "runs:${T[nocache_lf]}"
+    # The issue's rows: no options (the default disk cache, fresh), and cache_dir=none; bytes
+    # fetched per byte of tensors (the checkpoint's data file).
+    local tb dcat dlf ncat
+    tb=$(stat -c %s "$WORK/c300/ckpt.data-00000-of-00001")
+    dcat=$(med def_cat) dlf=$(med def_lf) ncat=$(med nocache_cat)
+    per() { # shellcheck disable=SC2086
+        div "$(median $1)" "$tb"; }
+    row "19g. default mount, cat of every .bin, (aria2c+local)/mount" "$(div "$b" "$dcat") ($(ms "$dcat"))" ">= 1.0" \
+        "$(cmp_ok "$(div "$b" "$dcat")" '>=' 1.0) fetched/tensor bytes $(per "${T[def_cat_b]}") runs:${T[def_cat]}"
+    row "19h. default mount, load_file, (aria2c+local)/mount" "$(div "$a" "$dlf") ($(ms "$dlf"))" ">= 1.0" \
+        "$(cmp_ok "$(div "$a" "$dlf")" '>=' 1.0) fetched/tensor bytes $(per "${T[def_lf_b]}") runs:${T[def_lf]}"
+    row "19i. cache_dir=none, cat of every .bin, (aria2c+local)/mount" "$(div "$b" "$ncat") ($(ms "$ncat"))" ">= 0.8" \
+        "$(cmp_ok "$(div "$b" "$ncat")" '>=' 0.8) fetched/tensor bytes $(per "${T[nocache_cat_b]}") runs:${T[nocache_cat]}"
+    row "19j. cache_dir=none, load_file: fetched/tensor bytes" "$(per "${T[nocache_lf_b]}")" "<= 1.05" \
+        "$(cmp_ok "$(per "${T[nocache_lf_b]}")" '<=' 1.05) runs:${T[nocache_lf_b]}"
     row "19b. cold cat of every .bin, (aria2c+local)/mount" "$(div "$b" "$ccat") ($(ms "$ccat"))" ">= 1.0" "$(cmp_ok "$(div "$b" "$ccat")" '>=' 1.0) runs:${T[cold_cat]}"
     row "19c. warm load_file (remount), local/mount" "$(div "$llf" "$wlf") ($(ms "$wlf"))" ">= 0.9" "$(cmp_ok "$(div "$llf" "$wlf")" '>=' 0.9) runs:${T[warm_lf]}"
     row "19d. warm cat of every .bin, local/mount" "$(div "$lcat" "$wcat") ($(ms "$wcat"))" ">= 0.9" "$(cmp_ok "$(div "$lcat" "$wcat")" '>=' 0.9) runs:${T[warm_cat]}"
