@@ -783,3 +783,30 @@ fn an_unusable_cache_directory_is_read_without_with_one_warning() {
     assert_eq!(warned, 1, "{log}");
     assert!(log.contains("without a disk cache"), "{log}");
 }
+
+/// Mounting a prefix and a first `stat` of a tensor file send each request once (HEAD of the
+/// prefix, its directory probe, the index's tail, the data shard's HEAD): the mount's checks,
+/// the probe of what SOURCE is and the formats' detection ask the same questions, answered
+/// once. (It sent HEAD of the prefix and of `prefix/` twice each and HEAD of the index twice,
+/// one after another.)
+#[test]
+fn a_mount_sends_each_probe_once() {
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    s.gets();
+    let m = s.mount("");
+    let shape = m.path().join("variables/layer_05/kernel.shape");
+    assert!(std::fs::metadata(&shape).is_ok());
+    let seen: Vec<String> = s
+        .proxy
+        .seen()
+        .iter()
+        .map(|r| format!("{} {} {:?}", r.method, r.path, r.range))
+        .collect();
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(seen.len(), unique.len(), "a request sent twice: {seen:#?}");
+    assert!(seen.len() <= 6, "{seen:#?}");
+}

@@ -83,6 +83,8 @@ pub fn open(
     // Every message names the URL (the paths of a remote store are its URLs) and says what is
     // wrong in words.
     let (store, root) = crate::source::remote::RemoteStore::open_url(&text, cfg)?;
+    // The first probes at once (kept: none is sent again below).
+    store.probe_ahead(&root);
     // The one request that tells a missing bucket, refused credentials or a store that does
     // not answer from a SOURCE that is merely not an object itself (a checkpoint prefix).
     store.try_kind(&root)?;

@@ -133,6 +133,11 @@ pub trait Store: Send + Sync {
         self.kind(path) == Some(EntryKind::File)
     }
 
+    /// A hint: `paths` are about to be asked about (opened, or checked for), one after
+    /// another. A store whose questions cost a round trip (object storage) asks them all at
+    /// once now and keeps the answers; by default nothing happens.
+    fn expect(&self, _paths: &[PathBuf]) {}
+
     /// Size and modification time of file `path`, to tell whether it changed since it was
     /// last read (a followed state file). By default the file is opened for them.
     fn stamp(&self, path: &Path) -> io::Result<(u64, std::time::SystemTime)> {

@@ -240,7 +240,18 @@ fn open_shards(store: &dyn Store, prefix: &Path, num_shards: u32) -> Shards {
                     prefix.display()
                 );
             }
-            for id in 0..num_shards.min(MAX_UNLISTED_SHARDS as u32) {
+            // Asked about at once where each question costs a round trip, with the graph
+            // file that may be beside them (asked for next).
+            let ids = 0..num_shards.min(MAX_UNLISTED_SHARDS as u32);
+            let mut expected: Vec<PathBuf> = ids
+                .clone()
+                .map(|id| data_file_name(prefix, id, num_shards))
+                .collect();
+            let mut meta = prefix.as_os_str().to_owned();
+            meta.push(".meta");
+            expected.push(PathBuf::from(meta));
+            store.expect(&expected);
+            for id in ids {
                 open(id, &mut shards);
             }
         }

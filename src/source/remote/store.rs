@@ -42,6 +42,15 @@ use crate::source::remote::{cause, config, url as rurl, RemoteError};
 pub(crate) const MAX_LIST: usize = 200_000;
 /// Most listed objects whose metadata is kept for their open.
 const MAX_LISTED: usize = 50_000;
+/// The bytes of an `.index` [`RemoteStore::probe_ahead`] fetches: its footer and the blocks
+/// before it (all of an index of up to ~10,000 tensors).
+const INDEX_TAIL: u64 = 1 << 20;
+/// HEADs [`Store::expect`] sends at once.
+const EXPECT_AT_ONCE: usize = 16;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// Complete directory listings kept, to answer what a path in them is without a request
 /// (a remote source is a snapshot: its listings do not change while it is mounted).
 const LISTINGS: usize = 256;
@@ -68,6 +77,15 @@ pub(crate) struct Ctx {
     listed: Mutex<HashMap<String, ObjectMeta>>,
     /// Complete listings of directories, by key (see [`LISTINGS`]).
     listings: Mutex<lru::LruCache<String, Listing>>,
+    /// What HEADs and directory probes answered, by key (bounded: [`MAX_LISTED`] each): a
+    /// source is a snapshot, so no probe is sent twice (the mount's checks, the probe of what
+    /// SOURCE is and the formats' detection ask the same questions), and an object a HEAD
+    /// found is opened without another.
+    heads: Mutex<HashMap<String, Option<ObjectMeta>>>,
+    dirs: Mutex<HashMap<String, bool>>,
+    /// Objects opened by a GET of their tail ahead of their first open (an `.index`, by
+    /// [`RemoteStore::probe_ahead`]), taken by it.
+    opened_ahead: Mutex<HashMap<String, Arc<RemoteFile>>>,
     next_id: AtomicU64,
     uid: u32,
     gid: u32,
@@ -297,6 +315,9 @@ impl RemoteStore {
                 dir_probe,
                 seen_dirs: Mutex::new(HashSet::new()),
                 listed: Mutex::new(HashMap::new()),
+                heads: Mutex::new(HashMap::new()),
+                dirs: Mutex::new(HashMap::new()),
+                opened_ahead: Mutex::new(HashMap::new()),
                 listings: Mutex::new(lru::LruCache::new(
                     std::num::NonZeroUsize::new(LISTINGS).unwrap_or(std::num::NonZeroUsize::MIN),
                 )),
@@ -377,8 +398,25 @@ impl RemoteStore {
         Object::new(meta, self.ctx.url(&meta.location), id)
     }
 
-    /// HEAD of `key`: `Ok(None)` if there is no such object.
+    /// HEAD of `key`: `Ok(None)` if there is no such object. Answered once per key (see
+    /// `Ctx::heads`); failures are not kept.
     fn head(&self, key: &Key) -> Result<Option<object_store::ObjectMeta>, RemoteError> {
+        if key.as_ref().is_empty() {
+            return Ok(None);
+        }
+        if let Some(m) = lock(&self.ctx.heads).get(key.as_ref()) {
+            return Ok(m.clone());
+        }
+        let m = self.head_now(key)?;
+        let mut heads = lock(&self.ctx.heads);
+        if heads.len() < MAX_LISTED {
+            heads.insert(key.as_ref().to_string(), m.clone());
+        }
+        Ok(m)
+    }
+
+    /// HEAD of `key` sent now (what changed since is seen: a live directory's stamps).
+    fn head_now(&self, key: &Key) -> Result<Option<object_store::ObjectMeta>, RemoteError> {
         if key.as_ref().is_empty() {
             return Ok(None);
         }
@@ -637,6 +675,18 @@ impl RemoteStore {
     /// Whether `key` (not an object) is a directory: the root, or a prefix with objects under
     /// it (over HTTP: `key/` answers).
     fn is_dir(&self, key: &Key) -> Result<bool, RemoteError> {
+        if let Some(&d) = lock(&self.ctx.dirs).get(key.as_ref()) {
+            return Ok(d);
+        }
+        let d = self.is_dir_now(key)?;
+        let mut dirs = lock(&self.ctx.dirs);
+        if dirs.len() < MAX_LISTED {
+            dirs.insert(key.as_ref().to_string(), d);
+        }
+        Ok(d)
+    }
+
+    fn is_dir_now(&self, key: &Key) -> Result<bool, RemoteError> {
         if key.as_ref().is_empty() && self.ctx.scheme == Scheme::Http {
             return Ok(true);
         }
@@ -733,10 +783,48 @@ impl RemoteStore {
         }
     }
 
+    /// Sends the first questions opening SOURCE `path` asks at once, instead of one after
+    /// another: what `path` is (a HEAD and a directory probe: a LIST, or over HTTP a HEAD of
+    /// `path/`) and the GET of the tail of `path.index` that opening a prefix's index sends
+    /// (its footer and, for most checkpoints, all of it). Their answers are kept, so the checks
+    /// and probes that follow (what SOURCE is, the formats' detection, opening the index) send
+    /// none of these again; a failure is not kept, and is met again where it matters.
+    pub fn probe_ahead(&self, path: &Path) {
+        let mut index = path.as_os_str().to_owned();
+        index.push(".index");
+        let index = PathBuf::from(index);
+        let (Ok(key), Ok(ikey)) = (self.ctx.key_of(path), self.ctx.key_of(&index)) else {
+            return;
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = self.head(&key);
+            });
+            s.spawn(|| {
+                let _ = self.is_dir(&key);
+            });
+            if key.as_ref().is_empty() {
+                return;
+            }
+            s.spawn(|| match self.open_tail(&index, INDEX_TAIL) {
+                Ok(f) => {
+                    lock(&self.ctx.opened_ahead).insert(ikey.as_ref().to_string(), f);
+                }
+                Err(RemoteError::NotFound { .. }) => {
+                    lock(&self.ctx.heads).insert(ikey.as_ref().to_string(), None);
+                }
+                Err(e) => log::debug!("{e}"),
+            });
+        });
+    }
+
     /// Opens an object: size, ETag and modification time from the listing that showed it, if
     /// one did since the last open, else from one HEAD.
     pub fn open_file(&self, path: &Path) -> Result<Arc<RemoteFile>, RemoteError> {
         let key = self.ctx.key_of(path)?;
+        if let Some(f) = lock(&self.ctx.opened_ahead).remove(key.as_ref()) {
+            return Ok(f);
+        }
         let listed = self
             .ctx
             .listed
@@ -797,6 +885,12 @@ impl RemoteStore {
             Ok((meta, range.start, data))
         })?;
         self.saw_object(&key);
+        {
+            let mut heads = lock(&self.ctx.heads);
+            if heads.len() < MAX_LISTED {
+                heads.insert(key.as_ref().to_string(), Some(meta.clone()));
+            }
+        }
         let obj = self.new_object(&meta);
         // Cut into cache blocks (the first may start inside its block).
         let mut at = start;
@@ -945,6 +1039,36 @@ impl Store for RemoteStore {
         Ok(self.open_file(path)?)
     }
 
+    /// An object, by one HEAD (no directory probe: a directory is not a file).
+    fn is_file(&self, path: &Path) -> bool {
+        let Ok(key) = self.ctx.key_of(path) else {
+            return false;
+        };
+        match self.by_listing(&key) {
+            Some(k) => k == Some(EntryKind::File),
+            None => matches!(self.head(&key), Ok(Some(_))),
+        }
+    }
+
+    /// The HEADs of `paths` at once ([`EXPECT_AT_ONCE`] in flight), their answers kept.
+    fn expect(&self, paths: &[PathBuf]) {
+        let keys: Vec<Key> = paths
+            .iter()
+            .filter_map(|p| self.ctx.key_of(p).ok())
+            .filter(|k| self.by_listing(k).is_none())
+            .filter(|k| !lock(&self.ctx.heads).contains_key(k.as_ref()))
+            .collect();
+        for batch in keys.chunks(EXPECT_AT_ONCE) {
+            std::thread::scope(|s| {
+                for k in batch {
+                    s.spawn(move || {
+                        let _ = self.head(k);
+                    });
+                }
+            });
+        }
+    }
+
     fn meta(&self, path: &Path) -> io::Result<FileMeta> {
         let key = self.ctx.key_of(path)?;
         let known_dir = matches!(self.by_listing(&key), Some(Some(EntryKind::Dir)));
@@ -970,7 +1094,7 @@ impl Store for RemoteStore {
     /// From a HEAD of the object (opening it would fetch its first blocks).
     fn stamp(&self, path: &Path) -> io::Result<(u64, std::time::SystemTime)> {
         let key = self.ctx.key_of(path)?;
-        match self.head(&key)? {
+        match self.head_now(&key)? {
             Some(m) => Ok((m.size, self.ctx.file_meta(Some(m.last_modified)).mtime)),
             None => Err(RemoteError::NotFound {
                 url: self.ctx.url(&key),
