@@ -32,10 +32,6 @@ const LATEST_LOCAL: u64 = 2;
 const LATEST_COOKIE: u64 = 1 << 62;
 /// How often the state file is checked when no change was signalled.
 const POLL: Duration = Duration::from_secs(1);
-/// How long a checkpoint that is not complete yet (data shards missing, a Keras file not
-/// written to its end) is waited for, counted from when its files last grew, before it is
-/// mounted anyway (its missing parts then fail with EIO).
-const SHARD_GRACE: Duration = Duration::from_secs(10);
 
 /// What the kernel must forget after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -609,12 +605,16 @@ impl Live {
                 Instant::now()
             }
         };
-        if since.elapsed() >= SHARD_GRACE {
+        // How long a checkpoint that is not complete yet (data shards missing, a Keras file not
+        // written to its end) is waited for, counted from when its files last grew, before it
+        // is mounted anyway (its missing parts then fail with EIO): `-o live_grace`.
+        let grace = fs.opts.live_grace;
+        if since.elapsed() >= grace {
             log::warn!(
                 "{}: checkpoint {name} is still incomplete (missing data shards, or a file \
-                 shorter or longer than it says) after {} s without growing; mounted as it is",
+                 shorter or longer than it says) after {:?} without growing; mounted as it is",
                 self.dir.display(),
-                SHARD_GRACE.as_secs()
+                grace
             );
             waiting.retain(|(n, _, _)| n != name);
             return true;
