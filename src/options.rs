@@ -140,7 +140,7 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "live_grace",
         Value::Duration,
         "10s",
-        "How long a followed checkpoint that is not complete yet (a copy in progress: data shards missing or shorter than its index says, a Keras file not written to its end) is waited for, counted from when its files last grew, before it is shown as it is (its missing parts then fail with EIO).",
+        "How long a followed checkpoint that is not complete yet (a copy in progress: data shards missing or shorter than its index says, a Keras file not written to its end) is waited for, counted from when its files last grew, before it is shown as it is (its missing parts then fail with EIO). One shown as it is is opened again, and shown anew, once its files change (docs/live.md).",
     ),
     mount_time(opt(
         "nonempty",
