@@ -136,6 +136,12 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "",
         "Mount a checkpoint directory as a snapshot: do not follow its state file (new checkpoints, `latest`) while mounted.",
     ),
+    opt(
+        "live_grace",
+        Value::Duration,
+        "10s",
+        "How long a followed checkpoint that is not complete yet (a copy in progress: data shards missing or shorter than its index says, a Keras file not written to its end) is waited for, counted from when its files last grew, before it is shown as it is (its missing parts then fail with EIO). One shown as it is is opened again, and shown anew, once its files change (docs/live.md).",
+    ),
     mount_time(opt(
         "nonempty",
         Value::None,
@@ -413,6 +419,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "cache_size" => s.fs.cache_bytes = usize::try_from(size()?).map_err(|_| ())?,
         "threads" => s.threads = count()?,
         "nolive" => s.fs.live = false,
+        "live_grace" => s.fs.live_grace = parse_duration(value).ok_or(())?,
         "nonempty" => s.nonempty = true,
         "allow_other" => s.acl = SessionACL::All,
         "allow_root" => s.acl = SessionACL::RootAndOwner,
@@ -508,6 +515,7 @@ mod tests {
                 || s.fs.crc_first != d.fs.crc_first
                 || s.fs.cache_bytes != d.fs.cache_bytes
                 || s.fs.live != d.fs.live
+                || s.fs.live_grace != d.fs.live_grace
                 || s.fs.views_visible != d.fs.views_visible
                 || s.threads != d.threads
                 || s.nonempty != d.nonempty

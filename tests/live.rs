@@ -1,7 +1,8 @@
 //! Live checkpoint directories through the kernel: a checkpoint directory with a state file is
 //! followed while mounted. Real TensorFlow writes while mounted (CheckpointManager and a TF1
 //! Saver, both `max_to_keep=2`); state files caught half-written or deleted; a data shard that
-//! appears after its index; 100 saves in quick succession; files open on a pruned checkpoint.
+//! appears after its index; copies that pause longer than the grace (`-o live_grace`), and a
+//! mount made mid-copy; 100 saves in quick succession; files open on a pruned checkpoint.
 //!
 //! The TensorFlow tests need a Python with TensorFlow (src/testkit/requires.rs finds it;
 //! `scripts/test.sh` installs `tensorflow-cpu`); without one they are skipped and reported.
@@ -188,6 +189,11 @@ fn half_written_and_deleted_state_files_keep_the_last_complete_state() {
 /// A followed training directory `run/` holding `ckpt-1` (state file naming it), mounted, and a
 /// `staging/` beside it where the next checkpoint is written before it is copied in.
 fn followed_run_and_staging() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
+    followed_run_and_staging_with(&[])
+}
+
+/// [`followed_run_and_staging`], mounted with `opts`.
+fn followed_run_and_staging_with(opts: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("run");
     let staging = tmp.path().join("staging");
@@ -195,9 +201,80 @@ fn followed_run_and_staging() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     std::fs::create_dir_all(&staging).expect("mkdir");
     write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
     write_state(&dir, &["ckpt-1"]);
-    let m = Mount::start(&dir, &[]);
+    let m = Mount::start(&dir, opts);
     (tmp, dir, staging, m)
 }
+
+/// The values of both tensors of [`two_tensors`].
+fn two_tensor_values() -> Vec<f32> {
+    (0..65_536).map(|i| i as f32).collect()
+}
+
+/// A checkpoint `dir/name` of two float32 tensors `a` and `b` of 64 Ki elements each (the
+/// second after the first in its 512 KiB data shard); the data shard's bytes.
+fn two_tensors(dir: &Path, name: &str) -> Vec<u8> {
+    let vals = two_tensor_values();
+    let prefix = dir.join(name);
+    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
+    w.add(b"a", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
+        .expect("add");
+    w.add(b"b", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
+        .expect("add");
+    w.finish().expect("finish");
+    std::fs::read(dir.join(format!("{name}.data-00000-of-00001"))).expect("data")
+}
+
+/// Where a copy of [`two_tensors`] pauses: after 300 KiB of the data shard (`a` whole, `b` cut).
+const HALF: usize = 300 << 10;
+
+/// A copy of checkpoint `staging/name` into `dir` caught half-way: its index whole, the first
+/// [`HALF`] bytes of its data shard (`data`). Returns the shard, open to write the rest to.
+fn copy_half(staging: &Path, dir: &Path, name: &str, data: &[u8]) -> std::fs::File {
+    std::fs::copy(
+        staging.join(format!("{name}.index")),
+        dir.join(format!("{name}.index")),
+    )
+    .expect("index");
+    let mut f =
+        std::fs::File::create(dir.join(format!("{name}.data-00000-of-00001"))).expect("create");
+    Write::write_all(&mut f, &data[..HALF]).expect("first part");
+    Write::flush(&mut f).expect("flush");
+    f
+}
+
+/// The rest of a copy started with [`copy_half`].
+fn copy_rest(mut f: std::fs::File, data: &[u8]) {
+    Write::write_all(&mut f, &data[HALF..]).expect("the rest");
+    Write::flush(&mut f).expect("flush");
+}
+
+/// Whether `mnt/ckpt/variables` lists `a.bin` and `b.bin`, and each reads `vals`.
+fn variables_read(mnt: &Path, ckpt: &str, vals: &[f32]) -> bool {
+    let vars = mnt.join(ckpt).join("variables");
+    let Ok(listing) = std::fs::read_dir(&vars) else {
+        return false;
+    };
+    let mut bins: Vec<String> = listing
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".bin"))
+        .collect();
+    bins.sort();
+    bins == ["a.bin", "b.bin"]
+        && bins
+            .iter()
+            .all(|b| std::fs::read(vars.join(b)).is_ok_and(|got| got == f32_bytes(vals)))
+}
+
+/// Whether reading `p` fails with EIO.
+fn eio(p: &Path) -> bool {
+    std::fs::read(p).err().and_then(|e| e.raw_os_error()) == Some(libc::EIO)
+}
+
+/// How soon a checkpoint shown as it is is shown anew once its files grew: `-o live_grace=1s`
+/// (the grace the re-opened one may wait, its files having just grown), the 1 s poll, and a
+/// margin.
+const REOPENED: Duration = Duration::from_secs(6);
 
 /// A checkpoint whose data shard appears after its index (and after the state file names it)
 /// is shown once the shard is there, with its bytes.
@@ -235,33 +312,20 @@ fn data_shard_appearing_after_the_index() {
 fn data_shard_written_in_pieces_after_the_index() {
     let (_tmp, dir, staging, m) = followed_run_and_staging();
     let mnt = m.path();
-    // Two tensors, the second after the first in the shard.
-    let vals: Vec<f32> = (0..65_536).map(|i| i as f32).collect();
-    let prefix = staging.join("ckpt-2");
-    let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
-    w.add(b"a", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
-        .expect("add");
-    w.add(b"b", DT_FLOAT, &[65_536], &f32_bytes(&vals), 0)
-        .expect("add");
-    w.finish().expect("finish");
-    let data = std::fs::read(staging.join("ckpt-2.data-00000-of-00001")).expect("data");
-    std::fs::copy(staging.join("ckpt-2.index"), dir.join("ckpt-2.index")).expect("index");
+    let data = two_tensors(&staging, "ckpt-2");
+    // The index, and the first 300 KiB of 512: tensor `a` whole, `b` cut.
+    let f = copy_half(&staging, &dir, "ckpt-2", &data);
     write_state(&dir, &["ckpt-1", "ckpt-2"]);
-    // The first 300 KiB of 512: tensor `a` whole, `b` cut.
-    let target = dir.join("ckpt-2.data-00000-of-00001");
-    let mut f = std::fs::File::create(&target).expect("create");
-    Write::write_all(&mut f, &data[..300 << 10]).expect("first part");
-    Write::flush(&mut f).expect("flush");
     common::stays(
         Duration::from_millis(1500),
         "ckpt-2 shown with a shard shorter than its index says",
         || !common::dir_names(&mnt).contains(&"ckpt-2".to_string()),
     );
-    Write::write_all(&mut f, &data[300 << 10..]).expect("the rest");
-    drop(f);
+    copy_rest(f, &data);
     common::within(WITHIN, "ckpt-2 appears once its shard is whole", || {
         common::dir_names(&mnt).contains(&"ckpt-2".to_string())
     });
+    let vals = two_tensor_values();
     for t in ["a", "b"] {
         assert_eq!(
             std::fs::read(mnt.join(format!("ckpt-2/variables/{t}.bin"))).expect("read"),
@@ -269,6 +333,102 @@ fn data_shard_written_in_pieces_after_the_index() {
             "{t}"
         );
     }
+}
+
+/// A copy that pauses longer than the grace: the checkpoint the state file names at mount has
+/// half its data shard, is shown as it is once the grace passed (`b` fails with EIO), and the
+/// rest of the shard is written after that. It is opened again and shown anew: every tensor,
+/// through its own name and through `latest`, reads right. (It stayed broken: every read of
+/// `b.bin` failed with EIO until remounted.)
+#[test]
+fn a_checkpoint_shown_as_it_is_at_mount_is_shown_anew_once_its_shard_grows() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("run");
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+    let data = two_tensors(&staging, "ckpt-1");
+    let f = copy_half(&staging, &dir, "ckpt-1", &data);
+    write_state(&dir, &["ckpt-1"]);
+    let m = Mount::start(&dir, &["-o", "live_grace=1s"]);
+    let mnt = m.path();
+    common::within(REOPENED, "ckpt-1 shown as it is after the grace", || {
+        common::dir_names(&mnt) == ["ckpt-1", "latest"]
+    });
+    assert!(eio(&mnt.join("ckpt-1/variables/b.bin")), "b is cut: EIO");
+    assert!(eio(&mnt.join("latest/variables/b.bin")), "b is cut: EIO");
+    copy_rest(f, &data);
+    let vals = two_tensor_values();
+    common::within(
+        REOPENED,
+        "every tensor reads right once the copy ended",
+        || variables_read(&mnt, "ckpt-1", &vals) && variables_read(&mnt, "latest", &vals),
+    );
+    assert_eq!(latest(&mnt), "ckpt-1");
+}
+
+/// As above for a checkpoint that appears in a running mount: `ckpt-2`, named by the state
+/// file with half its data shard, shown as it is after the grace, then completed.
+#[test]
+fn a_new_checkpoint_shown_as_it_is_is_shown_anew_once_its_shard_grows() {
+    let (_tmp, dir, staging, m) = followed_run_and_staging_with(&["-o", "live_grace=1s"]);
+    let mnt = m.path();
+    let data = two_tensors(&staging, "ckpt-2");
+    let f = copy_half(&staging, &dir, "ckpt-2", &data);
+    write_state(&dir, &["ckpt-1", "ckpt-2"]);
+    common::within(REOPENED, "ckpt-2 shown as it is after the grace", || {
+        common::dir_names(&mnt) == ["ckpt-1", "ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    });
+    assert!(eio(&mnt.join("ckpt-2/variables/b.bin")), "b is cut: EIO");
+    copy_rest(f, &data);
+    let vals = two_tensor_values();
+    common::within(
+        REOPENED,
+        "every tensor reads right once the copy ended",
+        || variables_read(&mnt, "ckpt-2", &vals) && variables_read(&mnt, "latest", &vals),
+    );
+    // The checkpoint shown before is untouched.
+    assert_eq!(
+        std::fs::read(mnt.join("ckpt-1/variables/v.bin")).expect("ckpt-1"),
+        f32_bytes(&[1.0; 4])
+    );
+}
+
+/// A mount made while a copy is under way: `ckpt-1` complete, `ckpt-2` half copied, the state
+/// file naming both. The checkpoints listed at mount get the readiness check new ones get:
+/// `ckpt-2` is not shown, and `latest` (which never names a checkpoint not shown) is `ckpt-1`,
+/// the newest shown of those the state file lists. Once the copy is complete `ckpt-2` is shown
+/// with its bytes, and `latest` moves to it. (`ckpt-2` was shown at mount, half of it EIO.)
+#[test]
+fn a_mount_made_mid_copy_shows_the_half_copied_checkpoint_once_complete() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("run");
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+    write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
+    let data = two_tensors(&staging, "ckpt-2");
+    let f = copy_half(&staging, &dir, "ckpt-2", &data);
+    write_state(&dir, &["ckpt-1", "ckpt-2"]);
+    // A grace far longer than the test: ckpt-2 is never shown as it is.
+    let m = Mount::start(&dir, &["-o", "live_grace=10m"]);
+    let mnt = m.path();
+    common::stays(
+        Duration::from_millis(1500),
+        "a half-copied ckpt-2 is not shown, latest is ckpt-1",
+        || common::dir_names(&mnt) == ["ckpt-1", "latest"] && latest(&mnt) == "ckpt-1",
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("latest/variables/v.bin")).expect("via latest"),
+        f32_bytes(&[1.0; 4])
+    );
+    copy_rest(f, &data);
+    let vals = two_tensor_values();
+    common::within(WITHIN, "ckpt-2 shown once complete, latest on it", || {
+        common::dir_names(&mnt) == ["ckpt-1", "ckpt-2", "latest"] && latest(&mnt) == "ckpt-2"
+    });
+    assert!(variables_read(&mnt, "ckpt-2", &vals), "ckpt-2 reads right");
+    assert!(variables_read(&mnt, "latest", &vals), "latest reads right");
 }
 
 /// Open files of a pruned checkpoint keep reading what they opened.

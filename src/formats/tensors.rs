@@ -85,6 +85,14 @@ pub trait TensorSet: Send + Sync {
     fn complete(&self) -> bool {
         true
     }
+    /// Files besides [`TensorSet::path`] its tensors are read from, as its manifest names them
+    /// (there or not): a sharded Keras model's shards, a TF.js model's. A followed directory
+    /// watches them for change once the checkpoint was shown incomplete ([`crate::fs::live`]).
+    /// Formats whose files are named by their path (`P.index`, `P.data-*`) or lie in its
+    /// directory (an Orbax step) name none.
+    fn part_files(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
     /// Attributes a format keeps beyond the index's (TFLite quantization, the stored form of a
     /// TF.js weight): their extended-attribute names, each `user.tfmount.<column>`. Every
     /// tensor file shows the ones a tensor has, and `tensors.tsv` gets one column per name

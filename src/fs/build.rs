@@ -73,6 +73,9 @@ pub(super) struct Builder<'a> {
     /// The registry slots this build took: its own table's first, then each subtree's (a live
     /// directory frees them all when the checkpoint is pruned and forgotten).
     pub(super) ids: Vec<u16>,
+    /// The tensor sets this build added to the mount's checkpoints (a live directory takes
+    /// them out again by identity: a checkpoint opened again has the same name).
+    pub(super) sets: Vec<Arc<dyn TensorSet>>,
 }
 
 /// Builds the fixed tree of `probed` into `fs` (everything but a live directory).
@@ -106,6 +109,7 @@ impl<'a> Builder<'a> {
             fixed,
             shared: fs.store.clone(),
             ids: vec![id],
+            sets: Vec::new(),
         }
     }
 
@@ -500,6 +504,7 @@ impl<'a> Builder<'a> {
                 self.link(dir, name, f, Kind::File);
             }
         }
+        self.sets.push(set.clone());
         self.fs
             .checkpoints
             .write()

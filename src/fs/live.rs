@@ -5,6 +5,14 @@
 //! snapshot of its files taken when it appeared), unlinks pruned ones, moves `latest`, and
 //! tells the kernel which cached names and listings changed.
 //!
+//! A checkpoint is shown once it is complete (a copy in progress is not), or after the grace
+//! (`-o live_grace`) without its files growing, as it is. One shown as it is stays watched: a
+//! signature of its files (sizes and modification times, no reading) is compared at each poll,
+//! and once they change it is opened again and the new one shown in its place (at once if
+//! complete, else once its files stop changing for the grace). The one replaced is handled as a
+//! pruned one: files open on it are still served by it (a file of it that grew since fails with
+//! EIO, as any file changed under a mount), and it is freed once the kernel forgot it.
+//!
 //! A pruned checkpoint's subtrees are freed (files closed, memory released) once the kernel has
 //! forgotten every inode of them; until then files already open keep reading what they opened.
 //! Freeing gives their registry slots back, to be reused, with a new generation, by checkpoints
@@ -13,14 +21,16 @@
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{Fs, Kind};
 use crate::error::{FsError, FsResult, SourceError};
+use crate::formats::tensors::TensorSet;
+use crate::formats::v2::checkpoint::split_prefix;
 use crate::fs::build::Builder;
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use crate::probe::state;
-use crate::source::bytes::{FileMeta, Store};
+use crate::source::bytes::{EntryKind, FileMeta, Store};
 use crate::source::local::LocalStore;
 use crate::source::watch::DirWatch;
 use crate::tree::ino::{cookie, Ino, ROOT};
@@ -32,10 +42,9 @@ const LATEST_LOCAL: u64 = 2;
 const LATEST_COOKIE: u64 = 1 << 62;
 /// How often the state file is checked when no change was signalled.
 const POLL: Duration = Duration::from_secs(1);
-/// How long a checkpoint that is not complete yet (data shards missing, a Keras file not
-/// written to its end) is waited for, counted from when its files last grew, before it is
-/// mounted anyway (its missing parts then fail with EIO).
-const SHARD_GRACE: Duration = Duration::from_secs(10);
+/// Most entries the signature of a checkpoint's files visits (a directory member's tree is cut
+/// there: changes past it are not seen).
+const MAX_SIGNED: usize = 4096;
 
 /// What the kernel must forget after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +66,38 @@ struct Mounted {
     ids: Vec<u16>,
     /// Whether the slot of `root` was freed (pruned checkpoints).
     root_freed: bool,
+    /// Its tensor sets as the mount's checkpoints list them (its own, its children's): told
+    /// apart from those of another checkpoint of the same name (one opened again) by identity.
+    sets: Vec<Arc<dyn TensorSet>>,
+}
+
+/// Whether a checkpoint just opened is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readiness {
+    /// Complete: shown.
+    Complete,
+    /// Not complete after the grace without growing: shown as it is, and watched.
+    AsItIs,
+    /// Not complete yet: waited for.
+    Wait,
+}
+
+/// Sizes and modification times of a checkpoint's files (`None`: gone or unreadable), by path,
+/// sorted: tells that they changed without opening them.
+type Signature = Vec<(PathBuf, Option<(u64, SystemTime)>)>;
+
+/// A checkpoint shown as it is (not complete after the grace), watched for its files to change.
+struct Watched {
+    /// The `seq` of its entry in the live root.
+    seq: u64,
+    name: String,
+    prefix: PathBuf,
+    /// The files its manifest names beyond its prefix's (see [`TensorSet::part_files`]).
+    parts: Vec<PathBuf>,
+    /// The signature of its files as the checkpoint shown was opened with them.
+    files: Signature,
+    /// When its files last changed, while they differ from the ones shown.
+    changed: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -219,6 +260,8 @@ pub struct Live {
     /// the end of their writing: since when, and their files' bytes then (the wait starts
     /// again while they grow).
     waiting: Mutex<Vec<(String, Instant, u64)>>,
+    /// Checkpoints shown as they were, watched for their files to change.
+    watched: Mutex<Vec<Watched>>,
     /// The state file's size and mtime when it was last applied.
     applied: Mutex<Option<(u64, std::time::SystemTime)>>,
     /// Warnings given (each once).
@@ -287,6 +330,7 @@ impl Live {
             root,
             pruned: Mutex::new(Vec::new()),
             waiting: Mutex::new(Vec::new()),
+            watched: Mutex::new(Vec::new()),
             applied: Mutex::new(None),
             said: Mutex::new(Vec::new()),
         };
@@ -306,13 +350,24 @@ impl Live {
         live.adopt_state = state_file.is_none() && checkpoints.is_empty();
         let mut first_error = None;
         for (name, prefix) in &checkpoints {
+            let before = live.signature_before_open(fs, store, name, prefix);
             match live.mount_one(fs, store, name, prefix) {
-                Ok(m) if state_file.is_some() || live.ready(fs, name, &m) => {
-                    live.root.write().push(m)
-                }
-                // Without a state file, a checkpoint file still being written is left to the
-                // watcher, which shows it once it is complete.
-                Ok(m) => live.unmount(fs, m),
+                // A checkpoint not complete yet (a copy under way, a file still being written)
+                // is left to the watcher, which shows it once it is complete or after the
+                // grace, as it does new ones: also one the state file names (a mount made
+                // during a copy does not show a half-copied shard).
+                Ok(m) => match live.ready(fs, &m) {
+                    Readiness::Wait => {
+                        log::info!(
+                            "{}: {} {name} is not complete yet; shown once it is, or after {:?} without its files growing",
+                            dir.display(),
+                            member_kind(prefix),
+                            fs.opts.live_grace
+                        );
+                        live.unmount(fs, m)
+                    }
+                    r => live.show(store, m, r, before),
+                },
                 Err(e) if state_file.is_none() => {
                     log::warn!("{}: checkpoint {name}: {e}; retried", dir.display());
                     first_error.get_or_insert(e);
@@ -330,6 +385,16 @@ impl Live {
                 );
             }
             latest = live.newest_shown(store);
+        } else {
+            let named = latest.clone();
+            latest = live.shown_latest(latest, &checkpoints);
+            if let Some(n) = named.filter(|n| latest.as_ref() != Some(n)) {
+                log::warn!(
+                    "{}: the current checkpoint {n} is not complete yet; latest is {} until it is",
+                    dir.display(),
+                    latest.as_deref().unwrap_or("absent")
+                );
+            }
         }
         live.root.write().latest = latest;
         *live.applied.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -367,6 +432,25 @@ impl Live {
         None
     }
 
+    /// `latest` with a state file: the checkpoint it names current (`latest`) if shown, else
+    /// the newest shown of those it lists (the last in its order), else none: `latest` never
+    /// names a checkpoint not shown (one still being copied).
+    fn shown_latest(
+        &self,
+        latest: Option<String>,
+        checkpoints: &state::NamedPrefixes,
+    ) -> Option<String> {
+        let st = self.root.read();
+        let shown = |n: &str| st.entries.iter().any(|m| m.name == n);
+        latest.filter(|l| shown(l)).or_else(|| {
+            checkpoints
+                .iter()
+                .rev()
+                .find(|(n, _)| shown(n))
+                .map(|(n, _)| n.clone())
+        })
+    }
+
     /// `latest` without a state file: the newest checkpoint file among those shown (not one
     /// still being written).
     fn newest_shown(&self, store: &dyn Store) -> Option<String> {
@@ -398,16 +482,14 @@ impl Live {
         let mut b = Builder::new(fs, store, id);
         if let Err(e) = b.build_checkpoint(name, prefix) {
             // Nothing of it was shown: its slots are given back at once.
-            fs.checkpoints
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|(n, _)| n != name);
+            forget_sets(fs, &b.sets);
             for &id in &b.ids {
                 fs.registry.release(id);
             }
             return Err(e);
         }
         let ids = b.ids.clone();
+        let sets = std::mem::take(&mut b.sets);
         fs.registry.set(id, Arc::new(b.finish()));
         Ok(Mounted {
             name: name.to_string(),
@@ -416,42 +498,213 @@ impl Live {
             seq: 0,
             ids,
             root_freed: false,
+            sets,
         })
     }
 
-    /// Applies the state file if it changed; returns what the kernel must forget.
+    /// Lists `m` in the live root. One shown as it is ([`Readiness::AsItIs`]) is watched
+    /// ([`Live::reopen_changed`]) from `before`, the signature of its files taken before it was
+    /// opened (see [`Live::signature_before_open`]), so that a change made while it was being
+    /// opened counts as one.
+    fn show(&self, store: &dyn Store, m: Mounted, r: Readiness, before: Option<Signature>) {
+        let watch = (r == Readiness::AsItIs).then(|| {
+            let parts = part_files(&m.sets);
+            // `before` is taken whenever an open may show it as it is; were it not, taken now.
+            let mut files = before.unwrap_or_else(|| signature(store, &m.prefix, &[]));
+            add_parts(store, &mut files, &parts);
+            (m.name.clone(), m.prefix.clone(), parts, files)
+        });
+        let seq = self.root.write().push(m);
+        if let Some((name, prefix, parts, files)) = watch {
+            self.watched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Watched {
+                    seq,
+                    name,
+                    prefix,
+                    parts,
+                    files,
+                    changed: None,
+                });
+        }
+    }
+
+    /// The signature of the files of checkpoint `name` now, if it may be shown as it is once
+    /// opened (it was found incomplete before, or there is no grace); `None` otherwise, which
+    /// spares a complete checkpoint the listing.
+    fn signature_before_open(
+        &self,
+        fs: &Fs,
+        store: &dyn Store,
+        name: &str,
+        prefix: &Path,
+    ) -> Option<Signature> {
+        let waited = fs.opts.live_grace.is_zero()
+            || self
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|(n, _, _)| n == name);
+        waited.then(|| signature(store, prefix, &[]))
+    }
+
+    /// Opens again each checkpoint shown as it was whose files changed since, and shows the new
+    /// one in its place: at once if it is complete (it is then no longer watched), else once
+    /// its files have not changed for the grace (as a new checkpoint waits), as it is, and
+    /// still watched. While its files do not change, a watched checkpoint costs the signature
+    /// of its files per poll, nothing more; one that changed and no longer opens is retried
+    /// until the grace has passed, then at its next change.
+    fn reopen_changed(&self, fs: &Fs, store: &dyn Store, out: &mut Vec<Invalidate>) {
+        let grace = fs.opts.live_grace;
+        let watched = std::mem::take(&mut *self.watched.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut keep = Vec::with_capacity(watched.len());
+        for mut w in watched {
+            let files = signature(store, &w.prefix, &w.parts);
+            if files != w.files {
+                w.files = files;
+                w.changed = Some(Instant::now());
+            }
+            let Some(changed) = w.changed else {
+                keep.push(w);
+                continue;
+            };
+            let m = match self.mount_one(fs, store, &w.name, &w.prefix) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.warn_once(format!(
+                        "{}: checkpoint {}: changed, and does not open again: {e}; the one shown is kept",
+                        self.dir.display(),
+                        w.name
+                    ));
+                    if changed.elapsed() >= grace {
+                        w.changed = None;
+                    }
+                    keep.push(w);
+                    continue;
+                }
+            };
+            let complete = m.sets.iter().all(|s| s.complete());
+            if !complete && changed.elapsed() < grace {
+                // Still changing: waited for, as a new checkpoint is.
+                self.unmount(fs, m);
+                keep.push(w);
+                continue;
+            }
+            let parts = part_files(&m.sets);
+            if !self.replace(fs, w.seq, m, out) {
+                // Pruned meanwhile: nothing left to watch.
+                continue;
+            }
+            log::info!(
+                "{}: {} {} changed since it was shown as it is; shown anew{}",
+                self.dir.display(),
+                member_kind(&w.prefix),
+                w.name,
+                if complete {
+                    ", complete"
+                } else {
+                    ", still as it is"
+                }
+            );
+            if !complete {
+                add_parts(store, &mut w.files, &parts);
+                w.parts = parts;
+                w.changed = None;
+                keep.push(w);
+            }
+        }
+        self.watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(keep);
+    }
+
+    /// Shows `new` in place of the entry `seq` (the same name, at the same place in the
+    /// listing, so a listing resumed goes on as before); the one replaced is handled as a
+    /// pruned one (still serving the inodes the kernel holds of it; freed once forgotten).
+    /// False, and `new` dropped, if there is no entry `seq` any more.
+    fn replace(&self, fs: &Fs, seq: u64, mut new: Mounted, out: &mut Vec<Invalidate>) -> bool {
+        let old = {
+            let mut st = self.root.write();
+            match st.entries.iter_mut().find(|m| m.seq == seq) {
+                Some(slot) => {
+                    new.seq = seq;
+                    Some(std::mem::replace(slot, new))
+                }
+                None => {
+                    drop(st);
+                    self.unmount(fs, new);
+                    None
+                }
+            }
+        };
+        let Some(old) = old else {
+            return false;
+        };
+        out.push(Invalidate::Entry {
+            parent: ROOT.0,
+            name: old.name.as_bytes().to_vec(),
+        });
+        forget_sets(fs, &old.sets);
+        self.pruned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(old);
+        true
+    }
+
+    /// Applies the state file if it changed, and opens again the checkpoints shown as they were
+    /// whose files changed; returns what the kernel must forget.
     pub(crate) fn refresh(&self, fs: &Fs, store: &dyn Store, force: bool) -> Vec<Invalidate> {
         let mut out = Vec::new();
         self.free_forgotten(fs);
         // Without a state file there is no one file to watch: the directory is listed again.
         let now_stamp = self.state_file(store).and_then(|f| stamp(store, f));
-        if !force && self.settled(now_stamp) {
-            return out;
+        if force || !self.settled(now_stamp) {
+            self.apply(fs, store, now_stamp, &mut out);
         }
-        // A missing or half-written state file keeps the last complete state.
-        let Some((checkpoints, latest)) = self.current(store) else {
-            return out;
-        };
-        let all_ready = self.mount_new(fs, store, &checkpoints, &mut out);
-        self.prune_gone(fs, &checkpoints, &mut out);
-        let latest = match self.state_file(store) {
-            Some(_) => latest,
-            None => self.newest_shown(store),
-        };
-        self.move_latest(latest, &mut out);
+        self.reopen_changed(fs, store, &mut out);
         if !out.is_empty() {
             out.push(Invalidate::Inode(ROOT.0));
-        }
-        if all_ready {
-            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
         }
         self.free_forgotten(fs);
         out
     }
 
+    /// Applies the directory's state now: mounts new checkpoints, unlinks pruned ones, moves
+    /// `latest`. A missing or half-written state file keeps the last complete state.
+    fn apply(
+        &self,
+        fs: &Fs,
+        store: &dyn Store,
+        now_stamp: Option<(u64, SystemTime)>,
+        out: &mut Vec<Invalidate>,
+    ) {
+        let Some((checkpoints, latest)) = self.current(store) else {
+            return;
+        };
+        // A checkpoint no longer named is no longer waited for.
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(n, _, _)| checkpoints.iter().any(|(c, _)| c == n));
+        let all_ready = self.mount_new(fs, store, &checkpoints, out);
+        self.prune_gone(fs, &checkpoints, out);
+        let latest = match self.state_file(store) {
+            Some(_) => self.shown_latest(latest, &checkpoints),
+            None => self.newest_shown(store),
+        };
+        self.move_latest(latest, out);
+        if all_ready {
+            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
+        }
+    }
+
     /// Whether there is nothing to apply: the state file is as stamped when last applied
     /// (`now_stamp`; none without a state file: never settled) and no checkpoint is waiting.
-    fn settled(&self, now_stamp: Option<(u64, std::time::SystemTime)>) -> bool {
+    fn settled(&self, now_stamp: Option<(u64, SystemTime)>) -> bool {
         let waiting_any = !self
             .waiting
             .lock()
@@ -483,9 +736,11 @@ impl Live {
             if known.contains(name) {
                 continue;
             }
+            let before = self.signature_before_open(fs, store, name, prefix);
             match self.mount_one(fs, store, name, prefix) {
                 Ok(m) => {
-                    if !self.ready(fs, name, &m) {
+                    let r = self.ready(fs, &m);
+                    if r == Readiness::Wait {
                         all_ready = false;
                         self.unmount(fs, m);
                         continue;
@@ -495,7 +750,7 @@ impl Live {
                         self.dir.display(),
                         member_kind(prefix)
                     );
-                    self.root.write().push(m);
+                    self.show(store, m, r, before);
                     out.push(Invalidate::Entry {
                         parent: ROOT.0,
                         name: name.as_bytes().to_vec(),
@@ -549,10 +804,11 @@ impl Live {
                 parent: ROOT.0,
                 name: m.name.as_bytes().to_vec(),
             });
-            fs.checkpoints
-                .write()
+            forget_sets(fs, &m.sets);
+            self.watched
+                .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .retain(|(n, _)| *n != m.name);
+                .retain(|w| w.seq != m.seq);
             self.pruned
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -579,22 +835,18 @@ impl Live {
         }
     }
 
-    /// Whether a new checkpoint is complete: its data shards all there, a Keras file written
-    /// to its end (see `TensorSet::complete`); or it waited long enough without its files
-    /// growing.
-    fn ready(&self, fs: &Fs, name: &str, m: &Mounted) -> bool {
-        let sets: Vec<_> = fs
-            .checkpoints()
-            .into_iter()
-            .filter(|(n, _)| n == name)
-            .collect();
-        let complete = sets.iter().all(|(_, c)| c.complete());
+    /// Whether a checkpoint just opened is shown: complete (its data shards all there, a Keras
+    /// file written to its end: see `TensorSet::complete`), or waited for long enough without
+    /// its files growing (shown as it is), or not yet.
+    fn ready(&self, fs: &Fs, m: &Mounted) -> Readiness {
+        let name = m.name.as_str();
+        let complete = m.sets.iter().all(|c| c.complete());
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if complete {
             waiting.retain(|(n, _, _)| n != name);
-            return true;
+            return Readiness::Complete;
         }
-        let bytes: u64 = sets.iter().map(|(_, c)| c.source_bytes()).sum();
+        let bytes: u64 = m.sets.iter().map(|c| c.source_bytes()).sum();
         let since = match waiting.iter_mut().find(|(n, _, _)| n == name) {
             Some((_, t, b)) => {
                 if *b != bytes {
@@ -609,26 +861,28 @@ impl Live {
                 Instant::now()
             }
         };
-        if since.elapsed() >= SHARD_GRACE {
+        // How long a checkpoint that is not complete yet (data shards missing, a Keras file not
+        // written to its end) is waited for, counted from when its files last grew, before it
+        // is mounted anyway (its missing parts then fail with EIO): `-o live_grace`.
+        let grace = fs.opts.live_grace;
+        if since.elapsed() >= grace {
             log::warn!(
                 "{}: checkpoint {name} is still incomplete (missing data shards, or a file \
-                 shorter or longer than it says) after {} s without growing; mounted as it is",
+                 shorter or longer than it says) after {:?} without growing; mounted as it is, \
+                 and opened again once its files change",
                 self.dir.display(),
-                SHARD_GRACE.as_secs()
+                grace
             );
             waiting.retain(|(n, _, _)| n != name);
-            return true;
+            return Readiness::AsItIs;
         }
         log::debug!("{}: waiting for its data shards", m.prefix.display());
-        false
+        Readiness::Wait
     }
 
     /// Drops a checkpoint that was built but not shown (the kernel never saw its inodes).
     fn unmount(&self, fs: &Fs, m: Mounted) {
-        fs.checkpoints
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(n, _)| *n != m.name);
+        forget_sets(fs, &m.sets);
         for &id in &m.ids {
             fs.registry.release(id);
         }
@@ -672,10 +926,125 @@ impl Live {
 }
 
 impl DirState {
-    fn push(&mut self, mut m: Mounted) {
+    /// Lists `m` last; its sequence number.
+    fn push(&mut self, mut m: Mounted) -> u64 {
         self.next_seq += 1;
         m.seq = self.next_seq;
         self.entries.push(m);
+        self.next_seq
+    }
+}
+
+/// Takes `sets` out of the mount's checkpoints, by identity (a checkpoint opened again has the
+/// same name as the one it replaces).
+fn forget_sets(fs: &Fs, sets: &[Arc<dyn TensorSet>]) {
+    if sets.is_empty() {
+        return;
+    }
+    fs.checkpoints
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(_, c)| !sets.iter().any(|s| Arc::ptr_eq(s, c)));
+}
+
+/// The files the manifests of `sets` name (see [`TensorSet::part_files`]).
+fn part_files(sets: &[Arc<dyn TensorSet>]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = sets.iter().flat_map(|s| s.part_files()).collect();
+    out.sort();
+    out.dedup();
+    out.truncate(MAX_SIGNED);
+    out
+}
+
+/// The signature of the files of the checkpoint at `prefix` (see [`Signature`]), through the
+/// store, each file's size and time only: the files its prefix names (`P` itself: a Keras
+/// file, a V1 checkpoint; `P.index`, `P.data-*`, and any other `P.*`), every file in its
+/// directory where it is a directory's (an Orbax step's `_CHECKPOINT_METADATA`, a TF Serving
+/// version's `saved_model.pb`), and `parts` (files its manifest names). A file appearing or
+/// going changes it too.
+fn signature(store: &dyn Store, prefix: &Path, parts: &[PathBuf]) -> Signature {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let (dir, base) = split_prefix(prefix);
+    if let Ok(mut entries) = store.list(dir) {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (n, kind) in entries {
+            if paths.len() >= MAX_SIGNED {
+                break;
+            }
+            if kind == EntryKind::File && named_by(&n, base) {
+                paths.push(dir.join(n));
+            }
+        }
+    }
+    if let Some(member) = member_dir(prefix) {
+        tree_files(store, member, &mut paths);
+    }
+    paths.sort();
+    paths.dedup();
+    let mut files: Signature = paths.into_iter().map(|p| (p, None)).collect();
+    for (p, st) in &mut files {
+        *st = store.stamp(p).ok();
+    }
+    add_parts(store, &mut files, parts);
+    files
+}
+
+/// Adds to `files` each of `parts` not in it yet, with its size and time now.
+fn add_parts(store: &dyn Store, files: &mut Signature, parts: &[PathBuf]) {
+    let mut added = false;
+    for p in parts {
+        if !files.iter().any(|(f, _)| f == p) {
+            files.push((p.clone(), store.stamp(p).ok()));
+            added = true;
+        }
+    }
+    if added {
+        files.sort();
+    }
+}
+
+/// Whether file name `n` is one a prefix of base name `base` names: `base` itself or `base.*`
+/// (for the empty base name of a `dir/` prefix: `.index`, `.data-*`).
+fn named_by(n: &std::ffi::OsStr, base: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (n, base) = (n.as_bytes(), base.as_bytes());
+    n == base || (n.starts_with(base) && n.get(base.len()) == Some(&b'.'))
+}
+
+/// The directory a checkpoint is, where its path is a file in it: an Orbax step (its
+/// `_CHECKPOINT_METADATA`) or a TF Serving version (its `saved_model.pb`).
+fn member_dir(path: &Path) -> Option<&Path> {
+    if let Some(v) = crate::probe::serving::version_dir(path) {
+        return Some(v);
+    }
+    let orbax = path
+        .file_name()
+        .is_some_and(|f| f == crate::formats::orbax::CHECKPOINT_METADATA);
+    orbax.then(|| path.parent()).flatten()
+}
+
+/// Adds the files under `root` to `out`, each directory's in name order, until [`MAX_SIGNED`]
+/// entries were visited (directories count: a tree of directories alone, or one looping
+/// through symlinks, ends there too).
+fn tree_files(store: &dyn Store, root: &Path, out: &mut Vec<PathBuf>) {
+    let mut visited = 0usize;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(mut entries) = store.list(&d) else {
+            continue;
+        };
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (n, kind) in entries {
+            visited += 1;
+            if visited > MAX_SIGNED {
+                return;
+            }
+            match kind {
+                EntryKind::File => out.push(d.join(n)),
+                EntryKind::Dir => dirs.push(d.join(n)),
+                EntryKind::Other => {}
+            }
+        }
     }
 }
 
@@ -792,6 +1161,87 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(20))
             .expect("the listing finished (no deadlock)");
         assert!(ok && n >= 3, "listed {n} entries");
+    }
+
+    /// `ckpt-0` of two tensors (`a`, then `b`, 4 floats each) in `dir`, its data shard cut to
+    /// its first `keep` bytes; the whole shard.
+    fn save_cut(dir: &Path, keep: usize) -> Vec<u8> {
+        let mut w = CheckpointWriter::new(dir.join("ckpt-0"), 1).expect("writer");
+        for (k, v) in [(b"a", 1.0), (b"b", 2.0)] {
+            w.add(k, DType(1), &[4], &bytes(v), 0).expect("add");
+        }
+        w.finish().expect("finish");
+        std::fs::write(
+            dir.join("checkpoint"),
+            "model_checkpoint_path: \"ckpt-0\"\nall_model_checkpoint_paths: \"ckpt-0\"\n",
+        )
+        .expect("state");
+        let data = dir.join("ckpt-0.data-00000-of-00001");
+        let whole = std::fs::read(&data).expect("data");
+        std::fs::write(&data, &whole[..keep]).expect("cut");
+        whole
+    }
+
+    /// A checkpoint shown as it is (a grace of 0) is opened again once its files change, and
+    /// shown in place of the one shown before: the mount's checkpoints list the new one only
+    /// (the two have one name), inodes the kernel holds of the old one are still answered by
+    /// it, and the old one is freed once forgotten. Complete, it is no longer watched.
+    #[test]
+    fn a_checkpoint_shown_as_it_is_is_replaced_once_its_files_change() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path();
+        let whole = save_cut(dir, 20);
+        let probed = crate::probe::probe(dir).expect("probe");
+        let opts = Options {
+            live_grace: std::time::Duration::ZERO,
+            ..Options::default()
+        };
+        let fs = Fs::new(&probed, &opts).expect("mount");
+        let live = fs.live.as_ref().expect("live");
+        let root = lookup(&fs, ROOT, "ckpt-0");
+        let vars = lookup(&fs, root.ino, "variables");
+        let a = lookup(&fs, vars.ino, "a.bin");
+        let b = lookup(&fs, vars.ino, "b.bin");
+        assert_eq!(fs.read(a.ino, 0, 64).expect("a is whole"), bytes(1.0));
+        assert!(fs.read(b.ino, 0, 64).is_err(), "b is cut");
+        assert_eq!(live.watched.lock().expect("watched").len(), 1);
+        // Unchanged: nothing happens.
+        assert!(fs.refresh_live().is_empty());
+        // The rest appended (a copy going on).
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("ckpt-0.data-00000-of-00001"))
+            .expect("open");
+        std::io::Write::write_all(&mut f, &whole[20..]).expect("rest");
+        drop(f);
+        let inv = fs.refresh_live();
+        assert!(
+            inv.contains(&super::Invalidate::Entry {
+                parent: ROOT,
+                name: b"ckpt-0".to_vec()
+            }),
+            "{inv:?}"
+        );
+        let sets = fs.checkpoints();
+        assert_eq!(sets.len(), 1, "one checkpoint listed");
+        assert!(sets[0].1.complete(), "the new one");
+        assert!(live.watched.lock().expect("watched").is_empty());
+        let root2 = lookup(&fs, ROOT, "ckpt-0");
+        assert_ne!(root2.ino, root.ino);
+        let vars2 = lookup(&fs, root2.ino, "variables");
+        let b2 = lookup(&fs, vars2.ino, "b.bin");
+        assert_eq!(fs.read(b2.ino, 0, 64).expect("b is whole"), bytes(2.0));
+        // The one replaced keeps answering the inodes the kernel holds, until forgotten (its
+        // shard, changed since it was opened, fails its reads: integrity.md, "Reliability").
+        assert_eq!(live.pending_free(), 1);
+        assert!(fs.getattr(a.ino).is_ok(), "still held");
+        for i in [a, b, vars, root] {
+            fs.forget(i.ino, 1);
+        }
+        fs.refresh_live();
+        assert_eq!(live.pending_free(), 0, "freed once forgotten");
+        assert!(matches!(fs.getattr(a.ino), Err(FsError::NotFound)));
+        assert_eq!(fs.read(b2.ino, 0, 64).expect("the new one"), bytes(2.0));
     }
 
     /// A pruned checkpoint keeps serving while the kernel holds its inodes; once they are

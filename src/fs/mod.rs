@@ -63,6 +63,9 @@ pub struct Options {
     pub tags: Option<String>,
     /// Follow a checkpoint directory with a state file while mounted (see [`live`]).
     pub live: bool,
+    /// How long a followed checkpoint that is not complete yet is waited for, counted from when
+    /// its files last grew, before it is shown as it is (see [`live`]).
+    pub live_grace: std::time::Duration,
     /// List the derived views (`text/`, `stats/`, `names/`, `dequantized/`, the safetensors
     /// files) in the directories that hold them. Off: they are reachable by path but not listed
     /// (docs/layout.md, "Listed and reachable").
@@ -78,6 +81,7 @@ impl Default for Options {
             text_cache_bytes: 16 << 20,
             tags: None,
             live: true,
+            live_grace: std::time::Duration::from_secs(10),
             views_visible: false,
         }
     }

@@ -270,6 +270,9 @@ impl TensorSet for ShardedSet {
             .iter()
             .all(|(_, s)| s.as_ref().is_ok_and(|s| s.complete()))
     }
+    fn part_files(&self) -> Vec<PathBuf> {
+        self.shards.iter().map(|(p, _)| p.clone()).collect()
+    }
 }
 
 impl Opened for OpenedSharded {

@@ -997,6 +997,22 @@ impl TensorSet for TfjsSet {
                     .all(|sh| sh.file.is_ok() && sh.damage.is_none())
         })
     }
+    /// Its shards below its manifest's directory (one named out of it is never read).
+    fn part_files(&self) -> Vec<PathBuf> {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        self.streams
+            .iter()
+            .flat_map(|s| &s.shards)
+            .filter(|sh| {
+                sh.path
+                    .strip_prefix(dir)
+                    .ok()
+                    .and_then(|r| r.to_str())
+                    .is_some_and(ft::safe_shard_path)
+            })
+            .map(|sh| sh.path.clone())
+            .collect()
+    }
     fn attr_names(&self) -> &'static [&'static str] {
         ATTRS
     }
