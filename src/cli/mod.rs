@@ -617,7 +617,9 @@ fn first_example(cmd: &clap::Command, width: usize) -> Option<String> {
 }
 
 /// `line` if it is at most `width` columns wide, else its first words and its last ones with
-/// ` ... ` between them (`tfmount mount-helper --uid ... tfmount -f model/ /dev/fd/3`).
+/// ` ... ` between them (`tfmount mount-helper --uid ... tfmount -f model/ /dev/fd/3`). Where
+/// the line has a `--`, the first words run up to it, so that `...` stands for arguments of
+/// the command after it and the line still parses as the program's.
 fn shortened(line: &str, width: usize) -> String {
     if line.len() <= width {
         return line.to_string();
@@ -634,6 +636,23 @@ fn shortened(line: &str, width: usize) -> String {
     while head + tail < words.len() && head_len + words[head].len() + 1 + 4 + tail_len <= width {
         head_len += words[head].len() + 1;
         head += 1;
+    }
+    // Up to a `--` (and no further), when it fits with the last word: the tail is then what
+    // still fits after it.
+    if let Some(dd) = words.iter().position(|w| *w == "--") {
+        let upto: usize = words[..=dd].iter().map(|w| w.len() + 1).sum();
+        let last = words.last().map_or(0, |w| w.len());
+        if dd + 1 < words.len() && upto + 4 + last <= width {
+            head = dd + 1;
+            tail = 0;
+            tail_len = 0;
+            while head + tail < words.len()
+                && upto + 4 + tail_len + words[words.len() - 1 - tail].len() <= width
+            {
+                tail_len += words[words.len() - 1 - tail].len() + 1;
+                tail += 1;
+            }
+        }
     }
     format!(
         "{} ... {}",
@@ -807,6 +826,9 @@ mod tests {
                 && s.contains(" ... "),
             "{s}"
         );
+        // The `--` kept: `...` stands for the command's arguments.
+        let s = shortened(long, 82);
+        assert!(s.contains("/mnt/m -- ... ") && s.len() <= 82, "{s}");
         assert_eq!(shortened("tfmount list", 60), "tfmount list");
     }
 

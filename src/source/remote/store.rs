@@ -785,8 +785,9 @@ impl RemoteStore {
 
     /// Sends the first questions opening SOURCE `path` asks at once, instead of one after
     /// another: what `path` is (a HEAD and a directory probe: a LIST, or over HTTP a HEAD of
-    /// `path/`) and the GET of the tail of `path.index` that opening a prefix's index sends
-    /// (its footer and, for most checkpoints, all of it). Their answers are kept, so the checks
+    /// `path/`) and `path.index` (without a disk cache the GET of its tail, its footer and,
+    /// for most checkpoints, all of it; with one its HEAD, its bytes then read through the
+    /// cache). Their answers are kept, so the checks
     /// and probes that follow (what SOURCE is, the formats' detection, opening the index) send
     /// none of these again; a failure is not kept, and is met again where it matters.
     pub fn probe_ahead(&self, path: &Path) {
@@ -806,6 +807,14 @@ impl RemoteStore {
             if key.as_ref().is_empty() {
                 return;
             }
+            // With a disk cache, the index is read through it (a remount finds it there, and
+            // sends no GET): only its HEAD now.
+            if self.disk_cache().is_some() {
+                s.spawn(|| {
+                    let _ = self.head(&ikey);
+                });
+                return;
+            }
             s.spawn(|| match self.open_tail(&index, INDEX_TAIL) {
                 Ok(f) => {
                     lock(&self.ctx.opened_ahead).insert(ikey.as_ref().to_string(), f);
@@ -818,8 +827,8 @@ impl RemoteStore {
         });
     }
 
-    /// Opens an object: size, ETag and modification time from the listing that showed it, if
-    /// one did since the last open, else from one HEAD.
+    /// Opens an object: size, ETag and modification time from the listing that showed it or
+    /// the probe that asked about it, if one did since the last open, else from one HEAD.
     pub fn open_file(&self, path: &Path) -> Result<Arc<RemoteFile>, RemoteError> {
         let key = self.ctx.key_of(path)?;
         if let Some(f) = lock(&self.ctx.opened_ahead).remove(key.as_ref()) {
@@ -831,9 +840,15 @@ impl RemoteStore {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key.as_ref());
-        let meta = match listed {
+        // A HEAD's answer kept by the probes is taken (used once: a later open of the same
+        // key asks again, and sees an object that changed since).
+        let probed = match lock(&self.ctx.heads).remove(key.as_ref()) {
+            Some(Some(m)) => Some(m),
+            _ => None,
+        };
+        let meta = match listed.or(probed) {
             Some(m) => Some(m),
-            None => self.head(&key)?,
+            None => self.head_now(&key)?,
         };
         match meta {
             Some(meta) => Ok(Arc::new(self.ctx.file(self.new_object(&meta)))),
