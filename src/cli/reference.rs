@@ -229,10 +229,15 @@ fn laid_out(text: &str, heading: &str) -> String {
     out
 }
 
-/// Writes the completion script for `shell` to `out`.
-pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) {
+/// Writes the completion script for `shell` to `out`. The script is made in memory first:
+/// clap_complete panics when its writer fails, and `out` may be a pipe closed early
+/// (`tfmount completions bash | head`), an error the caller decides about.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
     let mut cmd = full_command();
-    clap_complete::generate(shell, &mut cmd, "tfmount", out);
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "tfmount", &mut script);
+    out.write_all(&script)?;
+    out.flush()
 }
 
 /// The generated part of `docs/cli.md`: the table of mount options, then the `--help` text of
@@ -418,7 +423,7 @@ mod tests {
             );
         }
         let mut bash = Vec::new();
-        completions(clap_complete::Shell::Bash, &mut bash);
+        completions(clap_complete::Shell::Bash, &mut bash).expect("written");
         let bash = String::from_utf8(bash).expect("utf-8");
         assert!(
             bash.contains("--no-crc") && bash.contains("verify"),
