@@ -758,6 +758,12 @@ fn example_command_lines_parse() {
     assert!(checked >= 80, "only {checked} tfmount command lines found");
 }
 
+/// The reader of the examples takes from a shell line what sh would run: pipes, `&&`, `;` and
+/// `&` split it, quotes are removed, comments and redirections (`> k.npy`, `2>&1`, `3<&-`) are
+/// dropped; tfmount is found behind wrappers, `sh -c` and a `mount-helper`'s `--` but not as
+/// `mount`'s file system name; synopsis placeholders are dropped as documented; a transcript's
+/// `$ ` lines are commands and the rest their output. So [`example_command_lines_parse`] checks
+/// the words a reader would type, no more and no fewer.
 #[test]
 fn the_example_reader_reads_shell_as_sh_does() {
     let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -1043,6 +1049,10 @@ fn the_readme_transcript_is_real() {
     assert!(ran >= 4, "only {ran} of the transcript's commands ran");
 }
 
+/// The transcript's comparisons are as [`the_readme_transcript_is_real`] says: whitespace runs and
+/// blank lines do not count, `...` stands for any text, `ls` names are a set (a subset with
+/// `...`), and a `python -c` command needs a Python with the modules it imports. So a wrong
+/// output fails and a reflowed one does not.
 #[test]
 fn transcript_output_is_compared_as_documented() {
     assert!(shows("a  b\n\n  c ", "a b\nc\n"));
