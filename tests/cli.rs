@@ -1137,6 +1137,36 @@ fn a_closed_pipe_ends_quietly() {
     assert_eq!(text(&o.stdout).trim(), "10");
 }
 
+/// `completions` and `manpage` writing into a pipe whose reader is gone (`tfmount completions
+/// bash | head -c 1` once head has exited) end as `cat` and `ls` do: status 0, nothing on
+/// stderr, where clap_complete's own writer panicked on the EPIPE. The reading end is closed
+/// before the command starts, so every write fails.
+#[test]
+fn completions_and_manpage_into_a_closed_pipe_end_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    for args in [
+        vec!["completions", "bash"],
+        vec!["completions", "zsh"],
+        vec!["manpage"],
+    ] {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two new descriptors into `fds`.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors were just made and nothing else owns them.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        let o = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(write))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run tfmount");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+        assert!(o.stderr.is_empty(), "{args:?}: {}", text(&o.stderr));
+    }
+}
+
 #[test]
 fn the_mount_form_is_unchanged_and_subcommand_names_need_dot_slash() {
     // Both spellings reach the mount code: a missing mount point is exit 4 (no FUSE needed).

@@ -66,8 +66,14 @@ pub fn run(cmd: Command) -> i32 {
         Command::Warm(a) => warm::run(&a),
         Command::Cache(c) => cache::run(&c),
         Command::Completions(a) => {
-            crate::cli::reference::completions(a.shell, &mut io::stdout());
-            0
+            match crate::cli::reference::completions(a.shell, &mut io::stdout()) {
+                Ok(()) => 0,
+                Err(e) if closed(&e) => 0,
+                Err(e) => {
+                    eprintln!("tfmount completions: {e}");
+                    1
+                }
+            }
         }
         Command::Manpage => match crate::cli::reference::manpage(&mut io::stdout()) {
             Ok(()) => 0,

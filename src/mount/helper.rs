@@ -32,12 +32,12 @@ const EXIT_NOT_STARTED: i32 = 127;
 
 /// The mount options the helper accepts.
 #[derive(Debug, Default, PartialEq)]
-struct Opts {
+pub(crate) struct Opts {
     allow_other: bool,
     nonempty: bool,
 }
 
-fn parse_opts(lists: &[String]) -> Result<Opts, Failure> {
+pub(crate) fn parse_opts(lists: &[String]) -> Result<Opts, Failure> {
     let mut o = Opts::default();
     for item in lists.iter().flat_map(|l| l.split(',')).map(str::trim) {
         match item {
