@@ -734,7 +734,7 @@ fn example_command_lines_parse() {
                 for argv in tfmount_lines(&step.cmd) {
                     checked += 1;
                     let args: Vec<OsString> = argv.iter().map(OsString::from).collect();
-                    if let Err(e) = tfmount::cli::reference::check(&args) {
+                    if let Err(e) = tfmount::cmd::check_line(&args) {
                         // clap's message up to its usage line, on one line.
                         let e = e.split("\n\n").next().unwrap_or("");
                         let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -971,7 +971,7 @@ fn the_readme_transcript_is_real() {
         mount.cmd
     );
     let args: Vec<OsString> = words.iter().map(OsString::from).collect();
-    tfmount::cli::reference::check(&args).unwrap_or_else(|e| panic!("{page}:{}: {e}", mount.line));
+    tfmount::cmd::check_line(&args).unwrap_or_else(|e| panic!("{page}:{}: {e}", mount.line));
     let (mountpoint, source) = (&words[words.len() - 1], &words[words.len() - 2]);
     let options: Vec<&str> = words[1..words.len() - 2]
         .iter()

@@ -514,7 +514,7 @@ pub(crate) fn with_mount_options(cmd: clap::Command) -> clap::Command {
 
 /// [`Args`] from matches of [`with_mount_options`]'s command: the option flags become `-o`
 /// entries after the `-o` arguments, so they win.
-fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
+pub(crate) fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
     let mut a = Args::from_arg_matches(m)?;
     for o in OPTIONS.iter().filter(|o| o.flag.is_some()) {
         match o.value {

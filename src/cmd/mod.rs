@@ -292,3 +292,89 @@ mod tests {
         assert_eq!(text_of(Val::Num(None)), b"?");
     }
 }
+
+/// Parses the command line `argv` (its first item the program's name) as `tfmount` would, and
+/// runs nothing: the mount form or a subcommand, its flags and the number of its arguments, then
+/// the mount options it is given (`-o` and the flags that stand for them, of a mount or of
+/// `warm`) as the mount reads them, each known to [`crate::options::OPTIONS`] with a value of its grammar, and
+/// `mount-helper`'s `-o`, which takes only its own two. `Err` is the message the command would
+/// print; `--help` and `--version` are errors here too, since they print instead of running.
+pub fn check_line(argv: &[std::ffi::OsString]) -> Result<(), String> {
+    use clap::FromArgMatches;
+
+    use crate::cli::Command;
+    let sub = crate::cli::is_subcommand(argv.get(1).map(|a| a.as_os_str()));
+    let cmd = if sub {
+        crate::cli::cli_command()
+    } else {
+        crate::cli::mount_command()
+    };
+    let m = cmd
+        .try_get_matches_from(argv)
+        .map_err(|e| e.to_string().trim_end().to_string())?;
+    let parsed = match m.subcommand() {
+        _ if !sub => crate::cli::mount_args(&m).map(Command::Mount),
+        Some(("mount", s)) => crate::cli::mount_args(s).map(Command::Mount),
+        _ => crate::cli::Cli::from_arg_matches(&m).map(|c| c.command),
+    };
+    let options = match parsed.map_err(|e| e.to_string().trim_end().to_string())? {
+        Command::Mount(a) => a.options,
+        Command::Warm(a) => a.options,
+        Command::MountHelper(h) => {
+            return crate::mount::helper::parse_opts(&h.options)
+                .map(|_| ())
+                .map_err(|f| f.msg)
+        }
+        _ => return Ok(()),
+    };
+    let mut settings = crate::options::Settings::default();
+    crate::options::apply(&mut settings, options.iter().map(String::as_str))
+}
+
+#[cfg(test)]
+mod check_line_tests {
+    use super::*;
+
+    #[test]
+    fn check_parses_as_the_command_does() {
+        let check_words = |line: &str| {
+            let argv: Vec<std::ffi::OsString> = line.split_whitespace().map(Into::into).collect();
+            check_line(&argv)
+        };
+        for line in [
+            "tfmount -f -o nocrc,cache_size=128M src mnt",
+            "tfmount mount --no-crc --threads 4 s m",
+            "tfmount ls -lR s a/b",
+            "tfmount warm -o cache_dir=/c --threads 8 gs://b/x dense/ emb",
+            "tfmount mount-helper -o allow_other --uid 1000 /m -- setpriv tfmount -f s /dev/fd/3",
+            "tfmount umount -z /a /b",
+            "tfmount cache clear /c gs://b/",
+            "tfmount diff --values --atol 1e-6 a b",
+        ] {
+            assert_eq!(check_words(line), Ok(()), "{line}");
+        }
+        for (line, says) in [
+            ("tfmount s", "MOUNTPOINT"),
+            ("tfmount s m extra", "unexpected argument"),
+            ("tfmount -o nocrc=1 s m", "takes no value"),
+            ("tfmount mount -o bogus s m", "unknown mount option"),
+            ("tfmount --threads 0 s m", "threads=0"),
+            ("tfmount -o rw s m", "read-only"),
+            ("tfmount ls -x s", "unexpected argument"),
+            ("tfmount cat s", "required"),
+            ("tfmount diff a", "required"),
+            ("tfmount completions tcsh", "invalid value"),
+            ("tfmount warm -o cache_max=lots s", "cache_max=lots"),
+            (
+                "tfmount mount-helper -o nocrc /m -- x",
+                "unknown mount option",
+            ),
+            ("tfmount --help", "Usage"),
+        ] {
+            match check_words(line) {
+                Ok(()) => panic!("{line}: accepted"),
+                Err(e) => assert!(e.contains(says), "{line}: {e}"),
+            }
+        }
+    }
+}
