@@ -45,6 +45,11 @@ const MAX_LISTED: usize = 50_000;
 /// The bytes of an `.index` [`RemoteStore::probe_ahead`] fetches: its footer and the blocks
 /// before it (all of an index of up to ~10,000 tensors).
 const INDEX_TAIL: u64 = 1 << 20;
+/// Extensions of files that are no checkpoint prefix (a `.tflite`, a Keras file, a graph, an
+/// index or manifest): [`RemoteStore::probe_ahead`] asks for no `.index` beside them.
+const NOT_PREFIXES: [&str; 11] = [
+    "tflite", "keras", "h5", "hdf5", "json", "pb", "pbtxt", "meta", "index", "safetensors", "zip",
+];
 /// HEADs [`Store::expect`] sends at once.
 const EXPECT_AT_ONCE: usize = 16;
 
@@ -675,6 +680,11 @@ impl RemoteStore {
     /// Whether `key` (not an object) is a directory: the root, or a prefix with objects under
     /// it (over HTTP: `key/` answers).
     fn is_dir(&self, key: &Key) -> Result<bool, RemoteError> {
+        // Over HTTP an object found under `key` since a probe said no makes it one (a server
+        // answering 404 for every directory URL).
+        if self.ctx.scheme == Scheme::Http && self.seen_dir(key) {
+            return Ok(true);
+        }
         if let Some(&d) = lock(&self.ctx.dirs).get(key.as_ref()) {
             return Ok(d);
         }
@@ -794,6 +804,12 @@ impl RemoteStore {
         let mut index = path.as_os_str().to_owned();
         index.push(".index");
         let index = PathBuf::from(index);
+        // A name that is a file of another kind is no checkpoint prefix: no `.index` beside
+        // it is asked for (a prefix such as `model.ckpt-1000` has no such extension).
+        let other = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| NOT_PREFIXES.contains(&e.to_ascii_lowercase().as_str()));
         let (Ok(key), Ok(ikey)) = (self.ctx.key_of(path), self.ctx.key_of(&index)) else {
             return;
         };
@@ -804,7 +820,7 @@ impl RemoteStore {
             s.spawn(|| {
                 let _ = self.is_dir(&key);
             });
-            if key.as_ref().is_empty() {
+            if key.as_ref().is_empty() || other {
                 return;
             }
             // With a disk cache, the index is read through it (a remount finds it there, and
