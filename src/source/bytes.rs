@@ -108,6 +108,12 @@ pub trait RangeReader: Send + Sync {
     /// Starts fetching the range from its start, without waiting, as its first read would: a
     /// composed file's reader about to reach this tensor (read-ahead in tensor order).
     fn prefetch(&self) {}
+
+    /// Whether any part of the range can be read without a new fetch: held in memory (or on
+    /// its way there by a fetch under way), or in a local cache.
+    fn holds_all(&self) -> bool {
+        false
+    }
 }
 
 /// What a path names in a [`Store`].

@@ -922,7 +922,7 @@ impl StoredBytes {
                     // The last bytes: held back until the CRC is known (reads in flight on
                     // other threads fill the gaps; from a local file, once none is in flight,
                     // this read reads the gaps left itself), else checked first.
-                    if remote {
+                    if remote && !self.gaps_at_hand() {
                         v = s.wait(STREAM_WAIT_IDLE, STREAM_WAIT);
                     } else {
                         v = s.wait(std::time::Duration::ZERO, STREAM_WAIT);
@@ -988,6 +988,14 @@ impl StoredBytes {
         if let Some(r) = self.reader() {
             r.forget_cached();
         }
+    }
+
+    /// Whether the stored bytes no read covered yet can be read without fetching them again
+    /// (a remote tensor held whole in memory, or in the disk cache): then the read of its last
+    /// bytes reads them itself, as from a local file, instead of waiting for readers that may
+    /// come only once it returns (a memory-mapping reader's faults).
+    fn gaps_at_hand(&self) -> bool {
+        self.reader().is_some_and(|r| r.holds_all())
     }
 
     fn reader(&self) -> Option<&Arc<dyn RangeReader>> {

@@ -126,6 +126,10 @@ impl crate::source::bytes::RangeReader for crate::source::remote::Reader {
         crate::source::remote::Reader::prefetch(self)
     }
 
+    fn holds_all(&self) -> bool {
+        crate::source::remote::Reader::holds_all(self)
+    }
+
     fn forget_cached(&self) {
         crate::source::remote::Reader::forget_cached(self)
     }

@@ -6,7 +6,7 @@
 //! - a range of at most [`SMALL_UP_TO`] (256 KiB) is read through the store's block cache, as
 //!   a random read is (below): its neighbours in the same MiB blocks come with it;
 //! - a range of at most [`WHOLE_UP_TO`] (8 MiB) is fetched whole by its first read, in one GET,
-//!   and served from memory until every byte of it has been served once;
+//!   and served from memory until its reads have covered it (bytes asked for twice count once);
 //! - otherwise a read that continues the previous one (or starts the range) is sequential: the
 //!   reader fetches ahead of it, starting with a [`FIRST_WINDOW`] (1 MiB) window that doubles
 //!   each time the reader catches up with half of it, up to [`MAX_WINDOW`] (64 MiB), in parts
@@ -85,8 +85,33 @@ struct Part {
 
 struct Whole {
     data: Data,
-    served: u64,
+    /// The parts of the range served so far (disjoint, merged): the range is let go once they
+    /// cover it, not when as many bytes were served (the kernel may ask for some twice, a
+    /// streaming check fill gaps, and a range let go early is fetched again).
+    served: Vec<(u64, u64)>,
     _res: Reservation,
+}
+
+/// Most disjoint parts a [`Whole`] records; past that the range is held until its reader goes.
+const MAX_SERVED_PARTS: usize = 64;
+
+impl Whole {
+    /// Records `[a, b)` served; whether the range of `len` bytes from `start` is all served.
+    fn serve(&mut self, a: u64, b: u64, start: u64, len: u64) -> bool {
+        let (mut a, mut b) = (a, b);
+        self.served.retain(|&(s, e)| {
+            if e < a || s > b {
+                return true;
+            }
+            a = a.min(s);
+            b = b.max(e);
+            false
+        });
+        if self.served.len() < MAX_SERVED_PARTS {
+            self.served.push((a, b));
+        }
+        a <= start && b >= start + len
+    }
 }
 
 struct State {
@@ -324,7 +349,7 @@ impl Reader {
         }
         *whole = Some(Whole {
             data: Data::Ready(vec![Bytes::from(v)]),
-            served: 0,
+            served: Vec::new(),
             _res: res,
         });
         true
@@ -381,8 +406,7 @@ impl Reader {
         if let Data::Ready(d) = &w.data {
             serve(d);
         }
-        w.served += len;
-        if w.served >= rlen {
+        if w.serve(offset, end, self.range.start, rlen) {
             *whole = None;
         }
         Ok(true)
@@ -449,7 +473,7 @@ impl Reader {
             );
             *whole = Some(Whole {
                 data: Data::Pending(p),
-                served: 0,
+                served: Vec::new(),
                 _res: res,
             });
         }
@@ -466,6 +490,17 @@ impl Reader {
                 .lock_streams()
                 .iter()
                 .any(|s| s.has_parts.load(Ordering::Relaxed))
+    }
+
+    /// Whether the range's bytes can be read without a new fetch: held whole (or being
+    /// fetched whole), or all in the disk cache.
+    pub fn holds_all(&self) -> bool {
+        let held = self
+            .whole
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        held || (self.h.reads.io.disk.is_some() && self.h.all_cached(self.range.clone()))
     }
 
     /// Whether the range is fetched whole by its first read (one GET).
@@ -664,5 +699,41 @@ impl Reader {
             st.ahead_end = start + len;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole() -> Whole {
+        Whole {
+            data: Data::Ready(Vec::new()),
+            served: Vec::new(),
+            _res: crate::source::remote::budget::Budget::new(1 << 20)
+                .try_reserve(0)
+                .expect("an empty reservation"),
+        }
+    }
+
+    /// A range held whole is let go once its reads cover it, not once as many bytes were
+    /// served: bytes asked for twice (the kernel, a streaming check filling its gaps) do not
+    /// count twice (they did, and the rest of the range was fetched again).
+    #[test]
+    fn a_whole_range_is_let_go_once_covered() {
+        let mut w = whole();
+        // Range [100, 400): the first half twice, out of order, then the rest.
+        assert!(!w.serve(100, 250, 100, 300));
+        assert!(!w.serve(100, 250, 100, 300));
+        assert!(!w.serve(300, 400, 100, 300));
+        assert!(!w.serve(200, 260, 100, 300));
+        assert_eq!(w.served, [(300, 400), (100, 260)]);
+        assert!(w.serve(260, 300, 100, 300));
+        // Bounded: past MAX_SERVED_PARTS disjoint parts, nothing more is recorded.
+        let mut w = whole();
+        for i in 0..(MAX_SERVED_PARTS as u64 + 10) {
+            assert!(!w.serve(10 * i, 10 * i + 5, 0, 1 << 20));
+        }
+        assert_eq!(w.served.len(), MAX_SERVED_PARTS);
     }
 }

@@ -48,7 +48,17 @@ const INDEX_TAIL: u64 = 1 << 20;
 /// Extensions of files that are no checkpoint prefix (a `.tflite`, a Keras file, a graph, an
 /// index or manifest): [`RemoteStore::probe_ahead`] asks for no `.index` beside them.
 const NOT_PREFIXES: [&str; 11] = [
-    "tflite", "keras", "h5", "hdf5", "json", "pb", "pbtxt", "meta", "index", "safetensors", "zip",
+    "tflite",
+    "keras",
+    "h5",
+    "hdf5",
+    "json",
+    "pb",
+    "pbtxt",
+    "meta",
+    "index",
+    "safetensors",
+    "zip",
 ];
 /// HEADs [`Store::expect`] sends at once.
 const EXPECT_AT_ONCE: usize = 16;
