@@ -706,6 +706,16 @@ fn user_env(xdg: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// A mount of the served checkpoint with no options as the user of cache directory `xdg`, and
+/// a local mount of the same files, the two trees compared; and the remote `summary.txt`.
+fn user_mount(s: &Setup, xdg: &Path) -> (Mount, Mount, String) {
+    let local = s.local_mount();
+    let m = Mount::start_env(Path::new(&s.url()), &[], &user_env(xdg));
+    same_tree(&m.path(), &local.path());
+    let summary = std::fs::read_to_string(m.path().join("summary.txt")).expect("summary");
+    (local, m, summary)
+}
+
 /// Without options, an object-storage SOURCE is read through the user's cache directory
 /// (`$XDG_CACHE_HOME/tfmount`): the mount writes its pieces there and says so in `summary.txt`
 /// and `tfmount list`; a second mount reads every byte from it, with no GET of a data shard.
@@ -716,11 +726,8 @@ fn a_default_mount_caches_in_the_users_cache_directory() {
     };
     let xdg = tempfile::tempdir().expect("tempdir");
     let dir = xdg.path().join("tfmount");
-    let local = s.local_mount();
+    let (local, m, summary) = user_mount(&s, xdg.path());
     let url = s.url();
-    let m = Mount::start_env(Path::new(&url), &[], &user_env(xdg.path()));
-    same_tree(&m.path(), &local.path());
-    let summary = std::fs::read_to_string(m.path().join("summary.txt")).expect("summary");
     assert!(
         summary.contains(&format!(
             "source: object storage, kept in the disk cache {} ",
@@ -769,11 +776,7 @@ fn an_unusable_cache_directory_is_read_without_with_one_warning() {
     };
     let xdg = tempfile::tempdir().expect("tempdir");
     std::fs::write(xdg.path().join("tfmount"), b"not a directory").expect("file");
-    let local = s.local_mount();
-    let url = s.url();
-    let m = Mount::start_env(Path::new(&url), &[], &user_env(xdg.path()));
-    same_tree(&m.path(), &local.path());
-    let summary = std::fs::read_to_string(m.path().join("summary.txt")).expect("summary");
+    let (_local, m, summary) = user_mount(&s, xdg.path());
     assert!(
         summary.contains("source: object storage, no disk cache"),
         "{summary}"

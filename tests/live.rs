@@ -192,13 +192,19 @@ fn followed_run_and_staging() -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
     followed_run_and_staging_with(&[])
 }
 
-/// [`followed_run_and_staging`], mounted with `opts`.
-fn followed_run_and_staging_with(opts: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
+/// A temporary directory with an empty training directory `run/` and a `staging/` beside it.
+fn run_and_staging() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("run");
     let staging = tmp.path().join("staging");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::create_dir_all(&staging).expect("mkdir");
+    (tmp, dir, staging)
+}
+
+/// [`followed_run_and_staging`], mounted with `opts`.
+fn followed_run_and_staging_with(opts: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf, Mount) {
+    let (tmp, dir, staging) = run_and_staging();
     write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
     write_state(&dir, &["ckpt-1"]);
     let m = Mount::start(&dir, opts);
@@ -342,11 +348,7 @@ fn data_shard_written_in_pieces_after_the_index() {
 /// `b.bin` failed with EIO until remounted.)
 #[test]
 fn a_checkpoint_shown_as_it_is_at_mount_is_shown_anew_once_its_shard_grows() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("run");
-    let staging = tmp.path().join("staging");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::create_dir_all(&staging).expect("mkdir");
+    let (_tmp, dir, staging) = run_and_staging();
     let data = two_tensors(&staging, "ckpt-1");
     let f = copy_half(&staging, &dir, "ckpt-1", &data);
     write_state(&dir, &["ckpt-1"]);
@@ -401,11 +403,7 @@ fn a_new_checkpoint_shown_as_it_is_is_shown_anew_once_its_shard_grows() {
 /// with its bytes, and `latest` moves to it. (`ckpt-2` was shown at mount, half of it EIO.)
 #[test]
 fn a_mount_made_mid_copy_shows_the_half_copied_checkpoint_once_complete() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("run");
-    let staging = tmp.path().join("staging");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::create_dir_all(&staging).expect("mkdir");
+    let (_tmp, dir, staging) = run_and_staging();
     write_ckpt(&dir, "ckpt-1", &[1.0; 4]);
     let data = two_tensors(&staging, "ckpt-2");
     let f = copy_half(&staging, &dir, "ckpt-2", &data);
