@@ -280,22 +280,18 @@ pub fn settings(options: &[String]) -> Result<Settings, String> {
 }
 
 /// The disk cache directory a process with environment `env` and `-o` lists `options` uses
-/// for object storage (`tfmount list` asks it of each daemon): the last `cache_dir` option,
-/// else the environment's default ([`crate::source::remote::config::default_cache_dir`]);
-/// `None`: no disk cache.
+/// for object storage (`tfmount list` asks it of each daemon): the environment's default
+/// ([`crate::source::remote::config::default_cache_dir`]), then `options` applied as a mount
+/// applies them; `None`: no disk cache.
 pub(crate) fn cache_dir_with(
     options: &[String],
     env: &crate::source::remote::config::Env,
 ) -> Option<std::path::PathBuf> {
-    let given = options
-        .iter()
-        .flat_map(|o| o.split(','))
-        .filter_map(|o| o.strip_prefix("cache_dir="))
-        .next_back();
-    match given {
-        Some(d) => (d != "none").then(|| std::path::PathBuf::from(d)),
-        None => crate::source::remote::config::default_cache_dir(env),
-    }
+    let mut s = Settings::default();
+    s.remote.cache_dir = crate::source::remote::config::default_cache_dir(env);
+    // The daemon mounted with them: they apply (an error would stop at it, as its mount did).
+    let _ = apply(&mut s, options.iter().map(String::as_str));
+    s.remote.cache_dir
 }
 
 /// Options that only `mount.fuse3` passes (with `-o drop_privileges` it runs
@@ -495,6 +491,24 @@ mod tests {
 
     /// Every option in the table is accepted with a valid value, and does what it says or is a
     /// declared no-op: nothing in the table is silently ignored.
+    /// What `tfmount list` says a daemon's cache is: its `cache_dir` option as the mount reads
+    /// it (the last one wins, `none` turns it off), else its environment's default.
+    #[test]
+    fn a_daemons_cache_directory() {
+        let env = crate::source::remote::config::Env::from_pairs([(
+            "HOME".to_string(),
+            "/home/u".to_string(),
+        )]);
+        let dir = |o: &[&str]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            cache_dir_with(&o, &env)
+        };
+        let p = |s: &str| Some(std::path::PathBuf::from(s));
+        assert_eq!(dir(&["nocrc"]), p("/home/u/.cache/tfmount"));
+        assert_eq!(dir(&["cache_dir=/a,nocrc", "cache_dir=/b"]), p("/b"));
+        assert_eq!(dir(&["cache_dir=/a", "cache_dir=none"]), None);
+    }
+
     #[test]
     fn every_option_in_the_table_is_accepted() {
         for o in OPTIONS {

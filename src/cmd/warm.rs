@@ -33,7 +33,7 @@ pub fn run(args: &WarmArgs) -> i32 {
         return 2;
     };
     // A mount reads without a cache it cannot use; warm has nothing to do without one.
-    if let Err(e) = crate::source::remote::disk::DiskCache::open(&dir, settings.remote.cache_max) {
+    if let Err(e) = crate::source::remote::disk::DiskCache::usable(&dir) {
         eprintln!("tfmount warm: cache_dir: {e}");
         return 2;
     }

@@ -643,16 +643,23 @@ impl Live {
         let Some(old) = old else {
             return false;
         };
+        self.retire(fs, old, out);
+        true
+    }
+
+    /// A checkpoint no longer listed (pruned, or replaced by one opened again): the kernel is
+    /// told to forget its name, its sets leave the mount's checkpoints, and it is kept until
+    /// the kernel has forgotten its inodes ([`Live::free_forgotten`]).
+    fn retire(&self, fs: &Fs, m: Mounted, out: &mut Vec<Invalidate>) {
         out.push(Invalidate::Entry {
             parent: ROOT.0,
-            name: old.name.as_bytes().to_vec(),
+            name: m.name.as_bytes().to_vec(),
         });
-        forget_sets(fs, &old.sets);
+        forget_sets(fs, &m.sets);
         self.pruned
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(old);
-        true
+            .push(m);
     }
 
     /// Applies the state file if it changed, and opens again the checkpoints shown as they were
@@ -800,19 +807,11 @@ impl Live {
                 member_kind(&m.prefix),
                 m.name
             );
-            out.push(Invalidate::Entry {
-                parent: ROOT.0,
-                name: m.name.as_bytes().to_vec(),
-            });
-            forget_sets(fs, &m.sets);
             self.watched
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .retain(|w| w.seq != m.seq);
-            self.pruned
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(m);
+            self.retire(fs, m, out);
         }
     }
 

@@ -349,16 +349,7 @@ impl DiskCache {
     /// space plus what it holds). The directory is scanned on a thread (stale temporary files
     /// removed, the bytes held counted, pieces evicted if over `max`). Errors name the directory.
     pub fn open(dir: &Path, max: Option<u64>) -> Result<Arc<DiskCache>, String> {
-        let root = dir.join(LAYOUT);
-        let objects = root.join("objects");
-        fs::create_dir_all(&objects).map_err(|e| io_err(&objects, e))?;
-        let probe = root.join("lock");
-        fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&probe)
-            .map_err(|e| format!("{}: not writable: {e}", dir.display()))?;
+        let (root, objects) = Self::usable(dir)?;
         let cache = Arc::new(DiskCache {
             root,
             objects,
@@ -391,6 +382,22 @@ impl DiskCache {
             cache.evict(false);
         }
         Ok(cache)
+    }
+
+    /// Whether a cache can live in `dir`: its layout's directories made and its lock file
+    /// writable (no scan, nothing else opened); the layout's root and `objects/` directory.
+    pub fn usable(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+        let root = dir.join(LAYOUT);
+        let objects = root.join("objects");
+        fs::create_dir_all(&objects).map_err(|e| io_err(&objects, e))?;
+        let probe = root.join("lock");
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&probe)
+            .map_err(|e| format!("{}: not writable: {e}", dir.display()))?;
+        Ok((root, objects))
     }
 
     /// `cache_max`.
@@ -566,15 +573,19 @@ impl DiskCache {
         read
     }
 
+    /// Records piece `n` of `e` as handled by this cache (written, or counted as found);
+    /// whether it was not before.
+    fn account(&self, e: &Entry, n: u64) -> bool {
+        self.accounted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((e.serial, n))
+    }
+
     /// Counts piece `n` of `e` (`len` bytes), just read from disk, as found there, unless this
     /// cache wrote it or counted it before.
     fn found(&self, e: &Entry, n: u64, len: usize) {
-        let new = self
-            .accounted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((e.serial, n));
-        if new {
+        if self.account(e, n) {
             self.counters.add(|c| &c.found, 1);
             self.counters.add(|c| &c.found_bytes, len as u64);
         }
@@ -763,10 +774,7 @@ impl DiskCache {
         }
         self.recent().put((e.serial, n), data.clone());
         // Before it is on disk: a read of it from there is not a piece found.
-        self.accounted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((e.serial, n));
+        self.account(e, n);
         let crc = crc32c::crc32c(data).to_le_bytes();
         let trailer: [u8; TRAILER] = [crc[0], crc[1], crc[2], crc[3], b't', b'f', b'm', b'c'];
         let name = format!("{n}.p");

@@ -32,7 +32,7 @@ use crate::source::remote::cause::map_err;
 use crate::source::remote::config::RemoteConfig;
 use crate::source::remote::disk::DiskCache;
 use crate::source::remote::file::RemoteFile;
-use crate::source::remote::read::{Io, Object, PartCache, Reads, BLOCK};
+use crate::source::remote::read::{lock, Io, Object, PartCache, Reads, BLOCK};
 use crate::source::remote::runtime::Rt;
 use crate::source::remote::stats::{Counters, Stats};
 use crate::source::remote::url::{RemoteUrl, Scheme};
@@ -63,8 +63,12 @@ const NOT_PREFIXES: [&str; 11] = [
 /// HEADs [`Store::expect`] sends at once.
 const EXPECT_AT_ONCE: usize = 16;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Keeps a probe's answer `v` for `key` in `map`, up to [`MAX_LISTED`] answers.
+fn remember<V>(map: &Mutex<HashMap<String, V>>, key: &Key, v: V) {
+    let mut m = lock(map);
+    if m.len() < MAX_LISTED {
+        m.insert(key.as_ref().to_string(), v);
+    }
 }
 /// Complete directory listings kept, to answer what a path in them is without a request
 /// (a remote source is a snapshot: its listings do not change while it is mounted).
@@ -423,10 +427,7 @@ impl RemoteStore {
             return Ok(m.clone());
         }
         let m = self.head_now(key)?;
-        let mut heads = lock(&self.ctx.heads);
-        if heads.len() < MAX_LISTED {
-            heads.insert(key.as_ref().to_string(), m.clone());
-        }
+        remember(&self.ctx.heads, key, m.clone());
         Ok(m)
     }
 
@@ -699,10 +700,7 @@ impl RemoteStore {
             return Ok(d);
         }
         let d = self.is_dir_now(key)?;
-        let mut dirs = lock(&self.ctx.dirs);
-        if dirs.len() < MAX_LISTED {
-            dirs.insert(key.as_ref().to_string(), d);
-        }
+        remember(&self.ctx.dirs, key, d);
         Ok(d)
     }
 
@@ -845,9 +843,7 @@ impl RemoteStore {
                 Ok(f) => {
                     lock(&self.ctx.opened_ahead).insert(ikey.as_ref().to_string(), f);
                 }
-                Err(RemoteError::NotFound { .. }) => {
-                    lock(&self.ctx.heads).insert(ikey.as_ref().to_string(), None);
-                }
+                Err(RemoteError::NotFound { .. }) => remember(&self.ctx.heads, &ikey, None),
                 Err(e) => log::debug!("{e}"),
             });
         });
@@ -926,12 +922,7 @@ impl RemoteStore {
             Ok((meta, range.start, data))
         })?;
         self.saw_object(&key);
-        {
-            let mut heads = lock(&self.ctx.heads);
-            if heads.len() < MAX_LISTED {
-                heads.insert(key.as_ref().to_string(), Some(meta.clone()));
-            }
-        }
+        remember(&self.ctx.heads, &key, Some(meta.clone()));
         let obj = self.new_object(&meta);
         // Cut into cache blocks (the first may start inside its block).
         let mut at = start;
