@@ -1,6 +1,6 @@
 //! Fuzz body for Keras checkpoints (`tfmount::formats::keras`, `tfmount::formats::keras::hdf5`,
-//! `tfmount::parse::zip`): one input is one file (HDF5 `.weights.h5`/`.h5`, or a `.keras`
-//! zip), probed by content, mounted through `Fs` and walked with the shared walker (every
+//! `tfmount::parse::zip`, `tfmount::formats::keras::sharded`): one input is one file (HDF5
+//! `.weights.h5`/`.h5`, a `.keras` zip, or a sharded model's `.weights.json` manifest), probed, mounted through `Fs` and walked with the shared walker (every
 //! directory listed and resumed, every name looked up, every file read in pieces and whole:
 //! `.bin`, `.npy`, `.shape`, `.dtype`, `text/`, `stats/`, `names/`, `config.json`, ...).
 //!
@@ -28,8 +28,12 @@ pub fn keras(data: &[u8]) {
         fix_hdf5_checksums(&mut file);
     }
     let dir = scratch_dir();
+    // A JSON input is a sharded model's manifest (`weight_map`: names or lists of them; its
+    // shards missing or named wrong are what the mount and `verify` report).
     let name = if file.starts_with(b"PK") {
         "model.keras"
+    } else if file.starts_with(b"{") {
+        "model.weights.json"
     } else {
         "model.weights.h5"
     };
@@ -152,6 +156,7 @@ pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, S
         "model_deflated.keras",
         "checkpoints/ckpt-01.weights.h5",
         "sharded/model_00001.weights.h5",
+        "sharded_functional/model.weights.json",
     ] {
         let Ok(bytes) = std::fs::read(dir.join(rel)) else {
             continue;
