@@ -460,9 +460,10 @@ fn a_stalled_body_fails_with_eio_within_remote_timeout() {
     let r = f.read_at(&mut vec![0u8; 4096], 1 << 20);
     let took = t.elapsed();
     assert_eio(&r, "big, O_DIRECT");
-    // The GET the read waits for stalls (and the one read-ahead sent beside it, if any).
+    // The GET the read waits for stalls (and the read-ahead sent beside it, if any: the
+    // reader's next part, the object read-ahead's next window).
     assert!(
-        (1..=2).contains(&s.proxy.injected()),
+        (1..=3).contains(&s.proxy.injected()),
         "{}",
         s.proxy.report()
     );
@@ -1023,10 +1024,10 @@ fn a_reader_that_seeks_is_checked_first() {
 
 /// Reading a tensor from its start with the CRC on fetches each byte once (the GETs' bytes
 /// are the tensor's, within the index and 2 MiB: a read-ahead request of the kernel that
-/// arrives after its stream moved on is served by a random 1 MiB block); `-o crc_first`
-/// fetches every byte to check it first, then again what serving reads (its sequential reads
-/// do not go through the block cache that the check filled; out-of-order ones may hit it, so
-/// "again" is not every byte: more than the streamed check ever fetches).
+/// arrives after its stream moved on is served by a random 1 MiB block); so does `-o
+/// crc_first` when the tensor fits the memory the mount keeps fetched pieces in without a disk
+/// cache (`remote_cache` / 2): it fetches every byte to check it first, and serving finds them
+/// kept. (Before pieces were kept in memory, serving fetched them again.)
 #[test]
 fn a_streamed_check_fetches_each_byte_once() {
     let _serial = serial();
@@ -1047,7 +1048,7 @@ fn a_streamed_check_fetches_each_byte_once() {
     assert!(got == big_bytes(), "big: wrong bytes (crc_first)");
     let (gets, crc_first) = fetched(m);
     assert!(
-        crc_first > BIG_LEN as u64 + (2 << 20) && crc_first > bytes,
+        crc_first <= BIG_LEN as u64 + (2 << 20),
         "crc_first: fetched {crc_first} bytes in {gets} GETs, the streamed check {bytes}"
     );
 }

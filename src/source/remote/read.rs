@@ -47,8 +47,8 @@ pub(crate) struct Reads {
     pub io: Arc<Io>,
     /// The one memory budget every fetched byte is reserved from.
     pub budget: Arc<Budget>,
-    /// Recently fetched blocks of all files of the store.
-    pub cache: PartCache,
+    /// Recently fetched blocks of all files of the store (the same as [`Io::mem`]).
+    pub cache: Arc<PartCache>,
     /// `remote_timeout`.
     pub timeout: Duration,
 }
@@ -82,6 +82,9 @@ pub(crate) struct Io {
     pub counters: Arc<Counters>,
     /// The persistent disk cache (`cache_dir`), if any: every [`fetch`] goes through it.
     pub disk: Option<Arc<DiskCache>>,
+    /// The store's block cache in memory ([`Reads::cache`]): without a disk cache, every
+    /// [`fetch`] goes through it instead (see [`Keep`]).
+    pub mem: Arc<PartCache>,
     /// The memory budget (the same as [`Reads::budget`]): the object read-ahead reserves from it.
     pub budget: Arc<Budget>,
     /// Largest part (one GET) of read-ahead (`remote_part`), and largest window (`remote_parallel`
@@ -107,11 +110,12 @@ pub(crate) struct Object {
     why: std::sync::OnceLock<String>,
     /// Its directory in the disk cache, made when first fetched from (`None`: not cached).
     disk: std::sync::OnceLock<Option<Arc<disk::Entry>>>,
-    /// With the disk cache: how far reads have gone through the object in order, and how far
-    /// ahead of them it was fetched ([`read_ahead`]).
+    /// How far reads have gone through the object in order ([`NOT_READ`] before the first),
+    /// and how far ahead of them it was fetched ([`read_ahead`]).
     ahead: Mutex<(u64, u64)>,
-    /// With the disk cache: the pieces being fetched now, each with the receiver that says when
-    /// the fetch ended; a fetch that needs one waits for it instead of fetching it again.
+    /// The pieces being fetched now (into the disk cache, or the block cache in memory), each
+    /// with the receiver that says when the fetch ended; a fetch that needs one waits for it
+    /// instead of fetching it again.
     inflight: Mutex<std::collections::HashMap<u64, tokio::sync::watch::Receiver<bool>>>,
     /// Unique within the store (cache keys).
     pub id: u64,
@@ -128,7 +132,7 @@ impl Object {
             changed: AtomicBool::new(false),
             why: std::sync::OnceLock::new(),
             disk: std::sync::OnceLock::new(),
-            ahead: Mutex::new((0, 0)),
+            ahead: Mutex::new((NOT_READ, 0)),
             inflight: Mutex::new(std::collections::HashMap::new()),
             id,
         }
@@ -225,50 +229,120 @@ fn bare_etag(e: &str) -> &str {
         .unwrap_or(e)
 }
 
+/// Where [`fetch`] keeps the whole pieces (MiB blocks of the object) it GETs and finds them
+/// again: the object's entry in the disk cache when there is one, else the store's block cache
+/// in memory ([`PartCache`], within the budget: the least recently used pieces go first).
+/// Either way a piece kept is fetched once: concurrent fetches of it wait for each other
+/// ([`claim`]), and the object read-ahead ([`read_ahead`]) fetches the next window of an object
+/// read in order into it, whatever tensors the reads belong to.
+#[derive(Clone)]
+enum Keep {
+    Disk(Arc<DiskCache>, Arc<disk::Entry>),
+    Mem(Arc<PartCache>, Arc<Budget>),
+}
+
+impl Keep {
+    /// Where `obj`'s pieces are kept; `None` when they cannot be (an object without a version
+    /// to key it by in the disk cache).
+    fn of(io: &Io, obj: &Object) -> Option<Keep> {
+        match &io.disk {
+            Some(d) => Some(Keep::Disk(Arc::clone(d), Arc::clone(obj.disk_entry(d)?))),
+            None => Some(Keep::Mem(Arc::clone(&io.mem), Arc::clone(&io.budget))),
+        }
+    }
+
+    /// Piece `n` if it is held in memory (cheap enough to ask under a lock).
+    fn peek(&self, obj: &Object, n: u64) -> Option<Bytes> {
+        match self {
+            Keep::Disk(d, e) => d.peek(e, n),
+            Keep::Mem(c, _) => c.piece(obj, n),
+        }
+    }
+
+    /// Piece `n`, read from disk if need be (blocking).
+    fn get(&self, obj: &Object, n: u64) -> Option<Bytes> {
+        match self {
+            Keep::Disk(d, e) => d.get(e, n),
+            Keep::Mem(c, _) => c.piece(obj, n),
+        }
+    }
+
+    /// Whether piece `n` is kept (blocking: a file's size is looked at).
+    fn has(&self, obj: &Object, n: u64) -> bool {
+        match self {
+            Keep::Disk(d, e) => d.has(e, n),
+            Keep::Mem(c, _) => c.piece(obj, n).is_some(),
+        }
+    }
+
+    /// Keeps piece `n`, just fetched (written behind to disk: this waits, off the runtime's
+    /// workers, only when the writer's queue is full).
+    async fn put(&self, obj: &Object, n: u64, p: Bytes) {
+        match self {
+            Keep::Disk(d, e) => {
+                if let Err(item) = d.put_behind(e, n, p) {
+                    let dc = Arc::clone(d);
+                    let _ = tokio::task::spawn_blocking(move || dc.queue(item)).await;
+                }
+            }
+            Keep::Mem(c, budget) => c.insert(budget, obj.id, n, n * disk::PIECE, p),
+        }
+    }
+
+    /// Counts `n` bytes served from kept pieces (the disk cache's figures).
+    fn served(&self, n: u64) {
+        if let Keep::Disk(d, _) = self {
+            d.served(n);
+        }
+    }
+}
+
 /// The bytes `range` of `obj`, as pieces of `piece` bytes from `range.start` (the last may be
-/// shorter): from the disk cache where it holds them, the rest with [`get`] (whole pieces of
-/// the cache, kept there). No timeout here: callers bound it.
+/// shorter): from the pieces kept ([`Keep`]: the disk cache, else the block cache in memory)
+/// where they hold them, the rest with [`get`] (whole pieces, kept). No timeout here: callers
+/// bound it.
 pub(crate) async fn fetch(
     io: &Arc<Io>,
     obj: &Arc<Object>,
     range: Range<u64>,
     piece: Piece,
 ) -> Result<Vec<Bytes>, RemoteError> {
-    let Some(d) = &io.disk else {
-        return get(io, obj, range, piece).await;
-    };
     obj.check()?;
     let len = range.end.saturating_sub(range.start);
     if len == 0 {
         return Ok(Vec::new());
     }
     obj.check_range(range.start, len)?;
-    let Some(entry) = obj.disk_entry(d) else {
+    let Some(keep) = Keep::of(io, obj) else {
         return get(io, obj, range, piece).await;
     };
     let first = range.start / disk::PIECE;
     let last = (range.end - 1) / disk::PIECE;
-    // Disk work on the blocking pool: the runtime's two workers keep streaming other GETs.
-    let (dc, ec) = (Arc::clone(d), Arc::clone(entry));
-    let mut got: Vec<Option<Bytes>> =
-        tokio::task::spawn_blocking(move || (first..=last).map(|n| dc.get(&ec, n)).collect())
-            .await
-            .unwrap_or_else(|_| vec![None; (last - first + 1) as usize]);
+    let mut got: Vec<Option<Bytes>> = match &keep {
+        // Disk work on the blocking pool: the runtime's two workers keep streaming other GETs.
+        Keep::Disk(..) => {
+            let (k, o) = (keep.clone(), Arc::clone(obj));
+            tokio::task::spawn_blocking(move || (first..=last).map(|n| k.get(&o, n)).collect())
+                .await
+                .unwrap_or_else(|_| vec![None; (last - first + 1) as usize])
+        }
+        Keep::Mem(..) => (first..=last).map(|n| keep.get(obj, n)).collect(),
+    };
     let overlap = |k: usize, len: u64| {
         let ps = (first + k as u64) * disk::PIECE;
         range.end.min(ps + len).saturating_sub(range.start.max(ps))
     };
-    d.served(
+    keep.served(
         got.iter()
             .enumerate()
             .filter_map(|(k, p)| Some(overlap(k, p.as_ref()?.len() as u64)))
             .sum(),
     );
-    read_ahead(io, d, obj, entry, &range);
-    // Pieces another fetch is getting: waited for, then taken from the cache (or fetched, if
-    // that fetch failed). The rest: claimed and fetched here, in runs of consecutive pieces
-    // (their bytes were reserved by the caller, but for the pieces' ends outside `range`: at
-    // most two more).
+    read_ahead(io, &keep, obj, &range);
+    // Pieces another fetch is getting: waited for, then taken from where they are kept (or
+    // fetched, if that fetch failed). The rest: claimed and fetched here, in runs of
+    // consecutive pieces (their bytes were reserved by the caller, but for the pieces' ends
+    // outside `range`: at most two more).
     let mut missing: Vec<u64> = (0..got.len())
         .filter(|&k| got[k].is_none())
         .map(|k| first + k as u64)
@@ -278,15 +352,15 @@ pub(crate) async fn fetch(
         if missing.is_empty() {
             break;
         }
-        let (mut mine, theirs) = claim(d, obj, entry, missing.drain(..));
+        let (mut mine, theirs) = claim(&keep, obj, missing.drain(..));
         for (n, b) in std::mem::take(&mut mine.kept) {
             got[(n - first) as usize] = Some(b);
         }
-        get_runs(io, d, obj, entry, &mine.ns, &mut got, first).await?;
+        get_runs(io, &keep, obj, &mine.ns, &mut got, first).await?;
         drop(mine);
         for (n, mut rx) in theirs {
             let _ = rx.wait_for(|done| *done).await;
-            match d.get(entry, n) {
+            match keep.get(obj, n) {
                 Some(p) => got[(n - first) as usize] = Some(p),
                 None => missing.push(n),
             }
@@ -344,9 +418,8 @@ impl Drop for Claimed {
 /// from there (a fetch that just finished put it there before unmarking it, so no piece is
 /// fetched twice); the rest are marked in flight by this fetch.
 fn claim(
-    d: &DiskCache,
+    keep: &Keep,
     obj: &Arc<Object>,
-    entry: &disk::Entry,
     ns: impl Iterator<Item = u64>,
 ) -> (Claimed, Vec<(u64, tokio::sync::watch::Receiver<bool>)>) {
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -362,7 +435,7 @@ fn claim(
     for n in ns {
         if let Some(r) = fl.get(&n) {
             theirs.push((n, r.clone()));
-        } else if let Some(b) = d.peek(entry, n) {
+        } else if let Some(b) = keep.peek(obj, n) {
             c.kept.push((n, b));
         } else {
             fl.insert(n, c.rx.clone());
@@ -373,12 +446,11 @@ fn claim(
 }
 
 /// GETs pieces `ns` (sorted, claimed) of `obj`, runs of consecutive ones in one GET each, into
-/// the disk cache (written behind) and into `got` (slot `n - first`, where there is one).
+/// where they are kept and into `got` (slot `n - first`, where there is one).
 async fn get_runs(
     io: &Arc<Io>,
-    d: &Arc<DiskCache>,
+    keep: &Keep,
     obj: &Arc<Object>,
-    entry: &Arc<disk::Entry>,
     ns: &[u64],
     got: &mut [Option<Bytes>],
     first: u64,
@@ -394,12 +466,7 @@ async fn get_runs(
         let pieces = get(io, obj, start..end, Piece::Of(disk::PIECE)).await?;
         for (k, p) in pieces.into_iter().enumerate() {
             let n = ns[i] + k as u64;
-            // Written behind, on the cache's writer thread; when its queue is full, this
-            // fetch waits for room (on the blocking pool, not a runtime worker).
-            if let Err(item) = d.put_behind(entry, n, p.clone()) {
-                let dc = Arc::clone(d);
-                let _ = tokio::task::spawn_blocking(move || dc.queue(item)).await;
-            }
+            keep.put(obj, n, p.clone()).await;
             if let Some(slot) = n.checked_sub(first).and_then(|k| got.get_mut(k as usize)) {
                 *slot = Some(p);
             }
@@ -409,19 +476,14 @@ async fn get_runs(
     Ok(())
 }
 
-/// Object read-ahead into the disk cache: while the reads of an object go through it in order
-/// (each starting within two pieces of where the last one ended), whatever tensor they belong
-/// to (`cat` of every `.bin`, a loader reading tensor after tensor), the next window of the
-/// object (`remote_parallel` parts of `remote_part`) is fetched into the cache in the
-/// background, within the memory budget (speculatively: nothing when it is taken); a reader
-/// then finds its tensor cached, or in flight. Anything else starts over.
-fn read_ahead(
-    io: &Arc<Io>,
-    d: &Arc<DiskCache>,
-    obj: &Arc<Object>,
-    entry: &Arc<disk::Entry>,
-    range: &Range<u64>,
-) {
+/// Object read-ahead into where pieces are kept ([`Keep`]: the disk cache, else the block
+/// cache in memory): while the reads of an object go through it in order (each starting
+/// within two pieces of where the last one ended), whatever tensor they belong to (`cat` of
+/// every `.bin`, a loader reading tensor after tensor), the next window of the object
+/// (`remote_parallel` parts of `remote_part`) is fetched in the background, within the memory
+/// budget (speculatively: nothing when it is taken); a reader then finds its tensor kept, or in
+/// flight. Anything else starts over.
+fn read_ahead(io: &Arc<Io>, keep: &Keep, obj: &Arc<Object>, range: &Range<u64>) {
     if !io.object_ahead {
         return;
     }
@@ -429,7 +491,11 @@ fn read_ahead(
     let (from, to) = {
         let mut a = lock(&obj.ahead);
         let (seq_end, ahead_end) = *a;
-        if range.start + slack < seq_end || range.start > seq_end + slack {
+        // The first read of an object says nothing of the next: it starts no read-ahead.
+        if seq_end == NOT_READ
+            || range.start.saturating_add(slack) < seq_end
+            || range.start > seq_end.saturating_add(slack)
+        {
             *a = (range.end, range.end);
             return;
         }
@@ -452,34 +518,32 @@ fn read_ahead(
             a.1 = a.1.min(at);
             return;
         };
-        let (io2, d2, o2, e2) = (
-            Arc::clone(io),
-            Arc::clone(d),
-            Arc::clone(obj),
-            Arc::clone(entry),
-        );
+        let (io2, k2, o2) = (Arc::clone(io), keep.clone(), Arc::clone(obj));
         let range = at..end;
         tokio::spawn(async move {
             let _res = res;
             let (first, last) = (range.start / disk::PIECE, (range.end - 1) / disk::PIECE);
-            // Only what is neither in flight nor cached yet.
+            // Only what is neither in flight nor kept yet.
             let want: Vec<u64> = {
                 let fl = lock(&o2.inflight);
                 (first..=last).filter(|n| !fl.contains_key(n)).collect()
             };
-            let (dc, ec) = (Arc::clone(&d2), Arc::clone(&e2));
-            let ns: Vec<u64> = tokio::task::spawn_blocking(move || {
-                want.into_iter().filter(|&n| !dc.has(&ec, n)).collect()
-            })
-            .await
-            .unwrap_or_default();
-            let (mine, _) = claim(&d2, &o2, &e2, ns.into_iter());
+            let ns: Vec<u64> = match &k2 {
+                Keep::Disk(..) => {
+                    let (kc, oc) = (k2.clone(), Arc::clone(&o2));
+                    tokio::task::spawn_blocking(move || {
+                        want.into_iter().filter(|&n| !kc.has(&oc, n)).collect()
+                    })
+                    .await
+                    .unwrap_or_default()
+                }
+                Keep::Mem(..) => want.into_iter().filter(|&n| !k2.has(&o2, n)).collect(),
+            };
+            let (mine, _) = claim(&k2, &o2, ns.into_iter());
             let deadline = tokio::time::Instant::now() + io2.timeout;
-            let r = tokio::time::timeout_at(
-                deadline,
-                get_runs(&io2, &d2, &o2, &e2, &mine.ns, &mut [], 0),
-            )
-            .await;
+            let r =
+                tokio::time::timeout_at(deadline, get_runs(&io2, &k2, &o2, &mine.ns, &mut [], 0))
+                    .await;
             drop(mine);
             if !matches!(r, Ok(Ok(()))) {
                 log::debug!("{}: read-ahead of bytes {range:?} failed", o2.url);
@@ -488,6 +552,9 @@ fn read_ahead(
         at = end;
     }
 }
+
+/// [`Object::ahead`] before the object's first read.
+const NOT_READ: u64 = u64::MAX;
 
 /// `data` (consecutive bytes) cut again into pieces of `p` bytes (the last may be shorter).
 fn recut(data: Vec<Bytes>, p: u64) -> Vec<Bytes> {
@@ -714,6 +781,15 @@ pub(crate) struct PartCache {
     inner: Mutex<Inner>,
 }
 
+impl std::fmt::Debug for PartCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartCache")
+            .field("cap", &self.cap)
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
 impl PartCache {
     pub fn new(cap: u64) -> PartCache {
         PartCache {
@@ -739,6 +815,13 @@ impl PartCache {
         let mut g = self.lock();
         let e = g.lru.get(&(id, block))?;
         (e.start <= from && e.start + e.data.len() as u64 >= to).then(|| (e.start, e.data.clone()))
+    }
+
+    /// Block `n` of `obj` whole (every byte of it the object has), if it is cached.
+    fn piece(&self, obj: &Object, n: u64) -> Option<Bytes> {
+        let (from, to) = (n * BLOCK, ((n + 1) * BLOCK).min(obj.size));
+        let (start, data) = self.get(obj.id, n, from, to)?;
+        (start == from).then(|| data.slice(..(to - from) as usize))
     }
 
     /// Keeps `data` (bytes of block `block` of object `id` from `start`) if the cache and the
@@ -999,7 +1082,8 @@ impl Handle {
         let probe = (end + io.window / 2).min(self.obj.size - 1) / disk::PIECE;
         if !d.is_open(entry, probe) && !d.has(entry, probe) {
             let _rt = self.reads.rt.handle().enter();
-            read_ahead(io, d, &self.obj, entry, &(offset..end));
+            let keep = Keep::Disk(Arc::clone(d), Arc::clone(entry));
+            read_ahead(io, &keep, &self.obj, &(offset..end));
         }
         true
     }
@@ -1041,6 +1125,14 @@ fn read_blocks(
                 copy_overlap(buf, offset, start, &data);
             }
             None => missing.push(b),
+        }
+    }
+    if missing.is_empty() && ctx.io.disk.is_none() {
+        // All kept in memory: the object read-ahead still learns how far the reads went (a
+        // fetch would have told it), or the next fetch would look like a jump and start over.
+        if let Some(keep) = Keep::of(&ctx.io, obj) {
+            let _rt = ctx.rt.handle().enter();
+            read_ahead(&ctx.io, &keep, obj, &(offset..end));
         }
     }
     // Runs of consecutive missing blocks, cut into GETs of at most MAX_GET.

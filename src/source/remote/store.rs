@@ -307,6 +307,13 @@ impl RemoteStore {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let budget = Budget::new(cfg.cache_bytes);
+        // Without a disk cache the block cache in memory keeps every piece fetched (the
+        // object read-ahead's window among them): half the budget, not a quarter.
+        let cache = Arc::new(PartCache::new(if disk.is_some() {
+            cfg.cache_bytes / 4
+        } else {
+            cfg.cache_bytes / 2
+        }));
         let part = cfg.part.max(BLOCK);
         let window = part.saturating_mul(cfg.parallel.max(1) as u64);
         Ok(RemoteStore {
@@ -318,13 +325,14 @@ impl RemoteStore {
                         counters: Arc::new(Counters::default()),
                         timeout: cfg.timeout,
                         disk,
+                        mem: Arc::clone(&cache),
                         budget: Arc::clone(&budget),
                         part,
                         window,
                         object_ahead: cfg.object_read_ahead,
                     }),
                     budget,
-                    cache: PartCache::new(cfg.cache_bytes / 4),
+                    cache,
                     timeout: cfg.timeout,
                 }),
                 prefix,
