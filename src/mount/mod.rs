@@ -478,14 +478,14 @@ fn run_inner(args: Args) -> Result<(), Failure> {
         None => None,
     };
     // Open the source before forking, so its errors reach the user with the right exit code.
-    // A remote store runs threads, which do not survive fork(): it is opened here to check it,
-    // and again in the daemon.
-    let (fs, fsname) = open_fs(&args, &settings, target.mountpoint())?;
-    let fs = if remote {
-        drop(fs);
+    // A remote store runs threads, which do not survive fork(): it is opened once, in the
+    // daemon, before its stdio is detached (its warnings reach the terminal, as here), its
+    // errors sent back through the readiness pipe with their exit code. (It was opened here
+    // too, to check it: every request of the mount was sent twice, one after the other.)
+    let opened = if remote {
         None
     } else {
-        Some(fs)
+        Some(open_fs(&args, &settings, target.mountpoint())?)
     };
     let (mut ready_r, ready_w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
     match unsafe { libc::fork() } {
@@ -496,13 +496,13 @@ fn run_inner(args: Args) -> Result<(), Failure> {
         0 => {
             drop(ready_r);
             unsafe { libc::setsid() };
-            detach_stdio(log_file.as_ref());
-            let opened = match fs {
-                Some(fs) => Ok(fs),
-                None => open_fs(&args, &settings, target.mountpoint()).map(|(fs, _)| fs),
+            let opened = match opened {
+                Some(o) => Ok(o),
+                None => open_fs(&args, &settings, target.mountpoint()),
             };
+            detach_stdio(log_file.as_ref());
             let served = match opened {
-                Ok(fs) => serve(fs, target, &fsname, &settings, Some(ready_w)),
+                Ok((fs, fsname)) => serve(fs, target, &fsname, &settings, Some(ready_w)),
                 Err(f) => {
                     let mut w = ready_w;
                     let _ = writeln!(w, "{}:{}", f.code, f.msg);
@@ -520,15 +520,18 @@ fn run_inner(args: Args) -> Result<(), Failure> {
         }
         _child => {
             drop(ready_w);
-            // One line: "ok:" or "<exit code>:<message>", or EOF if the daemon died.
-            let mut msg = String::new();
+            // "ok:" and a newline (the daemon serves on), or "<exit code>:<message>" up to EOF
+            // (the daemon exited; a message may have several lines), or EOF if it died.
+            let mut raw = Vec::new();
             let mut byte = [0u8; 1];
             while let Ok(1) = ready_r.read(&mut byte) {
-                if byte[0] == b'\n' {
+                if byte[0] == b'\n' && raw == b"ok:" {
                     break;
                 }
-                msg.push(byte[0] as char);
+                raw.push(byte[0]);
             }
+            let msg = String::from_utf8_lossy(&raw);
+            let msg = msg.strip_suffix('\n').unwrap_or(&msg);
             match msg.split_once(':') {
                 Some(("ok", _)) => Ok(()),
                 Some((code, m)) => Err(fail(code.parse().unwrap_or(EXIT_RUNTIME), m.to_string())),

@@ -415,6 +415,13 @@ impl DiskCache {
         self.held.load(Ordering::Relaxed)
     }
 
+    /// Whether some version of the object at `url` is cached (its directory holds one): a
+    /// mount then asks whether it is still that version before reading it (a HEAD), where an
+    /// object never cached is fetched at once.
+    pub fn knows(&self, url: &str) -> bool {
+        fs::read_dir(self.objects.join(fnv(url))).is_ok_and(|mut d| d.next().is_some())
+    }
+
     /// The entry of an object version, made if missing; older versions of its URL are removed.
     /// `None` when it cannot be used (a hash collision, an unwritable directory: then the object
     /// is read without the cache).

@@ -962,6 +962,20 @@ impl Handle {
         })
     }
 
+    /// Keeps piece `n` of the object (all of it), fetched some other way than [`fetch`] (an
+    /// index's tail), in the disk cache if there is one (written behind).
+    pub(crate) fn keep_on_disk(&self, n: u64, piece: &Bytes) {
+        let Some(d) = self.reads.io.disk.as_ref() else {
+            return;
+        };
+        let Some(entry) = self.obj.disk_entry(d) else {
+            return;
+        };
+        if let Err(item) = d.put_behind(entry, n, piece.clone()) {
+            d.queue(item);
+        }
+    }
+
     /// Bytes `range` of the object read from the disk cache's pieces **unchecked**, if it holds
     /// all of them (see [`DiskCache::read_unchecked`]): the caller checks them as a whole.
     pub(crate) fn read_disk_unchecked(&self, range: Range<u64>) -> Option<Vec<u8>> {

@@ -839,13 +839,16 @@ impl RemoteStore {
             if key.as_ref().is_empty() || other {
                 return;
             }
-            // With a disk cache, the index is read through it (a remount finds it there, and
-            // sends no GET): only its HEAD now.
-            if self.disk_cache().is_some() {
-                s.spawn(|| {
-                    let _ = self.head(&ikey);
-                });
-                return;
+            // With a disk cache that holds a version of the index, it is read from there if
+            // it is still that version (a remount sends no GET): only its HEAD now. An index
+            // the cache never saw is fetched at once (and kept in it).
+            if let Some(d) = self.disk_cache() {
+                if d.knows(&self.ctx.url(&ikey)) {
+                    s.spawn(|| {
+                        let _ = self.head(&ikey);
+                    });
+                    return;
+                }
             }
             s.spawn(|| match self.open_tail(&index, INDEX_TAIL) {
                 Ok(f) => {
@@ -889,8 +892,8 @@ impl RemoteStore {
     }
 
     /// Opens an object with one GET of its last `tail` bytes instead of a HEAD (an `.index`:
-    /// its footer and, often, all of it); those bytes go to the block cache, so reading them
-    /// next costs no request.
+    /// its footer and, often, all of it); those bytes go to the block cache, and the whole
+    /// pieces among them to the disk cache, so reading them next costs no request.
     pub fn open_tail(&self, path: &Path, tail: u64) -> Result<Arc<RemoteFile>, RemoteError> {
         let key = self.ctx.key_of(path)?;
         let url = self.ctx.url(&key);
@@ -932,6 +935,7 @@ impl RemoteStore {
         self.saw_object(&key);
         remember(&self.ctx.heads, &key, Some(meta.clone()));
         let obj = self.new_object(&meta);
+        let file = ctx.file(obj);
         // Cut into cache blocks (the first may start inside its block).
         let mut at = start;
         let mut rest = data.freeze();
@@ -939,13 +943,16 @@ impl RemoteStore {
             let block = at / BLOCK;
             let n = ((block + 1) * BLOCK - at).min(rest.len() as u64) as usize;
             let piece = rest.split_to(n);
+            if at % BLOCK == 0 {
+                file.h.keep_on_disk(block, &piece);
+            }
             ctx.reads
                 .cache
-                .insert(&ctx.reads.budget, obj.id, block, at, piece);
+                .insert(&ctx.reads.budget, file.h.obj.id, block, at, piece);
             at += n as u64;
         }
         drop(res);
-        Ok(Arc::new(ctx.file(obj)))
+        Ok(Arc::new(file))
     }
 
     /// A whole object of at most `max` bytes in one GET (no HEAD). Larger objects are refused
