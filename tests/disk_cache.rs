@@ -898,3 +898,66 @@ fn without_a_disk_cache_a_sequential_pass_fetches_each_byte_once() {
         data_ranges(&s)
     );
 }
+
+/// Mounting as a user does (in the background, `tfmount URL DIR` with no options: the default
+/// disk cache, cold) and a first `stat` of a tensor's file take two rounds of requests, none
+/// sent twice; a remount on the now warm cache takes two rounds too, and sends no GET. Every
+/// answer is delayed 150 ms (a far server), so that requests sent at once are told from
+/// requests sent one after another ([`rounds`]). Before: the mount's parent process opened the
+/// source too, to check it (every request twice, one round after the other), and with a disk
+/// cache the index was a HEAD, then a GET.
+#[test]
+fn a_background_mount_and_a_first_stat_take_two_rounds_of_requests() {
+    use tfmount::testkit::fault_proxy::rounds;
+    let Some(s) = Setup::start() else {
+        return;
+    };
+    let xdg = tempfile::tempdir().expect("tempdir");
+    let mp = tempfile::tempdir().expect("tempdir");
+    for pass in ["cold", "warm"] {
+        s.proxy.set(vec![Rule::any("", "")
+            .times(usize::MAX)
+            .fault(Fault::Delay(Duration::from_millis(150)))]);
+        let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
+            .arg(s.url())
+            .arg(mp.path())
+            .envs(user_env(xdg.path()))
+            .env_remove("TFMOUNT_CACHE_MAX")
+            .output()
+            .expect("tfmount");
+        assert!(
+            out.status.success(),
+            "{pass}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shape = mp.path().join("variables/layer_05/kernel.shape");
+        let stat = std::fs::metadata(&shape);
+        let seen = s.proxy.seen();
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(mp.path())
+            .status();
+        assert!(stat.is_ok(), "{pass}: {stat:?}");
+        let report = s.proxy.report();
+        let mut asked: Vec<String> = seen
+            .iter()
+            .map(|r| format!("{} {} {:?}", r.method, r.path, r.range))
+            .collect();
+        let n = asked.len();
+        asked.sort();
+        asked.dedup();
+        assert_eq!(asked.len(), n, "{pass}: a request sent twice:\n{report}");
+        assert!(seen.iter().all(|r| r.ended.is_some()), "{pass}:\n{report}");
+        assert!(
+            rounds(&seen) <= 2,
+            "{pass}: {} rounds:\n{report}",
+            rounds(&seen)
+        );
+        let gets = seen.iter().filter(|r| r.method == "GET").count();
+        match pass {
+            // The index's tail, with the HEADs of the prefix and of `prefix/`.
+            "cold" => assert_eq!(gets, 1, "{report}"),
+            _ => assert_eq!(gets, 0, "{report}"),
+        }
+    }
+}

@@ -48,6 +48,9 @@ pub enum Fault {
     Flip { at: u64 },
     /// Forwarded without its `If-Match` header: a server that ignores it.
     DropIfMatch,
+    /// Forwarded unchanged after waiting this long: a far server, whose round trips a test
+    /// can count (see [`Seen::arrived`]).
+    Delay(Duration),
 }
 
 impl Fault {
@@ -60,6 +63,7 @@ impl Fault {
             Fault::Stall { .. } => "stall",
             Fault::Flip { .. } => "flip",
             Fault::DropIfMatch => "drop-if-match",
+            Fault::Delay(_) => "delay",
         }
     }
 }
@@ -155,6 +159,33 @@ pub struct Seen {
     /// Bytes of the answer's body sent to the client (counted before each write: the client
     /// cannot have them before they are counted).
     pub body_bytes: u64,
+    /// When the request's head was read, and when its answer was all sent (`None`: not yet):
+    /// a request that arrived after another's answer ended may have waited for it; one that
+    /// arrived before cannot have (see [`rounds`]).
+    pub arrived: Instant,
+    pub ended: Option<Instant>,
+}
+
+/// Rounds of requests one after another in `seen`: the longest chain of requests each of which
+/// arrived after the answer to the one before it ended. Requests sent at once count as one
+/// round, whatever their number; a client that waits for an answer before asking the next
+/// question adds one. Meaningful when each answer takes far longer than the client takes to
+/// send requests it has at hand ([`Fault::Delay`] on every request).
+pub fn rounds(seen: &[Seen]) -> usize {
+    let mut by_arrival: Vec<&Seen> = seen.iter().collect();
+    by_arrival.sort_by_key(|s| s.arrived);
+    let mut depth: Vec<usize> = Vec::with_capacity(by_arrival.len());
+    for (i, r) in by_arrival.iter().enumerate() {
+        let before = by_arrival[..i]
+            .iter()
+            .zip(&depth)
+            .filter(|(q, _)| q.ended.is_some_and(|e| e <= r.arrived))
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or(0);
+        depth.push(before + 1);
+    }
+    depth.into_iter().max().unwrap_or(0)
 }
 
 struct Plan {
@@ -409,10 +440,29 @@ fn took_effect(sh: &Shared, idx: usize, generation: u64) {
     }
 }
 
+/// Records, when dropped, that the answer to the request at `idx` ended.
+struct Ends<'a> {
+    sh: &'a Shared,
+    idx: usize,
+    generation: u64,
+}
+
+impl Drop for Ends<'_> {
+    fn drop(&mut self) {
+        let mut p = self.sh.lock();
+        if p.generation == self.generation {
+            if let Some(s) = p.seen.get_mut(self.idx) {
+                s.ended = Some(Instant::now());
+            }
+        }
+    }
+}
+
 /// One connection: one request, forwarded (or not) as the plan says.
 fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
     set_timeouts(&client)?;
     let (head, mut body_start) = read_head(&mut client)?;
+    let arrived = Instant::now();
     let lines = lines_of(&head);
     let mut first = lines
         .first()
@@ -452,9 +502,20 @@ fn serve(sh: &Shared, mut client: TcpStream) -> io::Result<()> {
             injected: false,
             status: 0,
             body_bytes: 0,
+            arrived,
+            ended: None,
         });
         (fault, p.seen.len() - 1, p.generation)
     };
+    let _ends = Ends {
+        sh,
+        idx,
+        generation,
+    };
+    if let Fault::Delay(d) = &fault {
+        std::thread::sleep(*d);
+        took_effect(sh, idx, generation);
+    }
     if let Fault::Status {
         code,
         retry_after,
