@@ -1,6 +1,8 @@
-//! `fuser::Filesystem` over [`Fs`]: translation only. Every callback is
+//! `fuser::Filesystem` over [`Fs`]: translation, and where a read waits. Every callback is
 //! `match fs.op(..) { Ok(x) => reply.x(..), Err(e) => reply.error(errno) }`; errno values come
 //! from `FsError::errno` (ENOSYS, which switches kernel features off, is the only one made here).
+//! Reads of a remote mount run on a small pool of their own (`Waiters`), so that one waiting
+//! for the network does not hold a thread serving the kernel's lookups and `stat`s.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

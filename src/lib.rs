@@ -1,3 +1,19 @@
+//! tfmount: TensorFlow-family model files (checkpoints, SavedModels, Keras, TFLite, TF.js,
+//! Orbax; on local disk or object storage) as read-only directories, without TensorFlow.
+//!
+//! The crate is layered one way, as `docs/architecture.md` maps it (and `tests/architecture.rs`
+//! checks): the adapters ([`fuse`] over the kernel, [`cmd`] for the command line, `python` for
+//! `import tfmount`, [`mount`] for daemon life) sit over one core, [`fs`] (the tree a mount
+//! shows, inode numbers from [`tree`]) and [`source`] (local files, object storage and its disk
+//! cache); under the core, [`formats`] (one folder per file family: V1, V2, Keras, TFLite,
+//! TF.js, Orbax) and [`graph`] (SavedModel and GraphDef graphs); at the bottom, [`parse`]:
+//! parsers pure over bytes, that return errors and never panic on hostile input. [`render`]
+//! turns values into the text files shown, [`options`] and [`cli`] hold the one definition of
+//! the command line (`--help`, the man page and `docs/cli.md` come from it).
+//!
+//! Where to start: `README.md`, then `docs/architecture.md`; the formats' byte layouts are in
+//! `docs/` beside them.
+
 pub mod cache;
 pub mod cli;
 pub mod cmd;

@@ -1,6 +1,6 @@
 //! One meta graph's name spaces as a subtree: `graph/` (nodes), `functions/` (and each
 //! function's body), `signatures/`, `collections/`, `constants/`. Each is a sorted name space
-//! of the meta graph (see `source::graph`) served by the key-prefix engine, `/` in names making
+//! of the meta graph (see [`crate::graph`]) served by the key-prefix engine, `/` in names making
 //! directories as checkpoint keys do in `variables/` (function names stay one component).
 //! Local node numbers use the graph layout (`space | file | depth | index`, see
 //! [`crate::tree::ino::graph`]).
