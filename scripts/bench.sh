@@ -1898,14 +1898,19 @@ bench_cache() {
         aria2c -q -Z -x 8 -s 8 -k 1M -j 2 -d "$dl" --allow-overwrite=true "$url.index" "$url.data-00000-of-00001" ||
             echo "bench: aria2c failed" >&2
         add dl "$(sub "$t0" "$(now)")"
+        sync
         timed_mount "$dl/ckpt" "" lf_read && add local_lf "$TM_T"
         timed_mount "$dl/ckpt" "" cat_bins && add local_cat "$TM_T"
         # Cold through the mount, an empty cache_dir each time; then warm: a remount on it.
+        # The warm remounts read a settled cache, as the local mounts read settled files: what
+        # the cold pass wrote is written back by the kernel (`sync`) before, not beside, them.
         rm -rf "$cache"
         timed_mount "$url" "-o cache_dir=$cache" lf_read && add cold_lf "$TM_T"
+        sync
         timed_mount "$url" "-o cache_dir=$cache" lf_read && add warm_lf "$TM_T" && add warm_lf_gets "$TM_GETS"
         rm -rf "$cache"
         timed_mount "$url" "-o cache_dir=$cache" cat_bins && add cold_cat "$TM_T"
+        sync
         timed_mount "$url" "-o cache_dir=$cache" cat_bins && add warm_cat "$TM_T"
         # No options at all: the default disk cache, fresh ($XDG_CACHE_HOME/tfmount emptied).
         rm -rf "$WORK/xdg"
