@@ -901,7 +901,9 @@ fn without_a_disk_cache_a_sequential_pass_fetches_each_byte_once() {
 
 /// Mounting as a user does (in the background, `tfmount URL DIR` with no options: the default
 /// disk cache, cold) and a first `stat` of a tensor's file take two rounds of requests, none
-/// sent twice; a remount on the now warm cache takes two rounds too, and sends no GET. Every
+/// sent twice; a remount on the now warm cache takes one round (what the first mount asked
+/// about after its probes, the data shards, is kept in the cache and asked at once), and sends
+/// no GET. Every
 /// answer is delayed 150 ms (a far server), so that requests sent at once are told from
 /// requests sent one after another ([`rounds`]). Before: the mount's parent process opened the
 /// source too, to check it (every request twice, one round after the other), and with a disk
@@ -948,8 +950,11 @@ fn a_background_mount_and_a_first_stat_take_two_rounds_of_requests() {
         asked.dedup();
         assert_eq!(asked.len(), n, "{pass}: a request sent twice:\n{report}");
         assert!(seen.iter().all(|r| r.ended.is_some()), "{pass}:\n{report}");
+        // Warm: the data shards and `.meta` the last mount asked about are asked in the first
+        // round too.
+        let most = if pass == "cold" { 2 } else { 1 };
         assert!(
-            rounds(&seen) <= 2,
+            rounds(&seen) <= most,
             "{pass}: {} rounds:\n{report}",
             rounds(&seen)
         );

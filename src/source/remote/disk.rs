@@ -17,6 +17,10 @@
 //!   removed by the next cache opened on `DIR` once they are an hour old).
 //! - Every piece read back is checked (length, CRC-32C, magic): a damaged one is removed, logged
 //!   once and fetched again, never served.
+//! - `asked/<S>`: for a SOURCE (`S` a hash of its URL, which the file's first line names), the
+//!   keys its last mount asked about after its first probes (a store that cannot list: the
+//!   data shards and `.meta` an index names), at most 256: the next mount asks about them in
+//!   its first round. Only a hint: what the answers say is what is used.
 //!
 //! Bounded by `cache_max` (default: half the free space of `DIR`'s file system when the cache is
 //! opened, plus what the cache already holds): when the bytes a process has seen written pass
@@ -193,6 +197,10 @@ impl Entry {
         self.dir.join(format!("{n}.p"))
     }
 }
+
+/// Keys kept per SOURCE by [`DiskCache::set_asked`], and the most bytes read back.
+pub const MAX_ASKED: usize = 256;
+const MAX_ASKED_BYTES: u64 = 256 << 10;
 
 /// The disk cache of one process over `DIR`.
 #[derive(Debug)]
@@ -413,6 +421,52 @@ impl DiskCache {
     /// Bytes held, as this process believes (exact after a scan).
     pub fn held(&self) -> u64 {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// The keys a mount of `source` (a SOURCE's URL) last asked about beyond its first probes
+    /// (its data shards and `.meta`, on a store that cannot list: see
+    /// [`set_asked`](Self::set_asked)), so that the next mount asks at once; empty if none are
+    /// kept. At most [`MAX_ASKED`] keys.
+    pub fn asked(&self, source: &str) -> Vec<String> {
+        let Ok(f) = File::open(self.asked_path(source)) else {
+            return Vec::new();
+        };
+        let mut text = String::new();
+        if f.take(MAX_ASKED_BYTES).read_to_string(&mut text).is_err() {
+            return Vec::new();
+        }
+        let mut lines = text.lines();
+        // A hash collision names another SOURCE on its first line.
+        if lines.next() != Some(source) {
+            return Vec::new();
+        }
+        lines.take(MAX_ASKED).map(str::to_string).collect()
+    }
+
+    /// Keeps `keys` as what a mount of `source` asked about beyond its first probes (see
+    /// [`asked`](Self::asked)); at most [`MAX_ASKED`], the rest dropped. A failure to write is
+    /// not an error (the next mount asks one round later, as without the note).
+    pub fn set_asked(&self, source: &str, keys: &[String]) {
+        let dir = self.root.join("asked");
+        let mut text = format!("{source}\n");
+        for k in keys.iter().take(MAX_ASKED) {
+            if !k.contains('\n') {
+                text.push_str(k);
+                text.push('\n');
+            }
+        }
+        let r = fs::create_dir_all(&dir)
+            .and_then(|()| self.write_atomic(&dir, &fnv(source), &[text.as_bytes()]));
+        if let Err(e) = r {
+            log::debug!(
+                "{}: cannot keep what {source} asked about: {e}",
+                dir.display()
+            );
+        }
+    }
+
+    fn asked_path(&self, source: &str) -> PathBuf {
+        self.root.join("asked").join(fnv(source))
     }
 
     /// Whether some version of the object at `url` is cached (its directory holds one): a

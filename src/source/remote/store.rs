@@ -30,7 +30,7 @@ use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
 use crate::source::remote::budget::Budget;
 use crate::source::remote::cause::map_err;
 use crate::source::remote::config::RemoteConfig;
-use crate::source::remote::disk::DiskCache;
+use crate::source::remote::disk::{DiskCache, MAX_ASKED};
 use crate::source::remote::file::RemoteFile;
 use crate::source::remote::read::{lock, Io, Object, PartCache, Reads, BLOCK};
 use crate::source::remote::runtime::Rt;
@@ -105,6 +105,11 @@ pub(crate) struct Ctx {
     /// Objects opened by a GET of their tail ahead of their first open (an `.index`, by
     /// [`RemoteStore::probe_ahead`]), taken by it.
     opened_ahead: Mutex<HashMap<String, Arc<RemoteFile>>>,
+    /// The SOURCE probed ([`RemoteStore::probe_ahead`]), and the keys asked about for it since
+    /// by [`Store::expect`] (kept in the disk cache for its next mount: see
+    /// [`DiskCache::asked`]).
+    source: std::sync::OnceLock<String>,
+    asked: Mutex<Vec<String>>,
     next_id: AtomicU64,
     uid: u32,
     gid: u32,
@@ -345,6 +350,8 @@ impl RemoteStore {
                 heads: Mutex::new(HashMap::new()),
                 dirs: Mutex::new(HashMap::new()),
                 opened_ahead: Mutex::new(HashMap::new()),
+                source: std::sync::OnceLock::new(),
+                asked: Mutex::new(Vec::new()),
                 listings: Mutex::new(lru::LruCache::new(
                     std::num::NonZeroUsize::new(LISTINGS).unwrap_or(std::num::NonZeroUsize::MIN),
                 )),
@@ -829,7 +836,20 @@ impl RemoteStore {
         let (Ok(key), Ok(ikey)) = (self.ctx.key_of(path), self.ctx.key_of(&index)) else {
             return;
         };
+        // What the last mount of this SOURCE asked about after these probes (its data shards),
+        // asked now, in the same round.
+        let source = self.ctx.url(&key);
+        let asked: Vec<Key> = match self.disk_cache() {
+            Some(d) => d.asked(&source).into_iter().map(Key::from).collect(),
+            None => Vec::new(),
+        };
+        let _ = self.ctx.source.set(source);
         std::thread::scope(|s| {
+            for k in &asked {
+                s.spawn(move || {
+                    let _ = self.head(k);
+                });
+            }
             s.spawn(|| {
                 let _ = self.head(&key);
             });
@@ -1099,10 +1119,26 @@ impl Store for RemoteStore {
 
     /// The HEADs of `paths` at once ([`EXPECT_AT_ONCE`] in flight), their answers kept.
     fn expect(&self, paths: &[PathBuf]) {
-        let keys: Vec<Key> = paths
+        let wanted: Vec<Key> = paths
             .iter()
             .filter_map(|p| self.ctx.key_of(p).ok())
             .filter(|k| self.by_listing(k).is_none())
+            .collect();
+        // Kept for the next mount of the SOURCE probed, which then asks at once.
+        if let (Some(d), Some(source)) = (self.disk_cache(), self.ctx.source.get()) {
+            let mut asked = lock(&self.ctx.asked);
+            let before = asked.len();
+            for k in &wanted {
+                if asked.len() < MAX_ASKED && !asked.iter().any(|a| a == k.as_ref()) {
+                    asked.push(k.as_ref().to_string());
+                }
+            }
+            if asked.len() != before {
+                d.set_asked(source, &asked);
+            }
+        }
+        let keys: Vec<Key> = wanted
+            .into_iter()
             .filter(|k| !lock(&self.ctx.heads).contains_key(k.as_ref()))
             .collect();
         for batch in keys.chunks(EXPECT_AT_ONCE) {
