@@ -823,12 +823,9 @@ fn data_ranges(s: &Setup) -> std::collections::BTreeMap<String, Vec<(u64, u64)>>
         if r.method != "GET" || !r.path.contains(".data-") {
             continue;
         }
-        let range = r.range.as_deref().unwrap_or_default();
-        let (a, b) = range
-            .strip_prefix("bytes=")
-            .and_then(|x| x.split_once('-'))
-            .unwrap_or_else(|| panic!("GET {} without a byte range: {range:?}", r.path));
-        let (a, b): (u64, u64) = (a.parse().expect("start"), b.parse().expect("end"));
+        let (a, b) = r
+            .byte_range()
+            .unwrap_or_else(|| panic!("GET {} without a byte range: {:?}", r.path, r.range));
         out.entry(r.path.clone()).or_default().push((a, b + 1));
     }
     for v in out.values_mut() {
@@ -920,13 +917,9 @@ fn a_background_mount_and_a_first_stat_take_two_rounds_of_requests() {
         s.proxy.set(vec![Rule::any("", "")
             .times(usize::MAX)
             .fault(Fault::Delay(Duration::from_millis(150)))]);
-        let out = Command::new(env!("CARGO_BIN_EXE_tfmount"))
-            .arg(s.url())
-            .arg(mp.path())
-            .envs(user_env(xdg.path()))
-            .env_remove("TFMOUNT_CACHE_MAX")
-            .output()
-            .expect("tfmount");
+        let env = user_env(xdg.path());
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        let out = tfmount(&[&s.url(), mp.path().to_str().expect("utf-8")], &env);
         assert!(
             out.status.success(),
             "{pass}: {}",

@@ -283,13 +283,8 @@ fn assert_verify_passes(proxy: &FaultProxy, url: &str, env: &[(String, String)],
 
 /// The `bytes=A-B` of a request.
 fn range_of(r: &Seen) -> (u64, u64) {
-    let (a, b) = r
-        .range
-        .as_deref()
-        .and_then(|r| r.strip_prefix("bytes="))
-        .and_then(|r| r.split_once('-'))
-        .unwrap_or_else(|| panic!("no bytes=A-B range: {r:?}"));
-    (a.parse().expect("A"), b.parse().expect("B"))
+    r.byte_range()
+        .unwrap_or_else(|| panic!("no bytes=A-B range: {r:?}"))
 }
 
 /// Every file of `remote` equals `local`'s.

@@ -166,6 +166,19 @@ pub struct Seen {
     pub ended: Option<Instant>,
 }
 
+impl Seen {
+    /// The `A` and `B` of the request's `Range: bytes=A-B` (`B` inclusive, as written), if it
+    /// has such a range.
+    pub fn byte_range(&self) -> Option<(u64, u64)> {
+        let (a, b) = self
+            .range
+            .as_deref()?
+            .strip_prefix("bytes=")?
+            .split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    }
+}
+
 /// Rounds of requests one after another in `seen`: the longest chain of requests each of which
 /// arrived after the answer to the one before it ended. Requests sent at once count as one
 /// round, whatever their number; a client that waits for an answer before asking the next

@@ -289,6 +289,26 @@ impl Keep {
         }
     }
 
+    /// `f` over these pieces: on the blocking pool when they are on disk (the runtime's two
+    /// workers keep streaming other GETs), in place when they are in memory; `failed` if it
+    /// could not run.
+    async fn off_runtime<T: Send + 'static>(
+        &self,
+        obj: &Arc<Object>,
+        failed: T,
+        f: impl FnOnce(&Keep, &Object) -> T + Send + 'static,
+    ) -> T {
+        match self {
+            Keep::Mem(..) => f(self, obj),
+            Keep::Disk(..) => {
+                let (k, o) = (self.clone(), Arc::clone(obj));
+                tokio::task::spawn_blocking(move || f(&k, &o))
+                    .await
+                    .unwrap_or(failed)
+            }
+        }
+    }
+
     /// Counts `n` bytes served from kept pieces (the disk cache's figures).
     fn served(&self, n: u64) {
         if let Keep::Disk(d, _) = self {
@@ -318,16 +338,11 @@ pub(crate) async fn fetch(
     };
     let first = range.start / disk::PIECE;
     let last = (range.end - 1) / disk::PIECE;
-    let mut got: Vec<Option<Bytes>> = match &keep {
-        // Disk work on the blocking pool: the runtime's two workers keep streaming other GETs.
-        Keep::Disk(..) => {
-            let (k, o) = (keep.clone(), Arc::clone(obj));
-            tokio::task::spawn_blocking(move || (first..=last).map(|n| k.get(&o, n)).collect())
-                .await
-                .unwrap_or_else(|_| vec![None; (last - first + 1) as usize])
-        }
-        Keep::Mem(..) => (first..=last).map(|n| keep.get(obj, n)).collect(),
-    };
+    let mut got: Vec<Option<Bytes>> = keep
+        .off_runtime(obj, vec![None; (last - first + 1) as usize], move |k, o| {
+            (first..=last).map(|n| k.get(o, n)).collect()
+        })
+        .await;
     let overlap = |k: usize, len: u64| {
         let ps = (first + k as u64) * disk::PIECE;
         range.end.min(ps + len).saturating_sub(range.start.max(ps))
@@ -528,17 +543,11 @@ fn read_ahead(io: &Arc<Io>, keep: &Keep, obj: &Arc<Object>, range: &Range<u64>) 
                 let fl = lock(&o2.inflight);
                 (first..=last).filter(|n| !fl.contains_key(n)).collect()
             };
-            let ns: Vec<u64> = match &k2 {
-                Keep::Disk(..) => {
-                    let (kc, oc) = (k2.clone(), Arc::clone(&o2));
-                    tokio::task::spawn_blocking(move || {
-                        want.into_iter().filter(|&n| !kc.has(&oc, n)).collect()
-                    })
-                    .await
-                    .unwrap_or_default()
-                }
-                Keep::Mem(..) => want.into_iter().filter(|&n| !k2.has(&o2, n)).collect(),
-            };
+            let ns: Vec<u64> = k2
+                .off_runtime(&o2, Vec::new(), move |k, o| {
+                    want.into_iter().filter(|&n| !k.has(o, n)).collect()
+                })
+                .await;
             let (mine, _) = claim(&k2, &o2, ns.into_iter());
             let deadline = tokio::time::Instant::now() + io2.timeout;
             let r =
