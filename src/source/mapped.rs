@@ -167,21 +167,83 @@ impl Mapping {
     /// Maps the first `len` bytes of `file` (its length when it was opened); `None` without the
     /// guard, for an empty file, when every slot is taken or when `mmap` fails.
     pub(crate) fn new(file: &std::fs::File, len: u64) -> Option<Mapping> {
-        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+        Self::concat(&[(file, len)])
+    }
+
+    /// Maps the first `len` bytes of each file one after the other, at consecutive addresses:
+    /// one mapping whose bytes are the files' bytes in order (pieces of an object, kept as
+    /// files, read as one range). Every part but the last must be a whole number of pages.
+    /// `None` as for [`new`](Self::new), or when a part is not.
+    pub(crate) fn concat(parts: &[(&std::fs::File, u64)]) -> Option<Mapping> {
         if !GUARDED.load(Ordering::Acquire) {
             return None;
         }
-        // SAFETY: a new shared read-only mapping of an open file; nothing else is at the
-        // address the kernel picks.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
+        let page = PAGE.load(Ordering::Relaxed);
+        let mut len = 0usize;
+        for (i, &(_, l)) in parts.iter().enumerate() {
+            let l = usize::try_from(l).ok().filter(|&l| l > 0)?;
+            if i + 1 < parts.len() && l % page != 0 {
+                return None;
+            }
+            len = len.checked_add(l)?;
+        }
+        if len == 0 {
+            return None;
+        }
+        let p = if let [(file, _)] = parts {
+            // SAFETY: a new shared read-only mapping of an open file; nothing else is at the
+            // address the kernel picks.
+            unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            }
+        } else {
+            // SAFETY: reserves a range of addresses (no access), then maps each file over its
+            // share of it (MAP_FIXED inside the reservation this call owns).
+            unsafe {
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if base == libc::MAP_FAILED {
+                    libc::MAP_FAILED
+                } else {
+                    let mut at = 0usize;
+                    let mut ok = true;
+                    for &(file, l) in parts {
+                        let l = l as usize;
+                        let q = libc::mmap(
+                            (base as usize + at) as *mut libc::c_void,
+                            l,
+                            libc::PROT_READ,
+                            libc::MAP_SHARED | libc::MAP_FIXED,
+                            file.as_raw_fd(),
+                            0,
+                        );
+                        if q == libc::MAP_FAILED {
+                            ok = false;
+                            break;
+                        }
+                        at += l;
+                    }
+                    if ok {
+                        base
+                    } else {
+                        libc::munmap(base, len);
+                        libc::MAP_FAILED
+                    }
+                }
+            }
         };
         if p == libc::MAP_FAILED {
             log::debug!("mmap failed: {}", io::Error::last_os_error());
@@ -266,5 +328,51 @@ mod tests {
         let (head, lost) = scope(|| m.bytes()[0] as u64);
         assert_eq!((head, lost), (7, false));
         drop(m);
+    }
+
+    #[test]
+    fn files_mapped_one_after_another_read_as_one_range_and_a_cut_one_is_caught() {
+        install_guard().expect("guard");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let page = PAGE.load(Ordering::Relaxed);
+        // Two whole pages of 1s then 2s (each followed by a trailer that is not mapped), and
+        // a last file of 3s not a whole page long.
+        let mut files = Vec::new();
+        for (i, (fill, len)) in [(1u8, page * 2), (2, page), (3, page / 2 + 5)]
+            .into_iter()
+            .enumerate()
+        {
+            let path = dir.path().join(format!("{i}"));
+            let mut v = vec![fill; len];
+            v.extend_from_slice(b"trailer!");
+            std::fs::write(&path, &v).expect("write");
+            files.push((std::fs::File::open(&path).expect("open"), len as u64, path));
+        }
+        let parts: Vec<_> = files.iter().map(|(f, l, _)| (f, *l)).collect();
+        let m = Mapping::concat(&parts).expect("mapped");
+        let mut want = vec![1u8; page * 2];
+        want.extend(vec![2u8; page]);
+        want.extend(vec![3u8; page / 2 + 5]);
+        let (same, lost) = scope(|| m.bytes() == &want[..]);
+        assert_eq!(
+            (same, lost),
+            (true, false),
+            "the files' bytes in order, no trailers"
+        );
+        // A part that is not a whole number of pages is refused unless it is the last.
+        let odd: Vec<_> = [2, 0].iter().map(|&i| parts[i]).collect();
+        assert!(Mapping::concat(&odd).is_none());
+        // The middle file cut short: its page reads as zeros, the scope sees the fault.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&files[1].2)
+            .expect("open")
+            .set_len(0)
+            .expect("truncate");
+        let (mid, lost) = scope(|| m.bytes()[page * 2..page * 3].iter().any(|&b| b != 0));
+        assert_eq!((mid, lost), (false, true));
+        assert!(m.damaged());
+        let (tail, lost) = scope(|| m.bytes()[page * 3]);
+        assert_eq!((tail, lost), (3, false), "the file after it is intact");
     }
 }

@@ -180,6 +180,14 @@ fn client_options(cfg: &RemoteConfig, allow_http: bool) -> (ClientOptions, Retry
         .with_timeout(cfg.timeout)
         .with_connect_timeout(connect)
         .with_allow_http(allow_http);
+    if let Some(roots) = system_roots() {
+        opts = opts.with_no_system_certificates(true);
+        for der in roots {
+            if let Ok(c) = object_store::Certificate::from_der(der) {
+                opts = opts.with_root_certificate(c);
+            }
+        }
+    }
     if let Some((p, no)) = proxy(&cfg.env) {
         opts = opts.with_proxy_url(p);
         if let Some(no) = no {
@@ -196,6 +204,38 @@ fn client_options(cfg: &RemoteConfig, allow_http: bool) -> (ClientOptions, Retry
     (opts, retry)
 }
 
+/// The system's root certificates, loaded once per process, where the platform's verifier is
+/// WebPKI over them anyway (Linux: `SSL_CERT_FILE` / `SSL_CERT_DIR`, else the distribution's
+/// bundle, as `rustls-platform-verifier` finds them): every client of a mount (the store's, the
+/// directory probe's, a credential provider's) would otherwise load and parse them again,
+/// 15-20 ms each, most of a warm mount's time. Duplicates (the bundle and the directory hold
+/// the same certificates) and certificates WebPKI cannot use are left out, as the platform's
+/// verifier leaves them. `None` (each client loads them itself) elsewhere, or when none load.
+fn system_roots() -> Option<&'static [Vec<u8>]> {
+    #[cfg(target_os = "linux")]
+    {
+        static ROOTS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+        let roots = ROOTS.get_or_init(|| {
+            let found = rustls_native_certs::load_native_certs();
+            for e in &found.errors {
+                log::warn!("loading the system's CA root certificates: {e}");
+            }
+            let mut seen = std::collections::HashSet::new();
+            found
+                .certs
+                .into_iter()
+                .filter(|c| seen.insert(c.to_vec()))
+                .filter(|c| rustls::RootCertStore::empty().add(c.clone()).is_ok())
+                .map(|c| c.to_vec())
+                .collect()
+        });
+        if !roots.is_empty() {
+            return Some(roots);
+        }
+    }
+    None
+}
+
 /// The proxy from `HTTPS_PROXY` / `HTTP_PROXY`, and `NO_PROXY`.
 fn proxy(env: &Env) -> Option<(&str, Option<&str>)> {
     let var = |k: &str| env.get(k).or(env.get(&k.to_ascii_lowercase()));
@@ -208,6 +248,13 @@ fn http_probe_client(cfg: &RemoteConfig) -> reqwest::Result<reqwest::Client> {
     let mut b = reqwest::Client::builder()
         .timeout(cfg.timeout)
         .connect_timeout(cfg.timeout.min(Duration::from_secs(5)));
+    if let Some(roots) = system_roots() {
+        b = b.tls_certs_only(
+            roots
+                .iter()
+                .filter_map(|der| reqwest::Certificate::from_der(der).ok()),
+        );
+    }
     if let Some((p, no)) = proxy(&cfg.env) {
         let mut px = reqwest::Proxy::all(p)?;
         if let Some(no) = no {

@@ -184,6 +184,20 @@ impl OnDisk {
     }
 }
 
+/// A range of pieces' files mapped as one, handed out as [`Bytes`] (the mapping lives as long
+/// as they do).
+struct MappedPiece {
+    map: crate::source::mapped::Mapping,
+    a: usize,
+    b: usize,
+}
+
+impl AsRef<[u8]> for MappedPiece {
+    fn as_ref(&self) -> &[u8] {
+        &self.map.bytes()[self.a..self.b]
+    }
+}
+
 impl Entry {
     fn piece_len(&self, n: u64) -> Option<usize> {
         let start = n.checked_mul(PIECE)?;
@@ -632,6 +646,46 @@ impl DiskCache {
             self.found(e, piece, len);
         }
         read
+    }
+
+    /// Bytes `range` of the object of `e` as one slice of its pieces' files mapped one after
+    /// the other ([`Mapping::concat`](crate::source::mapped::Mapping::concat)), **unchecked** (as
+    /// [`read_unchecked`](Self::read_unchecked)), when mapped reads are allowed on this thread
+    /// ([`crate::source::mapped::allowed`]: a FUSE reply's read in the daemon, whose guard turns
+    /// a page lost to a file cut short into EIO); `None` otherwise, or when a piece is not on
+    /// disk whole. Replies are then written to the kernel from the pieces' pages, as from a
+    /// local file's: no copy into memory first, none where a read spans two pieces.
+    pub fn map_unchecked(&self, e: &Entry, range: std::ops::Range<u64>) -> Option<Bytes> {
+        if !crate::source::mapped::allowed() || range.is_empty() {
+            return None;
+        }
+        let pieces = range.start / PIECE..=(range.end - 1) / PIECE;
+        let mut files = Vec::new();
+        for n in pieces.clone() {
+            let len = e.piece_len(n)?;
+            let f = File::open(e.piece_path(n)).ok()?;
+            if !f
+                .metadata()
+                .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
+            {
+                return None;
+            }
+            files.push((f, len as u64));
+        }
+        let parts: Vec<(&File, u64)> = files.iter().map(|(f, l)| (f, *l)).collect();
+        let map = crate::source::mapped::Mapping::concat(&parts)?;
+        if (map.bytes().len() as u64) < range.end - pieces.start() * PIECE {
+            return None;
+        }
+        for (n, (_, len)) in pieces.clone().zip(&files) {
+            self.found(e, n, *len as usize);
+        }
+        let a = (range.start - pieces.start() * PIECE) as usize;
+        Some(Bytes::from_owner(MappedPiece {
+            map,
+            a,
+            b: a + (range.end - range.start) as usize,
+        }))
     }
 
     /// Records piece `n` of `e` as handled by this cache (written, or counted as found);

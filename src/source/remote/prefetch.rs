@@ -321,9 +321,9 @@ impl Reader {
 
     /// Whether the range's bytes match CRC-32C `want`, checked on bytes the disk cache holds: a
     /// range fetched whole by its first read (see [`Reader::is_whole`]) whose pieces are all
-    /// on disk is read from them into memory at once (unchecked, without a pass over each
-    /// piece), its CRC computed, and, when it matches, served from there (each read a slice of
-    /// it: no copy). `false` (read the usual way) when it is not such a range, or it did not
+    /// on disk is taken from them at once (unchecked, without a pass over each piece: in a
+    /// FUSE reply's read their files mapped as one range, else read into memory), its CRC
+    /// computed, and, when it matches, served from there (each read a slice of it: no copy). `false` (read the usual way) when it is not such a range, or it did not
     /// match: then its pieces are checked and what is wrong is removed, to be fetched again.
     pub(crate) fn check_cached(&self, want: u32) -> bool {
         let ctx = &*self.h.reads;
@@ -341,14 +341,14 @@ impl Reader {
         let Some(v) = self.h.read_disk_unchecked(self.range.clone()) else {
             return false;
         };
-        let crc = crc32c::crc32c(&v);
+        let crc = v.iter().fold(0, |c, b| crc32c::crc32c_append(c, b));
         if crc != want {
             self.h
                 .drop_on_disk(self.range.clone(), "the tensor's CRC-32C");
             return false;
         }
         *whole = Some(Whole {
-            data: Data::Ready(vec![Bytes::from(v)]),
+            data: Data::Ready(v),
             served: Vec::new(),
             _res: res,
         });

@@ -987,11 +987,16 @@ impl Handle {
 
     /// Bytes `range` of the object read from the disk cache's pieces **unchecked**, if it holds
     /// all of them (see [`DiskCache::read_unchecked`]): the caller checks them as a whole.
-    pub(crate) fn read_disk_unchecked(&self, range: Range<u64>) -> Option<Vec<u8>> {
+    pub(crate) fn read_disk_unchecked(&self, range: Range<u64>) -> Option<Vec<Bytes>> {
         let d = self.reads.io.disk.as_ref()?;
         let entry = self.obj.disk_entry(d)?;
         if range.is_empty() || range.end > self.obj.size {
             return None;
+        }
+        // In a FUSE reply's read: a slice of the pieces' mapping (replies written from it).
+        if let Some(m) = d.map_unchecked(entry, range.clone()) {
+            d.served(range.end - range.start);
+            return Some(vec![m]);
         }
         let mut v = Vec::with_capacity((range.end - range.start) as usize);
         for n in range.start / disk::PIECE..=(range.end - 1) / disk::PIECE {
@@ -1002,7 +1007,7 @@ impl Handle {
             }
         }
         d.served(v.len() as u64);
-        Some(v)
+        Some(vec![v.into()])
     }
 
     /// Whether the disk cache holds every piece of bytes `range` (on disk or in memory).
