@@ -23,6 +23,7 @@ pub mod formats;
 pub mod fs;
 pub mod fuse;
 pub mod graph;
+pub mod model;
 pub mod mount;
 pub mod options;
 pub mod parse;
@@ -39,3 +40,11 @@ pub mod source;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod tree;
+
+/// The program: the command line `argv` (its first item the program's name) run, the mount form
+/// or a subcommand; returns the process exit status. The binary (`src/main.rs`) and the Python
+/// module's `tfmount` command are both this: the crate root composes the adapters, so that the
+/// Python module and the subcommands stay peers that do not name each other.
+pub fn run_command_line(argv: Vec<std::ffi::OsString>) -> i32 {
+    cmd::main(argv)
+}

@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(tfmount::cmd::main(std::env::args_os().collect()));
+    std::process::exit(tfmount::run_command_line(std::env::args_os().collect()));
 }

@@ -1128,7 +1128,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
             Guard::None => assert_eq!(code, Some(0), "verify with no checksum: {out}{err}"),
         }
         if fx.guard.crc() && code == Some(1) {
-            let key = String::from_utf8(tfmount::cmd::escape(&target.key)).expect("utf-8");
+            let key = String::from_utf8(tfmount::model::lines::escape(&target.key)).expect("utf-8");
             assert!(
                 out.lines().any(|l| l.starts_with(&format!("{key}\t"))),
                 "verify does not name {key}: {out}"
@@ -1192,7 +1192,7 @@ fn verify_passes_the_fixture_and_finds_a_flipped_byte() {
             "diff --exact with the damaged copy: {out}{err}"
         );
         if !fx.guard.crc() {
-            let key = String::from_utf8(tfmount::cmd::escape(&target.key)).expect("utf-8");
+            let key = String::from_utf8(tfmount::model::lines::escape(&target.key)).expect("utf-8");
             assert!(
                 out.lines().any(|l| l == format!("M\t{key}")),
                 "diff --exact does not name {key} modified: {out}{err}"

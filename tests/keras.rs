@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tfmount::cmd::model::{NodeKind, Tree};
+use tfmount::model::open::{NodeKind, Tree};
 
 fn keras_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keras")

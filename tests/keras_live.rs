@@ -278,7 +278,7 @@ fn a_directory_with_nothing_complete_yet_mounts_empty_and_is_followed() {
     let bytes = std::fs::read(keras_dir().join("checkpoints/ckpt-01.weights.h5")).expect("fixture");
     let target = dir.join("ckpt-01.weights.h5");
     std::fs::write(&target, &bytes[..2048]).expect("first bytes");
-    let err = tfmount::cmd::model::Ckpt::open(&target)
+    let err = tfmount::model::open::Ckpt::open(&target)
         .err()
         .expect("2 KiB of an HDF5 file do not open");
     eprintln!("the first 2 KiB: {err}");

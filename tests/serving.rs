@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use tfmount::cmd::model::Tree;
+use tfmount::model::open::Tree;
 use tfmount::probe::{probe, Probed};
 
 /// How long a change may take to show on a loaded machine (docs/serving.md promises 2 s).

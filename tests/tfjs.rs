@@ -11,7 +11,7 @@ use common::requires;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tfmount::cmd::model::Tree;
+use tfmount::model::open::Tree;
 use tfmount::parse::zip;
 
 const FIXTURES: &[&str] = &[

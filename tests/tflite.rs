@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use common::requires;
 use serde_json::Value;
-use tfmount::cmd::model::{NodeKind, Tree};
+use tfmount::model::open::{NodeKind, Tree};
 
 const FIXTURES: [&str; 8] = [
     "float.tflite",

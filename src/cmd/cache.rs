@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::UNIX_EPOCH;
 
-use super::closed;
 use crate::cli::CacheCommand;
+use crate::model::lines::closed;
 use crate::source::remote::config::{default_cache_dir, Env, CACHE_DIR_ENV};
 use crate::source::remote::disk;
 
@@ -48,7 +48,7 @@ fn ls(dir: &Option<PathBuf>) -> i32 {
             o.bytes,
             o.size,
             o.pieces,
-            String::from_utf8_lossy(&super::escape(o.url.as_bytes())),
+            String::from_utf8_lossy(&crate::model::lines::escape(o.url.as_bytes())),
             o.identity
         );
         if let Err(e) = out.write_all(line.as_bytes()) {

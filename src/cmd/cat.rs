@@ -3,9 +3,10 @@
 
 use std::io::{self, Write};
 
-use super::{arg_bytes, closed, escape};
+use super::arg_bytes;
 use crate::cli::CatArgs;
-use crate::cmd::model::Tree;
+use crate::model::lines::{closed, escape};
+use crate::model::open::Tree;
 
 /// Bytes asked for per read (as a mount's readahead would).
 const CHUNK: usize = 1 << 20;

@@ -7,8 +7,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{closed, Lines, Val};
 use crate::cli::{ListArgs, UmountArgs};
+use crate::model::lines::{closed, Lines, Val};
 use crate::mount::mountinfo::{mounts, MountLine};
 
 /// How long `umount` waits for a daemon to exit once its mount is gone.

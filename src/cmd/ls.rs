@@ -4,9 +4,10 @@
 
 use std::io;
 
-use super::{arg_bytes, closed, escape, Lines, Val};
+use super::arg_bytes;
 use crate::cli::LsArgs;
-use crate::cmd::model::{Node, NodeKind, Tree};
+use crate::model::lines::{closed, escape, Lines, Val};
+use crate::model::open::{Node, NodeKind, Tree};
 
 pub fn run(args: &LsArgs) -> i32 {
     let tree = match Tree::open(&args.source) {

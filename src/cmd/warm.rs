@@ -6,8 +6,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::{closed, verify, Lines};
 use crate::cli::WarmArgs;
+use crate::model::lines::{closed, Lines};
+use crate::model::verify;
 use crate::source::remote::disk::TOTAL;
 use crate::source::remote::stats::FETCHED;
 
@@ -48,7 +49,7 @@ pub fn run(args: &WarmArgs) -> i32 {
     // not the object read-ahead's window past them.
     let mut remote = settings.remote;
     remote.object_read_ahead = args.keys.is_empty();
-    super::model::use_remote_config(remote);
+    crate::model::open::use_remote_config(remote);
     let threads = args.threads.map_or_else(
         || {
             std::thread::available_parallelism()

@@ -6,8 +6,8 @@
 use pyo3::exceptions::{PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError};
 use pyo3::PyErr;
 
-use crate::cmd::model::TreeError;
 use crate::error::FsError;
+use crate::model::open::TreeError;
 
 pyo3::create_exception!(
     tfmount,

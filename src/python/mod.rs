@@ -1,7 +1,7 @@
 //! Adapter: the Python module `tfmount._tfmount` (feature `python`; the wheel's `import
 //! tfmount` wraps it in `python/tfmount/`). The same core the mount and the subcommands use,
 //! without a kernel: a [`model::Model`] is the tree a mount shows (over [`crate::fs::Fs`], as
-//! `cmd/model.rs`'s `Tree`) and the model's checkpoint, whose tensors it hands out as numpy
+//! `model/open.rs`'s `Tree`) and the model's checkpoint, whose tensors it hands out as numpy
 //! arrays ([`arrays`]: views of a mapping of the source file where the bytes lie there as
 //! served, decoded copies otherwise); `verify` and `diff` are the subcommands' own engines,
 //! their lines kept instead of printed; `main` is the command line itself.
@@ -49,7 +49,7 @@ fn diff<'py>(
     names: bool,
 ) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
     let lines = py
-        .detach(|| crate::cmd::diff::lines(&a, &b, exact, same, names))
+        .detach(|| crate::model::diff::lines(&a, &b, exact, same, names))
         .map_err(TfmountError::new_err)?;
     lines
         .into_iter()
@@ -61,7 +61,7 @@ fn diff<'py>(
 /// with its exit status (stdout flushed), as the binary's `main` does.
 #[pyfunction]
 fn main(argv: Vec<std::ffi::OsString>) {
-    let code = crate::cmd::main(argv);
+    let code = crate::run_command_line(argv);
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     std::process::exit(code);

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::cmd::model::{Node, NodeKind, Tree};
 use crate::error::{FsError, SourceError};
 use crate::formats::tensors::{TensorData, TensorSet};
 use crate::fs::{Fs, Kind};
+use crate::model::open::{Node, NodeKind, Tree};
 use crate::probe::Probed;
 use crate::python::arrays::{self, Maps};
 use crate::python::bytes_of;
@@ -403,7 +403,7 @@ impl Model {
         let name = inner.path_name(&p);
         let node = inner.resolve(&p, true)?;
         if node.kind == NodeKind::Dir {
-            return Err(tree_error(&name, crate::cmd::model::TreeError::IsDir));
+            return Err(tree_error(&name, crate::model::open::TreeError::IsDir));
         }
         let bytes = py.detach(|| -> Result<Vec<u8>, FsError> {
             let fs = inner.tree.fs();
@@ -457,7 +457,7 @@ impl Model {
     ) -> PyResult<Vec<(Bound<'py, PyAny>, String)>> {
         let inner = self.inner()?;
         let problems = py
-            .detach(|| crate::cmd::verify::problems(&inner.source, threads))
+            .detach(|| crate::model::verify::problems(&inner.source, threads))
             .map_err(TfmountError::new_err)?;
         problems
             .into_iter()

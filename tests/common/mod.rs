@@ -374,9 +374,9 @@ pub fn tfmount_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<u8> {
     o.stdout
 }
 
-/// The whole file at `path` of a tree the subcommands see (`tfmount::cmd::model::Tree`), read
+/// The whole file at `path` of a tree the subcommands see (`tfmount::model::open::Tree`), read
 /// in MiB pieces; panics naming the path on an error or a short read.
-pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
+pub fn tree_cat(tree: &tfmount::model::open::Tree, path: &str) -> Vec<u8> {
     let n = tree
         .resolve(path.as_bytes(), true)
         .unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -393,7 +393,7 @@ pub fn tree_cat(tree: &tfmount::cmd::model::Tree, path: &str) -> Vec<u8> {
 }
 
 /// [`tree_cat`] as UTF-8 text.
-pub fn tree_text(tree: &tfmount::cmd::model::Tree, path: &str) -> String {
+pub fn tree_text(tree: &tfmount::model::open::Tree, path: &str) -> String {
     String::from_utf8(tree_cat(tree, path)).expect("utf-8")
 }
 

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use crate::cmd::model::{self, Ckpt, TensorInfo};
+use crate::model::open::{self as model, Ckpt, TensorInfo};
 use crate::render::elem::{Kind, Value, F16};
 
 /// Bytes of each side compared at a time: where they are read into buffers, both sides' stay
@@ -1281,7 +1281,7 @@ mod tests {
     fn tensor(ck: &Ckpt) -> TensorInfo {
         ck.walk()
             .find_map(|i| match i {
-                crate::cmd::model::Item::Tensor(t) => Some(t),
+                crate::model::open::Item::Tensor(t) => Some(t),
                 _ => None,
             })
             .expect("a tensor")

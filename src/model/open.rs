@@ -1,4 +1,5 @@
-//! The one adapter between the subcommands and the rest of the crate. Everything `ls`, `cat`,
+//! A SOURCE opened without a mount: the one adapter between the engines (and the subcommands and
+//! the Python module over them) and the rest of the crate. Everything `ls`, `cat`,
 //! `verify` and `diff` know about sources, the filesystem core and checkpoints goes through the
 //! small types here:
 //!
