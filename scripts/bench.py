@@ -263,7 +263,8 @@ ROWS = [
       cmd="tfmount s3://bench/twalk/ckpt MNT; stat MNT/variables/LAST.shape"),
     R("10a.requests", "remote", "requests of 10a", K("s3.requests"), unit="requests", cmd="the daemon's log at unmount"),
     R("10b", "remote", "S3 cat of a 16 KiB tensor: bytes fetched (< 1 MiB + index)", K("s3.small.bytes"),
-      unit="B", base=K("s3.index"), ratio="value/base", cmd="cat MNT/variables/SMALL.bin; 'bytes fetched'"),
+      unit="B", cmd="cat MNT/variables/SMALL.bin; 'bytes fetched' (the index: 10b.index)"),
+    R("10b.index", "remote", "the .index's size, for 10b", K("s3.index"), unit="B", cmd="stat -c %s mix/ckpt.index"),
     R("10c", "remote", "S3 sequential read of the BIG_GIB tensor, curl / mount", K("s3.read"),
       base=K("s3.curl"), target=(">=", 0.8), cmd=f"{MNT_DD}; baseline: one ranged GET with curl (REPS_MOTO)"),
     R("10c.rss", "remote", "daemon RssAnon during 10c", Max("s3.rss"), unit="MiB", cmd="sampled 1 s into the read"),
@@ -1808,6 +1809,13 @@ def fmt(x, unit):
     return f"{x:.3g} {unit}"
 
 
+def tfmt(target):
+    if not target:
+        return "-"
+    op, t = target
+    return f"{op} {int(t)}" if float(t).is_integer() else f"{op} {t:g}"
+
+
 def check(x, target):
     if target is None:
         return "info"
@@ -1863,7 +1871,7 @@ def clean(x):
 def print_table(recs):
     log(f"{'row':<22} {'value':>14} {'baseline':>14} {'ratio':>8}  {'target':<8} result")
     for r in recs:
-        tgt = f"{r['target'][0]} {r['target'][1]:g}" if r["target"] else "-"
+        tgt = tfmt(r["target"])
         if r["result"] == "SKIPPED":
             log(f"{r['name']:<22} {'':>14} {'':>14} {'':>8}  {tgt:<8} SKIPPED: {r['why']}")
             continue
@@ -1885,7 +1893,7 @@ def compare(old_path, recs):
         unit = "x" if r.get("ratio_is") else r["unit"]
         show = (lambda x: "-" if x is None else f"{x:.3f}") if unit == "x" else (lambda x: "-" if x is None else fmt(x, unit))
         ch = "-" if a is None or b is None or b == 0 or (isinstance(a, float) and math.isnan(a)) else f"{a / b:.3f}"
-        tgt = f"{r['target'][0]} {r['target'][1]:g}" if r["target"] else "-"
+        tgt = tfmt(r["target"])
         log(f"{r['name']:<22} {show(b):>12} {show(a):>12} {ch:>12}  {tgt:<8} {o['result']} -> {r['result']}")
 
 

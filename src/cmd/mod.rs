@@ -13,7 +13,7 @@ pub mod diff;
 mod list;
 mod ls;
 pub mod model;
-mod values;
+pub(crate) mod values;
 pub mod verify;
 mod warm;
 
