@@ -1966,9 +1966,10 @@ def main():
                       ["--example", "latency_proxy"]):
             if subprocess.run(["cargo", "build", "--release", "--quiet", *extra], cwd=REPO).returncode:
                 sys.exit(f"bench: cargo build --release {' '.join(extra)} failed")
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    if not os.access(os.path.join(target, "release", "tfmount"), os.X_OK):
+        sys.exit(f"bench: {target}/release/tfmount missing")
     c = Ctx(args)
-    if not os.access(c.tfmount, os.X_OK):
-        sys.exit(f"bench: {c.tfmount} missing")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     load0 = open("/proc/loadavg").read().split()[:3]
     log(f"== machine: {os.cpu_count()} CPUs, load {' '.join(load0)}; timings are the median of {c.reps}")
