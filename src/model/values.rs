@@ -176,6 +176,20 @@ pub(crate) fn compare(
     job.run().map(Some)
 }
 
+/// The compare loop of one chunk over two slices of `dtype` (what [`compare`] runs per chunk,
+/// on one thread), for the in-process benchmark (`benches/kernels.rs`, through
+/// `testkit::kernels`); `None` for a dtype without numbers.
+#[cfg(feature = "testkit")]
+pub(crate) fn compare_slices(
+    dtype: crate::parse::dtype::DType,
+    a: &[u8],
+    b: &[u8],
+    tol: Tolerance,
+) -> Option<ValueDiff> {
+    let kind = Kind::of(dtype)?;
+    (kind.size() > 0).then(|| Loop::of(kind).compare(a, b, 0, tol))
+}
+
 /// One comparison: what to read, in chunks of `chunk` bytes, and how to compare them.
 struct Job<'c> {
     a: &'c Ckpt,

@@ -14,6 +14,7 @@
 
 pub mod fault_proxy;
 pub mod fuzz;
+pub mod kernels;
 pub mod requires;
 pub mod rng;
 pub mod servers;
