@@ -4,7 +4,7 @@
 //! The crate is layered one way, as `docs/architecture.md` maps it (and `tests/architecture.rs`
 //! checks): the adapters ([`fuse`] over the kernel, [`cmd`] for the command line, `python` for
 //! `import tfmount`, [`mount`] for daemon life) sit over one core, [`fs`] (the tree a mount
-//! shows, inode numbers from [`tree`]) and [`source`] (local files, object storage and its disk
+//! shows, inode numbers from [`namespace`]) and [`source`] (local files, object storage and its disk
 //! cache); under the core, [`formats`] (one folder per file family: V1, V2, Keras, TFLite,
 //! TF.js, Orbax) and [`graph`] (SavedModel and GraphDef graphs); at the bottom, [`parse`]:
 //! parsers pure over bytes, that return errors and never panic on hostile input. [`render`]
@@ -25,6 +25,7 @@ pub mod fuse;
 pub mod graph;
 pub mod model;
 pub mod mount;
+pub mod namespace;
 pub mod options;
 pub mod parse;
 pub mod probe;
@@ -39,7 +40,6 @@ pub mod source;
 /// feature (on for `cargo test`), never in the daemon.
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
-pub mod tree;
 
 /// The program: the command line `argv` (its first item the program's name) run, the mount form
 /// or a subcommand; returns the process exit status. The binary (`src/main.rs`) and the Python

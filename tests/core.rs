@@ -16,6 +16,8 @@ use serde_json::Value;
 use tfmount::error::FsError;
 use tfmount::formats::v2::strings::StringLayout;
 use tfmount::fs::{Attr, DirEntry, Fs, Kind, Options, KEY_XATTR, ROOT};
+use tfmount::namespace::ino::{keyspace, Ino};
+use tfmount::namespace::{self, FileKind};
 use tfmount::parse::bundle::{check_tiling, parse_entry, parse_header, slice_elements, Data};
 use tfmount::parse::slice_key::Extent;
 use tfmount::parse::table::Block;
@@ -28,8 +30,6 @@ use tfmount::testkit::writer::{
     block_handles, data_path, fix_block_crc, index_path, raw_entry, raw_shape_proto,
     raw_slice_proto, table_entries, table_of_blocks, CheckpointWriter,
 };
-use tfmount::tree::ino::{keyspace, Ino};
-use tfmount::tree::{self, FileKind};
 use walk::{join, show, Core, Node, Walk};
 
 // ---------------------------------------------------------------------------------------------

@@ -327,14 +327,14 @@ fn check_graph(fs: &Fs, base: &[u8], g: &GraphDef, what: &str) -> usize {
     }
     for f in g.library.iter().flat_map(|l| l.function.iter()) {
         let name = f.signature.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-        let esc = tfmount::tree::escape(name.as_bytes(), false);
+        let esc = tfmount::namespace::escape(name.as_bytes(), false);
         let p = cat(&[base, b"/functions/", &esc, b".pbtxt"]);
         let mut got: FunctionDef = parse("tensorflow.FunctionDef", &read_path(fs, &p));
         assert!(
             got.node_def.is_empty(),
             "{what}: {name}.pbtxt holds no nodes"
         );
-        let dir = tfmount::tree::escape(name.as_bytes(), true);
+        let dir = tfmount::namespace::escape(name.as_bytes(), true);
         for node in &f.node_def {
             let p = cat(&[
                 base,

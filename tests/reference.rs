@@ -5,7 +5,7 @@
 //! 255 bytes, non-UTF-8 bytes, keys that are prefixes of other keys — are written with
 //! `tfmount::testkit::writer` as V2 checkpoints, walked through the filesystem core (`Fs`, no kernel) with
 //! the strict shared walker, and compared with a `BTreeMap` built from the README alone: the
-//! "Name escaping" rules implemented here from their text (not with `tfmount::tree::escape`),
+//! "Name escaping" rules implemented here from their text (not with `tfmount::namespace::escape`),
 //! and the layout contract (four files per tensor, `.npy` only for dtypes numpy has natively,
 //! one directory per key prefix, `user.tfmount.key` holding the raw key or key prefix).
 //!

@@ -18,11 +18,11 @@ use crate::cache::Lru;
 use crate::error::{FsError, FsResult};
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use crate::fs::Kind;
+use crate::namespace::ino::{cookie, Ino};
 use crate::parse::{FormatError, ReadError};
 use crate::source::bytes::{ByteSource, FileMeta};
 use crate::source::dirtree;
 use crate::source::dirtree::{Info, Loc, PassTree, What};
-use crate::tree::ino::{cookie, Ino};
 
 /// Most nodes one passed-through directory tree shows; listings past this are cut short (and
 /// logged once).

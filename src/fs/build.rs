@@ -21,11 +21,11 @@ use crate::fs::text::{self, MetaGraphText, Part, WholeText};
 use crate::fs::variables::{Variables, View};
 use crate::fs::views;
 use crate::graph::{GraphFile, GraphKind};
+use crate::namespace::ino::{Ino, ROOT};
 use crate::probe::{serving, Probed};
 use crate::source::bytes::{FileMeta, Store};
 use crate::source::dirtree;
 use crate::source::dirtree::{PassTree, StoreTree, What};
-use crate::tree::ino::{Ino, ROOT};
 
 fn meta_of(store: &dyn Store, path: &Path) -> Result<FileMeta, SourceError> {
     store.meta(path).map_err(|err| SourceError::Io {
@@ -39,7 +39,7 @@ fn too_many(path: &Path) -> SourceError {
         path: path.to_path_buf(),
         msg: format!(
             "more than {} checkpoints and meta graphs in one mount",
-            crate::tree::ino::MAX_SUBTREES - 1
+            crate::namespace::ino::MAX_SUBTREES - 1
         ),
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::error::{FsError, FsResult};
 use crate::fs::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use crate::fs::Kind;
+use crate::namespace::ino::{cookie, Ino};
 use crate::source::bytes::FileMeta;
-use crate::tree::ino::{cookie, Ino};
 
 /// A file whose content is generated when read (text rendered from a graph file, a checkpoint's
 /// `model.safetensors`, `tensors.tsv`, `summary.txt`).

@@ -3,7 +3,7 @@
 //! of the meta graph (see [`crate::graph`]) served by the key-prefix engine, `/` in names making
 //! directories as checkpoint keys do in `variables/` (function names stay one component).
 //! Local node numbers use the graph layout (`space | file | depth | index`, see
-//! [`crate::tree::ino::graph`]).
+//! [`crate::namespace::ino::graph`]).
 
 use bytes::Bytes;
 use std::ops::Range;
@@ -16,12 +16,12 @@ use crate::fs::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use crate::fs::tensor_files::{dtype_text, npy_header, shape_text, with_header};
 use crate::fs::text::{cached, render_error, text_id, Texts};
 use crate::graph::{GraphFile, GraphKind, Space};
+use crate::namespace::ino::{cookie, graph as layout, Ino};
+use crate::namespace::{self, FileKind};
 use crate::parse::dtype::DType;
 use crate::parse::tensor_proto::ConstTensor;
 use crate::parse::{wire, FormatError};
 use crate::render;
-use crate::tree::ino::{cookie, graph as layout, Ino};
-use crate::tree::{self, FileKind};
 
 pub(crate) const SP_NODES: u32 = 0;
 pub(crate) const SP_FUNCS: u32 = 1;
@@ -175,7 +175,7 @@ pub(crate) fn meta_graph_dir_name(kind: GraphKind, tags: &[String]) -> Vec<u8> {
     if tags.is_empty() {
         return b"untagged".to_vec();
     }
-    tree::escape(tags.join(",").as_bytes(), true)
+    namespace::escape(tags.join(",").as_bytes(), true)
 }
 
 /// One meta graph as mounted.
@@ -500,7 +500,7 @@ impl Subtree for GraphTree {
                 // A function's body directory follows its file.
                 if kind == SpaceKind::Functions && first_sub <= subs.len() as u64 {
                     if let Some(body) = self.body_space(pos) {
-                        let name = tree::escape(comp, true);
+                        let name = namespace::escape(comp, true);
                         let c = cookie::of(pos, subs.len() as u64).ok_or(FsError::NotFound)?;
                         return Ok(add(Entry {
                             ino: self.ino(Node::root(body))?,

@@ -11,8 +11,8 @@ use std::path::Path;
 use crate::error::{FsError, FsResult};
 use crate::fs::subtree::Entry;
 use crate::fs::Kind;
-use crate::tree::ino::{cookie, Ino};
-use crate::tree::{self, Unescaped};
+use crate::namespace::ino::{cookie, Ino};
+use crate::namespace::{self, Unescaped};
 
 /// Separates the components of a name.
 pub(crate) const SEP: u8 = b'/';
@@ -138,7 +138,7 @@ pub fn resolve<N: Names + ?Sized>(
             rest.is_empty()
         }
     };
-    match tree::unescape(escaped, is_dir).ok_or(FsError::NotFound)? {
+    match namespace::unescape(escaped, is_dir).ok_or(FsError::NotFound)? {
         Unescaped::Exact(comp) => {
             if split && comp.contains(&SEP) {
                 return Ok(None);
@@ -173,8 +173,8 @@ pub fn resolve<N: Names + ?Sized>(
                 let (comp, _) = next_component(&n, prefix, split);
                 if fits(&n[prefix.len() + comp.len()..])
                     && !names.hidden_at(p, &n)
-                    && tree::fnv1a64(comp) == hash
-                    && tree::escape(comp, is_dir) == escaped
+                    && namespace::fnv1a64(comp) == hash
+                    && namespace::escape(comp, is_dir) == escaped
                 {
                     return Ok(Some(p));
                 }
@@ -272,7 +272,7 @@ pub(crate) fn add_dir(
         );
         return false;
     };
-    let name = tree::escape(comp, true);
+    let name = namespace::escape(comp, true);
     add(Entry {
         ino,
         name: &name,
@@ -290,7 +290,7 @@ pub(crate) fn add_files<'s>(
     files: impl IntoIterator<Item = (&'s [u8], FsResult<Ino>)>,
     add: &mut dyn FnMut(Entry<'_>) -> bool,
 ) -> FsResult<bool> {
-    let stem = tree::escape(comp, false);
+    let stem = namespace::escape(comp, false);
     for (sub, (suffix, ino)) in files.into_iter().enumerate().skip(first_sub as usize) {
         let mut name = stem.clone();
         name.extend_from_slice(suffix);

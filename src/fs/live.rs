@@ -29,11 +29,11 @@ use crate::formats::tensors::TensorSet;
 use crate::formats::v2::checkpoint::split_prefix;
 use crate::fs::build::Builder;
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
+use crate::namespace::ino::{cookie, Ino, ROOT};
 use crate::probe::state;
 use crate::source::bytes::{EntryKind, FileMeta, Store};
 use crate::source::local::LocalStore;
 use crate::source::watch::DirWatch;
-use crate::tree::ino::{cookie, Ino, ROOT};
 
 /// Local node numbers of the live root subtree.
 const ROOT_LOCAL: u64 = 1;
@@ -476,7 +476,7 @@ impl Live {
             msg: format!(
                 "more than {} subtrees at once (two per checkpoint shown or still open, one more \
                  per meta graph)",
-                crate::tree::ino::MAX_SUBTREES - 1
+                crate::namespace::ino::MAX_SUBTREES - 1
             ),
         })?;
         let mut b = Builder::new(fs, store, id);
@@ -1095,9 +1095,9 @@ mod tests {
 
     use crate::error::FsError;
     use crate::fs::{Fs, Options, ROOT};
+    use crate::namespace::ino::Ino;
     use crate::parse::dtype::DType;
     use crate::testkit::writer::CheckpointWriter;
-    use crate::tree::ino::Ino;
 
     fn bytes(v: f32) -> Vec<u8> {
         [v; 4].iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -1282,7 +1282,7 @@ mod tests {
         let (root_slot, var_slot) = (Ino(root.ino).subtree(), Ino(v.ino).subtree());
         let v_gen = v.generation;
         let mut reused = 0;
-        for i in 3..=2 * crate::tree::ino::MAX_SUBTREES {
+        for i in 3..=2 * crate::namespace::ino::MAX_SUBTREES {
             save(dir, i);
             fs.refresh_live();
             let name = format!("ckpt-{i}");

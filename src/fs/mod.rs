@@ -2,7 +2,7 @@
 //! results, with no FUSE types, so it is tested without the kernel and serves the CLI too.
 //!
 //! [`Fs`] is one dispatcher: it decodes an inode number once (`subtree | local`, see
-//! [`crate::tree::ino`]) and forwards to the type serving that subtree ([`subtree::Subtree`]):
+//! [`crate::namespace::ino`]) and forwards to the type serving that subtree ([`subtree::Subtree`]):
 //! the fixed nodes ([`fixed`]), a checkpoint's variables ([`variables`]), a meta graph's names
 //! ([`graph`]), `names/` ([`names`]), a SavedModel's assets ([`assets`]). Building the tree at
 //! mount time ([`build`], or [`live`] for a directory followed live) is apart from serving it. Every
@@ -31,15 +31,15 @@ use crate::cache::Lru;
 use crate::error::{FsError, FsResult, SourceError};
 use crate::formats::caches::Caches;
 use crate::formats::tensors::TensorSet;
+use crate::namespace::ino::Ino;
 use crate::probe::Probed;
 use crate::source::bytes::{FileMeta, Store};
 use crate::source::local::LocalStore;
-use crate::tree::ino::Ino;
 use registry::Registry;
 pub use subtree::Content;
 use subtree::{NodeAttr, Size, Subtree};
 
-pub use crate::tree::ino::ROOT as ROOT_INO;
+pub use crate::namespace::ino::ROOT as ROOT_INO;
 /// The root's inode number.
 pub const ROOT: u64 = ROOT_INO.0;
 pub const KEY_XATTR: &str = "user.tfmount.key";

@@ -17,11 +17,11 @@ use crate::formats::names::{FxMap, LazyNames};
 use crate::formats::tensors::{walk, TensorSet};
 use crate::fs::subtree::{slice_of, Entry, NodeAttr, Size, Subtree};
 use crate::fs::{tensor_files, Kind};
+use crate::namespace::ino::{cookie, names as layout, Ino};
+use crate::namespace::{self, FileKind};
 use crate::parse::dtype::DType;
 use crate::parse::FormatError;
 use crate::source::bytes::FileMeta;
-use crate::tree::ino::{cookie, names as layout, Ino};
-use crate::tree::{self, FileKind};
 
 /// `names/` of one checkpoint.
 pub(crate) struct NamesTree {
@@ -175,7 +175,7 @@ fn escaped_path(s: &[u8]) -> Vec<Vec<u8>> {
     comps
         .iter()
         .enumerate()
-        .map(|(i, c)| tree::escape(c, i < last))
+        .map(|(i, c)| namespace::escape(c, i < last))
         .collect()
 }
 

@@ -3,7 +3,7 @@
 //! directory also frees the slots of its pruned checkpoints and fills them again, so a mount
 //! that runs for weeks does not run out of them.
 //!
-//! Each slot keeps, in one atomic word ([`crate::tree::ino::slot`]), its *generation*, whether
+//! Each slot keeps, in one atomic word ([`crate::namespace::ino::slot`]), its *generation*, whether
 //! it is free, and the lookups the kernel holds on its inodes (a LOOKUP reply or a READDIRPLUS
 //! entry adds one, FORGET takes its count away). The rules that keep an old inode number from
 //! ever reaching a slot's next occupant:
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::fs::subtree::Subtree;
-use crate::tree::ino::{slot, MAX_SUBTREES};
+use crate::namespace::ino::{slot, MAX_SUBTREES};
 
 struct Slot {
     /// The occupant. The generation changes only under this lock's write side, so that a
@@ -211,7 +211,7 @@ mod tests {
     use crate::error::{FsError, FsResult};
     use crate::fs::subtree::{Entry, NodeAttr};
     use crate::fs::Kind;
-    use crate::tree::ino::Ino;
+    use crate::namespace::ino::Ino;
 
     /// A subtree that is only its name.
     struct Named(&'static str);

@@ -4,8 +4,8 @@
 
 use crate::error::{FsError, FsResult};
 use crate::fs::Kind;
+use crate::namespace::ino::Ino;
 use crate::source::bytes::FileMeta;
-use crate::tree::ino::Ino;
 use bytes::Bytes;
 
 /// A file's size, or that its content cannot be produced (a damaged tensor, an unrenderable
@@ -42,7 +42,7 @@ pub struct Entry<'a> {
     pub ino: Ino,
     pub name: &'a [u8],
     pub kind: Kind,
-    /// Where to continue after this entry (at least [`crate::tree::ino::cookie::BASE`]).
+    /// Where to continue after this entry (at least [`crate::namespace::ino::cookie::BASE`]).
     pub cookie: u64,
 }
 

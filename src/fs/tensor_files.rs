@@ -3,9 +3,9 @@
 //! header splice.
 
 use crate::error::FsResult;
+use crate::namespace::FileKind;
 use crate::parse::dtype::DType;
 use crate::parse::npy;
-use crate::tree::FileKind;
 use bytes::Bytes;
 
 /// The text of a `.shape` file: dims separated by one space, then a newline.

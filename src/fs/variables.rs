@@ -8,7 +8,7 @@
 //! it has a file for, and the directories leading to them.
 //!
 //! Local node numbers use the key-space layout (`view | file | depth | pos`, see
-//! [`crate::tree::ino::keyspace`]): `view` picks the tree ([`View`]), a directory is the first
+//! [`crate::namespace::ino::keyspace`]): `view` picks the tree ([`View`]), a directory is the first
 //! key under it, a file its tensor's position; the only per-file state is the bounded caches
 //! of rendered text.
 //!
@@ -35,14 +35,14 @@ use crate::fs::string_text::StringText;
 use crate::fs::subtree::{slice_of, Content, Entry, NodeAttr, Size, Subtree};
 use crate::fs::tensor_files::{self, dtype_text, npy_header, shape_text, with_header};
 use crate::fs::text::{text_id, Texts};
+use crate::namespace::ino::{keyspace as layout, Ino};
+use crate::namespace::names::TXT;
+use crate::namespace::FileKind;
 use crate::parse::dtype::DT_STRING;
 use crate::parse::FormatError;
 use crate::render::stats::{self, FirstPass};
 use crate::render::values::Columns;
 use crate::source::bytes::FileMeta;
-use crate::tree::ino::{keyspace as layout, Ino};
-use crate::tree::names::TXT;
-use crate::tree::FileKind;
 
 const _: () = assert!(layout::POS.bits == POS_BITS);
 

@@ -20,10 +20,10 @@ use crate::formats::names::{LazyNames, Names};
 use crate::formats::tensors::{attr_column, walk, TensorData, TensorInfo, TensorSet};
 use crate::fs::fixed::Generated;
 use crate::fs::subtree::{slice_of, Content};
+use crate::namespace;
 use crate::parse::safetensors::{Layout, Part, TensorRecord as StRecord};
 use crate::parse::FormatError;
 use crate::render::summary::{tsv_extra, tsv_line, Summary, TensorRecord, TSV_HEADER};
-use crate::tree;
 
 /// `tensors.tsv` keeps where every this many lines start.
 pub(crate) const TSV_MARK_EVERY: u64 = 512;
@@ -79,18 +79,18 @@ fn failed(set: &dyn TensorSet, file: &str, msg: String) -> FsError {
 
 /// The path of a tensor's `.bin` relative to its checkpoint's root (see [`file_path`]).
 pub fn bin_path(key: &[u8]) -> Vec<u8> {
-    file_path(key, tree::FileKind::Bin)
+    file_path(key, namespace::FileKind::Bin)
 }
 
 /// The path of a tensor's file of `kind` relative to its checkpoint's root: `variables/` and
 /// the escaped key (each `/`-separated component escaped as a directory, the last as a file),
 /// then the kind's suffix.
-pub(crate) fn file_path(key: &[u8], kind: tree::FileKind) -> Vec<u8> {
+pub(crate) fn file_path(key: &[u8], kind: namespace::FileKind) -> Vec<u8> {
     let mut p = b"variables/".to_vec();
     let comps: Vec<&[u8]> = key.split(|&b| b == b'/').collect();
     let last = comps.len() - 1;
     for (i, c) in comps.iter().enumerate() {
-        p.extend_from_slice(&tree::escape(c, i < last));
+        p.extend_from_slice(&namespace::escape(c, i < last));
         if i < last {
             p.push(b'/');
         }

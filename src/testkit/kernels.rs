@@ -4,8 +4,8 @@
 //! ([`crate::render::stats::compute`]) and the table parser ([`crate::parse::table`]) are
 //! public already.
 
-use crate::model::values::{compare_slices, Tolerance, ValueDiff};
 use crate::formats::crc_stream::StreamCheck;
+use crate::model::values::{compare_slices, Tolerance, ValueDiff};
 use crate::parse::dtype::DType;
 
 /// `diff --values`' compare loop over two slices of `dtype` (`None`: a dtype without numbers).

@@ -306,7 +306,7 @@ pub fn name_path(name: &[u8]) -> Vec<u8> {
     comps
         .iter()
         .enumerate()
-        .map(|(i, c)| tfmount::tree::escape(c, i < last))
+        .map(|(i, c)| tfmount::namespace::escape(c, i < last))
         .collect::<Vec<_>>()
         .join(&b'/')
 }

@@ -12,8 +12,8 @@
 
 pub(crate) mod config_names;
 pub mod hdf5;
-pub mod sharded;
 mod set;
+pub mod sharded;
 pub(crate) use set::KerasSet;
 
 use std::ffi::OsString;
@@ -680,4 +680,3 @@ impl Opened for OpenedKeras {
         })))
     }
 }
-

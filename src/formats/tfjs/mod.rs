@@ -866,4 +866,3 @@ impl Opened for OpenedTfjs {
         Box::new(generic)
     }
 }
-

@@ -519,4 +519,3 @@ impl Opened for OpenedTflite {
         Box::new(g)
     }
 }
-

@@ -25,6 +25,7 @@ use crate::formats::v2::checkpoint::{data_file_name, index_file_name};
 use crate::formats::v2::strings;
 use crate::formats::v2::strings::StringLayout;
 use crate::fs::{Fs, Kind, Options};
+use crate::namespace::{self, FileKind};
 use crate::parse::bundle::Data;
 use crate::parse::dtype::{DT_STRING, DT_VARIANT};
 use crate::parse::slice_key::Extent;
@@ -34,7 +35,6 @@ use crate::probe::{probe, state, Probed};
 /// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
 /// the regression tests, which call it as `targets::fix_table_crcs`.
 pub use crate::testkit::writer::fix_table_crcs;
-use crate::tree::{self, FileKind};
 
 use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
@@ -734,7 +734,7 @@ fn check_name(name: &[u8], key: &[u8], kind: Kind) {
     let last = raw.rsplit(|&b| b == b'/').next().unwrap_or(raw);
     assert_eq!(
         String::from_utf8_lossy(stem),
-        String::from_utf8_lossy(&tree::escape(last, is_dir)),
+        String::from_utf8_lossy(&namespace::escape(last, is_dir)),
         "name of key {:?}",
         String::from_utf8_lossy(key)
     );
