@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use lru::LruCache;
 
-pub struct Lru<K: Hash + Eq, V: Clone> {
+pub(crate) struct Lru<K: Hash + Eq, V: Clone> {
     inner: Mutex<Inner<K, V>>,
     capacity: usize,
     hits: AtomicU64,
@@ -22,7 +22,8 @@ struct Inner<K: Hash + Eq, V> {
 
 /// Counters for logs, tests and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheStats {
+#[cfg(test)]
+pub(crate) struct CacheStats {
     pub entries: usize,
     pub bytes: usize,
     pub capacity: usize,
@@ -32,7 +33,7 @@ pub struct CacheStats {
 
 impl<K: Hash + Eq, V: Clone> Lru<K, V> {
     /// A cache holding at most `capacity` bytes of values; 0 disables it.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Lru {
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
@@ -44,7 +45,7 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
         }
     }
 
-    pub fn get(&self, key: &K) -> Option<V> {
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
         let hit = self.lock().lru.get(key).map(|(v, _)| v.clone());
         let counter = if hit.is_some() {
             &self.hits
@@ -57,7 +58,7 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
 
     /// Keeps `value` (of `weight` bytes), evicting the least recently used values until the
     /// total fits. A value larger than the whole capacity is not kept.
-    pub fn insert(&self, key: K, value: V, weight: usize) {
+    pub(crate) fn insert(&self, key: K, value: V, weight: usize) {
         if weight > self.capacity {
             return;
         }
@@ -110,7 +111,8 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
         Ok(v)
     }
 
-    pub fn stats(&self) -> CacheStats {
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> CacheStats {
         let inner = self.lock();
         CacheStats {
             entries: inner.lru.len(),

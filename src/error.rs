@@ -236,7 +236,7 @@ pub enum RemoteError {
 }
 
 impl RemoteError {
-    pub fn kind(&self) -> std::io::ErrorKind {
+    pub(crate) fn kind(&self) -> std::io::ErrorKind {
         match self {
             RemoteError::NotFound { .. } => std::io::ErrorKind::NotFound,
             RemoteError::Timeout { .. } => std::io::ErrorKind::TimedOut,

@@ -41,7 +41,7 @@ pub const MAX_READAHEAD: u32 = 1 << 20;
 /// file costs a round trip, which is why `Never` is the default (docs/benchmarks.md has the
 /// figures).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DirectIo {
+pub(crate) enum DirectIo {
     /// The page cache for every file; files are opened without a request (no-open mode).
     #[default]
     Never,
@@ -59,7 +59,7 @@ impl DirectIo {
     /// The values of `-o direct_io`, as `--help` shows them.
     pub(crate) const VALUES: &'static str = "auto|always|never";
 
-    pub fn parse(s: &str) -> Option<DirectIo> {
+    pub(crate) fn parse(s: &str) -> Option<DirectIo> {
         match s {
             "never" => Some(DirectIo::Never),
             "auto" => Some(DirectIo::Auto),
@@ -69,7 +69,7 @@ impl DirectIo {
     }
 
     /// Whether a file holding `content`, of `size` bytes, is opened with `FOPEN_DIRECT_IO`.
-    pub fn applies(self, content: Content, size: u64) -> bool {
+    pub(crate) fn applies(self, content: Content, size: u64) -> bool {
         match self {
             DirectIo::Never => false,
             DirectIo::Auto => size >= DIRECT_IO_MIN && content == Content::Tensor,
@@ -176,7 +176,7 @@ pub(crate) struct FuseFs {
 }
 
 impl FuseFs {
-    pub fn new(fs: Arc<Fs>, direct_io: DirectIo) -> Self {
+    pub(crate) fn new(fs: Arc<Fs>, direct_io: DirectIo) -> Self {
         FuseFs {
             waiters: fs.is_remote().then(|| {
                 Arc::new(Waiters {

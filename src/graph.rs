@@ -31,7 +31,7 @@ pub enum GraphKind {
 }
 
 impl GraphKind {
-    pub fn type_name(self) -> &'static str {
+    pub(crate) fn type_name(self) -> &'static str {
         match self {
             GraphKind::SavedModel => "tensorflow.SavedModel",
             GraphKind::MetaGraph => "tensorflow.MetaGraphDef",
@@ -42,7 +42,7 @@ impl GraphKind {
 
 /// A named message in a sorted list: its name and its bytes, as ranges of the graph buffer.
 #[derive(Debug, Clone, Copy)]
-pub struct Item {
+pub(crate) struct Item {
     name_at: usize,
     name_len: u32,
     body_at: usize,
@@ -59,20 +59,20 @@ impl Item {
         })
     }
 
-    pub fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+    pub(crate) fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
         buf.get(self.name_at..self.name_at + self.name_len as usize)
             .unwrap_or(&[])
     }
 
-    pub fn body(&self) -> Range<usize> {
+    pub(crate) fn body(&self) -> Range<usize> {
         self.body_at..self.body_at + self.body_len as usize
     }
 }
 
 /// Items sorted by name (first occurrence of a name wins).
 #[derive(Debug, Default)]
-pub struct Space {
-    pub items: Vec<Item>,
+pub(crate) struct Space {
+    pub(crate) items: Vec<Item>,
 }
 
 impl Space {
@@ -94,53 +94,45 @@ impl Space {
         self.items.partition_point(|it| it.name(buf) < key)
     }
 
-    /// The item named exactly `key`.
-    pub fn find(&self, buf: &[u8], key: &[u8]) -> Option<usize> {
-        let i = self.lower_bound(buf, key);
-        (self.items.get(i)?.name(buf) == key).then_some(i)
-    }
-
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 }
 
 /// The lazily built index of one meta graph's nodes and functions.
 #[derive(Debug, Default)]
-pub struct Index {
-    pub nodes: Space,
-    pub functions: Space,
+pub(crate) struct Index {
+    pub(crate) nodes: Space,
+    pub(crate) functions: Space,
     /// The body of each function, in the order of `functions`.
-    pub bodies: Vec<Space>,
+    pub(crate) bodies: Vec<Space>,
     /// Const nodes with a tensor value: the name, and the TensorProto's bytes.
-    pub constants: Space,
+    pub(crate) constants: Space,
 }
 
 /// One meta graph (for a GraphDef file: the graph, as a meta graph with no other parts).
-pub struct MetaGraph {
-    pub tags: Vec<String>,
-    /// The MetaGraphDef's bytes (a GraphDef file: empty).
-    pub range: Range<usize>,
-    pub meta_info_def: Vec<Field>,
-    pub graph_def: Vec<Field>,
-    pub saver_def: Vec<Field>,
-    pub object_graph_def: Vec<Field>,
-    pub signatures: Space,
-    pub collections: Space,
+pub(crate) struct MetaGraph {
+    pub(crate) tags: Vec<String>,
+    pub(crate) meta_info_def: Vec<Field>,
+    pub(crate) graph_def: Vec<Field>,
+    pub(crate) saver_def: Vec<Field>,
+    pub(crate) object_graph_def: Vec<Field>,
+    pub(crate) signatures: Space,
+    pub(crate) collections: Space,
     index: OnceLock<std::result::Result<Index, String>>,
 }
 
-pub struct GraphFile {
-    pub path: PathBuf,
-    pub meta: FileMeta,
-    pub kind: GraphKind,
+pub(crate) struct GraphFile {
+    pub(crate) path: PathBuf,
+    pub(crate) meta: FileMeta,
+    pub(crate) kind: GraphKind,
     /// The file's bytes (binary protobuf; a text file is held as its binary encoding).
-    pub data: Vec<u8>,
-    pub metas: Vec<MetaGraph>,
+    pub(crate) data: Vec<u8>,
+    pub(crate) metas: Vec<MetaGraph>,
 }
 
 /// Map entries (`key = 1`, `value = 2`) as items.
@@ -173,7 +165,6 @@ impl MetaGraph {
     fn scan(buf: &[u8], range: Range<usize>) -> Result<MetaGraph> {
         let mut m = MetaGraph {
             tags: Vec::new(),
-            range: range.clone(),
             meta_info_def: Vec::new(),
             graph_def: Vec::new(),
             saver_def: Vec::new(),
@@ -207,7 +198,6 @@ impl MetaGraph {
     fn graph_only(buf: &[u8]) -> MetaGraph {
         MetaGraph {
             tags: Vec::new(),
-            range: 0..0,
             meta_info_def: Vec::new(),
             // The whole file is the GraphDef: one pseudo-field covering it.
             graph_def: vec![Field::whole(2, buf.len())],
@@ -220,7 +210,7 @@ impl MetaGraph {
     }
 
     /// The index of nodes and functions, built on first use. `Err` if the graph is damaged.
-    pub fn index(&self, buf: &[u8]) -> std::result::Result<&Index, String> {
+    pub(crate) fn index(&self, buf: &[u8]) -> std::result::Result<&Index, String> {
         self.index
             .get_or_init(|| Self::build_index(buf, &self.graph_def).map_err(|e| e.to_string()))
             .as_ref()
@@ -323,7 +313,7 @@ fn function_item(buf: &[u8], f: &Field) -> Result<Item> {
 
 impl GraphFile {
     /// Opens `path` holding `kind`, binary or (for `.pbtxt` files) text format.
-    pub fn open(
+    pub(crate) fn open(
         store: &dyn Store,
         path: &Path,
         kind: GraphKind,
@@ -361,7 +351,7 @@ impl GraphFile {
     }
 
     /// A graph already in memory (binary), e.g. converted from another format's JSON.
-    pub fn from_bytes(
+    pub(crate) fn from_bytes(
         path: &Path,
         meta: FileMeta,
         kind: GraphKind,
@@ -400,7 +390,7 @@ impl GraphFile {
         })
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! Where to start: `README.md`, then `docs/architecture.md`; the formats' byte layouts are in
 //! `docs/` beside them.
+#![warn(unreachable_pub)]
 
 pub mod cache;
 pub mod cli;

@@ -14,7 +14,7 @@ use crate::source::remote::config::RemoteConfig;
 
 /// What a value must look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     /// No value: `-o name`.
     None,
     /// A byte count: digits, optionally followed by K, M, G or T (powers of 1024), optionally
@@ -32,7 +32,7 @@ pub enum Value {
 
 impl Value {
     /// The placeholder shown in help (`SIZE`, `N`, ...).
-    pub fn placeholder(self) -> Option<&'static str> {
+    pub(crate) fn placeholder(self) -> Option<&'static str> {
         match self {
             Value::None => None,
             Value::Size => Some("SIZE"),
@@ -46,21 +46,21 @@ impl Value {
 
 /// One mount option.
 #[derive(Debug, Clone, Copy)]
-pub struct MountOpt {
+pub(crate) struct MountOpt {
     /// The name after `-o`.
-    pub name: &'static str,
-    pub value: Value,
+    pub(crate) name: &'static str,
+    pub(crate) value: Value,
     /// The long flag that means the same (`--no-crc` for `-o nocrc`), if any.
-    pub flag: Option<&'static str>,
+    pub(crate) flag: Option<&'static str>,
     /// The default, in words (empty when the option is a plain switch).
-    pub default: &'static str,
+    pub(crate) default: &'static str,
     /// One or two sentences for `--help`, the man page and the docs.
-    pub help: &'static str,
+    pub(crate) help: &'static str,
     /// Accepted for compatibility with mount(8) habits but changes nothing.
-    pub no_op: bool,
+    pub(crate) no_op: bool,
     /// Decided when mounting: with the mount point `/dev/fd/N` (a descriptor someone else
     /// mounted) it is the mounter's to set, and is ignored with a warning.
-    pub mount_time: bool,
+    pub(crate) mount_time: bool,
 }
 
 const fn opt(
@@ -269,7 +269,7 @@ pub(crate) fn env_defaults() -> Result<Vec<String>, String> {
 /// The settings of a mount (and of `tfmount.open`): the defaults, object storage configured
 /// from the environment, the environment's option defaults ([`env_defaults`]), then `options`
 /// (each a `-o` list; later ones win). Errors are one line naming the option or variable.
-pub fn settings(options: &[String]) -> Result<Settings, String> {
+pub(crate) fn settings(options: &[String]) -> Result<Settings, String> {
     let mut s = Settings {
         remote: RemoteConfig::from_env(),
         ..Settings::default()
@@ -309,24 +309,24 @@ pub(crate) fn mount_time_names() -> String {
 }
 
 /// The option named `name`.
-pub fn find(name: &str) -> Option<&'static MountOpt> {
+pub(crate) fn find(name: &str) -> Option<&'static MountOpt> {
     OPTIONS.iter().find(|o| o.name == name)
 }
 
 /// What the mount options set.
 #[derive(Debug, Clone)]
-pub struct Settings {
-    pub fs: Options,
-    pub acl: SessionACL,
-    pub threads: usize,
+pub(crate) struct Settings {
+    pub(crate) fs: Options,
+    pub(crate) acl: SessionACL,
+    pub(crate) threads: usize,
     /// Object-storage sources: timeouts, memory budget, credentials.
-    pub remote: RemoteConfig,
+    pub(crate) remote: RemoteConfig,
     /// Mount even on a non-empty directory.
-    pub nonempty: bool,
+    pub(crate) nonempty: bool,
     /// Which files are read around the page cache.
-    pub direct_io: DirectIo,
+    pub(crate) direct_io: DirectIo,
     /// The mount-time options given ([`MountOpt::mount_time`]), by name, in order, once each.
-    pub mount_time: Vec<&'static str>,
+    pub(crate) mount_time: Vec<&'static str>,
 }
 
 impl Default for Settings {
@@ -355,7 +355,10 @@ pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
 
 /// Applies the comma-separated option lists `lists` (each `-o` argument, in order; later ones
 /// win) to `s`. Errors are one line naming the option and what its value must be.
-pub fn apply<'a>(s: &mut Settings, lists: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+pub(crate) fn apply<'a>(
+    s: &mut Settings,
+    lists: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
     for item in lists.into_iter().flat_map(|l| l.split(',')) {
         let (k, v) = match item.split_once('=') {
             Some((k, v)) => (k.trim(), Some(v.trim())),
@@ -473,7 +476,7 @@ Example: -o allow_other,nocrc,cache_size=128M",
 }
 
 /// `name` or `name=PLACEHOLDER`.
-pub fn usage(o: &MountOpt) -> String {
+pub(crate) fn usage(o: &MountOpt) -> String {
     match o.value.placeholder() {
         Some(p) => format!("{}={p}", o.name),
         None => o.name.to_string(),

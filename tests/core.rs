@@ -135,7 +135,7 @@ fn walk_strict(fs: &Fs) -> BTreeMap<Vec<u8>, Node<u64>> {
 }
 
 fn kind_of(name: &[u8]) -> Option<&'static str> {
-    tree::SUFFIXES
+    namespace::SUFFIXES
         .into_iter()
         .find(|s| name.ends_with(s.as_bytes()))
 }

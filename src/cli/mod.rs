@@ -50,21 +50,21 @@ SOURCE: {}",
     about = "Mount a TensorFlow checkpoint or SavedModel as a read-only directory of tensor files",
     long_about = long_about()
 )]
-pub struct Args {
+pub(crate) struct Args {
     #[arg(help = source_help())]
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
 
     #[arg(help = MOUNTPOINT_HELP, long_help = mountpoint_long_help())]
-    pub mountpoint: PathBuf,
+    pub(crate) mountpoint: PathBuf,
 
     /// Stay in the foreground (log to stderr; once the mount serves, one line on stdout:
     /// `mounted SOURCE at MOUNTPOINT`; Ctrl-C or SIGTERM unmounts).
     #[arg(short, long)]
-    pub foreground: bool,
+    pub(crate) foreground: bool,
 
     /// Mount options, comma-separated (see below); the flags after them win.
     #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
 
     /// The meta graph the top-level graph/, functions/, signatures/ ... links point to, as its
     /// comma-separated tag set, e.g. --tags serve,gpu (default: the only meta graph, else the
@@ -72,11 +72,11 @@ pub struct Args {
     /// picks the untagged one). A SavedModel with no meta graph of that tag set is refused,
     /// naming the tag sets it has.
     #[arg(long, value_name = "TAGS")]
-    pub tags: Option<String>,
+    pub(crate) tags: Option<String>,
 
     /// In the background, append log lines to this file (default: discarded).
     #[arg(long, value_name = "PATH")]
-    pub log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 const MOUNTPOINT_HELP: &str =
@@ -115,7 +115,7 @@ pub(crate) const SUBCOMMANDS: [&str; 13] = [
 
 /// Whether the first argument (after the program name) selects a subcommand. Anything else,
 /// options included, is the mount form, so every command line that mounted before still does.
-pub fn is_subcommand(first: Option<&OsStr>) -> bool {
+pub(crate) fn is_subcommand(first: Option<&OsStr>) -> bool {
     first.is_some_and(|a| SUBCOMMANDS.iter().any(|s| OsStr::new(s) == a))
 }
 
@@ -136,7 +136,7 @@ macro_rules! escapes {
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 const LS_LONG: &str =
@@ -168,7 +168,7 @@ each changed tensor's values changed; a quantized tensor (TFLite) is compared by
 float32 values against a float tensor of the same shape.";
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
     #[command(after_help = "EXAMPLES:\n  tfmount mount saved_model_dir /mnt/m\n  \
 tfmount mount -f -o nocrc train/ckpt-42 /mnt/c\n\n\
@@ -238,10 +238,10 @@ mounted, with a message; -z detaches it anyway.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "EXAMPLES:\n  tfmount list\n  tfmount list --json | jq -r .mountpoint")]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// One JSON object per mount (JSON Lines, no header; schema: docs/cli.md).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -250,14 +250,14 @@ pub struct ListArgs {
 EXIT CODES:\n  0 every MOUNTPOINT unmounted and its daemon gone   1 busy, unmount failed, or a daemon \
 still running after 10 s   2 usage error   4 a MOUNTPOINT that is not a tfmount mount"
 )]
-pub struct UmountArgs {
+pub(crate) struct UmountArgs {
     /// Detach lazily (umount -l): the mount disappears now; files open on it stay readable until
     /// closed, then the daemon exits (not waited for).
     #[arg(short = 'z', long)]
-    pub lazy: bool,
+    pub(crate) lazy: bool,
     /// tfmount mount points.
     #[arg(required = true, value_name = "MOUNTPOINT")]
-    pub mountpoints: Vec<PathBuf>,
+    pub(crate) mountpoints: Vec<PathBuf>,
 }
 
 const HELPER_LONG: &str = "The privileged half of a mount whose daemon runs without the privilege \
@@ -282,28 +282,28 @@ tfmount mount-helper -o allow_other /mnt/m -- capsh --drop=cap_sys_admin -- -c \
 umount /mnt/m                          # ends the daemon\n\n\
 EXIT CODES:\n  COMMAND's status; else 2 usage error   4 bad MOUNTPOINT   5 cannot open /dev/fuse or \
 mount (no CAP_SYS_ADMIN)   127 COMMAND cannot be started")]
-pub struct HelperArgs {
+pub(crate) struct HelperArgs {
     /// Mount options, comma-separated: allow_other (every user may read the mount), nonempty
     /// (mount on a non-empty directory).
     #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
     /// The user the mount belongs to (user_id): without allow_other the kernel lets only this
     /// user use it (default: the helper's own).
     #[arg(long, value_name = "UID")]
-    pub uid: Option<u32>,
+    pub(crate) uid: Option<u32>,
     /// The group of the mount (group_id) (default: the helper's own).
     #[arg(long, value_name = "GID")]
-    pub gid: Option<u32>,
+    pub(crate) gid: Option<u32>,
     /// The descriptor number COMMAND gets /dev/fuse as.
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(i32).range(3..=1023))]
-    pub fd: i32,
+    pub(crate) fd: i32,
     /// An existing empty directory to mount on.
-    pub mountpoint: PathBuf,
+    pub(crate) mountpoint: PathBuf,
     /// The command that serves the mount, after --, e.g. tfmount -f SOURCE /dev/fd/3 (after
     /// dropping privileges).
     #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 const WARM_LONG: &str = "Fetch every tensor of SOURCE (an s3://, gs:// or http(s):// checkpoint, \
@@ -326,22 +326,22 @@ EXIT CODES:\n  0 every byte of the chosen tensors is in the cache and checked   
 or bytes that could not be kept (cache_max too small, disk full)   2 usage error (no cache_dir)   \
 3 SOURCE unusable"
 )]
-pub struct WarmArgs {
+pub(crate) struct WarmArgs {
     /// Mount options for object storage: cache_dir, cache_max, remote_timeout, remote_cache,
     /// anonymous (see `tfmount --help`); others are accepted and change nothing here.
     #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
     /// Tensors fetched at once (default: 8, or the number of CPUs if more).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub threads: Option<u16>,
+    pub(crate) threads: Option<u16>,
     #[arg(help = source_help())]
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
     /// Fetch only the tensors whose key (as verify prints it) starts with one of these.
-    pub keys: Vec<OsString>,
+    pub(crate) keys: Vec<OsString>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum CacheCommand {
+pub(crate) enum CacheCommand {
     /// List what a disk cache holds: one object version per line, largest first.
     #[command(
         after_help = "OUTPUT:\n  CACHED_BYTES<TAB>OBJECT_SIZE<TAB>PIECES<TAB>LAST_USED<TAB>URL<TAB>IDENTITY, \
@@ -359,26 +359,26 @@ EXAMPLES:\n  tfmount cache clear /local/cache\n  tfmount cache clear /local/cach
 }
 
 #[derive(Debug, clap::Args)]
-pub struct CacheDirArgs {
+pub(crate) struct CacheDirArgs {
     /// The cache_dir (default: TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else
     /// ~/.cache/tfmount).
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct CacheClearArgs {
+pub(crate) struct CacheClearArgs {
     /// The cache_dir (default: TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else
     /// ~/.cache/tfmount).
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Only the objects whose URL starts with this.
-    pub prefix: Option<String>,
+    pub(crate) prefix: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, clap::Args)]
@@ -393,20 +393,20 @@ tfmount ls -R train/ latest/variables | grep kernel\n\n",
 SOURCE is anything tfmount mounts. A SOURCE named like a subcommand is written ./ls."
     )
 )]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     /// Add the type and size of each entry.
     #[arg(short = 'l')]
-    pub long: bool,
+    pub(crate) long: bool,
     /// List subdirectories recursively (paths relative to PATH).
     #[arg(short = 'R')]
-    pub recursive: bool,
+    pub(crate) recursive: bool,
     /// One JSON object per entry (JSON Lines), always with its type and size (schema: docs/cli.md).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[arg(help = source_help())]
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
     /// A directory (or file) of the tree, relative to its root.
-    pub path: Option<OsString>,
+    pub(crate) path: Option<OsString>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -418,12 +418,12 @@ EXIT CODES:\n  0 every file written   1 a PATH missing, a directory, or unreadab
 2 usage error   3 SOURCE unusable\n\n\
 A SOURCE named like a subcommand is written ./ls."
 )]
-pub struct CatArgs {
+pub(crate) struct CatArgs {
     #[arg(help = source_help())]
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
     /// Files of the tree, relative to its root.
     #[arg(required = true)]
-    pub paths: Vec<OsString>,
+    pub(crate) paths: Vec<OsString>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -436,15 +436,15 @@ tfmount verify train/ | cut -f1      # the damaged tensors\n\n",
 A SOURCE named like a subcommand is written ./ls."
     )
 )]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[arg(help = source_help())]
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
     /// Threads reading and checking (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub threads: Option<u16>,
+    pub(crate) threads: Option<u16>,
     /// One JSON object per problem, then a summary object (JSON Lines; schema: docs/cli.md).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -458,39 +458,39 @@ tfmount diff -s --exact a/ckpt b/ckpt\n\n",
 unreadable index)\n\nA SOURCE named like a subcommand is written ./ls."
     )
 )]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Also print equal tensors, as =<TAB>KEY.
     #[arg(short = 's', long = "report-identical")]
-    pub same: bool,
+    pub(crate) same: bool,
     /// Compare the bytes of every tensor present in both, whatever the index says.
     #[arg(long)]
-    pub exact: bool,
+    pub(crate) exact: bool,
     /// Print one line of counts on stderr: tensors, how each was decided, data bytes read.
     #[arg(long)]
-    pub stats: bool,
+    pub(crate) stats: bool,
     /// One JSON object per changed tensor, then a summary object (JSON Lines; schema: docs/cli.md).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// How much each changed tensor's values changed: max |a-b|, max |a-b|/|b|, RMS of a-b, how
     /// many elements differ and the first of them (numbers compared as numbers, B the reference).
     #[arg(long)]
-    pub values: bool,
+    pub(crate) values: bool,
     /// With --values: elements with |a-b| <= ATOL + RTOL*|b| are equal (numpy's isclose), and a
     /// tensor whose elements all are is reported equal.
     #[arg(long, value_name = "ATOL", value_parser = non_negative)]
-    pub atol: Option<f64>,
+    pub(crate) atol: Option<f64>,
     /// With --values: the relative tolerance (see --atol).
     #[arg(long, value_name = "RTOL", value_parser = non_negative)]
-    pub rtol: Option<f64>,
+    pub(crate) rtol: Option<f64>,
     /// Match tensors by the names names/ shows them by (in every format that has them, across
     /// formats: a .keras against a legacy .h5 of the same model), not by key; tensors without a
     /// name are not compared.
     #[arg(long)]
-    pub names: bool,
+    pub(crate) names: bool,
     /// The old checkpoint.
-    pub a: PathBuf,
+    pub(crate) a: PathBuf,
     /// The new checkpoint.
-    pub b: PathBuf,
+    pub(crate) b: PathBuf,
 }
 
 /// Adds what [`OPTIONS`] defines to the mount form's command: the `-o` help listing every
@@ -700,13 +700,13 @@ pub(crate) fn helper_line(argv: &[OsString]) -> Option<PathBuf> {
 
 /// Parses the mount form `tfmount [OPTIONS] SOURCE MOUNTPOINT`; exits on `--help`, `--version`
 /// and usage errors (status 2), as clap does.
-pub fn parse_mount(argv: Vec<OsString>) -> Args {
+pub(crate) fn parse_mount(argv: Vec<OsString>) -> Args {
     let m = mount_command().get_matches_from(argv);
     mount_args(&m).unwrap_or_else(|e| e.exit())
 }
 
 /// Parses `tfmount SUBCOMMAND ...`, as [`parse_mount`].
-pub fn parse_cli(argv: Vec<OsString>) -> Command {
+pub(crate) fn parse_cli(argv: Vec<OsString>) -> Command {
     let m = cli_command().get_matches_from(argv);
     let parsed = match m.subcommand() {
         Some(("mount", sub)) => mount_args(sub).map(Command::Mount),

@@ -26,7 +26,7 @@ pub(crate) fn full_command() -> clap::Command {
 /// the option lists are clap_mangen's; the synopsis (with each option's value name), the
 /// mount options (one tagged paragraph each) and the examples and exit codes (laid out as
 /// `--help` lays them out, not reflowed) are written here.
-pub fn manpage(out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn manpage(out: &mut dyn Write) -> std::io::Result<()> {
     let cmd = full_command();
     // `-o`'s list of options is the MOUNT OPTIONS section here.
     let top = cmd.clone().mut_arg("options", |a| {
@@ -232,7 +232,7 @@ fn laid_out(text: &str, heading: &str) -> String {
 /// Writes the completion script for `shell` to `out`. The script is made in memory first:
 /// clap_complete panics when its writer fails, and `out` may be a pipe closed early
 /// (`tfmount completions bash | head`), an error the caller decides about.
-pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
     let mut cmd = full_command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "tfmount", &mut script);

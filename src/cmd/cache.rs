@@ -20,7 +20,7 @@ fn dir_of(given: &Option<PathBuf>) -> Result<PathBuf, String> {
         })
 }
 
-pub fn run(cmd: &CacheCommand) -> i32 {
+pub(crate) fn run(cmd: &CacheCommand) -> i32 {
     match cmd {
         CacheCommand::Ls(a) => ls(&a.dir),
         CacheCommand::Clear(a) => clear(&a.dir, a.prefix.as_deref()),

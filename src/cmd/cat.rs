@@ -11,7 +11,7 @@ use crate::model::open::Tree;
 /// Bytes asked for per read (as a mount's readahead would).
 const CHUNK: usize = 1 << 20;
 
-pub fn run(args: &CatArgs) -> i32 {
+pub(crate) fn run(args: &CatArgs) -> i32 {
     let tree = match Tree::open(&args.source) {
         Ok(t) => t,
         Err(e) => {

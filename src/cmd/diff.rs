@@ -9,7 +9,7 @@ use crate::model::lines::{closed, Lines, Val};
 use crate::model::open::one_checkpoint;
 use crate::model::values::Tolerance;
 
-pub fn run(args: &DiffArgs) -> i32 {
+pub(crate) fn run(args: &DiffArgs) -> i32 {
     let start = Instant::now();
     let open =
         |p: &std::path::Path| one_checkpoint(p).inspect_err(|e| eprintln!("tfmount diff: {e}"));

@@ -202,7 +202,7 @@ fn tfmount_mounts(daemons: &[Daemon]) -> Vec<MountLine> {
     out
 }
 
-pub fn run_list(args: &ListArgs) -> i32 {
+pub(crate) fn run_list(args: &ListArgs) -> i32 {
     let daemons = daemons();
     let found = tfmount_mounts(&daemons);
     if found.is_empty() {
@@ -261,7 +261,7 @@ pub fn run_list(args: &ListArgs) -> i32 {
     }
 }
 
-pub fn run_umount(args: &UmountArgs) -> i32 {
+pub(crate) fn run_umount(args: &UmountArgs) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let mut code = 0;
     for given in &args.mountpoints {

@@ -9,7 +9,7 @@ use crate::cli::LsArgs;
 use crate::model::lines::{closed, escape, Lines, Val};
 use crate::model::open::{Node, NodeKind, Tree};
 
-pub fn run(args: &LsArgs) -> i32 {
+pub(crate) fn run(args: &LsArgs) -> i32 {
     let tree = match Tree::open(&args.source) {
         Ok(t) => t,
         Err(e) => {

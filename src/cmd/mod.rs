@@ -26,7 +26,7 @@ use crate::model::lines::closed;
 /// The command line `argv` (its first item the program's name): the mount form or a
 /// subcommand, run; returns the process exit status. The binary and the Python module's
 /// `tfmount` command are both this.
-pub fn main(argv: Vec<std::ffi::OsString>) -> i32 {
+pub(crate) fn main(argv: Vec<std::ffi::OsString>) -> i32 {
     if crate::cli::is_subcommand(argv.get(1).map(|a| a.as_os_str())) {
         run(crate::cli::parse_cli(argv))
     } else {
@@ -35,7 +35,7 @@ pub fn main(argv: Vec<std::ffi::OsString>) -> i32 {
 }
 
 /// Runs a subcommand; returns the process exit status.
-pub fn run(cmd: Command) -> i32 {
+pub(crate) fn run(cmd: Command) -> i32 {
     // The subcommands report what fails themselves, in their own lines; of the core's log,
     // only what nothing else says is shown: Keras datasets that are not served (`tfmount:
     // warning: ...`). `RUST_LOG` shows more, as for a mount.

@@ -8,7 +8,7 @@ use crate::cli::VerifyArgs;
 use crate::model::lines::{closed, Lines, Val};
 use crate::model::verify::verify;
 
-pub fn run(args: &VerifyArgs) -> i32 {
+pub(crate) fn run(args: &VerifyArgs) -> i32 {
     let start = Instant::now();
     let threads = args.threads.map(usize::from);
     let mut v = match verify(

@@ -17,7 +17,7 @@ const THREADS: usize = 8;
 /// How long the end waits for the cache's writer thread.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-pub fn run(args: &WarmArgs) -> i32 {
+pub(crate) fn run(args: &WarmArgs) -> i32 {
     let start = Instant::now();
     let settings = match crate::options::settings(&args.options) {
         Ok(s) => s,

@@ -36,10 +36,6 @@ impl Caches {
             next_id: AtomicU64::new(1),
         })
     }
-
-    pub fn block_stats(&self) -> crate::cache::CacheStats {
-        self.blocks.stats()
-    }
 }
 
 impl BlockStore for Caches {

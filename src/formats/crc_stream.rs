@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// How far past the frontier a read may start and still be streamed (read-ahead requests of
 /// one reader in flight at once).
-pub const SLACK: u64 = 4 << 20;
+pub(crate) const SLACK: u64 = 4 << 20;
 /// Most disjoint pieces kept.
 pub(crate) const MAX_PIECES: usize = 64;
 
@@ -54,7 +54,7 @@ struct St {
 
 /// The streaming check of one stored range of `len` bytes whose CRC-32C should be `want`.
 #[derive(Debug)]
-pub struct StreamCheck {
+pub(crate) struct StreamCheck {
     len: u64,
     want: u32,
     /// How far past the frontier a read may start ([`SLACK`], or the whole range).
@@ -64,7 +64,7 @@ pub struct StreamCheck {
 }
 
 impl StreamCheck {
-    pub fn new(len: u64, want: u32) -> StreamCheck {
+    pub(crate) fn new(len: u64, want: u32) -> StreamCheck {
         StreamCheck {
             len,
             want,
@@ -75,7 +75,7 @@ impl StreamCheck {
     }
 
     /// The check of a range of a local file: reads are admitted anywhere in it.
-    pub fn local(len: u64, want: u32) -> StreamCheck {
+    pub(crate) fn local(len: u64, want: u32) -> StreamCheck {
         StreamCheck {
             slack: u64::MAX,
             ..StreamCheck::new(len, want)
@@ -88,7 +88,7 @@ impl StreamCheck {
 
     /// The CRC-32C computed over the whole range (meaningful once the verdict came from
     /// streaming).
-    pub fn computed(&self) -> u32 {
+    pub(crate) fn computed(&self) -> u32 {
         self.lock().computed
     }
 
@@ -133,7 +133,7 @@ impl StreamCheck {
     /// Adds the bytes `data` served from offset `a` by a read [`admit`](Self::admit)ted as
     /// [`Admit::Stream`]: the parts not covered yet are folded in. Returns the outcome when this
     /// completed the range.
-    pub fn feed(&self, a: u64, data: &[u8]) -> Option<bool> {
+    pub(crate) fn feed(&self, a: u64, data: &[u8]) -> Option<bool> {
         let mut st = self.lock();
         st.flying = st.flying.saturating_sub(1);
         self.fold(st, a, data)
@@ -141,13 +141,13 @@ impl StreamCheck {
 
     /// Adds bytes read only to complete the check (a gap of [`gaps`](Self::gaps)), as
     /// [`feed`](Self::feed) does, for no admitted read.
-    pub fn fill(&self, a: u64, data: &[u8]) -> Option<bool> {
+    pub(crate) fn fill(&self, a: u64, data: &[u8]) -> Option<bool> {
         let st = self.lock();
         self.fold(st, a, data)
     }
 
     /// The parts of the range no piece covers yet, in order (none once the outcome is known).
-    pub fn gaps(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn gaps(&self) -> Vec<(u64, u64)> {
         let st = self.lock();
         if st.verdict.is_some() {
             return Vec::new();
@@ -229,7 +229,7 @@ impl StreamCheck {
 
     /// Waits until the outcome is known: at most `busy` while streamed reads are in flight,
     /// `idle` while none is; then `None` (check first).
-    pub fn wait(&self, idle: Duration, busy: Duration) -> Option<bool> {
+    pub(crate) fn wait(&self, idle: Duration, busy: Duration) -> Option<bool> {
         let t0 = Instant::now();
         let mut st = self.lock();
         loop {

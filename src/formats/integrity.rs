@@ -51,18 +51,18 @@ pub struct Entry {
     pub dtype: String,
     pub shape: Vec<u64>,
     /// Stored as slices under their own keys (see [`Integrity::pieces`]).
-    pub partitioned: bool,
+    pub(crate) partitioned: bool,
     /// Stored bytes (a whole tensor; 0 for a partitioned one). Formats that store values, not
     /// bytes (V1) give the served size of a fixed-width whole tensor, 0 for strings.
-    pub nbytes: u64,
+    pub(crate) nbytes: u64,
     /// The stored CRC-32C (unmasked) of a whole tensor, where the format keeps one.
-    pub crc: Option<u32>,
-    pub handle: Handle,
+    pub(crate) crc: Option<u32>,
+    pub(crate) handle: Handle,
 }
 
 /// What a format keeps of a tensor or piece between the walk and the reads (its own type).
 #[derive(Clone)]
-pub struct Handle(pub Arc<dyn Any + Send + Sync>);
+pub(crate) struct Handle(pub Arc<dyn Any + Send + Sync>);
 
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Handle {
 
 impl Handle {
     /// The format's own handle; an error for one of another checkpoint.
-    pub fn get<T: 'static>(&self) -> Result<&T, String> {
+    pub(crate) fn get<T: 'static>(&self) -> Result<&T, String> {
         self.0
             .downcast_ref::<T>()
             .ok_or_else(|| FOREIGN.to_string())
@@ -86,21 +86,21 @@ const FOREIGN: &str = "a tensor of another checkpoint";
 #[derive(Debug, Clone)]
 pub struct Piece {
     /// The slice, per dimension `(start, length)`; empty for a whole tensor.
-    pub extent: Vec<(u64, u64)>,
-    pub nbytes: u64,
+    pub(crate) extent: Vec<(u64, u64)>,
+    pub(crate) nbytes: u64,
     /// Stored CRC-32C (unmasked), where the format keeps one; the caller checks it.
-    pub crc: Option<u32>,
+    pub(crate) crc: Option<u32>,
     /// The file it is stored in (for messages).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Whether its bytes are checked by [`Integrity::check_piece`] (strings, variants, dtypes
     /// that cannot be read) rather than read with [`Integrity::read_piece`] and CRC-checked by
     /// the caller.
-    pub checked_by_core: bool,
-    pub handle: Handle,
+    pub(crate) checked_by_core: bool,
+    pub(crate) handle: Handle,
 }
 
 /// A walk's items.
-pub type Walk<'a> = Box<dyn Iterator<Item = Item> + 'a>;
+pub(crate) type Walk<'a> = Box<dyn Iterator<Item = Item> + 'a>;
 
 /// The checks `verify` and `diff` run on one checkpoint. Errors are reasons in words, naming
 /// the file.
@@ -219,7 +219,7 @@ struct GenericHandle {
 
 impl Generic {
     /// `first`: items the walk yields before any tensor.
-    pub fn new(set: Arc<dyn TensorSet>, first: Vec<Item>) -> Generic {
+    pub(crate) fn new(set: Arc<dyn TensorSet>, first: Vec<Item>) -> Generic {
         Generic {
             set,
             first,

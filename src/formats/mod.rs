@@ -9,16 +9,16 @@
 
 pub mod caches;
 pub(crate) mod crc_stream;
-pub mod integrity;
-pub mod keras;
-pub mod names;
-pub mod orbax;
-pub mod tensors;
-pub mod tfjs;
-pub mod tflite;
+pub(crate) mod integrity;
+pub(crate) mod keras;
+pub(crate) mod names;
+pub(crate) mod orbax;
+pub(crate) mod tensors;
+pub(crate) mod tfjs;
+pub(crate) mod tflite;
 pub mod v1;
 pub mod v2;
-pub mod weights;
+pub(crate) mod weights;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ pub static FORMATS: &[&dyn Format] = &[
 /// What SOURCE can be, in words, for `--help`, the man page and error messages: the kinds of
 /// source that are not one checkpoint (`before`), then every format's [`Format::source`] in
 /// [`FORMATS`] order, joined as a list ending in `last`.
-pub fn sources(before: &[&str], last: &str) -> String {
+pub(crate) fn sources(before: &[&str], last: &str) -> String {
     let all: Vec<&str> = before
         .iter()
         .copied()
@@ -87,7 +87,7 @@ pub trait Format: Send + Sync {
 /// the format finds them when opened), and the format.
 #[derive(Clone)]
 pub struct Detected {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     pub files: Vec<PathBuf>,
     pub format: &'static dyn Format,
 }
@@ -115,13 +115,13 @@ pub struct OpenCtx<'a> {
     pub store: &'a dyn Store,
     /// The same store, shared, for a format that opens files after it is opened (Orbax: the
     /// data files its index names, as reads need them).
-    pub shared: Option<Arc<dyn Store>>,
+    pub(crate) shared: Option<Arc<dyn Store>>,
     /// The caches of decoded index blocks and check outcomes the mount shares.
-    pub caches: Arc<Caches>,
+    pub(crate) caches: Arc<Caches>,
     /// Check stored checksums as tensors are read.
-    pub verify: bool,
+    pub(crate) verify: bool,
     /// `-o crc_first`: no streaming check (see [`crate::formats::crc_stream`]).
-    pub crc_first: bool,
+    pub(crate) crc_first: bool,
 }
 
 /// An opened checkpoint.
@@ -186,7 +186,7 @@ pub trait Opened: Send + Sync {
 }
 
 /// The format `path` of `store` is in, tried in [`FORMATS`] order.
-pub fn detect(store: &dyn Store, path: &Path) -> Option<Detected> {
+pub(crate) fn detect(store: &dyn Store, path: &Path) -> Option<Detected> {
     FORMATS.iter().find_map(|f| f.detect(store, path))
 }
 

@@ -26,7 +26,7 @@ use crate::proto::saved_object::Kind as SavedKind;
 use crate::proto::trackable_object_graph::trackable_object::ObjectReference;
 use crate::proto::{SavedObjectGraph, TrackableObjectGraph};
 
-pub const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
+pub(crate) const OBJECT_GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 
 /// The hasher of the name maps: FxHash's multiply-rotate over 8-byte words. Names and keys are
 /// the file's own (hostile input at worst costs collisions, not correctness), and a map of a
@@ -176,14 +176,14 @@ pub(crate) fn checkpoint_names(tog: &TrackableObjectGraph) -> Vec<(String, Strin
 
 /// A checkpoint's names and which of its keys hold a weight another key holds too.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Names {
+pub(crate) struct Names {
     /// `names/`: `(name, key)` pairs.
-    pub pairs: Vec<(String, String)>,
+    pub(crate) pairs: Vec<(String, String)>,
     /// Keys that hold the same weight as another key (a SavedModel that saved one weight as two
     /// variables, as Keras 3's `model.export()` does under `variables/N` and
     /// `_all_variables/N`): shown in `variables/` and under their object paths, but not named
     /// by the variable's name twice, nor twice in `weights.safetensors`.
-    pub aliases: Vec<String>,
+    pub(crate) aliases: Vec<String>,
 }
 
 impl From<Vec<(String, String)>> for Names {
@@ -280,7 +280,7 @@ fn merge<const N: usize>(lists: [Vec<(String, String)>; N]) -> Vec<(String, Stri
 /// no smaller one comes free), and each candidate tried is either taken by a name of `names`
 /// (each such name is `<name>_<k>` for one name and one k) or by an earlier fresh name, or is
 /// the one given. A name's first occurrence keeps it; no string is copied but the fresh ones.
-pub fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
+pub(crate) fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
     let renames: Vec<(usize, String)> = {
         let given: FxSet<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
         let mut seen: FxSet<&str> = FxSet::default();
@@ -324,7 +324,7 @@ pub fn uniquify(names: Vec<(String, String)>) -> Vec<(String, String)> {
 /// A checkpoint's `names/` pairs, made the first time something needs them (`names/`,
 /// `weights.safetensors`), never at mount: a TF2 checkpoint's object graph is a tensor that
 /// grows with the number of variables, and the names are a pass over all of it.
-pub struct LazyNames {
+pub(crate) struct LazyNames {
     made: std::sync::OnceLock<Names>,
     make: std::sync::Mutex<Option<MakeNames>>,
 }
@@ -333,7 +333,7 @@ type MakeNames = Box<dyn FnOnce() -> Names + Send>;
 
 impl LazyNames {
     /// Names `make` gives when first asked for.
-    pub fn new(make: impl FnOnce() -> Names + Send + 'static) -> LazyNames {
+    pub(crate) fn new(make: impl FnOnce() -> Names + Send + 'static) -> LazyNames {
         LazyNames {
             made: std::sync::OnceLock::new(),
             make: std::sync::Mutex::new(Some(Box::new(make))),
@@ -341,7 +341,7 @@ impl LazyNames {
     }
 
     /// Names known already.
-    pub fn ready(pairs: Vec<(String, String)>) -> LazyNames {
+    pub(crate) fn ready(pairs: Vec<(String, String)>) -> LazyNames {
         LazyNames {
             made: std::sync::OnceLock::from(Names::from(pairs)),
             make: std::sync::Mutex::new(None),
@@ -349,12 +349,12 @@ impl LazyNames {
     }
 
     /// The pairs (made now, once, if not yet; a second caller waits for the first).
-    pub fn get(&self) -> &[(String, String)] {
+    pub(crate) fn get(&self) -> &[(String, String)] {
         &self.names().pairs
     }
 
     /// The names and aliases (made now, once, if not yet).
-    pub fn names(&self) -> &Names {
+    pub(crate) fn names(&self) -> &Names {
         self.made.get_or_init(|| {
             let make = self.make.lock().unwrap_or_else(|p| p.into_inner()).take();
             make.map(|f| f()).unwrap_or_default()
@@ -362,7 +362,8 @@ impl LazyNames {
     }
 
     /// Whether the pairs have been made (tests: nothing made them at mount).
-    pub fn is_made(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_made(&self) -> bool {
         self.made.get().is_some()
     }
 }

@@ -17,29 +17,29 @@ pub(crate) const POS_BITS: u32 = 40;
 /// Where a tensor stored in one piece lies in its data shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stored {
-    pub shard: u32,
-    pub offset: u64,
-    pub size: u64,
+    pub(crate) shard: u32,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
     /// The stored CRC-32C of those bytes (unmasked), when the format keeps one.
-    pub crc32c: Option<u32>,
+    pub(crate) crc32c: Option<u32>,
 }
 
 /// What the index says of one tensor; nothing of its data is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
-    pub key: Vec<u8>,
-    pub dtype: DType,
-    pub shape: Vec<u64>,
+    pub(crate) key: Vec<u8>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<u64>,
     /// `Some` for a tensor stored in one piece.
-    pub stored: Option<Stored>,
+    pub(crate) stored: Option<Stored>,
     /// The saved slices of a partitioned tensor (each slice's extent along every dimension),
     /// empty otherwise.
-    pub slices: Vec<Vec<Extent>>,
+    pub(crate) slices: Vec<Vec<Extent>>,
 }
 
 impl TensorInfo {
     /// Elements of the whole tensor (saturating; shapes are checked when parsed).
-    pub fn num_elements(&self) -> u64 {
+    pub(crate) fn num_elements(&self) -> u64 {
         self.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))
     }
 }
@@ -115,9 +115,9 @@ pub(crate) fn attr_column(name: &str) -> &str {
 /// Where a tensor's `.bin` lies verbatim in one source file: every byte of it stored there as
 /// served (contiguous, uncompressed, little-endian, not decoded). See [`TensorData::in_place`].
 pub struct InPlace {
-    pub file: Arc<dyn crate::source::bytes::ByteSource>,
+    pub(crate) file: Arc<dyn crate::source::bytes::ByteSource>,
     /// Where the `.bin`'s first byte is in `file`; it is [`TensorData::size`] bytes long.
-    pub offset: u64,
+    pub(crate) offset: u64,
 }
 
 /// One tensor's bytes in tfmount's `.bin` layout (row-major, little-endian; strings as an
@@ -208,7 +208,10 @@ pub(crate) fn scan_by_reads<D: TensorData + ?Sized>(
 
 /// Every tensor of a set, in key order: `(pos, key)` of each shown tensor. For tools that walk
 /// a whole checkpoint (verify, diff, tensors.tsv).
-pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>) -> FsResult<()> {
+pub(crate) fn walk(
+    set: &dyn TensorSet,
+    mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>,
+) -> FsResult<()> {
     let mut pos = set.seek(b"")?;
     while let Some(p) = pos {
         let key = set.key(p)?;
@@ -223,14 +226,14 @@ pub fn walk(set: &dyn TensorSet, mut f: impl FnMut(u64, &[u8]) -> FsResult<bool>
 /// A set with no tensors: a SavedModel saved without variables still gets `variables/` and
 /// the views (`tensors.tsv` with its header only, `summary.txt` with totals of 0).
 pub(crate) struct EmptySet {
-    pub path: std::path::PathBuf,
-    pub meta: FileMeta,
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) meta: FileMeta,
     /// Whether it is known to have no tensors; `false`: its index may still be on its way (a
     /// TF Serving version whose `variables/` is still being written), see
     /// [`TensorSet::complete`].
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// Bytes of the files there so far (what a live directory watches grow while it waits).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 impl TensorSet for EmptySet {

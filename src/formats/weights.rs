@@ -20,14 +20,14 @@ use crate::formats::names;
 use crate::formats::tensors::{walk, TensorSet};
 
 /// Whether the tensor at `key` is one of the model's weights.
-pub fn is_weight(key: &[u8]) -> bool {
+pub(crate) fn is_weight(key: &[u8]) -> bool {
     Role::of(key) == Role::Model
 }
 
 /// The model's weights among `keys` (in their order): `(shown name, key)`, the shown name the
 /// last name `names` (`names/`'s `(name, key)` pairs) gives the key, else the key itself (a key that is not UTF-8: its lossy text; `weights.safetensors` leaves
 /// such a tensor out and names it by its bytes). Shown names are unique ([`names::uniquify`]).
-pub fn model_weights(
+pub(crate) fn model_weights(
     keys: impl Iterator<Item = Vec<u8>>,
     names: &[(String, String)],
 ) -> Vec<(String, Vec<u8>)> {

@@ -26,7 +26,7 @@ use crate::source::dirtree::{Info, Loc, PassTree, What};
 
 /// Most nodes one passed-through directory tree shows; listings past this are cut short (and
 /// logged once).
-pub const MAX_NODES: usize = 200_000;
+pub(crate) const MAX_NODES: usize = 200_000;
 /// Asset files kept open at once.
 pub const OPEN_FILES: usize = 64;
 /// Deepest directory listed, in levels below the subtree's root (deeper ones list as empty, and
@@ -83,7 +83,12 @@ fn io_err(what: &str, path: &std::path::Path, e: std::io::Error) -> FsError {
 
 impl Assets {
     /// The subtree of directory `root` of `tree`, linked under `parent`.
-    pub fn new(id: u16, parent: Ino, tree: Arc<dyn PassTree>, root: dirtree::Node) -> Assets {
+    pub(crate) fn new(
+        id: u16,
+        parent: Ino,
+        tree: Arc<dyn PassTree>,
+        root: dirtree::Node,
+    ) -> Assets {
         let info = OnceLock::new();
         if let Some(i) = root.info {
             let _ = info.set(i);
@@ -108,7 +113,7 @@ impl Assets {
     }
 
     /// Its root's inode number.
-    pub fn root(id: u16) -> Option<Ino> {
+    pub(crate) fn root(id: u16) -> Option<Ino> {
         Ino::new(id, 1)
     }
 

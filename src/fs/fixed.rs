@@ -16,7 +16,7 @@ use crate::source::bytes::FileMeta;
 
 /// A file whose content is generated when read (text rendered from a graph file, a checkpoint's
 /// `model.safetensors`, `tensors.tsv`, `summary.txt`).
-pub trait Generated: Send + Sync {
+pub(crate) trait Generated: Send + Sync {
     /// Its size (generating it, or a piece table of it, the first time).
     fn size(&self) -> FsResult<u64>;
     fn read(&self, offset: u64, size: usize) -> FsResult<Bytes>;
@@ -30,7 +30,7 @@ pub trait Generated: Send + Sync {
     }
 }
 
-pub enum Fixed {
+pub(crate) enum Fixed {
     Dir {
         parent: Ino,
         /// Name, inode and kind of each child (children may live in other subtrees).
@@ -78,11 +78,11 @@ pub(crate) struct FixedNodes {
     /// left out of listings unless `show_views` (see [`FixedNodes::link_view`]).
     views: Vec<(u64, usize)>,
     /// List the views too (`-o views=visible`).
-    pub show_views: bool,
+    pub(crate) show_views: bool,
 }
 
 impl FixedNodes {
-    pub fn new(id: u16) -> FixedNodes {
+    pub(crate) fn new(id: u16) -> FixedNodes {
         FixedNodes {
             id,
             nodes: Vec::new(),
@@ -114,13 +114,13 @@ impl FixedNodes {
     }
 
     /// Adds a node; returns its inode number (`None` when the table is full).
-    pub fn add(&mut self, f: Fixed) -> Option<Ino> {
+    pub(crate) fn add(&mut self, f: Fixed) -> Option<Ino> {
         self.nodes.push(f);
         Ino::new(self.id, self.nodes.len() as u64)
     }
 
     /// Adds `child` (of kind `kind`) to fixed directory `dir` of this table under `name`.
-    pub fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
+    pub(crate) fn link(&mut self, dir: Ino, name: &[u8], child: Ino, kind: Kind) {
         if dir.subtree() != self.id {
             return;
         }
@@ -129,7 +129,7 @@ impl FixedNodes {
         }
     }
 
-    pub fn get(&self, local: u64) -> FsResult<&Fixed> {
+    pub(crate) fn get(&self, local: u64) -> FsResult<&Fixed> {
         (local as usize)
             .checked_sub(1)
             .and_then(|i| self.nodes.get(i))
@@ -143,7 +143,7 @@ impl FixedNodes {
     }
 
     /// The children of a fixed directory of this table.
-    pub fn children(&self, dir: Ino) -> Vec<(Vec<u8>, Ino, Kind)> {
+    pub(crate) fn children(&self, dir: Ino) -> Vec<(Vec<u8>, Ino, Kind)> {
         if dir.subtree() != self.id {
             return Vec::new();
         }
@@ -260,7 +260,7 @@ impl Subtree for FixedNodes {
 
 /// A file whose bytes are known when the tree is built (a format's own small files: a Keras
 /// model's `config.json`).
-pub struct Known(pub Arc<[u8]>);
+pub(crate) struct Known(pub Arc<[u8]>);
 
 impl Generated for Known {
     fn size(&self) -> FsResult<u64> {

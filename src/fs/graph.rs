@@ -191,7 +191,13 @@ pub(crate) struct GraphTree {
 }
 
 impl GraphTree {
-    pub fn new(id: u16, dir: Ino, file: Arc<GraphFile>, mg: usize, texts: Arc<Texts>) -> GraphTree {
+    pub(crate) fn new(
+        id: u16,
+        dir: Ino,
+        file: Arc<GraphFile>,
+        mg: usize,
+        texts: Arc<Texts>,
+    ) -> GraphTree {
         GraphTree {
             id,
             dir,

@@ -20,7 +20,7 @@ pub(crate) const SEP: u8 = b'/';
 pub(crate) const SUB_DIR: u64 = 7;
 
 /// A sorted sequence of names, addressed by position.
-pub trait Names {
+pub(crate) trait Names {
     /// The first position whose name is `>= key`.
     fn seek(&self, key: &[u8]) -> FsResult<Option<u64>>;
     /// The position after `pos`.
@@ -82,7 +82,7 @@ fn first_shown<N: Names + ?Sized>(
 }
 
 /// The prefix of the directory `(depth, pos)`.
-pub fn dir_prefix<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Vec<u8>> {
+pub(crate) fn dir_prefix<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Vec<u8>> {
     if depth == 0 {
         return Ok(Vec::new());
     }
@@ -90,7 +90,11 @@ pub fn dir_prefix<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResul
 }
 
 /// The directory above `(depth, pos)`: `None` for the root (depth 0).
-pub fn parent<N: Names + ?Sized>(names: &N, depth: u16, pos: u64) -> FsResult<Option<(u16, u64)>> {
+pub(crate) fn parent<N: Names + ?Sized>(
+    names: &N,
+    depth: u16,
+    pos: u64,
+) -> FsResult<Option<(u16, u64)>> {
     match depth {
         0 => Ok(None),
         1 => Ok(Some((0, 0))),
@@ -123,7 +127,7 @@ fn skip_target(prefix: &[u8], comp: &[u8]) -> Vec<u8> {
 /// Finds the item a path component names in the directory whose names start with `prefix`:
 /// for a file, the name `prefix ‖ component`; for a directory, the first name under
 /// `prefix ‖ component /`. Only the canonical spelling of a component resolves.
-pub fn resolve<N: Names + ?Sized>(
+pub(crate) fn resolve<N: Names + ?Sized>(
     names: &N,
     prefix: &[u8],
     escaped: &[u8],
@@ -186,7 +190,7 @@ pub fn resolve<N: Names + ?Sized>(
 }
 
 /// One item of a directory listing.
-pub enum Item<'a> {
+pub(crate) enum Item<'a> {
     /// A subdirectory: its first name is at `pos`; `comp` is its raw component.
     Dir { pos: u64, comp: &'a [u8] },
     /// A name ending here: emit its entries from sub-entry `first_sub` on.
@@ -201,7 +205,7 @@ pub enum Item<'a> {
 /// [`cookie::BASE`]: from the start). `visit` returns true when the reply is full. Cookies of
 /// entries are `cookie::of(pos, sub)`: `SUB_DIR` for a directory, the leaf's own sub-entry
 /// numbers for its files.
-pub fn list<N: Names + ?Sized>(
+pub(crate) fn list<N: Names + ?Sized>(
     names: &N,
     prefix: &[u8],
     cookie: u64,

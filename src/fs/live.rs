@@ -48,7 +48,7 @@ const MAX_SIGNED: usize = 4096;
 
 /// What the kernel must forget after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Invalidate {
+pub(crate) enum Invalidate {
     /// The name `name` in directory `parent`.
     Entry { parent: u64, name: Vec<u8> },
     /// The cached attributes and contents (a directory's listing, a symlink's target).
@@ -243,7 +243,7 @@ impl Subtree for LiveDir {
 }
 
 /// A followed checkpoint directory.
-pub struct Live {
+pub(crate) struct Live {
     dir: PathBuf,
     /// The state file that lists its checkpoints; `None`: its checkpoint files are listed
     /// (a directory of Keras files, one per epoch), the newest being `latest`.
@@ -300,7 +300,7 @@ fn stamp(store: &dyn Store, path: &Path) -> Option<(u64, std::time::SystemTime)>
 impl Live {
     /// Mounts the checkpoints the state file names now (without one: the checkpoint files in
     /// the directory). Registers the live root as subtree 0.
-    pub fn open(
+    pub(crate) fn open(
         fs: &Fs,
         store: &dyn Store,
         dir: &Path,
@@ -919,7 +919,8 @@ impl Live {
     }
 
     /// Number of pruned checkpoints not yet freed (for tests and logs).
-    pub fn pending_free(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending_free(&self) -> usize {
         self.pruned.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
@@ -1049,7 +1050,7 @@ fn tree_files(store: &dyn Store, root: &Path, out: &mut Vec<PathBuf>) {
 
 /// Follows `fs`'s live directory in a thread until `fs` is dropped, calling `notify` with what
 /// the kernel must forget after each change.
-pub fn follow(fs: &Arc<Fs>, notify: Box<dyn Fn(Invalidate) + Send>) -> std::io::Result<()> {
+pub(crate) fn follow(fs: &Arc<Fs>, notify: Box<dyn Fn(Invalidate) + Send>) -> std::io::Result<()> {
     let Some(live) = &fs.live else {
         return Ok(());
     };

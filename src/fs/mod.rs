@@ -10,18 +10,18 @@
 
 pub mod assets;
 pub mod build;
-pub mod fixed;
-pub mod graph;
-pub mod keyspace;
-pub mod live;
-pub mod names;
+pub(crate) mod fixed;
+pub(crate) mod graph;
+pub(crate) mod keyspace;
+pub(crate) mod live;
+pub(crate) mod names;
 pub(crate) mod registry;
 pub(crate) mod string_text;
-pub mod subtree;
+pub(crate) mod subtree;
 pub(crate) mod tensor_files;
-pub mod text;
-pub mod variables;
-pub mod views;
+pub(crate) mod text;
+pub(crate) mod variables;
+pub(crate) mod views;
 
 use bytes::Bytes;
 use std::sync::{Arc, RwLock};
@@ -36,10 +36,10 @@ use crate::probe::Probed;
 use crate::source::bytes::{FileMeta, Store};
 use crate::source::local::LocalStore;
 use registry::Registry;
-pub use subtree::Content;
+pub(crate) use subtree::Content;
 use subtree::{NodeAttr, Size, Subtree};
 
-pub use crate::namespace::ino::ROOT as ROOT_INO;
+pub(crate) use crate::namespace::ino::ROOT as ROOT_INO;
 /// The root's inode number.
 pub const ROOT: u64 = ROOT_INO.0;
 pub const KEY_XATTR: &str = "user.tfmount.key";
@@ -99,13 +99,13 @@ pub struct Attr {
     pub ino: u64,
     pub size: u64,
     pub kind: Kind,
-    pub perm: u16,
-    pub mtime: SystemTime,
-    pub uid: u32,
-    pub gid: u32,
+    pub(crate) perm: u16,
+    pub(crate) mtime: SystemTime,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
     /// The generation of `ino`: `(ino, generation)` names one node over the life of the mount
     /// (inode numbers of a live directory's pruned checkpoints are reused, see [`registry`]).
-    pub generation: u64,
+    pub(crate) generation: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -116,7 +116,7 @@ pub struct DirEntry {
     /// Pass this back to `readdir` to continue after this entry.
     pub cookie: u64,
     /// The generation of `ino` (see [`Attr::generation`]).
-    pub generation: u64,
+    pub(crate) generation: u64,
 }
 
 /// Inodes whose failures were logged at error level; later failures of the same inode are
@@ -376,7 +376,7 @@ impl Fs {
 
     /// What file `ino` holds (for how the kernel caches it: `-o direct_io`); no lookup of the
     /// index, no I/O.
-    pub fn content(&self, ino: u64) -> Content {
+    pub(crate) fn content(&self, ino: u64) -> Content {
         self.sub(ino)
             .map_or(Content::Other, |(t, local)| t.content(local))
     }
@@ -406,7 +406,7 @@ impl Fs {
     /// checks touch. A read that touched a mapped page lost to a truncation is read again
     /// without the mapping, which finds the file changed: EIO, logged with its name, and for
     /// every read of the file after it.
-    pub fn read_reply(&self, ino: u64, offset: u64, size: usize) -> FsResult<Bytes> {
+    pub(crate) fn read_reply(&self, ino: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         if self.content(ino) == Content::Other {
             return self.read(ino, offset, size);
         }
@@ -471,7 +471,7 @@ impl Fs {
 
     /// The checkpoints of the mount now: the path of each one's tree relative to the mount root
     /// (empty for the root itself) and its tensors.
-    pub fn checkpoints(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
+    pub(crate) fn checkpoints(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
         self.checkpoints
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -482,18 +482,18 @@ impl Fs {
     /// counted, for freeing pruned checkpoints of a live mount once the kernel forgot all their
     /// inodes. False if `ino`'s subtree was freed since it was resolved in `generation`: the
     /// entry must not be handed out (see [`registry`]).
-    pub fn looked_up(&self, ino: u64, generation: u64) -> bool {
+    pub(crate) fn looked_up(&self, ino: u64, generation: u64) -> bool {
         self.registry.pin(Ino(ino).subtree(), generation)
     }
 
     /// The kernel forgot `n` lookups of `ino`.
-    pub fn forget(&self, ino: u64, n: u64) {
+    pub(crate) fn forget(&self, ino: u64, n: u64) {
         self.registry.forgot(Ino(ino).subtree(), n);
     }
 
     /// Starts following a live checkpoint directory (if this mount is one): `notify` is called
     /// with each cached name or inode the kernel must drop.
-    pub fn follow(
+    pub(crate) fn follow(
         self: &Arc<Self>,
         notify: Box<dyn Fn(live::Invalidate) + Send>,
     ) -> std::io::Result<()> {
@@ -501,7 +501,8 @@ impl Fs {
     }
 
     /// Applies changes of a live checkpoint directory now (what the watcher does on a change).
-    pub fn refresh_live(&self) -> Vec<live::Invalidate> {
+    #[cfg(test)]
+    pub(crate) fn refresh_live(&self) -> Vec<live::Invalidate> {
         match &self.live {
             Some(l) => l.refresh(self, &LocalStore, true),
             None => Vec::new(),
@@ -509,17 +510,12 @@ impl Fs {
     }
 
     /// Whether the source is on object storage (reads may wait for the network).
-    pub fn is_remote(&self) -> bool {
+    pub(crate) fn is_remote(&self) -> bool {
         self.store.as_ref().is_some_and(|s| s.is_remote())
     }
 
     /// What the source's store counted (requests, bytes fetched), for remote sources.
     pub(crate) fn store_stats(&self) -> Option<String> {
         self.store.as_ref()?.stats_line()
-    }
-
-    /// Counters of the shared index-block cache.
-    pub fn block_cache_stats(&self) -> crate::cache::CacheStats {
-        self.caches.block_stats()
     }
 }

@@ -95,7 +95,12 @@ fn leaf_local(l: u32, kind: FileKind) -> Option<u64> {
 
 impl NamesTree {
     /// The subtree instance `id`, linked into directory `parent`; nothing is read until used.
-    pub fn new(id: u16, parent: Ino, set: Arc<dyn TensorSet>, names: Arc<LazyNames>) -> Self {
+    pub(crate) fn new(
+        id: u16,
+        parent: Ino,
+        set: Arc<dyn TensorSet>,
+        names: Arc<LazyNames>,
+    ) -> Self {
         NamesTree {
             id,
             parent,
@@ -106,7 +111,7 @@ impl NamesTree {
     }
 
     /// The inode of `names/` itself in subtree `id`.
-    pub fn root(id: u16) -> Option<Ino> {
+    pub(crate) fn root(id: u16) -> Option<Ino> {
         Ino::new(id, dir_local(0))
     }
 

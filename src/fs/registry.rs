@@ -64,7 +64,7 @@ fn lookups(state: u64) -> u64 {
 }
 
 impl Registry {
-    pub fn new() -> Registry {
+    pub(crate) fn new() -> Registry {
         Registry {
             slots: (0..MAX_SUBTREES)
                 .map(|_| Slot {
@@ -92,7 +92,7 @@ impl Registry {
     }
 
     /// Fills reserved slot `id`.
-    pub fn set(&self, id: u16, t: Arc<dyn Subtree>) {
+    pub(crate) fn set(&self, id: u16, t: Arc<dyn Subtree>) {
         if let Some(s) = self.slots.get(id as usize) {
             let mut tree = s.tree.write().unwrap_or_else(|p| p.into_inner());
             *tree = Some(t);
@@ -100,7 +100,7 @@ impl Registry {
         }
     }
 
-    pub fn get(&self, id: u16) -> Option<Arc<dyn Subtree>> {
+    pub(crate) fn get(&self, id: u16) -> Option<Arc<dyn Subtree>> {
         self.get_with_generation(id).map(|(t, _)| t)
     }
 
@@ -113,7 +113,7 @@ impl Registry {
     }
 
     /// The generation of slot `id` now.
-    pub fn generation(&self, id: u16) -> u64 {
+    pub(crate) fn generation(&self, id: u16) -> u64 {
         self.slots
             .get(id as usize)
             .map_or(0, |s| generation(s.state.load(Ordering::Acquire)))
@@ -149,7 +149,7 @@ impl Registry {
     }
 
     /// Lookups the kernel holds on inodes of slot `id`.
-    pub fn lookups(&self, id: u16) -> u64 {
+    pub(crate) fn lookups(&self, id: u16) -> u64 {
         self.slots
             .get(id as usize)
             .map_or(0, |s| lookups(s.state.load(Ordering::Acquire)))
@@ -159,7 +159,7 @@ impl Registry {
     /// closed once the operations under way are done), its generation goes up, and the slot
     /// can be handed out again. A slot reserved and never filled is given back as it is.
     /// False if it is still looked up (or already free).
-    pub fn release(&self, id: u16) -> bool {
+    pub(crate) fn release(&self, id: u16) -> bool {
         let Some(s) = self.slots.get(id as usize) else {
             return false;
         };

@@ -61,7 +61,7 @@ impl Cursor {
 }
 
 /// One string tensor's `text/` file; see the module doc.
-pub struct StringText {
+pub(crate) struct StringText {
     data: Arc<dyn TensorData>,
     /// For messages: what the file shows and where its bytes come from.
     what: String,
@@ -75,7 +75,7 @@ impl StringText {
     /// Renders the whole text once (keeping its length and marks). `what` and `file` name the
     /// tensor in errors (`tensor KEY`, the checkpoint path). An error if the bytes do not hold
     /// the tensor's elements exactly, or cannot be read.
-    pub fn new(
+    pub(crate) fn new(
         dtype: DType,
         shape: &[u64],
         data: Arc<dyn TensorData>,
@@ -128,14 +128,14 @@ impl StringText {
     }
 
     /// Bytes of the whole text.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
     /// Bytes of memory this file may come to hold (for the LRU that keeps it): the marks, and
     /// the cursor's text — at most one step's (a string byte is at most 4 text bytes, `\xHH`; an
     /// 8-byte length 1, the newline), and never more than the whole text.
-    pub fn weight(&self) -> usize {
+    pub(crate) fn weight(&self) -> usize {
         let cursor = self.len.min(4 * STEP) as usize;
         512 + self.marks.len() * (std::mem::size_of::<Mark>() + 16) + cursor
     }
@@ -160,7 +160,7 @@ impl StringText {
     }
 
     /// Text bytes `[offset, offset + size)`, clamped to the end of the text.
-    pub fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
+    pub(crate) fn read(&self, offset: u64, size: usize) -> FsResult<Bytes> {
         let end = offset.saturating_add(size as u64).min(self.len);
         if offset >= end {
             return Ok(Bytes::new());

@@ -19,7 +19,7 @@ pub(crate) enum Size {
 /// What a file holds, as far as how the kernel should cache it matters (`-o direct_io`, see
 /// `crate::fuse::DirectIo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Content {
+pub(crate) enum Content {
     /// One tensor's bytes: a `.bin`, or an `.npy` (header + the bytes).
     Tensor,
     /// Many tensors' bytes in one file (`model.safetensors`, `weights.safetensors`).
@@ -31,19 +31,19 @@ pub enum Content {
 /// What a node is, as the dispatcher needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeAttr {
-    pub kind: Kind,
-    pub size: Size,
+    pub(crate) kind: Kind,
+    pub(crate) size: Size,
     /// Times, owner and permission bits (read bits; directories add `x` where `r` is set).
-    pub meta: FileMeta,
+    pub(crate) meta: FileMeta,
 }
 
 /// One entry a subtree lists.
-pub struct Entry<'a> {
-    pub ino: Ino,
-    pub name: &'a [u8],
-    pub kind: Kind,
+pub(crate) struct Entry<'a> {
+    pub(crate) ino: Ino,
+    pub(crate) name: &'a [u8],
+    pub(crate) kind: Kind,
     /// Where to continue after this entry (at least [`crate::namespace::ino::cookie::BASE`]).
-    pub cookie: u64,
+    pub(crate) cookie: u64,
 }
 
 /// Serves one kind of subtree. `local` is the node's number within its subtree instance.

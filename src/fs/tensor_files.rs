@@ -9,13 +9,13 @@ use crate::parse::npy;
 use bytes::Bytes;
 
 /// The text of a `.shape` file: dims separated by one space, then a newline.
-pub fn shape_text(shape: &[u64]) -> Vec<u8> {
+pub(crate) fn shape_text(shape: &[u64]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("{}\n", dims.join(" ")).into_bytes()
 }
 
 /// The text of a `.dtype` file.
-pub fn dtype_text(dtype: DType) -> Vec<u8> {
+pub(crate) fn dtype_text(dtype: DType) -> Vec<u8> {
     format!("{}\n", dtype.display_name()).into_bytes()
 }
 
@@ -26,7 +26,7 @@ pub(crate) fn npy_header(dtype: DType, shape: &[u64]) -> Option<Vec<u8>> {
 
 /// The files a tensor of `dtype` shows, in listing order (`.npy` only where numpy has the
 /// dtype). `None` (a damaged entry) shows the first three.
-pub fn files(dtype: Option<DType>) -> &'static [FileKind] {
+pub(crate) fn files(dtype: Option<DType>) -> &'static [FileKind] {
     match dtype {
         Some(d) if d.npy_descr().is_some() => &FileKind::ALL,
         _ => &FileKind::ALL[..3],

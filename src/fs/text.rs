@@ -26,7 +26,7 @@ pub(crate) fn text_id() -> u64 {
 }
 
 /// `render()`'s text, from the cache or rendered now (and kept, if it fits).
-pub fn cached(
+pub(crate) fn cached(
     texts: &Texts,
     key: (u64, u64),
     render: impl FnOnce() -> Result<Vec<u8>, String>,
@@ -46,7 +46,7 @@ pub(crate) fn render_error(file: &GraphFile, what: &str, e: String) -> FsError {
 
 /// Which part of a meta graph a text file shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     MetaInfo,
     Saver,
     ObjectGraph,
@@ -55,11 +55,11 @@ pub enum Part {
 
 /// One rendered part of a meta graph.
 pub(crate) struct MetaGraphText {
-    pub file: Arc<GraphFile>,
-    pub mg: usize,
-    pub part: Part,
-    pub texts: Arc<Texts>,
-    pub id: u64,
+    pub(crate) file: Arc<GraphFile>,
+    pub(crate) mg: usize,
+    pub(crate) part: Part,
+    pub(crate) texts: Arc<Texts>,
+    pub(crate) id: u64,
 }
 
 impl MetaGraphText {
@@ -112,14 +112,14 @@ struct Pieces {
 /// Its size comes from one rendering pass (keeping only lengths) the first time it is asked
 /// for; reads then render only the pieces they touch.
 pub(crate) struct WholeText {
-    pub file: Arc<GraphFile>,
-    pub texts: Arc<Texts>,
-    pub id: u64,
+    pub(crate) file: Arc<GraphFile>,
+    pub(crate) texts: Arc<Texts>,
+    pub(crate) id: u64,
     pieces: OnceLock<Result<Pieces, String>>,
 }
 
 impl WholeText {
-    pub fn new(file: Arc<GraphFile>, texts: Arc<Texts>) -> WholeText {
+    pub(crate) fn new(file: Arc<GraphFile>, texts: Arc<Texts>) -> WholeText {
         WholeText {
             file,
             texts,

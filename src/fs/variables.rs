@@ -132,7 +132,7 @@ impl View {
     const ALL: [View; 3] = [View::Variables, View::Text, View::Stats];
 
     /// The name the view's root is linked under, beside `variables`.
-    pub fn name(self) -> &'static [u8] {
+    pub(crate) fn name(self) -> &'static [u8] {
         match self {
             View::Variables => b"variables",
             View::Text => b"text",
@@ -230,7 +230,7 @@ thread_local! {
 /// Opened tensors the serving threads share (a count, each weighing 1).
 const OPENED_SHARED: usize = 16;
 
-pub struct Variables {
+pub(crate) struct Variables {
     id: u16,
     /// The directory `variables/` (and `text/`, `stats/`) is linked in.
     parent: Ino,
@@ -254,7 +254,7 @@ pub struct Variables {
 }
 
 impl Variables {
-    pub fn new(
+    pub(crate) fn new(
         id: u16,
         parent: Ino,
         set: Arc<dyn TensorSet>,
@@ -274,11 +274,6 @@ impl Variables {
             reuse,
             making: Mutex::new(()),
         }
-    }
-
-    /// The root directory's local number (`variables/`).
-    pub fn root() -> u64 {
-        Self::view_root(View::Variables)
     }
 
     /// The local number of a view's root directory.
@@ -521,7 +516,7 @@ impl Variables {
 /// The extended attributes of the tensor at `pos` of `set` whose index entry is `info` (its key
 /// only if its entry is damaged: `None`). A partitioned tensor's per-slice values are separated
 /// by one space, so no value holds a newline (which `getfattr -d` would print as base64).
-pub fn tensor_xattrs(
+pub(crate) fn tensor_xattrs(
     set: &dyn TensorSet,
     pos: u64,
     info: Option<&TensorInfo>,

@@ -78,7 +78,7 @@ fn failed(set: &dyn TensorSet, file: &str, msg: String) -> FsError {
 }
 
 /// The path of a tensor's `.bin` relative to its checkpoint's root (see [`file_path`]).
-pub fn bin_path(key: &[u8]) -> Vec<u8> {
+pub(crate) fn bin_path(key: &[u8]) -> Vec<u8> {
     file_path(key, namespace::FileKind::Bin)
 }
 
@@ -203,7 +203,7 @@ struct Built {
 }
 
 impl Safetensors {
-    pub fn new(set: Arc<dyn TensorSet>) -> Safetensors {
+    pub(crate) fn new(set: Arc<dyn TensorSet>) -> Safetensors {
         Safetensors {
             set,
             weights: None,
@@ -220,7 +220,7 @@ impl Safetensors {
     /// a JSON object, as a string, from each name in the file to its checkpoint key (every
     /// weight whose key is UTF-8; a key that is not is left out, named in `"tfmount.excluded"`
     /// by its bytes).
-    pub fn weights(set: Arc<dyn TensorSet>, names: Arc<LazyNames>) -> Safetensors {
+    pub(crate) fn weights(set: Arc<dyn TensorSet>, names: Arc<LazyNames>) -> Safetensors {
         Safetensors {
             weights: Some(names),
             ..Safetensors::new(set)
@@ -455,7 +455,7 @@ struct TsvIndex {
 }
 
 impl Tsv {
-    pub fn new(set: Arc<dyn TensorSet>) -> Tsv {
+    pub(crate) fn new(set: Arc<dyn TensorSet>) -> Tsv {
         let mut header = TSV_HEADER.trim_end_matches('\n').as_bytes().to_vec();
         for name in set.attr_names() {
             header.push(b'\t');
@@ -589,7 +589,11 @@ fn view_words(name: &str) -> &'static str {
 }
 
 impl SummaryFile {
-    pub fn new(set: Arc<dyn TensorSet>, views: Vec<String>, cache: Option<String>) -> SummaryFile {
+    pub(crate) fn new(
+        set: Arc<dyn TensorSet>,
+        views: Vec<String>,
+        cache: Option<String>,
+    ) -> SummaryFile {
         SummaryFile {
             set,
             cache,

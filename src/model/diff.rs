@@ -19,12 +19,12 @@ use super::values::{self, Side, Tolerance, ValueDiff};
 const CHUNK: usize = 4 << 20;
 
 /// One line of `tfmount diff A B`: its status (`A`, `D`, `T`, `M`, `=`) and the key, unescaped.
-pub type Line = (String, Vec<u8>);
+pub(crate) type Line = (String, Vec<u8>);
 
 /// What `tfmount diff A B` prints (with `--exact` and `--same` as asked), as `(status, key)`;
 /// `Err` with the messages `diff` prints when A or B cannot be used or a tensor of them cannot
 /// be read (one per line).
-pub fn lines(
+pub(crate) fn lines(
     a: &Path,
     b: &Path,
     exact: bool,

@@ -15,4 +15,4 @@ pub mod diff;
 pub mod lines;
 pub mod open;
 pub mod values;
-pub mod verify;
+pub(crate) mod verify;

@@ -29,8 +29,8 @@ use crate::source::bytes::Store;
 use crate::source::local::LocalStore;
 use crate::{formats, probe};
 
-pub use crate::formats::integrity::{Entry as TensorInfo, Item, Piece, Walk};
-pub use crate::formats::v2::show_extent;
+pub(crate) use crate::formats::integrity::{Entry as TensorInfo, Item, Piece, Walk};
+pub(crate) use crate::formats::v2::show_extent;
 
 /// Bytes of decoded index blocks kept per source.
 const CACHE_BYTES: usize = 32 << 20;
@@ -62,7 +62,7 @@ pub struct Node {
 
 impl Node {
     /// Its inode number in the [`Fs`] under the tree.
-    pub fn ino(self) -> u64 {
+    pub(crate) fn ino(self) -> u64 {
         self.id
     }
 }
@@ -139,12 +139,12 @@ impl Tree {
     }
 
     /// The tree of an `Fs` built elsewhere (the Python module's, with its options).
-    pub fn from_fs(fs: Fs) -> Tree {
+    pub(crate) fn from_fs(fs: Fs) -> Tree {
         Tree { fs }
     }
 
     /// The filesystem core under this tree.
-    pub fn fs(&self) -> &Fs {
+    pub(crate) fn fs(&self) -> &Fs {
         &self.fs
     }
 
@@ -207,7 +207,7 @@ impl Tree {
 
     /// Size in bytes (files; a link's target length; 0 for directories). For a tensor file
     /// whose size cannot be known this is 0, as a mount lists it.
-    pub fn size(&self, n: Node) -> Result<u64, TreeError> {
+    pub(crate) fn size(&self, n: Node) -> Result<u64, TreeError> {
         Ok(self.fs.getattr(n.id)?.size)
     }
 
@@ -261,14 +261,12 @@ impl Tree {
 /// The checkpoints of a SOURCE: `(name, prefix, opened checkpoint)`. `name` is what keys are
 /// shown under: empty for a single checkpoint, `DIR_NAME/` in a checkpoint directory.
 pub(crate) struct CheckpointSet {
-    pub members: Vec<Member>,
+    pub(crate) members: Vec<Member>,
 }
 
-pub struct Member {
+pub(crate) struct Member {
     pub name: String,
-    /// The checkpoint's path: a V2 prefix, or a V1 file, shard or `?????` pattern.
-    pub prefix: PathBuf,
-    pub opened: Result<Ckpt, String>,
+    pub(crate) opened: Result<Ckpt, String>,
 }
 
 /// Why a SOURCE cannot be used as checkpoints.
@@ -293,29 +291,27 @@ impl CheckpointSet {
     /// (none if it has no variables), or every checkpoint of a checkpoint directory. A single
     /// checkpoint that cannot be opened makes the source unusable; in a directory it is a
     /// failed member.
-    pub fn open(source: &Path) -> Result<CheckpointSet, SourceProblem> {
+    pub(crate) fn open(source: &Path) -> Result<CheckpointSet, SourceProblem> {
         let src = open_source(source).map_err(SourceProblem::Unusable)?;
         let (store, probed) = (src.store, src.probed);
         let cache = Caches::new(CACHE_BYTES);
-        let single =
-            |prefix: &Path, opened: Result<Ckpt, String>| -> Result<CheckpointSet, SourceProblem> {
-                let ck = opened.map_err(SourceProblem::Unusable)?;
-                Ok(CheckpointSet {
-                    members: vec![Member {
-                        name: String::new(),
-                        prefix: prefix.to_path_buf(),
-                        opened: Ok(ck),
-                    }],
-                })
-            };
+        let single = |opened: Result<Ckpt, String>| -> Result<CheckpointSet, SourceProblem> {
+            let ck = opened.map_err(SourceProblem::Unusable)?;
+            Ok(CheckpointSet {
+                members: vec![Member {
+                    name: String::new(),
+                    opened: Ok(ck),
+                }],
+            })
+        };
         match probed {
-            Probed::Checkpoint(found) => single(
-                &found.path,
-                Ckpt::opened(&store, found.format.open(&ctx(&store, &cache), &found)),
-            ),
+            Probed::Checkpoint(found) => single(Ckpt::opened(
+                &store,
+                found.format.open(&ctx(&store, &cache), &found),
+            )),
             Probed::SavedModel {
                 variables: Some(p), ..
-            } => single(&p, Ckpt::open_path(&store, &p, &cache)),
+            } => single(Ckpt::open_path(&store, &p, &cache)),
             Probed::SavedModel {
                 variables: None, ..
             } => Ok(CheckpointSet {
@@ -334,14 +330,12 @@ impl CheckpointSet {
                     .map(|(name, prefix)| Member {
                         opened: Ckpt::open_path(&store, &prefix, &cache),
                         name: format!("{name}/"),
-                        prefix,
                     })
                     .collect();
                 // What the state file lists but is not there (or the index files that are
                 // gone): failed members, so that verify never passes an incomplete directory.
                 for (name, reason) in crate::probe::state::problems(store.as_ref(), &dir) {
                     members.push(Member {
-                        prefix: dir.join(&name),
                         name: format!("{name}/"),
                         opened: Err(reason),
                     });
@@ -554,21 +548,21 @@ impl Ckpt {
 
     /// The `(name, key)` pairs of its `names/` (made now, the first time), or `None` when it
     /// has no `names/`.
-    pub fn names(&self) -> Option<&[(String, String)]> {
+    pub(crate) fn names(&self) -> Option<&[(String, String)]> {
         self.names.as_ref().map(LazyNames::get)
     }
 
     /// Its dequantized tensors, where it is a quantized model that has them (TFLite).
-    pub fn dequantized(&self) -> Option<&Ckpt> {
+    pub(crate) fn dequantized(&self) -> Option<&Ckpt> {
         self.dequantized.as_deref()
     }
 
-    pub fn prefix(&self) -> &Path {
+    pub(crate) fn prefix(&self) -> &Path {
         &self.prefix
     }
 
     /// Bytes of tensor data read so far through this checkpoint.
-    pub fn data_bytes_read(&self) -> u64 {
+    pub(crate) fn data_bytes_read(&self) -> u64 {
         self.data_read.load(Ordering::Relaxed)
             + self.dequantized.as_ref().map_or(0, |d| d.data_bytes_read())
     }
@@ -579,12 +573,12 @@ impl Ckpt {
 
     /// The tensors of the checkpoint in key order, with the entries, index blocks and files
     /// that cannot be read.
-    pub fn walk(&self) -> Walk<'_> {
+    pub(crate) fn walk(&self) -> Walk<'_> {
         self.checks.walk()
     }
 
     /// The stored pieces of a tensor: itself, or its slices.
-    pub fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
+    pub(crate) fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
         self.checks.pieces(t)
     }
 
@@ -626,7 +620,7 @@ impl Ckpt {
     }
 
     /// Size of the tensor's served bytes (its `.bin` file).
-    pub fn served_size(&self, t: &TensorInfo) -> Result<u64, String> {
+    pub(crate) fn served_size(&self, t: &TensorInfo) -> Result<u64, String> {
         self.checks.served_size(t)
     }
 

@@ -51,24 +51,24 @@ pub(crate) enum Side {
 /// What `--values` calls equal: `|a - b| <= atol + rtol * |b|` (numpy's `isclose`, B the
 /// reference; NaN equals NaN).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Tolerance {
-    pub atol: f64,
-    pub rtol: f64,
+pub(crate) struct Tolerance {
+    pub(crate) atol: f64,
+    pub(crate) rtol: f64,
 }
 
 /// How much the values of a tensor changed (`--values`): element by element as numbers (f64;
 /// complex by modulus; bool as 0 and 1).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ValueDiff {
-    pub elements: u64,
+    pub(crate) elements: u64,
     /// Elements not equal within the tolerance (a NaN on one side only included).
-    pub differing: u64,
+    pub(crate) differing: u64,
     /// The first of them, as a flat (row-major) index.
-    pub first: Option<u64>,
+    pub(crate) first: Option<u64>,
     /// Largest `|a - b|` over the elements where it is a number.
-    pub max_abs: f64,
+    pub(crate) max_abs: f64,
     /// Largest `|a - b| / |b|` over those where `b != 0`.
-    pub max_rel: f64,
+    pub(crate) max_rel: f64,
     sum_sq: f64,
     counted: u64,
 }
@@ -120,7 +120,7 @@ impl ValueDiff {
     }
 
     /// Root mean square of `a - b` over the elements where it is a number.
-    pub fn rms(&self) -> f64 {
+    pub(crate) fn rms(&self) -> f64 {
         if self.counted == 0 {
             0.0
         } else {

@@ -32,7 +32,10 @@ const BATCH_BYTES: u64 = 512 << 20;
 
 /// What `tfmount verify SOURCE` finds, as `(key, reason)` in the order it prints them (keys
 /// unescaped); `Err` when SOURCE cannot be used, with the message `verify` prints.
-pub fn problems(source: &Path, threads: Option<usize>) -> Result<Vec<(Vec<u8>, String)>, String> {
+pub(crate) fn problems(
+    source: &Path,
+    threads: Option<usize>,
+) -> Result<Vec<(Vec<u8>, String)>, String> {
     let v = verify(source, threads, Lines::kept(), false, &[])?;
     Ok(v.out
         .into_pairs()

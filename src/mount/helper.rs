@@ -22,7 +22,7 @@ use crate::cli::HelperArgs;
 use crate::error::io_words;
 
 /// The environment variable COMMAND finds the descriptor's number in.
-pub const FD_ENV: &str = "TFMOUNT_FUSE_FD";
+pub(crate) const FD_ENV: &str = "TFMOUNT_FUSE_FD";
 
 /// How long after a signal has unmounted MOUNTPOINT a COMMAND still running gets the signal.
 const FORWARD_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
@@ -67,7 +67,7 @@ fn mount_data(fd: i32, uid: u32, gid: u32, allow_other: bool) -> String {
 }
 
 /// Runs `tfmount mount-helper`; returns the exit status.
-pub fn run(a: &HelperArgs) -> i32 {
+pub(crate) fn run(a: &HelperArgs) -> i32 {
     match run_inner(a) {
         Ok(code) => code,
         Err(f) => {

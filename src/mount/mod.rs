@@ -4,7 +4,7 @@
 //! privileged half of that, `tfmount mount-helper` ([`helper`]).
 
 mod fd;
-pub mod helper;
+pub(crate) mod helper;
 pub(crate) mod mountinfo;
 
 use std::ffi::CString;
@@ -20,7 +20,7 @@ use crate::cli::Args;
 use crate::error::io_words;
 use crate::fs::Fs;
 use crate::fuse::FuseFs;
-pub use crate::options::Settings;
+pub(crate) use crate::options::Settings;
 use crate::{probe, source};
 
 pub(crate) const EXIT_OK: i32 = 0;
@@ -32,9 +32,9 @@ pub(crate) const EXIT_FUSE: i32 = 5;
 
 /// A failure before or while mounting, with its exit code.
 #[derive(Debug)]
-pub struct Failure {
-    pub code: i32,
-    pub msg: String,
+pub(crate) struct Failure {
+    pub(crate) code: i32,
+    pub(crate) msg: String,
 }
 
 fn fail(code: i32, msg: impl Into<String>) -> Failure {
@@ -46,7 +46,7 @@ fn fail(code: i32, msg: impl Into<String>) -> Failure {
 
 /// Interprets `-o` options (and the flags that stand for them, which the command line turned
 /// into `-o` entries after the others) through the one table, [`crate::options::OPTIONS`].
-pub fn settings(args: &Args) -> Result<Settings, Failure> {
+pub(crate) fn settings(args: &Args) -> Result<Settings, Failure> {
     let mut s = crate::options::settings(&args.options).map_err(|e| fail(EXIT_USAGE, e))?;
     s.fs.tags = args.tags.clone();
     Ok(s)
@@ -223,7 +223,7 @@ fn pipe() -> std::io::Result<(File, File)> {
 }
 
 /// Entry point: returns the process exit code.
-pub fn run(args: Args) -> i32 {
+pub(crate) fn run(args: Args) -> i32 {
     match run_inner(args) {
         Ok(()) => EXIT_OK,
         Err(f) => {

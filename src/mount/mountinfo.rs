@@ -9,10 +9,10 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MountLine {
     /// `MAJOR:MINOR` of the mounted file system.
-    pub device: String,
-    pub mountpoint: PathBuf,
-    pub fstype: String,
-    pub source: Vec<u8>,
+    pub(crate) device: String,
+    pub(crate) mountpoint: PathBuf,
+    pub(crate) fstype: String,
+    pub(crate) source: Vec<u8>,
 }
 
 /// Every mount of /proc/self/mountinfo, in its order (a later one covers an earlier one at the

@@ -29,12 +29,12 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
     pub shift: u32,
-    pub bits: u32,
+    pub(crate) bits: u32,
 }
 
 impl Field {
     /// The top field of a layout `total` bits wide.
-    pub const fn top(total: u32, bits: u32) -> Field {
+    pub(crate) const fn top(total: u32, bits: u32) -> Field {
         Field {
             shift: total - bits,
             bits,
@@ -42,7 +42,7 @@ impl Field {
     }
 
     /// The field right below `self` (a compile error if it does not fit).
-    pub const fn then(self, bits: u32) -> Field {
+    pub(crate) const fn then(self, bits: u32) -> Field {
         Field {
             shift: self.shift - bits,
             bits,
@@ -57,7 +57,7 @@ impl Field {
         }
     }
 
-    pub const fn get(self, v: u64) -> u64 {
+    pub(crate) const fn get(self, v: u64) -> u64 {
         (v >> self.shift) & self.max()
     }
 
@@ -81,18 +81,18 @@ const _: () = assert!(LOCAL.shift == 0);
 pub struct Ino(pub u64);
 
 /// The mount root (a fixed node).
-pub const ROOT: Ino = Ino(1);
+pub(crate) const ROOT: Ino = Ino(1);
 
 impl Ino {
     pub fn new(subtree: u16, local: u64) -> Option<Ino> {
         Some(Ino(SUBTREE.put(subtree as u64)? | LOCAL.put(local)?))
     }
 
-    pub fn subtree(self) -> u16 {
+    pub(crate) fn subtree(self) -> u16 {
         SUBTREE.get(self.0) as u16
     }
 
-    pub fn local(self) -> u64 {
+    pub(crate) fn local(self) -> u64 {
         LOCAL.get(self.0)
     }
 }
@@ -102,7 +102,7 @@ pub(crate) const MAX_SUBTREES: usize = SUBTREE.max() as usize;
 
 /// The state of a registry slot (see `fs::registry`): its generation, whether it holds no
 /// subtree, and the lookups the kernel holds on its inodes.
-pub mod slot {
+pub(crate) mod slot {
     use super::Field;
     pub(crate) const GENERATION: Field = Field::top(64, 23);
     pub(crate) const FREE: Field = GENERATION.then(1);
@@ -113,7 +113,7 @@ pub mod slot {
 /// Local layout of a key-space node (checkpoint variables and the views that mirror them).
 pub mod keyspace {
     use super::{Field, LOCAL};
-    pub(crate) const VIEW: Field = Field::top(LOCAL.bits, 2);
+    pub const VIEW: Field = Field::top(LOCAL.bits, 2);
     pub const FILE: Field = VIEW.then(3);
     pub const DEPTH: Field = FILE.then(7);
     pub const POS: Field = DEPTH.then(40);
@@ -121,42 +121,42 @@ pub mod keyspace {
 }
 
 /// Local layout of a graph node (one meta graph's name spaces).
-pub mod graph {
+pub(crate) mod graph {
     use super::{Field, LOCAL};
     pub(crate) const SPACE: Field = Field::top(LOCAL.bits, 18);
-    pub const FILE: Field = SPACE.then(3);
-    pub const DEPTH: Field = FILE.then(6);
+    pub(crate) const FILE: Field = SPACE.then(3);
+    pub(crate) const DEPTH: Field = FILE.then(6);
     pub(crate) const INDEX: Field = DEPTH.then(25);
     const _: () = assert!(INDEX.shift == 0);
 }
 
 /// Local layout of a `names/` node (`fs::names`): a directory (`LEAF` 0, `INDEX` its number
 /// from 1), or one file of a leaf (`LEAF` 1, `FILE` its kind, `INDEX` the leaf's number).
-pub mod names {
+pub(crate) mod names {
     use super::{Field, LOCAL};
     pub(crate) const LEAF: Field = Field::top(LOCAL.bits, 1);
-    pub const FILE: Field = LEAF.then(3);
+    pub(crate) const FILE: Field = LEAF.then(3);
     pub(crate) const INDEX: Field = FILE.then(48);
     const _: () = assert!(INDEX.shift == 0);
 }
 
 /// A readdir cookie: where to continue after an entry. Cookies below [`cookie::BASE`] are the
 /// start, `.` and `..`.
-pub mod cookie {
+pub(crate) mod cookie {
     use super::Field;
     pub(crate) const BASE: u64 = 3;
-    pub const POS: Field = Field::top(61, 61);
+    pub(crate) const POS: Field = Field::top(61, 61);
     pub(crate) const SUB: Field = Field::top(3, 3);
     const _: () = assert!(SUB.shift == 0 && POS.shift == 0);
 
     /// The cookie of sub-entry `sub` (0..7) of the item at `pos`.
-    pub fn of(pos: u64, sub: u64) -> Option<u64> {
+    pub(crate) fn of(pos: u64, sub: u64) -> Option<u64> {
         let v = POS.put(pos)?.checked_shl(SUB.bits)? | SUB.put(sub)?;
         v.checked_add(BASE)
     }
 
     /// `(pos, sub)` of a cookie at or above `BASE`.
-    pub fn split(c: u64) -> (u64, u64) {
+    pub(crate) fn split(c: u64) -> (u64, u64) {
         let v = c - BASE;
         (v >> SUB.bits, SUB.get(v))
     }

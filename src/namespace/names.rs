@@ -137,7 +137,7 @@ impl FileKind {
         FileKind::Npy,
     ];
 
-    pub fn suffix(self) -> &'static str {
+    pub(crate) fn suffix(self) -> &'static str {
         match self {
             FileKind::Bin => ".bin",
             FileKind::Shape => ".shape",
@@ -152,7 +152,7 @@ impl FileKind {
     }
 
     /// Splits `name` into a stem and the file kind its suffix names.
-    pub fn split(name: &[u8]) -> Option<(&[u8], FileKind)> {
+    pub(crate) fn split(name: &[u8]) -> Option<(&[u8], FileKind)> {
         FileKind::ALL.into_iter().find_map(|k| {
             name.strip_suffix(k.suffix().as_bytes())
                 .map(|stem| (stem, k))

@@ -9,9 +9,9 @@ use crate::parse::slice_key::Extent;
 use crate::proto::{BundleEntryProto, BundleHeaderProto, TensorShapeProto};
 
 /// Ranks above this are refused (TensorFlow's own limit is 254).
-pub const MAX_RANK: usize = 254;
+pub(crate) const MAX_RANK: usize = 254;
 /// Partitioned tensors with more slices than this are refused (overlap checks are quadratic).
-pub const MAX_SLICES: usize = 4096;
+pub(crate) const MAX_SLICES: usize = 4096;
 /// More shards than this in a header is treated as corruption.
 pub const MAX_SHARDS: i32 = 1 << 20;
 

@@ -11,7 +11,7 @@ pub const DT_VARIANT: DType = DType(21);
 /// What one element is, as tfmount's `.bin` holds it (row-major, little-endian, one element per
 /// byte for the sub-byte types, the value in the low bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Elem {
+pub(crate) enum Elem {
     /// Two's-complement (`signed`) or unsigned integers of `size` bytes (also the quantized
     /// types, which store their integer).
     Int {
@@ -46,7 +46,7 @@ pub enum Elem {
 
 /// The float8 formats (ml_dtypes' names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum F8 {
+pub(crate) enum F8 {
     E5M2,
     E4M3FN,
     E4M3FNUZ,
@@ -56,33 +56,33 @@ pub enum F8 {
 
 /// One dtype and everything tfmount knows of it, one column per use.
 #[derive(Debug, Clone, Copy)]
-pub struct Row {
+pub(crate) struct Row {
     /// The `DataType` enum value.
-    pub value: i32,
+    pub(crate) value: i32,
     /// `tf.as_dtype(x).name`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Bytes per element of memcpy-able types; 0 for string, resource and variant.
-    pub size: usize,
+    pub(crate) size: usize,
     /// numpy's `descr`, for dtypes numpy holds natively (the ones that get an `.npy` view).
-    pub npy: Option<&'static str>,
+    pub(crate) npy: Option<&'static str>,
     /// The safetensors dtype, where the format has a bit-identical one.
-    pub safetensors: Option<&'static str>,
-    pub elem: Elem,
+    pub(crate) safetensors: Option<&'static str>,
+    pub(crate) elem: Elem,
     /// The `TensorProto` field holding its values when not in `tensor_content` (graph
     /// constants, V1 checkpoints).
-    pub proto_field: u32,
+    pub(crate) proto_field: u32,
 }
 
 /// `TensorProto` field numbers (tf-format.md).
-pub mod field {
+pub(crate) mod field {
     pub(crate) const HALF: u32 = 13;
-    pub const FLOAT: u32 = 5;
+    pub(crate) const FLOAT: u32 = 5;
     pub(crate) const DOUBLE: u32 = 6;
     pub(crate) const INT: u32 = 7;
     pub(crate) const STRING: u32 = 8;
     pub(crate) const SCOMPLEX: u32 = 9;
     pub(crate) const INT64: u32 = 10;
-    pub const BOOL: u32 = 11;
+    pub(crate) const BOOL: u32 = 11;
     pub(crate) const DCOMPLEX: u32 = 12;
     pub(crate) const RESOURCE: u32 = 14;
     pub(crate) const VARIANT: u32 = 15;
@@ -353,7 +353,7 @@ pub(crate) const TABLE: &[Row] = &[
 
 impl DType {
     /// The dtype's row of [`TABLE`]; `None` for values this build does not know.
-    pub fn row(self) -> Option<&'static Row> {
+    pub(crate) fn row(self) -> Option<&'static Row> {
         TABLE.iter().find(|r| r.value == self.0)
     }
 
@@ -410,7 +410,7 @@ impl DType {
     }
 
     /// What one element is; `None` for unknown values.
-    pub fn elem(self) -> Option<Elem> {
+    pub(crate) fn elem(self) -> Option<Elem> {
         self.row().map(|r| r.elem)
     }
 

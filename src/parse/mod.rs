@@ -6,15 +6,15 @@
 
 pub mod bundle;
 pub mod dtype;
-pub mod npy;
-pub mod partition;
+pub(crate) mod npy;
+pub(crate) mod partition;
 pub(crate) mod roles;
 pub mod safetensors;
 pub mod slice_key;
 pub mod table;
 pub(crate) mod tensor_proto;
 pub mod varint;
-pub mod wire;
+pub(crate) mod wire;
 pub mod zip;
 
 /// What is wrong with a file. Every malformed input maps to one of these; none panics.

@@ -2,7 +2,7 @@
 //! padded with spaces to a multiple of 64 bytes and ended by `\n`. The data follows unchanged.
 
 /// The header for an array of `descr` with `shape`, or `None` if it would not fit NPY 1.0.
-pub fn header(descr: &str, shape: &[u64]) -> Option<Vec<u8>> {
+pub(crate) fn header(descr: &str, shape: &[u64]) -> Option<Vec<u8>> {
     let dims = match shape.len() {
         0 => "()".to_string(),
         1 => format!("({},)", shape[0]),

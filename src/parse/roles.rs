@@ -32,7 +32,7 @@
 
 /// What a tensor is for (see the module doc for the rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     Model,
     OptimizerSlot,
     OptimizerOther,
@@ -40,14 +40,14 @@ pub enum Role {
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [
+    pub(crate) const ALL: [Role; 4] = [
         Role::Model,
         Role::OptimizerSlot,
         Role::OptimizerOther,
         Role::Bookkeeping,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Role::Model => "model",
             Role::OptimizerSlot => "optimizer slots",
@@ -57,7 +57,7 @@ impl Role {
     }
 
     /// The role of the tensor named `key`.
-    pub fn of(key: &[u8]) -> Role {
+    pub(crate) fn of(key: &[u8]) -> Role {
         const TF1_SLOTS: &[&[u8]] = &[
             b"Adam",
             b"Momentum",

@@ -51,18 +51,18 @@ pub(crate) fn safetensors_dtype(dtype: DType) -> Option<&'static str> {
 
 /// One tensor as the layout needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct TensorRecord<'a> {
+pub(crate) struct TensorRecord<'a> {
     /// The checkpoint key, raw.
-    pub name: &'a [u8],
-    pub dtype: DType,
-    pub shape: &'a [u64],
+    pub(crate) name: &'a [u8],
+    pub(crate) dtype: DType,
+    pub(crate) shape: &'a [u64],
     /// Bytes of the tensor in tfmount's layout (its `.bin` size).
-    pub nbytes: u64,
+    pub(crate) nbytes: u64,
 }
 
 /// Why a tensor is not in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exclusion {
+pub(crate) enum Exclusion {
     /// safetensors has no dtype with these bytes.
     Dtype,
     /// The key is not UTF-8.
@@ -75,7 +75,7 @@ pub enum Exclusion {
 
 impl Exclusion {
     /// The `reason` written in `__metadata__`.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             Exclusion::Dtype => "dtype",
             Exclusion::NotUtf8 => "key not UTF-8",
@@ -86,7 +86,7 @@ impl Exclusion {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SafetensorsError {
+pub(crate) enum SafetensorsError {
     #[error("safetensors header would be {0} bytes, over the format's {MAX_HEADER}-byte limit")]
     HeaderTooLarge(u64),
     #[error("tensor data would end past 2^64 bytes")]
@@ -95,19 +95,21 @@ pub enum SafetensorsError {
 
 /// The byte layout of one safetensors file; see the module doc.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The 8-byte length, the JSON, its padding: file bytes `[0, header.len())`.
     header: Vec<u8>,
     /// Input index of each included tensor, in data order.
     index: Vec<usize>,
     /// File offset where each included tensor starts, then the file size.
     starts: Vec<u64>,
+    /// What was left out (read by the tests).
+    #[cfg(test)]
     excluded: Vec<(usize, Exclusion)>,
 }
 
 /// A piece of a read: header bytes, or bytes of one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part<'a> {
+pub(crate) enum Part<'a> {
     Header(&'a [u8]),
     /// `len` bytes from `offset` of the tensor that was `index`-th in the input.
     Tensor {
@@ -128,7 +130,7 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Layout {
     /// Lays out `records` (checkpoint key order) in one pass.
-    pub fn build<'a, I>(records: I) -> Result<Layout, SafetensorsError>
+    pub(crate) fn build<'a, I>(records: I) -> Result<Layout, SafetensorsError>
     where
         I: IntoIterator<Item = TensorRecord<'a>>,
     {
@@ -244,6 +246,7 @@ impl Layout {
             header,
             index,
             starts,
+            #[cfg(test)]
             excluded,
         })
     }
@@ -274,12 +277,13 @@ impl Layout {
     }
 
     /// The header: file bytes `[0, header().len())`.
-    pub fn header(&self) -> &[u8] {
+    #[cfg(test)]
+    pub(crate) fn header(&self) -> &[u8] {
         &self.header
     }
 
     /// The file's size in bytes.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.starts
             .last()
             .copied()
@@ -287,7 +291,8 @@ impl Layout {
     }
 
     /// Included tensors in file order: `(input index, file offset range)`.
-    pub fn tensors(&self) -> impl Iterator<Item = (usize, std::ops::Range<u64>)> + '_ {
+    #[cfg(test)]
+    pub(crate) fn tensors(&self) -> impl Iterator<Item = (usize, std::ops::Range<u64>)> + '_ {
         self.index
             .iter()
             .zip(self.starts.windows(2))
@@ -295,7 +300,8 @@ impl Layout {
     }
 
     /// Tensors left out, in input order: `(input index, why)`.
-    pub fn excluded(&self) -> &[(usize, Exclusion)] {
+    #[cfg(test)]
+    pub(crate) fn excluded(&self) -> &[(usize, Exclusion)] {
         &self.excluded
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{unmask_crc, varint, FormatError, ReadAt, Result};
 
-pub const FOOTER_LEN: usize = 48;
+pub(crate) const FOOTER_LEN: usize = 48;
 pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
 const TRAILER_LEN: usize = 5;
 /// Decompressed blocks larger than this are refused (decompression bombs). TF writes 256 KiB
@@ -281,7 +281,7 @@ impl Block {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
     pub block: u32,
-    pub entry: u32,
+    pub(crate) entry: u32,
 }
 
 /// Where decoded data blocks are kept between lookups, keyed by `(table id, block number)`.
@@ -444,7 +444,7 @@ impl Table {
     }
 
     /// The value stored under exactly `key`, with its position.
-    pub fn get(&self, key: &[u8]) -> Result<Option<(Pos, Arc<Block>, usize)>> {
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<(Pos, Arc<Block>, usize)>> {
         match self.seek(key)? {
             Some(p) => {
                 let (blk, i) = self.entry(p)?;

@@ -29,11 +29,11 @@ pub(crate) enum Elems {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ConstTensor {
-    pub dtype: DType,
-    pub shape: Vec<u64>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<u64>,
     /// Number of elements.
-    pub n: u64,
-    pub elems: Elems,
+    pub(crate) n: u64,
+    pub(crate) elems: Elems,
 }
 
 fn bad(msg: impl Into<String>) -> FormatError {
@@ -166,7 +166,7 @@ fn content_strings(c: &[u8], n: u64) -> Result<Vec<Vec<u8>>> {
 
 impl ConstTensor {
     /// Parses the TensorProto `buf[range]`; `Elems::Content` ranges point into `buf`.
-    pub fn parse(buf: &[u8], range: std::ops::Range<usize>) -> Result<ConstTensor> {
+    pub(crate) fn parse(buf: &[u8], range: std::ops::Range<usize>) -> Result<ConstTensor> {
         // tensor_content (field 4) stays where it is; everything else is small enough to decode.
         let mut content = None;
         let mut rest = Vec::new();
@@ -220,7 +220,7 @@ impl ConstTensor {
     }
 
     /// Bytes of the `.bin` file.
-    pub fn served_size(&self) -> u64 {
+    pub(crate) fn served_size(&self) -> u64 {
         match &self.elems {
             Elems::Fixed { size, .. } => self.n.saturating_mul(*size as u64),
             Elems::Content { len, .. } => *len as u64,
@@ -239,7 +239,7 @@ impl ConstTensor {
     }
 
     /// The `.bin` bytes `[offset, offset+len)`; `buf` is the buffer `parse` saw.
-    pub fn read(&self, buf: &[u8], offset: u64, len: usize) -> Vec<u8> {
+    pub(crate) fn read(&self, buf: &[u8], offset: u64, len: usize) -> Vec<u8> {
         let total = self.served_size();
         if offset >= total {
             return Vec::new();

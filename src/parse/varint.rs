@@ -41,7 +41,7 @@ pub(crate) fn decode_u64_16(b: &[u8; 16]) -> Option<(u64, usize)> {
 /// The 7-bit groups of up to 8 varint bytes, without their continuation bits: group i (bits
 /// 8i..8i+6) moves to bits 7i..7i+6 (pairs of groups joined, then pairs of pairs, ...).
 #[inline(always)]
-pub fn groups(x: u64) -> u64 {
+pub(crate) fn groups(x: u64) -> u64 {
     let x = x & 0x7f7f_7f7f_7f7f_7f7f;
     let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
     let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);

@@ -13,22 +13,22 @@ pub(crate) const FIXED32: u8 = 5;
 
 /// One field occurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
-    pub number: u32,
-    pub wire: u8,
+pub(crate) struct Field {
+    pub(crate) number: u32,
+    pub(crate) wire: u8,
     /// Varint and fixed values; for `LEN`, the payload length.
-    pub value: u64,
+    pub(crate) value: u64,
     /// The whole field (key, length, payload) within the scanned buffer.
-    pub start: usize,
-    pub end: usize,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
     /// Where the payload starts (for `LEN`: after the length).
-    pub payload: usize,
+    pub(crate) payload: usize,
 }
 
 impl Field {
     /// A pseudo-field `number` whose payload is a whole buffer of `len` bytes (a file that is
     /// one message, read as if it were that field of a parent).
-    pub fn whole(number: u32, len: usize) -> Field {
+    pub(crate) fn whole(number: u32, len: usize) -> Field {
         Field {
             number,
             wire: LEN,
@@ -45,14 +45,14 @@ impl Field {
 }
 
 /// Iterates the fields of the message `buf[start..end]`; offsets are relative to `buf`.
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     buf: &'a [u8],
     pos: usize,
     end: usize,
     failed: bool,
 }
 
-pub fn fields(buf: &[u8]) -> Fields<'_> {
+pub(crate) fn fields(buf: &[u8]) -> Fields<'_> {
     Fields {
         buf,
         pos: 0,

@@ -18,7 +18,7 @@ const MAX_TAIL: u64 = 22 + 0xffff;
 /// A central directory larger than this is refused (a `.keras` zip has three entries).
 const MAX_DIRECTORY: u64 = 64 << 20;
 /// Compression methods.
-pub const STORED: u16 = 0;
+pub(crate) const STORED: u16 = 0;
 pub(crate) const DEFLATED: u16 = 8;
 
 fn bad(m: impl Into<String>) -> FormatError {
@@ -30,17 +30,17 @@ fn bad(m: impl Into<String>) -> FormatError {
 pub struct Member {
     pub name: String,
     /// Compression method (0 stored, 8 deflated).
-    pub method: u16,
+    pub(crate) method: u16,
     /// Where its (compressed) bytes start in the zip, past its local header.
-    pub data_offset: u64,
-    pub compressed_size: u64,
-    pub size: u64,
+    pub(crate) data_offset: u64,
+    pub(crate) compressed_size: u64,
+    pub(crate) size: u64,
     /// CRC-32 of its uncompressed bytes, from the central directory.
-    pub crc32: u32,
+    pub(crate) crc32: u32,
 }
 
 impl Member {
-    pub fn stored(&self) -> bool {
+    pub(crate) fn stored(&self) -> bool {
         self.method == STORED && self.compressed_size == self.size
     }
 }

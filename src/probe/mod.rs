@@ -4,7 +4,7 @@
 //! object-store URL. Probed in order; the first that matches wins.
 
 pub mod serving;
-pub mod state;
+pub(crate) mod state;
 
 use std::path::{Path, PathBuf};
 
@@ -56,18 +56,18 @@ pub fn probe(path: &Path) -> Result<Probed, SourceError> {
 
 /// A SOURCE as given on the command line, opened: where its files live (the local filesystem,
 /// or an object store for `s3://`, `gs://`, `http(s)://` URLs) and what it is.
-pub struct Source {
-    pub store: std::sync::Arc<dyn Store>,
-    pub probed: Probed,
+pub(crate) struct Source {
+    pub(crate) store: std::sync::Arc<dyn Store>,
+    pub(crate) probed: Probed,
     /// How to name it to the user (the path, or the URL).
-    pub name: String,
-    pub remote: bool,
+    pub(crate) name: String,
+    pub(crate) remote: bool,
 }
 
 /// Opens SOURCE: a local path, or a URL of an object store (configured from the standard
 /// environment and `cfg`). A URL whose bucket or credentials are unusable fails here, with one
 /// line naming what was looked for.
-pub fn open(
+pub(crate) fn open(
     source: &Path,
     cfg: &crate::source::remote::RemoteConfig,
 ) -> Result<Source, SourceError> {

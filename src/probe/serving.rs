@@ -17,7 +17,7 @@ pub(crate) const GRAPH_FILES: [&str; 2] = ["saved_model.pb", "saved_model.pbtxt"
 
 /// The version number a directory name stands for: all ASCII digits, within `i64` (TF Serving
 /// parses it as an `int64` and takes non-negative ones).
-pub fn version_number(name: &str) -> Option<u64> {
+pub(crate) fn version_number(name: &str) -> Option<u64> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -70,7 +70,7 @@ pub(crate) fn pending(
 
 /// The SavedModel directory a member path of a base directory stands for: the directory of
 /// `N/saved_model.pb` (or `.pbtxt`) when `N` is a version number; `None` for any other path.
-pub fn version_dir(path: &Path) -> Option<&Path> {
+pub(crate) fn version_dir(path: &Path) -> Option<&Path> {
     let file = path.file_name()?.to_str()?;
     if !GRAPH_FILES.contains(&file) {
         return None;
@@ -97,7 +97,7 @@ pub(crate) fn latest(members: &[(String, PathBuf)]) -> Option<String> {
 }
 
 /// What a base directory holds, in words: `a TF Serving base directory with versions 1, 2, 10`.
-pub fn describe(members: &[(String, PathBuf)]) -> String {
+pub(crate) fn describe(members: &[(String, PathBuf)]) -> String {
     let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
     match names.as_slice() {
         [] => "a TF Serving base directory with no complete version yet".to_string(),
@@ -113,7 +113,7 @@ pub fn describe(members: &[(String, PathBuf)]) -> String {
 /// versions (`... with versions 1, 2, 10; none has variables` when none does), or the numbered
 /// subdirectories that are not complete yet (`... with no complete version yet: 11/ has no
 /// saved_model.pb yet`). `None` for any other directory.
-pub fn describe_dir(store: &dyn Store, dir: &Path) -> Option<String> {
+pub(crate) fn describe_dir(store: &dyn Store, dir: &Path) -> Option<String> {
     let entries = store.list(dir).ok()?;
     let done = versions(store, dir, &entries);
     if !done.is_empty() {
@@ -135,7 +135,7 @@ pub fn describe_dir(store: &dyn Store, dir: &Path) -> Option<String> {
 
 /// The variables prefix (`N/variables/variables`) of a version's member path, if it has
 /// variables (an index file).
-pub fn variables_of(store: &dyn Store, member: &Path) -> Option<PathBuf> {
+pub(crate) fn variables_of(store: &dyn Store, member: &Path) -> Option<PathBuf> {
     let prefix = version_dir(member)?.join("variables").join("variables");
     store
         .is_file(&crate::formats::v2::checkpoint::index_file_name(&prefix))

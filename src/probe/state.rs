@@ -12,7 +12,7 @@ use crate::proto::CheckpointState;
 use crate::source::bytes::Store;
 
 /// Parses the text of a state file.
-pub fn parse(text: &str) -> Result<CheckpointState, String> {
+pub(crate) fn parse(text: &str) -> Result<CheckpointState, String> {
     let pool = crate::descriptors::descriptor_pool()?;
     let desc = pool
         .get_message_by_name("tensorflow.CheckpointState")
@@ -157,7 +157,7 @@ fn info_once(msg: String) {
 /// it lists that cannot be found or is not a checkpoint (`missing: ...`, `unreadable: ...`);
 /// without one, each `P.data-*` whose `P.index` is gone. `tfmount verify` reports these; the
 /// mount shows what exists.
-pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
+pub(crate) fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
     let state_file = dir.join("checkpoint");
     let mut out: Vec<(String, String)> = Vec::new();
     if store.is_file(&state_file) {
@@ -235,7 +235,7 @@ pub fn problems(store: &dyn Store, dir: &Path) -> Vec<(String, String)> {
 pub(crate) type NamedPrefixes = Vec<(String, PathBuf)>;
 
 /// The checkpoints a state file lists that exist, oldest first, and the current one's name.
-pub fn resolve(
+pub(crate) fn resolve(
     store: &dyn Store,
     dir: &Path,
     state_file: &Path,

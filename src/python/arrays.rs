@@ -29,7 +29,7 @@ const READ_CHUNK: u64 = 8 << 20;
 
 /// A range of a mapped source file, as numpy's array interface (read-only).
 #[pyclass(module = "tfmount._tfmount", frozen)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     map: Arc<Mmap>,
     offset: usize,
     len: usize,

@@ -47,7 +47,7 @@ struct Inner {
 }
 
 #[pyclass(module = "tfmount._tfmount", frozen)]
-pub struct Model {
+pub(crate) struct Model {
     inner: RwLock<Option<Arc<Inner>>>,
 }
 

@@ -27,7 +27,7 @@ use crate::render::structured::{self, iterate, repr, str_of, truthy, type_name, 
 const NA: &str = " N/A (could not be listed due to unknown reasons)\n";
 
 /// `\nConcrete Functions:` and its listing, when meta graph `mg` has an object graph.
-pub fn section(file: &GraphFile, mg: usize) -> Option<String> {
+pub(crate) fn section(file: &GraphFile, mg: usize) -> Option<String> {
     let m = file.metas.get(mg)?;
     if m.object_graph_def.is_empty() {
         return None;
@@ -62,7 +62,7 @@ fn listing(file: &GraphFile, mg: usize) -> Result<String, String> {
 }
 
 /// The listing of `og`, whose meta graph's function library holds the functions `library`.
-pub fn render(og: &SavedObjectGraph, library: &HashSet<&[u8]>) -> Result<String, String> {
+pub(crate) fn render(og: &SavedObjectGraph, library: &HashSet<&[u8]>) -> Result<String, String> {
     // The loader decodes both signatures of every library function the object graph describes.
     let empty = StructuredValue::default();
     let mut inputs: HashMap<&str, Py> = HashMap::new();

@@ -29,15 +29,15 @@ use crate::parse::dtype::DType;
 /// mantissa bits, exponent `bias`, and which encodings mean NaN / infinity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mini {
-    pub exp: u32,
-    pub man: u32,
-    pub bias: i32,
-    pub special: Special,
+    pub(crate) exp: u32,
+    pub(crate) man: u32,
+    pub(crate) bias: i32,
+    pub(crate) special: Special,
 }
 
 /// How a narrow float format spells its non-finite values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
+pub(crate) enum Special {
     /// IEEE 754: all-ones exponent is ±inf (zero mantissa) or NaN.
     Ieee,
     /// `fn` ("finite"): no infinities; only all-ones exponent *and* mantissa is NaN (e4m3fn).
@@ -48,13 +48,13 @@ pub enum Special {
     None,
 }
 
-pub const F16: Mini = Mini {
+pub(crate) const F16: Mini = Mini {
     exp: 5,
     man: 10,
     bias: 15,
     special: Special::Ieee,
 };
-pub const F8_E5M2: Mini = Mini {
+pub(crate) const F8_E5M2: Mini = Mini {
     exp: 5,
     man: 2,
     bias: 15,
@@ -66,7 +66,7 @@ pub(crate) const F8_E4M3FN: Mini = Mini {
     bias: 7,
     special: Special::FiniteNanOnes,
 };
-pub const F8_E4M3FNUZ: Mini = Mini {
+pub(crate) const F8_E4M3FNUZ: Mini = Mini {
     exp: 4,
     man: 3,
     bias: 8,
@@ -78,7 +78,7 @@ pub(crate) const F8_E4M3B11FNUZ: Mini = Mini {
     bias: 11,
     special: Special::Fnuz,
 };
-pub const F8_E5M2FNUZ: Mini = Mini {
+pub(crate) const F8_E5M2FNUZ: Mini = Mini {
     exp: 5,
     man: 2,
     bias: 16,
@@ -125,7 +125,7 @@ impl Mini {
     /// low `exp + man` bits are the magnitude; the element is negative when any bit above them
     /// is set — for 8- and 16-bit formats that is the sign bit, for float4 it is how ml_dtypes
     /// reads a byte whose high bits are not zero.
-    pub fn to_f32(&self, v: u32) -> f32 {
+    pub(crate) fn to_f32(self, v: u32) -> f32 {
         let mag_bits = self.exp + self.man;
         let mag = v & ((1u32 << mag_bits) - 1);
         let negative = v >> mag_bits != 0;
@@ -152,7 +152,8 @@ impl Mini {
 }
 
 /// The exact `f32` value of IEEE half-precision bits.
-pub fn f16_to_f32(bits: u16) -> f32 {
+#[cfg(test)]
+pub(crate) fn f16_to_f32(bits: u16) -> f32 {
     F16.to_f32(bits as u32)
 }
 
@@ -242,7 +243,7 @@ impl Kind {
     }
 
     /// Bytes per element; 0 for strings (variable length).
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         match *self {
             Kind::Bool | Kind::SubByte { .. } => 1,
             Kind::Int { size, .. } | Kind::Mini { size, .. } => size as usize,

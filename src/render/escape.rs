@@ -26,7 +26,7 @@ fn hex(out: &mut Vec<u8>, b: u8) {
 
 impl Escaper {
     /// `quote`: also escape `"` as `\"`.
-    pub fn new(quote: bool) -> Escaper {
+    pub(crate) fn new(quote: bool) -> Escaper {
         Escaper {
             quote,
             ..Escaper::default()
@@ -34,14 +34,14 @@ impl Escaper {
     }
 
     /// Escapes `bytes`, appending to `out`.
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
         for &b in bytes {
             self.byte(b, out);
         }
     }
 
     /// Ends the input: an unfinished sequence is written as `\xHH` bytes.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         self.flush_invalid(out);
     }
 
@@ -110,7 +110,7 @@ impl Escaper {
 }
 
 /// `bytes` escaped in one go.
-pub fn escape(bytes: &[u8], quote: bool, out: &mut Vec<u8>) {
+pub(crate) fn escape(bytes: &[u8], quote: bool, out: &mut Vec<u8>) {
     let mut e = Escaper::new(quote);
     e.push(bytes, out);
     e.finish(out);

@@ -5,13 +5,13 @@ pub mod concrete;
 pub mod elem;
 pub mod escape;
 pub(crate) mod pyrepr;
-pub mod signatures;
+pub(crate) mod signatures;
 pub mod stats;
 pub(crate) mod structured;
-pub mod summary;
+pub(crate) mod summary;
 pub mod values;
 
-pub use signatures::signatures_txt;
+pub(crate) use signatures::signatures_txt;
 
 use std::ops::Range;
 
@@ -70,7 +70,7 @@ pub(crate) fn without_field(
 
 /// Prefixes every line of `text` with `spaces` spaces (text-format strings never hold a raw
 /// newline, so lines are safe to indent).
-pub fn indent(text: &[u8], spaces: usize) -> Vec<u8> {
+pub(crate) fn indent(text: &[u8], spaces: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + text.len() / 16 * spaces);
     for line in text.split_inclusive(|&b| b == b'\n') {
         out.extend(std::iter::repeat_n(b' ', spaces));
@@ -82,7 +82,7 @@ pub fn indent(text: &[u8], spaces: usize) -> Vec<u8> {
 /// One piece of a file rendered piece by piece: literal text, or a message of type `ty` made of
 /// the raw fields `parts`, rendered and indented by `indent` spaces.
 #[derive(Debug, Clone)]
-pub enum Piece {
+pub(crate) enum Piece {
     Lit(&'static str),
     Msg {
         ty: &'static str,

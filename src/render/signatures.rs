@@ -30,7 +30,7 @@ fn dtype_enum_name(v: i32) -> String {
 }
 
 /// The whole `signatures.txt` of meta graph `mg` of `file`.
-pub fn signatures_txt(file: &GraphFile, mg: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn signatures_txt(file: &GraphFile, mg: usize) -> Result<Vec<u8>, String> {
     let m = file.metas.get(mg).ok_or("no such meta graph")?;
     let buf = file.bytes();
     let mut out = String::new();

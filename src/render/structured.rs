@@ -16,7 +16,7 @@ use crate::render::pyrepr::{float_repr, str_repr};
 const MAX_DEPTH: usize = 128;
 
 /// A TensorShape: `None` when the rank is unknown; `None` dims are unknown (-1 in the proto).
-pub type Shape = Option<Vec<Option<i64>>>;
+pub(crate) type Shape = Option<Vec<Option<i64>>>;
 
 /// A decoded StructuredValue.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +135,7 @@ fn is_identifier(s: &str) -> bool {
 }
 
 /// Decodes `v` as `nested_structure_coder.decode_proto` does.
-pub fn decode(v: &StructuredValue) -> Result<Py, String> {
+pub(crate) fn decode(v: &StructuredValue) -> Result<Py, String> {
     decode_at(v, 0)
 }
 
@@ -325,7 +325,7 @@ pub(crate) fn str_of(v: &Py) -> String {
 }
 
 /// `type(value).__name__`.
-pub fn type_name(v: &Py) -> String {
+pub(crate) fn type_name(v: &Py) -> String {
     match v {
         Py::None => "NoneType".into(),
         Py::Bool(_) => "bool".into(),

@@ -36,18 +36,18 @@ use crate::render::escape::escape;
 
 /// One tensor as these views need it.
 #[derive(Debug, Clone, Copy)]
-pub struct TensorRecord<'a> {
+pub(crate) struct TensorRecord<'a> {
     /// The checkpoint key, raw.
-    pub key: &'a [u8],
-    pub dtype: DType,
-    pub shape: &'a [u64],
+    pub(crate) key: &'a [u8],
+    pub(crate) dtype: DType,
+    pub(crate) shape: &'a [u64],
     /// The `.bin` size.
-    pub nbytes: u64,
+    pub(crate) nbytes: u64,
     /// The `.bin` path relative to the checkpoint's root (`variables/dense/kernel.bin`), raw.
-    pub path: &'a [u8],
-    pub crc32c: Option<u32>,
-    pub shard: Option<u32>,
-    pub offset: Option<u64>,
+    pub(crate) path: &'a [u8],
+    pub(crate) crc32c: Option<u32>,
+    pub(crate) shard: Option<u32>,
+    pub(crate) offset: Option<u64>,
 }
 
 /// The first line of `tensors.tsv`.
@@ -108,10 +108,10 @@ pub(crate) const MAX_SCOPES: usize = 1000;
 
 /// Tensor count, parameters and bytes of a group.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub tensors: u64,
-    pub parameters: u128,
-    pub bytes: u128,
+pub(crate) struct Totals {
+    pub(crate) tensors: u64,
+    pub(crate) parameters: u128,
+    pub(crate) bytes: u128,
 }
 
 impl Totals {
@@ -122,7 +122,7 @@ impl Totals {
     }
 }
 
-pub use crate::parse::roles::Role;
+pub(crate) use crate::parse::roles::Role;
 
 /// Elements of a shape (saturating).
 fn elements(shape: &[u64]) -> u128 {
@@ -133,7 +133,7 @@ fn elements(shape: &[u64]) -> u128 {
 
 /// The totals and tables of `summary.txt`, gathered one tensor at a time.
 #[derive(Debug, Clone, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     total: Totals,
     by_dtype: BTreeMap<String, (Totals, bool)>,
     by_role: [Totals; 4],
@@ -144,12 +144,12 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn new() -> Summary {
+    pub(crate) fn new() -> Summary {
         Summary::default()
     }
 
     /// Adds one tensor (in key order, for the scope limit to keep the first scopes).
-    pub fn add(&mut self, r: &TensorRecord) {
+    pub(crate) fn add(&mut self, r: &TensorRecord) {
         let counted = r.dtype.elem_size().is_some();
         let params = if counted { elements(r.shape) } else { 0 };
         self.total.add(params, r.nbytes);
@@ -184,12 +184,14 @@ impl Summary {
     }
 
     /// Totals over every tensor added.
-    pub fn total(&self) -> Totals {
+    #[cfg(test)]
+    pub(crate) fn total(&self) -> Totals {
         self.total
     }
 
     /// Totals of one role.
-    pub fn role(&self, role: Role) -> Totals {
+    #[cfg(test)]
+    pub(crate) fn role(&self, role: Role) -> Totals {
         Role::ALL
             .iter()
             .position(|&x| x == role)
@@ -198,7 +200,7 @@ impl Summary {
     }
 
     /// `summary.txt`.
-    pub fn to_text(&self) -> Vec<u8> {
+    pub(crate) fn to_text(&self) -> Vec<u8> {
         let mut o = String::new();
         let t = self.total;
         let _ = writeln!(o, "tensors: {}", thousands(t.tensors as u128));
@@ -284,7 +286,7 @@ fn table(o: &mut String, first: &str, rows: Vec<[String; 5]>) {
 }
 
 /// `1234567` as `1,234,567`.
-pub fn thousands(n: u128) -> String {
+pub(crate) fn thousands(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() * 4 / 3);
     for (i, c) in digits.chars().enumerate() {

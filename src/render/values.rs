@@ -104,7 +104,7 @@ impl Columns {
     }
 
     /// Text bytes per element (the width and a separator).
-    pub fn cell(&self) -> u64 {
+    pub(crate) fn cell(&self) -> u64 {
         self.width as u64 + 1
     }
 
@@ -115,7 +115,7 @@ impl Columns {
 
     /// The elements whose cells overlap text bytes `[offset, offset + len)` (clamped to the
     /// text; empty past its end).
-    pub fn covering(&self, offset: u64, len: u64) -> Range<u64> {
+    pub(crate) fn covering(&self, offset: u64, len: u64) -> Range<u64> {
         let end = offset.saturating_add(len).min(self.len);
         if offset >= end {
             return 0..0;
@@ -125,7 +125,12 @@ impl Columns {
 
     /// Appends the cells of elements `first..` from their `.bin` bytes (whole elements). An
     /// error if the bytes end inside an element or go past the last one.
-    pub fn render(&self, first: u64, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ValuesError> {
+    pub(crate) fn render(
+        &self,
+        first: u64,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), ValuesError> {
         let n = bytes.len() as u64 / self.elem;
         if n * self.elem != bytes.len() as u64 {
             return Err(ValuesError::Truncated {
@@ -179,7 +184,7 @@ pub(crate) struct TextRenderer {
 impl TextRenderer {
     /// A renderer for a tensor of `dtype` and `shape`. Errors for variant, resource and unknown
     /// dtypes, and for shapes whose element count overflows `u64`.
-    pub fn new(dtype: DType, shape: &[u64]) -> Result<TextRenderer, ValuesError> {
+    pub(crate) fn new(dtype: DType, shape: &[u64]) -> Result<TextRenderer, ValuesError> {
         let kind = Kind::of(dtype).ok_or_else(|| ValuesError::Unsupported(dtype.display_name()))?;
         let total = elements(shape)?;
         let row = match (kind, shape.last()) {
@@ -203,7 +208,7 @@ impl TextRenderer {
 
     /// Renders the next piece of the tensor's bytes, appending text to `out`. An error if the
     /// bytes go past the tensor's last element (what was rendered before stays in `out`).
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ValuesError> {
+    pub(crate) fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ValuesError> {
         if self.kind == Kind::String {
             return self.push_strings(bytes, out);
         }
@@ -297,7 +302,7 @@ impl TextRenderer {
     }
 
     /// Checks that the input ended exactly after the last element.
-    pub fn finish(&self) -> Result<(), ValuesError> {
+    pub(crate) fn finish(&self) -> Result<(), ValuesError> {
         let mid_string = !matches!(self.str_pos, StrPos::Len { have: 0 });
         if self.done < self.total || self.plen > 0 || mid_string {
             return Err(ValuesError::Truncated {

@@ -21,13 +21,13 @@ use crate::parse::{FormatError, ReadAt};
 #[derive(Debug, Clone, Copy)]
 pub struct FileMeta {
     pub mtime: std::time::SystemTime,
-    pub uid: u32,
-    pub gid: u32,
-    pub mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) mode: u32,
 }
 
 impl FileMeta {
-    pub fn of(meta: &std::fs::Metadata) -> FileMeta {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileMeta {
         use std::os::unix::fs::MetadataExt;
         FileMeta {
             mtime: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
@@ -211,27 +211,27 @@ pub trait Store: Send + Sync {
 // the implementations are in `super::dirtree`.
 
 /// A location in a [`PassTree`]: a file or directory (never a symlink), numbered by the tree.
-pub type Loc = u64;
+pub(crate) type Loc = u64;
 /// The root directory of a tree.
-pub const ROOT: Loc = 0;
+pub(crate) const ROOT: Loc = 0;
 /// Size and metadata of a file or directory, as listed.
 #[derive(Debug, Clone, Copy)]
 pub struct Info {
-    pub meta: FileMeta,
-    pub len: u64,
+    pub(crate) meta: FileMeta,
+    pub(crate) len: u64,
 }
 
 /// A file or directory of a tree: where it is, and its size and metadata when the listing told
 /// them (else [`PassTree::info`] asks).
 #[derive(Debug, Clone, Copy)]
-pub struct Node {
-    pub loc: Loc,
-    pub info: Option<Info>,
+pub(crate) struct Node {
+    pub(crate) loc: Loc,
+    pub(crate) info: Option<Info>,
 }
 
 /// What a directory entry is.
 #[derive(Debug, Clone)]
-pub enum What {
+pub(crate) enum What {
     File(Node),
     Dir(Node),
     /// A symlink: its target as stored, its own metadata, and what it leads to when that is a
@@ -248,7 +248,7 @@ pub enum What {
 #[derive(Debug, Clone)]
 pub struct TreeEntry {
     pub name: OsString,
-    pub what: What,
+    pub(crate) what: What,
 }
 
 /// A directory tree read lazily, confined to its root (see the module docs).

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::parse::{FormatError, ReadAt};
 use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
-pub use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
+pub(crate) use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
 
 /// Symlinks followed while resolving one (the kernel's limit).
 pub(crate) const MAX_HOPS: u32 = 40;
@@ -257,7 +257,7 @@ pub(crate) struct LocalTree {
 
 impl LocalTree {
     /// The tree under directory `root` (opened now; nothing else is read).
-    pub fn open(root: &Path) -> io::Result<LocalTree> {
+    pub(crate) fn open(root: &Path) -> io::Result<LocalTree> {
         let f = std::fs::File::options()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
@@ -611,7 +611,7 @@ struct StoreLocs(Vec<(Loc, PathBuf)>, HashMap<PathBuf, Loc>);
 impl StoreTree {
     /// The tree under `root` of `store`. Fails (`Unsupported`) where the store cannot list
     /// directories (plain HTTP): the root is listed once to find out.
-    pub fn open(store: Arc<dyn Store>, root: &Path) -> io::Result<StoreTree> {
+    pub(crate) fn open(store: Arc<dyn Store>, root: &Path) -> io::Result<StoreTree> {
         store.list(root)?;
         Ok(StoreTree {
             store,

@@ -50,7 +50,7 @@ impl Stamp {
 /// A file's mapping, and the read lease it was made under (`None` outside the daemon).
 type Leased = (Arc<Mapping>, Option<Arc<Lease>>);
 
-pub struct SourceFile {
+pub(crate) struct SourceFile {
     file: File,
     path: PathBuf,
     stamp: Stamp,
@@ -64,7 +64,7 @@ pub struct SourceFile {
 impl SourceFile {
     /// Opens a regular file and records its size and modification time. Never blocks: a FIFO
     /// in a file's place is refused, not waited on.
-    pub fn open(path: &Path) -> io::Result<(Arc<SourceFile>, Metadata)> {
+    pub(crate) fn open(path: &Path) -> io::Result<(Arc<SourceFile>, Metadata)> {
         let file = File::options()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
@@ -85,24 +85,6 @@ impl SourceFile {
             map: OnceLock::new(),
         };
         Ok((Arc::new(f), meta))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// `st_mode` when it was opened.
-    pub fn mode(&self) -> u32 {
-        self.meta.mode
-    }
-
-    /// The length the file had when it was opened (the only length ever served from).
-    pub fn len(&self) -> u64 {
-        self.stamp.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.stamp.len == 0
     }
 
     fn io_err(e: io::Error) -> FormatError {

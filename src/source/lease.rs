@@ -87,7 +87,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
 /// process; the daemon does, at start): from then on files are mapped only under a lease. If it
 /// fails (the signals it needs already have handlers), no lease can be taken, and so nothing is
 /// mapped.
-pub fn install() -> io::Result<()> {
+pub(crate) fn install() -> io::Result<()> {
     WANTED.store(true, Ordering::SeqCst);
     install_handler()
 }

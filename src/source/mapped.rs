@@ -111,7 +111,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
 
 /// Installs the guard (once per process; the daemon does, at start): from then on, files are
 /// mapped for the reads of a [`scope`].
-pub fn install_guard() -> io::Result<()> {
+pub(crate) fn install_guard() -> io::Result<()> {
     if GUARDED.load(Ordering::Acquire) {
         return Ok(());
     }
@@ -139,7 +139,7 @@ pub fn install_guard() -> io::Result<()> {
 
 /// Runs `f` with mapped reads allowed on this thread; returns what it returned and whether a
 /// mapped page it touched was lost (its file cut short): then its bytes are not to be served.
-pub fn scope<R>(f: impl FnOnce() -> R) -> (R, bool) {
+pub(crate) fn scope<R>(f: impl FnOnce() -> R) -> (R, bool) {
     let before = FAULTS.with(Cell::get);
     let was = IN_SCOPE.with(|s| s.replace(true));
     let r = f();

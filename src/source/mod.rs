@@ -5,9 +5,9 @@
 
 pub mod bytes;
 pub mod dirtree;
-pub mod file;
-pub mod lease;
+pub(crate) mod file;
+pub(crate) mod lease;
 pub mod local;
 pub mod mapped;
 pub mod remote;
-pub mod watch;
+pub(crate) mod watch;

@@ -23,7 +23,7 @@ pub(crate) struct DirWatch {
 }
 
 impl DirWatch {
-    pub fn new(dir: &Path) -> io::Result<DirWatch> {
+    pub(crate) fn new(dir: &Path) -> io::Result<DirWatch> {
         // SAFETY: plain syscall; the result is checked.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         if fd < 0 {
@@ -43,7 +43,7 @@ impl DirWatch {
 
     /// Waits at most `timeout` for changes; `Ok(true)` if there were any (all pending events
     /// are consumed).
-    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+    pub(crate) fn wait(&self, timeout: Duration) -> io::Result<bool> {
         let mut p = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,

@@ -69,7 +69,7 @@ impl Fault {
 }
 
 /// A hook run once, before the first request a rule hits is forwarded.
-pub type Hook = Box<dyn FnOnce() + Send>;
+pub(crate) type Hook = Box<dyn FnOnce() + Send>;
 
 /// Which requests get a fault.
 pub struct Rule {
@@ -150,7 +150,7 @@ pub struct Seen {
     pub range: Option<String>,
     pub if_match: Option<String>,
     /// The fault the plan chose (`None`: forwarded unchanged).
-    pub fault: Option<&'static str>,
+    pub(crate) fault: Option<&'static str>,
     /// Whether that fault took effect (a body was cut, a byte flipped, an `If-Match` dropped, a
     /// status answered): a body shorter than the cut is not a fault.
     pub injected: bool,
@@ -162,7 +162,7 @@ pub struct Seen {
     /// When the request's head was read, and when its answer was all sent (`None`: not yet):
     /// a request that arrived after another's answer ended may have waited for it; one that
     /// arrived before cannot have (see [`rounds`]).
-    pub arrived: Instant,
+    pub(crate) arrived: Instant,
     pub ended: Option<Instant>,
 }
 

@@ -122,7 +122,7 @@ pub fn python(modules: &str, test: &str) -> Option<PathBuf> {
 }
 
 /// An executable in the test virtualenv's `bin/`, on `PATH`, or at one of `fallbacks`.
-pub fn find_program(program: &str, fallbacks: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &str, fallbacks: &[&str]) -> Option<PathBuf> {
     let in_venv = venv_python()
         .and_then(|py| Some(py.parent()?.join(program)))
         .filter(|p| p.is_file());

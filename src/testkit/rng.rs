@@ -32,7 +32,8 @@ impl Rng {
     }
 
     /// Uniform in [0, 1), with 53 random bits.
-    pub fn unit(&mut self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
@@ -44,7 +45,7 @@ impl Rng {
     }
 
     /// Fills `buf` with random bytes (eight per draw, little-endian).
-    pub fn fill(&mut self, buf: &mut [u8]) {
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             chunk.copy_from_slice(&self.next().to_le_bytes()[..chunk.len()]);
         }

@@ -27,14 +27,14 @@ pub const NGINX_DIRS_404: &str = "location / { try_files $uri =404; }";
 
 /// A server process this test started.
 pub struct Server {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     pub port: u16,
     program: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
     child: Option<Child>,
     /// Config, logs, served files (nginx), kept until the server is dropped.
-    pub dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 const INSTALL: &str = "run scripts/test.sh, which installs it";

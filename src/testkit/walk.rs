@@ -24,9 +24,9 @@ use crate::fs::{DirEntry, Fs, Kind, KEY_XATTR, ROOT};
 #[derive(Debug, Clone)]
 pub struct Listed<H> {
     pub name: Vec<u8>,
-    pub kind: Kind,
-    pub size: u64,
-    pub handle: H,
+    pub(crate) kind: Kind,
+    pub(crate) size: u64,
+    pub(crate) handle: H,
 }
 
 /// What the walker needs of a tree.
@@ -423,7 +423,7 @@ impl Tree for Core<'_> {
 /// A directory tree through `std::fs` (a real mount); handles are paths. Any failure to list or
 /// stat panics, naming the path.
 pub struct Dir {
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl Dir {
@@ -487,7 +487,7 @@ impl Tree for Dir {
 }
 
 /// Equal byte strings, or a panic naming the first difference (not the whole buffers).
-pub fn assert_same(a: &[u8], b: &[u8], what: &str) {
+pub(crate) fn assert_same(a: &[u8], b: &[u8], what: &str) {
     if a == b {
         return;
     }

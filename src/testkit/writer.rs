@@ -58,9 +58,9 @@ use crate::proto::{
 };
 
 /// TensorFlow's default `table::Options::block_size`.
-pub const DEFAULT_BLOCK_SIZE: usize = 262_144;
+pub(crate) const DEFAULT_BLOCK_SIZE: usize = 262_144;
 /// TensorFlow's default `table::Options::block_restart_interval` (data blocks).
-pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+pub(crate) const DEFAULT_RESTART_INTERVAL: usize = 16;
 const BLOCK_TRAILER_LEN: usize = 5;
 const MAX_HANDLE_LEN: usize = 20;
 
@@ -204,13 +204,13 @@ impl<W: Write> TableBuilder<W> {
     }
 
     /// Restart interval of data blocks (default 16; the index block always uses 1).
-    pub fn restart_interval(mut self, n: usize) -> Self {
+    pub(crate) fn restart_interval(mut self, n: usize) -> Self {
         self.data = BlockBuilder::new(n);
         self
     }
 
     /// Snappy-compress blocks that shrink by at least 12.5% (TensorFlow writes no compression).
-    pub fn snappy(mut self, on: bool) -> Self {
+    pub(crate) fn snappy(mut self, on: bool) -> Self {
         self.snappy = on;
         self
     }
@@ -266,7 +266,7 @@ impl<W: Write> TableBuilder<W> {
     }
 
     /// Entries added so far.
-    pub fn num_entries(&self) -> u64 {
+    pub(crate) fn num_entries(&self) -> u64 {
         self.num_entries
     }
 
@@ -357,7 +357,7 @@ pub fn encode_block<K: AsRef<[u8]>, V: AsRef<[u8]>>(
 }
 
 /// A block handle as stored: two varints.
-pub fn handle_bytes(h: BlockHandle) -> Vec<u8> {
+pub(crate) fn handle_bytes(h: BlockHandle) -> Vec<u8> {
     let mut v = Vec::with_capacity(MAX_HANDLE_LEN);
     encode_handle(h.offset, h.size, &mut v);
     v
@@ -416,7 +416,7 @@ pub fn block_handles(file: &[u8]) -> Result<Vec<BlockHandle>, FormatError> {
 }
 
 /// (key, value) pairs of a table, in order.
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Every (key, value) of a table's data blocks, in index order (the table must be valid: sorted
 /// keys, good checksums).
@@ -452,7 +452,7 @@ pub fn fix_block_crc(file: &mut [u8], h: BlockHandle) -> bool {
 
 /// Most data blocks whose checksums [`fix_table_crcs`] recomputes (bounds its time on hostile
 /// index blocks naming huge overlapping blocks).
-pub const FIX_CRC_MAX_BLOCKS: usize = 20_000;
+pub(crate) const FIX_CRC_MAX_BLOCKS: usize = 20_000;
 
 /// Recomputes the trailer checksums of every block the footer and the index block name (the
 /// index block's first, so its entries are read), best effort: handles that do not fit the file,
@@ -556,13 +556,13 @@ pub fn index_path(prefix: &Path) -> PathBuf {
 }
 
 /// `TensorShape::AsProto`: the shape message, always present, dims in order.
-pub fn shape_proto(shape: &[u64]) -> TensorShapeProto {
+pub(crate) fn shape_proto(shape: &[u64]) -> TensorShapeProto {
     let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     TensorShapeProto::of_dims(&dims)
 }
 
 /// `TensorSlice::AsProto`: full dims are empty extents, others carry start and length.
-pub fn slice_proto(extents: &[Extent]) -> TensorSliceProto {
+pub(crate) fn slice_proto(extents: &[Extent]) -> TensorSliceProto {
     TensorSliceProto {
         extent: extents
             .iter()
@@ -581,7 +581,7 @@ pub fn slice_proto(extents: &[Extent]) -> TensorSliceProto {
 }
 
 /// The bytes and masked CRC of a string tensor as `WriteStringTensor` lays it out (§4.2).
-pub fn encode_strings(strings: &[&[u8]]) -> (Vec<u8>, u32) {
+pub(crate) fn encode_strings(strings: &[&[u8]]) -> (Vec<u8>, u32) {
     let total: usize = strings.iter().map(|s| s.len() + 10).sum::<usize>() + 4;
     let mut out = Vec::with_capacity(total);
     let mut crc = 0u32;
@@ -729,16 +729,6 @@ impl CheckpointWriter {
     pub fn block_size(mut self, n: usize) -> Self {
         self.block_size = n;
         self
-    }
-
-    /// Restart interval of `.index` data blocks (default 16, TensorFlow's).
-    pub fn restart_interval(mut self, n: usize) -> Self {
-        self.restart_interval = n;
-        self
-    }
-
-    pub fn prefix(&self) -> &Path {
-        &self.prefix
     }
 
     fn shard(&mut self, shard: u32) -> io::Result<&mut Shard> {

@@ -167,7 +167,7 @@ const OPTIMIZERS: &[(&str, Sections)] = &[
 ];
 
 /// Keras's `naming.to_snake_case`.
-pub fn snake_case(name: &str) -> String {
+pub(crate) fn snake_case(name: &str) -> String {
     let c: Vec<char> = name
         .chars()
         .filter(|c| c.is_alphanumeric() || *c == '_')
@@ -303,7 +303,7 @@ fn layer_vars(
 
 /// `names/` pairs for a Keras 3 file with configuration `config` and dataset keys `keys`
 /// (sorted).
-pub fn names(config: &Value, keys: &[&str]) -> Vec<(String, String)> {
+pub(crate) fn names(config: &Value, keys: &[&str]) -> Vec<(String, String)> {
     let Some(layers) = config
         .get("config")
         .and_then(|c| c.get("layers"))

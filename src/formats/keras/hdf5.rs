@@ -36,7 +36,7 @@ use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 /// HDF5's metadata checksum (Jenkins' lookup3 with an initial value of 0), for tools that
 /// repair the checksums of deliberately damaged files (the `keras` fuzz target, the hostile
 /// tests) so that the damage reaches the parsers behind them.
-pub fn metadata_checksum(b: &[u8]) -> u32 {
+pub(crate) fn metadata_checksum(b: &[u8]) -> u32 {
     hdf5_reader::checksum::jenkins_lookup3(b)
 }
 
@@ -46,12 +46,9 @@ use crate::parse::{FormatError, ReadAt, Result};
 /// Largest object header parsed (Keras writes a few hundred bytes).
 pub(crate) const MAX_HEADER: usize = 1 << 20;
 /// Deepest group nesting walked.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Most groups and datasets walked in one file.
 pub(crate) const MAX_OBJECTS: usize = 1 << 20;
-
-/// HDF5 filter ids.
-const FILTER_FLETCHER32: u16 = 3;
 
 fn err(e: impl std::fmt::Display) -> FormatError {
     FormatError::Format(format!("HDF5: {e}"))
@@ -86,7 +83,7 @@ impl Storage for Adapter {
 
 /// Where a dataset's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layout {
+pub(crate) enum Layout {
     /// In one piece at this byte offset of the file (absolute), `size` bytes.
     Contiguous { offset: u64, size: u64 },
     /// In the object header (small datasets of other writers): decoded by [`Index::read_whole`].
@@ -99,36 +96,34 @@ pub enum Layout {
 
 /// One dataset that can be served.
 #[derive(Debug, Clone)]
-pub struct DatasetInfo {
+pub(crate) struct DatasetInfo {
     /// Its path without the leading `/` (`layers/dense/vars/0`).
-    pub path: String,
-    pub dtype: DType,
-    pub shape: Vec<u64>,
-    pub layout: Layout,
-    /// Its chunks carry a Fletcher-32 checksum (checked when decoded).
-    pub fletcher32: bool,
+    pub(crate) path: String,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) layout: Layout,
     /// Stored big-endian (to be swapped to little-endian when served).
-    pub big_endian: bool,
+    pub(crate) big_endian: bool,
     /// Its object header's address (to decode it again).
     header: u64,
 }
 
 /// An opened HDF5 file and its datasets.
-pub struct Index {
+pub(crate) struct Index {
     file: Hdf5File,
     /// The bytes the file is parsed from (for the checks the crate does not make).
     src: Arc<dyn ReadAt + Send + Sync>,
-    pub datasets: Vec<DatasetInfo>,
+    pub(crate) datasets: Vec<DatasetInfo>,
     /// Datasets not served: `(path, why)`.
-    pub skipped: Vec<(String, String)>,
+    pub(crate) skipped: Vec<(String, String)>,
     /// Groups (`path/`) and datasets not served because their metadata is damaged (a subset
     /// of what is not served: unsupported dtypes are not damage): `(path, why)`.
-    pub damaged: Vec<(String, String)>,
+    pub(crate) damaged: Vec<(String, String)>,
 }
 
 impl Index {
     /// Parses the file's superblock and walks its groups.
-    pub fn open(src: Arc<dyn ReadAt + Send + Sync>) -> Result<Index> {
+    pub(crate) fn open(src: Arc<dyn ReadAt + Send + Sync>) -> Result<Index> {
         let len = src.len();
         let options = OpenOptions::default()
             .with_chunk_cache_bytes(0)
@@ -329,14 +324,10 @@ impl Index {
             .get_or_parse_header(d.address())
             .map_err(|e| Why::Damaged(format!("object header: {e}")))?;
         let mut layout = None;
-        let mut fletcher32 = false;
         let mut external = false;
         for m in &header.messages {
             match m {
                 HdfMessage::DataLayout(l) => layout = Some(l.layout.clone()),
-                HdfMessage::FilterPipeline(f) => {
-                    fletcher32 |= f.filters.iter().any(|f| f.id == FILTER_FLETCHER32)
-                }
                 HdfMessage::ExternalFiles(_) => external = true,
                 _ => {}
             }
@@ -366,7 +357,6 @@ impl Index {
             dtype,
             shape: d.shape().to_vec(),
             layout,
-            fletcher32,
             big_endian,
             header: d.address(),
         })
@@ -374,7 +364,7 @@ impl Index {
 
     /// A compact or chunked dataset's bytes, decoded (filters applied, Fletcher-32 checked),
     /// refused above `max` bytes before anything is allocated.
-    pub fn read_whole(&self, d: &DatasetInfo, max: u64) -> Result<Vec<u8>> {
+    pub(crate) fn read_whole(&self, d: &DatasetInfo, max: u64) -> Result<Vec<u8>> {
         let es = d
             .dtype
             .elem_size()

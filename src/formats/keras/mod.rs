@@ -11,9 +11,9 @@
 //! datasets (other writers) are decoded whole when opened, up to [`MAX_DECODED`] bytes.
 
 pub(crate) mod config_names;
-pub mod hdf5;
+pub(crate) mod hdf5;
 mod set;
-pub mod sharded;
+pub(crate) mod sharded;
 pub(crate) use set::KerasSet;
 
 use std::ffi::OsString;
@@ -47,7 +47,7 @@ const HDF5_SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
 const ZIP_SIGNATURE: &[u8; 4] = b"PK\x03\x04";
 
 /// The Keras format.
-pub struct Keras;
+pub(crate) struct Keras;
 
 /// What a file's first bytes say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,7 +283,7 @@ impl ReadAt for Metadata {
 }
 
 /// An opened Keras checkpoint.
-pub struct OpenedKeras {
+pub(crate) struct OpenedKeras {
     set: Arc<KerasSet>,
     names: Vec<(String, String)>,
     files: Vec<(String, Arc<[u8]>)>,
@@ -476,7 +476,7 @@ impl MemberCheck {
 /// Opens the Keras file at `path`; `verify`: a stored `.keras` member is checked against its
 /// CRC-32 (`crc_first`: before its datasets are served; otherwise, for a local file, while they
 /// are, see [`MemberCheck`]).
-pub fn open(
+pub(crate) fn open(
     store: &dyn Store,
     path: &Path,
     verify: bool,

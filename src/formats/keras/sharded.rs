@@ -29,8 +29,8 @@ const MAX_INDEX: u64 = 16 << 20;
 /// A parsed index: the shard files in order, and each group's shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShardIndex {
-    pub shards: Vec<String>,
-    pub groups: Vec<(String, Vec<String>)>,
+    pub(crate) shards: Vec<String>,
+    pub(crate) groups: Vec<(String, Vec<String>)>,
 }
 
 /// Parses `model.weights.json`.
@@ -123,7 +123,7 @@ pub(crate) fn shards_named(
 }
 
 /// An opened sharded model.
-pub struct OpenedSharded {
+pub(crate) struct OpenedSharded {
     set: Arc<ShardedSet>,
     index: ShardIndex,
     files: Vec<(String, Arc<[u8]>)>,
@@ -142,7 +142,11 @@ pub(crate) struct ShardedSet {
 type Shard = Result<Arc<dyn TensorSet>, String>;
 
 /// Opens the sharded model whose index is `path`.
-pub fn open(store: &dyn Store, path: &Path, verify: bool) -> Result<OpenedSharded, SourceError> {
+pub(crate) fn open(
+    store: &dyn Store,
+    path: &Path,
+    verify: bool,
+) -> Result<OpenedSharded, SourceError> {
     let bytes = store
         .read_whole(path, MAX_INDEX)
         .map_err(|err| SourceError::Io {

@@ -46,7 +46,7 @@ const MAX_SMALL: u64 = 16 << 20;
 pub(crate) const TMP_MARKER: &str = ".orbax-checkpoint-tmp";
 
 /// The Orbax format.
-pub struct Orbax;
+pub(crate) struct Orbax;
 
 fn invalid(path: &Path, msg: impl Into<String>) -> SourceError {
     SourceError::Invalid {
@@ -156,7 +156,7 @@ impl Format for Orbax {
 }
 
 /// An opened Orbax checkpoint.
-pub struct OpenedOrbax {
+pub(crate) struct OpenedOrbax {
     set: Arc<OrbaxSet>,
     files: Vec<(String, Arc<[u8]>)>,
 }
@@ -172,7 +172,7 @@ fn small(store: &dyn Store, path: &Path) -> Result<Vec<u8>, SourceError> {
 }
 
 /// Opens the checkpoint `marker` (its `_CHECKPOINT_METADATA` or `_METADATA`) recognises.
-pub fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceError> {
+pub(crate) fn open(store: Arc<dyn Store>, marker: &Path) -> Result<OpenedOrbax, SourceError> {
     let dir = marker.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut files: Vec<(String, Arc<[u8]>)> = Vec::new();
     let mut source_bytes = 0u64;

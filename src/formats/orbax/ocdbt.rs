@@ -33,12 +33,12 @@ fn bad(m: impl Into<String>) -> FormatError {
 /// byte range in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodeRef {
-    pub path: Vec<u8>,
-    pub offset: u64,
-    pub length: u64,
+    pub(crate) path: Vec<u8>,
+    pub(crate) offset: u64,
+    pub(crate) length: u64,
     /// The transitive path the node's own data file table resolves against (the referring
     /// table's transitive path and this file's base path).
-    pub base: Vec<u8>,
+    pub(crate) base: Vec<u8>,
 }
 
 /// Where a value lies: in the node that listed it, or in a data file.
@@ -51,17 +51,17 @@ pub(crate) enum Value {
 /// One key of a leaf node, its full key and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
-    pub key: Vec<u8>,
-    pub value: Value,
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Value,
 }
 
 /// A child of an interior B+tree node: the full key its subtree starts at, the prefix every key
 /// below it shares, and where it is.
 #[derive(Debug, Clone)]
 pub(crate) struct Child {
-    pub start: Vec<u8>,
-    pub prefix: Vec<u8>,
-    pub node: NodeRef,
+    pub(crate) start: Vec<u8>,
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) node: NodeRef,
 }
 
 /// A decoded B+tree node.
@@ -74,7 +74,7 @@ pub(crate) enum Node {
 /// The manifest: where the latest version's B+tree root is (`None`: an empty database).
 #[derive(Debug, Clone)]
 pub(crate) struct Manifest {
-    pub root: Option<(NodeRef, u8)>,
+    pub(crate) root: Option<(NodeRef, u8)>,
 }
 
 /// A cursor over a decoded body.

@@ -154,16 +154,16 @@ pub(crate) enum Kv {
 pub(crate) struct Item {
     /// Its name as the first component of its tensors' keys; `None` for a checkpoint that is
     /// one item (a `StandardCheckpointer` directory, or an item directory given as SOURCE).
-    pub name: Option<String>,
-    pub dir: PathBuf,
+    pub(crate) name: Option<String>,
+    pub(crate) dir: PathBuf,
     /// The store it is in (for files its database does not name: `_strings.json`).
-    pub store: Arc<dyn Store>,
-    pub kv: Kv,
-    pub all_chunks_stored: bool,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) kv: Kv,
+    pub(crate) all_chunks_stored: bool,
     /// zarr v3 metadata first (`zarr.json`), else v2 (`.zarray`).
-    pub zarr3_first: bool,
+    pub(crate) zarr3_first: bool,
     /// `_strings.json`, read when a string leaf is first read.
-    pub strings: OnceLock<Result<serde_json::Map<String, serde_json::Value>, String>>,
+    pub(crate) strings: OnceLock<Result<serde_json::Map<String, serde_json::Value>, String>>,
 }
 
 impl Item {
@@ -204,9 +204,9 @@ impl Item {
 /// One leaf shown as a tensor.
 pub(crate) struct Tensor {
     /// Its key: the item's name, then its pytree path, `/`-separated.
-    pub key: String,
-    pub item: usize,
-    pub leaf: Leaf,
+    pub(crate) key: String,
+    pub(crate) item: usize,
+    pub(crate) leaf: Leaf,
     meta: OnceLock<Result<Arc<ArrayMeta>, String>>,
 }
 
@@ -244,12 +244,12 @@ impl ChunkCache {
 
 /// What the set's tensors share.
 pub(crate) struct Shared {
-    pub path: PathBuf,
-    pub meta: FileMeta,
-    pub source_bytes: u64,
-    pub items: Vec<Item>,
+    pub(crate) path: PathBuf,
+    pub(crate) meta: FileMeta,
+    pub(crate) source_bytes: u64,
+    pub(crate) items: Vec<Item>,
     /// Sorted by key.
-    pub tensors: Vec<Tensor>,
+    pub(crate) tensors: Vec<Tensor>,
     chunks: Mutex<ChunkCache>,
     /// The chunk a read-ahead thread is decoding (one at a time per checkpoint), and its end.
     ahead: Mutex<Option<ChunkKey>>,

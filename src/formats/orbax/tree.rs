@@ -28,8 +28,8 @@ pub(crate) enum Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Leaf {
     /// Its keys, in order.
-    pub path: Vec<String>,
-    pub kind: Kind,
+    pub(crate) path: Vec<String>,
+    pub(crate) kind: Kind,
 }
 
 impl Leaf {
@@ -46,14 +46,14 @@ impl Leaf {
 /// An item's `_METADATA`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TreeMeta {
-    pub leaves: Vec<Leaf>,
+    pub(crate) leaves: Vec<Leaf>,
     /// Arrays are stored in an OCDBT database (else one directory per array); `None`: not said.
-    pub use_ocdbt: Option<bool>,
+    pub(crate) use_ocdbt: Option<bool>,
     /// Arrays are zarr v3 (`zarr.json`), as Orbax's v1 API writes them (else v2, `.zarray`).
-    pub use_zarr3: bool,
+    pub(crate) use_zarr3: bool,
     /// Every chunk was written, also those equal to the fill value: a missing chunk is damage,
     /// not zeros.
-    pub all_chunks_stored: bool,
+    pub(crate) all_chunks_stored: bool,
 }
 
 /// Whether `json` is an Orbax pytree `_METADATA` (an object with `tree_metadata`), without

@@ -38,36 +38,36 @@ pub(crate) type ChunkAt<'a> =
 /// An array's `.zarray`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ArrayMeta {
-    pub shape: Vec<u64>,
-    pub chunks: Vec<u64>,
-    pub dtype: DType,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) chunks: Vec<u64>,
+    pub(crate) dtype: DType,
     /// Bytes per element as stored (and served).
-    pub elem: usize,
+    pub(crate) elem: usize,
     /// Stored big-endian: swapped when served.
-    pub big_endian: bool,
-    pub codec: Codec,
+    pub(crate) big_endian: bool,
+    pub(crate) codec: Codec,
     /// One element of the fill value, as served (little-endian).
-    pub fill: Vec<u8>,
+    pub(crate) fill: Vec<u8>,
     /// `.` or `/`.
-    pub separator: char,
+    pub(crate) separator: char,
     /// zarr v3's default chunk key encoding: keys start with `c` (`c/0/1`; `c` for 0-d).
-    pub c_prefix: bool,
+    pub(crate) c_prefix: bool,
     /// A CRC-32C trails each stored chunk (zarr v3's `crc32c` codec).
-    pub crc_trailer: bool,
+    pub(crate) crc_trailer: bool,
     /// zarr v3's `sharding_indexed`: chunks (`chunks`) are stored inside shards of this many
     /// chunks along each dimension, each shard one stored value.
-    pub shard: Option<Shard>,
+    pub(crate) shard: Option<Shard>,
 }
 
 /// How a sharded array's chunks sit in its shards.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Shard {
     /// Chunks per shard along each dimension.
-    pub per_shard: Vec<u64>,
+    pub(crate) per_shard: Vec<u64>,
     /// The shard index (one `(offset, nbytes)` per chunk) is at the shard's end (else start).
-    pub index_at_end: bool,
+    pub(crate) index_at_end: bool,
     /// A CRC-32C trails the index.
-    pub index_crc: bool,
+    pub(crate) index_crc: bool,
 }
 
 impl ArrayMeta {

@@ -23,7 +23,7 @@ pub(crate) const MAX_ELEMENTS: u64 = 1 << 40;
 
 /// A weight's dtype as TF.js names it (`DataType` in tfjs-core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WDtype {
+pub(crate) enum WDtype {
     Float32,
     Int32,
     Bool,
@@ -43,7 +43,7 @@ impl WDtype {
         })
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             WDtype::Float32 => "float32",
             WDtype::Int32 => "int32",
@@ -54,13 +54,13 @@ impl WDtype {
     }
 
     /// TensorFlow's dtype of the same name.
-    pub fn dtype(self) -> DType {
+    pub(crate) fn dtype(self) -> DType {
         // Every name here is in the dtype table; DT_INVALID would be a table defect.
         DType::from_name(self.name()).unwrap_or(DType(0))
     }
 
     /// Bytes per stored element (`DTYPE_VALUE_SIZE_MAP`); `None` for strings.
-    pub fn size(self) -> Option<u64> {
+    pub(crate) fn size(self) -> Option<u64> {
         match self {
             WDtype::Float32 | WDtype::Int32 => Some(4),
             WDtype::Bool => Some(1),
@@ -72,14 +72,14 @@ impl WDtype {
 
 /// The stored form of a quantized weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QDtype {
+pub(crate) enum QDtype {
     U8,
     U16,
     F16,
 }
 
 impl QDtype {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             QDtype::U8 => "uint8",
             QDtype::U16 => "uint16",
@@ -87,7 +87,7 @@ impl QDtype {
         }
     }
 
-    pub fn size(self) -> u64 {
+    pub(crate) fn size(self) -> u64 {
         match self {
             QDtype::U8 => 1,
             QDtype::U16 | QDtype::F16 => 2,
@@ -97,27 +97,27 @@ impl QDtype {
 
 /// A weight's `quantization`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Quant {
-    pub stored: QDtype,
-    pub scale: Option<f64>,
-    pub min: Option<f64>,
+pub(crate) struct Quant {
+    pub(crate) stored: QDtype,
+    pub(crate) scale: Option<f64>,
+    pub(crate) min: Option<f64>,
     /// `original_dtype`, as the converter writes it (informational: the weight's `dtype` is
     /// what the runtime decodes to).
-    pub original_dtype: Option<String>,
+    pub(crate) original_dtype: Option<String>,
 }
 
 /// One entry of a group's `weights`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Weight {
-    pub name: String,
-    pub shape: Vec<u64>,
-    pub dtype: WDtype,
-    pub quant: Option<Quant>,
+pub(crate) struct Weight {
+    pub(crate) name: String,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) dtype: WDtype,
+    pub(crate) quant: Option<Quant>,
 }
 
 impl Weight {
     /// Elements (the shape's product; bounded when parsed).
-    pub fn elements(&self) -> u64 {
+    pub(crate) fn elements(&self) -> u64 {
         self.shape.iter().product()
     }
 
@@ -156,21 +156,21 @@ impl Weight {
 
 /// A group of the manifest: its shard files (relative to `model.json`) and weights.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Group {
-    pub paths: Vec<String>,
-    pub weights: Vec<Weight>,
+pub(crate) struct Group {
+    pub(crate) paths: Vec<String>,
+    pub(crate) weights: Vec<Weight>,
 }
 
 /// What `model.json` says.
 #[derive(Debug, Clone)]
-pub struct Model {
+pub(crate) struct Model {
     /// `format`, when present.
-    pub format: Option<String>,
-    pub groups: Vec<Group>,
+    pub(crate) format: Option<String>,
+    pub(crate) groups: Vec<Group>,
     /// `modelTopology`, when present.
-    pub topology: Option<Value>,
+    pub(crate) topology: Option<Value>,
     /// `signature` (graph models), when present.
-    pub signature: Option<Value>,
+    pub(crate) signature: Option<Value>,
 }
 
 impl Model {
@@ -205,7 +205,7 @@ pub(crate) fn looks_like_object(bytes: &[u8]) -> bool {
 
 /// Parses `model.json`. Errors say what is wrong, by its place in the file
 /// (`weightsManifest[0].weights[3].shape`).
-pub fn parse(bytes: &[u8]) -> Result<Model, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Model, String> {
     if bytes.len() as u64 > MAX_MODEL_JSON {
         return Err(format!(
             "{} bytes: model.json files over {MAX_MODEL_JSON} bytes are refused (they are parsed in memory)",
@@ -227,7 +227,7 @@ pub(crate) fn is_manifest_name(name: &str) -> bool {
 
 /// Parses a bare weights manifest (a `*weights_manifest.json`: the list of groups a
 /// `model.json`'s `weightsManifest` holds, without the model) as a model with no topology.
-pub fn parse_manifest(bytes: &[u8]) -> Result<Model, String> {
+pub(crate) fn parse_manifest(bytes: &[u8]) -> Result<Model, String> {
     if bytes.len() as u64 > MAX_MODEL_JSON {
         return Err(format!(
             "{} bytes: weights manifests over {MAX_MODEL_JSON} bytes are refused (they are parsed in memory)",
@@ -383,7 +383,7 @@ fn weight(w: &Value) -> Result<Weight, String> {
 
 /// A shard path of the manifest, if it is one tfmount follows: relative, below `model.json`'s
 /// directory (no `..`, no absolute path, no URL), and not empty.
-pub fn safe_shard_path(p: &str) -> bool {
+pub(crate) fn safe_shard_path(p: &str) -> bool {
     !p.is_empty()
         && !p.starts_with('/')
         && !p.contains('\\')

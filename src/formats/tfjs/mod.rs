@@ -12,7 +12,7 @@
 //! converter cuts (every shard but the last of the same size) tell which shard is damaged, and
 //! only the weights touching it fail.
 
-pub mod manifest;
+pub(crate) mod manifest;
 mod set;
 pub(crate) use set::TfjsSet;
 
@@ -43,7 +43,7 @@ pub(crate) const MAX_STRING_BYTES: u64 = 256 << 20;
 pub(crate) const MAX_STRING_ELEMENTS: u64 = 1 << 20;
 
 /// The TF.js format.
-pub struct Tfjs;
+pub(crate) struct Tfjs;
 
 /// The `model.json` detection read last on a remote store, `(URL, file, bytes)`: opening the
 /// same opened file right after (the formats' shared detection file, `super::opened`) takes
@@ -283,7 +283,7 @@ struct Placed {
 }
 
 /// An opened TF.js model.
-pub struct OpenedTfjs {
+pub(crate) struct OpenedTfjs {
     set: Arc<TfjsSet>,
     files: Vec<(String, Arc<[u8]>)>,
     graph: Option<Vec<u8>>,
@@ -292,7 +292,7 @@ pub struct OpenedTfjs {
 }
 
 /// Opens the TF.js model whose `model.json` is `path`.
-pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
+pub(crate) fn open(store: &dyn Store, path: &Path) -> Result<OpenedTfjs, SourceError> {
     let (file, bytes) = read_model_json(store, path)?;
     let file_name = path
         .file_name()

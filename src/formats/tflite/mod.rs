@@ -9,7 +9,7 @@
 //! model's description and its TFLite metadata (with the associated files zipped onto the model)
 //! are text files. See docs/tflite.md.
 
-pub mod model;
+pub(crate) mod model;
 mod set;
 pub(crate) use set::{DeqSet, TflSet};
 
@@ -38,7 +38,7 @@ pub(crate) const MAX_ASSOCIATED: u64 = 16 << 20;
 const METADATA_NAME: &str = "TFLITE_METADATA";
 
 /// The TFLite format.
-pub struct Tflite;
+pub(crate) struct Tflite;
 
 fn sniff(store: &dyn Store, path: &Path) -> bool {
     if !store.is_file(path) {
@@ -112,7 +112,7 @@ struct Entry {
 }
 
 /// An opened model (subgraph 0), or one of its other subgraphs (a child).
-pub struct OpenedTflite {
+pub(crate) struct OpenedTflite {
     set: Arc<TflSet>,
     dequantized: Option<Arc<DeqSet>>,
     /// Every tensor, the quantized ones dequantized (`dequantized.safetensors`).
@@ -123,7 +123,7 @@ pub struct OpenedTflite {
 }
 
 /// Opens the model at `path`.
-pub fn open(store: &dyn Store, path: &Path) -> Result<OpenedTflite, SourceError> {
+pub(crate) fn open(store: &dyn Store, path: &Path) -> Result<OpenedTflite, SourceError> {
     let file = crate::formats::opened(store, path, true).map_err(|err| SourceError::Io {
         path: path.to_path_buf(),
         err,

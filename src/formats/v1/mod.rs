@@ -5,7 +5,7 @@
 //! first.
 
 pub mod set;
-pub mod table;
+pub(crate) mod table;
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
@@ -24,7 +24,7 @@ use crate::formats::v1::set::V1Set;
 const MAX_SHARDS: u32 = 100_000;
 
 /// The V1 format.
-pub struct V1;
+pub(crate) struct V1;
 
 impl Format for V1 {
     fn name(&self) -> &'static str {

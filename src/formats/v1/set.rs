@@ -43,9 +43,9 @@ const STRING_STEP: u64 = 4096;
 
 /// One saved slice of a tensor and the file (index into the checkpoint's files) that holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct V1Slice {
-    pub extents: Vec<Extent>,
-    pub file: usize,
+pub(crate) struct V1Slice {
+    pub(crate) extents: Vec<Extent>,
+    pub(crate) file: usize,
 }
 
 /// A tensor of the checkpoint, merged from the metas of all its files.
@@ -54,13 +54,13 @@ pub struct V1Tensor {
     pub name: Vec<u8>,
     pub dtype: DType,
     pub shape: Vec<u64>,
-    pub slices: Vec<V1Slice>,
+    pub(crate) slices: Vec<V1Slice>,
     /// Why the tensor cannot be served (its meta makes no sense), if it cannot.
     pub error: Option<FormatError>,
 }
 
 impl V1Tensor {
-    pub fn num_elements(&self) -> u64 {
+    pub(crate) fn num_elements(&self) -> u64 {
         // Checked when the meta was parsed (at most i64::MAX).
         self.shape.iter().product()
     }
@@ -311,15 +311,11 @@ impl V1Checkpoint {
     }
 
     /// The index of the tensor named `name`.
-    pub fn find(&self, name: &[u8]) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn find(&self, name: &[u8]) -> Option<usize> {
         self.tensors
             .binary_search_by(|t| t.name.as_slice().cmp(name))
             .ok()
-    }
-
-    /// The files, in the order `V1Slice::file` counts them.
-    pub fn files(&self) -> impl Iterator<Item = (&Path, &Arc<dyn ByteSource>)> {
-        self.shards.iter().map(|s| (s.path.as_path(), &s.src))
     }
 
     /// Bytes of all files, as opened.
@@ -328,7 +324,7 @@ impl V1Checkpoint {
     }
 
     /// The first file's owner and times, with only the read bits every file grants.
-    pub fn meta(&self) -> Option<FileMeta> {
+    pub(crate) fn meta(&self) -> Option<FileMeta> {
         let mut m = self.shards.first()?.src.meta();
         for s in &self.shards {
             m.mode &= s.src.meta().mode | !0o777;
@@ -710,7 +706,7 @@ mod tests;
 /// A V1 checkpoint as a [`TensorSet`]: positions are indexes into [`V1Checkpoint::tensors`].
 /// V1 keeps no per-tensor CRC: reads are checked by the CRC-32C of the table blocks they come
 /// from.
-pub struct V1Set {
+pub(crate) struct V1Set {
     ck: Arc<V1Checkpoint>,
     path: PathBuf,
     meta: FileMeta,
@@ -718,7 +714,7 @@ pub struct V1Set {
 
 impl V1Set {
     /// Opens the checkpoint `path` names (a file, a shard or a `?????` pattern) from `files`.
-    pub fn open(
+    pub(crate) fn open(
         store: &dyn Store,
         path: &Path,
         files: &[PathBuf],
@@ -733,10 +729,6 @@ impl V1Set {
             path: path.to_path_buf(),
             meta,
         })
-    }
-
-    pub fn checkpoint(&self) -> &V1Checkpoint {
-        &self.ck
     }
 
     fn tensor(&self, pos: u64) -> FsResult<&V1Tensor> {

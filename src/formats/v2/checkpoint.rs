@@ -65,13 +65,13 @@ type Shards = HashMap<u32, Result<Arc<dyn ByteSource>, String>>;
 
 /// A tensor's index entry and where it is.
 #[derive(Debug, Clone)]
-pub struct Tensor {
-    pub pos: Pos,
-    pub key: Vec<u8>,
-    pub entry: Entry,
+pub(crate) struct Tensor {
+    pub(crate) pos: Pos,
+    pub(crate) key: Vec<u8>,
+    pub(crate) entry: Entry,
 }
 
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     shared: Arc<Shared>,
     table: Table,
     index: Arc<dyn ByteSource>,
@@ -143,13 +143,13 @@ impl std::ops::Deref for Shared {
     }
 }
 
-pub fn data_file_name(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
+pub(crate) fn data_file_name(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(format!(".data-{shard:05}-of-{num_shards:05}"));
     PathBuf::from(s)
 }
 
-pub fn index_file_name(prefix: &Path) -> PathBuf {
+pub(crate) fn index_file_name(prefix: &Path) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(".index");
     PathBuf::from(s)
@@ -290,7 +290,7 @@ fn shard_number(rest: &[u8], num_shards: u32) -> Option<u32> {
 }
 
 impl Checkpoint {
-    pub fn open(
+    pub(crate) fn open(
         store: &dyn Store,
         prefix: &Path,
         caches: Arc<Caches>,
@@ -346,11 +346,11 @@ impl Checkpoint {
         })
     }
 
-    pub fn prefix(&self) -> &Path {
+    pub(crate) fn prefix(&self) -> &Path {
         &self.shared.prefix
     }
 
-    pub fn table(&self) -> &Table {
+    pub(crate) fn table(&self) -> &Table {
         &self.table
     }
 
@@ -371,7 +371,7 @@ impl Checkpoint {
     }
 
     /// The tensor stored under exactly `key`.
-    pub fn lookup(&self, key: &[u8]) -> FsResult<Option<Tensor>> {
+    pub(crate) fn lookup(&self, key: &[u8]) -> FsResult<Option<Tensor>> {
         match self.table.get(key) {
             Ok(Some((pos, _, _))) => self.tensor_at(pos).map(Some),
             Ok(None) => Ok(None),
@@ -537,17 +537,17 @@ impl Checkpoint {
     }
 
     /// Size of the tensor's `.bin`.
-    pub fn served_size(&self, t: &Tensor) -> FsResult<u64> {
+    pub(crate) fn served_size(&self, t: &Tensor) -> FsResult<u64> {
         Ok(self.open_tensor(t)?.size())
     }
 
     /// Bytes `[offset, offset + len)` of the tensor's `.bin` (checked as its reads are).
-    pub fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<Bytes> {
+    pub(crate) fn read(&self, t: &Tensor, offset: u64, len: usize) -> FsResult<Bytes> {
         self.open_tensor(t)?.read(offset, len)
     }
 
     /// [`Self::read`] into `buf`; returns how many bytes (fewer at the end of the `.bin`).
-    pub fn read_into(&self, t: &Tensor, offset: u64, buf: &mut [u8]) -> FsResult<usize> {
+    pub(crate) fn read_into(&self, t: &Tensor, offset: u64, buf: &mut [u8]) -> FsResult<usize> {
         self.open_tensor(t)?.read_into(offset, buf)
     }
 

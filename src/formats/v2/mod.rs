@@ -3,7 +3,7 @@
 //! beside it, and the fast path of `verify` and `diff`: the stored CRC-32C of every tensor and
 //! slice, slices under their own keys, unreadable index blocks reported with the keys they hold.
 
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod strings;
 
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ use crate::parse::{bundle, slice_key, table as sstable};
 use crate::source::bytes::{EntryKind, Store};
 
 /// The V2 format.
-pub struct V2;
+pub(crate) struct V2;
 
 /// Strips a trailing `.index` or `.data-NNNNN-of-NNNNN` so a tab-completed file works as a prefix.
 fn as_prefix(path: &Path) -> Option<PathBuf> {
@@ -93,7 +93,7 @@ impl Format for V2 {
 }
 
 /// Opens the V2 checkpoint with prefix `prefix`.
-pub fn open(ctx: &OpenCtx, prefix: &Path) -> Result<Checkpoint, SourceError> {
+pub(crate) fn open(ctx: &OpenCtx, prefix: &Path) -> Result<Checkpoint, SourceError> {
     Checkpoint::open(
         ctx.store,
         prefix,
@@ -105,7 +105,7 @@ pub fn open(ctx: &OpenCtx, prefix: &Path) -> Result<Checkpoint, SourceError> {
 
 /// An opened V2 checkpoint.
 pub(crate) struct OpenedV2 {
-    pub ck: Arc<Checkpoint>,
+    pub(crate) ck: Arc<Checkpoint>,
     caches: Arc<Caches>,
 }
 
@@ -435,7 +435,7 @@ fn extent_of(shape: &[u64], s: &[Extent]) -> Vec<(u64, u64)> {
 
 /// A slice as TensorFlow writes it in `shape_and_slices`: `start,length` per dimension, `:`
 /// between dimensions.
-pub fn show_extent(e: &[(u64, u64)]) -> String {
+pub(crate) fn show_extent(e: &[(u64, u64)]) -> String {
     let v: Vec<String> = e.iter().map(|(s, l)| format!("{s},{l}")).collect();
     v.join(":")
 }

@@ -125,12 +125,8 @@ impl StringLayout {
     }
 
     /// Number of elements.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.out_starts.len() - 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Where element `i`'s bytes lie in the stored tensor: `(offset, length)`; `i <= len()`
@@ -145,7 +141,7 @@ impl StringLayout {
     }
 
     /// The bytes of element `i` (`i < len()`), from the stored tensor.
-    pub fn element<'a>(&self, stored: &'a [u8], i: usize) -> &'a [u8] {
+    pub(crate) fn element<'a>(&self, stored: &'a [u8], i: usize) -> &'a [u8] {
         let (src, len) = self.element_range(i);
         &stored[src as usize..(src + len) as usize]
     }
@@ -180,7 +176,7 @@ impl StringLayout {
 
     /// [`read`](Self::read) of the tensor stored at `start` of `src`: reads only the stored
     /// bytes of the elements the range overlaps.
-    pub fn read_at<R: ReadAt + ?Sized>(
+    pub(crate) fn read_at<R: ReadAt + ?Sized>(
         &self,
         src: &R,
         start: u64,
@@ -243,7 +239,7 @@ impl StringLayout {
 /// Checks a stored variant tensor (tf-format.md §4.3): per element a varint64 length, the
 /// serialized `VariantTensorDataProto`, and the masked running CRC so far (over the length as an
 /// 8-byte u64, then the bytes); `masked` is the entry's CRC of the whole.
-pub fn verify_variant(stored: &[u8], n: u64, masked: u32) -> Result<()> {
+pub(crate) fn verify_variant(stored: &[u8], n: u64, masked: u32) -> Result<()> {
     verify_variant_at(stored, 0, stored.len() as u64, n, masked)
 }
 

@@ -64,7 +64,7 @@ use crate::parse::dtype::DType;
 use crate::render::elem::{pad_from, write_f32, write_f64, write_int, Kind, Value, F64_WIDTH};
 
 use kernels::{Acc, Sum, FLOAT_BLOCK};
-pub use numpy::BinType;
+pub(crate) use numpy::BinType;
 use numpy::Plan;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,34 +79,34 @@ pub enum StatsError {
 
 /// A minimum or maximum, exactly.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Scalar {
+pub(crate) enum Scalar {
     Int(i128),
     Float(f64),
 }
 
 /// 16 counts and their 17 edges (exact values of the bin type, held as `f64`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
-    pub counts: [u64; 16],
-    pub edges: [f64; 17],
+pub(crate) struct Histogram {
+    pub(crate) counts: [u64; 16],
+    pub(crate) edges: [f64; 17],
 }
 
 /// The statistics of one tensor; see the module doc.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
-    pub count: u64,
-    pub finite: u64,
-    pub nan: u64,
-    pub pos_inf: u64,
-    pub neg_inf: u64,
-    pub zeros: u64,
-    pub min: Option<Scalar>,
-    pub max: Option<Scalar>,
-    pub mean: Option<f64>,
-    pub std: Option<f64>,
-    pub histogram: Option<Histogram>,
+    pub(crate) count: u64,
+    pub(crate) finite: u64,
+    pub(crate) nan: u64,
+    pub(crate) pos_inf: u64,
+    pub(crate) neg_inf: u64,
+    pub(crate) zeros: u64,
+    pub(crate) min: Option<Scalar>,
+    pub(crate) max: Option<Scalar>,
+    pub(crate) mean: Option<f64>,
+    pub(crate) std: Option<f64>,
+    pub(crate) histogram: Option<Histogram>,
     /// Why there is no histogram, when there is none.
-    pub no_histogram: Option<String>,
+    pub(crate) no_histogram: Option<String>,
     /// `f32`-valued dtypes print floats as `f32`.
     single: bool,
     bin: BinType,
@@ -284,7 +284,7 @@ pub(crate) struct FirstPass {
 
 impl FirstPass {
     /// Errors for dtypes without statistics (see the module doc).
-    pub fn new(dtype: DType) -> Result<FirstPass, StatsError> {
+    pub(crate) fn new(dtype: DType) -> Result<FirstPass, StatsError> {
         let (reader, bin, single) = Reader::new(dtype)?;
         Ok(FirstPass {
             reader,
@@ -295,7 +295,7 @@ impl FirstPass {
     }
 
     /// The next piece of the tensor's bytes.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         let acc = &mut self.acc;
         if self.reader.is_float() {
             self.reader.push_floats(bytes, |xs| acc.add_block(xs));
@@ -305,7 +305,7 @@ impl FirstPass {
     }
 
     /// Ends the first pass; an error if the bytes ended inside an element.
-    pub fn finish(mut self) -> Result<SecondPass, StatsError> {
+    pub(crate) fn finish(mut self) -> Result<SecondPass, StatsError> {
         if self.reader.plen > 0 {
             return Err(StatsError::Truncated);
         }
@@ -375,7 +375,7 @@ pub(crate) struct SecondPass {
 
 impl SecondPass {
     /// The next piece of the tensor's bytes (the same bytes as the first pass).
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         let mean = self.stats.mean.unwrap_or(0.0);
         let plan = self.plan.as_ref().ok();
         let (seen, m2, counts) = (&mut self.seen, &mut self.m2, &mut self.counts);
@@ -415,7 +415,7 @@ impl SecondPass {
 
     /// The statistics; an error if the bytes ended inside an element or held a different
     /// number of elements than in the first pass.
-    pub fn finish(mut self) -> Result<Stats, StatsError> {
+    pub(crate) fn finish(mut self) -> Result<Stats, StatsError> {
         if self.reader.plen > 0 {
             return Err(StatsError::Truncated);
         }
@@ -522,7 +522,7 @@ impl Stats {
     }
 
     /// The 16 block characters of the histogram.
-    pub fn bars(counts: &[u64; 16]) -> String {
+    pub(crate) fn bars(counts: &[u64; 16]) -> String {
         let top = counts.iter().copied().max().unwrap_or(0) as u128;
         counts
             .iter()

@@ -10,7 +10,7 @@ use crate::render::elem::{F32_WIDTH, F64_WIDTH};
 
 /// The type numpy computes a histogram in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BinType {
+pub(crate) enum BinType {
     F16,
     F32,
     F64,

@@ -16,16 +16,16 @@ use crate::source::remote::env::Env;
 /// What a profile holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Profile {
-    pub name: String,
-    pub access_key_id: Option<String>,
-    pub secret_access_key: Option<String>,
-    pub session_token: Option<String>,
-    pub region: Option<String>,
-    pub endpoint_url: Option<String>,
+    pub(crate) name: String,
+    pub(crate) access_key_id: Option<String>,
+    pub(crate) secret_access_key: Option<String>,
+    pub(crate) session_token: Option<String>,
+    pub(crate) region: Option<String>,
+    pub(crate) endpoint_url: Option<String>,
     /// A setting that gets credentials in a way this reader does not follow (`role_arn`, ...).
-    pub unsupported: Option<String>,
+    pub(crate) unsupported: Option<String>,
     /// Where it was found, for messages.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 const MAX_FILE: u64 = 1 << 20;
@@ -87,7 +87,7 @@ fn read_small(path: &Path) -> Result<Option<String>, String> {
 }
 
 /// The two files a profile is looked up in.
-pub fn files(env: &Env) -> (PathBuf, PathBuf) {
+pub(crate) fn files(env: &Env) -> (PathBuf, PathBuf) {
     let home = env.home();
     let aws = |name: &str| home.join(".aws").join(name);
     let creds = env
@@ -104,7 +104,7 @@ pub fn files(env: &Env) -> (PathBuf, PathBuf) {
 /// The profile named by `AWS_PROFILE` (or `AWS_DEFAULT_PROFILE`, else `default`). `Ok(None)` if
 /// the default profile is in neither file; an error if a named profile is missing or a file
 /// cannot be read.
-pub fn load(env: &Env) -> Result<Option<Profile>, String> {
+pub(crate) fn load(env: &Env) -> Result<Option<Profile>, String> {
     let explicit = env.get("AWS_PROFILE").or(env.get("AWS_DEFAULT_PROFILE"));
     let name = explicit.unwrap_or("default").to_string();
     let (creds_path, conf_path) = files(env);

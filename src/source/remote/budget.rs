@@ -25,7 +25,7 @@ struct State {
 
 /// A byte budget. Shared (`Arc`) by everything that holds fetched bytes of one store.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     limit: u64,
     state: Mutex<State>,
     freed: Condvar,
@@ -33,13 +33,14 @@ pub struct Budget {
 
 /// Bytes held against a [`Budget`]; released on drop.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     budget: Arc<Budget>,
     bytes: u64,
 }
 
 impl Reservation {
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 }
@@ -56,7 +57,7 @@ impl Drop for Reservation {
 }
 
 impl Budget {
-    pub fn new(limit: u64) -> Arc<Budget> {
+    pub(crate) fn new(limit: u64) -> Arc<Budget> {
         Arc::new(Budget {
             limit,
             state: Mutex::new(State::default()),
@@ -78,18 +79,13 @@ impl Budget {
         }
     }
 
-    /// The budget in bytes.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// Bytes reserved now.
-    pub fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.lock().used
     }
 
     /// The most bytes ever reserved at once.
-    pub fn peak(&self) -> u64 {
+    pub(crate) fn peak(&self) -> u64 {
         self.lock().peak
     }
 

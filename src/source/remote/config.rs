@@ -30,7 +30,7 @@
 //! Every request is bounded: connect timeout 5 s, request timeout and retry budget
 //! `remote_timeout`, and every operation is also wrapped in `remote_timeout` by the callers.
 
-pub use super::env::Env;
+pub(crate) use super::env::Env;
 use crate::error::io_words;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,8 +55,8 @@ pub(crate) const DEFAULT_PARALLEL: usize = 8;
 pub(crate) const DEFAULT_PART: u64 = 8 << 20;
 
 /// The environment variables that set `cache_dir` and `cache_max`'s defaults.
-pub const CACHE_DIR_ENV: &str = "TFMOUNT_CACHE_DIR";
-pub const CACHE_MAX_ENV: &str = "TFMOUNT_CACHE_MAX";
+pub(crate) const CACHE_DIR_ENV: &str = "TFMOUNT_CACHE_DIR";
+pub(crate) const CACHE_MAX_ENV: &str = "TFMOUNT_CACHE_MAX";
 
 /// Options of the remote stores.
 #[derive(Debug, Clone)]
@@ -125,7 +125,7 @@ impl RemoteConfig {
 /// The disk cache a remote SOURCE gets when no `cache_dir` option is given: `$TFMOUNT_CACHE_DIR`
 /// (`none`: no disk cache), else `$XDG_CACHE_HOME/tfmount`, else `$HOME/.cache/tfmount` (the
 /// XDG base directory rule; a relative `XDG_CACHE_HOME` is ignored, as the rule says), else none.
-pub fn default_cache_dir(env: &Env) -> Option<PathBuf> {
+pub(crate) fn default_cache_dir(env: &Env) -> Option<PathBuf> {
     if let Some(d) = env.get(CACHE_DIR_ENV) {
         return (d != "none").then(|| PathBuf::from(d));
     }
@@ -276,18 +276,18 @@ fn install_tls_provider() {
 
 /// An `object_store` client for `url`'s bucket or host, and a description of the credentials
 /// it uses (for messages).
-pub struct Built {
-    pub store: Arc<dyn ObjectStore>,
+pub(crate) struct Built {
+    pub(crate) store: Arc<dyn ObjectStore>,
     /// Listing page by page (S3, GCS).
-    pub lister: Option<Arc<dyn PaginatedListStore>>,
+    pub(crate) lister: Option<Arc<dyn PaginatedListStore>>,
     /// Plain HTTP: the client that asks whether `path/` is a directory.
-    pub dir_probe: Option<reqwest::Client>,
-    pub credentials: String,
+    pub(crate) dir_probe: Option<reqwest::Client>,
+    pub(crate) credentials: String,
 }
 
 /// Builds the client for `url` from `cfg`. Fails (one line, naming what was looked for) when
 /// no credentials can be found; never waits on the network.
-pub fn build(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
+pub(crate) fn build(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<Built, RemoteError> {
     install_tls_provider();
     match url.scheme {
         Scheme::S3 => build_s3(url, cfg),

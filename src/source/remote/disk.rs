@@ -40,9 +40,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 /// Bytes of one piece (also the block size of random reads, `read::BLOCK`: a block is a piece).
-pub const PIECE: u64 = 1 << 20;
+pub(crate) const PIECE: u64 = 1 << 20;
 /// The directory under `DIR` this layout lives in.
-pub const LAYOUT: &str = "tfmount-v1";
+pub(crate) const LAYOUT: &str = "tfmount-v1";
 const MAGIC: &[u8; 4] = b"tfmc";
 const TRAILER: usize = 8;
 /// Temporary files older than this, of any process, are left from a crash.
@@ -55,29 +55,29 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// Counters of one disk cache (for tests, benchmarks and `stats`); [`TOTAL`] sums those of
 /// every cache of the process (`tfmount warm`).
 #[derive(Debug, Default)]
-pub struct DiskCounters {
+pub(crate) struct DiskCounters {
     /// Pieces found in the cache (on disk, or just read or written), and the bytes asked for
     /// that they served.
-    pub hits: AtomicU64,
-    pub hit_bytes: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) hit_bytes: AtomicU64,
     /// Pieces written, and their bytes.
-    pub writes: AtomicU64,
-    pub write_bytes: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) write_bytes: AtomicU64,
     /// Pieces that could not be written (disk full, permissions): served, not kept.
-    pub write_failures: AtomicU64,
+    pub(crate) write_failures: AtomicU64,
     /// Damaged pieces found and removed.
-    pub damaged: AtomicU64,
+    pub(crate) damaged: AtomicU64,
     /// Pieces removed to stay under `cache_max`.
-    pub evicted: AtomicU64,
+    pub(crate) evicted: AtomicU64,
     /// Pieces found on disk that this process had not written (there before it, or written
     /// by another process meanwhile), each counted once, and their bytes: what `tfmount warm`
     /// says was already there.
-    pub found: AtomicU64,
-    pub found_bytes: AtomicU64,
+    pub(crate) found: AtomicU64,
+    pub(crate) found_bytes: AtomicU64,
 }
 
 /// Every disk cache's counters of this process, summed.
-pub static TOTAL: DiskCounters = DiskCounters {
+pub(crate) static TOTAL: DiskCounters = DiskCounters {
     hits: AtomicU64::new(0),
     hit_bytes: AtomicU64::new(0),
     writes: AtomicU64::new(0),
@@ -98,17 +98,22 @@ impl DiskCounters {
 
 /// What identifies one version of an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub url: String,
-    pub size: u64,
+pub(crate) struct Identity {
+    pub(crate) url: String,
+    pub(crate) size: u64,
     /// `etag=E` (bare) or `modified=T`.
-    pub version: String,
+    pub(crate) version: String,
 }
 
 impl Identity {
     /// The identity of an object as opened, if it has one a replacement would change: an ETag,
     /// else a modification time.
-    pub fn new(url: &str, size: u64, etag: Option<&str>, modified_secs: i64) -> Option<Identity> {
+    pub(crate) fn new(
+        url: &str,
+        size: u64,
+        etag: Option<&str>,
+        modified_secs: i64,
+    ) -> Option<Identity> {
         let version = match etag {
             Some(e) if !e.is_empty() => format!("etag={e}"),
             _ if modified_secs > 0 => format!("modified={modified_secs}"),
@@ -132,7 +137,7 @@ impl Identity {
 
 /// One object version's directory in the cache.
 #[derive(Debug)]
-pub struct Entry {
+pub(crate) struct Entry {
     dir: PathBuf,
     id: Identity,
     /// Unique in the process (keys of [`DiskCache::recent`]).
@@ -153,19 +158,19 @@ const CHECK_BUF: usize = 256 << 10;
 /// stays readable when the cache removes or replaces the piece meanwhile). Nothing of it is
 /// held in memory, so a warm read copies each byte once, from the kernel's page cache, as a
 /// read of a local file does.
-pub struct OnDisk {
+pub(crate) struct OnDisk {
     file: File,
     len: usize,
 }
 
 impl OnDisk {
     /// The piece's length (without its trailer).
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.len
     }
 
     /// Fills `buf` from byte `at` of the piece; fails on a short read (a file cut since).
-    pub fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+    pub(crate) fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         if at + buf.len() as u64 > self.len as u64 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
@@ -174,7 +179,7 @@ impl OnDisk {
     }
 
     /// Appends `n` bytes from byte `at` of the piece to `v`; fails on a short read.
-    pub fn append_to(&self, v: &mut Vec<u8>, at: u64, n: usize) -> io::Result<()> {
+    pub(crate) fn append_to(&self, v: &mut Vec<u8>, at: u64, n: usize) -> io::Result<()> {
         if at + n as u64 > self.len as u64
             || !crate::source::file::pread_append(&self.file, v, n, at)?
         {
@@ -213,12 +218,12 @@ impl Entry {
 }
 
 /// Keys kept per SOURCE by [`DiskCache::set_asked`], and the most bytes read back.
-pub const MAX_ASKED: usize = 256;
+pub(crate) const MAX_ASKED: usize = 256;
 const MAX_ASKED_BYTES: u64 = 256 << 10;
 
 /// The disk cache of one process over `DIR`.
 #[derive(Debug)]
-pub struct DiskCache {
+pub(crate) struct DiskCache {
     root: PathBuf,
     objects: PathBuf,
     /// `cache_max` (when not given: set by the first scan).
@@ -239,7 +244,7 @@ pub struct DiskCache {
     /// end of `tfmount warm`, an unmount) lives on until the writer has written them, and
     /// [`flush_all`] finds it meanwhile. The thread ends when the last sender (this one) goes.
     writer: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<Job>>>,
-    pub counters: DiskCounters,
+    pub(crate) counters: DiskCounters,
     /// The pieces this cache wrote or counted as found (`DiskCounters::found`), by (entry
     /// serial, piece): 16 bytes per MiB handled, so that a piece is counted once whichever way
     /// it is read again.
@@ -247,7 +252,7 @@ pub struct DiskCache {
 }
 
 /// What the writer thread is given.
-pub enum Queued {
+pub(crate) enum Queued {
     Piece(Arc<Entry>, u64, Bytes),
     /// Answered once everything queued before it is written.
     Flush(std::sync::mpsc::Sender<()>),
@@ -266,7 +271,7 @@ static CACHES: Mutex<Vec<std::sync::Weak<DiskCache>>> = Mutex::new(Vec::new());
 /// before the process ends (an unmount, the end of a subcommand), or before `warm` counts what
 /// it kept. Caches whose store is gone are flushed too while pieces of theirs are queued (the
 /// queued pieces hold them). `false` if a cache still had pieces to write after `limit`.
-pub fn flush_all(limit: Duration) -> bool {
+pub(crate) fn flush_all(limit: Duration) -> bool {
     let caches: Vec<Arc<DiskCache>> = CACHES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -355,22 +360,22 @@ struct Found {
 
 /// One cached object version, as `tfmount cache ls` shows it.
 #[derive(Debug, Clone)]
-pub struct CachedObject {
-    pub url: String,
+pub(crate) struct CachedObject {
+    pub(crate) url: String,
     /// `size=N etag=E` or `size=N modified=T`.
-    pub identity: String,
-    pub size: u64,
-    pub pieces: u64,
+    pub(crate) identity: String,
+    pub(crate) size: u64,
+    pub(crate) pieces: u64,
     /// Bytes of its pieces on disk.
-    pub bytes: u64,
-    pub last_used: Option<SystemTime>,
+    pub(crate) bytes: u64,
+    pub(crate) last_used: Option<SystemTime>,
 }
 
 impl DiskCache {
     /// Opens (creating it) the cache in `dir`, bounded by `max` bytes (default: half the free
     /// space plus what it holds). The directory is scanned on a thread (stale temporary files
     /// removed, the bytes held counted, pieces evicted if over `max`). Errors name the directory.
-    pub fn open(dir: &Path, max: Option<u64>) -> Result<Arc<DiskCache>, String> {
+    pub(crate) fn open(dir: &Path, max: Option<u64>) -> Result<Arc<DiskCache>, String> {
         let (root, objects) = Self::usable(dir)?;
         let cache = Arc::new(DiskCache {
             root,
@@ -408,7 +413,7 @@ impl DiskCache {
 
     /// Whether a cache can live in `dir`: its layout's directories made and its lock file
     /// writable (no scan, nothing else opened); the layout's root and `objects/` directory.
-    pub fn usable(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    pub(crate) fn usable(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
         let root = dir.join(LAYOUT);
         let objects = root.join("objects");
         fs::create_dir_all(&objects).map_err(|e| io_err(&objects, e))?;
@@ -423,25 +428,26 @@ impl DiskCache {
     }
 
     /// `cache_max`.
-    pub fn max(&self) -> u64 {
+    pub(crate) fn max(&self) -> u64 {
         self.max.load(Ordering::Relaxed)
     }
 
-    /// The directory the cache lives in (`DIR/tfmount-v1`).
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// Bytes held, as this process believes (exact after a scan).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
     }
 
-    /// Bytes held, as this process believes (exact after a scan).
-    pub fn held(&self) -> u64 {
-        self.held.load(Ordering::Relaxed)
+    /// The directory the cache lives in (`DIR/tfmount-v1`).
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The keys a mount of `source` (a SOURCE's URL) last asked about beyond its first probes
     /// (its data shards and `.meta`, on a store that cannot list: see
     /// [`set_asked`](Self::set_asked)), so that the next mount asks at once; empty if none are
     /// kept. At most [`MAX_ASKED`] keys.
-    pub fn asked(&self, source: &str) -> Vec<String> {
+    pub(crate) fn asked(&self, source: &str) -> Vec<String> {
         let Ok(f) = File::open(self.asked_path(source)) else {
             return Vec::new();
         };
@@ -460,7 +466,7 @@ impl DiskCache {
     /// Keeps `keys` as what a mount of `source` asked about beyond its first probes (see
     /// [`asked`](Self::asked)); at most [`MAX_ASKED`], the rest dropped. A failure to write is
     /// not an error (the next mount asks one round later, as without the note).
-    pub fn set_asked(&self, source: &str, keys: &[String]) {
+    pub(crate) fn set_asked(&self, source: &str, keys: &[String]) {
         let dir = self.root.join("asked");
         let mut text = format!("{source}\n");
         for k in keys.iter().take(MAX_ASKED) {
@@ -486,14 +492,14 @@ impl DiskCache {
     /// Whether some version of the object at `url` is cached (its directory holds one): a
     /// mount then asks whether it is still that version before reading it (a HEAD), where an
     /// object never cached is fetched at once.
-    pub fn knows(&self, url: &str) -> bool {
+    pub(crate) fn knows(&self, url: &str) -> bool {
         fs::read_dir(self.objects.join(fnv(url))).is_ok_and(|mut d| d.next().is_some())
     }
 
     /// The entry of an object version, made if missing; older versions of its URL are removed.
     /// `None` when it cannot be used (a hash collision, an unwritable directory: then the object
     /// is read without the cache).
-    pub fn entry(&self, id: &Identity) -> Option<Arc<Entry>> {
+    pub(crate) fn entry(&self, id: &Identity) -> Option<Arc<Entry>> {
         let url_dir = self.objects.join(fnv(&id.url));
         let dir = url_dir.join(fnv(&id.line()));
         let record = dir.join("object");
@@ -578,7 +584,7 @@ impl DiskCache {
 
     /// Whether piece `n` of `e` is cached (in memory, or a file of the right length; not
     /// checked: [`get`](Self::get) checks).
-    pub fn has(&self, e: &Entry, n: u64) -> bool {
+    pub(crate) fn has(&self, e: &Entry, n: u64) -> bool {
         let Some(len) = e.piece_len(n) else {
             return false;
         };
@@ -588,7 +594,7 @@ impl DiskCache {
 
     /// Piece `n` of `e` if it is among the pieces kept in memory (no disk access: cheap enough
     /// to ask under a lock).
-    pub fn peek(&self, e: &Entry, n: u64) -> Option<Bytes> {
+    pub(crate) fn peek(&self, e: &Entry, n: u64) -> Option<Bytes> {
         let b = self.recent().get(&(e.serial, n)).cloned()?;
         self.counters.add(|c| &c.hits, 1);
         Some(b)
@@ -596,7 +602,7 @@ impl DiskCache {
 
     /// Piece `n` of `e` opened for reads in place ([`OnDisk`]), its CRC-32C checked (once per
     /// opening); `None` if it is not on disk (a damaged one is removed, as by [`get`](Self::get)).
-    pub fn open_checked(&self, e: &Entry, n: u64) -> Option<Arc<OnDisk>> {
+    pub(crate) fn open_checked(&self, e: &Entry, n: u64) -> Option<Arc<OnDisk>> {
         let len = e.piece_len(n)?;
         let key = (e.serial, n);
         if let Some(p) = self.lock_opened().get(&key) {
@@ -618,7 +624,7 @@ impl DiskCache {
     /// Appends bytes `[at, at + n)` of piece `n` of `e` to `v`, **unchecked** (its CRC-32C is
     /// not computed: for a caller that checks what it read another way, a tensor's CRC);
     /// `false` if the piece is not on disk whole.
-    pub fn read_unchecked(
+    pub(crate) fn read_unchecked(
         &self,
         e: &Entry,
         piece: u64,
@@ -655,7 +661,7 @@ impl DiskCache {
     /// a page lost to a file cut short into EIO); `None` otherwise, or when a piece is not on
     /// disk whole. Replies are then written to the kernel from the pieces' pages, as from a
     /// local file's: no copy into memory first, none where a read spans two pieces.
-    pub fn map_unchecked(&self, e: &Entry, range: std::ops::Range<u64>) -> Option<Bytes> {
+    pub(crate) fn map_unchecked(&self, e: &Entry, range: std::ops::Range<u64>) -> Option<Bytes> {
         if !crate::source::mapped::allowed() || range.is_empty() {
             return None;
         }
@@ -707,19 +713,19 @@ impl DiskCache {
     }
 
     /// Removes piece `n` of `e` (its bytes proved wrong another way); logged by the caller.
-    pub fn remove(&self, e: &Entry, n: u64) {
+    pub(crate) fn remove(&self, e: &Entry, n: u64) {
         self.close(e, n);
         self.recent().pop(&(e.serial, n));
         let _ = fs::remove_file(e.piece_path(n));
     }
 
     /// Whether piece `n` of `e` is open for reads in place.
-    pub fn is_open(&self, e: &Entry, n: u64) -> bool {
+    pub(crate) fn is_open(&self, e: &Entry, n: u64) -> bool {
         self.lock_opened().contains(&(e.serial, n))
     }
 
     /// Closes piece `n` of `e` if it is open for reads in place (a read of it failed).
-    pub fn close(&self, e: &Entry, n: u64) {
+    pub(crate) fn close(&self, e: &Entry, n: u64) {
         self.lock_opened().pop(&(e.serial, n));
     }
 
@@ -739,7 +745,7 @@ impl DiskCache {
     }
 
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
-    pub fn get(&self, e: &Entry, n: u64) -> Option<Bytes> {
+    pub(crate) fn get(&self, e: &Entry, n: u64) -> Option<Bytes> {
         let len = e.piece_len(n)?;
         if let Some(b) = self.recent().get(&(e.serial, n)) {
             self.counters.add(|c| &c.hits, 1);
@@ -789,7 +795,7 @@ impl DiskCache {
     }
 
     /// Counts `n` bytes asked for and served from cached pieces.
-    pub fn served(&self, n: u64) {
+    pub(crate) fn served(&self, n: u64) {
         self.counters.add(|c| &c.hit_bytes, n);
     }
 
@@ -797,7 +803,12 @@ impl DiskCache {
     /// piece is served from memory ([`RECENT`]) at once, and written behind. `Err` gives the
     /// piece back when the queue is full ([`QUEUED`]): then [`queue`](Self::queue) it, which
     /// waits.
-    pub fn put_behind(self: &Arc<Self>, e: &Arc<Entry>, n: u64, data: Bytes) -> Result<(), Queued> {
+    pub(crate) fn put_behind(
+        self: &Arc<Self>,
+        e: &Arc<Entry>,
+        n: u64,
+        data: Bytes,
+    ) -> Result<(), Queued> {
         if e.piece_len(n) != Some(data.len()) {
             return Ok(());
         }
@@ -820,7 +831,7 @@ impl DiskCache {
     }
 
     /// Queues `item` for the writer thread, waiting for room.
-    pub fn queue(self: &Arc<Self>, item: Queued) {
+    pub(crate) fn queue(self: &Arc<Self>, item: Queued) {
         match self.writer() {
             Some(tx) => {
                 if let Err(e) = tx.send((Arc::clone(self), item)) {
@@ -865,7 +876,7 @@ impl DiskCache {
 
     /// Waits until what was queued before is written (at most `limit`); `false` if it was not
     /// by then.
-    pub fn flush(self: &Arc<Self>, limit: Duration) -> bool {
+    pub(crate) fn flush(self: &Arc<Self>, limit: Duration) -> bool {
         if self.writer.get().is_none() {
             return true;
         }
@@ -883,7 +894,7 @@ impl DiskCache {
 
     /// Keeps piece `n` of `e` (exactly its bytes; anything else is ignored). Failures are
     /// counted and logged, never returned: the bytes were served anyway.
-    pub fn put(&self, e: &Entry, n: u64, data: &Bytes) {
+    pub(crate) fn put(&self, e: &Entry, n: u64, data: &Bytes) {
         if e.piece_len(n) != Some(data.len()) {
             return;
         }
@@ -1087,7 +1098,7 @@ fn root_of(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// What the cache in `dir` holds, one entry per object version, largest first.
-pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
+pub(crate) fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
     let objects = root_of(dir)?.join("objects");
     let mut out = Vec::new();
     for p in versions(&objects)? {
@@ -1121,7 +1132,7 @@ pub fn list(dir: &Path) -> Result<Vec<CachedObject>, String> {
 
 /// Removes every cached object whose URL starts with `prefix` (all with `None`), under the
 /// cache's lock; returns the object versions and bytes removed.
-pub fn clear(dir: &Path, prefix: Option<&str>) -> Result<(u64, u64), String> {
+pub(crate) fn clear(dir: &Path, prefix: Option<&str>) -> Result<(u64, u64), String> {
     let root = root_of(dir)?;
     let _lock = Lock::take(&root.join("lock")).map_err(|e| io_err(&root.join("lock"), e))?;
     let (mut n, mut bytes) = (0, 0);

@@ -25,7 +25,7 @@ impl Env {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.vars.get(key).map(String::as_str)
     }
 
@@ -35,7 +35,7 @@ impl Env {
     }
 
     /// `$HOME`, else `/`.
-    pub fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         PathBuf::from(self.get("HOME").unwrap_or("/"))
     }
 }

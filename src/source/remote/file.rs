@@ -18,7 +18,7 @@ use crate::source::remote::RemoteError;
 
 /// An opened remote object.
 pub struct RemoteFile {
-    pub(crate) h: Arc<Handle>,
+    pub h: Arc<Handle>,
     name: PathBuf,
     meta: FileMeta,
 }
@@ -43,11 +43,6 @@ impl RemoteFile {
             }),
             meta,
         }
-    }
-
-    /// The URL of the object.
-    pub fn url(&self) -> &str {
-        &self.h.obj.url
     }
 
     /// The size when it was opened.

@@ -17,26 +17,24 @@
 //! fetched bytes held stay below `remote_cache` + [`budget::OVERDRAFT`].
 
 pub(crate) mod aws_profile;
-pub mod budget;
+pub(crate) mod budget;
 pub(crate) mod cause;
-pub mod config;
-pub mod disk;
+pub(crate) mod config;
+pub(crate) mod disk;
 pub mod env;
-pub mod file;
+pub(crate) mod file;
 pub(crate) mod prefetch;
-pub mod read;
-pub mod runtime;
-pub mod stats;
-pub mod store;
-pub mod url;
+pub(crate) mod read;
+pub(crate) mod runtime;
+pub(crate) mod stats;
+pub(crate) mod store;
+pub(crate) mod url;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::RemoteConfig;
-pub use file::RemoteFile;
-pub use prefetch::Reader;
-pub use stats::Stats;
+pub(crate) use prefetch::Reader;
 pub use store::RemoteStore;
 
 pub use crate::error::RemoteError;

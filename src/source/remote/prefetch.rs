@@ -235,20 +235,11 @@ impl Reader {
         }
     }
 
-    /// The object's bytes this reader covers.
-    pub fn range(&self) -> Range<u64> {
-        self.range.clone()
-    }
-
     /// The read-ahead window of the stream read last (for tests and logs).
-    pub fn window(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn window(&self) -> u64 {
         let last = self.lock_streams().last().cloned();
         last.map_or(FIRST_WINDOW, |s| s.lock().window)
-    }
-
-    /// Sequential streams kept now (for tests).
-    pub fn streams(&self) -> usize {
-        self.lock_streams().len()
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, Vec<Arc<Stream>>> {
@@ -494,7 +485,7 @@ impl Reader {
 
     /// Whether the range's bytes can be read without a new fetch: held whole (or being
     /// fetched whole), or all in the disk cache.
-    pub fn holds_all(&self) -> bool {
+    pub(crate) fn holds_all(&self) -> bool {
         let held = self
             .whole
             .lock()
@@ -517,7 +508,7 @@ impl Reader {
     /// Starts fetching the range from its start without waiting, as a first read there would
     /// (read-ahead in tensor order, for a composed file about to reach this tensor); only with
     /// room in the budget (nothing waits for it), and only once.
-    pub fn prefetch(&self) {
+    pub(crate) fn prefetch(&self) {
         let ctx = &*self.h.reads;
         let obj = &self.h.obj;
         let rlen = self.range.end - self.range.start;

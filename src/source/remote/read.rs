@@ -43,14 +43,14 @@ use crate::source::remote::RemoteError;
 
 /// What every read of one store shares. Owned by the store; held by every opened object.
 pub(crate) struct Reads {
-    pub rt: Rt,
-    pub io: Arc<Io>,
+    pub(crate) rt: Rt,
+    pub(crate) io: Arc<Io>,
     /// The one memory budget every fetched byte is reserved from.
-    pub budget: Arc<Budget>,
+    pub(crate) budget: Arc<Budget>,
     /// Recently fetched blocks of all files of the store (the same as [`Io::mem`]).
-    pub cache: Arc<PartCache>,
+    pub(crate) cache: Arc<PartCache>,
     /// `remote_timeout`.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Reads {
@@ -64,9 +64,9 @@ impl Reads {
 
 /// An opened object and what its reads share. Dropping the last handle forgets its cached
 /// blocks (they can no longer be asked for).
-pub(crate) struct Handle {
-    pub reads: Arc<Reads>,
-    pub obj: Arc<Object>,
+pub struct Handle {
+    pub(crate) reads: Arc<Reads>,
+    pub(crate) obj: Arc<Object>,
 }
 
 impl Drop for Handle {
@@ -78,34 +78,34 @@ impl Drop for Handle {
 /// What requests need: the client and the counters. Held by spawned tasks (not the runtime).
 #[derive(Debug)]
 pub(crate) struct Io {
-    pub store: Arc<dyn ObjectStore>,
-    pub counters: Arc<Counters>,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) counters: Arc<Counters>,
     /// The persistent disk cache (`cache_dir`), if any: every [`fetch`] goes through it.
-    pub disk: Option<Arc<DiskCache>>,
+    pub(crate) disk: Option<Arc<DiskCache>>,
     /// The store's block cache in memory ([`Reads::cache`]): without a disk cache, every
     /// [`fetch`] goes through it instead (see [`Keep`]).
-    pub mem: Arc<PartCache>,
+    pub(crate) mem: Arc<PartCache>,
     /// The memory budget (the same as [`Reads::budget`]): the object read-ahead reserves from it.
-    pub budget: Arc<Budget>,
+    pub(crate) budget: Arc<Budget>,
     /// Largest part (one GET) of read-ahead (`remote_part`), and largest window (`remote_parallel`
     /// parts): of one reader ([`super::prefetch`]) and of the object read-ahead.
-    pub part: u64,
-    pub window: u64,
+    pub(crate) part: u64,
+    pub(crate) window: u64,
     /// Whether the object read-ahead runs ([`read_ahead`]; `RemoteConfig::object_read_ahead`).
-    pub object_ahead: bool,
+    pub(crate) object_ahead: bool,
     /// `remote_timeout` (for messages).
-    pub timeout: std::time::Duration,
+    pub(crate) timeout: std::time::Duration,
 }
 
 /// An object as opened.
 #[derive(Debug)]
 pub(crate) struct Object {
-    pub key: Key,
-    pub url: String,
-    pub size: u64,
-    pub etag: Option<String>,
-    pub last_modified: DateTime<Utc>,
-    pub changed: AtomicBool,
+    pub(crate) key: Key,
+    pub(crate) url: String,
+    pub(crate) size: u64,
+    pub(crate) etag: Option<String>,
+    pub(crate) last_modified: DateTime<Utc>,
+    pub(crate) changed: AtomicBool,
     /// Why, as first found (said again by every later read).
     why: std::sync::OnceLock<String>,
     /// Its directory in the disk cache, made when first fetched from (`None`: not cached).
@@ -118,11 +118,11 @@ pub(crate) struct Object {
     /// instead of fetching it again.
     inflight: Mutex<std::collections::HashMap<u64, tokio::sync::watch::Receiver<bool>>>,
     /// Unique within the store (cache keys).
-    pub id: u64,
+    pub(crate) id: u64,
 }
 
 impl Object {
-    pub fn new(meta: &ObjectMeta, url: String, id: u64) -> Object {
+    pub(crate) fn new(meta: &ObjectMeta, url: String, id: u64) -> Object {
         Object {
             key: meta.location.clone(),
             url,
@@ -171,7 +171,7 @@ impl Object {
 
     /// Fails if the object is already known to have changed, saying why (a read-ahead may
     /// have found it, which no reader saw fail).
-    pub fn check(&self) -> Result<(), RemoteError> {
+    pub(crate) fn check(&self) -> Result<(), RemoteError> {
         if self.changed.load(Ordering::Relaxed) {
             let why = self
                 .why
@@ -688,7 +688,7 @@ async fn get(
 
 /// How a GET's answer is cut ([`fetch`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// Pieces of this many bytes (the last may be shorter): blocks of the block cache.
     Of(u64),
     /// The chunks the HTTP client received, as they are (no copy): read-ahead parts, which
@@ -706,7 +706,7 @@ pub(crate) struct Pending {
 impl Pending {
     /// Starts fetching `range` of `obj` (cut as `piece` says); the request gives up at
     /// `deadline`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         ctx: &Reads,
         obj: &Arc<Object>,
         range: Range<u64>,
@@ -734,7 +734,11 @@ impl Pending {
     }
 
     /// Waits for the answer until `deadline`.
-    pub fn wait(&mut self, ctx: &Reads, deadline: Instant) -> Result<Vec<Bytes>, RemoteError> {
+    pub(crate) fn wait(
+        &mut self,
+        ctx: &Reads,
+        deadline: Instant,
+    ) -> Result<Vec<Bytes>, RemoteError> {
         let dl = tokio::time::Instant::from_std(deadline);
         let h = &mut self.handle;
         match ctx
@@ -800,7 +804,7 @@ impl std::fmt::Debug for PartCache {
 }
 
 impl PartCache {
-    pub fn new(cap: u64) -> PartCache {
+    pub(crate) fn new(cap: u64) -> PartCache {
         PartCache {
             cap,
             inner: Mutex::new(Inner {
@@ -815,7 +819,7 @@ impl PartCache {
     }
 
     /// Bytes held.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.lock().bytes
     }
 
@@ -835,7 +839,14 @@ impl PartCache {
 
     /// Keeps `data` (bytes of block `block` of object `id` from `start`) if the cache and the
     /// budget have room, evicting the least recently used blocks for it.
-    pub fn insert(&self, budget: &Arc<Budget>, id: u64, block: u64, start: u64, data: Bytes) {
+    pub(crate) fn insert(
+        &self,
+        budget: &Arc<Budget>,
+        id: u64,
+        block: u64,
+        start: u64,
+        data: Bytes,
+    ) {
         let n = data.len() as u64;
         if n == 0 || n > self.cap {
             return;
@@ -873,7 +884,7 @@ impl PartCache {
     }
 
     /// Drops every cached block of object `id`.
-    pub fn forget(&self, id: u64) {
+    pub(crate) fn forget(&self, id: u64) {
         let mut g = self.lock();
         let Inner { lru, bytes } = &mut *g;
         let mut freed = 0;

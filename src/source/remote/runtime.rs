@@ -18,7 +18,7 @@ pub(crate) struct Rt {
 }
 
 impl Rt {
-    pub fn new() -> std::io::Result<Rt> {
+    pub(crate) fn new() -> std::io::Result<Rt> {
         static N: AtomicU64 = AtomicU64::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -33,12 +33,12 @@ impl Rt {
         })
     }
 
-    pub fn handle(&self) -> &Handle {
+    pub(crate) fn handle(&self) -> &Handle {
         &self.handle
     }
 
     /// Runs `fut` to completion from synchronous code.
-    pub fn block_on<F>(&self, fut: F) -> F::Output
+    pub(crate) fn block_on<F>(&self, fut: F) -> F::Output
     where
         F: Future + Send,
         F::Output: Send,

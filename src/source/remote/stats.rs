@@ -19,30 +19,25 @@ pub struct Stats {
     /// HEAD requests sent (opening files, probing paths).
     pub heads: u64,
     /// LIST requests sent (one per page).
-    pub lists: u64,
+    pub(crate) lists: u64,
     /// Body bytes received by GETs.
     pub bytes_fetched: u64,
     /// Bytes of read-ahead and cached parts held now, and the most ever held at once.
-    pub budget_used: u64,
-    pub budget_peak: u64,
+    pub(crate) budget_used: u64,
+    pub(crate) budget_peak: u64,
     /// The disk cache (`cache_dir`): bytes served from it, bytes written to it, damaged pieces
     /// found (and fetched again), pieces evicted; all 0 without one.
-    pub disk_hit_bytes: u64,
-    pub disk_write_bytes: u64,
-    pub disk_damaged: u64,
-    pub disk_evicted: u64,
+    pub(crate) disk_hit_bytes: u64,
+    pub(crate) disk_write_bytes: u64,
+    pub(crate) disk_damaged: u64,
+    pub(crate) disk_evicted: u64,
 }
 
-impl Stats {
-    /// All requests sent.
-    pub fn requests(&self) -> u64 {
-        self.gets + self.heads + self.lists
-    }
-}
+impl Stats {}
 
 /// Body bytes received by every GET of every store of the process (`tfmount warm`'s "fetched":
 /// what the server sent this run, index and metadata included).
-pub static FETCHED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static FETCHED: AtomicU64 = AtomicU64::new(0);
 
 impl Counters {
     pub(crate) fn add(c: &AtomicU64, n: u64) {

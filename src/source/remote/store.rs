@@ -82,11 +82,11 @@ type Listing = Arc<HashMap<String, (bool, Option<ObjectMeta>)>>;
 /// What every file of a store shares.
 pub(crate) struct Ctx {
     /// What every read of the store's objects shares.
-    pub reads: Arc<Reads>,
+    pub(crate) reads: Arc<Reads>,
     /// `s3://bucket/`, `https://host/`: URLs of keys are this + key.
-    pub prefix: String,
-    pub scheme: Scheme,
-    pub credentials: String,
+    pub(crate) prefix: String,
+    pub(crate) scheme: Scheme,
+    pub(crate) credentials: String,
     lister: Option<Arc<dyn PaginatedListStore>>,
     /// Plain HTTP: tells a directory by a HEAD of `path/`.
     dir_probe: Option<reqwest::Client>,
@@ -124,7 +124,7 @@ impl Ctx {
     }
 
     /// Runs `fut` on the runtime from synchronous code, bounded by `remote_timeout`.
-    pub fn run<T: Send>(
+    pub(crate) fn run<T: Send>(
         &self,
         url: &str,
         fut: impl Future<Output = Result<T, RemoteError>> + Send,
@@ -137,7 +137,7 @@ impl Ctx {
     }
 
     /// An opened object as a file of the store.
-    pub fn file(&self, obj: Object) -> RemoteFile {
+    pub(crate) fn file(&self, obj: Object) -> RemoteFile {
         let meta = self.file_meta(Some(obj.last_modified));
         RemoteFile::new(Arc::clone(&self.reads), obj, meta)
     }
@@ -248,7 +248,7 @@ impl RemoteStore {
     }
 
     /// The store of a parsed URL's bucket or host.
-    pub fn new(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<RemoteStore, RemoteError> {
+    pub(crate) fn new(url: &RemoteUrl, cfg: &RemoteConfig) -> Result<RemoteStore, RemoteError> {
         let built = config::build(url, cfg)?;
         Self::build(
             built.store,
@@ -263,7 +263,8 @@ impl RemoteStore {
 
     /// A store over any `object_store` client (tests: `InMemory`, `ThrottledStore`). Listing
     /// goes through `ObjectStore::list_with_delimiter`.
-    pub fn with_object_store(
+    #[cfg(test)]
+    pub(crate) fn with_object_store(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
         cfg: &RemoteConfig,
@@ -362,11 +363,6 @@ impl RemoteStore {
         })
     }
 
-    /// `s3://bucket/`, `gs://bucket/` or `https://host/`.
-    pub fn prefix(&self) -> &str {
-        &self.ctx.prefix
-    }
-
     /// Where the credentials come from (for a log line at mount).
     pub fn credentials(&self) -> &str {
         &self.ctx.credentials
@@ -413,12 +409,13 @@ impl RemoteStore {
     }
 
     /// The disk cache, if `cache_dir` gave one.
-    pub fn disk_cache(&self) -> Option<&Arc<DiskCache>> {
+    pub(crate) fn disk_cache(&self) -> Option<&Arc<DiskCache>> {
         self.ctx.reads.io.disk.as_ref()
     }
 
     /// Bytes held by the block cache now.
-    pub fn cached_bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn cached_bytes(&self) -> u64 {
         self.ctx.reads.cache.bytes()
     }
 
@@ -751,7 +748,7 @@ impl RemoteStore {
 
     /// Why nothing is at `path` (no object, no `path.index`, no directory), in words: the
     /// error a SOURCE that names nothing gets.
-    pub fn missing(&self, path: &Path) -> RemoteError {
+    pub(crate) fn missing(&self, path: &Path) -> RemoteError {
         let url = self.url_of(path);
         let name = path
             .file_name()
@@ -823,7 +820,7 @@ impl RemoteStore {
     /// cache). Their answers are kept, so the checks
     /// and probes that follow (what SOURCE is, the formats' detection, opening the index) send
     /// none of these again; a failure is not kept, and is met again where it matters.
-    pub fn probe_ahead(&self, path: &Path) {
+    pub(crate) fn probe_ahead(&self, path: &Path) {
         let mut index = path.as_os_str().to_owned();
         index.push(".index");
         let index = PathBuf::from(index);

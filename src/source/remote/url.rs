@@ -11,14 +11,14 @@ use crate::source::remote::RemoteError;
 
 /// Which kind of object store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     S3,
     Gcs,
     Http,
 }
 
 impl Scheme {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scheme::S3 => "s3",
             Scheme::Gcs => "gs",
@@ -29,12 +29,12 @@ impl Scheme {
 
 /// A parsed source URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteUrl {
-    pub scheme: Scheme,
+pub(crate) struct RemoteUrl {
+    pub(crate) scheme: Scheme,
     /// The bucket (`s3`, `gs`), or for `http(s)` the origin `scheme://host[:port]`.
-    pub bucket: String,
+    pub(crate) bucket: String,
     /// The key inside the store, no leading or trailing `/` (`""` for the bucket or host root).
-    pub key: String,
+    pub(crate) key: String,
 }
 
 impl RemoteUrl {
@@ -93,7 +93,7 @@ pub(crate) fn redact(url: &str) -> String {
 ///   refused, as is a fragment (`#...`) and a user name or password (`user:pw@host`).
 ///
 /// Refusals are one line: `URL: not a usable URL: why`.
-pub fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
+pub(crate) fn parse(url: &str) -> Result<RemoteUrl, RemoteError> {
     let (scheme_str, rest) = url
         .split_once("://")
         .ok_or_else(|| bad(url, "expected s3://, gs://, http:// or https://"))?;

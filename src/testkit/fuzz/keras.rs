@@ -19,7 +19,7 @@ use crate::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
 
-pub fn keras(data: &[u8]) {
+pub(crate) fn keras(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
         return;
     };
@@ -144,7 +144,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Seeds: every Keras fixture, checksums as they are recomputed (no change on a sound file).
-pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(
+    fixtures: &std::path::Path,
+) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     let dir = fixtures.join("keras");
     let mut out = Vec::new();
     for rel in [

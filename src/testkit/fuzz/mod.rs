@@ -40,12 +40,12 @@ use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
 
 pub mod keras;
-pub mod ocdbt;
-pub mod orbax_meta;
-pub mod tfjs;
-pub mod tflite;
-pub mod v1;
-pub mod zarr;
+pub(crate) mod ocdbt;
+pub(crate) mod orbax_meta;
+pub(crate) mod tfjs;
+pub(crate) mod tflite;
+pub(crate) mod v1;
+pub(crate) mod zarr;
 
 /// A fuzz target: must return normally for every input.
 pub type Target = fn(&[u8]);
@@ -188,7 +188,7 @@ fn walk_table(t: &Table) {
 /// the promises later arithmetic relies on; a partitioned entry's slices go through the tiling
 /// check (compared with a direct count for small tensors) and the slice-key encoder (whose
 /// keys must sort like the extents they encode).
-pub fn bundle_entry(data: &[u8]) {
+pub(crate) fn bundle_entry(data: &[u8]) {
     if let Ok(h) = bundle::parse_header(data) {
         assert!(h.num_shards >= 1 && h.num_shards <= bundle::MAX_SHARDS as u32);
     }
@@ -314,7 +314,7 @@ fn covered_exactly_once(shape: &[u64], slices: &[Vec<Extent>]) -> bool {
 /// with the input's CRC; bit 1 rewrites the length checksum, passes the right CRC and requires
 /// success whenever the reference parse succeeds; bit 2 does the same for the variant element
 /// checksums; bits 3..8 pick the read chunk size.
-pub fn strings(data: &[u8]) {
+pub(crate) fn strings(data: &[u8]) {
     if data.len() < 7 {
         return;
     }
@@ -482,7 +482,7 @@ const STATE_DIR_CHECKPOINTS: &[&str] = &["model.ckpt-1", "ckpt-2", "a b"];
 /// A `checkpoint` state file: parsed, and resolved in a directory holding a few checkpoints.
 /// Resolution must succeed exactly when the text parses; what it returns must exist, be named
 /// uniquely, and include every listed path whose base name is a checkpoint of the directory.
-pub fn checkpoint_state(data: &[u8]) {
+pub(crate) fn checkpoint_state(data: &[u8]) {
     let dir = scratch_dir();
     for name in STATE_DIR_CHECKPOINTS {
         if std::fs::write(dir.path().join(format!("{name}.index")), b"").is_err() {
@@ -547,7 +547,7 @@ const MAX_SHARD_FILES: usize = 8;
 /// 8; missing ones stay missing). Flags: bit 0 keeps index block checksums as they are; bit 1
 /// verifies tensor CRCs; bit 2 disables the block cache; bits 3..6 pick the read size; bit 6
 /// gives the prefix an empty base name (`dir/`: files `dir/.index`, `dir/.data-*`).
-pub fn checkpoint(data: &[u8]) {
+pub(crate) fn checkpoint(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
@@ -588,7 +588,7 @@ pub fn checkpoint(data: &[u8]) {
 }
 
 /// Splits `data` into at most `max` chunks of `[u32 LE length][bytes]`.
-pub fn split_chunks(mut data: &[u8], max: usize) -> Vec<&[u8]> {
+pub(crate) fn split_chunks(mut data: &[u8], max: usize) -> Vec<&[u8]> {
     let mut out = Vec::new();
     while out.len() < max && data.len() >= 4 {
         let len = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) as usize;
@@ -601,7 +601,7 @@ pub fn split_chunks(mut data: &[u8], max: usize) -> Vec<&[u8]> {
 }
 
 /// Joins chunks in the layout `split_chunks` reads.
-pub fn join_chunks(chunks: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn join_chunks(chunks: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     for c in chunks {
         out.extend_from_slice(&(c.len() as u32).to_le_bytes());
@@ -620,7 +620,7 @@ fn header_of(index: &[u8]) -> Option<bundle::Header> {
 }
 
 /// A fresh scratch directory, in tmpfs where there is one.
-pub fn scratch_dir() -> tempfile::TempDir {
+pub(crate) fn scratch_dir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         if let Ok(d) = tempfile::tempdir_in(shm) {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::formats::orbax::ocdbt::{Manifest, Node, Value};
 
-pub fn ocdbt(data: &[u8]) {
+pub(crate) fn ocdbt(data: &[u8]) {
     let Some((&flags, enc)) = data.split_first() else {
         return;
     };
@@ -39,7 +39,7 @@ pub fn ocdbt(data: &[u8]) {
 
 /// Seeds: every manifest of the Orbax fixtures, and every B+tree node found in their data
 /// files (by its magic number and length).
-pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
         for e in std::fs::read_dir(dir)? {
             let p = e?.path();

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::formats::orbax::tree;
 
-pub fn orbax_meta(data: &[u8]) {
+pub(crate) fn orbax_meta(data: &[u8]) {
     let _ = tree::looks_like(data);
     let Ok(m) = tree::parse(data) else {
         return;
@@ -29,7 +29,7 @@ pub fn orbax_meta(data: &[u8]) {
 }
 
 /// Seeds: every `_METADATA` of `tests/fixtures/orbax/`.
-pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
         for e in std::fs::read_dir(dir)? {
             let p = e?.path();

@@ -21,7 +21,7 @@ use super::{each_served_tensor, scratch_dir, walk_fs};
 /// Most shard files written per input.
 const MAX_SHARDS: usize = 64;
 
-pub fn tfjs(data: &[u8]) {
+pub(crate) fn tfjs(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
@@ -113,7 +113,9 @@ fn served_bytes_are_the_shards(fs: &Fs, paths: &[String], files: &[Vec<u8>]) {
 
 /// Seeds: every TF.js fixture, its shards concatenated in manifest order, with the shard size
 /// the converter cut them at.
-pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(
+    fixtures: &std::path::Path,
+) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     let root = fixtures.join("tfjs");
     let mut out = Vec::new();
     for name in [

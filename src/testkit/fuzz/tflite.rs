@@ -14,7 +14,7 @@ use crate::fs::{Fs, Options};
 
 use super::{each_served_tensor, scratch_dir, walk_fs};
 
-pub fn tflite(data: &[u8]) {
+pub(crate) fn tflite(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
         return;
     };
@@ -52,7 +52,9 @@ pub fn tflite(data: &[u8]) {
     });
 }
 
-pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(
+    fixtures: &std::path::Path,
+) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     let dir = fixtures.join("tflite");
     let mut out = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(&dir)?

@@ -22,7 +22,7 @@ const MAX_FILES: usize = 4;
 /// Most tensors read per input.
 const MAX_TENSORS: usize = 200;
 
-pub fn v1(data: &[u8]) {
+pub(crate) fn v1(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
@@ -129,7 +129,9 @@ fn piece_size(flags: u8) -> usize {
 }
 
 /// Seeds from `tests/fixtures/v1` (the checkpoints of at most 64 KiB): each file set as it is.
-pub fn seeds(fixtures: &std::path::Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(
+    fixtures: &std::path::Path,
+) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     let d = fixtures.join("v1");
     let sets: &[(&str, &[&str])] = &[
         ("single", &["single/model.ckpt-1"]),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::formats::orbax::zarr::ArrayMeta;
 
-pub fn zarr(data: &[u8]) {
+pub(crate) fn zarr(data: &[u8]) {
     let Some((len, rest)) = data.split_first_chunk::<2>() else {
         return;
     };
@@ -47,7 +47,7 @@ pub fn zarr(data: &[u8]) {
 }
 
 /// Seeds: every array of `tests/fixtures/orbax/zarr/ckpt`: its `.zarray` and first chunk.
-pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
+pub(crate) fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<u8>)>> {
     let root = fixtures.join("orbax/zarr/ckpt");
     let mut dirs: Vec<_> = std::fs::read_dir(&root)?
         .filter_map(|e| e.ok().map(|e| e.path()))

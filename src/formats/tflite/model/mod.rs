@@ -27,7 +27,8 @@
     unsafe_op_in_unsafe_fn,
     mismatched_lifetime_syntaxes,
     unused_lifetimes,
-    unreachable_patterns
+    unreachable_patterns,
+    unreachable_pub
 )]
 pub(crate) mod schema_generated;
 
@@ -44,15 +45,16 @@ pub(crate) mod schema_generated;
     unsafe_op_in_unsafe_fn,
     mismatched_lifetime_syntaxes,
     unused_lifetimes,
-    unreachable_patterns
+    unreachable_patterns,
+    unreachable_pub
 )]
 pub(crate) mod metadata_schema_generated;
 
 #[rustfmt::skip]
-#[allow(clippy::all, clippy::pedantic, unreachable_patterns)]
+#[allow(clippy::all, clippy::pedantic, unreachable_patterns, unreachable_pub)]
 mod options_generated;
 
-pub mod render;
+pub(crate) mod render;
 
 use std::collections::HashMap;
 
@@ -82,7 +84,7 @@ pub(crate) fn is_tflite(head: &[u8]) -> bool {
 
 /// Where a buffer's bytes lie in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Buffer {
+pub(crate) enum Buffer {
     /// No data (buffer 0, and the buffers of tensors computed at run time).
     Empty,
     /// `Buffer.data`, inside the flatbuffer.
@@ -93,7 +95,7 @@ pub enum Buffer {
 
 impl Buffer {
     /// `(offset, len)` in the file, `None` for an empty buffer.
-    pub fn extent(&self) -> Option<(u64, u64)> {
+    pub(crate) fn extent(&self) -> Option<(u64, u64)> {
         match *self {
             Buffer::Empty => None,
             Buffer::Inline { offset, len } | Buffer::External { offset, len } => {
@@ -105,56 +107,56 @@ impl Buffer {
 
 /// A tensor's quantization parameters.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Quant {
-    pub scale: Vec<f32>,
-    pub zero_point: Vec<i64>,
-    pub min: Vec<f32>,
-    pub max: Vec<f32>,
-    pub quantized_dimension: i32,
+pub(crate) struct Quant {
+    pub(crate) scale: Vec<f32>,
+    pub(crate) zero_point: Vec<i64>,
+    pub(crate) min: Vec<f32>,
+    pub(crate) max: Vec<f32>,
+    pub(crate) quantized_dimension: i32,
     /// The `details` union's member, when set (custom quantization: scale and zero point do not
     /// apply).
-    pub details: Option<&'static str>,
+    pub(crate) details: Option<&'static str>,
 }
 
 /// One tensor of a subgraph.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Tensor {
-    pub name: String,
+pub(crate) struct Tensor {
+    pub(crate) name: String,
     /// `TensorType` as stored.
-    pub dtype: i8,
-    pub shape: Vec<i32>,
-    pub shape_signature: Option<Vec<i32>>,
-    pub buffer: u32,
-    pub quant: Option<Quant>,
+    pub(crate) dtype: i8,
+    pub(crate) shape: Vec<i32>,
+    pub(crate) shape_signature: Option<Vec<i32>>,
+    pub(crate) buffer: u32,
+    pub(crate) quant: Option<Quant>,
     /// The sparsity parameters, as text, for a sparse tensor.
-    pub sparsity: Option<String>,
-    pub is_variable: bool,
+    pub(crate) sparsity: Option<String>,
+    pub(crate) is_variable: bool,
 }
 
 /// One operator.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Operator {
-    pub opcode_index: u32,
-    pub inputs: Vec<i32>,
-    pub outputs: Vec<i32>,
-    pub intermediates: Vec<i32>,
+pub(crate) struct Operator {
+    pub(crate) opcode_index: u32,
+    pub(crate) inputs: Vec<i32>,
+    pub(crate) outputs: Vec<i32>,
+    pub(crate) intermediates: Vec<i32>,
     /// `builtin_options` and `builtin_options_2`: the union member's name and its fields.
-    pub options: Vec<(&'static str, String)>,
-    pub custom_options: usize,
+    pub(crate) options: Vec<(&'static str, String)>,
+    pub(crate) custom_options: usize,
 }
 
 /// One entry of `Model.operator_codes`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OpCode {
+pub(crate) struct OpCode {
     /// The builtin code (the larger of `builtin_code` and `deprecated_builtin_code`).
-    pub code: i32,
-    pub custom_code: Option<String>,
-    pub version: i32,
+    pub(crate) code: i32,
+    pub(crate) custom_code: Option<String>,
+    pub(crate) version: i32,
 }
 
 impl OpCode {
     /// The builtin operator's name (`CONV_2D`), `CUSTOM` ones' custom code, or the number.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match (
             fb::BuiltinOperator(self.code).variant_name(),
             &self.custom_code,
@@ -167,36 +169,36 @@ impl OpCode {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Subgraph {
-    pub name: Option<String>,
-    pub tensors: Vec<Tensor>,
-    pub inputs: Vec<i32>,
-    pub outputs: Vec<i32>,
-    pub operators: Vec<Operator>,
+pub(crate) struct Subgraph {
+    pub(crate) name: Option<String>,
+    pub(crate) tensors: Vec<Tensor>,
+    pub(crate) inputs: Vec<i32>,
+    pub(crate) outputs: Vec<i32>,
+    pub(crate) operators: Vec<Operator>,
 }
 
 /// One SignatureDef: its key, subgraph, and `(alias, tensor index)` of inputs and outputs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Signature {
-    pub key: String,
-    pub subgraph: u32,
-    pub inputs: Vec<(String, u32)>,
-    pub outputs: Vec<(String, u32)>,
+pub(crate) struct Signature {
+    pub(crate) key: String,
+    pub(crate) subgraph: u32,
+    pub(crate) inputs: Vec<(String, u32)>,
+    pub(crate) outputs: Vec<(String, u32)>,
 }
 
 /// A model, read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Model {
-    pub version: u32,
-    pub description: Option<String>,
-    pub operator_codes: Vec<OpCode>,
-    pub subgraphs: Vec<Subgraph>,
-    pub buffers: Vec<Buffer>,
+pub(crate) struct Model {
+    pub(crate) version: u32,
+    pub(crate) description: Option<String>,
+    pub(crate) operator_codes: Vec<OpCode>,
+    pub(crate) subgraphs: Vec<Subgraph>,
+    pub(crate) buffers: Vec<Buffer>,
     /// `Model.metadata`: `(name, buffer index)`.
-    pub metadata: Vec<(String, u32)>,
-    pub signatures: Vec<Signature>,
+    pub(crate) metadata: Vec<(String, u32)>,
+    pub(crate) signatures: Vec<Signature>,
     /// Bytes of the file the verifier checked (from 0).
-    pub span: u64,
+    pub(crate) span: u64,
 }
 
 /// TensorFlow's name of a `TensorType` (`float32`, `int8`), `None` for one TFLite added after
@@ -231,7 +233,7 @@ pub(crate) fn dtype_name(t: i8) -> Option<&'static str> {
 }
 
 /// Whether the `TensorType` is packed below one byte an element in a buffer (int4, uint4, int2).
-pub fn packed(t: i8) -> bool {
+pub(crate) fn packed(t: i8) -> bool {
     matches!(
         fb::TensorType(t),
         fb::TensorType::INT4 | fb::TensorType::UINT4 | fb::TensorType::INT2
@@ -322,15 +324,15 @@ impl<R: ReadAt + ?Sized> Blocks<'_, R> {
 /// `Model.buffers` that trusts nothing (what it cannot follow it leaves out, and those bytes are
 /// then read). Each list sorted, possibly overlapping.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Payloads {
+pub(crate) struct Payloads {
     /// Payloads of `Buffer.data` of [`SKIP_MIN`] bytes or more (inside the flatbuffer).
-    pub inline: Vec<(u64, u64)>,
+    pub(crate) inline: Vec<(u64, u64)>,
     /// `Buffer.offset`/`size` ranges (after the flatbuffer).
-    pub outside: Vec<(u64, u64)>,
+    pub(crate) outside: Vec<(u64, u64)>,
 }
 
 /// See [`Payloads`].
-pub fn payloads<R: ReadAt + ?Sized>(src: &R) -> Payloads {
+pub(crate) fn payloads<R: ReadAt + ?Sized>(src: &R) -> Payloads {
     let mut b = Blocks {
         src,
         len: src.len(),
@@ -471,7 +473,7 @@ fn not_verified(e: &flatbuffers::InvalidFlatbuffer, len: u64) -> String {
 
 /// Reads the model in `src`. `avoid`: ranges of the file that are not the flatbuffer's (an
 /// appended zip), not read.
-pub fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model> {
+pub(crate) fn parse<R: ReadAt + ?Sized>(src: &R, avoid: &[(u64, u64)]) -> Result<Model> {
     let len = src.len();
     let mut head = [0u8; 8];
     if len < 8 {

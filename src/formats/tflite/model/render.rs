@@ -58,7 +58,7 @@ fn list<T: std::fmt::Display>(v: &[T]) -> String {
 }
 
 /// A sparse tensor's parameters, on one line.
-pub fn sparsity(s: &fb::SparsityParameters<'_>) -> String {
+pub(crate) fn sparsity(s: &fb::SparsityParameters<'_>) -> String {
     let ints = |v: Option<flatbuffers::Vector<'_, i32>>| -> Vec<i32> {
         v.map(|v| v.iter().collect()).unwrap_or_default()
     };
@@ -189,7 +189,7 @@ pub(crate) fn subgraph_txt(m: &Model, k: usize) -> String {
 /// The file names of subgraph `k`'s operators (`0003_CONV_2D.txt`: the index, zero-padded to
 /// sort, and the builtin name or custom code made a file name) and their texts, together at most
 /// [`MAX_GRAPH`] bytes; operators past that get a one-line text saying so.
-pub fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
+pub(crate) fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
     let Some(sg) = m.subgraphs.get(k) else {
         return Vec::new();
     };
@@ -278,7 +278,7 @@ pub fn operators(m: &Model, k: usize) -> Vec<(String, String)> {
 
 /// `signatures.txt`: each SignatureDef's key, subgraph, and its inputs and outputs by alias,
 /// with the tensor each names (index, name, dtype, shape).
-pub fn signatures_txt(m: &Model) -> String {
+pub(crate) fn signatures_txt(m: &Model) -> String {
     let mut s = String::new();
     for sig in &m.signatures {
         let sg = usize::try_from(sig.subgraph)

@@ -24,11 +24,12 @@ pub(crate) const CRC_CHUNK: usize = 256 << 10;
 const TRAILER_LEN: u64 = 5;
 /// Compression types of the block trailer.
 pub(crate) const RAW: u8 = 0;
-pub const SNAPPY: u8 = 1;
+#[cfg(test)]
+pub(crate) const SNAPPY: u8 = 1;
 
 /// Where an entry's value is.
 #[derive(Debug, Clone)]
-pub enum Value {
+pub(crate) enum Value {
     /// `len` bytes at `offset` of the table file (the block is stored uncompressed).
     File { offset: u64, len: u64 },
     /// `len` bytes at `start` of a decompressed block held in memory.
@@ -40,14 +41,10 @@ pub enum Value {
 }
 
 impl Value {
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         match self {
             Value::File { len, .. } | Value::Memory { len, .. } => *len,
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

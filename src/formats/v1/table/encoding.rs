@@ -5,7 +5,7 @@ use crate::parse::dtype::DType;
 
 /// How a value is stored in the typed field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Fixed32,
     Fixed64,
     /// Varint, served as its low `width` bytes (two's complement).
@@ -18,20 +18,20 @@ pub enum Kind {
 
 /// Where a dtype's values are in a TensorProto, and how they are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Encoding {
+pub(crate) struct Encoding {
     /// Number of the typed repeated field.
-    pub field: u32,
-    pub kind: Kind,
+    pub(crate) field: u32,
+    pub(crate) kind: Kind,
     /// Stored values per element (2 for complex: re, im).
-    pub per_elem: u64,
+    pub(crate) per_elem: u64,
     /// Served bytes per value (0 for strings).
-    pub width: u64,
+    pub(crate) width: u64,
 }
 
 /// The encoding of `dtype`'s values in a V1 checkpoint (TensorFlow's `SaveTypeTraits`), or `None`
 /// for dtypes V1 cannot hold. bfloat16, uint32 and uint64, which TensorFlow's V1 writer refuses,
 /// are read from `half_val`, `uint32_val` and `uint64_val` as a TensorProto holds them.
-pub fn encoding(dtype: DType) -> Option<Encoding> {
+pub(crate) fn encoding(dtype: DType) -> Option<Encoding> {
     use crate::parse::dtype::{field as f, Elem};
     let row = dtype.row()?;
     // TensorFlow's V1 writer saves no sub-byte types (their int_val holds whole ints).

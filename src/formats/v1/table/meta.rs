@@ -17,15 +17,15 @@ use crate::proto::{TensorShapeProto, TensorSliceProto, VersionDef};
 
 /// One `SavedSliceMeta`: a tensor and the slices of it this file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetaTensor {
-    pub name: Vec<u8>,
-    pub dtype: DType,
+pub(crate) struct MetaTensor {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: DType,
     /// The full tensor's shape (empty if it could not be read; see `error`).
-    pub shape: Vec<u64>,
+    pub(crate) shape: Vec<u64>,
     /// The saved slices, one extent per dimension (`length == -1`: the whole dimension).
-    pub slices: Vec<Vec<Extent>>,
+    pub(crate) slices: Vec<Vec<Extent>>,
     /// Why this tensor cannot be served, if it cannot.
-    pub error: Option<FormatError>,
+    pub(crate) error: Option<FormatError>,
 }
 
 fn proto_err(msg: &str) -> FormatError {
@@ -150,7 +150,7 @@ fn parse_tensor(buf: &[u8]) -> Result<MetaTensor> {
 
 /// A slice's extents, checked against the tensor's shape (TensorFlow's `TensorSlice` rules: an
 /// extent without a length, or with length -1, is the whole dimension).
-pub fn extents(s: &TensorSliceProto, shape: &[u64]) -> Result<Vec<Extent>> {
+pub(crate) fn extents(s: &TensorSliceProto, shape: &[u64]) -> Result<Vec<Extent>> {
     if s.extent.len() != shape.len() || s.extent.len() > MAX_RANK {
         return Err(FormatError::BadEntry(
             "slice rank differs from the shape".into(),

@@ -13,10 +13,10 @@
 //! value has a `meta` message (a V2 `.index` has a `BundleHeaderProto` there, whose field 1 is a
 //! varint).
 
-pub mod block;
-pub mod encoding;
-pub mod meta;
-pub mod values;
+pub(crate) mod block;
+pub(crate) mod encoding;
+pub(crate) mod meta;
+pub(crate) mod values;
 mod window;
 
 use block::{find_in_block, find_in_table_block, Value, RAW};
@@ -54,7 +54,7 @@ pub(crate) const MAX_META_LEN: u64 = MAX_BLOCK_LEN as u64;
 
 /// An opened V1 table file.
 #[derive(Debug)]
-pub struct V1Table {
+pub(crate) struct V1Table {
     index: Block,
     handles: Vec<BlockHandle>,
     tensors: Vec<MetaTensor>,
@@ -73,7 +73,7 @@ fn read_index<R: ReadAt + ?Sized>(file: &R) -> Result<(Block, Vec<BlockHandle>)>
 impl V1Table {
     /// Opens a V1 table: reads the footer, the index block and the meta entry (its block's CRC
     /// verified). Fails if the file is not a V1 table.
-    pub fn open<R: ReadAt + ?Sized>(file: &R) -> Result<V1Table> {
+    pub(crate) fn open<R: ReadAt + ?Sized>(file: &R) -> Result<V1Table> {
         let (index, handles) = read_index(file)?;
         let first = *handles.first().ok_or_else(|| not_v1("no data blocks"))?;
         let value = find_in_table_block(file, first, b"", false)?
@@ -105,11 +105,12 @@ impl V1Table {
     }
 
     /// The tensors of the meta, in its order (one per `SavedSliceMeta`; a name may repeat).
-    pub fn tensors(&self) -> &[MetaTensor] {
+    pub(crate) fn tensors(&self) -> &[MetaTensor] {
         &self.tensors
     }
 
-    pub fn num_blocks(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn num_blocks(&self) -> usize {
         self.handles.len()
     }
 
@@ -121,7 +122,7 @@ impl V1Table {
     /// Finds the entry `key` (a slice key): the block it is in, and where its value is. The
     /// block's CRC is verified unless `crc_known_good(block)` says it was before (Snappy blocks
     /// are always checked: they are decompressed whole; see [`block`]).
-    pub fn find<R: ReadAt + ?Sized>(
+    pub(crate) fn find<R: ReadAt + ?Sized>(
         &self,
         file: &R,
         key: &[u8],
@@ -138,7 +139,7 @@ impl V1Table {
 /// value with a `meta` message (field 1, length-delimited). Reads the footer, the index block,
 /// the first entry's header and the value's top-level field keys; no CRC is checked (opening does
 /// that).
-pub fn probe<R: ReadAt + ?Sized>(file: &R) -> bool {
+pub(crate) fn probe<R: ReadAt + ?Sized>(file: &R) -> bool {
     probe_inner(file).unwrap_or(false)
 }
 

@@ -40,9 +40,9 @@ const MAX_SLICE_PROTO: u64 = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cursor {
     /// Values before this position.
-    pub value: u64,
+    pub(crate) value: u64,
     /// Served bytes before this position.
-    pub served: u64,
+    pub(crate) served: u64,
     /// Next byte to decode (offset in the source).
     pos: u64,
     /// End of the packed run `pos` is inside (`<= pos` between fields).
@@ -60,7 +60,7 @@ enum Layout {
 /// The located values of one saved slice: where its TensorProto is in the source (the table file,
 /// or a decompressed block) and how to read its values.
 #[derive(Debug, Clone)]
-pub struct SliceValues {
+pub(crate) struct SliceValues {
     enc: Encoding,
     /// Number of stored values (elements × `per_elem`).
     values: u64,
@@ -607,16 +607,16 @@ fn for_each_len_field<R: ReadAt + ?Sized>(
 
 /// What the scan is told about the slice it must find.
 #[derive(Debug, Clone, Copy)]
-pub struct Expect<'a> {
-    pub name: &'a [u8],
-    pub shape: &'a [u64],
-    pub slice: &'a [Extent],
-    pub dtype: DType,
+pub(crate) struct Expect<'a> {
+    pub(crate) name: &'a [u8],
+    pub(crate) shape: &'a [u64],
+    pub(crate) slice: &'a [Extent],
+    pub(crate) dtype: DType,
 }
 
 impl Expect<'_> {
     /// Elements of the slice; `None` if an extent lies outside the shape or the count overflows.
-    pub fn elements(&self) -> Option<u64> {
+    pub(crate) fn elements(&self) -> Option<u64> {
         if self.shape.len() != self.slice.len() {
             return None;
         }
@@ -828,17 +828,19 @@ fn scan_values<R: ReadAt + ?Sized>(
 }
 
 impl SliceValues {
-    pub fn encoding(&self) -> Encoding {
+    #[cfg(test)]
+    pub(crate) fn encoding(&self) -> Encoding {
         self.enc
     }
 
     /// Number of stored values (elements × values per element).
-    pub fn values(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn values(&self) -> u64 {
         self.values
     }
 
     /// Size of the served bytes of this slice.
-    pub fn served_len(&self) -> u64 {
+    pub(crate) fn served_len(&self) -> u64 {
         self.served
     }
 
@@ -849,7 +851,7 @@ impl SliceValues {
     }
 
     /// Number of position marks kept.
-    pub fn marks(&self) -> usize {
+    pub(crate) fn marks(&self) -> usize {
         match &self.layout {
             Layout::Direct { .. } => 0,
             Layout::Marks(m) => m.len(),
@@ -1001,7 +1003,10 @@ impl SliceValues {
 
     /// The string elements from the first on: `next()` gives each one's `(offset, length)` in
     /// the source.
-    pub fn elements<'a, R: ReadAt + ?Sized>(&'a self, src: &'a R) -> Result<Elements<'a, R>> {
+    pub(crate) fn elements<'a, R: ReadAt + ?Sized>(
+        &'a self,
+        src: &'a R,
+    ) -> Result<Elements<'a, R>> {
         let Layout::Marks(marks) = &self.layout else {
             return Err(FormatError::BadEntry("not a string slice".into()));
         };
@@ -1048,7 +1053,7 @@ pub(crate) fn emit_string<R: ReadAt + ?Sized>(
 }
 
 /// String elements in order (see [`SliceValues::elements`]).
-pub struct Elements<'a, R: ReadAt + ?Sized> {
+pub(crate) struct Elements<'a, R: ReadAt + ?Sized> {
     sc: Scanner<'a, R>,
     c: Cursor,
     n: u64,
@@ -1056,7 +1061,7 @@ pub struct Elements<'a, R: ReadAt + ?Sized> {
 
 impl<R: ReadAt + ?Sized> Elements<'_, R> {
     /// Index of the element `next` gives.
-    pub fn index(&self) -> u64 {
+    pub(crate) fn index(&self) -> u64 {
         self.c.value
     }
 

@@ -18,7 +18,7 @@ pub(crate) struct Window<'a, R: ReadAt + ?Sized> {
 
 impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
     /// A window over `[.., end)` of `src`; `end` is clamped to the source's length.
-    pub fn new(src: &'a R, end: u64) -> Self {
+    pub(crate) fn new(src: &'a R, end: u64) -> Self {
         Window {
             src,
             end: end.min(src.len()),
@@ -29,7 +29,7 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
 
     /// The bytes from `pos` on: at least `want` of them unless the end comes first (then all up
     /// to the end). `pos` past the end is an error.
-    pub fn get(&mut self, pos: u64, want: usize) -> Result<&[u8]> {
+    pub(crate) fn get(&mut self, pos: u64, want: usize) -> Result<&[u8]> {
         if pos > self.end {
             return Err(FormatError::BadBlock("read past the end of its range"));
         }
@@ -61,13 +61,13 @@ impl<'a, R: ReadAt + ?Sized> Window<'a, R> {
     }
 
     /// Exactly `n` bytes at `pos` (`n` small: a key, a header).
-    pub fn exact(&mut self, pos: u64, n: usize) -> Result<&[u8]> {
+    pub(crate) fn exact(&mut self, pos: u64, n: usize) -> Result<&[u8]> {
         let b = self.get(pos, n)?;
         b.get(..n).ok_or(FormatError::BadBlock("truncated"))
     }
 
     /// The varint at `pos`, which must end before `limit`; returns it and the offset after it.
-    pub fn varint(&mut self, pos: u64, limit: u64) -> Result<(u64, u64)> {
+    pub(crate) fn varint(&mut self, pos: u64, limit: u64) -> Result<(u64, u64)> {
         let avail = limit.min(self.end).saturating_sub(pos).min(10) as usize;
         let b = self.get(pos, avail)?;
         let (v, n) = varint::decode_u64(&b[..avail.min(b.len())]).ok_or(FormatError::BadVarint)?;
