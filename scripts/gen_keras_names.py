@@ -2,7 +2,7 @@
 """Keras 3's own names of the variables in tests/fixtures/keras/model.keras, mapped to the HDF5
 datasets Keras stores them under: tests/fixtures/keras/expected/names.json.
 
-The expected values of `names/` for `.keras` files (tests/keras.rs). Each variable of the model
+The expected values of `names/` for `.keras` files (tests/formats/keras.rs). Each variable of the model
 and of its optimizer is given a value no other one has (`v.assign`), the weights are saved with
 `save_weights`, and each dataset is matched, by its bytes as h5py reads them, to the variable
 that holds them: ``{"variable path": "dataset path without the leading /"}``.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate ``tests/fixtures/graphs/tf2_signatures/``: a small TF2 SavedModel whose functions
 exercise every branch of ``saved_model_cli show --all``'s ``Concrete Functions:`` printer, for
-tfmount's ``signatures.txt`` test (``tests/graphs.rs``).
+tfmount's ``signatures.txt`` test (``tests/core/graphs.rs``).
 
 How to run (TensorFlow virtualenv kept OUTSIDE the repository), from the repository root::
 

@@ -1,4 +1,4 @@
-"""What TensorFlow reads from each TFLite fixture, for tests/conformance.rs.
+"""What TensorFlow reads from each TFLite fixture, for tests/core/conformance.rs.
 
 For every model in tests/fixtures/tflite/ (or the paths given), subgraph 0's tensors that hold
 data, as `tf.lite.Interpreter.get_tensor` returns them: name, numpy dtype, shape, and the sha256

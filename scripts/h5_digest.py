@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What h5py reads from HDF5 and .keras files, damaged or not: one JSON record per input.
 
-Used by tests/keras_hostile.rs, which damages the Keras fixtures thousands of ways and checks
+Used by tests/formats/keras_hostile.rs, which damages the Keras fixtures thousands of ways and checks
 that every tensor tfmount serves from a damaged file is what h5py reads from it (or that tfmount
 fails where h5py does). One process for all inputs: spawning a Python per input would cost
 more than the test's whole time budget.

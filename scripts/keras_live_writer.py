@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains a tiny Keras 3 model into DIR with ModelCheckpoint while a test watches a live mount of
-DIR (tests/keras_live.rs).
+DIR (tests/mount/keras_live.rs).
 
 usage: keras_live_writer.py DIR EPOCHS SLEEP
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes checkpoints into DIR with real TensorFlow while a test watches a live mount of DIR
-(tests/live.rs).
+(tests/mount/live.rs).
 
 usage: live_writer.py tf2|tf1 DIR
 

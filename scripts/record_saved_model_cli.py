@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Record the real ``saved_model_cli show --all`` output of every graph fixture tfmount renders a
-``signatures.txt`` for; ``tests/graphs.rs`` compares each meta graph's ``signatures.txt`` with it.
+``signatures.txt`` for; ``tests/core/graphs.rs`` compares each meta graph's ``signatures.txt`` with it.
 
 How to run
 ----------

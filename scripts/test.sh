@@ -35,7 +35,7 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
     echo "installing fuse3"
     apt_install fuse3
 fi
-# tests/containers.rs: capsh drops CAP_SYS_ADMIN (unshare and setpriv are util-linux's).
+# tests/cli/containers.rs: capsh drops CAP_SYS_ADMIN (unshare and setpriv are util-linux's).
 if ! command -v capsh >/dev/null 2>&1 && [ ! -x /usr/sbin/capsh ] && [ ! -x /sbin/capsh ]; then
     echo "installing libcap2-bin (capsh)"
     apt_install libcap2-bin

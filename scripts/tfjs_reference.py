@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What tfjs-core's loader makes of a TF.js model directory, with numpy: the reference of
-tests/tfjs_hostile.rs.
+tests/formats/tfjs_hostile.rs.
 
 Reads directory paths on stdin, one a line; for each prints one JSON line:
 ``{"dir": ..., "parsed": bool, "weights": {name: sha256 hex of the served bytes | null}}``.

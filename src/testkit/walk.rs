@@ -3,7 +3,7 @@
 //! read a file, read a link, get a node's key), returning every node below the root by its
 //! `/`-joined path.
 //!
-//! Used by the core tests (`tests/core.rs`), the real-mount tests (`walk_files` in
+//! Used by the core tests (`tests/core/fs_core.rs`), the real-mount tests (`walk_files` in
 //! `tests/common/mod.rs`), the reference-model and layout tests, and the fuzz harness
 //! ([`crate::testkit::fuzz`]).
 //!

@@ -1,11 +1,17 @@
-//! What the hostile-input sweeps share (`tests/*_hostile.rs`): damage to a file, reading a
-//! served file whole through `Fs`, running thousands of inputs with their panics caught and
-//! reported quietly, and a scratch directory in tmpfs.
+//! The hostile-input harness the sweeps configure (`tests/formats/*_hostile.rs`, the
+//! conformance suite's damage): damage to a file ([`Damage`], [`damages`]), a damaged source
+//! opened as a mount would ([`open`]) and its files visited ([`each_file`]) and read whole
+//! ([`read_to_size`]), and a [`Sweep`] that serves thousands of inputs, each with its panic caught
+//! and reported quietly and its largest allocation measured (the `formats` suite installs the
+//! tracking allocator, `tests/formats/main.rs`), counting what each format's oracle found; and a
+//! scratch directory in tmpfs.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use tfmount::fs::Fs;
+use tfmount::fs::{DirEntry, Fs, Kind, Options, ROOT};
+use tfmount::testkit::rng::Rng;
+use tfmount::testkit::tracking_alloc::largest_allocation;
 
 /// One damage of one file.
 #[derive(Debug, Clone, Copy)]
@@ -38,9 +44,147 @@ impl Damage {
     }
 }
 
+/// The damages a sweep gives a file of `len` bytes: every truncation up to `cut_all` bytes, then
+/// one every `cut_stride` bytes; then `flips` single-bit flips at places drawn from `rng` (the
+/// place, then the bit).
+pub fn damages(
+    len: usize,
+    cut_all: usize,
+    cut_stride: usize,
+    flips: usize,
+    rng: &mut Rng,
+) -> Vec<Damage> {
+    let mut out: Vec<Damage> = (0..len.min(cut_all)).map(Damage::Cut).collect();
+    out.extend((cut_all..len).step_by(cut_stride).map(Damage::Cut));
+    for _ in 0..flips {
+        let at = rng.index(len);
+        out.push(Damage::Flip(at, 1 << rng.index(8)));
+    }
+    out
+}
+
+/// A (damaged) source opened as a mount of it would be, for a sweep: probed, its derived views
+/// listed (so that they are walked and read too), nothing followed live.
+pub fn open(path: &Path) -> Result<Fs, String> {
+    let probed = tfmount::probe::probe(path).map_err(|e| e.to_string())?;
+    let opts = Options {
+        live: false,
+        ..crate::common::views_listed()
+    };
+    Fs::new(&probed, &opts).map_err(|e| e.to_string())
+}
+
+/// Visits every entry but directories below directory `from` of `fs` (depth first, in listing
+/// order), with the directory it is in and its path from `from` (`/`-separated, from `at`); a
+/// directory that does not list is passed over.
+pub fn each_file(fs: &Fs, from: u64, at: &str, mut visit: impl FnMut(u64, &DirEntry, &str)) {
+    let mut todo = vec![(from, at.to_string())];
+    while let Some((d, at)) = todo.pop() {
+        let mut entries = Vec::new();
+        let listed = fs.readdir(d, 0, |e| {
+            entries.push(e);
+            false
+        });
+        if listed.is_err() {
+            continue;
+        }
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let p = format!("{at}/{}", String::from_utf8_lossy(&e.name));
+            if e.kind == Kind::Dir {
+                todo.push((e.ino, p));
+                continue;
+            }
+            visit(d, &e, &p);
+        }
+    }
+}
+
+/// The key a served file names (its `user.tfmount.key`), or `fallback`.
+pub fn key_of(fs: &Fs, ino: u64, fallback: impl FnOnce() -> String) -> String {
+    fs.getxattr(ino, tfmount::fs::KEY_XATTR.as_bytes())
+        .map(|k| String::from_utf8_lossy(&k).into_owned())
+        .unwrap_or_else(|_| fallback())
+}
+
+/// One sweep of damaged inputs: each served under [`in_input`] with its largest allocation
+/// measured, the panics and the allocations over `max_allocation` recorded against the input,
+/// and what the format's oracle found wrong; the counts a sweep reports.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    pub max_allocation: usize,
+    pub inputs: usize,
+    pub opened: usize,
+    pub panics: Vec<String>,
+    pub big: Vec<String>,
+    pub wrong: Vec<String>,
+}
+
+impl Sweep {
+    /// A sweep allowing no single allocation over `max_allocation` bytes per input (and the
+    /// panic hook that keeps the inputs' panics quiet installed).
+    pub fn new(max_allocation: usize) -> Sweep {
+        quiet_panics_in_inputs();
+        Sweep {
+            max_allocation,
+            ..Sweep::default()
+        }
+    }
+
+    /// Serves input `what` with `serve`: counted; its allocation over the maximum and its panic
+    /// recorded; what it served, unless it panicked.
+    pub fn input<S>(&mut self, what: &str, serve: impl FnOnce() -> S) -> Option<S> {
+        let mut served = None;
+        let largest = largest_allocation(|| served = Some(in_input(serve)));
+        self.inputs += 1;
+        if largest > self.max_allocation {
+            self.big
+                .push(format!("{what}: one allocation of {largest} bytes"));
+        }
+        match served.expect("ran") {
+            Ok(s) => Some(s),
+            Err(p) => {
+                self.panics.push(format!("{what}: panic: {p}"));
+                None
+            }
+        }
+    }
+
+    /// Adds the counts and findings of `other`.
+    pub fn merge(&mut self, other: Sweep) {
+        self.inputs += other.inputs;
+        self.opened += other.opened;
+        self.panics.extend(other.panics);
+        self.big.extend(other.big);
+        self.wrong.extend(other.wrong);
+    }
+
+    /// The panics, oversized allocations and wrong bytes found, at most `each` of each kind.
+    pub fn failures(&self, each: usize) -> Vec<String> {
+        [&self.panics, &self.wrong, &self.big]
+            .into_iter()
+            .flat_map(|l| l.iter().take(each).cloned())
+            .collect()
+    }
+
+    /// One line: the inputs, and the panics, wrong bytes and oversized allocations found.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} inputs, {} opened; {} panics, {} wrong, {} oversized allocations",
+            self.inputs,
+            self.opened,
+            self.panics.len(),
+            self.wrong.len(),
+            self.big.len()
+        )
+    }
+}
+
 /// The whole file `ino` of `fs`, read in pieces of `piece` bytes; nothing may be read past
 /// the size it was opened with.
-pub fn read_all_in(fs: &Fs, ino: u64, piece: usize) -> Result<Vec<u8>, String> {
+pub fn read_to_size_in(fs: &Fs, ino: u64, piece: usize) -> Result<Vec<u8>, String> {
     let size = fs.open(ino).map_err(|e| e.to_string())?.size;
     let mut out = Vec::new();
     while (out.len() as u64) < size {
@@ -57,9 +201,9 @@ pub fn read_all_in(fs: &Fs, ino: u64, piece: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// [`read_all_in`] pieces of 1 MiB.
-pub fn read_all(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
-    read_all_in(fs, ino, 1 << 20)
+/// [`read_to_size_in`] pieces of 1 MiB.
+pub fn read_to_size(fs: &Fs, ino: u64) -> Result<Vec<u8>, String> {
+    read_to_size_in(fs, ino, 1 << 20)
 }
 
 /// A scratch directory in tmpfs where there is one.

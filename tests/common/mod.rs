@@ -1,13 +1,17 @@
-//! Shared test helpers: fixture manifest, real mounts of the built binary, an NPY header reader
-//! ([`npy`]), synthetic checkpoints ([`synthetic`]); and, from the test kit
+//! The one kit of the test suites (`tests/<suite>/main.rs` each include it as `mod common`):
+//! fixtures and their records, real mounts of the built binary and runs of it, the filesystem
+//! core opened and read without a kernel, an NPY header reader ([`npy`]), synthetic checkpoints
+//! ([`synthetic`]), the hostile-input harness ([`hostile`]); and, from the test kit
 //! (`tfmount::testkit`), the tree walker ([`walk`]), [`requires`] and the random generator.
+//! Each helper is defined here once; a suite uses what it needs.
 #![allow(dead_code, unused_imports)]
 
 pub mod hostile;
 pub mod npy;
 pub mod synthetic;
+pub use tfmount::testkit::requires;
 pub use tfmount::testkit::rng::Rng;
-pub use tfmount::testkit::{requires, walk};
+pub use tfmount::testkit::walk::{self, show};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,9 +19,32 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tfmount::error::FsError;
+use tfmount::fs::{Attr, Fs, ROOT};
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The Keras fixtures (`tests/fixtures/keras`).
+pub fn keras_dir() -> PathBuf {
+    fixtures().join("keras")
+}
+
+/// The TF.js fixtures (`tests/fixtures/tfjs`).
+pub fn tfjs_dir() -> PathBuf {
+    fixtures().join("tfjs")
+}
+
+/// The TFLite fixtures (`tests/fixtures/tflite`).
+pub fn tflite_dir() -> PathBuf {
+    fixtures().join("tflite")
+}
+
+/// The JSON file at `path`; panics naming it.
+pub fn json(path: &Path) -> Value {
+    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 pub fn manifest() -> Vec<Value> {
@@ -36,10 +63,74 @@ pub fn load_json(rel: &str) -> Value {
 }
 
 pub fn sha256_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    hex(&Sha256::digest(b))
+}
+
+/// Lowercase hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The little-endian bytes of float32 values (a tensor's `.bin`).
+pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The filesystem core, no kernel
+// ---------------------------------------------------------------------------------------------
+
+/// `source` opened as the core of a mount of it, its derived views listed ([`views_listed`]).
+pub fn open_fs(source: &Path) -> Result<Fs, String> {
+    let probed = tfmount::probe::probe(source).map_err(|e| e.to_string())?;
+    Fs::new(&probed, &views_listed()).map_err(|e| e.to_string())
+}
+
+/// [`open_fs`]; panics naming the source when it does not open.
+pub fn open_fs_ok(source: &Path) -> Fs {
+    open_fs(source).unwrap_or_else(|e| panic!("{}: {e}", source.display()))
+}
+
+/// The attributes at the `/`-separated `path` below the root (the root itself for an empty
+/// path), looked up component by component.
+pub fn lookup_path(fs: &Fs, path: &[u8]) -> Result<Attr, FsError> {
+    let mut attr = fs.getattr(ROOT)?;
+    if path.is_empty() {
+        return Ok(attr);
+    }
+    for comp in path.split(|&b| b == b'/') {
+        attr = fs.lookup(attr.ino, comp)?;
+    }
+    Ok(attr)
+}
+
+/// Whether the `/`-separated `path` below the root resolves.
+pub fn path_exists(fs: &Fs, path: &[u8]) -> bool {
+    lookup_path(fs, path).is_ok()
+}
+
+/// The whole file at `path` (reads of 64 KiB), or `None` when the path does not resolve.
+pub fn read_path(fs: &Fs, path: &[u8]) -> Option<Vec<u8>> {
+    let a = lookup_path(fs, path).ok()?;
+    Some(read_all(fs, a.ino, 1 << 16, usize::MAX).expect("read"))
+}
+
+/// File `ino` read from offset 0 in reads of `chunk` bytes until one returns nothing or `cap`
+/// bytes are read; asserts that no read returns more than was asked.
+pub fn read_all(fs: &Fs, ino: u64, chunk: usize, cap: usize) -> Result<Vec<u8>, FsError> {
+    let mut out = Vec::new();
+    loop {
+        let r = fs.read(ino, out.len() as u64, chunk)?;
+        assert!(
+            r.len() <= chunk,
+            "read of {chunk} bytes returned {}",
+            r.len()
+        );
+        if r.is_empty() || out.len() >= cap {
+            return Ok(out);
+        }
+        out.extend_from_slice(&r);
+    }
 }
 
 pub fn is_mounted(mp: &Path) -> bool {
@@ -329,6 +420,51 @@ pub fn dir_names(p: &Path) -> Vec<String> {
     v
 }
 
+/// Where the symlink `latest` of mount `mnt` points (empty when there is none).
+pub fn latest(mnt: &Path) -> String {
+    std::fs::read_link(mnt.join("latest"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Makes a FIFO at `p`.
+pub fn mkfifo(p: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// The open descriptors of process `pid` (`/proc/PID/fd`).
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// The descriptors this process holds open on files under `dir`: those of the code a test runs
+/// on `dir`, not the ones the tests running beside it (threads of the same process) hold.
+pub fn open_fds_under(dir: &Path) -> usize {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| {
+        d.flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&dir)))
+            .count()
+    })
+}
+
+/// A remote mount's tree is the local one's, file for file and byte for byte (bar the `source:`
+/// line of `summary.txt`, [`as_local`]); returns how many files it holds (at least one).
+pub fn same_tree(remote: &Path, local: &Path) -> usize {
+    let r = walk_files(remote);
+    assert_eq!(r, walk_files(local), "the same files");
+    assert!(!r.is_empty());
+    for p in &r {
+        let a = std::fs::read(remote.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let a = as_local(p, a);
+        let b = std::fs::read(local.join(p)).expect("local");
+        assert!(a == b, "{}: bytes differ", p.display());
+    }
+    r.len()
+}
+
 /// Polls `f` until it holds; fails after `limit`. Returns how long it took.
 pub fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
     let t0 = Instant::now();
@@ -350,11 +486,28 @@ pub fn stays(d: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// The built tfmount binary as a command, with no standard input.
+pub fn tfmount_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tfmount"));
+    c.stdin(Stdio::null());
+    c
+}
+
 /// Runs the tfmount binary with `args` (no stdin) and returns what it printed and its status.
 pub fn tfmount<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tfmount"))
+    tfmount_command().args(args).output().expect("run tfmount")
+}
+
+/// [`tfmount`] with more environment variables.
+pub fn tfmount_env<S, K, V>(args: &[S], env: &[(K, V)]) -> std::process::Output
+where
+    S: AsRef<std::ffi::OsStr>,
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    tfmount_command()
         .args(args)
-        .stdin(Stdio::null())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("run tfmount")
 }
@@ -395,6 +548,19 @@ pub fn tree_cat(tree: &tfmount::model::open::Tree, path: &str) -> Vec<u8> {
 /// [`tree_cat`] as UTF-8 text.
 pub fn tree_text(tree: &tfmount::model::open::Tree, path: &str) -> String {
     String::from_utf8(tree_cat(tree, path)).expect("utf-8")
+}
+
+/// The bytes `tfmount verify` says it checked (its summary line on standard error).
+pub fn verified_bytes(stderr: &[u8]) -> u64 {
+    let s = String::from_utf8_lossy(stderr);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("verify: "))
+        .unwrap_or_else(|| panic!("no summary line: {s}"));
+    line.split(", ")
+        .find_map(|f| f.strip_suffix(" bytes"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count: {line}"))
 }
 
 /// A command's JSON Lines output (`--json`): one object per non-empty line.

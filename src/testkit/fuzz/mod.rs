@@ -5,7 +5,7 @@
 //! Part of the test kit (`tfmount::testkit::fuzz`), so a target is written once for its users:
 //! - the libFuzzer targets `fuzz/fuzz_targets/*.rs` (`cargo fuzz run TARGET`);
 //! - the stable-toolchain harness `examples/fuzz.rs` (seeds, mutation runs, replays);
-//! - the regression tests `tests/fuzz_regressions.rs` and `tests/keras_hostile.rs` (for the
+//! - the regression tests `tests/formats/fuzz_regressions.rs` and `tests/formats/keras_hostile.rs` (for the
 //!   HDF5 checksum repair).
 //!
 //! It walks trees with the kit's walker ([`crate::testkit::walk`]) and repairs table checksums
