@@ -1,7 +1,7 @@
 //! tfmount: TensorFlow-family model files (checkpoints, SavedModels, Keras, TFLite, TF.js,
 //! Orbax; on local disk or object storage) as read-only directories, without TensorFlow.
 //!
-//! The crate is layered one way, as `docs/architecture.md` maps it (and `tests/architecture.rs`
+//! The crate is layered one way, as `docs/architecture.md` maps it (and `tests/cli/architecture.rs`
 //! checks): the adapters ([`fuse`] over the kernel, [`cmd`] for the command line, `python` for
 //! `import tfmount`, [`mount`] for daemon life) sit over one core, [`fs`] (the tree a mount
 //! shows, inode numbers from [`namespace`]) and [`source`] (local files, object storage and its disk

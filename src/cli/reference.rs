@@ -2,7 +2,7 @@
 //! (`tfmount manpage`, clap_mangen), shell completions (`tfmount completions SHELL`,
 //! clap_complete) and the generated part of `docs/cli.md` ([`markdown`]), so that none of them
 //! can drift from what the command line accepts; and [`check`], which holds a command line of the
-//! documentation's examples to the same definitions (`tests/docs.rs`).
+//! documentation's examples to the same definitions (`tests/cli/docs.rs`).
 
 use std::io::Write;
 

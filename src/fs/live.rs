@@ -1133,7 +1133,7 @@ mod tests {
     /// A listing's callback asks for each entry's attributes (READDIRPLUS), `latest`'s among
     /// them, while the watcher may be waiting to apply a change: the listing holds no lock
     /// while it calls back, or the two wait for each other forever (seen in
-    /// `tests/live.rs`: a mount whose listing never returned).
+    /// `tests/mount/live.rs`: a mount whose listing never returned).
     #[test]
     fn a_listing_does_not_wait_for_the_watcher() {
         let tmp = tempfile::tempdir().expect("tmp");

@@ -8,7 +8,7 @@
 //! sized by a length the file claims beyond the file's size.
 //!
 //! Checks the crate does not make, so that a damaged file is not read differently from how the
-//! HDF5 library (h5py) reads it (tests/keras_hostile.rs compares the two on thousands of damaged
+//! HDF5 library (h5py) reads it (tests/formats/keras_hostile.rs compares the two on thousands of damaged
 //! files): a symbol-table group's local heap (its free list, as the library checks it on
 //! loading: a heap whose data address moved names every member wrongly) and the order of its
 //! names (the library finds names by binary search); member names non-empty and without `/`;
