@@ -5,6 +5,7 @@ include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
 impl TensorShapeProto {
     /// A shape of `dims` exactly as given (negative or huge dims are kept, for tests that
     /// write hostile shapes).
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn of_dims(dims: &[i64]) -> TensorShapeProto {
         TensorShapeProto {
             dim: dims

@@ -115,8 +115,11 @@ pub(crate) fn attr_column(name: &str) -> &str {
 /// Where a tensor's `.bin` lies verbatim in one source file: every byte of it stored there as
 /// served (contiguous, uncompressed, little-endian, not decoded). See [`TensorData::in_place`].
 pub struct InPlace {
+    // Read by the Python module (arrays mapped in place).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     pub(crate) file: Arc<dyn crate::source::bytes::ByteSource>,
     /// Where the `.bin`'s first byte is in `file`; it is [`TensorData::size`] bytes long.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     pub(crate) offset: u64,
 }
 

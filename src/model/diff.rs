@@ -9,29 +9,33 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::iter::Peekable;
-use std::path::Path;
 
 use super::lines::{closed, escape, Lines, Val};
-use super::open::{one_checkpoint, Ckpt, Item, TensorInfo, Walk};
+use super::open::{Ckpt, Item, TensorInfo, Walk};
 use super::values::{self, Side, Tolerance, ValueDiff};
 
 /// Bytes compared at a time when the bytes decide.
 const CHUNK: usize = 4 << 20;
 
 /// One line of `tfmount diff A B`: its status (`A`, `D`, `T`, `M`, `=`) and the key, unescaped.
+#[cfg(feature = "python")]
 pub(crate) type Line = (String, Vec<u8>);
 
 /// What `tfmount diff A B` prints (with `--exact` and `--same` as asked), as `(status, key)`;
 /// `Err` with the messages `diff` prints when A or B cannot be used or a tensor of them cannot
 /// be read (one per line).
+#[cfg(feature = "python")]
 pub(crate) fn lines(
-    a: &Path,
-    b: &Path,
+    a: &std::path::Path,
+    b: &std::path::Path,
     exact: bool,
     same: bool,
     names: bool,
 ) -> Result<Vec<Line>, String> {
-    let (a, b) = (one_checkpoint(a)?, one_checkpoint(b)?);
+    let (a, b) = (
+        super::open::one_checkpoint(a)?,
+        super::open::one_checkpoint(b)?,
+    );
     if names {
         for (side, ck) in [("A", &a), ("B", &b)] {
             named(ck).map_err(|e| format!("{side} ({}): {e}", ck.prefix().display()))?;

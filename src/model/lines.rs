@@ -69,6 +69,7 @@ impl Lines {
     }
 
     /// Lines kept in memory instead of written: [`Lines::into_pairs`] gives them.
+    #[cfg(feature = "python")]
     pub(crate) fn kept() -> Lines {
         Lines {
             w: None,
@@ -89,6 +90,7 @@ impl Lines {
     }
 
     /// The kept lines of two fields each, as pairs (a missing field empty).
+    #[cfg(feature = "python")]
     pub(crate) fn into_pairs(self) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.kept
             .into_iter()

@@ -62,6 +62,7 @@ pub struct Node {
 
 impl Node {
     /// Its inode number in the [`Fs`] under the tree.
+    #[cfg(feature = "python")]
     pub(crate) fn ino(self) -> u64 {
         self.id
     }
@@ -139,11 +140,13 @@ impl Tree {
     }
 
     /// The tree of an `Fs` built elsewhere (the Python module's, with its options).
+    #[cfg(feature = "python")]
     pub(crate) fn from_fs(fs: Fs) -> Tree {
         Tree { fs }
     }
 
     /// The filesystem core under this tree.
+    #[cfg(feature = "python")]
     pub(crate) fn fs(&self) -> &Fs {
         &self.fs
     }

@@ -32,6 +32,7 @@ const BATCH_BYTES: u64 = 512 << 20;
 
 /// What `tfmount verify SOURCE` finds, as `(key, reason)` in the order it prints them (keys
 /// unescaped); `Err` when SOURCE cannot be used, with the message `verify` prints.
+#[cfg(feature = "python")]
 pub(crate) fn problems(
     source: &Path,
     threads: Option<usize>,

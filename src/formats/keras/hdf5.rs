@@ -36,6 +36,7 @@ use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 /// HDF5's metadata checksum (Jenkins' lookup3 with an initial value of 0), for tools that
 /// repair the checksums of deliberately damaged files (the `keras` fuzz target, the hostile
 /// tests) so that the damage reaches the parsers behind them.
+#[cfg(any(test, feature = "testkit"))]
 pub(crate) fn metadata_checksum(b: &[u8]) -> u32 {
     hdf5_reader::checksum::jenkins_lookup3(b)
 }

@@ -141,6 +141,7 @@ impl StringLayout {
     }
 
     /// The bytes of element `i` (`i < len()`), from the stored tensor.
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn element<'a>(&self, stored: &'a [u8], i: usize) -> &'a [u8] {
         let (src, len) = self.element_range(i);
         &stored[src as usize..(src + len) as usize]
@@ -239,6 +240,7 @@ impl StringLayout {
 /// Checks a stored variant tensor (tf-format.md §4.3): per element a varint64 length, the
 /// serialized `VariantTensorDataProto`, and the masked running CRC so far (over the length as an
 /// 8-byte u64, then the bytes); `masked` is the entry's CRC of the whole.
+#[cfg(any(test, feature = "testkit"))]
 pub(crate) fn verify_variant(stored: &[u8], n: u64, masked: u32) -> Result<()> {
     verify_variant_at(stored, 0, stored.len() as u64, n, masked)
 }
