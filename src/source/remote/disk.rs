@@ -189,6 +189,15 @@ impl OnDisk {
     }
 }
 
+/// Piece `n` of `e` (`len` bytes before its trailer) opened, when its file has a whole piece's
+/// length (its CRC unchecked: for the readers that check what they read another way).
+fn open_whole(e: &Entry, n: u64, len: usize) -> Option<File> {
+    let f = File::open(e.piece_path(n)).ok()?;
+    f.metadata()
+        .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
+        .then_some(f)
+}
+
 /// A range of pieces' files mapped as one, handed out as [`Bytes`] (the mapping lives as long
 /// as they do).
 struct MappedPiece {
@@ -641,13 +650,10 @@ impl DiskCache {
         if let Some(p) = self.lock_opened().get(&(e.serial, piece)).cloned() {
             return p.append_to(v, at, n).is_ok();
         }
-        let Ok(f) = File::open(e.piece_path(piece)) else {
+        let Some(f) = open_whole(e, piece, len) else {
             return false;
         };
-        let read = f
-            .metadata()
-            .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
-            && crate::source::file::pread_append(&f, v, n, at).unwrap_or(false);
+        let read = crate::source::file::pread_append(&f, v, n, at).unwrap_or(false);
         if read {
             self.found(e, piece, len);
         }
@@ -669,14 +675,7 @@ impl DiskCache {
         let mut files = Vec::new();
         for n in pieces.clone() {
             let len = e.piece_len(n)?;
-            let f = File::open(e.piece_path(n)).ok()?;
-            if !f
-                .metadata()
-                .is_ok_and(|m| m.len() == (len + TRAILER) as u64)
-            {
-                return None;
-            }
-            files.push((f, len as u64));
+            files.push((open_whole(e, n, len)?, len as u64));
         }
         let parts: Vec<(&File, u64)> = files.iter().map(|(f, l)| (f, *l)).collect();
         let map = crate::source::mapped::Mapping::concat(&parts)?;
