@@ -188,7 +188,7 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "cache_dir",
         Value::Dir,
         "$TFMOUNT_CACHE_DIR, else $XDG_CACHE_HOME/tfmount, else ~/.cache/tfmount",
-        "Keep what is read from object storage in DIR, on local disk, for later mounts (and other processes) to read instead of fetching it again: pieces of each object under DIR/tfmount-v1/, keyed by URL and the object's ETag (or time) and size, each checked by its CRC-32C when read back. A changed object is fetched anew, never served from old pieces. Safe to share between mounts. `none`: no disk cache (memory only). A DIR that cannot be used (read-only, full) is read without, said once in the log. `tfmount cache ls DIR` shows it, `tfmount cache clear DIR` empties it.",
+        "Keep what is read from object storage in DIR, on local disk, for later mounts (and other processes) to read instead of fetching it again: pieces of each object under DIR/tfmount-v2/, keyed by URL and the object's ETag (or time) and size, each checked by its CRC-32C when read back. A changed object is fetched anew, never served from old pieces. Safe to share between mounts. `none`: no disk cache (memory only). A DIR that cannot be used (read-only, full) is read without, said once in the log. `tfmount cache ls DIR` shows it, `tfmount cache clear DIR` empties it.",
     ),
     opt(
         "cache_max",

@@ -167,30 +167,32 @@ impl Mapping {
     /// Maps the first `len` bytes of `file` (its length when it was opened); `None` without the
     /// guard, for an empty file, when every slot is taken or when `mmap` fails.
     pub(crate) fn new(file: &std::fs::File, len: u64) -> Option<Mapping> {
-        Self::concat(&[(file, len)])
+        Self::concat(&[(file, 0, len)])
     }
 
-    /// Maps the first `len` bytes of each file one after the other, at consecutive addresses:
-    /// one mapping whose bytes are the files' bytes in order (pieces of an object, kept as
-    /// files, read as one range). Every part but the last must be a whole number of pages.
-    /// `None` as for [`new`](Self::new), or when a part is not.
-    pub(crate) fn concat(parts: &[(&std::fs::File, u64)]) -> Option<Mapping> {
+    /// Maps `len` bytes from byte `at` of each file one after the other, at consecutive
+    /// addresses: one mapping whose bytes are the parts' bytes in order (runs of pieces of an
+    /// object, kept in segment files, read as one range). Every `at` must be a whole number of
+    /// pages, and every part but the last a whole number of pages long. `None` as for
+    /// [`new`](Self::new), or when a part is not.
+    pub(crate) fn concat(parts: &[(&std::fs::File, u64, u64)]) -> Option<Mapping> {
         if !GUARDED.load(Ordering::Acquire) {
             return None;
         }
         let page = PAGE.load(Ordering::Relaxed);
         let mut len = 0usize;
-        for (i, &(_, l)) in parts.iter().enumerate() {
+        for (i, &(_, at, l)) in parts.iter().enumerate() {
             let l = usize::try_from(l).ok().filter(|&l| l > 0)?;
-            if i + 1 < parts.len() && l % page != 0 {
+            if (i + 1 < parts.len() && l % page != 0) || at % page as u64 != 0 {
                 return None;
             }
+            libc::off_t::try_from(at).ok()?;
             len = len.checked_add(l)?;
         }
         if len == 0 {
             return None;
         }
-        let p = if let [(file, _)] = parts {
+        let p = if let [(file, at, _)] = parts {
             // SAFETY: a new shared read-only mapping of an open file; nothing else is at the
             // address the kernel picks.
             unsafe {
@@ -200,7 +202,7 @@ impl Mapping {
                     libc::PROT_READ,
                     libc::MAP_SHARED,
                     file.as_raw_fd(),
-                    0,
+                    *at as libc::off_t,
                 )
             }
         } else {
@@ -220,7 +222,7 @@ impl Mapping {
                 } else {
                     let mut at = 0usize;
                     let mut ok = true;
-                    for &(file, l) in parts {
+                    for &(file, off, l) in parts {
                         let l = l as usize;
                         let q = libc::mmap(
                             (base as usize + at) as *mut libc::c_void,
@@ -228,7 +230,7 @@ impl Mapping {
                             libc::PROT_READ,
                             libc::MAP_SHARED | libc::MAP_FIXED,
                             file.as_raw_fd(),
-                            0,
+                            off as libc::off_t,
                         );
                         if q == libc::MAP_FAILED {
                             ok = false;
@@ -335,20 +337,27 @@ mod tests {
         install_guard().expect("guard");
         let dir = tempfile::tempdir().expect("tempdir");
         let page = PAGE.load(Ordering::Relaxed);
-        // Two whole pages of 1s then 2s (each followed by a trailer that is not mapped), and
-        // a last file of 3s not a whole page long.
+        // Two whole pages of 1s, then a page of 2s that starts one page into its file (after
+        // a page of 9s, as a segment's pieces follow its slots), each followed by a trailer
+        // that is not mapped, and a last file of 3s not a whole page long.
         let mut files = Vec::new();
-        for (i, (fill, len)) in [(1u8, page * 2), (2, page), (3, page / 2 + 5)]
+        for (i, (fill, len, at)) in [(1u8, page * 2, 0), (2, page, page), (3, page / 2 + 5, 0)]
             .into_iter()
             .enumerate()
         {
             let path = dir.path().join(format!("{i}"));
-            let mut v = vec![fill; len];
+            let mut v = vec![9u8; at];
+            v.extend(vec![fill; len]);
             v.extend_from_slice(b"trailer!");
             std::fs::write(&path, &v).expect("write");
-            files.push((std::fs::File::open(&path).expect("open"), len as u64, path));
+            files.push((
+                std::fs::File::open(&path).expect("open"),
+                at as u64,
+                len as u64,
+                path,
+            ));
         }
-        let parts: Vec<_> = files.iter().map(|(f, l, _)| (f, *l)).collect();
+        let parts: Vec<_> = files.iter().map(|(f, a, l, _)| (f, *a, *l)).collect();
         let m = Mapping::concat(&parts).expect("mapped");
         let mut want = vec![1u8; page * 2];
         want.extend(vec![2u8; page]);
@@ -362,10 +371,13 @@ mod tests {
         // A part that is not a whole number of pages is refused unless it is the last.
         let odd: Vec<_> = [2, 0].iter().map(|&i| parts[i]).collect();
         assert!(Mapping::concat(&odd).is_none());
+        // So is a part that does not start on a page.
+        let (f, _, l, _) = &files[1];
+        assert!(Mapping::concat(&[(f, 1, *l)]).is_none());
         // The middle file cut short: its page reads as zeros, the scope sees the fault.
         std::fs::OpenOptions::new()
             .write(true)
-            .open(&files[1].2)
+            .open(&files[1].3)
             .expect("open")
             .set_len(0)
             .expect("truncate");

@@ -150,21 +150,69 @@ fn uncached(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         .expect("tfmount")
 }
 
-/// Bytes of the cache's piece files.
-fn cached_bytes(dir: &Path) -> u64 {
-    walk_files(dir)
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "p"))
-        .map(|p| std::fs::metadata(dir.join(p)).map_or(0, |m| m.len()))
-        .sum()
+/// The cache's layout, as docs/object-storage.md gives it: segment files `<k>.s`, each
+/// starting with a 16-byte slot per piece (its CRC-32C, its length, `tfmc`, a CRC-32C of those
+/// 12 bytes; zeros where no piece is held), piece `i` of a segment at 64 KiB + `i` MiB.
+const HEADER: u64 = 64 << 10;
+const PIECE: u64 = 1 << 20;
+const SLOT: usize = 16;
+
+/// A piece held in a segment file.
+#[derive(Debug, Clone)]
+struct Held {
+    segment: PathBuf,
+    /// The piece's place in its segment, and where its bytes are.
+    index: u64,
+    at: u64,
+    len: u64,
 }
 
-fn pieces(dir: &Path) -> Vec<PathBuf> {
-    walk_files(dir)
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = walk_files(dir)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "p"))
+        .filter(|p| p.extension().is_some_and(|e| e == "s"))
         .map(|p| dir.join(p))
-        .collect()
+        .collect();
+    v.sort();
+    v
+}
+
+fn slot(crc: u32, len: u32) -> [u8; SLOT] {
+    let mut s = [0u8; SLOT];
+    s[..4].copy_from_slice(&crc.to_le_bytes());
+    s[4..8].copy_from_slice(&len.to_le_bytes());
+    s[8..12].copy_from_slice(b"tfmc");
+    let check = crc32c::crc32c(&s[..12]);
+    s[12..].copy_from_slice(&check.to_le_bytes());
+    s
+}
+
+/// The pieces the segment files under `dir` hold (their slots well formed).
+fn held(dir: &Path) -> Vec<Held> {
+    let mut out = Vec::new();
+    for segment in segments(dir) {
+        let b = std::fs::read(&segment).unwrap();
+        for (i, s) in b[..b.len().min(64 * SLOT)].chunks_exact(SLOT).enumerate() {
+            let len = u32::from_le_bytes(s[4..8].try_into().unwrap());
+            if s[8..12] == *b"tfmc"
+                && slot(u32::from_le_bytes(s[..4].try_into().unwrap()), len) == s
+            {
+                let at = HEADER + i as u64 * PIECE;
+                out.push(Held {
+                    segment: segment.clone(),
+                    index: i as u64,
+                    at,
+                    len: u64::from(len),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Bytes of the pieces the cache holds.
+fn cached_bytes(dir: &Path) -> u64 {
+    held(dir).iter().map(|h| h.len).sum()
 }
 
 #[test]
@@ -193,10 +241,7 @@ fn a_remount_reads_the_disk_cache_and_a_changed_object_is_fetched_anew() {
     })
     .sum();
     let on_disk = cached_bytes(s.cache.path());
-    assert!(
-        on_disk >= data && on_disk <= data + 8 * 16,
-        "{on_disk} cached, {data} served"
-    );
+    assert!(on_disk == data, "{on_disk} cached, {data} served");
 
     // A remount: every byte from the cache, not one GET.
     {
@@ -242,7 +287,7 @@ fn a_remount_reads_the_disk_cache_and_a_changed_object_is_fetched_anew() {
     }
     assert!(s.gets() > 0);
     let on_disk = cached_bytes(s.cache.path());
-    assert!(on_disk <= data + 8 * 16, "old versions kept: {on_disk}");
+    assert!(on_disk <= data, "old versions kept: {on_disk}");
 
     // `cache clear` empties it.
     let clear = uncached(&["cache", "clear", dir], &[]);
@@ -261,21 +306,25 @@ fn a_damaged_cache_file_is_fetched_again_never_served() {
         assert!(same_tree(&m.path(), &local.path()) > 40);
     }
     s.gets();
-    let files = pieces(s.cache.path());
-    assert!(files.len() >= 8, "{files:?}");
-    // A flipped byte in every piece, one piece cut short, one emptied.
-    for (i, p) in files.iter().enumerate() {
-        let mut b = std::fs::read(p).unwrap();
-        match i {
-            0 => b.truncate(b.len() / 2),
-            1 => b.clear(),
-            _ => {
-                let mid = b.len() / 3;
-                b[mid] ^= 0x01;
-            }
-        }
-        std::fs::write(p, b).unwrap();
+    let pieces = held(s.cache.path());
+    let segs = segments(s.cache.path());
+    assert!(pieces.len() >= 8 && segs.len() == 3, "{pieces:?}");
+    // A flipped byte in every piece; then the largest segment cut short in its third piece,
+    // and the smallest emptied.
+    for p in &pieces {
+        let mut b = std::fs::read(&p.segment).unwrap();
+        b[(p.at + p.len / 3) as usize] ^= 0x01;
+        std::fs::write(&p.segment, b).unwrap();
     }
+    let size = |p: &PathBuf| std::fs::metadata(p).unwrap().len();
+    let largest = segs.iter().max_by_key(|p| size(p)).unwrap();
+    let smallest = segs.iter().min_by_key(|p| size(p)).unwrap();
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(largest)
+        .unwrap();
+    cut.set_len(HEADER + 2 * PIECE + PIECE / 2).unwrap();
+    std::fs::write(smallest, b"").unwrap();
     let m = s.mount("");
     assert!(same_tree(&m.path(), &local.path()) > 40);
     assert!(s.gets() > 0, "fetched again");
@@ -291,23 +340,20 @@ fn a_damaged_cache_file_is_fetched_again_never_served() {
     // Pieces whose bytes are wrong but whose trailers agree with them (bytes damaged before
     // they were cached): the tensors' CRCs, checked on the cached bytes before any is served,
     // catch them; they are removed and fetched again.
-    // One piece of each data shard (their directories hold more than one piece; the index
-    // is one).
-    let mut shards: Vec<PathBuf> = files
-        .iter()
-        .filter(|p| pieces(p.parent().unwrap()).len() > 1)
-        .filter(|p| p.file_name().is_some_and(|n| n == "1.p"))
-        .cloned()
-        .collect();
-    shards.sort();
-    assert_eq!(shards.len(), 2, "{files:?}");
+    // Piece 1 of each data shard (their segments hold more than one piece; the index's one),
+    // a byte flipped and its slot's CRC made to agree.
+    let pieces = held(s.cache.path());
+    let mut shards: Vec<Held> = pieces.iter().filter(|p| p.index == 1).cloned().collect();
+    shards.sort_by(|a, b| a.segment.cmp(&b.segment));
+    assert_eq!(shards.len(), 2, "{pieces:?}");
     for p in &shards {
-        let mut b = std::fs::read(p).unwrap();
-        let n = b.len() - 8;
-        b[n / 2] ^= 0x40;
-        let crc = crc32c::crc32c(&b[..n]).to_le_bytes();
-        b[n..n + 4].copy_from_slice(&crc);
-        std::fs::write(p, b).unwrap();
+        let mut b = std::fs::read(&p.segment).unwrap();
+        let (a, z) = (p.at as usize, (p.at + p.len) as usize);
+        b[(a + z) / 2] ^= 0x40;
+        let crc = crc32c::crc32c(&b[a..z]);
+        let at = p.index as usize * SLOT;
+        b[at..at + SLOT].copy_from_slice(&slot(crc, p.len as u32));
+        std::fs::write(&p.segment, b).unwrap();
     }
     let m = s.mount("");
     assert!(same_tree(&m.path(), &local.path()) > 40);
@@ -397,7 +443,7 @@ fn cache_max_is_honoured_and_a_killed_daemon_leaves_a_usable_cache() {
     let _ = reader.join();
     s.proxy.clear();
     // A killed writer's leftovers: a temporary file.
-    let some_dir = pieces(s.cache.path())[0].parent().unwrap().to_path_buf();
+    let some_dir = segments(s.cache.path())[0].parent().unwrap().to_path_buf();
     std::fs::write(some_dir.join(".tmp-999999-7"), b"half").unwrap();
     let m2 = s.mount("");
     assert!(same_tree(&m2.path(), &local.path()) > 40);

@@ -669,21 +669,12 @@ fn cached_store(inner: Arc<dyn ObjectStore>, dir: &Path) -> (RemoteStore, Arc<Re
 }
 
 /// Calls `f` on every piece file of the disk cache in `dir`; how many there were.
-fn each_piece(dir: &Path, mut f: impl FnMut(&Path)) -> usize {
-    let mut n = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "p") {
-                f(&p);
-                n += 1;
-            }
-        }
+fn each_piece(dir: &Path, mut f: impl FnMut(&Path, Range<u64>)) -> usize {
+    let held = crate::source::remote::disk::held_pieces(dir);
+    for (p, r) in &held {
+        f(p, r.clone());
     }
-    n
+    held.len()
 }
 
 /// Reads all of `key` through a tensor reader (sequential, 128 KiB at a time) and a few random
@@ -751,10 +742,10 @@ fn a_damaged_cache_file_is_fetched_again_not_served() {
     put(&first, &[("shard", &v)]);
     read_all_ways(&first, "shard", &v);
     first.disk_cache().unwrap().flush(Duration::from_secs(10));
-    // Flip one byte of every piece file on disk.
-    let flipped = each_piece(dir.path(), |p| {
+    // Flip one byte of every piece on disk.
+    let flipped = each_piece(dir.path(), |p, r| {
         let mut b = std::fs::read(p).unwrap();
-        let mid = b.len() / 2;
+        let mid = ((r.start + r.end) / 2) as usize;
         b[mid] ^= 0x10;
         std::fs::write(p, b).unwrap();
     });
@@ -774,16 +765,23 @@ fn cached_pieces_cut_short_under_an_open_reader_are_fetched_again() {
     put(&first, &[("shard", &v)]);
     read_all_ways(&first, "shard", &v);
     first.disk_cache().unwrap().flush(Duration::from_secs(10));
-    // A second store reads every piece in place (no GET), then every piece file is cut to
-    // half while it is open: the same reads give the same bytes, from the store.
+    // A second store reads every piece in place (no GET), then the segment file is cut in the
+    // middle of its first piece while it is open: the same reads give the same bytes, from
+    // the store.
     let (second, rec) = cached_store(inner, dir.path());
     read_all_ways(&second, "shard", &v);
     assert!(rec.take().is_empty(), "read in place");
-    let cut = each_piece(dir.path(), |p| {
-        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
-        f.set_len(f.metadata().unwrap().len() / 2).unwrap();
+    let mut cut_at = std::collections::BTreeMap::new();
+    let held = each_piece(dir.path(), |p, r| {
+        let mid = (r.start + r.end) / 2;
+        let at = cut_at.entry(p.to_path_buf()).or_insert(mid);
+        *at = mid.min(*at);
     });
-    assert_eq!(cut, 7);
+    assert_eq!((held, cut_at.len()), (7, 1), "7 pieces in one segment");
+    for (p, at) in cut_at {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.set_len(at).unwrap();
+    }
     read_all_ways(&second, "shard", &v);
     assert!(!rec.take().is_empty(), "fetched again");
 }
