@@ -12,6 +12,7 @@ pub(crate) mod roles;
 pub mod safetensors;
 pub mod slice_key;
 pub mod table;
+pub(crate) mod table_build;
 pub(crate) mod tensor_proto;
 pub mod varint;
 pub(crate) mod wire;
