@@ -97,7 +97,7 @@ given here they are ignored, with a warning. See docs/containers.md.",
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub(crate) const SUBCOMMANDS: [&str; 13] = [
+pub(crate) const SUBCOMMANDS: [&str; 14] = [
     "mount",
     "mount-helper",
     "list",
@@ -106,6 +106,7 @@ pub(crate) const SUBCOMMANDS: [&str; 13] = [
     "cat",
     "verify",
     "diff",
+    "export",
     "warm",
     "cache",
     "completions",
@@ -167,6 +168,21 @@ instead of keys (a .keras file against the legacy .h5 of the same model). --valu
 each changed tensor's values changed; a quantized tensor (TFLite) is compared by its dequantized \
 float32 values against a float tensor of the same shape.";
 
+const EXPORT_LONG: &str = "Write a new checkpoint at OUT from the tensors of SOURCE (any SOURCE \
+tfmount reads: its one checkpoint, a SavedModel's variables, a checkpoint directory's latest), as \
+variables/ serves them, with the edits given applied in their order: --keep and --drop select by \
+key (globs: * and ? within a path component, ** across), --weights-only keeps what \
+weights.safetensors holds (no optimizer slots or state, no bookkeeping), --rename replaces the \
+first match of a regular expression in each key. --to tf writes a TF V2 checkpoint \
+(OUT.index, OUT.data-NNNNN-of-MMMMM) that TensorFlow reads. Every tensor is checked against what \
+SOURCE stores to check it by (its CRC-32C) and a damaged one stops the export, naming it. \
+Nothing is at OUT until it is whole: the files are written under temporary names beside it, \
+synced, read back against their CRC-32C, then renamed, the .index last; a killed export leaves \
+only temporaries, which the next export there removes. A TF2 checkpoint's object graph is copied \
+as it is; dropping or renaming its tensors is refused unless --no-object-graph (a name-keyed \
+checkpoint, which tf.train.load_checkpoint reads and tf.train.Checkpoint does not restore). \
+docs/export.md has recipes.";
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Mount SOURCE on MOUNTPOINT (the same as `tfmount [OPTIONS] SOURCE MOUNTPOINT`).
@@ -195,6 +211,9 @@ The mount form without `mount` is the same; `tfmount --help` lists the exit code
     /// List the tensors that differ between two checkpoints.
     #[command(long_about = DIFF_LONG)]
     Diff(DiffArgs),
+    /// Write a new checkpoint from SOURCE, with tensors kept, dropped or renamed.
+    #[command(long_about = EXPORT_LONG)]
+    Export(ExportArgs),
     /// Fetch an object-storage checkpoint (or some of its tensors) into the disk cache.
     #[command(long_about = WARM_LONG)]
     Warm(WarmArgs),
@@ -424,6 +443,109 @@ pub(crate) struct CatArgs {
     /// Files of the tree, relative to its root.
     #[arg(required = true)]
     pub(crate) paths: Vec<OsString>,
+}
+
+/// One edit of `export`, in command-line order.
+#[derive(Debug, Clone)]
+pub(crate) enum ExportEdit {
+    Keep(String),
+    Drop(String),
+    WeightsOnly,
+    Rename(String),
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportTo {
+    /// A TF V2 checkpoint (OUT.index, OUT.data-*).
+    Tf,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  tfmount export --weights-only --no-object-graph train/ckpt-42 serve/weights\n  \
+tfmount export --drop 'optimizer/**' --no-object-graph train/ckpt-42 out/ckpt\n  \
+tfmount export --rename '^enc/=encoder/' --dry-run tf1/model.ckpt out/model.ckpt\n  \
+tfmount export model.weights.h5 out/ckpt         # Keras weights as a TF checkpoint\n\n\
+EXIT CODES:\n  0 written (or planned, --dry-run)   1 refused (an edit, a damaged tensor, OUT exists, \
+a write failed: nothing left at OUT)   2 usage error   3 SOURCE unusable\n\n\
+A SOURCE named like a subcommand is written ./ls."
+)]
+pub(crate) struct ExportArgs {
+    #[arg(help = source_help())]
+    pub(crate) source: PathBuf,
+    /// The checkpoint to write: a prefix (OUT.index, OUT.data-*).
+    pub(crate) out: PathBuf,
+    /// What to write.
+    #[arg(long, value_enum, default_value = "tf")]
+    pub(crate) to: ExportTo,
+    /// Keep only the tensors whose key matches GLOB (of those still selected).
+    #[arg(long, value_name = "GLOB", action = ArgAction::Append)]
+    pub(crate) keep: Vec<String>,
+    /// Leave out the tensors whose key matches GLOB.
+    #[arg(long, value_name = "GLOB", action = ArgAction::Append)]
+    pub(crate) drop: Vec<String>,
+    /// Keep only the model's weights: no optimizer slots or state, no bookkeeping.
+    #[arg(long)]
+    pub(crate) weights_only: bool,
+    /// Replace the first match of REGEX in each key (Rust regex syntax; $1, ${name} for groups).
+    #[arg(long, value_name = "REGEX=REPLACEMENT", action = ArgAction::Append)]
+    pub(crate) rename: Vec<String>,
+    /// Leave a TF2 checkpoint's object graph out: a name-keyed checkpoint (TF1 style).
+    #[arg(long)]
+    pub(crate) no_object_graph: bool,
+    /// Bytes per data file at most (K, M, G suffixes); a larger tensor has a file of its own.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub(crate) shard_size: Option<u64>,
+    /// Replace a checkpoint already at OUT.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Print the plan (D KEY, R OLD -> NEW) and what would be written; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// The plan's steps and the summary as JSON Lines (schema: docs/export.md).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The edits in command-line order (from the matches' indices).
+    #[arg(skip)]
+    pub(crate) edits: Vec<ExportEdit>,
+}
+
+/// A size: bytes, or a number with K, M, G (powers of 1024).
+fn size_arg(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or a number with K, M or G)"))
+}
+
+/// `export`'s edits in the order they were given.
+fn export_edits(m: &ArgMatches) -> Vec<ExportEdit> {
+    let mut v: Vec<(usize, ExportEdit)> = Vec::new();
+    let mut take = |id: &str, make: &dyn Fn(String) -> ExportEdit| {
+        if let (Some(idx), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) {
+            for (i, val) in idx.zip(vals) {
+                v.push((i, make(val.clone())));
+            }
+        }
+    };
+    take("keep", &ExportEdit::Keep);
+    take("drop", &ExportEdit::Drop);
+    take("rename", &ExportEdit::Rename);
+    if let Some(i) = m.index_of("weights_only") {
+        if m.get_flag("weights_only") {
+            v.push((i, ExportEdit::WeightsOnly));
+        }
+    }
+    v.sort_by_key(|(i, _)| *i);
+    v.into_iter().map(|(_, e)| e).collect()
 }
 
 #[derive(Debug, clap::Args)]
@@ -710,6 +832,13 @@ pub(crate) fn parse_cli(argv: Vec<OsString>) -> Command {
     let m = cli_command().get_matches_from(argv);
     let parsed = match m.subcommand() {
         Some(("mount", sub)) => mount_args(sub).map(Command::Mount),
+        Some(("export", sub)) => Cli::from_arg_matches(&m).map(|c| match c.command {
+            Command::Export(mut a) => {
+                a.edits = export_edits(sub);
+                Command::Export(a)
+            }
+            other => other,
+        }),
         _ => Cli::from_arg_matches(&m).map(|c| c.command),
     };
     parsed.unwrap_or_else(|e| e.exit())

@@ -1,4 +1,4 @@
-//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`, `warm`, `cache`), those
+//! The subcommands that work without FUSE (`ls`, `cat`, `verify`, `diff`, `export`, `warm`, `cache`), those
 //! that list and stop mounts (`list`, `umount`), and what they share:
 //! the escaping of keys and names in line-oriented output, and writing to a stdout that may be
 //! closed early (`tfmount cat ... | head -c 10` ends quietly).
@@ -11,6 +11,7 @@
 mod cache;
 mod cat;
 mod diff;
+mod export;
 mod list;
 mod ls;
 mod verify;
@@ -64,6 +65,7 @@ pub(crate) fn run(cmd: Command) -> i32 {
         Command::Cat(a) => cat::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Export(a) => export::run(&a),
         Command::Warm(a) => warm::run(&a),
         Command::Cache(c) => cache::run(&c),
         Command::Completions(a) => {

@@ -12,6 +12,7 @@
 //!   Python module.
 
 pub mod diff;
+pub(crate) mod export;
 pub mod lines;
 pub mod open;
 pub mod values;

@@ -400,6 +400,33 @@ impl Verifier {
     }
 }
 
+/// Checks every stored piece of `t` against what its format stores to check it by (a CRC-32C,
+/// or the format's own check), on this thread: the problem in words, naming the file (and the
+/// slice of a partitioned tensor). For `export`, which copies no tensor that fails.
+pub(crate) fn check_tensor(ck: &Ckpt, t: &TensorInfo) -> Result<(), String> {
+    for p in ck.pieces(t)? {
+        ck.piece_present(&p).map_err(|e| label(&p, &e))?;
+        if p.checked_by_core {
+            ck.check_piece(&p).map_err(|e| label(&p, &e))?;
+            continue;
+        }
+        let crc = chunk_crc(ck, &p, 0, p.nbytes).map_err(|e| label(&p, &e))?;
+        match p.crc {
+            Some(stored) if stored != crc => {
+                return Err(label(
+                    &p,
+                    &format!(
+                        "CRC-32C mismatch in {} (stored {stored:#010x}, computed {crc:#010x})",
+                        p.file.display()
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The CRC-32C of bytes `[start, start + len)` of a piece, read [`READ`] bytes at a time.
 fn chunk_crc(ck: &Ckpt, p: &Piece, start: u64, len: u64) -> Result<u32, String> {
     let mut crc = 0u32;

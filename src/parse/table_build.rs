@@ -88,6 +88,7 @@ impl BlockBuilder {
 }
 
 /// `BytewiseComparator::FindShortestSeparator(start, limit)`, in place on `start`.
+#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
 pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
     let min_len = start.len().min(limit.len());
     let diff = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
@@ -102,6 +103,7 @@ pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
 }
 
 /// `BytewiseComparator::FindShortSuccessor(key)`, in place.
+#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
 pub fn find_short_successor(key: &mut Vec<u8>) {
     if let Some(i) = key.iter().position(|&b| b != 0xff) {
         key[i] += 1;
@@ -118,6 +120,7 @@ pub(crate) fn encode_handle(offset: u64, size: u64, out: &mut Vec<u8>) {
 ///
 /// Keys must be added in strictly increasing bytewise order for a valid table; this is not
 /// checked, so a test can deliberately write an unsorted one.
+#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
 pub struct TableBuilder<W: Write> {
     out: W,
     offset: u64,
@@ -134,6 +137,7 @@ pub struct TableBuilder<W: Write> {
 
 impl<W: Write> TableBuilder<W> {
     /// A builder with TensorFlow's defaults: 256 KiB blocks, restart interval 16, no compression.
+    #[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
     pub fn new(out: W) -> Self {
         TableBuilder {
             out,
@@ -150,6 +154,8 @@ impl<W: Write> TableBuilder<W> {
     }
 
     /// Target data block size (default 262144). Small values give many blocks cheaply.
+    #[cfg(any(test, feature = "testkit"))]
+    #[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
     pub fn block_size(mut self, n: usize) -> Self {
         self.block_size = n.max(1);
         self
@@ -169,6 +175,7 @@ impl<W: Write> TableBuilder<W> {
         self
     }
 
+    #[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
         if self.num_entries > 0 && key.len() + value.len() >= 2 * self.block_size {
             self.flush()?;
@@ -220,12 +227,14 @@ impl<W: Write> TableBuilder<W> {
     }
 
     /// Entries added so far.
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn num_entries(&self) -> u64 {
         self.num_entries
     }
 
     /// Writes the last data block, the metaindex and index blocks and the footer; returns the
     /// output and the number of data blocks.
+    #[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
     pub fn finish(mut self) -> io::Result<(W, u64)> {
         self.flush()?;
         let meta = BlockBuilder::new(1).finish();
@@ -248,6 +257,7 @@ impl<W: Write> TableBuilder<W> {
 
 /// The 5-byte trailer of a stored block: `kind` (0 raw, 1 Snappy) and the masked CRC-32C of the
 /// stored contents followed by the kind byte.
+#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
 pub fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
     let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
     let mut trailer = [0u8; BLOCK_TRAILER_LEN];
@@ -258,6 +268,7 @@ pub fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
 
 /// The 48-byte footer naming the metaindex and index blocks (handles as given: they may point
 /// anywhere).
+#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
 pub fn encode_footer(metaindex: BlockHandle, index: BlockHandle) -> Vec<u8> {
     let mut footer = Vec::with_capacity(FOOTER_LEN);
     encode_handle(metaindex.offset, metaindex.size, &mut footer);

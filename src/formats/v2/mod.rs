@@ -5,6 +5,7 @@
 
 pub(crate) mod checkpoint;
 pub mod strings;
+pub(crate) mod write;
 
 use std::collections::HashMap;
 use std::ffi::OsString;

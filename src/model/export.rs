@@ -1,0 +1,373 @@
+//! `export`: a new checkpoint written from any SOURCE tfmount reads, with tensors kept, dropped
+//! or renamed on the way ([`Edit`]s, applied in the order given). The bytes written are the
+//! tensors as `variables/` serves them (a partitioned tensor whole, a quantized TF.js or TFLite
+//! weight as served); every tensor is checked against what its source stores to check it by
+//! before the output is made whole (a damaged source tensor is never copied), and the output
+//! appears at `OUT` only when it is whole ([`crate::formats::v2::write`]).
+//!
+//! Outputs: a TF V2 checkpoint (`--to tf`). A TF2 checkpoint's object graph
+//! (`_CHECKPOINTABLE_OBJECT_GRAPH`) is copied as it is when no tensor is dropped or renamed;
+//! an edit that drops or renames tensors of such a checkpoint is refused (the object graph
+//! would name keys that are gone) unless `--no-object-graph`, which leaves it out and writes a
+//! name-keyed checkpoint (TF1 style: `tf.train.load_checkpoint` and `init_from_checkpoint` read
+//! it; `tf.train.Checkpoint.restore` does not).
+
+use std::path::{Path, PathBuf};
+
+use regex::bytes::Regex;
+
+use super::open::{Ckpt, Item, TensorInfo};
+use crate::formats::v2::write::BundleWriter;
+use crate::parse::dtype::{DType, DT_STRING};
+
+/// A TF2 checkpoint's object graph: the checkpoint's structure, not a weight.
+pub(crate) const OBJECT_GRAPH: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
+
+/// Bytes read from the source at a time.
+const CHUNK: usize = 1 << 20;
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum To {
+    /// A TF V2 checkpoint: `OUT.index`, `OUT.data-*`.
+    Tf,
+}
+
+impl To {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            To::Tf => "tf",
+        }
+    }
+}
+
+/// A glob over keys: `*` and `?` within a path component (not `/`), `**` across components;
+/// anything else stands for itself. It matches a whole key.
+#[derive(Debug, Clone)]
+pub(crate) struct Glob {
+    re: Regex,
+}
+
+impl Glob {
+    pub(crate) fn new(text: &str) -> Result<Glob, String> {
+        let mut re = String::from("^");
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '*' if chars.peek() == Some(&'*') => {
+                    chars.next();
+                    re.push_str(".*");
+                }
+                '*' => re.push_str("[^/]*"),
+                '?' => re.push_str("[^/]"),
+                c => re.push_str(&regex::escape(&c.to_string())),
+            }
+        }
+        re.push('$');
+        let re = Regex::new(&re).map_err(|e| format!("glob {text}: {e}"))?;
+        Ok(Glob { re })
+    }
+
+    pub(crate) fn matches(&self, key: &[u8]) -> bool {
+        self.re.is_match(key)
+    }
+}
+
+/// One edit of the selection, applied in command-line order.
+#[derive(Debug, Clone)]
+pub(crate) enum Edit {
+    /// Only the tensors whose key matches are kept.
+    Keep(Glob),
+    /// The tensors whose key matches go.
+    Drop(Glob),
+    /// Only the model's weights are kept (the selection `weights.safetensors` makes: no
+    /// optimizer slots or state, no bookkeeping).
+    WeightsOnly,
+    /// The first match of the pattern in each key is replaced (`$1`, `${name}` for groups).
+    Rename { re: Regex, to: String },
+}
+
+impl Edit {
+    /// `--rename REGEX=REPLACEMENT`, split at the first `=` (a pattern that needs one writes
+    /// `\x3d`).
+    pub(crate) fn rename(arg: &str) -> Result<Edit, String> {
+        let (pat, to) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("--rename {arg}: expected REGEX=REPLACEMENT"))?;
+        let re = Regex::new(pat).map_err(|e| format!("--rename {arg}: {e}"))?;
+        Ok(Edit::Rename {
+            re,
+            to: to.to_string(),
+        })
+    }
+}
+
+/// How `export` is asked to run.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) to: To,
+    /// Bytes per data file at most (`None`: one).
+    pub(crate) shard_size: Option<u64>,
+    pub(crate) force: bool,
+    pub(crate) dry_run: bool,
+    /// Leave a TF2 checkpoint's object graph out (a name-keyed checkpoint).
+    pub(crate) no_object_graph: bool,
+    pub(crate) edits: Vec<Edit>,
+}
+
+/// One step of the plan, as `--dry-run` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// `D key`: left out.
+    Drop(Vec<u8>),
+    /// `R old -> new`.
+    Rename(Vec<u8>, Vec<u8>),
+}
+
+impl Step {
+    pub(crate) fn line(&self) -> String {
+        let esc = |k: &[u8]| String::from_utf8_lossy(&super::lines::escape(k)).into_owned();
+        match self {
+            Step::Drop(k) => format!("D {}", esc(k)),
+            Step::Rename(a, b) => format!("R {} -> {}", esc(a), esc(b)),
+        }
+    }
+}
+
+/// One tensor to write.
+struct Planned {
+    src: TensorInfo,
+    key: Vec<u8>,
+    dtype: DType,
+}
+
+/// What `export` did (or, with `dry_run`, would do).
+#[derive(Debug, Clone)]
+pub(crate) struct Summary {
+    pub(crate) out: PathBuf,
+    pub(crate) to: To,
+    pub(crate) tensors: u64,
+    pub(crate) bytes: u64,
+    pub(crate) dropped: u64,
+    pub(crate) renamed: u64,
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) dry_run: bool,
+}
+
+/// Writes the checkpoint `out` from `source` as `opts` says; each step of the plan is given to
+/// `step` first (in key order of the source). Errors are one line naming the file or tensor.
+pub(crate) fn export(
+    source: &Path,
+    out: &Path,
+    opts: &Options,
+    step: &mut dyn FnMut(&Step),
+) -> Result<Summary, String> {
+    let ck = super::open::one_checkpoint(source)?;
+    let Plan {
+        tensors: plan,
+        steps,
+        object_graph,
+    } = plan(&ck, opts)?;
+    for s in &steps {
+        step(s);
+    }
+    let dropped = steps.iter().filter(|s| matches!(s, Step::Drop(_))).count() as u64;
+    let renamed = steps.len() as u64 - dropped;
+    let edited = dropped > 0 || renamed > 0;
+    let mut plan = plan;
+    if let Some(og) = object_graph {
+        if opts.no_object_graph {
+            plan.retain(|p| p.src.key != og);
+        } else if edited {
+            return Err(format!(
+                "{}: a TF2 checkpoint, whose object graph ({}) names its tensors' keys: dropping or renaming tensors would leave it naming keys that are gone (its editing is not built yet). --no-object-graph writes a name-keyed checkpoint (TF1 style) without it",
+                source.display(),
+                String::from_utf8_lossy(OBJECT_GRAPH)
+            ));
+        }
+    }
+    let mut summary = Summary {
+        out: out.to_path_buf(),
+        to: opts.to,
+        tensors: plan.len() as u64,
+        bytes: 0,
+        dropped,
+        renamed,
+        files: Vec::new(),
+        dry_run: opts.dry_run,
+    };
+    if opts.dry_run {
+        for p in &plan {
+            summary.bytes += ck.served_size(&p.src).unwrap_or(0);
+        }
+        return Ok(summary);
+    }
+    let mut w = BundleWriter::create(out, opts.shard_size, opts.force)?;
+    // The tensors in the order they are stored (as TensorFlow writes in `Add` order): by key.
+    for p in &plan {
+        write_one(&ck, p, &mut w)?;
+    }
+    let wrote = w.finish()?;
+    summary.bytes = wrote.bytes;
+    summary.files = wrote.files;
+    Ok(summary)
+}
+
+/// What [`plan`] decides.
+struct Plan {
+    /// The tensors to write, with their new keys, in the output's key order.
+    tensors: Vec<Planned>,
+    steps: Vec<Step>,
+    /// The key of the source's object graph, if it has one and it is kept.
+    object_graph: Option<Vec<u8>>,
+}
+
+fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
+    let name = ck.prefix().display().to_string();
+    let mut all = Vec::new();
+    for item in ck.walk() {
+        match item {
+            Item::Tensor(t) => all.push(t),
+            Item::BadEntry { key, reason } => {
+                return Err(format!(
+                    "{name}: {}: {reason} (a damaged source is not exported)",
+                    String::from_utf8_lossy(&key)
+                ))
+            }
+            Item::BadBlock { block, reason, .. } => {
+                return Err(format!(
+                    "{name}: index block {}: {reason} (a damaged source is not exported)",
+                    block + 1
+                ))
+            }
+            Item::MissingShard { file, .. } => {
+                return Err(format!(
+                    "{}: missing (a checkpoint file of {name})",
+                    file.display()
+                ))
+            }
+        }
+    }
+    // Each tensor's current key, or None once dropped.
+    let mut keys: Vec<Option<Vec<u8>>> = all.iter().map(|t| Some(t.key.clone())).collect();
+    for e in &opts.edits {
+        for k in keys.iter_mut() {
+            let Some(key) = k.as_ref() else { continue };
+            let keep = match e {
+                Edit::Keep(g) => g.matches(key),
+                Edit::Drop(g) => !g.matches(key),
+                // The object graph is the checkpoint's structure: kept with the weights.
+                Edit::WeightsOnly => {
+                    crate::formats::weights::is_weight(key) || key.as_slice() == OBJECT_GRAPH
+                }
+                Edit::Rename { .. } => true,
+            };
+            if !keep {
+                *k = None;
+                continue;
+            }
+            if let Edit::Rename { re, to, .. } = e {
+                let new = re.replace(key, to.as_bytes()).into_owned();
+                *k = Some(new);
+            }
+        }
+    }
+    let mut steps = Vec::new();
+    let mut plan = Vec::new();
+    let mut object_graph = None;
+    let mut seen: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
+    for (t, k) in all.into_iter().zip(keys) {
+        let Some(key) = k else {
+            steps.push(Step::Drop(t.key.clone()));
+            continue;
+        };
+        if key.is_empty() {
+            return Err(format!(
+                "{}: renamed to an empty key",
+                String::from_utf8_lossy(&t.key)
+            ));
+        }
+        if let Some(other) = seen.insert(key.clone(), t.key.clone()) {
+            return Err(format!(
+                "{} and {} would both be written as {}",
+                String::from_utf8_lossy(&other),
+                String::from_utf8_lossy(&t.key),
+                String::from_utf8_lossy(&key)
+            ));
+        }
+        if key != t.key {
+            steps.push(Step::Rename(t.key.clone(), key.clone()));
+        }
+        if t.key == OBJECT_GRAPH && key == OBJECT_GRAPH {
+            object_graph = Some(key.clone());
+        }
+        let dtype = DType::from_name(&t.dtype)
+            .filter(|d| *d == DT_STRING || d.elem_size().is_some())
+            .ok_or_else(|| {
+                let k = String::from_utf8_lossy(&t.key);
+                format!(
+                    "{k}: a {} tensor, which export cannot write (--drop '{}' leaves it out)",
+                    t.dtype,
+                    k.replace('\'', "'\\''")
+                )
+            })?;
+        plan.push(Planned { src: t, key, dtype });
+    }
+    // Written in the output's key order.
+    plan.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(Plan {
+        tensors: plan,
+        steps,
+        object_graph,
+    })
+}
+
+/// Streams one tensor from the source into the writer, then checks what was read: against the
+/// stored CRC-32C where the tensor is one stored piece whose bytes are its served bytes (one
+/// read: the CRC of what was written is compared), else by checking its stored pieces the way
+/// `verify` does (a second read).
+fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
+    let show = String::from_utf8_lossy(&p.src.key).into_owned();
+    let refuse = |why: String| format!("{show}: {why}");
+    let served = ck.served_size(&p.src).map_err(&refuse)?;
+    let mut crc = 0u32;
+    if p.dtype == DT_STRING {
+        let mut read = |at: u64, len: usize| ck.read_served(&p.src, at, len);
+        w.add_strings(&p.key, &p.src.shape, served, &mut read)
+            .map_err(&refuse)?;
+    } else {
+        w.add(&p.key, p.dtype, &p.src.shape, |sink| {
+            let mut at = 0u64;
+            while at < served {
+                let n = ((served - at) as usize).min(CHUNK);
+                let mut err = None;
+                let got = ck.read_served_with(&p.src, at, n, |b| {
+                    crc = crc32c::crc32c_append(crc, b);
+                    if let Err(e) = sink(b) {
+                        err = Some(e);
+                    }
+                    b.len()
+                })?;
+                if let Some(e) = err {
+                    return Err(e);
+                }
+                if got != n {
+                    return Err(format!("{got} bytes read at {at}, {n} expected"));
+                }
+                at += n as u64;
+            }
+            Ok(())
+        })
+        .map_err(&refuse)?;
+    }
+    // The one-read check: one stored piece, its CRC that of the bytes served.
+    let stored = match (p.src.partitioned, p.src.crc, p.src.nbytes == served) {
+        (false, Some(c), true) if p.dtype != DT_STRING => Some(c),
+        _ => None,
+    };
+    if stored != Some(crc) {
+        super::verify::check_tensor(ck, &p.src)
+            .map_err(|e| format!("{show}: {e} (a damaged source tensor is never copied)"))?;
+    }
+    Ok(())
+}
