@@ -6,11 +6,11 @@
 //! appears at `OUT` only when it is whole ([`crate::formats::v2::write`]).
 //!
 //! Outputs: a TF V2 checkpoint (`--to tf`). A TF2 checkpoint's object graph
-//! (`_CHECKPOINTABLE_OBJECT_GRAPH`) is copied as it is when no tensor is dropped or renamed;
-//! an edit that drops or renames tensors of such a checkpoint is refused (the object graph
-//! would name keys that are gone) unless `--no-object-graph`, which leaves it out and writes a
-//! name-keyed checkpoint (TF1 style: `tf.train.load_checkpoint` and `init_from_checkpoint` read
-//! it; `tf.train.Checkpoint.restore` does not).
+//! (`_CHECKPOINTABLE_OBJECT_GRAPH`) is copied as it is when no tensor is dropped or renamed,
+//! else edited to follow (`formats::v2::object_graph`: dropped tensors leave their objects,
+//! renames must be object moves); `--no-object-graph` leaves it out and writes a name-keyed
+//! checkpoint (TF1 style: `tf.train.load_checkpoint` and `init_from_checkpoint` read it;
+//! `tf.train.Checkpoint.restore` does not).
 
 use std::path::{Path, PathBuf};
 
@@ -139,6 +139,8 @@ struct Planned {
     src: TensorInfo,
     key: Vec<u8>,
     dtype: DType,
+    /// Its served bytes made here, not read from the source (an edited object graph).
+    made: Option<Vec<u8>>,
 }
 
 /// What `export` did (or, with `dry_run`, would do).
@@ -179,11 +181,10 @@ pub(crate) fn export(
         if opts.no_object_graph {
             plan.retain(|p| p.src.key != og);
         } else if edited {
-            return Err(format!(
-                "{}: a TF2 checkpoint, whose object graph ({}) names its tensors' keys: dropping or renaming tensors would leave it naming keys that are gone (its editing is not built yet). --no-object-graph writes a name-keyed checkpoint (TF1 style) without it",
-                source.display(),
-                String::from_utf8_lossy(OBJECT_GRAPH)
-            ));
+            let made = edited_object_graph(&ck, &plan, &steps)?;
+            if let Some(p) = plan.iter_mut().find(|p| p.src.key == og) {
+                p.made = Some(made);
+            }
         }
     }
     let mut summary = Summary {
@@ -311,7 +312,12 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
                     k.replace('\'', "'\\''")
                 )
             })?;
-        plan.push(Planned { src: t, key, dtype });
+        plan.push(Planned {
+            src: t,
+            key,
+            dtype,
+            made: None,
+        });
     }
     // Written in the output's key order.
     plan.sort_by(|a, b| a.key.cmp(&b.key));
@@ -322,6 +328,45 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
     })
 }
 
+/// The source's object graph edited to follow the plan (`formats::v2::object_graph`), as a
+/// string scalar's served bytes.
+fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Vec<u8>, String> {
+    use prost::Message;
+    let og = plan
+        .iter()
+        .find(|p| p.src.key == OBJECT_GRAPH)
+        .ok_or("no object graph")?;
+    let what = String::from_utf8_lossy(OBJECT_GRAPH);
+    super::verify::check_tensor(ck, &og.src).map_err(|e| format!("{what}: {e}"))?;
+    let served = ck.served_size(&og.src)?;
+    let bytes = ck.read_served(&og.src, 0, served as usize)?;
+    let body = bytes
+        .get(8..)
+        .ok_or_else(|| format!("{what}: not a string scalar"))?;
+    let g = crate::proto::TrackableObjectGraph::decode(body)
+        .map_err(|e| format!("{what}: cannot be parsed: {e}"))?;
+    let mut fate: std::collections::HashMap<String, Option<String>> = plan
+        .iter()
+        .map(|p| {
+            (
+                String::from_utf8_lossy(&p.src.key).into_owned(),
+                Some(String::from_utf8_lossy(&p.key).into_owned()),
+            )
+        })
+        .collect();
+    for s in steps {
+        if let Step::Drop(k) = s {
+            fate.insert(String::from_utf8_lossy(k).into_owned(), None);
+        }
+    }
+    let edited = crate::formats::v2::object_graph::edit(&g, &|k| fate.get(k).cloned())
+        .map_err(|e| format!("{e} (the object graph cannot follow; --no-object-graph writes a name-keyed checkpoint without it)"))?;
+    let body = edited.encode_to_vec();
+    let mut out = (body.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
 /// Streams one tensor from the source into the writer, then checks what was read: against the
 /// stored CRC-32C where the tensor is one stored piece whose bytes are its served bytes (one
 /// read: the CRC of what was written is compared), else by checking its stored pieces the way
@@ -329,6 +374,18 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
 fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
     let show = String::from_utf8_lossy(&p.src.key).into_owned();
     let refuse = |why: String| format!("{show}: {why}");
+    if let Some(made) = &p.made {
+        let mut read = |at: u64, len: usize| {
+            let a = usize::try_from(at).map_err(|e| e.to_string())?;
+            Ok(made
+                .get(a..a.saturating_add(len).min(made.len()))
+                .unwrap_or_default()
+                .to_vec())
+        };
+        return w
+            .add_strings(&p.key, &p.src.shape, made.len() as u64, &mut read)
+            .map_err(&refuse);
+    }
     let served = ck.served_size(&p.src).map_err(&refuse)?;
     let mut crc = 0u32;
     if p.dtype == DT_STRING {

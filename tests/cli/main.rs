@@ -1,4 +1,4 @@
-//! The `cli` suite: the command line as a binary (`ls`, `cat`, `verify`, `diff`, `list`,
+//! The `cli` suite: the command line as a binary (`ls`, `cat`, `verify`, `diff`, `export`, `list`,
 //! `umount`, `mount-helper` in containers), and the repository's own checks: the documentation
 //! holds together, and the room map of `docs/architecture.md` is the code's.
 //!
@@ -12,4 +12,5 @@ mod architecture;
 mod cli;
 mod containers;
 mod docs;
+mod export;
 mod list;

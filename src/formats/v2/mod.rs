@@ -4,6 +4,7 @@
 //! slice, slices under their own keys, unreadable index blocks reported with the keys they hold.
 
 pub(crate) mod checkpoint;
+pub(crate) mod object_graph;
 pub mod strings;
 pub(crate) mod write;
 

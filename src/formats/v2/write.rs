@@ -113,7 +113,8 @@ fn remove_stale(dir: &Path, name: &str) {
 }
 
 impl BundleWriter {
-    /// A writer of the checkpoint `out` (a prefix: `out.index`, `out.data-*`); `shard_size`
+    /// A writer of the checkpoint `out` (a prefix: `out.index`, `out.data-*`; its directory made
+    /// if missing); `shard_size`
     /// bytes per data file at most (a tensor larger than it has one of its own; `None`: one
     /// file). `out` existing (its `.index`) is refused unless `force`.
     pub(crate) fn create(out: &Path, shard_size: Option<u64>, force: bool) -> Result<Self, String> {
@@ -127,9 +128,8 @@ impl BundleWriter {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        if !dir.is_dir() {
-            return Err(format!("{}: no such directory", dir.display()));
-        }
+        // As TensorFlow's saver does, the directory is made if missing.
+        fs::create_dir_all(&dir).map_err(|e| named(&dir, e))?;
         let index = index_path(out);
         if !force && fs::symlink_metadata(&index).is_ok() {
             return Err(format!(
