@@ -52,11 +52,14 @@ fn unescape(s: &str) -> Option<String> {
     Some(out)
 }
 
-/// Each node's path (`None`: not reachable through children) and the parent and child index
-/// it is reached through, by breadth-first search from the root (TensorFlow's shortest path).
-fn paths(g: &TrackableObjectGraph) -> Vec<Option<(String, Option<(usize, usize)>)>> {
+/// A node's path and the parent and child index it is reached through (`None` for the root);
+/// `None` for a node not reachable through children.
+type Reached = Option<(String, Option<(usize, usize)>)>;
+
+/// Each node's [`Reached`], by breadth-first search from the root (TensorFlow's shortest path).
+fn paths(g: &TrackableObjectGraph) -> Vec<Reached> {
     let n = g.nodes.len();
-    let mut out: Vec<Option<(String, Option<(usize, usize)>)>> = vec![None; n];
+    let mut out: Vec<Reached> = vec![None; n];
     if n == 0 {
         return out;
     }
@@ -185,7 +188,7 @@ pub(crate) fn edit(
 #[allow(clippy::too_many_arguments)]
 fn rename_edges(
     g: &TrackableObjectGraph,
-    paths: &[Option<(String, Option<(usize, usize)>)>],
+    paths: &[Reached],
     id: usize,
     path: &str,
     new_path: &str,
