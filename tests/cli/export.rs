@@ -149,7 +149,7 @@ fn tf2_surgery_is_restored_by_tensorflow() {
     let out = |n: &str| dir.path().join(n).join("ckpt");
     let run = |extra: &[&str], to: &Path| {
         let mut a: Vec<&std::ffi::OsStr> = vec!["export".as_ref()];
-        a.extend(extra.iter().map(|s| std::ffi::OsStr::new(s)));
+        a.extend(extra.iter().map(std::ffi::OsStr::new));
         a.push(train.as_os_str());
         a.push(to.as_os_str());
         String::from_utf8(tfmount_ok(&a)).unwrap()
@@ -218,7 +218,7 @@ fn what_is_refused_leaves_nothing_at_out() {
     let out = dir.path().join("o/ckpt");
     let export = |extra: &[&str], src: &Path| {
         let mut a: Vec<&std::ffi::OsStr> = vec!["export".as_ref()];
-        a.extend(extra.iter().map(|s| std::ffi::OsStr::new(s)));
+        a.extend(extra.iter().map(std::ffi::OsStr::new));
         a.push(src.as_os_str());
         a.push(out.as_os_str());
         tfmount(&a)
