@@ -178,10 +178,12 @@ first match of a regular expression in each key. --to tf writes a TF V2 checkpoi
 SOURCE stores to check it by (its CRC-32C) and a damaged one stops the export, naming it. \
 Nothing is at OUT until it is whole: the files are written under temporary names beside it, \
 synced, read back against their CRC-32C, then renamed, the .index last; a killed export leaves \
-only temporaries, which the next export there removes. A TF2 checkpoint's object graph is copied \
-as it is; dropping or renaming its tensors is refused unless --no-object-graph (a name-keyed \
-checkpoint, which tf.train.load_checkpoint reads and tf.train.Checkpoint does not restore). \
-docs/export.md has recipes.";
+only temporaries, which the next export there removes. A TF2 checkpoint's object graph is edited \
+to follow: dropped tensors leave their objects (an optimizer dropped whole leaves the graph), \
+renames must move objects (an edge renamed: ^model/enc/=model/encoder/); what it cannot follow \
+is refused, naming the key, unless --no-object-graph (a name-keyed checkpoint, which \
+tf.train.load_checkpoint reads and tf.train.Checkpoint does not restore). docs/export.md has \
+recipes.";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -463,8 +465,8 @@ pub(crate) enum ExportTo {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "EXAMPLES:\n  tfmount export --weights-only --no-object-graph train/ckpt-42 serve/weights\n  \
-tfmount export --drop 'optimizer/**' --no-object-graph train/ckpt-42 out/ckpt\n  \
+    after_help = "EXAMPLES:\n  tfmount export --weights-only train/ckpt-42 serve/ckpt\n  \
+tfmount export --rename '^model/enc/=model/encoder/' old/ckpt-9 new/ckpt\n  \
 tfmount export --rename '^enc/=encoder/' --dry-run tf1/model.ckpt out/model.ckpt\n  \
 tfmount export model.weights.h5 out/ckpt         # Keras weights as a TF checkpoint\n\n\
 EXIT CODES:\n  0 written (or planned, --dry-run)   1 refused (an edit, a damaged tensor, OUT exists, \
