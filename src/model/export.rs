@@ -387,42 +387,43 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
             .map_err(&refuse);
     }
     let served = ck.served_size(&p.src).map_err(&refuse)?;
-    let mut crc = 0u32;
+    let mut crc = None;
     if p.dtype == DT_STRING {
         let mut read = |at: u64, len: usize| ck.read_served(&p.src, at, len);
         w.add_strings(&p.key, &p.src.shape, served, &mut read)
             .map_err(&refuse)?;
     } else {
-        w.add(&p.key, p.dtype, &p.src.shape, |sink| {
-            let mut at = 0u64;
-            while at < served {
-                let n = ((served - at) as usize).min(CHUNK);
-                let mut err = None;
-                let got = ck.read_served_with(&p.src, at, n, |b| {
-                    crc = crc32c::crc32c_append(crc, b);
-                    if let Err(e) = sink(b) {
-                        err = Some(e);
+        let c = w
+            .add(&p.key, p.dtype, &p.src.shape, |sink| {
+                let mut at = 0u64;
+                while at < served {
+                    let n = ((served - at) as usize).min(CHUNK);
+                    let mut err = None;
+                    let got = ck.read_served_with(&p.src, at, n, |b| {
+                        if let Err(e) = sink(b) {
+                            err = Some(e);
+                        }
+                        b.len()
+                    })?;
+                    if let Some(e) = err {
+                        return Err(e);
                     }
-                    b.len()
-                })?;
-                if let Some(e) = err {
-                    return Err(e);
+                    if got != n {
+                        return Err(format!("{got} bytes read at {at}, {n} expected"));
+                    }
+                    at += n as u64;
                 }
-                if got != n {
-                    return Err(format!("{got} bytes read at {at}, {n} expected"));
-                }
-                at += n as u64;
-            }
-            Ok(())
-        })
-        .map_err(&refuse)?;
+                Ok(())
+            })
+            .map_err(&refuse)?;
+        crc = Some(c);
     }
-    // The one-read check: one stored piece, its CRC that of the bytes served.
+    // The one-read check: one stored piece, its CRC that of the bytes served (and written).
     let stored = match (p.src.partitioned, p.src.crc, p.src.nbytes == served) {
-        (false, Some(c), true) if p.dtype != DT_STRING => Some(c),
+        (false, Some(c), true) => Some(c),
         _ => None,
     };
-    if stored != Some(crc) {
+    if stored.is_none() || stored != crc {
         super::verify::check_tensor(ck, &p.src)
             .map_err(|e| format!("{show}: {e} (a damaged source tensor is never copied)"))?;
     }

@@ -342,3 +342,82 @@ fn what_is_refused_leaves_nothing_at_out() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("would both be written as"));
 }
+
+/// A killed export leaves OUT whole or absent, never half; its temporaries are removed by the
+/// next export into that directory (their process gone), and a live one's are not touched.
+#[test]
+fn a_killed_export_leaves_out_whole_or_absent() {
+    use tfmount::parse::dtype::DType;
+    use tfmount::testkit::rng;
+    use tfmount::testkit::writer::CheckpointWriter;
+    let dir = tempdir();
+    let src = dir.path().join("src/ckpt");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    let mut w = CheckpointWriter::new(&src, 1).unwrap();
+    let tensor = 4usize << 20;
+    for i in 0..16u64 {
+        let key = format!("t{i:02}");
+        w.add(
+            key.as_bytes(),
+            DType(1),
+            &[1 << 20],
+            &rng::bytes(i, tensor),
+            0,
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+    let out = dir.path().join("o/ckpt");
+    let o_dir = dir.path().join("o");
+    let mut killed_before_the_index = 0;
+    for delay_ms in [2u64, 10, 30, 80, 200] {
+        let _ = std::fs::remove_dir_all(&o_dir);
+        let mut child = common::tfmount_command()
+            .args(["export".as_ref(), src.as_os_str(), out.as_os_str()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) of the child we started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        let files = names(&o_dir);
+        let index = dir.path().join("o/ckpt.index");
+        if index.exists() {
+            // Whole: its one data file has every tensor's bytes.
+            let data = std::fs::metadata(dir.path().join("o/ckpt.data-00000-of-00001"))
+                .expect("the index is there, so is the data file");
+            assert_eq!(data.len(), 16 * tensor as u64, "{files:?}");
+        } else {
+            killed_before_the_index += 1;
+            assert!(
+                files.iter().all(|f| f.starts_with(".ckpt.tfmount-tmp-")),
+                "after {delay_ms} ms: {files:?}"
+            );
+        }
+    }
+    assert!(killed_before_the_index > 0, "no kill landed before the end");
+    // The next export removes what a dead process left, not what a live one writes.
+    std::fs::create_dir_all(&o_dir).unwrap();
+    let dead = o_dir.join(".ckpt.tfmount-tmp-999999999.data-0");
+    let live = o_dir.join(format!(".ckpt.tfmount-tmp-{}.data-0", std::process::id()));
+    std::fs::write(&dead, b"left").unwrap();
+    std::fs::write(&live, b"being written").unwrap();
+    tfmount_ok(&[
+        "export".as_ref(),
+        "--force".as_ref(),
+        src.as_os_str(),
+        out.as_os_str(),
+    ]);
+    let files = names(&o_dir);
+    assert!(!dead.exists(), "{files:?}");
+    assert!(live.exists(), "{files:?}");
+    assert_eq!(
+        files
+            .iter()
+            .filter(|f| !f.starts_with('.'))
+            .collect::<Vec<_>>(),
+        ["ckpt.data-00000-of-00001", "ckpt.index"]
+    );
+}

@@ -201,15 +201,15 @@ impl BundleWriter {
     }
 
     /// Adds a tensor of a fixed-size dtype: `size` bytes (its element count times its element
-    /// size), handed over by `fill` through the sink it is given, in order. Fails if `fill`
-    /// does, or hands over another number of bytes.
+    /// size), handed over by `fill` through the sink it is given, in order; returns their
+    /// CRC-32C. Fails if `fill` does, or hands over another number of bytes.
     pub(crate) fn add(
         &mut self,
         key: &[u8],
         dtype: DType,
         shape: &[u64],
         fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
-    ) -> Result<(), String> {
+    ) -> Result<u32, String> {
         let show = String::from_utf8_lossy(key).into_owned();
         let esize = dtype
             .elem_size()
@@ -248,7 +248,7 @@ impl BundleWriter {
             entry: entry(dtype, shape, k, offset, size, crc),
             raw: crc,
         });
-        Ok(())
+        Ok(crc)
     }
 
     /// Adds a string tensor (tf-format.md §4.2) of `n` elements, given as tfmount serves them
