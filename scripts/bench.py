@@ -40,6 +40,9 @@ cache, orbax and issue19, as scripts/bench.sh ran):
   floor       20: load_file, cold/direct_io/warm dd vs memfuse; daemon CPU per GiB
   diff_values 21: diff --values of two 1 GiB checkpoints vs cat of both
   tfjs_floor  22: a 1 GiB TF.js weight in 256 shards vs memfuse
+  export      23: tfmount export of a 1 GiB TF2 checkpoint vs TensorFlow's write of the same
+              variables (tf.train.Checkpoint.write, TF_PYTHON) and cp of its files, to tmpfs
+              (/dev/shm) and to BENCH_TMP's disk; the export's largest RssAnon
   orbax       18: a 1 GiB Orbax checkpoint (ORBAX_PYTHON; scripts/bench_orbax.py)
   cache       19: object storage at scale: nginx limit_rate RATE behind latency_proxy (LAT_MS)
   issue19     issue 19's table, TFMOUNT_BEFORE and this tree alternating (needs TFMOUNT_BEFORE)
@@ -413,6 +416,18 @@ ROWS = [
       K("dv.diff"), base=K("dv.cat"), target=(">=", 0.5), cmd="tfmount diff --values A B; baseline: cat of both data files"),
     R("22", "tfjs_floor", "cold dd of a 1 GiB TF.js weight in 256 shards, memfuse / mount", K("tj.cold.{v}"),
       base=K("tj.mf.cold"), target=(">=", 0.9), versions=True, cmd="dd of MNT/variables/big/kernel.bin; memfuse of the bytes as one file"),
+    # 23: export
+    R("23a", "export", "export of a 1 GiB TF2 checkpoint to tmpfs, TF's write / export", K("ex.shm"),
+      base=K("ex.tf.shm"), target=(">=", 1.0),
+      cmd="tfmount export SRC /dev/shm/...; baseline: tf.train.Checkpoint.write of the same variables to /dev/shm"),
+    R("23b", "export", "the same, cp of the checkpoint's files to tmpfs / export", K("ex.shm"),
+      base=K("ex.cp.shm"), target=(">=", 0.5), cmd="cp SRC.index SRC.data-* /dev/shm/..."),
+    R("23c", "export", "export to BENCH_TMP's disk (fsync included), TF's write (no fsync) / export", K("ex.disk"),
+      base=K("ex.tf.disk"), target=(">=", 0.667), cmd="tfmount export SRC BENCH_TMP/...; baseline: TF's write there"),
+    R("23d", "export", "the same, cp to disk / export", K("ex.disk"), base=K("ex.cp.disk"), target=None,
+      cmd="cp SRC.index SRC.data-* BENCH_TMP/..."),
+    R("23e", "export", "the export's largest RssAnon (MiB) exporting 1 GiB", Max("ex.rss"), unit="MiB",
+      target=("<=", 64), cmd="/proc/PID/status RssAnon, polled every 10 ms"),
     R("22.cpu", "tfjs_floor", "the daemon's CPU for the 1 GiB", K("tj.cpu.{v}"), unit="ticks", versions=True,
       cmd="/proc/PID/stat around the dd"),
 ]
@@ -1524,6 +1539,59 @@ model = {"format": "layers-model", "generatedBy": "bench.py", "convertedBy": Non
 with open(os.path.join(d, "model.json"), "w") as f:
     json.dump(model, f)
 """
+
+
+@section("export", "23: tfmount export of a 1 GiB TF2 checkpoint vs TensorFlow's write and cp")
+def s_export(c):
+    tfpy = find_python(["tensorflow", "numpy"], "TF_PYTHON")
+    if not tfpy:
+        raise Skip("no Python with tensorflow: set TF_PYTHON (scripts/test.sh installs one)")
+    if not os.path.isdir("/dev/shm"):
+        raise Skip("no /dev/shm")
+    shm = tempfile.mkdtemp(prefix="tfmount-bench-export.", dir="/dev/shm")
+    try:
+        src = os.path.join(shm, "src/ckpt")
+        n, elems = 256, 1 << 20  # 256 float32 variables of 4 MiB: 1 GiB
+        files = lambda p: [os.path.join(os.path.dirname(p), f) for f in os.listdir(os.path.dirname(p))
+                           if f.startswith(os.path.basename(p) + ".")]
+        for r in range(c.reps):
+            outs = {"shm": os.path.join(shm, f"tf{r}/ckpt"), "disk": os.path.join(c.work, f"extf{r}/ckpt")}
+            got = c.out([tfpy, os.path.join(REPO, "scripts/bench_export.py"), src, str(n), str(elems),
+                         outs["shm"], outs["disk"]], stderr=subprocess.DEVNULL,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).split()
+            if len(got) != 2:
+                raise Skip("scripts/bench_export.py printed nothing (TensorFlow failed)")
+            c.put("ex.tf.shm", float(got[0]))
+            c.put("ex.tf.disk", float(got[1]))
+            for where, out in outs.items():
+                for f in files(out):
+                    os.remove(f)
+            c.warm(*files(src))
+            for where, base in (("shm", shm), ("disk", c.work)):
+                cp_dir = os.path.join(base, f"cp{r}")
+                os.makedirs(cp_dir, exist_ok=True)
+                c.put(f"ex.cp.{where}", c.timed(["cp", *files(src), cp_dir]))
+                shutil.rmtree(cp_dir)
+                out = os.path.join(base, f"ex{r}/ckpt")
+                t0 = time.perf_counter()
+                p = subprocess.Popen([c.tfmount, "export", src, out], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+                peak = 0
+                while p.poll() is None:
+                    try:
+                        with open(f"/proc/{p.pid}/status") as f:
+                            for line in f:
+                                if line.startswith("RssAnon:"):
+                                    peak = max(peak, int(line.split()[1]))
+                    except OSError:
+                        pass
+                    time.sleep(0.01)
+                t = time.perf_counter() - t0
+                c.put(f"ex.{where}", t if p.returncode == 0 else NAN)
+                c.put("ex.rss", peak / 1024)
+                shutil.rmtree(os.path.dirname(out))
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 @section("tfjs_floor", "22: a TF.js weight of 1 GiB in 256 shards, cold dd vs memfuse")

@@ -393,8 +393,10 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
         w.add_strings(&p.key, &p.src.shape, served, &mut read)
             .map_err(&refuse)?;
     } else {
-        let c = w
-            .add(&p.key, p.dtype, &p.src.shape, |sink| {
+        // Read in place from the source's mappings where the process can guard them (a page
+        // lost to a file cut short is caught, not a crash), else copied.
+        let add = |w: &mut BundleWriter| {
+            w.add(&p.key, p.dtype, &p.src.shape, |sink| {
                 let mut at = 0u64;
                 while at < served {
                     let n = ((served - at) as usize).min(CHUNK);
@@ -415,7 +417,16 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
                 }
                 Ok(())
             })
-            .map_err(&refuse)?;
+        };
+        let (r, lost) = if super::open::mapped_reads() {
+            super::open::mapped_scope(|| add(w))
+        } else {
+            (add(w), false)
+        };
+        if lost {
+            return Err(refuse("its file was cut short while it was read".into()));
+        }
+        let c = r.map_err(&refuse)?;
         crc = Some(c);
     }
     // The one-read check: one stored piece, its CRC that of the bytes served (and written).

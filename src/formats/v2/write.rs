@@ -415,31 +415,54 @@ impl BundleWriter {
     }
 
     /// Reads every tensor back from the data files and checks it against the CRC-32C computed
-    /// as it was written.
+    /// as it was written: from a read-only mapping of each file where the process guards
+    /// mappings (no copy), else with `pread`.
     fn read_back(&self) -> Result<(), String> {
-        let mut buf = vec![0u8; BUF];
-        for w in &self.written {
-            let s = &self.shards[w.entry.shard_id as usize];
+        use crate::source::mapped::{scope, Mapping};
+        let mut buf = Vec::new();
+        for (k, s) in self.shards.iter().enumerate() {
             let f = s.out.get_ref();
-            let (mut at, end) = (
-                w.entry.offset as u64,
-                (w.entry.offset + w.entry.size) as u64,
-            );
-            let mut crc = 0u32;
-            while at < end {
-                let n = ((end - at) as usize).min(BUF);
-                f.read_exact_at(&mut buf[..n], at)
-                    .map_err(|e| named(&s.path, e))?;
-                crc = crc32c::crc32c_append(crc, &buf[..n]);
-                at += n as u64;
-            }
-            if crc != w.raw {
-                return Err(format!(
-                    "{}: {} read back differs from what was written (CRC-32C {crc:#010x}, written {:#010x})",
-                    s.path.display(),
-                    String::from_utf8_lossy(&w.key),
-                    w.raw
-                ));
+            let map = (s.len > 0).then(|| Mapping::new(f, s.len)).flatten();
+            for w in self
+                .written
+                .iter()
+                .filter(|w| w.entry.shard_id as usize == k)
+            {
+                let (at, end) = (
+                    w.entry.offset as u64,
+                    (w.entry.offset + w.entry.size) as u64,
+                );
+                let crc = match &map {
+                    Some(m) => {
+                        let (crc, lost) =
+                            scope(|| crc32c::crc32c(&m.bytes()[at as usize..end as usize]));
+                        if lost {
+                            return Err(format!("{}: cut short while read back", s.path.display()));
+                        }
+                        crc
+                    }
+                    None => {
+                        let mut crc = 0u32;
+                        let mut at = at;
+                        buf.resize(BUF, 0);
+                        while at < end {
+                            let n = ((end - at) as usize).min(BUF);
+                            f.read_exact_at(&mut buf[..n], at)
+                                .map_err(|e| named(&s.path, e))?;
+                            crc = crc32c::crc32c_append(crc, &buf[..n]);
+                            at += n as u64;
+                        }
+                        crc
+                    }
+                };
+                if crc != w.raw {
+                    return Err(format!(
+                        "{}: {} read back differs from what was written (CRC-32C {crc:#010x}, written {:#010x})",
+                        s.path.display(),
+                        String::from_utf8_lossy(&w.key),
+                        w.raw
+                    ));
+                }
             }
         }
         Ok(())
