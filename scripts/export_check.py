@@ -7,6 +7,7 @@ by tf.train.list_variables, and the names of the root's children in the object g
     python scripts/export_check.py write PREFIX VALUES.json
     python scripts/export_check.py check VALUES.json PREFIX ENC_NAME [PREFIX ENC_NAME ...]
     python scripts/export_check.py read PREFIX...   # every tensor: dtype, shape, sha256 (or why not)
+    python scripts/export_check.py safetensors FILE...   # the same, read by safetensors (numpy)
 
 Run with the test virtualenv's Python (scripts/test.sh --setup makes it); no GPU needed.
 """
@@ -83,4 +84,17 @@ elif cmd == "read":
                 data = np.ascontiguousarray(v).tobytes()
             got[name] = [dtype, list(shape), hashlib.sha256(data).hexdigest()]
         out[prefix] = got
+    json.dump(out, sys.stdout, sort_keys=True)
+elif cmd == "safetensors":
+    import hashlib
+    from safetensors import safe_open
+    out = {}
+    for path in sys.argv[2:]:
+        got = {}
+        with safe_open(path, "np") as f:
+            meta = f.metadata()
+            for name in f.keys():
+                v = f.get_tensor(name)
+                got[name] = [list(v.shape), hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()]
+        out[path] = {"tensors": got, "metadata": meta}
     json.dump(out, sys.stdout, sort_keys=True)

@@ -461,6 +461,8 @@ pub(crate) enum ExportEdit {
 pub(crate) enum ExportTo {
     /// A TF V2 checkpoint (OUT.index, OUT.data-*).
     Tf,
+    /// One .safetensors file (every numeric tensor; __metadata__ names the source).
+    Safetensors,
 }
 
 #[derive(Debug, clap::Args)]
@@ -468,7 +470,8 @@ pub(crate) enum ExportTo {
     after_help = "EXAMPLES:\n  tfmount export --weights-only train/ckpt-42 serve/ckpt\n  \
 tfmount export --rename '^model/enc/=model/encoder/' old/ckpt-9 new/ckpt\n  \
 tfmount export --rename '^enc/=encoder/' --dry-run tf1/model.ckpt out/model.ckpt\n  \
-tfmount export model.weights.h5 out/ckpt         # Keras weights as a TF checkpoint\n\n\
+tfmount export model.weights.h5 out/ckpt         # Keras weights as a TF checkpoint\n  \
+tfmount export --weights-only train/ckpt-42 weights.safetensors\n\n\
 EXIT CODES:\n  0 written (or planned, --dry-run)   1 refused (an edit, a damaged tensor, OUT exists, \
 a write failed: nothing left at OUT)   2 usage error   3 SOURCE unusable\n\n\
 A SOURCE named like a subcommand is written ./ls."
@@ -478,9 +481,9 @@ pub(crate) struct ExportArgs {
     pub(crate) source: PathBuf,
     /// The checkpoint to write: a prefix (OUT.index, OUT.data-*).
     pub(crate) out: PathBuf,
-    /// What to write.
-    #[arg(long, value_enum, default_value = "tf")]
-    pub(crate) to: ExportTo,
+    /// What to write (default: safetensors for an OUT ending .safetensors, else tf).
+    #[arg(long, value_enum)]
+    pub(crate) to: Option<ExportTo>,
     /// Keep only the tensors whose key matches GLOB (of those still selected).
     #[arg(long, value_name = "GLOB", action = ArgAction::Append)]
     pub(crate) keep: Vec<String>,

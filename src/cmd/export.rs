@@ -35,7 +35,9 @@ pub(crate) fn run(args: &ExportArgs) -> i32 {
     };
     let opts = Options {
         to: match args.to {
-            ExportTo::Tf => To::Tf,
+            Some(ExportTo::Tf) => To::Tf,
+            Some(ExportTo::Safetensors) => To::Safetensors,
+            None => To::of(&args.out),
         },
         shard_size: args.shard_size,
         force: args.force,

@@ -13,6 +13,8 @@ pub(crate) mod integrity;
 pub(crate) mod keras;
 pub(crate) mod names;
 pub(crate) mod orbax;
+pub(crate) mod output;
+pub(crate) mod safetensors_write;
 pub(crate) mod tensors;
 pub(crate) mod tfjs;
 pub(crate) mod tflite;

@@ -31,12 +31,28 @@ const CHUNK: usize = 1 << 20;
 pub(crate) enum To {
     /// A TF V2 checkpoint: `OUT.index`, `OUT.data-*`.
     Tf,
+    /// One `.safetensors` file: every numeric tensor, `__metadata__` naming the source.
+    Safetensors,
 }
 
 impl To {
     pub(crate) fn name(self) -> &'static str {
         match self {
             To::Tf => "tf",
+            To::Safetensors => "safetensors",
+        }
+    }
+
+    /// What OUT's name asks for when `--to` is not given: `.safetensors` for a file ending so,
+    /// else a TF checkpoint.
+    pub(crate) fn of(out: &Path) -> To {
+        if out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"))
+        {
+            To::Safetensors
+        } else {
+            To::Tf
         }
     }
 }
@@ -178,7 +194,10 @@ pub(crate) fn export(
     let edited = dropped > 0 || renamed > 0;
     let mut plan = plan;
     if let Some(og) = object_graph {
-        if opts.no_object_graph {
+        if opts.to == To::Safetensors {
+            // The checkpoint's structure, not a weight: left out without complaint.
+            plan.retain(|p| p.src.key != og);
+        } else if opts.no_object_graph {
             plan.retain(|p| p.src.key != og);
         } else if edited {
             let made = edited_object_graph(&ck, &plan, &steps)?;
@@ -203,14 +222,34 @@ pub(crate) fn export(
         }
         return Ok(summary);
     }
-    let mut w = BundleWriter::create(out, opts.shard_size, opts.force)?;
-    // The tensors in the order they are stored (as TensorFlow writes in `Add` order): by key.
-    for p in &plan {
-        write_one(&ck, p, &mut w)?;
+    match opts.to {
+        To::Tf => {
+            let mut w = BundleWriter::create(out, opts.shard_size, opts.force)?;
+            // The tensors in the order they are stored (as TensorFlow writes in `Add` order):
+            // by key.
+            for p in &plan {
+                write_one(&ck, p, &mut w)?;
+            }
+            let wrote = w.finish()?;
+            summary.bytes = wrote.bytes;
+            summary.files = wrote.files;
+        }
+        To::Safetensors => {
+            for p in &plan {
+                if crate::parse::safetensors::safetensors_dtype(p.dtype).is_none() {
+                    let k = String::from_utf8_lossy(&p.src.key);
+                    return Err(format!(
+                        "{k}: its dtype, {}, is one safetensors cannot hold (--drop '{}' leaves it out)",
+                        p.src.dtype,
+                        k.replace('\'', "'\\''")
+                    ));
+                }
+            }
+            let (bytes, files) = write_safetensors(&ck, source, &plan, out, opts.force)?;
+            summary.bytes = bytes;
+            summary.files = files;
+        }
     }
-    let wrote = w.finish()?;
-    summary.bytes = wrote.bytes;
-    summary.files = wrote.files;
     Ok(summary)
 }
 
@@ -307,7 +346,7 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
             .ok_or_else(|| {
                 let k = String::from_utf8_lossy(&t.key);
                 format!(
-                    "{k}: a {} tensor, which export cannot write (--drop '{}' leaves it out)",
+                    "{k}: its dtype, {}, is one export cannot write (--drop '{}' leaves it out)",
                     t.dtype,
                     k.replace('\'', "'\\''")
                 )
@@ -367,10 +406,67 @@ fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Ve
     Ok(out)
 }
 
-/// Streams one tensor from the source into the writer, then checks what was read: against the
-/// stored CRC-32C where the tensor is one stored piece whose bytes are its served bytes (one
-/// read: the CRC of what was written is compared), else by checking its stored pieces the way
-/// `verify` does (a second read).
+/// Hands the served bytes of `p`'s source tensor (`served` of them) to `sink`, in order: read
+/// in place from the source's mappings where the process can guard them (a page lost to a file
+/// cut short is caught, not a crash), else copied.
+fn fill_from(
+    ck: &Ckpt,
+    p: &Planned,
+    served: u64,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut go = || {
+        let mut at = 0u64;
+        while at < served {
+            let n = ((served - at) as usize).min(CHUNK);
+            let mut err = None;
+            let got = ck.read_served_with(&p.src, at, n, |b| {
+                if let Err(e) = sink(b) {
+                    err = Some(e);
+                }
+                b.len()
+            })?;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            if got != n {
+                return Err(format!("{got} bytes read at {at}, {n} expected"));
+            }
+            at += n as u64;
+        }
+        Ok(())
+    };
+    if !super::open::mapped_reads() {
+        return go();
+    }
+    match super::open::mapped_scope(go) {
+        (_, true) => Err("its file was cut short while it was read".into()),
+        (r, false) => r,
+    }
+}
+
+/// Checks what was read of `p`'s source tensor (`crc`: the CRC-32C of its served bytes, where
+/// known): against its stored CRC-32C where it is one stored piece whose bytes are its served
+/// bytes (nothing read again), else by checking its stored pieces the way `verify` does (a
+/// second read).
+fn check_source(ck: &Ckpt, p: &Planned, served: u64, crc: Option<u32>) -> Result<(), String> {
+    let stored = match (p.src.partitioned, p.src.crc, p.src.nbytes == served) {
+        (false, Some(c), true) => Some(c),
+        _ => None,
+    };
+    if stored.is_none() || stored != crc {
+        super::verify::check_tensor(ck, &p.src).map_err(|e| {
+            format!(
+                "{}: {e} (a damaged source tensor is never copied)",
+                String::from_utf8_lossy(&p.src.key)
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Streams one tensor from the source into the checkpoint being written, then checks the
+/// source ([`check_source`]).
 fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
     let show = String::from_utf8_lossy(&p.src.key).into_owned();
     let refuse = |why: String| format!("{show}: {why}");
@@ -387,56 +483,69 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
             .map_err(&refuse);
     }
     let served = ck.served_size(&p.src).map_err(&refuse)?;
-    let mut crc = None;
-    if p.dtype == DT_STRING {
+    let crc = if p.dtype == DT_STRING {
         let mut read = |at: u64, len: usize| ck.read_served(&p.src, at, len);
         w.add_strings(&p.key, &p.src.shape, served, &mut read)
             .map_err(&refuse)?;
+        None
     } else {
-        // Read in place from the source's mappings where the process can guard them (a page
-        // lost to a file cut short is caught, not a crash), else copied.
-        let add = |w: &mut BundleWriter| {
-            w.add(&p.key, p.dtype, &p.src.shape, |sink| {
-                let mut at = 0u64;
-                while at < served {
-                    let n = ((served - at) as usize).min(CHUNK);
-                    let mut err = None;
-                    let got = ck.read_served_with(&p.src, at, n, |b| {
-                        if let Err(e) = sink(b) {
-                            err = Some(e);
-                        }
-                        b.len()
-                    })?;
-                    if let Some(e) = err {
-                        return Err(e);
-                    }
-                    if got != n {
-                        return Err(format!("{got} bytes read at {at}, {n} expected"));
-                    }
-                    at += n as u64;
-                }
-                Ok(())
+        let c = w
+            .add(&p.key, p.dtype, &p.src.shape, |sink| {
+                fill_from(ck, p, served, sink)
             })
-        };
-        let (r, lost) = if super::open::mapped_reads() {
-            super::open::mapped_scope(|| add(w))
-        } else {
-            (add(w), false)
-        };
-        if lost {
-            return Err(refuse("its file was cut short while it was read".into()));
-        }
-        let c = r.map_err(&refuse)?;
-        crc = Some(c);
-    }
-    // The one-read check: one stored piece, its CRC that of the bytes served (and written).
-    let stored = match (p.src.partitioned, p.src.crc, p.src.nbytes == served) {
-        (false, Some(c), true) => Some(c),
-        _ => None,
+            .map_err(&refuse)?;
+        Some(c)
     };
-    if stored.is_none() || stored != crc {
-        super::verify::check_tensor(ck, &p.src)
-            .map_err(|e| format!("{show}: {e} (a damaged source tensor is never copied)"))?;
+    check_source(ck, p, served, crc)
+}
+
+/// Writes the plan as one `.safetensors` file at `out` (the layout of `model.safetensors`:
+/// [`crate::parse::safetensors::Layout`], `__metadata__` naming the source); what it wrote.
+fn write_safetensors(
+    ck: &Ckpt,
+    source: &Path,
+    plan: &[Planned],
+    out: &Path,
+    force: bool,
+) -> Result<(u64, Vec<PathBuf>), String> {
+    use crate::formats::safetensors_write::SafetensorsWriter;
+    use crate::parse::safetensors::{Layout, TensorRecord};
+    let mut sizes = Vec::with_capacity(plan.len());
+    for p in plan {
+        sizes.push(ck.served_size(&p.src)?);
     }
-    Ok(())
+    let source_text = source.display().to_string();
+    let layout = Layout::build_with_metadata(
+        plan.iter().zip(&sizes).map(|(p, &nbytes)| TensorRecord {
+            name: &p.key,
+            dtype: p.dtype,
+            shape: &p.src.shape,
+            nbytes,
+        }),
+        &[("tfmount.source", &source_text)],
+    )
+    .map_err(|e| format!("{}: {e}", out.display()))?;
+    let held: std::collections::HashSet<usize> = layout.tensors().map(|(i, _)| i).collect();
+    if let Some(p) = (0..plan.len())
+        .find(|i| !held.contains(i))
+        .map(|i| &plan[i])
+    {
+        return Err(format!(
+            "{}: cannot be held by safetensors (a key that is not UTF-8 or is __metadata__, or a size that is not its shape's)",
+            String::from_utf8_lossy(&p.key)
+        ));
+    }
+    let mut w = SafetensorsWriter::create(out, layout.header().to_vec(), force)?;
+    for (i, range) in layout.tensors() {
+        let p = &plan[i];
+        let show = String::from_utf8_lossy(&p.src.key).into_owned();
+        let served = sizes[i];
+        debug_assert_eq!(range.end - range.start, served);
+        let crc = w
+            .add(served, |sink| fill_from(ck, p, served, sink))
+            .map_err(|e| format!("{show}: {e}"))?;
+        check_source(ck, p, served, Some(crc))?;
+    }
+    let (bytes, path) = w.finish()?;
+    Ok((bytes, vec![path]))
 }

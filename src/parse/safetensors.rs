@@ -277,7 +277,6 @@ impl Layout {
     }
 
     /// The header: file bytes `[0, header().len())`.
-    #[cfg(test)]
     pub(crate) fn header(&self) -> &[u8] {
         &self.header
     }
@@ -291,7 +290,6 @@ impl Layout {
     }
 
     /// Included tensors in file order: `(input index, file offset range)`.
-    #[cfg(test)]
     pub(crate) fn tensors(&self) -> impl Iterator<Item = (usize, std::ops::Range<u64>)> + '_ {
         self.index
             .iter()

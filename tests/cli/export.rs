@@ -1,7 +1,8 @@
 //! `tfmount export`, each output read by its own real reader, never by tfmount:
 //!
 //! - every V2 checkpoint fixture exported and read back by TensorFlow (`tf.train.load_checkpoint`):
-//!   the same keys, dtypes, shapes and bytes as TensorFlow reads from the source;
+//!   the same keys, dtypes, shapes and bytes as TensorFlow reads from the source; numeric ones
+//!   exported to `.safetensors` and read by `safetensors`: the same shapes and bytes again;
 //! - TF2 surgery against TensorFlow itself (scripts/export_check.py): `--weights-only` restored
 //!   with `tf.train.Checkpoint(model=...)` (every object matched, values equal, no optimizer
 //!   left in the object graph), a renamed sub-module restored under its new attribute, both;
@@ -420,4 +421,75 @@ fn a_killed_export_leaves_out_whole_or_absent() {
             .collect::<Vec<_>>(),
         ["ckpt.data-00000-of-00001", "ckpt.index"]
     );
+}
+
+/// `--to safetensors` (or OUT ending `.safetensors`): read by `safetensors` with the shapes and
+/// bytes TensorFlow reads from the source; the object graph left out without complaint; a
+/// string tensor refused, naming the `--drop` that leaves it out.
+#[test]
+fn exported_safetensors_read_by_safetensors_as_tensorflow_reads_the_source() {
+    let dir = tempdir();
+    let sources = [
+        "tf2_keras/ckpt-1",
+        "tf2_slots/ckpt-1",
+        "tf1_adam/model.ckpt-3",
+        "sharded/model.ckpt",
+    ];
+    let mut read: Vec<std::ffi::OsString> = vec!["read".into()];
+    let mut st: Vec<std::ffi::OsString> = vec!["safetensors".into()];
+    let mut pairs = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        let src = fixtures().join(s);
+        let out = dir.path().join(format!("x{i}.safetensors"));
+        tfmount_ok(&["export".as_ref(), src.as_os_str(), out.as_os_str()]);
+        read.push(src.clone().into());
+        st.push(out.clone().into());
+        pairs.push((src, out));
+    }
+    let r: Vec<&std::ffi::OsStr> = read.iter().map(|a| a.as_os_str()).collect();
+    let Some(tf) = tf_script(&r) else {
+        return;
+    };
+    let s: Vec<&std::ffi::OsStr> = st.iter().map(|a| a.as_os_str()).collect();
+    let Some(safe) = tf_script(&s) else {
+        return;
+    };
+    for (src, out) in &pairs {
+        let want = tf[src.to_str().unwrap()].as_object().unwrap();
+        let got = &safe[out.to_str().unwrap()];
+        let tensors = got["tensors"].as_object().unwrap();
+        let keys: Vec<&String> = want
+            .keys()
+            .filter(|k| *k != "_CHECKPOINTABLE_OBJECT_GRAPH")
+            .collect();
+        assert_eq!(keys, tensors.keys().collect::<Vec<_>>(), "{src:?}");
+        for k in keys {
+            assert_eq!(
+                (&want[k][1], &want[k][2]),
+                (&tensors[k][0], &tensors[k][1]),
+                "{src:?} {k}"
+            );
+        }
+        assert_eq!(
+            got["metadata"]["tfmount.source"],
+            src.to_str().unwrap(),
+            "{got}"
+        );
+    }
+    let o = tfmount(&[
+        "export".as_ref(),
+        "--to".as_ref(),
+        "safetensors".as_ref(),
+        "--drop".as_ref(),
+        "nibbles".as_ref(),
+        fixtures().join("partitioned/model.ckpt").as_os_str(),
+        dir.path().join("p.st").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("strs: its dtype, string,") && err.contains("--drop 'strs'"),
+        "{err}"
+    );
+    assert!(!dir.path().join("p.st").exists());
 }

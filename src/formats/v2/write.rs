@@ -12,12 +12,12 @@
 //! and ~40 bytes per tensor), never by a tensor's size.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use prost::Message;
 
+use crate::formats::output::{named, ReadBack, Target};
 use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::table_build::TableBuilder;
 use crate::parse::{mask_crc, varint};
@@ -25,8 +25,6 @@ use crate::proto::{BundleEntryProto, BundleHeaderProto, TensorShapeProto, Versio
 
 /// Bytes buffered per data file, and read at a time when written bytes are read back.
 const BUF: usize = 1 << 20;
-/// What temporary names carry, after `.NAME`.
-const TMP_TAG: &str = ".tfmount-tmp-";
 
 /// `OUT.data-SSSSS-of-NNNNN` (tf-format.md §1).
 pub(crate) fn data_path(out: &Path, shard: u32, shards: u32) -> PathBuf {
@@ -60,9 +58,7 @@ struct Shard {
 /// A V2 checkpoint being written to `OUT` (see the module's docs).
 pub(crate) struct BundleWriter {
     out: PathBuf,
-    dir: PathBuf,
-    /// `DIR/.NAME.tfmount-tmp-PID`: the temporaries' prefix.
-    tmp: PathBuf,
+    target: Target,
     /// A new data file is started when a tensor would take the current one past this.
     shard_size: u64,
     shards: Vec<Shard>,
@@ -78,58 +74,12 @@ pub(crate) struct Wrote {
     pub(crate) files: Vec<PathBuf>,
 }
 
-fn named(path: &Path, e: io::Error) -> String {
-    let why = match e.raw_os_error() {
-        Some(libc::ENOSPC) => "no space left on the device".to_string(),
-        Some(libc::EROFS) => "read-only file system".to_string(),
-        Some(libc::EACCES) | Some(libc::EPERM) => "permission denied".to_string(),
-        _ => e.to_string(),
-    };
-    format!("{}: {why}", path.display())
-}
-
-/// Whether process `pid` is alive (or cannot be told: then it is taken as alive).
-fn alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-/// Removes the temporaries of writers of `OUT` (in its directory) whose process is gone.
-fn remove_stale(dir: &Path, name: &str) {
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    let lead = format!(".{name}{TMP_TAG}");
-    for e in rd.flatten() {
-        let f = e.file_name();
-        let Some(rest) = f.to_str().and_then(|f| f.strip_prefix(&lead)) else {
-            continue;
-        };
-        let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
-        if pid.is_some_and(|p| !alive(p)) {
-            let _ = fs::remove_file(e.path());
-            log::info!("{}: removed, left by a killed export", e.path().display());
-        }
-    }
-}
-
 impl BundleWriter {
     /// A writer of the checkpoint `out` (a prefix: `out.index`, `out.data-*`; its directory made
     /// if missing); `shard_size`
     /// bytes per data file at most (a tensor larger than it has one of its own; `None`: one
     /// file). `out` existing (its `.index`) is refused unless `force`.
     pub(crate) fn create(out: &Path, shard_size: Option<u64>, force: bool) -> Result<Self, String> {
-        let name = out
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| format!("{}: not a file name to write to", out.display()))?
-            .to_string();
-        let dir = match out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        // As TensorFlow's saver does, the directory is made if missing.
-        fs::create_dir_all(&dir).map_err(|e| named(&dir, e))?;
         let index = index_path(out);
         if !force && fs::symlink_metadata(&index).is_ok() {
             return Err(format!(
@@ -137,12 +87,10 @@ impl BundleWriter {
                 index.display()
             ));
         }
-        remove_stale(&dir, &name);
-        let tmp = dir.join(format!(".{name}{TMP_TAG}{}", std::process::id()));
+        let target = Target::new(out)?;
         Ok(BundleWriter {
             out: out.to_path_buf(),
-            dir,
-            tmp,
+            target,
             shard_size: shard_size.unwrap_or(u64::MAX).max(1),
             shards: Vec::new(),
             written: Vec::new(),
@@ -152,15 +100,11 @@ impl BundleWriter {
     }
 
     fn tmp_data(&self, k: usize) -> PathBuf {
-        let mut s = self.tmp.as_os_str().to_os_string();
-        s.push(format!(".data-{k}"));
-        PathBuf::from(s)
+        self.target.tmp(&format!(".data-{k}"))
     }
 
     fn tmp_index(&self) -> PathBuf {
-        let mut s = self.tmp.as_os_str().to_os_string();
-        s.push(".index");
-        PathBuf::from(s)
+        self.target.tmp(".index")
     }
 
     /// The data file a tensor of `size` bytes goes into (a new one when it would pass the
@@ -404,9 +348,7 @@ impl BundleWriter {
         }
         fs::rename(&tmp_index, &index).map_err(|e| named(&index, e))?;
         files.push(index);
-        if let Ok(d) = File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
+        self.target.sync_dir();
         self.remove_old_data(shards);
         Ok(Wrote {
             bytes: self.bytes(),
@@ -415,14 +357,10 @@ impl BundleWriter {
     }
 
     /// Reads every tensor back from the data files and checks it against the CRC-32C computed
-    /// as it was written: from a read-only mapping of each file where the process guards
-    /// mappings (no copy), else with `pread`.
+    /// as it was written ([`ReadBack`]: from a mapping where the process guards them).
     fn read_back(&self) -> Result<(), String> {
-        use crate::source::mapped::{scope, Mapping};
-        let mut buf = Vec::new();
         for (k, s) in self.shards.iter().enumerate() {
-            let f = s.out.get_ref();
-            let map = (s.len > 0).then(|| Mapping::new(f, s.len)).flatten();
+            let mut rb = ReadBack::new(s.out.get_ref(), &s.path, s.len);
             for w in self
                 .written
                 .iter()
@@ -432,29 +370,7 @@ impl BundleWriter {
                     w.entry.offset as u64,
                     (w.entry.offset + w.entry.size) as u64,
                 );
-                let crc = match &map {
-                    Some(m) => {
-                        let (crc, lost) =
-                            scope(|| crc32c::crc32c(&m.bytes()[at as usize..end as usize]));
-                        if lost {
-                            return Err(format!("{}: cut short while read back", s.path.display()));
-                        }
-                        crc
-                    }
-                    None => {
-                        let mut crc = 0u32;
-                        let mut at = at;
-                        buf.resize(BUF, 0);
-                        while at < end {
-                            let n = ((end - at) as usize).min(BUF);
-                            f.read_exact_at(&mut buf[..n], at)
-                                .map_err(|e| named(&s.path, e))?;
-                            crc = crc32c::crc32c_append(crc, &buf[..n]);
-                            at += n as u64;
-                        }
-                        crc
-                    }
-                };
+                let crc = rb.crc(at, end)?;
                 if crc != w.raw {
                     return Err(format!(
                         "{}: {} read back differs from what was written (CRC-32C {crc:#010x}, written {:#010x})",
@@ -494,7 +410,7 @@ impl BundleWriter {
     fn remove_old_data(&self, shards: u32) {
         let (Some(name), Ok(rd)) = (
             self.out.file_name().and_then(|n| n.to_str()),
-            fs::read_dir(&self.dir),
+            fs::read_dir(&self.target.dir),
         ) else {
             return;
         };

@@ -1,0 +1,141 @@
+//! What the writers of `export` share (`v2/write.rs`, `safetensors_write.rs`): an output `OUT`
+//! written under temporary names beside it (`.NAME.tfmount-tmp-PID...`), made whole, then
+//! renamed into place; the temporaries of a writer whose process is gone removed by the next
+//! writer there; errors in words naming the file.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What temporary names carry, after `.NAME`.
+const TMP_TAG: &str = ".tfmount-tmp-";
+
+/// An I/O error on `path`, in words.
+pub(crate) fn named(path: &Path, e: io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::ENOSPC) => "no space left on the device".to_string(),
+        Some(libc::EROFS) => "read-only file system".to_string(),
+        Some(libc::EACCES) | Some(libc::EPERM) => "permission denied".to_string(),
+        _ => e.to_string(),
+    };
+    format!("{}: {why}", path.display())
+}
+
+/// Whether process `pid` is alive (or cannot be told: then it is taken as alive).
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Where an output goes: its directory (made if missing, as TensorFlow's saver does) and the
+/// prefix of its temporaries.
+pub(crate) struct Target {
+    pub(crate) dir: PathBuf,
+    /// `DIR/.NAME.tfmount-tmp-PID`.
+    pub(crate) tmp: PathBuf,
+}
+
+impl Target {
+    /// The target `out`; the temporaries a dead writer left there are removed.
+    pub(crate) fn new(out: &Path) -> Result<Target, String> {
+        let name = out
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("{}: not a file name to write to", out.display()))?
+            .to_string();
+        let dir = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        fs::create_dir_all(&dir).map_err(|e| named(&dir, e))?;
+        remove_stale(&dir, &name);
+        let tmp = dir.join(format!(".{name}{TMP_TAG}{}", std::process::id()));
+        Ok(Target { dir, tmp })
+    }
+
+    /// A temporary's path: the prefix and `suffix`.
+    pub(crate) fn tmp(&self, suffix: &str) -> PathBuf {
+        let mut s = self.tmp.as_os_str().to_os_string();
+        s.push(suffix);
+        PathBuf::from(s)
+    }
+
+    /// `fsync` of the directory, after the renames (best effort: some file systems refuse).
+    pub(crate) fn sync_dir(&self) {
+        if let Ok(d) = fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+    }
+}
+
+/// Removes the temporaries of writers of `NAME` in `dir` whose process is gone.
+fn remove_stale(dir: &Path, name: &str) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    let lead = format!(".{name}{TMP_TAG}");
+    for e in rd.flatten() {
+        let f = e.file_name();
+        let Some(rest) = f.to_str().and_then(|f| f.strip_prefix(&lead)) else {
+            continue;
+        };
+        let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| !alive(p)) {
+            let _ = fs::remove_file(e.path());
+            log::info!("{}: removed, left by a killed export", e.path().display());
+        }
+    }
+}
+
+/// The CRC-32C of bytes `[at, end)` of `f` (`len` bytes long, just written and synced), read
+/// back from a read-only mapping where the process guards them, else with `pread`.
+pub(crate) struct ReadBack<'a> {
+    f: &'a fs::File,
+    path: &'a Path,
+    map: Option<crate::source::mapped::Mapping>,
+    buf: Vec<u8>,
+}
+
+impl<'a> ReadBack<'a> {
+    pub(crate) fn new(f: &'a fs::File, path: &'a Path, len: u64) -> ReadBack<'a> {
+        let map = (len > 0)
+            .then(|| crate::source::mapped::Mapping::new(f, len))
+            .flatten();
+        ReadBack {
+            f,
+            path,
+            map,
+            buf: Vec::new(),
+        }
+    }
+
+    pub(crate) fn crc(&mut self, at: u64, end: u64) -> Result<u32, String> {
+        use std::os::unix::fs::FileExt;
+        if let Some(m) = &self.map {
+            let range = usize::try_from(at).ok().zip(usize::try_from(end).ok());
+            if let Some(b) = range.and_then(|(a, z)| m.bytes().get(a..z)) {
+                let (crc, lost) = crate::source::mapped::scope(|| crc32c::crc32c(b));
+                if lost {
+                    return Err(format!(
+                        "{}: cut short while read back",
+                        self.path.display()
+                    ));
+                }
+                return Ok(crc);
+            }
+        }
+        const BUF: usize = 1 << 20;
+        let mut crc = 0u32;
+        let mut at = at;
+        self.buf.resize(BUF, 0);
+        while at < end {
+            let n = ((end - at) as usize).min(BUF);
+            self.f
+                .read_exact_at(&mut self.buf[..n], at)
+                .map_err(|e| named(self.path, e))?;
+            crc = crc32c::crc32c_append(crc, &self.buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc)
+    }
+}
