@@ -98,3 +98,32 @@ elif cmd == "safetensors":
                 got[name] = [list(v.shape), hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()]
         out[path] = {"tensors": got, "metadata": meta}
     json.dump(out, sys.stdout, sort_keys=True)
+elif cmd == "castsrc":
+    # Values where rounding shows: ties, the largest float16 and past it, subnormals, inf, NaN.
+    specials = np.array([0.0, -0.0, 1 + 2**-8, 1 + 3 * 2**-8, 65504, 65520, 1e-8, 2**-24, 2**-25,
+                         np.inf, -np.inf, np.nan, 3.0e38, -1.5, 1 + 2**-11], np.float32)
+    rng = np.random.default_rng(1)
+    a = np.concatenate([specials, rng.standard_normal(4000).astype(np.float32),
+                        (rng.standard_normal(1000) * 1e-5).astype(np.float32)])
+    b = a.astype(np.float64) * (1 + 1e-9)
+    ck = tf.train.Checkpoint(a=tf.Variable(a), b=tf.Variable(b), i=tf.Variable(np.arange(5, dtype=np.int32)))
+    ck.write(sys.argv[2])
+    json.dump({"written": sys.argv[2]}, sys.stdout)
+elif cmd == "castcheck":
+    # SRC OUT DTYPE: every float tensor of OUT is tf.cast of SRC's, bit for bit; ints untouched.
+    src, out, dtype = sys.argv[2], sys.argv[3], tf.as_dtype(sys.argv[4])
+    r = tf.train.load_checkpoint(src)
+    dts = r.get_variable_to_dtype_map()
+    got = {}
+    for k, d in dts.items():
+        if k == "_CHECKPOINTABLE_OBJECT_GRAPH":
+            continue
+        restore = lambda p, t: tf.raw_ops.RestoreV2(prefix=p, tensor_names=[k], shape_and_slices=[""], dtypes=[t])[0]
+        if d.is_floating:
+            want = tf.cast(restore(src, d), dtype)
+            have = restore(out, dtype)
+        else:
+            want, have = restore(src, d), restore(out, d)
+        bits = lambda x: tf.bitcast(x, tf.uint16 if x.dtype.size == 2 else tf.uint32 if x.dtype.size == 4 else tf.uint64).numpy().tobytes()
+        got[k] = {"equal": bits(want) == bits(have), "n": int(tf.size(have))}
+    json.dump(got, sys.stdout)

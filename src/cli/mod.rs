@@ -173,7 +173,7 @@ tfmount reads: its one checkpoint, a SavedModel's variables, a checkpoint direct
 variables/ serves them, with the edits given applied in their order: --keep and --drop select by \
 key (globs: * and ? within a path component, ** across), --weights-only keeps what \
 weights.safetensors holds (no optimizer slots or state, no bookkeeping), --rename replaces the \
-first match of a regular expression in each key. --to tf writes a TF V2 checkpoint \
+first match of a regular expression in each key, --cast converts float tensors as tf.cast does. --to tf writes a TF V2 checkpoint \
 (OUT.index, OUT.data-NNNNN-of-MMMMM) that TensorFlow reads. Every tensor is checked against what \
 SOURCE stores to check it by (its CRC-32C) and a damaged one stops the export, naming it. \
 Nothing is at OUT until it is whole: the files are written under temporary names beside it, \
@@ -454,6 +454,7 @@ pub(crate) enum ExportEdit {
     Drop(String),
     WeightsOnly,
     Rename(String),
+    Cast(String),
 }
 
 /// What `export` writes.
@@ -496,6 +497,10 @@ pub(crate) struct ExportArgs {
     /// Replace the first match of REGEX in each key (Rust regex syntax; $1, ${name} for groups).
     #[arg(long, value_name = "REGEX=REPLACEMENT", action = ArgAction::Append)]
     pub(crate) rename: Vec<String>,
+    /// Convert float tensors (float32, float64, float16, bfloat16) whose key matches GLOB (all
+    /// without one) to DTYPE, as tf.cast does: round to nearest, ties to even.
+    #[arg(long, value_name = "DTYPE[:GLOB]", action = ArgAction::Append)]
+    pub(crate) cast: Vec<String>,
     /// Leave a TF2 checkpoint's object graph out: a name-keyed checkpoint (TF1 style).
     #[arg(long)]
     pub(crate) no_object_graph: bool,
@@ -505,7 +510,8 @@ pub(crate) struct ExportArgs {
     /// Replace a checkpoint already at OUT.
     #[arg(long)]
     pub(crate) force: bool,
-    /// Print the plan (D KEY, R OLD -> NEW) and what would be written; write nothing.
+    /// Print the plan (D KEY, R OLD -> NEW, C KEY FROM -> TO) and what would be written; write
+    /// nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// The plan's steps and the summary as JSON Lines (schema: docs/export.md).
@@ -544,6 +550,7 @@ fn export_edits(m: &ArgMatches) -> Vec<ExportEdit> {
     take("keep", &ExportEdit::Keep);
     take("drop", &ExportEdit::Drop);
     take("rename", &ExportEdit::Rename);
+    take("cast", &ExportEdit::Cast);
     if let Some(i) = m.index_of("weights_only") {
         if m.get_flag("weights_only") {
             v.push((i, ExportEdit::WeightsOnly));

@@ -16,6 +16,7 @@ fn edits(args: &ExportArgs) -> Result<Vec<Edit>, String> {
             ExportEdit::Drop(g) => Glob::new(g).map(Edit::Drop),
             ExportEdit::WeightsOnly => Ok(Edit::WeightsOnly),
             ExportEdit::Rename(r) => Edit::rename(r),
+            ExportEdit::Cast(c) => Edit::cast(c),
         })
         .collect()
 }
@@ -62,6 +63,12 @@ pub(crate) fn run(args: &ExportArgs) -> i32 {
                     "{{\"type\":\"rename\",\"key\":{},\"to\":{}}}",
                     json_str(&String::from_utf8_lossy(a)),
                     json_str(&String::from_utf8_lossy(b))
+                ),
+                Step::Cast(k, a, b) => format!(
+                    "{{\"type\":\"cast\",\"key\":{},\"from\":{},\"to\":{}}}",
+                    json_str(&String::from_utf8_lossy(k)),
+                    json_str(&a.display_name()),
+                    json_str(&b.display_name())
                 ),
             }
         } else {

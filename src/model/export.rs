@@ -101,9 +101,26 @@ pub(crate) enum Edit {
     WeightsOnly,
     /// The first match of the pattern in each key is replaced (`$1`, `${name}` for groups).
     Rename { re: Regex, to: String },
+    /// Float tensors (float32, float64, float16, bfloat16) whose key matches (all without a
+    /// glob) are converted to the dtype, as `tf.cast` converts.
+    Cast { to: DType, glob: Option<Glob> },
 }
 
 impl Edit {
+    /// `--cast DTYPE[:GLOB]`.
+    pub(crate) fn cast(arg: &str) -> Result<Edit, String> {
+        let (name, glob) = match arg.split_once(':') {
+            Some((n, g)) => (n, Some(Glob::new(g)?)),
+            None => (arg, None),
+        };
+        let to = DType::from_name(name)
+            .filter(|d| super::cast::castable(*d))
+            .ok_or_else(|| {
+                format!("--cast {arg}: {name} is not float32, float64, float16 or bfloat16")
+            })?;
+        Ok(Edit::Cast { to, glob })
+    }
+
     /// `--rename REGEX=REPLACEMENT`, split at the first `=` (a pattern that needs one writes
     /// `\x3d`).
     pub(crate) fn rename(arg: &str) -> Result<Edit, String> {
@@ -138,6 +155,8 @@ pub(crate) enum Step {
     Drop(Vec<u8>),
     /// `R old -> new`.
     Rename(Vec<u8>, Vec<u8>),
+    /// `C key float32 -> bfloat16` (the key written).
+    Cast(Vec<u8>, DType, DType),
 }
 
 impl Step {
@@ -146,6 +165,9 @@ impl Step {
         match self {
             Step::Drop(k) => format!("D {}", esc(k)),
             Step::Rename(a, b) => format!("R {} -> {}", esc(a), esc(b)),
+            Step::Cast(k, a, b) => {
+                format!("C {} {} -> {}", esc(k), a.display_name(), b.display_name())
+            }
         }
     }
 }
@@ -157,6 +179,8 @@ struct Planned {
     dtype: DType,
     /// Its served bytes made here, not read from the source (an edited object graph).
     made: Option<Vec<u8>>,
+    /// The source's dtype, where `--cast` converts it to `dtype`.
+    cast_from: Option<DType>,
 }
 
 /// What `export` did (or, with `dry_run`, would do).
@@ -190,7 +214,10 @@ pub(crate) fn export(
         step(s);
     }
     let dropped = steps.iter().filter(|s| matches!(s, Step::Drop(_))).count() as u64;
-    let renamed = steps.len() as u64 - dropped;
+    let renamed = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Rename(..)))
+        .count() as u64;
     let edited = dropped > 0 || renamed > 0;
     let mut plan = plan;
     if let Some(og) = object_graph {
@@ -288,11 +315,19 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
             }
         }
     }
-    // Each tensor's current key, or None once dropped.
+    // Each tensor's current key, or None once dropped, and its dtype after the casts so far.
     let mut keys: Vec<Option<Vec<u8>>> = all.iter().map(|t| Some(t.key.clone())).collect();
+    let mut dtypes: Vec<Option<DType>> = all.iter().map(|t| DType::from_name(&t.dtype)).collect();
     for e in &opts.edits {
-        for k in keys.iter_mut() {
+        for (k, d) in keys.iter_mut().zip(dtypes.iter_mut()) {
             let Some(key) = k.as_ref() else { continue };
+            if let Edit::Cast { to, glob } = e {
+                let chosen = glob.as_ref().is_none_or(|g| g.matches(key));
+                if chosen && d.is_some_and(super::cast::castable) {
+                    *d = Some(*to);
+                }
+                continue;
+            }
             let keep = match e {
                 Edit::Keep(g) => g.matches(key),
                 Edit::Drop(g) => !g.matches(key),
@@ -300,7 +335,7 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
                 Edit::WeightsOnly => {
                     crate::formats::weights::is_weight(key) || key.as_slice() == OBJECT_GRAPH
                 }
-                Edit::Rename { .. } => true,
+                Edit::Rename { .. } | Edit::Cast { .. } => true,
             };
             if !keep {
                 *k = None;
@@ -316,7 +351,7 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
     let mut plan = Vec::new();
     let mut object_graph = None;
     let mut seen: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
-    for (t, k) in all.into_iter().zip(keys) {
+    for ((t, k), cast_to) in all.into_iter().zip(keys).zip(dtypes) {
         let Some(key) = k else {
             steps.push(Step::Drop(t.key.clone()));
             continue;
@@ -351,11 +386,16 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
                     k.replace('\'', "'\\''")
                 )
             })?;
+        let cast_from = cast_to.filter(|c| *c != dtype).map(|c| {
+            steps.push(Step::Cast(key.clone(), dtype, c));
+            dtype
+        });
         plan.push(Planned {
             src: t,
             key,
-            dtype,
+            dtype: cast_to.unwrap_or(dtype),
             made: None,
+            cast_from,
         });
     }
     // Written in the output's key order.
@@ -409,19 +449,32 @@ fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Ve
 /// Hands the served bytes of `p`'s source tensor (`served` of them) to `sink`, in order: read
 /// in place from the source's mappings where the process can guard them (a page lost to a file
 /// cut short is caught, not a crash), else copied.
+/// Where `--cast` converts the tensor, the bytes handed over are converted, and the CRC-32C of
+/// the source's bytes is returned (else `None`: the writer's CRC is the source's).
 fn fill_from(
     ck: &Ckpt,
     p: &Planned,
     served: u64,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<Option<u32>, String> {
+    let mut src_crc = 0u32;
+    let mut conv = Vec::new();
     let mut go = || {
         let mut at = 0u64;
         while at < served {
             let n = ((served - at) as usize).min(CHUNK);
             let mut err = None;
             let got = ck.read_served_with(&p.src, at, n, |b| {
-                if let Err(e) = sink(b) {
+                let r = match p.cast_from {
+                    Some(from) => {
+                        src_crc = crc32c::crc32c_append(src_crc, b);
+                        conv.clear();
+                        super::cast::convert(from, p.dtype, b, &mut conv);
+                        sink(&conv)
+                    }
+                    None => sink(b),
+                };
+                if let Err(e) = r {
                     err = Some(e);
                 }
                 b.len()
@@ -436,13 +489,15 @@ fn fill_from(
         }
         Ok(())
     };
-    if !super::open::mapped_reads() {
-        return go();
-    }
-    match super::open::mapped_scope(go) {
-        (_, true) => Err("its file was cut short while it was read".into()),
-        (r, false) => r,
-    }
+    let r = if !super::open::mapped_reads() {
+        go()
+    } else {
+        match super::open::mapped_scope(go) {
+            (_, true) => Err("its file was cut short while it was read".into()),
+            (r, false) => r,
+        }
+    };
+    r.map(|()| p.cast_from.map(|_| src_crc))
 }
 
 /// Checks what was read of `p`'s source tensor (`crc`: the CRC-32C of its served bytes, where
@@ -489,12 +544,14 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
             .map_err(&refuse)?;
         None
     } else {
+        let mut src_crc = None;
         let c = w
             .add(&p.key, p.dtype, &p.src.shape, |sink| {
-                fill_from(ck, p, served, sink)
+                src_crc = fill_from(ck, p, served, sink)?;
+                Ok(())
             })
             .map_err(&refuse)?;
-        Some(c)
+        Some(src_crc.unwrap_or(c))
     };
     check_source(ck, p, served, crc)
 }
@@ -514,9 +571,20 @@ fn write_safetensors(
     for p in plan {
         sizes.push(ck.served_size(&p.src)?);
     }
+    // What is written: a cast tensor's size in its new dtype.
+    let written: Vec<u64> = plan
+        .iter()
+        .zip(&sizes)
+        .map(
+            |(p, &n)| match (p.cast_from.and_then(DType::elem_size), p.dtype.elem_size()) {
+                (Some(a), Some(b)) => n / a as u64 * b as u64,
+                _ => n,
+            },
+        )
+        .collect();
     let source_text = source.display().to_string();
     let layout = Layout::build_with_metadata(
-        plan.iter().zip(&sizes).map(|(p, &nbytes)| TensorRecord {
+        plan.iter().zip(&written).map(|(p, &nbytes)| TensorRecord {
             name: &p.key,
             dtype: p.dtype,
             shape: &p.src.shape,
@@ -541,10 +609,14 @@ fn write_safetensors(
         let show = String::from_utf8_lossy(&p.src.key).into_owned();
         let served = sizes[i];
         debug_assert_eq!(range.end - range.start, served);
+        let mut src_crc = None;
         let crc = w
-            .add(served, |sink| fill_from(ck, p, served, sink))
+            .add(range.end - range.start, |sink| {
+                src_crc = fill_from(ck, p, served, sink)?;
+                Ok(())
+            })
             .map_err(|e| format!("{show}: {e}"))?;
-        check_source(ck, p, served, Some(crc))?;
+        check_source(ck, p, served, Some(src_crc.unwrap_or(crc)))?;
     }
     let (bytes, path) = w.finish()?;
     Ok((bytes, vec![path]))

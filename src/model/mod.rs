@@ -11,6 +11,7 @@
 //! - [`lines`]: the records the engines write, to stdout as text or JSON Lines, or kept for the
 //!   Python module.
 
+pub(crate) mod cast;
 pub mod diff;
 pub(crate) mod export;
 pub mod lines;

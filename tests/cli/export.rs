@@ -493,3 +493,60 @@ fn exported_safetensors_read_by_safetensors_as_tensorflow_reads_the_source() {
     );
     assert!(!dir.path().join("p.st").exists());
 }
+
+/// `--cast` against `tf.cast`, bit for bit: float32 and float64 tensors (ties, the largest
+/// float16 and past it, subnormals, infinities, NaN, random values) to bfloat16, float16 and
+/// float64; an int32 tensor untouched; the plan's `C` lines.
+#[test]
+fn cast_is_tf_cast_bit_for_bit() {
+    let dir = tempdir();
+    let src = dir.path().join("src/ckpt");
+    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+    if tf_script(&["castsrc".as_ref(), src.as_os_str()]).is_none() {
+        return;
+    }
+    for to in ["bfloat16", "float16", "float64", "float32"] {
+        let out = dir.path().join(format!("{to}/ckpt"));
+        let plan = String::from_utf8(tfmount_ok(&[
+            "export".as_ref(),
+            "--cast".as_ref(),
+            to.as_ref(),
+            src.as_os_str(),
+            out.as_os_str(),
+        ]))
+        .unwrap();
+        if to != "float32" {
+            assert!(
+                plan.contains(&format!("C a/.ATTRIBUTES/VARIABLE_VALUE float32 -> {to}")),
+                "{plan}"
+            );
+        }
+        assert!(!plan.contains("i/.ATTRIBUTES"), "{plan}");
+        let got = tf_script(&[
+            "castcheck".as_ref(),
+            src.as_os_str(),
+            out.as_os_str(),
+            to.as_ref(),
+        ])
+        .expect("TensorFlow wrote, so it reads");
+        let m = got.as_object().unwrap();
+        assert_eq!(m.len(), 3, "{got}");
+        for (k, v) in m {
+            assert_eq!(v["equal"], true, "{to}: {k}: {got}");
+        }
+    }
+    // Only where the glob says.
+    let out = dir.path().join("some/ckpt");
+    let plan = String::from_utf8(tfmount_ok(&[
+        "export".as_ref(),
+        "--cast".as_ref(),
+        "bfloat16:b/**".as_ref(),
+        src.as_os_str(),
+        out.as_os_str(),
+    ]))
+    .unwrap();
+    assert_eq!(
+        plan.lines().collect::<Vec<_>>(),
+        ["C b/.ATTRIBUTES/VARIABLE_VALUE float64 -> bfloat16"]
+    );
+}
