@@ -474,6 +474,51 @@ mod tests {
         assert!(edit(&g, &f4).unwrap_err().contains("not renamed with it"));
     }
 
+    /// Hostile object graphs (every byte of a real one's encoding flipped, every cut, random
+    /// node ids: cycles, ids out of range or negative) give a graph or an error, never a panic.
+    #[test]
+    fn hostile_object_graphs_never_panic() {
+        use prost::Message;
+        let bytes = graph().encode_to_vec();
+        let fates: [&dyn Fn(&str) -> Option<Option<String>>; 3] = [
+            &|k: &str| Some((!k.contains("optimizer")).then(|| k.to_string())),
+            &|k: &str| Some(Some(k.replace("model/enc/", "model/encoder/"))),
+            &|_: &str| None,
+        ];
+        let mut run = |b: &[u8]| {
+            if let Ok(g) = TrackableObjectGraph::decode(b) {
+                for f in &fates {
+                    let _ = edit(&g, *f);
+                }
+            }
+        };
+        for cut in 0..bytes.len() {
+            run(&bytes[..cut]);
+        }
+        for i in 0..bytes.len() {
+            for x in [0xffu8, 0x01, 0x80, 0x7f] {
+                let mut b = bytes.clone();
+                b[i] ^= x;
+                run(&b);
+            }
+        }
+        let mut rng = crate::testkit::rng::Rng::new(7);
+        for _ in 0..300 {
+            let mut g = graph();
+            for o in &mut g.nodes {
+                for c in &mut o.children {
+                    c.node_id = rng.below(14) as i32 - 2;
+                }
+                for r in &mut o.slot_variables {
+                    r.slot_variable_node_id = rng.below(14) as i32 - 2;
+                }
+            }
+            for f in &fates {
+                let _ = edit(&g, *f);
+            }
+        }
+    }
+
     #[test]
     fn names_are_escaped_as_tensorflow_escapes_them() {
         assert_eq!(escape("a.b/c"), "a..b.Sc");
