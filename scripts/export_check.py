@@ -127,3 +127,12 @@ elif cmd == "castcheck":
         bits = lambda x: tf.bitcast(x, tf.uint16 if x.dtype.size == 2 else tf.uint32 if x.dtype.size == 4 else tf.uint64).numpy().tobytes()
         got[k] = {"equal": bits(want) == bits(have), "n": int(tf.size(have))}
     json.dump(got, sys.stdout)
+elif cmd == "setnpy":
+    # VALUES.json NPY OUT_VALUES.json: an .npy of new values for enc/kernel ([4, 3] float32),
+    # and the values a restore should then give.
+    want = json.load(open(sys.argv[2]))
+    new = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    np.save(sys.argv[3], new)
+    want["enc/kernel"] = new.tolist()
+    json.dump(want, open(sys.argv[4], "w"))
+    json.dump({"written": sys.argv[3]}, sys.stdout)

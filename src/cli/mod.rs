@@ -173,7 +173,8 @@ tfmount reads: its one checkpoint, a SavedModel's variables, a checkpoint direct
 variables/ serves them, with the edits given applied in their order: --keep and --drop select by \
 key (globs: * and ? within a path component, ** across), --weights-only keeps what \
 weights.safetensors holds (no optimizer slots or state, no bookkeeping), --rename replaces the \
-first match of a regular expression in each key, --cast converts float tensors as tf.cast does. --to tf writes a TF V2 checkpoint \
+first match of a regular expression in each key, --cast converts float tensors as tf.cast does, \
+--set gives a tensor new values (an .npy file's, another checkpoint's tensor). --to tf writes a TF V2 checkpoint \
 (OUT.index, OUT.data-NNNNN-of-MMMMM) that TensorFlow reads. Every tensor is checked against what \
 SOURCE stores to check it by (its CRC-32C) and a damaged one stops the export, naming it. \
 Nothing is at OUT until it is whole: the files are written under temporary names beside it, \
@@ -455,6 +456,7 @@ pub(crate) enum ExportEdit {
     WeightsOnly,
     Rename(String),
     Cast(String),
+    Set(String),
 }
 
 /// What `export` writes.
@@ -501,6 +503,10 @@ pub(crate) struct ExportArgs {
     /// without one) to DTYPE, as tf.cast does: round to nearest, ties to even.
     #[arg(long, value_name = "DTYPE[:GLOB]", action = ArgAction::Append)]
     pub(crate) cast: Vec<String>,
+    /// New values for the tensor at KEY (as named so far; a new tensor if there is none): an .npy
+    /// file's array, or a tensor of another SOURCE (SOURCE:KEY). Its shape and dtype may change.
+    #[arg(long, value_name = "KEY=FILE.npy|KEY=SOURCE:KEY", action = ArgAction::Append)]
+    pub(crate) set: Vec<String>,
     /// Leave a TF2 checkpoint's object graph out: a name-keyed checkpoint (TF1 style).
     #[arg(long)]
     pub(crate) no_object_graph: bool,
@@ -510,8 +516,8 @@ pub(crate) struct ExportArgs {
     /// Replace a checkpoint already at OUT.
     #[arg(long)]
     pub(crate) force: bool,
-    /// Print the plan (D KEY, R OLD -> NEW, C KEY FROM -> TO) and what would be written; write
-    /// nothing.
+    /// Print the plan (D KEY, R OLD -> NEW, C KEY FROM -> TO, S KEY (shape, dtype)) and what
+    /// would be written; write nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// The plan's steps and the summary as JSON Lines (schema: docs/export.md).
@@ -551,6 +557,7 @@ fn export_edits(m: &ArgMatches) -> Vec<ExportEdit> {
     take("drop", &ExportEdit::Drop);
     take("rename", &ExportEdit::Rename);
     take("cast", &ExportEdit::Cast);
+    take("set", &ExportEdit::Set);
     if let Some(i) = m.index_of("weights_only") {
         if m.get_flag("weights_only") {
             v.push((i, ExportEdit::WeightsOnly));

@@ -17,6 +17,7 @@ fn edits(args: &ExportArgs) -> Result<Vec<Edit>, String> {
             ExportEdit::WeightsOnly => Ok(Edit::WeightsOnly),
             ExportEdit::Rename(r) => Edit::rename(r),
             ExportEdit::Cast(c) => Edit::cast(c),
+            ExportEdit::Set(v) => Edit::set(v),
         })
         .collect()
 }
@@ -63,6 +64,11 @@ pub(crate) fn run(args: &ExportArgs) -> i32 {
                     "{{\"type\":\"rename\",\"key\":{},\"to\":{}}}",
                     json_str(&String::from_utf8_lossy(a)),
                     json_str(&String::from_utf8_lossy(b))
+                ),
+                Step::Set(k, shape, d) => format!(
+                    "{{\"type\":\"set\",\"key\":{},\"shape\":{shape:?},\"dtype\":{}}}",
+                    json_str(&String::from_utf8_lossy(k)),
+                    json_str(&d.display_name())
                 ),
                 Step::Cast(k, a, b) => format!(
                     "{{\"type\":\"cast\",\"key\":{},\"from\":{},\"to\":{}}}",

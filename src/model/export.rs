@@ -104,9 +104,47 @@ pub(crate) enum Edit {
     /// Float tensors (float32, float64, float16, bfloat16) whose key matches (all without a
     /// glob) are converted to the dtype, as `tf.cast` converts.
     Cast { to: DType, glob: Option<Glob> },
+    /// The tensor at the key (as named so far; a new one if none is) takes these values.
+    Set { key: Vec<u8>, value: SetValue },
+}
+
+/// Where `--set` takes a tensor's new values from.
+#[derive(Debug, Clone)]
+pub(crate) enum SetValue {
+    /// The array of an `.npy` file (C order, little-endian).
+    Npy(PathBuf),
+    /// A tensor of another SOURCE, by its key.
+    Tensor(PathBuf, Vec<u8>),
 }
 
 impl Edit {
+    /// `--set KEY=FILE.npy` or `--set KEY=SOURCE2:KEY2`: split at the first `=`; a value ending
+    /// `.npy` is a file, else it is split at its first `:` not followed by `//` (so that
+    /// `s3://bucket/ckpt:dense/kernel` names the key `dense/kernel`).
+    pub(crate) fn set(arg: &str) -> Result<Edit, String> {
+        let (key, value) = arg
+            .split_once('=')
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .ok_or_else(|| format!("--set {arg}: expected KEY=FILE.npy or KEY=SOURCE:KEY"))?;
+        let value = if value.to_ascii_lowercase().ends_with(".npy") {
+            SetValue::Npy(PathBuf::from(value))
+        } else {
+            let at = value
+                .match_indices(':')
+                .map(|(i, _)| i)
+                .find(|&i| !value[i + 1..].starts_with("//"))
+                .ok_or_else(|| format!("--set {arg}: expected KEY=FILE.npy or KEY=SOURCE:KEY"))?;
+            SetValue::Tensor(
+                PathBuf::from(&value[..at]),
+                value.as_bytes()[at + 1..].to_vec(),
+            )
+        };
+        Ok(Edit::Set {
+            key: key.as_bytes().to_vec(),
+            value,
+        })
+    }
+
     /// `--cast DTYPE[:GLOB]`.
     pub(crate) fn cast(arg: &str) -> Result<Edit, String> {
         let (name, glob) = match arg.split_once(':') {
@@ -157,6 +195,8 @@ pub(crate) enum Step {
     Rename(Vec<u8>, Vec<u8>),
     /// `C key float32 -> bfloat16` (the key written).
     Cast(Vec<u8>, DType, DType),
+    /// `S key (shape [3, 2] float32)`: new values (the key written).
+    Set(Vec<u8>, Vec<u64>, DType),
 }
 
 impl Step {
@@ -168,19 +208,49 @@ impl Step {
             Step::Cast(k, a, b) => {
                 format!("C {} {} -> {}", esc(k), a.display_name(), b.display_name())
             }
+            Step::Set(k, shape, d) => {
+                format!("S {} (shape {shape:?} {})", esc(k), d.display_name())
+            }
         }
     }
 }
 
+/// Where a planned tensor's bytes come from.
+enum From {
+    /// A tensor of checkpoint `i` (0: SOURCE; then the checkpoints `--set` names).
+    Tensor(usize, TensorInfo),
+    /// The data of an `.npy` file: `len` bytes from `offset`.
+    Npy {
+        path: PathBuf,
+        offset: u64,
+        len: u64,
+    },
+}
+
 /// One tensor to write.
 struct Planned {
-    src: TensorInfo,
+    from: From,
+    /// Its key in SOURCE, for a tensor of SOURCE (its values perhaps replaced by `--set`);
+    /// `None` for a tensor `--set` adds.
+    orig: Option<Vec<u8>>,
     key: Vec<u8>,
+    /// The dtype written, and the one read where `--cast` converts.
     dtype: DType,
-    /// Its served bytes made here, not read from the source (an edited object graph).
-    made: Option<Vec<u8>>,
-    /// The source's dtype, where `--cast` converts it to `dtype`.
     cast_from: Option<DType>,
+    shape: Vec<u64>,
+    /// Its served bytes made here, not read (an edited object graph).
+    made: Option<Vec<u8>>,
+}
+
+impl Planned {
+    /// What messages name it by: its key in SOURCE, else its new key.
+    fn shown(&self) -> String {
+        String::from_utf8_lossy(self.orig.as_deref().unwrap_or(&self.key)).into_owned()
+    }
+
+    fn is_object_graph(&self) -> bool {
+        self.orig.as_deref() == Some(OBJECT_GRAPH) && self.made.is_none()
+    }
 }
 
 /// What `export` did (or, with `dry_run`, would do).
@@ -204,12 +274,12 @@ pub(crate) fn export(
     opts: &Options,
     step: &mut dyn FnMut(&Step),
 ) -> Result<Summary, String> {
-    let ck = super::open::one_checkpoint(source)?;
+    let mut cks = vec![super::open::one_checkpoint(source)?];
     let Plan {
-        tensors: plan,
+        tensors: mut plan,
         steps,
         object_graph,
-    } = plan(&ck, opts)?;
+    } = plan(&mut cks, opts)?;
     for s in &steps {
         step(s);
     }
@@ -219,16 +289,14 @@ pub(crate) fn export(
         .filter(|s| matches!(s, Step::Rename(..)))
         .count() as u64;
     let edited = dropped > 0 || renamed > 0;
-    let mut plan = plan;
-    if let Some(og) = object_graph {
-        if opts.to == To::Safetensors {
-            // The checkpoint's structure, not a weight: left out without complaint.
-            plan.retain(|p| p.src.key != og);
-        } else if opts.no_object_graph {
-            plan.retain(|p| p.src.key != og);
+    if object_graph {
+        if opts.to == To::Safetensors || opts.no_object_graph {
+            // The checkpoint's structure, not a weight: left out of safetensors without
+            // complaint, and where asked.
+            plan.retain(|p| !p.is_object_graph());
         } else if edited {
-            let made = edited_object_graph(&ck, &plan, &steps)?;
-            if let Some(p) = plan.iter_mut().find(|p| p.src.key == og) {
+            let made = edited_object_graph(&cks, &plan, &steps)?;
+            if let Some(p) = plan.iter_mut().find(|p| p.is_object_graph()) {
                 p.made = Some(made);
             }
         }
@@ -245,7 +313,7 @@ pub(crate) fn export(
     };
     if opts.dry_run {
         for p in &plan {
-            summary.bytes += ck.served_size(&p.src).unwrap_or(0);
+            summary.bytes += written_size(p, served_size(&cks, p).unwrap_or(0));
         }
         return Ok(summary);
     }
@@ -255,7 +323,7 @@ pub(crate) fn export(
             // The tensors in the order they are stored (as TensorFlow writes in `Add` order):
             // by key.
             for p in &plan {
-                write_one(&ck, p, &mut w)?;
+                write_one(&cks, p, &mut w)?;
             }
             let wrote = w.finish()?;
             summary.bytes = wrote.bytes;
@@ -264,15 +332,15 @@ pub(crate) fn export(
         To::Safetensors => {
             for p in &plan {
                 if crate::parse::safetensors::safetensors_dtype(p.dtype).is_none() {
-                    let k = String::from_utf8_lossy(&p.src.key);
+                    let k = p.shown();
                     return Err(format!(
                         "{k}: its dtype, {}, is one safetensors cannot hold (--drop '{}' leaves it out)",
-                        p.src.dtype,
+                        p.dtype.display_name(),
                         k.replace('\'', "'\\''")
                     ));
                 }
             }
-            let (bytes, files) = write_safetensors(&ck, source, &plan, out, opts.force)?;
+            let (bytes, files) = write_safetensors(&cks, source, &plan, out, opts.force)?;
             summary.bytes = bytes;
             summary.files = files;
         }
@@ -285,11 +353,25 @@ struct Plan {
     /// The tensors to write, with their new keys, in the output's key order.
     tensors: Vec<Planned>,
     steps: Vec<Step>,
-    /// The key of the source's object graph, if it has one and it is kept.
-    object_graph: Option<Vec<u8>>,
+    /// Whether SOURCE's object graph is among them, under its own key.
+    object_graph: bool,
 }
 
-fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
+/// The dtype a SOURCE tensor is written with, or why it cannot be.
+fn writable(key: &[u8], dtype: &str) -> Result<DType, String> {
+    DType::from_name(dtype)
+        .filter(|d| *d == DT_STRING || d.elem_size().is_some())
+        .ok_or_else(|| {
+            let k = String::from_utf8_lossy(key);
+            format!(
+                "{k}: its dtype, {dtype}, is one export cannot write (--drop '{}' leaves it out)",
+                k.replace('\'', "'\\''")
+            )
+        })
+}
+
+/// Every tensor of `ck`, or why its index cannot be read whole.
+fn tensors_of(ck: &Ckpt) -> Result<Vec<TensorInfo>, String> {
     let name = ck.prefix().display().to_string();
     let mut all = Vec::new();
     for item in ck.walk() {
@@ -315,16 +397,147 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
             }
         }
     }
-    // Each tensor's current key, or None once dropped, and its dtype after the casts so far.
-    let mut keys: Vec<Option<Vec<u8>>> = all.iter().map(|t| Some(t.key.clone())).collect();
-    let mut dtypes: Vec<Option<DType>> = all.iter().map(|t| DType::from_name(&t.dtype)).collect();
+    Ok(all)
+}
+
+/// The values `--set` names, opened: where they come from, their dtype and shape.
+fn set_from(
+    cks: &mut Vec<Ckpt>,
+    key: &[u8],
+    value: &SetValue,
+) -> Result<(From, DType, Vec<u64>), String> {
+    let k = String::from_utf8_lossy(key);
+    match value {
+        SetValue::Npy(path) => {
+            use std::io::Read;
+            let bad = |why: String| format!("--set {k}: {}: {why}", path.display());
+            let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+            let size = f.metadata().map_err(|e| bad(e.to_string()))?.len();
+            let mut head = Vec::new();
+            f.take((crate::parse::npy::MAX_HEADER + 16) as u64)
+                .read_to_end(&mut head)
+                .map_err(|e| bad(e.to_string()))?;
+            let npy = crate::parse::npy::parse(&head).map_err(bad)?;
+            let dtype = DType::from_npy_code(&npy.code)
+                .filter(|d| d.elem_size().is_some() && *d != DT_STRING)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "an array of {}, which export cannot write",
+                        npy.code
+                    ))
+                })?;
+            let len = npy
+                .shape
+                .iter()
+                .try_fold(dtype.elem_size().unwrap_or(1) as u64, |a, &d| {
+                    a.checked_mul(d)
+                })
+                .ok_or_else(|| bad("a shape too large".into()))?;
+            if npy.data_offset.checked_add(len) != Some(size) {
+                return Err(bad(format!(
+                    "{size} bytes, its header says {} (data of {len} after {})",
+                    npy.data_offset.saturating_add(len),
+                    npy.data_offset
+                )));
+            }
+            Ok((
+                From::Npy {
+                    path: path.clone(),
+                    offset: npy.data_offset,
+                    len,
+                },
+                dtype,
+                npy.shape,
+            ))
+        }
+        SetValue::Tensor(source, key2) => {
+            let ck = super::open::one_checkpoint(source).map_err(|e| format!("--set {k}: {e}"))?;
+            let t = tensors_of(&ck)?
+                .into_iter()
+                .find(|t| t.key == *key2)
+                .ok_or_else(|| {
+                    format!(
+                        "--set {k}: {} has no tensor {}",
+                        source.display(),
+                        String::from_utf8_lossy(key2)
+                    )
+                })?;
+            let dtype = writable(&t.key, &t.dtype)?;
+            let shape = t.shape.clone();
+            cks.push(ck);
+            Ok((From::Tensor(cks.len() - 1, t), dtype, shape))
+        }
+    }
+}
+
+fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
+    /// A tensor while the edits are applied.
+    struct Cur {
+        from: From,
+        orig: Option<Vec<u8>>,
+        /// Its current key; `None` once dropped.
+        key: Option<Vec<u8>>,
+        /// Its dtype as read (`None`: one export cannot write, said if it is kept).
+        read: Option<DType>,
+        /// Its dtype after the casts so far.
+        dtype: Option<DType>,
+        shape: Vec<u64>,
+        set: bool,
+    }
+    let mut cur: Vec<Cur> = tensors_of(&cks[0])?
+        .into_iter()
+        .map(|t| {
+            let d = DType::from_name(&t.dtype);
+            Cur {
+                orig: Some(t.key.clone()),
+                key: Some(t.key.clone()),
+                read: d,
+                dtype: d,
+                shape: t.shape.clone(),
+                from: From::Tensor(0, t),
+                set: false,
+            }
+        })
+        .collect();
     for e in &opts.edits {
-        for (k, d) in keys.iter_mut().zip(dtypes.iter_mut()) {
-            let Some(key) = k.as_ref() else { continue };
+        if let Edit::Set { key, value } = e {
+            let (from, dtype, shape) = set_from(cks, key, value)?;
+            let c = match cur
+                .iter_mut()
+                .find(|c| c.key.as_deref() == Some(key.as_slice()))
+            {
+                Some(c) => c,
+                None => {
+                    cur.push(Cur {
+                        from: From::Npy {
+                            path: PathBuf::new(),
+                            offset: 0,
+                            len: 0,
+                        },
+                        orig: None,
+                        key: Some(key.clone()),
+                        read: None,
+                        dtype: None,
+                        shape: Vec::new(),
+                        set: true,
+                    });
+                    let n = cur.len() - 1;
+                    &mut cur[n]
+                }
+            };
+            c.from = from;
+            c.read = Some(dtype);
+            c.dtype = Some(dtype);
+            c.shape = shape;
+            c.set = true;
+            continue;
+        }
+        for c in cur.iter_mut() {
+            let Some(key) = c.key.as_ref() else { continue };
             if let Edit::Cast { to, glob } = e {
                 let chosen = glob.as_ref().is_none_or(|g| g.matches(key));
-                if chosen && d.is_some_and(super::cast::castable) {
-                    *d = Some(*to);
+                if chosen && c.dtype.is_some_and(super::cast::castable) {
+                    c.dtype = Some(*to);
                 }
                 continue;
             }
@@ -335,67 +548,67 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
                 Edit::WeightsOnly => {
                     crate::formats::weights::is_weight(key) || key.as_slice() == OBJECT_GRAPH
                 }
-                Edit::Rename { .. } | Edit::Cast { .. } => true,
+                Edit::Rename { .. } | Edit::Cast { .. } | Edit::Set { .. } => true,
             };
             if !keep {
-                *k = None;
+                c.key = None;
                 continue;
             }
-            if let Edit::Rename { re, to, .. } = e {
+            if let Edit::Rename { re, to } = e {
                 let new = re.replace(key, to.as_bytes()).into_owned();
-                *k = Some(new);
+                c.key = Some(new);
             }
         }
     }
     let mut steps = Vec::new();
     let mut plan = Vec::new();
-    let mut object_graph = None;
-    let mut seen: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
-    for ((t, k), cast_to) in all.into_iter().zip(keys).zip(dtypes) {
-        let Some(key) = k else {
-            steps.push(Step::Drop(t.key.clone()));
+    let mut object_graph = false;
+    let mut seen: std::collections::HashMap<Vec<u8>, String> = std::collections::HashMap::new();
+    for c in cur {
+        let shown = String::from_utf8_lossy(c.orig.as_deref().or(c.key.as_deref()).unwrap_or(b""))
+            .into_owned();
+        let Some(key) = c.key else {
+            if let Some(o) = c.orig {
+                steps.push(Step::Drop(o));
+            }
             continue;
         };
         if key.is_empty() {
-            return Err(format!(
-                "{}: renamed to an empty key",
-                String::from_utf8_lossy(&t.key)
-            ));
+            return Err(format!("{shown}: renamed to an empty key"));
         }
-        if let Some(other) = seen.insert(key.clone(), t.key.clone()) {
+        if let Some(other) = seen.insert(key.clone(), shown.clone()) {
             return Err(format!(
-                "{} and {} would both be written as {}",
-                String::from_utf8_lossy(&other),
-                String::from_utf8_lossy(&t.key),
+                "{other} and {shown} would both be written as {}",
                 String::from_utf8_lossy(&key)
             ));
         }
-        if key != t.key {
-            steps.push(Step::Rename(t.key.clone(), key.clone()));
+        if let Some(o) = c.orig.as_ref().filter(|o| **o != key) {
+            steps.push(Step::Rename(o.clone(), key.clone()));
         }
-        if t.key == OBJECT_GRAPH && key == OBJECT_GRAPH {
-            object_graph = Some(key.clone());
+        if c.orig.as_deref() == Some(OBJECT_GRAPH) && key == OBJECT_GRAPH && !c.set {
+            object_graph = true;
         }
-        let dtype = DType::from_name(&t.dtype)
-            .filter(|d| *d == DT_STRING || d.elem_size().is_some())
-            .ok_or_else(|| {
-                let k = String::from_utf8_lossy(&t.key);
-                format!(
-                    "{k}: its dtype, {}, is one export cannot write (--drop '{}' leaves it out)",
-                    t.dtype,
-                    k.replace('\'', "'\\''")
-                )
-            })?;
-        let cast_from = cast_to.filter(|c| *c != dtype).map(|c| {
-            steps.push(Step::Cast(key.clone(), dtype, c));
-            dtype
+        let read = match (&c.from, c.read) {
+            (_, Some(d)) if d == DT_STRING || d.elem_size().is_some() => d,
+            (From::Tensor(_, t), _) => writable(&t.key, &t.dtype)?,
+            _ => return Err(format!("{shown}: a dtype export cannot write")),
+        };
+        let dtype = c.dtype.unwrap_or(read);
+        if c.set {
+            steps.push(Step::Set(key.clone(), c.shape.clone(), read));
+        }
+        let cast_from = (dtype != read).then(|| {
+            steps.push(Step::Cast(key.clone(), read, dtype));
+            read
         });
         plan.push(Planned {
-            src: t,
+            from: c.from,
+            orig: c.orig,
             key,
-            dtype: cast_to.unwrap_or(dtype),
-            made: None,
+            dtype,
             cast_from,
+            shape: c.shape,
+            made: None,
         });
     }
     // Written in the output's key order.
@@ -407,18 +620,19 @@ fn plan(ck: &Ckpt, opts: &Options) -> Result<Plan, String> {
     })
 }
 
-/// The source's object graph edited to follow the plan (`formats::v2::object_graph`), as a
-/// string scalar's served bytes.
-fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Vec<u8>, String> {
+/// SOURCE's object graph edited to follow the plan (`formats::v2::object_graph`), as a string
+/// scalar's served bytes.
+fn edited_object_graph(cks: &[Ckpt], plan: &[Planned], steps: &[Step]) -> Result<Vec<u8>, String> {
     use prost::Message;
-    let og = plan
-        .iter()
-        .find(|p| p.src.key == OBJECT_GRAPH)
-        .ok_or("no object graph")?;
     let what = String::from_utf8_lossy(OBJECT_GRAPH);
-    super::verify::check_tensor(ck, &og.src).map_err(|e| format!("{what}: {e}"))?;
-    let served = ck.served_size(&og.src)?;
-    let bytes = ck.read_served(&og.src, 0, served as usize)?;
+    let Some(From::Tensor(i, t)) = plan.iter().find(|p| p.is_object_graph()).map(|p| &p.from)
+    else {
+        return Err(format!("{what}: not found"));
+    };
+    let ck = &cks[*i];
+    super::verify::check_tensor(ck, t).map_err(|e| format!("{what}: {e}"))?;
+    let served = ck.served_size(t)?;
+    let bytes = ck.read_served(t, 0, served as usize)?;
     let body = bytes
         .get(8..)
         .ok_or_else(|| format!("{what}: not a string scalar"))?;
@@ -426,11 +640,12 @@ fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Ve
         .map_err(|e| format!("{what}: cannot be parsed: {e}"))?;
     let mut fate: std::collections::HashMap<String, Option<String>> = plan
         .iter()
-        .map(|p| {
-            (
-                String::from_utf8_lossy(&p.src.key).into_owned(),
+        .filter_map(|p| {
+            let o = p.orig.as_ref()?;
+            Some((
+                String::from_utf8_lossy(o).into_owned(),
                 Some(String::from_utf8_lossy(&p.key).into_owned()),
-            )
+            ))
         })
         .collect();
     for s in steps {
@@ -446,35 +661,68 @@ fn edited_object_graph(ck: &Ckpt, plan: &[Planned], steps: &[Step]) -> Result<Ve
     Ok(out)
 }
 
-/// Hands the served bytes of `p`'s source tensor (`served` of them) to `sink`, in order: read
-/// in place from the source's mappings where the process can guard them (a page lost to a file
-/// cut short is caught, not a crash), else copied.
-/// Where `--cast` converts the tensor, the bytes handed over are converted, and the CRC-32C of
-/// the source's bytes is returned (else `None`: the writer's CRC is the source's).
+/// Bytes of the planned tensor as read (its served bytes, or the `.npy` file's data).
+fn served_size(cks: &[Ckpt], p: &Planned) -> Result<u64, String> {
+    match &p.from {
+        From::Tensor(i, t) => cks[*i].served_size(t),
+        From::Npy { len, .. } => Ok(*len),
+    }
+}
+
+/// Bytes written of a tensor of `served` bytes read: a cast one's size in its new dtype.
+fn written_size(p: &Planned, served: u64) -> u64 {
+    match (p.cast_from.and_then(DType::elem_size), p.dtype.elem_size()) {
+        (Some(a), Some(b)) => served / a as u64 * b as u64,
+        _ => served,
+    }
+}
+
+/// Hands the bytes of `p` as read (`served` of them) to `sink`, in order: a tensor's served
+/// bytes read in place from its checkpoint's mappings where the process can guard them (a page
+/// lost to a file cut short is caught, not a crash), else copied; an `.npy` file's data with
+/// `pread`. Where `--cast` converts the tensor, the bytes handed over are converted, and the
+/// CRC-32C of the bytes read is returned (else `None`: the writer's CRC is theirs).
 fn fill_from(
-    ck: &Ckpt,
+    cks: &[Ckpt],
     p: &Planned,
     served: u64,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
 ) -> Result<Option<u32>, String> {
     let mut src_crc = 0u32;
     let mut conv = Vec::new();
+    let mut hand = |b: &[u8]| match p.cast_from {
+        Some(from) => {
+            src_crc = crc32c::crc32c_append(src_crc, b);
+            conv.clear();
+            super::cast::convert(from, p.dtype, b, &mut conv);
+            sink(&conv)
+        }
+        None => sink(b),
+    };
+    let (ck, t) = match &p.from {
+        From::Tensor(i, t) => (&cks[*i], t),
+        From::Npy { path, offset, len } => {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut buf = vec![0u8; CHUNK.min(*len as usize)];
+            let mut at = 0u64;
+            while at < *len {
+                let n = ((*len - at) as usize).min(CHUNK);
+                f.read_exact_at(&mut buf[..n], offset + at)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                hand(&buf[..n])?;
+                at += n as u64;
+            }
+            return Ok(p.cast_from.map(|_| src_crc));
+        }
+    };
     let mut go = || {
         let mut at = 0u64;
         while at < served {
             let n = ((served - at) as usize).min(CHUNK);
             let mut err = None;
-            let got = ck.read_served_with(&p.src, at, n, |b| {
-                let r = match p.cast_from {
-                    Some(from) => {
-                        src_crc = crc32c::crc32c_append(src_crc, b);
-                        conv.clear();
-                        super::cast::convert(from, p.dtype, b, &mut conv);
-                        sink(&conv)
-                    }
-                    None => sink(b),
-                };
-                if let Err(e) = r {
+            let got = ck.read_served_with(t, at, n, |b| {
+                if let Err(e) = hand(b) {
                     err = Some(e);
                 }
                 b.len()
@@ -500,30 +748,33 @@ fn fill_from(
     r.map(|()| p.cast_from.map(|_| src_crc))
 }
 
-/// Checks what was read of `p`'s source tensor (`crc`: the CRC-32C of its served bytes, where
-/// known): against its stored CRC-32C where it is one stored piece whose bytes are its served
-/// bytes (nothing read again), else by checking its stored pieces the way `verify` does (a
-/// second read).
-fn check_source(ck: &Ckpt, p: &Planned, served: u64, crc: Option<u32>) -> Result<(), String> {
-    let stored = match (p.src.partitioned, p.src.crc, p.src.nbytes == served) {
+/// Checks what was read of a tensor of a checkpoint (`crc`: the CRC-32C of its served bytes,
+/// where known): against its stored CRC-32C where it is one stored piece whose bytes are its
+/// served bytes (nothing read again), else by checking its stored pieces the way `verify` does
+/// (a second read). An `.npy` file stores nothing to check by: its length was checked.
+fn check_source(cks: &[Ckpt], p: &Planned, served: u64, crc: Option<u32>) -> Result<(), String> {
+    let From::Tensor(i, t) = &p.from else {
+        return Ok(());
+    };
+    let stored = match (t.partitioned, t.crc, t.nbytes == served) {
         (false, Some(c), true) => Some(c),
         _ => None,
     };
     if stored.is_none() || stored != crc {
-        super::verify::check_tensor(ck, &p.src).map_err(|e| {
+        super::verify::check_tensor(&cks[*i], t).map_err(|e| {
             format!(
                 "{}: {e} (a damaged source tensor is never copied)",
-                String::from_utf8_lossy(&p.src.key)
+                String::from_utf8_lossy(&t.key)
             )
         })?;
     }
     Ok(())
 }
 
-/// Streams one tensor from the source into the checkpoint being written, then checks the
-/// source ([`check_source`]).
-fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
-    let show = String::from_utf8_lossy(&p.src.key).into_owned();
+/// Streams one tensor into the checkpoint being written, then checks its source
+/// ([`check_source`]).
+fn write_one(cks: &[Ckpt], p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
+    let show = p.shown();
     let refuse = |why: String| format!("{show}: {why}");
     if let Some(made) = &p.made {
         let mut read = |at: u64, len: usize| {
@@ -534,32 +785,36 @@ fn write_one(ck: &Ckpt, p: &Planned, w: &mut BundleWriter) -> Result<(), String>
                 .to_vec())
         };
         return w
-            .add_strings(&p.key, &p.src.shape, made.len() as u64, &mut read)
+            .add_strings(&p.key, &p.shape, made.len() as u64, &mut read)
             .map_err(&refuse);
     }
-    let served = ck.served_size(&p.src).map_err(&refuse)?;
+    let served = served_size(cks, p).map_err(&refuse)?;
     let crc = if p.dtype == DT_STRING {
-        let mut read = |at: u64, len: usize| ck.read_served(&p.src, at, len);
-        w.add_strings(&p.key, &p.src.shape, served, &mut read)
+        let From::Tensor(i, t) = &p.from else {
+            return Err(refuse("strings come only from a checkpoint".into()));
+        };
+        let ck = &cks[*i];
+        let mut read = |at: u64, len: usize| ck.read_served(t, at, len);
+        w.add_strings(&p.key, &p.shape, served, &mut read)
             .map_err(&refuse)?;
         None
     } else {
         let mut src_crc = None;
         let c = w
-            .add(&p.key, p.dtype, &p.src.shape, |sink| {
-                src_crc = fill_from(ck, p, served, sink)?;
+            .add(&p.key, p.dtype, &p.shape, |sink| {
+                src_crc = fill_from(cks, p, served, sink)?;
                 Ok(())
             })
             .map_err(&refuse)?;
         Some(src_crc.unwrap_or(c))
     };
-    check_source(ck, p, served, crc)
+    check_source(cks, p, served, crc)
 }
 
 /// Writes the plan as one `.safetensors` file at `out` (the layout of `model.safetensors`:
 /// [`crate::parse::safetensors::Layout`], `__metadata__` naming the source); what it wrote.
 fn write_safetensors(
-    ck: &Ckpt,
+    cks: &[Ckpt],
     source: &Path,
     plan: &[Planned],
     out: &Path,
@@ -569,25 +824,19 @@ fn write_safetensors(
     use crate::parse::safetensors::{Layout, TensorRecord};
     let mut sizes = Vec::with_capacity(plan.len());
     for p in plan {
-        sizes.push(ck.served_size(&p.src)?);
+        sizes.push(served_size(cks, p)?);
     }
-    // What is written: a cast tensor's size in its new dtype.
     let written: Vec<u64> = plan
         .iter()
         .zip(&sizes)
-        .map(
-            |(p, &n)| match (p.cast_from.and_then(DType::elem_size), p.dtype.elem_size()) {
-                (Some(a), Some(b)) => n / a as u64 * b as u64,
-                _ => n,
-            },
-        )
+        .map(|(p, &n)| written_size(p, n))
         .collect();
     let source_text = source.display().to_string();
     let layout = Layout::build_with_metadata(
         plan.iter().zip(&written).map(|(p, &nbytes)| TensorRecord {
             name: &p.key,
             dtype: p.dtype,
-            shape: &p.src.shape,
+            shape: &p.shape,
             nbytes,
         }),
         &[("tfmount.source", &source_text)],
@@ -606,17 +855,16 @@ fn write_safetensors(
     let mut w = SafetensorsWriter::create(out, layout.header().to_vec(), force)?;
     for (i, range) in layout.tensors() {
         let p = &plan[i];
-        let show = String::from_utf8_lossy(&p.src.key).into_owned();
+        let show = p.shown();
         let served = sizes[i];
-        debug_assert_eq!(range.end - range.start, served);
         let mut src_crc = None;
         let crc = w
             .add(range.end - range.start, |sink| {
-                src_crc = fill_from(ck, p, served, sink)?;
+                src_crc = fill_from(cks, p, served, sink)?;
                 Ok(())
             })
             .map_err(|e| format!("{show}: {e}"))?;
-        check_source(ck, p, served, Some(src_crc.unwrap_or(crc)))?;
+        check_source(cks, p, served, Some(src_crc.unwrap_or(crc)))?;
     }
     let (bytes, path) = w.finish()?;
     Ok((bytes, vec![path]))

@@ -200,6 +200,52 @@ fn tf2_surgery_is_restored_by_tensorflow() {
         assert_eq!(g["root"], serde_json::json!(["model"]), "{p:?}: {g}");
         assert_eq!(g["keys"].as_array().unwrap().len(), 5, "{p:?}: {g}");
     }
+    // New values from an .npy file, restored by TensorFlow; a tensor of another checkpoint
+    // added under a new key; the plan's S lines.
+    let npy = dir.path().join("kernel.npy");
+    let values2 = dir.path().join("values2.json");
+    tf_script(&[
+        "setnpy".as_ref(),
+        values.as_os_str(),
+        npy.as_os_str(),
+        values2.as_os_str(),
+    ])
+    .expect("TensorFlow wrote, so it runs");
+    let set = format!(
+        "model/enc/kernel/.ATTRIBUTES/VARIABLE_VALUE={}",
+        npy.display()
+    );
+    let extra = format!(
+        "extra/kernel={}:model/dec/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+        train.display()
+    );
+    let plan = run(
+        &["--weights-only", "--set", &set, "--set", &extra],
+        &out("s"),
+    );
+    assert!(
+        plan.contains("S model/enc/kernel/.ATTRIBUTES/VARIABLE_VALUE (shape [4, 3] float32)")
+            && plan.contains("S extra/kernel (shape [3, 2] float32)"),
+        "{plan}"
+    );
+    let s = out("s");
+    let got2 = tf_script(&[
+        "check".as_ref(),
+        values2.as_os_str(),
+        s.as_os_str(),
+        "enc".as_ref(),
+    ])
+    .expect("TensorFlow wrote, so it reads");
+    let g = &got2[s.to_str().unwrap()];
+    assert_eq!(g["equal"], true, "{g}");
+    assert!(
+        g["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "extra/kernel"),
+        "{g}"
+    );
     // The rename alone keeps the optimizer.
     let g = &got[r.to_str().unwrap()];
     assert!(
@@ -331,6 +377,29 @@ fn what_is_refused_leaves_nothing_at_out() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // An .npy cut short: refused, saying why, before anything is written.
+    let npy = dir.path().join("cut.npy");
+    let dict = b"{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }";
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&((dict.len() + 1) as u16).to_le_bytes());
+    b.extend_from_slice(dict);
+    b.push(b'\n');
+    b.extend_from_slice(&[0u8; 20]);
+    std::fs::write(&npy, &b).unwrap();
+    let o = tfmount(&[
+        "export".as_ref(),
+        "--set".as_ref(),
+        format!("x={}", npy.display()).as_ref(),
+        src.as_os_str(),
+        dir.path().join("o5/ckpt").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cut.npy") && err.contains("its header says"),
+        "{err}"
+    );
+    assert!(names(&dir.path().join("o5")).is_empty());
     // Two keys onto one: refused, naming both.
     let o = tfmount(&[
         "export".as_ref(),
