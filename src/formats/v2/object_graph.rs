@@ -480,12 +480,12 @@ mod tests {
     fn hostile_object_graphs_never_panic() {
         use prost::Message;
         let bytes = graph().encode_to_vec();
-        let fates: [&dyn Fn(&str) -> Option<Option<String>>; 3] = [
+        let fates: [KeyFate<'_>; 3] = [
             &|k: &str| Some((!k.contains("optimizer")).then(|| k.to_string())),
             &|k: &str| Some(Some(k.replace("model/enc/", "model/encoder/"))),
             &|_: &str| None,
         ];
-        let mut run = |b: &[u8]| {
+        let run = |b: &[u8]| {
             if let Ok(g) = TrackableObjectGraph::decode(b) {
                 for f in &fates {
                     let _ = edit(&g, *f);
