@@ -1201,3 +1201,6 @@ mod tests {
         assert_eq!(&blk[n - 12..], &[0, 0, 0, 0, 22, 0, 0, 0, 2, 0, 0, 0]);
     }
 }
+
+#[cfg(test)]
+mod read_back;
