@@ -46,7 +46,7 @@ pub enum Item {
 /// A tensor as its index entry describes it.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub key: Vec<u8>,
+    pub(crate) key: Vec<u8>,
     /// TensorFlow's dtype name (`float32`, ...; `unknown_N`).
     pub dtype: String,
     pub shape: Vec<u64>,

@@ -9,7 +9,7 @@
 //! failed operation is logged here, once, with what it concerns.
 
 pub mod assets;
-pub mod build;
+pub(crate) mod build;
 pub(crate) mod fixed;
 pub(crate) mod graph;
 pub(crate) mod keyspace;

@@ -11,8 +11,8 @@
 //! - [`lines`]: the records the engines write, to stdout as text or JSON Lines, or kept for the
 //!   Python module.
 
-pub mod diff;
+pub(crate) mod diff;
 pub mod lines;
 pub mod open;
-pub mod values;
+pub(crate) mod values;
 pub(crate) mod verify;

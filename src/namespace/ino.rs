@@ -28,7 +28,7 @@
 /// One bit field of a packed `u64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
-    pub shift: u32,
+    pub(crate) shift: u32,
     pub(crate) bits: u32,
 }
 
@@ -113,7 +113,7 @@ pub(crate) mod slot {
 /// Local layout of a key-space node (checkpoint variables and the views that mirror them).
 pub mod keyspace {
     use super::{Field, LOCAL};
-    pub const VIEW: Field = Field::top(LOCAL.bits, 2);
+    pub(crate) const VIEW: Field = Field::top(LOCAL.bits, 2);
     pub const FILE: Field = VIEW.then(3);
     pub const DEPTH: Field = FILE.then(7);
     pub const POS: Field = DEPTH.then(40);

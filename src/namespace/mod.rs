@@ -2,6 +2,7 @@
 //! inode numbers and readdir cookies ([`ino`]).
 
 pub mod ino;
-pub mod names;
+pub(crate) mod names;
 
-pub use names::{escape, fnv1a64, unescape, FileKind, Unescaped, SUFFIXES};
+pub use names::{escape, FileKind, SUFFIXES};
+pub(crate) use names::{fnv1a64, unescape, Unescaped};

@@ -17,8 +17,8 @@ pub const MAX_SHARDS: i32 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    pub num_shards: u32,
-    pub big_endian: bool,
+    pub(crate) num_shards: u32,
+    pub(crate) big_endian: bool,
 }
 
 pub fn parse_header(value: &[u8]) -> Result<Header> {
@@ -69,7 +69,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn num_elements(&self) -> u64 {
+    pub(crate) fn num_elements(&self) -> u64 {
         // Checked when parsed.
         self.shape.iter().product()
     }

@@ -9,7 +9,7 @@ pub mod dtype;
 pub(crate) mod npy;
 pub(crate) mod partition;
 pub(crate) mod roles;
-pub mod safetensors;
+pub(crate) mod safetensors;
 pub mod slice_key;
 pub mod table;
 pub(crate) mod tensor_proto;

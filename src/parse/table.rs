@@ -279,8 +279,8 @@ impl Block {
 
 /// A position in a table: data block number and entry number within it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
-    pub block: u32,
+pub(crate) struct Pos {
+    pub(crate) block: u32,
     pub(crate) entry: u32,
 }
 
@@ -392,7 +392,7 @@ impl Table {
     }
 
     /// The first position whose key is >= `target`.
-    pub fn seek(&self, target: &[u8]) -> Result<Option<Pos>> {
+    pub(crate) fn seek(&self, target: &[u8]) -> Result<Option<Pos>> {
         let b = self.index.seek(target);
         if b >= self.handles.len() {
             return Ok(None);
@@ -409,7 +409,7 @@ impl Table {
     }
 
     /// The position after `p`.
-    pub fn next(&self, p: Pos) -> Result<Option<Pos>> {
+    pub(crate) fn next(&self, p: Pos) -> Result<Option<Pos>> {
         let blk = self.block(p.block)?;
         if (p.entry as usize) + 1 < blk.len() {
             return Ok(Some(Pos {
@@ -434,7 +434,7 @@ impl Table {
     }
 
     /// The block holding `p` and the entry number within it, after checking `p` is valid.
-    pub fn entry(&self, p: Pos) -> Result<(Arc<Block>, usize)> {
+    pub(crate) fn entry(&self, p: Pos) -> Result<(Arc<Block>, usize)> {
         let blk = self.block(p.block)?;
         if (p.entry as usize) < blk.len() {
             Ok((blk, p.entry as usize))

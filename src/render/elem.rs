@@ -116,11 +116,6 @@ impl Mini {
         }
     }
 
-    /// Bits an element has (the rest of its byte or word is ignored, as ml_dtypes does).
-    pub fn bits(&self) -> u32 {
-        1 + self.exp + self.man
-    }
-
     /// The exact `f32` value of the encoding `v` (a byte, or a 16-bit word for float16). The
     /// low `exp + man` bits are the magnitude; the element is negative when any bit above them
     /// is set — for 8- and 16-bit formats that is the sign bit, for float4 it is how ml_dtypes

@@ -94,6 +94,7 @@ impl Columns {
         self.len
     }
 
+    /// Whether the text is empty (a tensor without elements).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

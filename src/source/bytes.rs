@@ -20,7 +20,7 @@ use crate::parse::{FormatError, ReadAt};
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
 pub struct FileMeta {
-    pub mtime: std::time::SystemTime,
+    pub(crate) mtime: std::time::SystemTime,
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) mode: u32,
@@ -247,7 +247,7 @@ pub(crate) enum What {
 
 #[derive(Debug, Clone)]
 pub struct TreeEntry {
-    pub name: OsString,
+    pub(crate) name: OsString,
     pub(crate) what: What,
 }
 

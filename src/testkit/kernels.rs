@@ -5,11 +5,18 @@
 //! public already.
 
 use crate::formats::crc_stream::StreamCheck;
-use crate::model::values::{compare_slices, Tolerance, ValueDiff};
+use crate::model::values::{compare_slices, Tolerance};
 use crate::parse::dtype::DType;
 
-/// `diff --values`' compare loop over two slices of `dtype` (`None`: a dtype without numbers).
-pub fn compare_values(dtype: DType, a: &[u8], b: &[u8], atol: f64, rtol: f64) -> Option<ValueDiff> {
+/// `diff --values`' compare loop over two slices of `dtype` (`None`: a dtype without numbers);
+/// its outcome (the crate's `ValueDiff`) is opaque, for the benchmark to consume.
+pub fn compare_values(
+    dtype: DType,
+    a: &[u8],
+    b: &[u8],
+    atol: f64,
+    rtol: f64,
+) -> Option<impl std::fmt::Debug> {
     compare_slices(dtype, a, b, Tolerance { atol, rtol })
 }
 

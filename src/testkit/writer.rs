@@ -136,7 +136,7 @@ impl BlockBuilder {
 }
 
 /// `BytewiseComparator::FindShortestSeparator(start, limit)`, in place on `start`.
-pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
+pub(crate) fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
     let min_len = start.len().min(limit.len());
     let diff = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
     if diff >= min_len {
@@ -150,7 +150,7 @@ pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
 }
 
 /// `BytewiseComparator::FindShortSuccessor(key)`, in place.
-pub fn find_short_successor(key: &mut Vec<u8>) {
+pub(crate) fn find_short_successor(key: &mut Vec<u8>) {
     if let Some(i) = key.iter().position(|&b| b != 0xff) {
         key[i] += 1;
         key.truncate(i + 1);
@@ -298,7 +298,7 @@ impl<W: Write> TableBuilder<W> {
 
 /// The 5-byte trailer of a stored block: `kind` (0 raw, 1 Snappy) and the masked CRC-32C of the
 /// stored contents followed by the kind byte.
-pub fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
+pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
     let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
     let mut trailer = [0u8; BLOCK_TRAILER_LEN];
     trailer[0] = kind;
@@ -314,7 +314,7 @@ pub fn append_block(file: &mut Vec<u8>, contents: &[u8], kind: u8) -> BlockHandl
 
 /// Appends `contents` followed by `trailer` exactly as given (any kind byte, any checksum);
 /// returns the block's handle.
-pub fn append_block_with_trailer(
+pub(crate) fn append_block_with_trailer(
     file: &mut Vec<u8>,
     contents: &[u8],
     trailer: [u8; BLOCK_TRAILER_LEN],
@@ -906,7 +906,7 @@ impl CheckpointWriter {
     /// leaves in multi-shard checkpoints (it renumbers the shard of every fresh entry, full
     /// entries included), and 0 for single-shard ones. To match TensorFlow's slice order in a
     /// merged checkpoint, add slices by shard, then by offset.
-    pub fn add_slice(
+    pub(crate) fn add_slice(
         &mut self,
         key: &[u8],
         dtype: DType,
@@ -1000,7 +1000,8 @@ impl CheckpointWriter {
     }
 
     /// Appends raw bytes to a shard and returns their offset (to pair with `add_raw_entry`).
-    pub fn add_raw_data(&mut self, shard: u32, bytes: &[u8]) -> io::Result<u64> {
+    #[cfg(test)]
+    pub(crate) fn add_raw_data(&mut self, shard: u32, bytes: &[u8]) -> io::Result<u64> {
         let s = self.shard(shard)?;
         let offset = s.offset;
         s.file.write_all(bytes)?;
@@ -1010,7 +1011,8 @@ impl CheckpointWriter {
 
     /// Escape hatch for hostile-input tests: any key with any value. Key `""` replaces the header
     /// value; other keys may repeat (both copies are written, in call order).
-    pub fn add_raw_entry(&mut self, key: &[u8], value: Vec<u8>) {
+    #[cfg(test)]
+    pub(crate) fn add_raw_entry(&mut self, key: &[u8], value: Vec<u8>) {
         if key.is_empty() {
             self.header = Some(value);
         } else {
