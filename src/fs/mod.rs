@@ -12,6 +12,8 @@ pub mod assets;
 pub(crate) mod build;
 pub(crate) mod fixed;
 pub(crate) mod graph;
+#[cfg(test)]
+mod hostile_inodes;
 pub(crate) mod keyspace;
 pub(crate) mod live;
 pub(crate) mod names;

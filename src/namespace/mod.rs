@@ -1,8 +1,8 @@
 //! The mount's name space: how keys become path components ([`names`]), and the bit layouts of
 //! inode numbers and readdir cookies ([`ino`]).
 
-pub mod ino;
+pub(crate) mod ino;
 pub(crate) mod names;
 
-pub use names::{escape, FileKind, SUFFIXES};
-pub(crate) use names::{fnv1a64, unescape, Unescaped};
+pub use names::{escape, SUFFIXES};
+pub(crate) use names::{fnv1a64, unescape, FileKind, Unescaped};

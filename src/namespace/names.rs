@@ -118,7 +118,7 @@ pub(crate) fn unescape(name: &[u8], is_dir: bool) -> Option<Unescaped> {
 
 /// Which file of a tensor (the value is the `file` field of its inode: 0 is a directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     Bin = 2,
     Shape = 3,
     Dtype = 4,
@@ -130,7 +130,7 @@ pub(crate) const TXT: &str = ".txt";
 
 impl FileKind {
     /// The files of a tensor in `variables/` (and of a graph constant), in listing order.
-    pub const ALL: [FileKind; 4] = [
+    pub(crate) const ALL: [FileKind; 4] = [
         FileKind::Bin,
         FileKind::Shape,
         FileKind::Dtype,

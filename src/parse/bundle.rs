@@ -193,7 +193,7 @@ pub fn parse_entry(value: &[u8]) -> Result<Entry> {
 }
 
 /// The number of elements of a slice of `shape`.
-pub fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
+pub(crate) fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
     shape
         .iter()
         .zip(slice)
@@ -202,7 +202,7 @@ pub fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
 }
 
 /// The shape of a slice (full dims take the tensor's dim).
-pub fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
+pub(crate) fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
     shape
         .iter()
         .zip(slice)
@@ -211,7 +211,7 @@ pub fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
 }
 
 /// Checks that `slices` tile `shape` exactly: no overlaps, and together every element.
-pub fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
+pub(crate) fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
     let range = |e: &Extent, d: u64| -> (u64, u64) {
         if e.length < 0 {
             (0, d)

@@ -254,7 +254,7 @@ impl Block {
     }
 
     /// Index of the first entry whose key is >= `target` (== len() if none).
-    pub fn seek(&self, target: &[u8]) -> usize {
+    pub(crate) fn seek(&self, target: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
