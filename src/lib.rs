@@ -14,6 +14,7 @@
 //! Where to start: `README.md`, then `docs/architecture.md`; the formats' byte layouts are in
 //! `docs/` beside them.
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub(crate) mod cache;
 pub mod cli;

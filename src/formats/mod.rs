@@ -89,6 +89,7 @@ pub trait Format: Send + Sync {
 pub struct Detected {
     pub(crate) path: PathBuf,
     pub(crate) files: Vec<PathBuf>,
+    /// The format that recognised it (and opens it).
     pub format: &'static dyn Format,
 }
 

@@ -5,6 +5,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DType(pub i32);
 
+/// `DT_STRING`: variable-length byte strings.
 pub const DT_STRING: DType = DType(7);
 pub(crate) const DT_VARIANT: DType = DType(21);
 

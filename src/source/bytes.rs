@@ -119,8 +119,11 @@ pub trait RangeReader: Send + Sync {
 /// What a path names in a [`Store`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// Anything else (a FIFO, a socket, a device).
     Other,
 }
 
@@ -135,6 +138,7 @@ pub trait Store: Send + Sync {
     /// Metadata of a file or directory.
     fn meta(&self, path: &Path) -> io::Result<FileMeta>;
 
+    /// Whether `path` is a regular file.
     fn is_file(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::File)
     }
@@ -177,6 +181,7 @@ pub trait Store: Send + Sync {
         false
     }
 
+    /// Whether `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::Dir)
     }
@@ -245,6 +250,7 @@ pub(crate) enum What {
     Other,
 }
 
+/// One entry of a directory of a [`PassTree`]: its name and what it is.
 #[derive(Debug, Clone)]
 pub struct TreeEntry {
     pub(crate) name: OsString,

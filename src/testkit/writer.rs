@@ -215,6 +215,8 @@ impl<W: Write> TableBuilder<W> {
         self
     }
 
+    /// Appends entry `key`, `value` (keys in increasing order, as a table needs): a block is
+    /// written once it reaches the block size, and an entry of twice that starts a new one.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
         if self.num_entries > 0 && key.len() + value.len() >= 2 * self.block_size {
             self.flush()?;
@@ -1102,6 +1104,7 @@ pub struct Summary {
     pub entries: u64,
     /// Data blocks of the `.index` table.
     pub blocks: u64,
+    /// Bytes of the `.index` file.
     pub index_bytes: u64,
     /// Bytes over all data shards.
     pub data_bytes: u64,
