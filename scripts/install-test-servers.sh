@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the local servers the object-storage tests start on 127.0.0.1 (src/testkit/servers.rs,
+# Installs the local servers the object-storage tests start on 127.0.0.1 (tests/common/servers.rs,
 # used by tests/remote/remote.rs and tests/remote/remote_mount.rs):
 #   nginx          (Debian nginx-light)                    static files with Range and If-Match, for http://
 #   moto_server    (PyPI moto[server])                     S3 API, for s3://

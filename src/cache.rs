@@ -24,11 +24,11 @@ struct Inner<K: Hash + Eq, V> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg(test)]
 pub(crate) struct CacheStats {
-    pub entries: usize,
-    pub bytes: usize,
-    pub capacity: usize,
-    pub hits: u64,
-    pub misses: u64,
+    pub(crate) entries: usize,
+    pub(crate) bytes: usize,
+    pub(crate) capacity: usize,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
 }
 
 impl<K: Hash + Eq, V: Clone> Lru<K, V> {

@@ -41,6 +41,8 @@ fn pool() -> &'static DescriptorPool {
     })
 }
 
+/// The descriptor of message type `name` (`tensorflow.GraphDef`), from the descriptors build.rs
+/// compiled into the binary; `None` for a type they do not hold.
 pub fn descriptor(name: &str) -> Option<MessageDescriptor> {
     pool().get_message_by_name(name)
 }

@@ -52,16 +52,40 @@ fn named(path: &std::path::Path, msg: &dyn std::fmt::Display) -> String {
 /// Errors opening a source (mount time). Each message names the path and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A file of the source could not be read or listed.
     #[error("{}", named(path, &io_words(err)))]
-    Io { path: PathBuf, err: std::io::Error },
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the system said.
+        err: std::io::Error,
+    },
+    /// A file of the source is damaged or not of the format it was taken for.
     #[error("{}", named(path, err))]
-    Format { path: PathBuf, err: FormatError },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What the parser refused.
+        err: FormatError,
+    },
     /// Nothing recognised the path; `expected` lists what a SOURCE can be (from the table of
     /// formats, by the prober).
     #[error("{path}: not a TensorFlow checkpoint or SavedModel (expected {expected})")]
-    NotRecognised { path: PathBuf, expected: String },
+    NotRecognised {
+        /// The SOURCE as given.
+        path: PathBuf,
+        /// What a SOURCE can be, in words.
+        expected: String,
+    },
+    /// The source is readable but unusable as it is (a state file that is not one, or whose
+    /// checkpoints are all missing; a directory holding no model yet): `msg` says why.
     #[error("{}", named(path, msg))]
-    Invalid { path: PathBuf, msg: String },
+    Invalid {
+        /// The file or directory at fault.
+        path: PathBuf,
+        /// Why it cannot be used.
+        msg: String,
+    },
     /// A remote source's store failed (the message names the URL and the cause).
     #[error("{0}")]
     Remote(#[from] RemoteError),
@@ -80,28 +104,39 @@ fn without_name(file: &str, source: &FormatError) -> String {
 /// Errors of filesystem operations.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
+    /// No such name in the directory, or no such inode (ENOENT).
     #[error("no such file or directory")]
     NotFound,
+    /// A directory operation on something else (ENOTDIR).
     #[error("not a directory")]
     NotDir,
+    /// A file operation on a directory (EISDIR).
     #[error("is a directory")]
     IsDir,
+    /// `readlink` of something that is not a symbolic link (EINVAL).
     #[error("not a symbolic link")]
     NotSymlink,
+    /// No extended attribute of that name (ENODATA).
     #[error("no such attribute")]
     NoAttr,
+    /// The caller's buffer is smaller than the attribute value (ERANGE).
     #[error("buffer too small")]
     Range,
+    /// A write of any kind: the mount is read-only (EROFS).
     #[error("read-only file system")]
     ReadOnly,
     /// Damaged or unreadable data: the operation fails, the mount goes on. `what` names the
     /// tensor or item (`tensor dense/kernel`), `file` the source file it lives in.
     #[error("{file}: {what}: {}", without_name(file, source))]
     Corrupt {
+        /// The tensor or item (`tensor dense/kernel`).
         what: String,
+        /// The source file it lives in.
         file: String,
+        /// What the parser or the check refused.
         source: FormatError,
     },
+    /// A read of the source failed (EIO, or the errno the system gave).
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -205,32 +240,56 @@ pub enum RemoteError {
     /// The object is not what was opened (rewritten, replaced or deleted): every later read of
     /// it fails the same way.
     #[error("{url}: changed since it was opened ({why})")]
-    Changed { url: String, why: String },
+    Changed {
+        /// The object's URL.
+        url: String,
+        /// How the change showed (an ETag or size that differs, a 412, a 404).
+        why: String,
+    },
     /// No answer (or no success, after retries) within `remote_timeout`.
     #[error("{url}: timed out after {} (remote_timeout)", seconds(after))]
     Timeout {
+        /// The object's URL.
         url: String,
+        /// The bound that passed (`remote_timeout`).
         after: std::time::Duration,
     },
     /// The store answered 404 for the object.
     #[error("{url}: HTTP 404 Not Found")]
-    NotFound { url: String },
+    NotFound {
+        /// The object's URL.
+        url: String,
+    },
     /// The store cannot do this (listing over plain HTTP).
     #[error("{url}: {what}")]
-    Unsupported { url: String, what: String },
+    Unsupported {
+        /// The URL asked about.
+        url: String,
+        /// What the store cannot do, in words.
+        what: String,
+    },
     /// A URL or credentials problem found before any request.
     #[error("{0}")]
     Config(String),
     /// The request failed (after retries): `msg` is the cause in words (`HTTP 403 Forbidden
     /// (AccessDenied: ...)`, `no such bucket (HTTP 404 Not Found)`, `connection refused`).
     #[error("{url}: {msg}")]
-    Request { url: String, msg: String },
+    Request {
+        /// The object's URL.
+        url: String,
+        /// The cause in words.
+        msg: String,
+    },
     /// A read outside the object as opened.
     #[error("{url}: {len} bytes at offset {offset} lie past its end ({size} bytes)")]
     Range {
+        /// The object's URL.
         url: String,
+        /// Where the read started.
         offset: u64,
+        /// How many bytes it asked for.
         len: u64,
+        /// The object's size as opened.
         size: u64,
     },
 }

@@ -25,8 +25,11 @@ const MAX_GRAPH_FILE: usize = i32::MAX as usize;
 /// What the file holds at its top level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphKind {
+    /// A `SavedModel` (`saved_model.pb`): its meta graphs.
     SavedModel,
+    /// A `MetaGraphDef` (TF1's `.meta`).
     MetaGraph,
+    /// A bare `GraphDef` (a frozen graph).
     GraphDef,
 }
 

@@ -6,16 +6,17 @@
 //! `import tfmount`, [`mount`] for daemon life) sit over one core, [`fs`] (the tree a mount
 //! shows, inode numbers from [`namespace`]) and [`source`] (local files, object storage and its disk
 //! cache); under the core, [`formats`] (one folder per file family: V1, V2, Keras, TFLite,
-//! TF.js, Orbax) and [`graph`] (SavedModel and GraphDef graphs); at the bottom, [`parse`]:
+//! TF.js, Orbax) and `graph` (SavedModel and GraphDef graphs); at the bottom, [`parse`]:
 //! parsers pure over bytes, that return errors and never panic on hostile input. [`render`]
-//! turns values into the text files shown, [`options`] and [`cli`] hold the one definition of
+//! turns values into the text files shown, `options` and [`cli`] hold the one definition of
 //! the command line (`--help`, the man page and `docs/cli.md` come from it).
 //!
 //! Where to start: `README.md`, then `docs/architecture.md`; the formats' byte layouts are in
 //! `docs/` beside them.
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod cli;
 pub mod cmd;
 pub mod descriptors;
@@ -23,22 +24,22 @@ pub mod error;
 pub mod formats;
 pub mod fs;
 pub mod fuse;
-pub mod graph;
+pub(crate) mod graph;
 pub mod model;
 pub mod mount;
 pub mod namespace;
-pub mod options;
+pub(crate) mod options;
 pub mod parse;
 pub mod probe;
 pub mod proto;
 /// The Python module `tfmount._tfmount` (feature `python`, built by maturin).
 #[cfg(feature = "python")]
-pub mod python;
+pub(crate) mod python;
 pub mod render;
 pub mod source;
 /// What tests, fuzzing and benchmarks share (the checkpoint writer, the random generator, the
-/// tree walker, the fuzz targets, test servers): built for unit tests and with the `testkit`
-/// feature (on for `cargo test`), never in the daemon.
+/// tree walker, the fuzz targets, the benchmarks' kernels): built for unit tests and with the
+/// `testkit` feature (on for `cargo test`), never in the daemon.
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 

@@ -1,5 +1,8 @@
 //! The protobuf messages of TensorFlow's files, generated from `proto/` by `build.rs` (prost).
 #![allow(clippy::all)]
+// The generated messages carry the comments of `proto/` where it has them, not a doc for every
+// message, field and variant: the crate's `missing_docs` is not asked of generated code.
+#![allow(missing_docs)]
 include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
 
 impl TensorShapeProto {

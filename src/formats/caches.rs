@@ -19,7 +19,7 @@ pub(crate) const CHECK_WEIGHT: usize = 64;
 
 /// The caches every checkpoint of a mount shares, each bounded by bytes: decoded index blocks,
 /// string-tensor layouts, and the outcomes of tensor CRC checks.
-pub struct Caches {
+pub(crate) struct Caches {
     pub(crate) blocks: Lru<(u64, u32), Arc<Block>>,
     pub(crate) strings: Lru<(u64, Pos), Arc<StringLayout>>,
     pub(crate) checked: Lru<(u64, Pos), Result<(), FormatError>>,
@@ -28,7 +28,7 @@ pub struct Caches {
 
 impl Caches {
     /// `block_bytes`: bytes of decoded index blocks to keep.
-    pub fn new(block_bytes: usize) -> Arc<Caches> {
+    pub(crate) fn new(block_bytes: usize) -> Arc<Caches> {
         Arc::new(Caches {
             blocks: Lru::new(block_bytes),
             strings: Lru::new(STRING_CACHE_BYTES),

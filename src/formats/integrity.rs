@@ -18,12 +18,10 @@ use crate::formats::tensors::{TensorData, TensorSet};
 
 /// What a walk over a checkpoint's keys meets, in key order.
 pub enum Item {
+    /// A tensor's entry, parsed.
     Tensor(Entry),
     /// An index entry that cannot be parsed.
-    BadEntry {
-        key: Vec<u8>,
-        reason: String,
-    },
+    BadEntry { key: Vec<u8>, reason: String },
     /// An index data block that cannot be read: its number (from 0), the number of blocks, and
     /// the keys it holds, `(after, up_to]`, when the index block says.
     BadBlock {
@@ -46,9 +44,10 @@ pub enum Item {
 /// A tensor as its index entry describes it.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub key: Vec<u8>,
+    pub(crate) key: Vec<u8>,
     /// TensorFlow's dtype name (`float32`, ...; `unknown_N`).
     pub dtype: String,
+    /// The dimensions.
     pub shape: Vec<u64>,
     /// Stored as slices under their own keys (see [`Integrity::pieces`]).
     pub(crate) partitioned: bool,

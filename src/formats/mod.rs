@@ -7,7 +7,7 @@
 //! (docs/architecture.md, "Adding a format"); the modules beside the folders are what formats
 //! share.
 
-pub mod caches;
+pub(crate) mod caches;
 pub(crate) mod crc_stream;
 pub(crate) mod integrity;
 pub(crate) mod keras;
@@ -90,7 +90,8 @@ pub trait Format: Send + Sync {
 #[derive(Clone)]
 pub struct Detected {
     pub(crate) path: PathBuf,
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
+    /// The format that recognised it (and opens it).
     pub format: &'static dyn Format,
 }
 
@@ -114,7 +115,7 @@ impl Eq for Detected {}
 
 /// What opening a checkpoint needs besides its path.
 pub struct OpenCtx<'a> {
-    pub store: &'a dyn Store,
+    pub(crate) store: &'a dyn Store,
     /// The same store, shared, for a format that opens files after it is opened (Orbax: the
     /// data files its index names, as reads need them).
     pub(crate) shared: Option<Arc<dyn Store>>,

@@ -9,9 +9,11 @@
 //! failed operation is logged here, once, with what it concerns.
 
 pub mod assets;
-pub mod build;
+pub(crate) mod build;
 pub(crate) mod fixed;
 pub(crate) mod graph;
+#[cfg(test)]
+mod hostile_inodes;
 pub(crate) mod keyspace;
 pub(crate) mod live;
 pub(crate) mod names;
@@ -42,11 +44,15 @@ use subtree::{NodeAttr, Size, Subtree};
 pub(crate) use crate::namespace::ino::ROOT as ROOT_INO;
 /// The root's inode number.
 pub const ROOT: u64 = ROOT_INO.0;
+/// The extended attribute holding the checkpoint key (or graph name) a file or directory
+/// shows, as stored, unescaped.
 pub const KEY_XATTR: &str = "user.tfmount.key";
 /// The size a file whose content cannot be produced is listed with: above 0, so that reading
 /// it reaches the daemon (and fails with EIO) even when the kernel opens files without asking.
 pub(crate) const BROKEN_SIZE: u64 = 1;
 
+/// What a mount shows and how it reads: the `-o` options the core needs (see `options.rs`,
+/// the one table that interprets them).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Verify each tensor's CRC-32C the first time it is read.
@@ -87,17 +93,25 @@ impl Default for Options {
     }
 }
 
+/// What a node of the tree is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A directory.
     Dir,
+    /// A regular file.
     File,
+    /// A symbolic link.
     Symlink,
 }
 
+/// A node's attributes, as `stat` shows them.
 #[derive(Debug, Clone, Copy)]
 pub struct Attr {
+    /// The inode number.
     pub ino: u64,
+    /// The size in bytes (a file's exact served length).
     pub size: u64,
+    /// Directory, file or symbolic link.
     pub kind: Kind,
     pub(crate) perm: u16,
     pub(crate) mtime: SystemTime,
@@ -108,10 +122,14 @@ pub struct Attr {
     pub(crate) generation: u64,
 }
 
+/// One entry of a directory listing.
 #[derive(Debug, Clone)]
 pub struct DirEntry {
+    /// The entry's inode number.
     pub ino: u64,
+    /// Its name in the directory (escaped as the layout contract says).
     pub name: Vec<u8>,
+    /// Directory, file or symbolic link.
     pub kind: Kind,
     /// Pass this back to `readdir` to continue after this entry.
     pub cookie: u64,
@@ -123,6 +141,9 @@ pub struct DirEntry {
 /// logged at debug level (a damaged tensor read a thousand times logs one line).
 const LOGGED_INODES: usize = 4096;
 
+/// The tree a mount shows, without the kernel: every operation the FUSE adapter and the
+/// engines need (attributes, lookup, listing, reads, links, extended attributes), by inode
+/// number.
 pub struct Fs {
     /// Every subtree instance, by id; subtree 0 holds the root.
     registry: Registry,
@@ -274,6 +295,7 @@ impl Fs {
         }
     }
 
+    /// The attributes of node `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         let (t, local, generation) = self.sub_gen(ino)?;
         let a = self.logged("getattr", ino, t.attr(local))?;
@@ -285,6 +307,7 @@ impl Fs {
         t.parent(local)?.map(|p| p.0).ok_or(FsError::NotFound)
     }
 
+    /// The node named `name` in directory `parent` (`.` and `..` included).
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
         if name == b"." {
             return self.getattr(parent);
@@ -435,6 +458,7 @@ impl Fs {
         }
     }
 
+    /// The target of symbolic link `ino`.
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         let (t, local) = self.sub(ino)?;
         t.readlink(local)

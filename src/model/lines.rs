@@ -16,6 +16,7 @@ pub(crate) fn escape_into(out: &mut Vec<u8>, raw: &[u8]) {
     }
 }
 
+/// `raw` escaped as the engines' text records write keys and names ([`escape_into`]).
 pub fn escape(raw: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(raw.len());
     escape_into(&mut v, raw);

@@ -12,9 +12,9 @@
 //!   Python module.
 
 pub(crate) mod cast;
-pub mod diff;
+pub(crate) mod diff;
 pub(crate) mod export;
 pub mod lines;
 pub mod open;
-pub mod values;
+pub(crate) mod values;
 pub(crate) mod verify;

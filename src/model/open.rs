@@ -46,10 +46,14 @@ pub struct Tree {
     fs: Fs,
 }
 
+/// What a [`Node`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
+    /// A directory.
     Dir,
+    /// A regular file.
     File,
+    /// A symbolic link.
     Symlink,
 }
 
@@ -57,6 +61,7 @@ pub enum NodeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Node {
     id: u64,
+    /// Directory, file or symbolic link.
     pub kind: NodeKind,
 }
 
@@ -71,20 +76,26 @@ impl Node {
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]
 pub struct Listed {
+    /// The entry's name (escaped as the tree shows it).
     pub name: Vec<u8>,
+    /// The node it names.
     pub node: Node,
 }
 
 /// Why a path or a file of a [`Tree`] cannot be used.
 #[derive(Debug)]
 pub enum TreeError {
+    /// No such path in the tree.
     NotFound,
+    /// A path goes through something that is not a directory, or a directory was expected.
     NotDir,
+    /// A file was expected and the path names a directory.
     IsDir,
     /// Too many symbolic links, or one that leaves the tree.
     BadLink(&'static str),
     /// What a mount answers with EIO: the message names the tensor and the source file.
     Damaged(String),
+    /// Any other failure of the tree under it, in words.
     Other(String),
 }
 
@@ -151,6 +162,7 @@ impl Tree {
         &self.fs
     }
 
+    /// The tree's root directory.
     pub fn root(&self) -> Node {
         Node {
             id: ROOT,
@@ -247,11 +259,13 @@ impl Tree {
     }
 
     /// Bytes `[offset, offset + len)` of a file (fewer at its end).
+    /// At most `len` bytes of file `n` from `offset` (fewer at its end).
     pub fn read(&self, n: Node, offset: u64, len: usize) -> Result<Vec<u8>, TreeError> {
         let b = self.fs.read(n.id, offset, len)?;
         Ok(b.to_vec())
     }
 
+    /// The target of symbolic link `n`.
     pub fn readlink(&self, n: Node) -> Result<Vec<u8>, TreeError> {
         Ok(self.fs.readlink(n.id)?)
     }

@@ -59,7 +59,7 @@ pub(crate) struct Tolerance {
 /// How much the values of a tensor changed (`--values`): element by element as numbers (f64;
 /// complex by modulus; bool as 0 and 1).
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct ValueDiff {
+pub(crate) struct ValueDiff {
     pub(crate) elements: u64,
     /// Elements not equal within the tolerance (a NaN on one side only included).
     pub(crate) differing: u64,

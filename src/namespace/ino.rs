@@ -27,8 +27,8 @@
 
 /// One bit field of a packed `u64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
-    pub shift: u32,
+pub(crate) struct Field {
+    pub(crate) shift: u32,
     pub(crate) bits: u32,
 }
 
@@ -49,7 +49,7 @@ impl Field {
         }
     }
 
-    pub const fn max(self) -> u64 {
+    pub(crate) const fn max(self) -> u64 {
         if self.bits == 64 {
             u64::MAX
         } else {
@@ -62,7 +62,7 @@ impl Field {
     }
 
     /// `x` in place, or `None` if it does not fit.
-    pub const fn put(self, x: u64) -> Option<u64> {
+    pub(crate) const fn put(self, x: u64) -> Option<u64> {
         if x <= self.max() {
             Some(x << self.shift)
         } else {
@@ -78,13 +78,13 @@ const _: () = assert!(LOCAL.shift == 0);
 
 /// An inode number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ino(pub u64);
+pub(crate) struct Ino(pub(crate) u64);
 
 /// The mount root (a fixed node).
 pub(crate) const ROOT: Ino = Ino(1);
 
 impl Ino {
-    pub fn new(subtree: u16, local: u64) -> Option<Ino> {
+    pub(crate) fn new(subtree: u16, local: u64) -> Option<Ino> {
         Some(Ino(SUBTREE.put(subtree as u64)? | LOCAL.put(local)?))
     }
 
@@ -111,12 +111,12 @@ pub(crate) mod slot {
 }
 
 /// Local layout of a key-space node (checkpoint variables and the views that mirror them).
-pub mod keyspace {
+pub(crate) mod keyspace {
     use super::{Field, LOCAL};
-    pub const VIEW: Field = Field::top(LOCAL.bits, 2);
-    pub const FILE: Field = VIEW.then(3);
-    pub const DEPTH: Field = FILE.then(7);
-    pub const POS: Field = DEPTH.then(40);
+    pub(crate) const VIEW: Field = Field::top(LOCAL.bits, 2);
+    pub(crate) const FILE: Field = VIEW.then(3);
+    pub(crate) const DEPTH: Field = FILE.then(7);
+    pub(crate) const POS: Field = DEPTH.then(40);
     const _: () = assert!(POS.shift == 0);
 }
 

@@ -17,7 +17,7 @@
 pub const SUFFIXES: [&str; 6] = [".bin", ".shape", ".dtype", ".npy", ".pbtxt", ".txt"];
 const MAX_ESCAPED: usize = 200;
 
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         h ^= b as u64;
@@ -71,7 +71,7 @@ pub fn escape(raw: &[u8], is_dir: bool) -> Vec<u8> {
 
 /// What a path component names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unescaped {
+pub(crate) enum Unescaped {
     /// Exactly this raw component.
     Exact(Vec<u8>),
     /// A long component: it starts with `prefix` and its FNV-1a-64 hash is `hash`.
@@ -79,7 +79,7 @@ pub enum Unescaped {
 }
 
 /// Decodes a path component. `None` if it is not a canonical spelling of any component.
-pub fn unescape(name: &[u8], is_dir: bool) -> Option<Unescaped> {
+pub(crate) fn unescape(name: &[u8], is_dir: bool) -> Option<Unescaped> {
     if name == b"%" {
         return Some(Unescaped::Exact(Vec::new()));
     }
@@ -118,7 +118,7 @@ pub fn unescape(name: &[u8], is_dir: bool) -> Option<Unescaped> {
 
 /// Which file of a tensor (the value is the `file` field of its inode: 0 is a directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     Bin = 2,
     Shape = 3,
     Dtype = 4,
@@ -130,7 +130,7 @@ pub(crate) const TXT: &str = ".txt";
 
 impl FileKind {
     /// The files of a tensor in `variables/` (and of a graph constant), in listing order.
-    pub const ALL: [FileKind; 4] = [
+    pub(crate) const ALL: [FileKind; 4] = [
         FileKind::Bin,
         FileKind::Shape,
         FileKind::Dtype,

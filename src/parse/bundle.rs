@@ -15,12 +15,16 @@ pub(crate) const MAX_SLICES: usize = 4096;
 /// More shards than this in a header is treated as corruption.
 pub const MAX_SHARDS: i32 = 1 << 20;
 
+/// What a bundle's header entry (key `""`) says: the number of data shards and their byte
+/// order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    pub num_shards: u32,
-    pub big_endian: bool,
+    pub(crate) num_shards: u32,
+    pub(crate) big_endian: bool,
 }
 
+/// The header entry's value (a `BundleHeaderProto`) checked: a version this reader may read, a
+/// sane shard count.
 pub fn parse_header(value: &[u8]) -> Result<Header> {
     let h = BundleHeaderProto::decode(value)?;
     if let Some(v) = &h.version {
@@ -48,28 +52,38 @@ pub fn parse_header(value: &[u8]) -> Result<Header> {
     })
 }
 
+/// Where a tensor's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Data {
     /// Bytes `[offset, offset+size)` of shard `shard`, with the masked CRC-32C TF stored.
     Contiguous {
+        /// The data shard's number.
         shard: u32,
+        /// Where the bytes start in it.
         offset: u64,
+        /// How many there are.
         size: u64,
+        /// The masked CRC-32C TensorFlow stored.
         crc: u32,
     },
     /// A partitioned tensor: each slice is stored under its own key (see `slice_key`).
     Sliced(Vec<Vec<Extent>>),
 }
 
+/// A tensor's index entry (a `BundleEntryProto`) checked: its dtype, its shape (element count
+/// within `i64`), where its bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The dtype as stored (unknown values kept).
     pub dtype: DType,
+    /// The dimensions.
     pub shape: Vec<u64>,
+    /// Where the bytes are.
     pub data: Data,
 }
 
 impl Entry {
-    pub fn num_elements(&self) -> u64 {
+    pub(crate) fn num_elements(&self) -> u64 {
         // Checked when parsed.
         self.shape.iter().product()
     }
@@ -103,6 +117,8 @@ pub(crate) fn parse_shape(shape: Option<&TensorShapeProto>) -> Result<Vec<u64>> 
     Ok(dims)
 }
 
+/// An index entry's value decoded and checked (sizes that match the shape and dtype, slices
+/// inside the shape, no absurd rank or count).
 pub fn parse_entry(value: &[u8]) -> Result<Entry> {
     let e = BundleEntryProto::decode(value)?;
     let dtype = DType(e.dtype);
@@ -193,7 +209,7 @@ pub fn parse_entry(value: &[u8]) -> Result<Entry> {
 }
 
 /// The number of elements of a slice of `shape`.
-pub fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
+pub(crate) fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
     shape
         .iter()
         .zip(slice)
@@ -202,7 +218,7 @@ pub fn slice_elements(shape: &[u64], slice: &[Extent]) -> u64 {
 }
 
 /// The shape of a slice (full dims take the tensor's dim).
-pub fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
+pub(crate) fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
     shape
         .iter()
         .zip(slice)
@@ -211,7 +227,7 @@ pub fn slice_shape(shape: &[u64], slice: &[Extent]) -> Vec<u64> {
 }
 
 /// Checks that `slices` tile `shape` exactly: no overlaps, and together every element.
-pub fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
+pub(crate) fn check_tiling(shape: &[u64], slices: &[Vec<Extent>]) -> Result<()> {
     let range = |e: &Extent, d: u64| -> (u64, u64) {
         if e.length < 0 {
             (0, d)

@@ -5,8 +5,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DType(pub i32);
 
+/// `DT_STRING`: variable-length byte strings.
 pub const DT_STRING: DType = DType(7);
-pub const DT_VARIANT: DType = DType(21);
+pub(crate) const DT_VARIANT: DType = DType(21);
 
 /// What one element is, as tfmount's `.bin` holds it (row-major, little-endian, one element per
 /// byte for the sub-byte types, the value in the low bits).
@@ -376,7 +377,7 @@ impl DType {
     }
 
     /// TensorFlow's name (`tf.as_dtype(x).name`); `None` for values this build does not know.
-    pub fn tf_name(self) -> Option<&'static str> {
+    pub(crate) fn tf_name(self) -> Option<&'static str> {
         self.row().map(|r| r.name)
     }
 

@@ -9,7 +9,7 @@ pub mod dtype;
 pub(crate) mod npy;
 pub(crate) mod partition;
 pub(crate) mod roles;
-pub mod safetensors;
+pub(crate) mod safetensors;
 pub mod slice_key;
 pub mod table;
 pub(crate) mod table_build;
@@ -21,47 +21,84 @@ pub mod zip;
 /// What is wrong with a file. Every malformed input maps to one of these; none panics.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum FormatError {
+    /// The file is shorter than a table's footer (its length).
     #[error("file is too short to be an sstable ({0} bytes)")]
     TooShort(usize),
+    /// The file does not end with the table magic number.
     #[error("not a TensorFlow table (index) file: it does not end with the table magic number (truncated, or another kind of file)")]
     BadMagic,
     #[error(
         "block handle points outside the file (offset {offset}, size {size}, file {file_len})"
     )]
+    /// A block handle (footer or index) names bytes outside the file.
     BadHandle {
+        /// The handle's offset.
         offset: u64,
+        /// The handle's size.
         size: u64,
+        /// The file's length.
         file_len: u64,
     },
+    /// A table block's CRC-32C does not match its bytes.
     #[error("block checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
-    BlockCrc { stored: u32, computed: u32 },
+    BlockCrc {
+        /// The checksum stored in the block trailer (unmasked).
+        stored: u32,
+        /// The checksum of the block's bytes.
+        computed: u32,
+    },
+    /// A block's trailer names a compression other than none or Snappy.
     #[error("bad block compression type {0}")]
     BadBlockType(u8),
+    /// A Snappy-compressed block does not decompress (or claims too much).
     #[error("snappy: {0}")]
     Snappy(String),
+    /// A block's entries or restart points are malformed (what, in words).
     #[error("corrupt block: {0}")]
     BadBlock(&'static str),
+    /// A block's keys are not in increasing order.
     #[error("keys out of order in block")]
     UnsortedKeys,
+    /// A varint is truncated or longer than ten bytes.
     #[error("bad varint")]
     BadVarint,
+    /// A protobuf message does not decode (prost's words).
     #[error("protobuf: {0}")]
     Proto(String),
+    /// A bundle header's version excludes this reader.
     #[error("unsupported bundle version: {0}")]
     Version(String),
+    /// A tensor's index entry is absurd (shape, size, slices, dtype), in words.
     #[error("bad tensor entry: {0}")]
     BadEntry(String),
     /// A tensor's stored bytes run past the end of its data file.
     #[error("data file is truncated: {len} bytes, the tensor is stored at bytes {start}..{end}")]
-    DataTruncated { len: u64, start: u64, end: u64 },
+    DataTruncated {
+        /// The data file's length.
+        len: u64,
+        /// Where the tensor's bytes start.
+        start: u64,
+        /// Where they end.
+        end: u64,
+    },
+    /// A partitioned tensor's slice key does not decode.
     #[error("bad slice key")]
     BadSliceKey,
+    /// A string tensor's lengths, checksum or bytes do not add up (what, in words).
     #[error("corrupt string tensor: {0}")]
     BadString(&'static str),
+    /// A tensor's bytes do not match the CRC-32C its index entry stores.
     #[error("tensor checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
-    TensorCrc { stored: u32, computed: u32 },
+    TensorCrc {
+        /// The checksum the index stores (unmasked).
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// A protobuf text file (`.pbtxt`) does not parse.
     #[error("text format: {0}")]
     Text(String),
+    /// A zip archive (`.keras`, `.npz`) is malformed or uses what is not supported.
     #[error("zip: {0}")]
     Zip(String),
     /// What one format's own parser found wrong, in that format's words (`HDF5: ...`, `TFLite:
@@ -77,14 +114,20 @@ pub enum FormatError {
 /// Why bytes of a source could not be read.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ReadError {
+    /// The file's size or modification time is not what it was when opened.
     #[error("changed since it was mounted")]
     Changed,
+    /// A read ended before the bytes the file had when opened.
     #[error("shorter than when it was mounted")]
     Short,
+    /// A read asked for bytes past the end of the file.
     #[error("{len} bytes at offset {offset} lie past its end ({file_len} bytes)")]
     PastEnd {
+        /// Where the read started.
         offset: u64,
+        /// How many bytes it asked for.
         len: u64,
+        /// The file's length.
         file_len: u64,
     },
     /// An operating-system error, by errno.
@@ -101,6 +144,7 @@ impl From<prost::DecodeError> for FormatError {
     }
 }
 
+/// The result of a parser: the value, or what is wrong with the bytes.
 pub type Result<T> = std::result::Result<T, FormatError>;
 
 /// Bytes read on demand by offset: a file read with `pread` (see `source::file`), or a slice.
@@ -108,6 +152,7 @@ pub trait ReadAt {
     /// Total length in bytes.
     fn len(&self) -> u64;
 
+    /// Whether there are no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

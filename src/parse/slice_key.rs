@@ -3,10 +3,13 @@
 /// One dimension of a slice: `length == -1` means the full extent (start 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
+    /// The first index of the slice in this dimension.
     pub start: i64,
+    /// How many indices it spans (`-1`: all of them).
     pub length: i64,
 }
 
+/// The full extent of a dimension.
 pub const FULL: Extent = Extent {
     start: 0,
     length: -1,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::{unmask_crc, varint, FormatError, ReadAt, Result};
 
 pub(crate) const FOOTER_LEN: usize = 48;
+/// The number the last 8 bytes of a table file hold (little-endian).
 pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
 const TRAILER_LEN: usize = 5;
 /// Decompressed blocks larger than this are refused (decompression bombs). TF writes 256 KiB
@@ -24,9 +25,12 @@ const MAX_SNAPPY_RATIO: u64 = 22;
 const MAX_KEY_EXPANSION: usize = 64;
 const KEY_ALLOWANCE: usize = 1 << 20;
 
+/// Where a block is stored in a table file (its trailer not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHandle {
+    /// Where the block starts.
     pub offset: u64,
+    /// Its stored length, without the 5-byte trailer.
     pub size: u64,
 }
 
@@ -39,12 +43,16 @@ impl BlockHandle {
     }
 }
 
+/// A table's footer: where its metaindex and index blocks are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
+    /// The metaindex block (empty in TensorFlow's tables).
     pub metaindex: BlockHandle,
+    /// The index block: one entry per data block.
     pub index: BlockHandle,
 }
 
+/// The footer of table file `file` (its last 48 bytes), with the magic number checked.
 pub fn parse_footer(file: &[u8]) -> Result<Footer> {
     if file.len() < FOOTER_LEN {
         return Err(FormatError::TooShort(file.len()));
@@ -154,6 +162,8 @@ pub struct Block {
 }
 
 impl Block {
+    /// A decompressed block's entries and restart points decoded and checked (keys increasing,
+    /// key expansion bounded).
     pub fn parse(data: Vec<u8>) -> Result<Block> {
         let len = data.len();
         if len < 4 || len > u32::MAX as usize {
@@ -226,14 +236,17 @@ impl Block {
         })
     }
 
+    /// The number of entries.
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
+    /// Whether the block has no entries.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 
+    /// Entry `i`'s key (panics past [`Block::len`]).
     pub fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0
@@ -248,13 +261,14 @@ impl Block {
         (i < self.len()).then(|| self.key(i))
     }
 
+    /// Entry `i`'s value (panics past [`Block::len`]).
     pub fn value(&self, i: usize) -> &[u8] {
         let (s, l) = self.values[i];
         &self.data[s as usize..(s + l) as usize]
     }
 
     /// Index of the first entry whose key is >= `target` (== len() if none).
-    pub fn seek(&self, target: &[u8]) -> usize {
+    pub(crate) fn seek(&self, target: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -279,8 +293,8 @@ impl Block {
 
 /// A position in a table: data block number and entry number within it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
-    pub block: u32,
+pub(crate) struct Pos {
+    pub(crate) block: u32,
     pub(crate) entry: u32,
 }
 
@@ -288,7 +302,9 @@ pub struct Pos {
 /// The caller decides the policy (the daemon's one byte-bounded LRU); [`NoBlockStore`] keeps
 /// nothing.
 pub trait BlockStore: Send + Sync {
+    /// Block `block` of table `table`, if kept.
     fn get(&self, table: u64, block: u32) -> Option<Arc<Block>>;
+    /// Keeps block `block` of table `table` (or not: the policy's choice).
     fn put(&self, table: u64, block: u32, value: Arc<Block>);
     /// A fresh id for one table's blocks.
     fn register(&self) -> u64;
@@ -361,6 +377,7 @@ impl Table {
         })
     }
 
+    /// The number of data blocks the index names.
     pub fn num_blocks(&self) -> usize {
         self.handles.len()
     }
@@ -392,7 +409,7 @@ impl Table {
     }
 
     /// The first position whose key is >= `target`.
-    pub fn seek(&self, target: &[u8]) -> Result<Option<Pos>> {
+    pub(crate) fn seek(&self, target: &[u8]) -> Result<Option<Pos>> {
         let b = self.index.seek(target);
         if b >= self.handles.len() {
             return Ok(None);
@@ -409,7 +426,7 @@ impl Table {
     }
 
     /// The position after `p`.
-    pub fn next(&self, p: Pos) -> Result<Option<Pos>> {
+    pub(crate) fn next(&self, p: Pos) -> Result<Option<Pos>> {
         let blk = self.block(p.block)?;
         if (p.entry as usize) + 1 < blk.len() {
             return Ok(Some(Pos {
@@ -434,7 +451,7 @@ impl Table {
     }
 
     /// The block holding `p` and the entry number within it, after checking `p` is valid.
-    pub fn entry(&self, p: Pos) -> Result<(Arc<Block>, usize)> {
+    pub(crate) fn entry(&self, p: Pos) -> Result<(Arc<Block>, usize)> {
         let blk = self.block(p.block)?;
         if (p.entry as usize) < blk.len() {
             Ok((blk, p.entry as usize))

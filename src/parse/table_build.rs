@@ -88,8 +88,7 @@ impl BlockBuilder {
 }
 
 /// `BytewiseComparator::FindShortestSeparator(start, limit)`, in place on `start`.
-#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
-pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
+pub(crate) fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
     let min_len = start.len().min(limit.len());
     let diff = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
     if diff >= min_len {
@@ -103,8 +102,7 @@ pub fn find_shortest_separator(start: &mut Vec<u8>, limit: &[u8]) {
 }
 
 /// `BytewiseComparator::FindShortSuccessor(key)`, in place.
-#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
-pub fn find_short_successor(key: &mut Vec<u8>) {
+pub(crate) fn find_short_successor(key: &mut Vec<u8>) {
     if let Some(i) = key.iter().position(|&b| b != 0xff) {
         key[i] += 1;
         key.truncate(i + 1);
@@ -176,6 +174,7 @@ impl<W: Write> TableBuilder<W> {
     }
 
     #[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
+    /// Adds an entry (keys in increasing bytewise order for a valid table; not checked).
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> io::Result<()> {
         if self.num_entries > 0 && key.len() + value.len() >= 2 * self.block_size {
             self.flush()?;
@@ -257,8 +256,7 @@ impl<W: Write> TableBuilder<W> {
 
 /// The 5-byte trailer of a stored block: `kind` (0 raw, 1 Snappy) and the masked CRC-32C of the
 /// stored contents followed by the kind byte.
-#[cfg_attr(not(any(test, feature = "testkit")), allow(unreachable_pub))]
-pub fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
+pub(crate) fn block_trailer(contents: &[u8], kind: u8) -> [u8; BLOCK_TRAILER_LEN] {
     let crc = crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]);
     let mut trailer = [0u8; BLOCK_TRAILER_LEN];
     trailer[0] = kind;

@@ -54,6 +54,7 @@ pub(crate) fn decode_u32(buf: &[u8]) -> Option<(u32, usize)> {
     u32::try_from(v).ok().map(|v| (v, n))
 }
 
+/// Appends `v` as a varint (7 bits a byte, least significant first).
 pub fn encode_u64(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);

@@ -28,6 +28,7 @@ fn bad(m: impl Into<String>) -> FormatError {
 /// One member of a zip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
+    /// Its path in the archive, as stored.
     pub name: String,
     /// Compression method (0 stored, 8 deflated).
     pub(crate) method: u16,

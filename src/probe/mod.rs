@@ -21,19 +21,27 @@ pub enum Probed {
     Checkpoint(crate::formats::Detected),
     /// A directory of checkpoints: `(name shown in the mount, path)`, and the current one.
     CheckpointDir {
+        /// The directory.
         dir: PathBuf,
+        /// Its checkpoints: the name each is shown under, and its path.
         checkpoints: Vec<(String, PathBuf)>,
+        /// The name of the current one (the state file's; without one, a format's rule or the
+        /// newest file), if any.
         latest: Option<String>,
     },
     /// A SavedModel directory; `variables` is the prefix `variables/variables` if it exists.
     SavedModel {
+        /// The SavedModel's directory.
         dir: PathBuf,
+        /// The prefix of its variables checkpoint, if it has one.
         variables: Option<PathBuf>,
     },
     /// A graph file on its own: a frozen GraphDef (`.pb`, `.pbtxt`) or a MetaGraphDef (`.meta`)
     /// without its checkpoint.
     Graph {
+        /// The file.
         path: PathBuf,
+        /// What it holds at its top level.
         kind: crate::graph::GraphKind,
     },
 }

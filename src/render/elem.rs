@@ -116,11 +116,6 @@ impl Mini {
         }
     }
 
-    /// Bits an element has (the rest of its byte or word is ignored, as ml_dtypes does).
-    pub fn bits(&self) -> u32 {
-        1 + self.exp + self.man
-    }
-
     /// The exact `f32` value of the encoding `v` (a byte, or a 16-bit word for float16). The
     /// low `exp + man` bits are the magnitude; the element is negative when any bit above them
     /// is set — for 8- and 16-bit formats that is the sign bit, for float4 it is how ml_dtypes
@@ -190,27 +185,38 @@ pub(crate) fn round_to_f16(x: f32) -> f32 {
 /// What an element of a dtype is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// bool: one byte, 0 or 1.
     Bool,
     /// int8..int64, uint8..uint64 and the quantized qint/quint types (plain integers).
     Int {
+        /// Bytes per element.
         size: u8,
+        /// Whether the values are two's complement.
         signed: bool,
     },
     /// int4, uint4, int2, uint2: one byte per element, value in the low `bits`.
     SubByte {
+        /// Bits of the value.
         bits: u8,
+        /// Whether the value is two's complement.
         signed: bool,
     },
+    /// float32.
     F32,
+    /// float64.
     F64,
     /// bfloat16.
     BF16,
     /// float16, the float8 kinds and float4_e2m1fn; `size` bytes per element.
     Mini {
+        /// The encoding (exponent and mantissa bits, bias, special values).
         fmt: Mini,
+        /// Bytes per element.
         size: u8,
     },
+    /// complex64: two float32, real then imaginary.
     Complex64,
+    /// complex128: two float64, real then imaginary.
     Complex128,
     /// tfmount's string layout: per element an 8-byte LE length, then the bytes.
     String,
@@ -340,13 +346,17 @@ impl Kind {
 /// One decoded element.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
+    /// A bool.
     Bool(bool),
     /// Every integer kind (i128 holds int64 and uint64 alike).
     Int(i128),
     /// float32, and the narrow kinds as the f32 they stand for.
     F32(f32),
+    /// A float64.
     F64(f64),
+    /// A complex64: real and imaginary parts.
     C64(f32, f32),
+    /// A complex128: real and imaginary parts.
     C128(f64, f64),
 }
 

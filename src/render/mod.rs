@@ -1,9 +1,9 @@
 //! Protobuf text renderings of graph messages (prost-reflect's text format over the descriptors
 //! build.rs compiles), and a bounded cache of rendered files.
 
-pub mod concrete;
+pub(crate) mod concrete;
 pub mod elem;
-pub mod escape;
+pub(crate) mod escape;
 pub(crate) mod pyrepr;
 pub(crate) mod signatures;
 pub mod stats;

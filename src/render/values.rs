@@ -34,14 +34,23 @@ use crate::render::escape::Escaper;
 /// Why a tensor cannot be rendered, or its bytes do not fit its shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValuesError {
+    /// A dtype without a text form; its name.
     #[error("dtype {0} has no text form")]
     Unsupported(String),
+    /// The shape's element count overflows.
     #[error("shape has more elements than can be counted")]
     ShapeOverflow,
+    /// More bytes than the shape's elements (their count).
     #[error("more bytes than the tensor's {0} elements hold")]
     TooLong(u64),
+    /// The bytes end before the shape's last element.
     #[error("bytes end inside the tensor ({done} of {total} elements)")]
-    Truncated { done: u64, total: u64 },
+    Truncated {
+        /// Elements rendered.
+        done: u64,
+        /// Elements the shape has.
+        total: u64,
+    },
 }
 
 /// Elements of `shape`; an error if they cannot be counted in `u64`.
@@ -94,6 +103,7 @@ impl Columns {
         self.len
     }
 
+    /// Whether the text is empty (a tensor without elements).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

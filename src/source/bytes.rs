@@ -20,7 +20,7 @@ use crate::parse::{FormatError, ReadAt};
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
 pub struct FileMeta {
-    pub mtime: std::time::SystemTime,
+    pub(crate) mtime: std::time::SystemTime,
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) mode: u32,
@@ -119,8 +119,11 @@ pub trait RangeReader: Send + Sync {
 /// What a path names in a [`Store`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// Anything else (a FIFO, a socket, a device).
     Other,
 }
 
@@ -135,6 +138,7 @@ pub trait Store: Send + Sync {
     /// Metadata of a file or directory.
     fn meta(&self, path: &Path) -> io::Result<FileMeta>;
 
+    /// Whether `path` is a regular file.
     fn is_file(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::File)
     }
@@ -177,6 +181,7 @@ pub trait Store: Send + Sync {
         false
     }
 
+    /// Whether `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool {
         self.kind(path) == Some(EntryKind::Dir)
     }
@@ -245,9 +250,10 @@ pub(crate) enum What {
     Other,
 }
 
+/// One entry of a directory of a [`PassTree`]: its name and what it is.
 #[derive(Debug, Clone)]
 pub struct TreeEntry {
-    pub name: OsString,
+    pub(crate) name: OsString,
     pub(crate) what: What,
 }
 

@@ -8,6 +8,6 @@ pub mod dirtree;
 pub(crate) mod file;
 pub(crate) mod lease;
 pub mod local;
-pub mod mapped;
+pub(crate) mod mapped;
 pub mod remote;
 pub(crate) mod watch;

@@ -5,21 +5,24 @@
 //! public already.
 
 use crate::formats::crc_stream::StreamCheck;
-use crate::model::values::{compare_slices, Tolerance, ValueDiff};
+use crate::model::values::{compare_slices, Tolerance};
 use crate::parse::dtype::DType;
 
-/// `diff --values`' compare loop over two slices of `dtype` (`None`: a dtype without numbers).
-pub fn compare_values(dtype: DType, a: &[u8], b: &[u8], atol: f64, rtol: f64) -> Option<ValueDiff> {
+/// `diff --values`' compare loop over two slices of `dtype` (`None`: a dtype without numbers);
+/// its outcome (the crate's `ValueDiff`) is opaque, for the benchmark to consume.
+pub fn compare_values(
+    dtype: DType,
+    a: &[u8],
+    b: &[u8],
+    atol: f64,
+    rtol: f64,
+) -> Option<impl std::fmt::Debug> {
     compare_slices(dtype, a, b, Tolerance { atol, rtol })
 }
 
-/// The CRC-32C of `data`, as the stored checksum a [`stream_check`] compares with.
-pub fn crc32c(data: &[u8]) -> u32 {
-    ::crc32c::crc32c(data)
-}
-
 /// The streaming check of a local range of `data.len()` bytes whose CRC-32C should be `want`,
-/// fed in order in pieces of `piece` bytes (as sequential reads serve them); its verdict.
+/// fed in order in pieces of `piece` bytes (as sequential reads serve them); its verdict. `want`
+/// is a plain CRC-32C (`crc32c::crc32c`), as a tensor's stored checksum unmasked is.
 pub fn stream_check(data: &[u8], want: u32, piece: usize) -> Option<bool> {
     let check = StreamCheck::local(data.len() as u64, want);
     let mut verdict = None;

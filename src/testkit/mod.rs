@@ -8,16 +8,13 @@
 //! - [`walk`]: the tree walker over the core or a real directory, with its checks;
 //! - [`fuzz`]: the fuzz targets, for `cargo fuzz`, `examples/fuzz.rs` and the regression tests;
 //! - [`requires`]: what a test needs from outside the crate, and skipping when it is missing;
-//! - [`servers`], [`fault_proxy`]: local object-storage servers and a fault-injecting proxy;
-//! - [`tracking_alloc`]: an allocator recording the largest allocation (a test binary installs
-//!   it as its `#[global_allocator]`).
+//!
+//! What only the integration tests use (the object-storage servers, the fault-injecting proxy,
+//! the tracking allocator) is in their own kit, `tests/common/`.
 
-pub mod fault_proxy;
 pub mod fuzz;
 pub mod kernels;
 pub mod requires;
 pub mod rng;
-pub mod servers;
-pub mod tracking_alloc;
 pub mod walk;
 pub mod writer;

@@ -59,8 +59,9 @@ pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
     Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).bytes(n)
 }
 
-/// The generator for `seed` as a closure returning the next 64 bits.
-pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+/// The generator for `seed` as a closure returning the next 64 bits (the unit tests' form).
+#[cfg(test)]
+pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut rng = Rng::new(seed);
     move || rng.next()
 }

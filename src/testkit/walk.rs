@@ -23,6 +23,7 @@ use crate::fs::{DirEntry, Fs, Kind, KEY_XATTR, ROOT};
 /// A directory entry, resolved (looked up, or stat'ed).
 #[derive(Debug, Clone)]
 pub struct Listed<H> {
+    /// The entry's name.
     pub name: Vec<u8>,
     pub(crate) kind: Kind,
     pub(crate) size: u64,
@@ -34,6 +35,7 @@ pub trait Tree {
     /// How the tree names a node (an inode number, a path).
     type Handle: Clone;
 
+    /// The root directory.
     fn root(&self) -> Self::Handle;
 
     /// A number that is the same for two handles of one directory (visits each once).
@@ -62,8 +64,11 @@ pub trait Tree {
 /// One node found by [`walk`].
 #[derive(Debug, Clone)]
 pub struct Node<H> {
+    /// Directory, file or symbolic link.
     pub kind: Kind,
+    /// Its size as listed.
     pub size: u64,
+    /// How the tree names it.
     pub handle: H,
     /// A symlink's target.
     pub link: Option<Vec<u8>>,
@@ -94,6 +99,7 @@ impl Default for Walk {
     }
 }
 
+/// `dir/name` (`name` alone below the root, whose path is empty).
 pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
     if dir.is_empty() {
         return name.to_vec();
@@ -104,6 +110,7 @@ pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
     p
 }
 
+/// A path or name as text, for messages (invalid UTF-8 replaced).
 pub fn show(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -169,6 +176,7 @@ pub enum Mode {
 /// entries after that one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resume {
+    /// None: listings are read in one go only.
     None,
     /// The first, middle and last entries.
     Some,
@@ -178,8 +186,11 @@ pub enum Resume {
 
 /// An [`Fs`] as a [`Tree`]; handles are inode numbers.
 pub struct Core<'a> {
+    /// The core walked.
     pub fs: &'a Fs,
+    /// Strict or lenient.
     pub mode: Mode,
+    /// Which listings are also resumed from a cookie.
     pub resume: Resume,
     /// Bytes per `read` call (raised so no file takes more than 256 calls).
     pub read_size: usize,
@@ -193,6 +204,8 @@ pub struct Core<'a> {
 const MAX_READS_PER_FILE: u64 = 256;
 
 impl<'a> Core<'a> {
+    /// A walk of a well-formed source: no listing resumed, every file read whole in 4 KiB
+    /// reads.
     pub fn strict(fs: &'a Fs) -> Self {
         Core {
             fs,
@@ -204,6 +217,7 @@ impl<'a> Core<'a> {
         }
     }
 
+    /// A walk of a damaged source: failures allowed, listings resumed from some cookies.
     pub fn lenient(fs: &'a Fs) -> Self {
         Core {
             mode: Mode::Lenient,
@@ -427,6 +441,7 @@ pub struct Dir {
 }
 
 impl Dir {
+    /// The tree under `root`.
     pub fn new(root: &Path) -> Self {
         Dir {
             root: root.to_path_buf(),

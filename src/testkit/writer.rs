@@ -57,12 +57,11 @@ use crate::proto::{
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };
 
-pub use crate::parse::table_build::{
-    block_trailer, encode_footer, find_short_successor, find_shortest_separator, TableBuilder,
-};
 pub(crate) use crate::parse::table_build::{
-    encode_handle, BLOCK_TRAILER_LEN, DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL, MAX_HANDLE_LEN,
+    block_trailer, encode_handle, BLOCK_TRAILER_LEN, DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL,
+    MAX_HANDLE_LEN,
 };
+pub use crate::parse::table_build::{encode_footer, TableBuilder};
 
 fn invalid(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg.into())
@@ -80,7 +79,7 @@ pub fn append_block(file: &mut Vec<u8>, contents: &[u8], kind: u8) -> BlockHandl
 
 /// Appends `contents` followed by `trailer` exactly as given (any kind byte, any checksum);
 /// returns the block's handle.
-pub fn append_block_with_trailer(
+pub(crate) fn append_block_with_trailer(
     file: &mut Vec<u8>,
     contents: &[u8],
     trailer: [u8; BLOCK_TRAILER_LEN],
@@ -661,7 +660,7 @@ impl CheckpointWriter {
     /// leaves in multi-shard checkpoints (it renumbers the shard of every fresh entry, full
     /// entries included), and 0 for single-shard ones. To match TensorFlow's slice order in a
     /// merged checkpoint, add slices by shard, then by offset.
-    pub fn add_slice(
+    pub(crate) fn add_slice(
         &mut self,
         key: &[u8],
         dtype: DType,
@@ -755,7 +754,8 @@ impl CheckpointWriter {
     }
 
     /// Appends raw bytes to a shard and returns their offset (to pair with `add_raw_entry`).
-    pub fn add_raw_data(&mut self, shard: u32, bytes: &[u8]) -> io::Result<u64> {
+    #[cfg(test)]
+    pub(crate) fn add_raw_data(&mut self, shard: u32, bytes: &[u8]) -> io::Result<u64> {
         let s = self.shard(shard)?;
         let offset = s.offset;
         s.file.write_all(bytes)?;
@@ -765,7 +765,8 @@ impl CheckpointWriter {
 
     /// Escape hatch for hostile-input tests: any key with any value. Key `""` replaces the header
     /// value; other keys may repeat (both copies are written, in call order).
-    pub fn add_raw_entry(&mut self, key: &[u8], value: Vec<u8>) {
+    #[cfg(test)]
+    pub(crate) fn add_raw_entry(&mut self, key: &[u8], value: Vec<u8>) {
         if key.is_empty() {
             self.header = Some(value);
         } else {
@@ -855,6 +856,7 @@ pub struct Summary {
     pub entries: u64,
     /// Data blocks of the `.index` table.
     pub blocks: u64,
+    /// Bytes of the `.index` file.
     pub index_bytes: u64,
     /// Bytes over all data shards.
     pub data_bytes: u64,
@@ -918,3 +920,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod read_back;

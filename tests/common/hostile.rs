@@ -9,9 +9,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
+use super::tracking_alloc::largest_allocation;
 use tfmount::fs::{DirEntry, Fs, Kind, Options, ROOT};
 use tfmount::testkit::rng::Rng;
-use tfmount::testkit::tracking_alloc::largest_allocation;
 
 /// One damage of one file.
 #[derive(Debug, Clone, Copy)]

@@ -1,14 +1,19 @@
 //! The one kit of the test suites (`tests/<suite>/main.rs` each include it as `mod common`):
 //! fixtures and their records, real mounts of the built binary and runs of it, the filesystem
 //! core opened and read without a kernel, an NPY header reader ([`npy`]), synthetic checkpoints
-//! ([`synthetic`]), the hostile-input harness ([`hostile`]); and, from the test kit
-//! (`tfmount::testkit`), the tree walker ([`walk`]), [`requires`] and the random generator.
+//! ([`synthetic`]), the hostile-input harness ([`hostile`]), the local object-storage servers
+//! ([`servers`]) and the fault-injecting proxy in front of them ([`fault_proxy`]), the allocator
+//! that tracks and caps allocations ([`tracking_alloc`], installed by the `formats` suite); and,
+//! from the test kit (`tfmount::testkit`), the tree walker ([`walk`]), [`requires`] and the random generator.
 //! Each helper is defined here once; a suite uses what it needs.
 #![allow(dead_code, unused_imports)]
 
+pub mod fault_proxy;
 pub mod hostile;
 pub mod npy;
+pub mod servers;
 pub mod synthetic;
+pub mod tracking_alloc;
 pub use tfmount::testkit::requires;
 pub use tfmount::testkit::rng::Rng;
 pub use tfmount::testkit::walk::{self, show};

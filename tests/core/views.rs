@@ -1182,9 +1182,9 @@ fn stat_is_exact_and_reads_no_tensor_data() {
         let got = read_all(&fs, a.ino, 128 << 10, usize::MAX).expect("read");
         assert!(got == whole, "{key}: a read to the end");
         assert_eq!(fs.getattr(a.ino).expect("getattr").size, a.size, "{key}");
-        let mut next = tfmount::testkit::rng::xorshift(7);
+        let mut rng = common::Rng::new(7);
         for _ in 0..100 {
-            let x = next();
+            let x = rng.next();
             let off = (x >> 16) % (whole.len() as u64 + 5);
             let n = ((x >> 40) % 300_000) as usize;
             let got = fs.read(a.ino, off, n).expect("read");
@@ -1219,10 +1219,10 @@ type Written = (&'static str, DType, Vec<u64>, Vec<u8>);
 fn write_big(dir: &Path) -> (PathBuf, Vec<Written>) {
     let prefix = dir.join("ckpt");
     let mut w = CheckpointWriter::new(&prefix, 1).expect("writer");
-    let mut next = tfmount::testkit::rng::xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rng = common::Rng::new(0x2545_f491_4f6c_dd1d);
     let big: Vec<u8> = (0..1_000_000)
         .flat_map(|_| {
-            let x = next();
+            let x = rng.next();
             (f32::from_bits((x >> 32) as u32 & 0x3fff_ffff) - 1.0).to_le_bytes()
         })
         .collect();

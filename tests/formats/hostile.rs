@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::common::tracking_alloc;
 use common::{lookup_path, mkfifo, open_fs, read_all, Mount};
 use prost::Message;
 use tfmount::error::FsError;
@@ -24,7 +25,6 @@ use tfmount::parse::table::{parse_footer, read_block, Block, BlockHandle, MAGIC}
 use tfmount::parse::varint::{decode_u64, encode_u64};
 use tfmount::probe::{probe, Probed};
 use tfmount::proto::BundleEntryProto;
-use tfmount::testkit::tracking_alloc;
 use tfmount::testkit::writer::{
     append_block, block_handles, data_path, encode_block, encode_footer, finish_table,
     fix_block_crc, index_path, tensor_entry, CheckpointWriter, TableBuilder,

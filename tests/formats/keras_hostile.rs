@@ -34,12 +34,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use crate::common::tracking_alloc::largest_allocation;
 use common::hostile::{damages, each_file, key_of, open, read_to_size, scratch, Damage, Sweep};
 use common::{keras_dir, requires};
 use serde_json::Value;
 use tfmount::fs::ROOT;
 use tfmount::testkit::fuzz as targets;
-use tfmount::testkit::tracking_alloc::largest_allocation;
 
 /// The largest single allocation one input may cause.
 const MAX_ALLOCATION: usize = 16 << 20;

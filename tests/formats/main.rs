@@ -24,5 +24,4 @@ mod v1;
 /// and refuses allocations over a thread's cap (`hostile`). Per thread, so that the tests, run as
 /// threads of this one process, each see only their own allocations.
 #[global_allocator]
-static GLOBAL: tfmount::testkit::tracking_alloc::Tracking =
-    tfmount::testkit::tracking_alloc::Tracking;
+static GLOBAL: common::tracking_alloc::Tracking = common::tracking_alloc::Tracking;

@@ -20,10 +20,10 @@ use crate::common;
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::common::tracking_alloc::largest_allocation;
 use common::hostile::{damages, each_file, key_of, open, read_to_size_in, scratch, Damage, Sweep};
 use common::tflite_dir as dir;
 use tfmount::fs::Kind;
-use tfmount::testkit::tracking_alloc::largest_allocation;
 
 /// The largest single allocation one input may cause.
 const MAX_ALLOCATION: usize = 16 << 20;

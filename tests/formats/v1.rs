@@ -11,13 +11,13 @@ use crate::common;
 use common::{hex, sha256_hex as sha};
 use std::path::{Path, PathBuf};
 
+use crate::common::tracking_alloc::largest_allocation;
 use serde_json::Value;
 use tfmount::formats::v1::set::{v1_files, V1Checkpoint};
 use tfmount::parse::mask_crc;
 use tfmount::parse::table::{parse_footer, read_block, Block, BlockHandle};
 use tfmount::source::local::LocalStore;
 use tfmount::testkit::rng::Rng;
-use tfmount::testkit::tracking_alloc::largest_allocation;
 
 fn v1_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")

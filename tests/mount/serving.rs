@@ -411,7 +411,7 @@ fn where_a_saved_model_is_expected_a_base_directory_says_which_versions_it_holds
 /// shows the versions and `latest`, `cat` reads a version's tensor, `diff` takes latest.
 #[test]
 fn a_base_directory_on_s3_is_its_versions() {
-    use tfmount::testkit::servers::{http, s3_env, Server};
+    use crate::common::servers::{http, s3_env, Server};
     let Some(moto) = Server::moto(&[]) else {
         return;
     };

@@ -1,5 +1,5 @@
 //! The persistent disk cache (`-o cache_dir`, `tfmount warm`, `tfmount cache`), end to end: a
-//! checkpoint served by nginx on 127.0.0.1 behind the counting proxy (src/testkit/fault_proxy.rs),
+//! checkpoint served by nginx on 127.0.0.1 behind the counting proxy (tests/common/fault_proxy.rs),
 //! mounted through the kernel with a cache directory.
 //!
 //! - a remount reads every byte from the cache: no GET reaches the server;
@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::common::fault_proxy::{Fault, FaultProxy, Rule};
+use crate::common::servers::Server;
 use common::{same_tree, walk_files, Mount};
 use tfmount::parse::dtype::DType;
-use tfmount::testkit::fault_proxy::{Fault, FaultProxy, Rule};
 use tfmount::testkit::rng;
-use tfmount::testkit::servers::Server;
 use tfmount::testkit::writer::CheckpointWriter;
 
 const F32: DType = DType(1);
@@ -940,7 +940,7 @@ fn without_a_disk_cache_a_sequential_pass_fetches_each_byte_once() {
 /// cache the index was a HEAD, then a GET.
 #[test]
 fn a_background_mount_and_a_first_stat_take_two_rounds_of_requests() {
-    use tfmount::testkit::fault_proxy::rounds;
+    use crate::common::fault_proxy::rounds;
     let Some(s) = Setup::start() else {
         return;
     };

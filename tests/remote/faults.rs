@@ -1,5 +1,5 @@
 //! Remote faults, end to end: a mounted remote checkpoint read through a fault-injecting proxy
-//! (src/testkit/fault_proxy.rs) between tfmount and nginx (moto for S3), and `tfmount verify`
+//! (tests/common/fault_proxy.rs) between tfmount and nginx (moto for S3), and `tfmount verify`
 //! of the same URL with the same fault.
 //!
 //! The served checkpoint `big/model.ckpt` (written with `CheckpointWriter`) holds a 12 MiB
@@ -27,11 +27,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::common::fault_proxy::{Fault, FaultProxy, Rule, Seen};
+use crate::common::servers::{http, s3_env, Server};
 use common::{fixtures, same_tree, Mount};
 use tfmount::parse::dtype::DType;
-use tfmount::testkit::fault_proxy::{Fault, FaultProxy, Rule, Seen};
 use tfmount::testkit::rng;
-use tfmount::testkit::servers::{http, s3_env, Server};
 use tfmount::testkit::writer::CheckpointWriter;
 
 /// `-o remote_timeout` of the mounts that meet faults.

@@ -14,13 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use tfmount::error::RemoteError;
 use tfmount::parse::ReadAt;
 use tfmount::source::bytes::{EntryKind, Store};
 use tfmount::source::remote::env::Env;
-use tfmount::source::remote::{RemoteConfig, RemoteError, RemoteStore};
-use tfmount::testkit::servers::{gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server};
+use tfmount::source::remote::{RemoteConfig, RemoteStore};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 const BIG: usize = 20 << 20;

@@ -6,7 +6,7 @@
 //! Needs moto, fake-gcs-server and nginx: `scripts/install-test-servers.sh`.
 
 use crate::common;
-use tfmount::testkit::servers::{
+use crate::common::servers::{
     gcs_bucket, gcs_key_file, gcs_put, http, s3_env, Server, NGINX_DIRS_404,
 };
 

@@ -51,8 +51,11 @@ pub(crate) struct V1Slice {
 /// A tensor of the checkpoint, merged from the metas of all its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct V1Tensor {
+    /// The tensor's name (its key in the checkpoint).
     pub name: Vec<u8>,
+    /// Its dtype.
     pub dtype: DType,
+    /// Its full shape (of all its slices together).
     pub shape: Vec<u64>,
     pub(crate) slices: Vec<V1Slice>,
     /// Why the tensor cannot be served (its meta makes no sense), if it cannot.
@@ -123,6 +126,8 @@ impl ReadAt for Src<'_> {
     }
 }
 
+/// A V1 checkpoint (one table file, or the shards of one save) opened: its tensors, merged from
+/// every shard's metas, read by value into the `.bin` layout.
 pub struct V1Checkpoint {
     shards: Vec<Shard>,
     tensors: Vec<V1Tensor>,

@@ -4,6 +4,8 @@
 //! slice, slices under their own keys, unreadable index blocks reported with the keys they hold.
 
 pub(crate) mod checkpoint;
+#[cfg(test)]
+mod hostile_values;
 pub(crate) mod object_graph;
 pub mod strings;
 pub(crate) mod write;

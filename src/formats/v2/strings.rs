@@ -148,7 +148,7 @@ impl StringLayout {
     }
 
     /// Size of the served layout.
-    pub fn served_len(&self) -> u64 {
+    pub(crate) fn served_len(&self) -> u64 {
         self.out_starts.last().copied().unwrap_or(0)
     }
 

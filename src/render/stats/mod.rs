@@ -67,14 +67,23 @@ use kernels::{Acc, Sum, FLOAT_BLOCK};
 pub(crate) use numpy::BinType;
 use numpy::Plan;
 
+/// Why a tensor's statistics cannot be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StatsError {
+    /// A dtype without numbers (strings, resources, variants); its name.
     #[error("dtype {0} has no statistics")]
     Unsupported(String),
+    /// The bytes are not a whole number of elements.
     #[error("bytes end inside an element")]
     Truncated,
+    /// The two passes over the tensor saw different element counts (its bytes changed).
     #[error("second pass saw {second} elements, first saw {first}")]
-    Changed { first: u64, second: u64 },
+    Changed {
+        /// Elements of the first pass.
+        first: u64,
+        /// Elements of the second pass.
+        second: u64,
+    },
 }
 
 /// A minimum or maximum, exactly.

@@ -73,10 +73,12 @@ pub struct RemoteConfig {
     /// The persistent disk cache's directory (`cache_dir`, `TFMOUNT_CACHE_DIR`) and bound
     /// (`cache_max`, `TFMOUNT_CACHE_MAX`; `None`: see [`super::disk`]).
     pub cache_dir: Option<PathBuf>,
+    /// The disk cache's bound in bytes.
     pub cache_max: Option<u64>,
     /// Read-ahead of one reader: `parallel` GETs of `part` bytes in flight at most
     /// (`remote_parallel`, `remote_part`).
     pub parallel: usize,
+    /// Bytes of one read-ahead GET.
     pub part: u64,
     /// The object read-ahead of the disk cache (reads going through an object in order fetch
     /// the next window of it, whatever tensor it holds): off for `tfmount warm KEY...`, which

@@ -19,6 +19,8 @@ impl Env {
         )
     }
 
+    /// The variables `pairs`, empty values left out as unset (a later pair replaces an earlier
+    /// one of the same name).
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Env {
         Env {
             vars: pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect(),

@@ -18,6 +18,7 @@ use crate::source::remote::RemoteError;
 
 /// An opened remote object.
 pub struct RemoteFile {
+    /// The object as opened, and what its reads share.
     pub h: Arc<Handle>,
     name: PathBuf,
     meta: FileMeta,

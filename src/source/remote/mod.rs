@@ -37,7 +37,7 @@ pub use config::RemoteConfig;
 pub(crate) use prefetch::Reader;
 pub use store::RemoteStore;
 
-pub use crate::error::RemoteError;
+pub(crate) use crate::error::RemoteError;
 
 /// One line of at most 300 characters from a server's or library's message.
 pub(crate) fn one_line(s: &str) -> String {

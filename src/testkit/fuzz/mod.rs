@@ -32,9 +32,7 @@ use crate::parse::slice_key::Extent;
 use crate::parse::table::{Block, Table};
 use crate::parse::{bundle, mask_crc, slice_key, table, varint};
 use crate::probe::{probe, state, Probed};
-/// Recomputes the checksums of every block an `.index` names (best effort); re-exported for
-/// the regression tests, which call it as `targets::fix_table_crcs`.
-pub use crate::testkit::writer::fix_table_crcs;
+use crate::testkit::writer::fix_table_crcs;
 
 use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
@@ -67,6 +65,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tflite", tflite::tflite),
 ];
 
+/// The target named `name` (as in [`TARGETS`]), for the libFuzzer binaries, the stable harness
+/// and the regression tests.
 pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
@@ -81,7 +81,7 @@ const MAX_ENTRIES: usize = 20_000;
 /// An `.index` table from arbitrary bytes: opened, walked entry by entry, every key looked up
 /// and sought again. Input: one flags byte, then the file. Flags: bit 0 keeps block checksums as
 /// they are; bit 1 disables the block cache; bit 2 also parses the file as one raw block.
-pub fn table(data: &[u8]) {
+pub(crate) fn table(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
         return;
     };
@@ -757,7 +757,7 @@ const GRAPH_FILES: [&str; 5] = [
 /// and walked like [`checkpoint`]'s mounts: protobuf decoding and text rendering of every node,
 /// function, signature and constant. Input: flags (1 byte: `% 5` picks the file name, bit 3
 /// disables the block cache, bits 4..6 pick the read size), then the file.
-pub fn graph(data: &[u8]) {
+pub(crate) fn graph(data: &[u8]) {
     let Some((&flags, file)) = data.split_first() else {
         return;
     };

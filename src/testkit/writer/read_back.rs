@@ -1,27 +1,36 @@
-//! The test-only checkpoint writer (`tfmount::testkit::writer`) checked three ways: against our own reader
-//! (round trips, many blocks, Snappy), against checkpoints written by real TensorFlow (rewritten
-//! tensor by tensor, the files must come out byte-identical), and, when a Python with TensorFlow
-//! is available (src/testkit/requires.rs finds it), against TensorFlow's own reader.
+//! The test-only checkpoint writer ([`super`]) checked three ways: against our own reader (round
+//! trips, many blocks, Snappy), against checkpoints written by real TensorFlow (rewritten tensor
+//! by tensor, the files must come out byte-identical), and, when a Python with TensorFlow is
+//! available (src/testkit/requires.rs finds it), against TensorFlow's own reader. (Was the
+//! `core` suite's `writer` module: it reaches the writer's raw pieces and the parsers' internals,
+//! which the crate keeps to itself.)
 
-use crate::common;
-
-use common::f32_bytes;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-use tfmount::formats::caches::Caches;
-use tfmount::formats::v2::strings::StringLayout;
-use tfmount::parse::bundle::{parse_entry, parse_header, Data, Entry};
-use tfmount::parse::dtype::{DType, DT_STRING, DT_VARIANT};
-use tfmount::parse::slice_key::{Extent, FULL};
-use tfmount::parse::table::{parse_footer, read_block, Block, BlockHandle, Table};
-use tfmount::parse::{mask_crc, slice_key, varint};
-use tfmount::testkit::requires;
+use super::{data_path, index_path, CheckpointWriter};
+use crate::formats::caches::Caches;
+use crate::formats::v2::strings::StringLayout;
+use crate::parse::bundle::{parse_entry, parse_header, Data, Entry};
+use crate::parse::dtype::{DType, DT_STRING, DT_VARIANT};
+use crate::parse::slice_key::{Extent, FULL};
+use crate::parse::table::{parse_footer, read_block, Block, BlockHandle, Table};
+use crate::parse::{mask_crc, slice_key, varint};
+use crate::testkit::requires;
 /// Deterministic bytes.
-use tfmount::testkit::rng::bytes as pseudo_bytes;
-use tfmount::testkit::writer::{data_path, index_path, CheckpointWriter};
+use crate::testkit::rng::bytes as pseudo_bytes;
+use sha2::{Digest, Sha256};
+
+/// The fixtures TensorFlow wrote (`tests/fixtures`).
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Little-endian `f32` bytes, as tensors store them.
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: reading a checkpoint back with tfmount's reader.
@@ -228,12 +237,12 @@ fn check_read_back(prefix: &Path, want: &BTreeMap<Vec<u8>, Want>) {
                 };
                 let exts: Vec<_> = slices.iter().map(|s| s.0.clone()).collect();
                 assert_eq!(got, &exts, "slices in call order");
-                tfmount::parse::bundle::check_tiling(shape, got).unwrap();
+                crate::parse::bundle::check_tiling(shape, got).unwrap();
                 for (ext, data) in slices {
                     let pk = slice_key::encode(key, ext);
                     let pe = rb.get(&pk).expect("slice part entry");
                     assert_eq!(pe.dtype, *dtype);
-                    assert_eq!(pe.shape, tfmount::parse::bundle::slice_shape(shape, ext));
+                    assert_eq!(pe.shape, crate::parse::bundle::slice_shape(shape, ext));
                     assert_eq!(&rb.decoded(pe), data);
                     expected_keys.push(pk);
                 }
@@ -400,11 +409,11 @@ fn many_keys(snappy: bool) {
         if let Some((_, _, next)) = blocks.get(b + 1) {
             assert!(sep < next.key(0));
             let mut expect = last.to_vec();
-            tfmount::testkit::writer::find_shortest_separator(&mut expect, next.key(0));
+            crate::parse::table_build::find_shortest_separator(&mut expect, next.key(0));
             assert_eq!(sep, expect.as_slice());
         } else {
             let mut expect = last.to_vec();
-            tfmount::testkit::writer::find_short_successor(&mut expect);
+            crate::parse::table_build::find_short_successor(&mut expect);
             assert_eq!(sep, expect.as_slice());
         }
         if let Some(p) = prev_last {
@@ -552,7 +561,7 @@ fn fixture_prefixes() -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    walk(&common::fixtures(), &mut out);
+    walk(&fixtures(), &mut out);
     out
 }
 
@@ -872,7 +881,7 @@ fn byte_identical_to_a_large_tensorflow_checkpoint() {
 /// entries `TableBuilder` and `CheckpointWriter` write.
 #[test]
 fn raw_pieces_build_what_the_reader_reads() {
-    use tfmount::testkit::writer::{
+    use super::{
         append_block, append_block_with_trailer, block_handles, block_trailer, encode_block,
         encode_footer, finish_table, fix_block_crc, fix_table_crcs, raw_entry, table_entries,
         table_of_blocks, tensor_entry, TableBuilder,

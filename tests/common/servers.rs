@@ -8,11 +8,10 @@
 //!
 //! `scripts/install-test-servers.sh` installs all three (`scripts/test.sh` runs it); a missing
 //! one skips the test that needs it, or fails it under `TFMOUNT_REQUIRE_ALL`
-//! ([`crate::testkit::requires`]). Also: a minimal HTTP/1.1 client ([`http`]) for the setup calls
+//! (`tfmount::testkit::requires`). Also: a minimal HTTP/1.1 client ([`http`]) for the setup calls
 //! the object_store API does not make (creating buckets).
 
-// The including test crate provides `requires` ([`crate::testkit::requires`]) at its root.
-use crate::testkit::requires;
+use tfmount::testkit::requires;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -61,7 +60,7 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-/// The server's executable, or `None` with the skip recorded ([`crate::testkit::requires`]).
+/// The server's executable, or `None` with the skip recorded (`tfmount::testkit::requires`).
 fn find(program: &str, fallbacks: &[&str]) -> Option<PathBuf> {
     requires::program(program, fallbacks, "")
 }
