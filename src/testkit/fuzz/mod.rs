@@ -63,12 +63,44 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("zarr", zarr::zarr),
     ("orbax_meta", orbax_meta::orbax_meta),
     ("tflite", tflite::tflite),
+    ("npy", npy),
+    ("object_graph", object_graph),
 ];
 
 /// The target named `name` (as in [`TARGETS`]), for the libFuzzer binaries, the stable harness
 /// and the regression tests.
 pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// An `.npy` header from arbitrary bytes (`export --set KEY=FILE.npy`): parsed, and where it
+/// parses, its data offset within the header read and its shape's dimensions bounded.
+pub(crate) fn npy(data: &[u8]) {
+    if let Ok(n) = crate::parse::npy::parse(data) {
+        assert!(n.data_offset as usize <= data.len(), "data offset past the header read");
+        assert!(n.shape.len() <= 64, "a shape of {} dimensions", n.shape.len());
+    }
+}
+
+/// A TF2 object graph from arbitrary bytes, edited as `export` edits it: every other key
+/// dropped, a path renamed, everything kept. Input: the serialized `TrackableObjectGraph`.
+pub(crate) fn object_graph(data: &[u8]) {
+    use prost::Message;
+    let Ok(g) = crate::proto::TrackableObjectGraph::decode(data) else {
+        return;
+    };
+    let drop_half = |k: &str| Some((k.len() % 2 == 0).then(|| k.to_string()));
+    let rename = |k: &str| Some(Some(k.replacen('/', "_/", 1)));
+    let keep = |k: &str| Some(Some(k.to_string()));
+    for fate in [
+        &drop_half as &dyn Fn(&str) -> Option<Option<String>>,
+        &rename,
+        &keep,
+    ] {
+        if let Ok(e) = crate::formats::v2::object_graph::edit(&g, fate) {
+            assert!(e.nodes.len() <= g.nodes.len(), "the edit added objects");
+        }
+    }
 }
 
 /// Most table entries one input is walked through (bounds the time of one run).
@@ -870,6 +902,20 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(ocdbt::seeds(fixtures)?);
     out.extend(zarr::seeds(fixtures)?);
     out.extend(orbax_meta::seeds(fixtures)?);
+    for (descr, shape) in [("<f4", &[3u64, 4][..]), ("|b1", &[][..]), ("<i8", &[5][..])] {
+        if let Some(h) = crate::parse::npy::header(descr, shape) {
+            out.push(("npy", descr[1..].to_string(), h));
+        }
+    }
+    {
+        use prost::Message;
+        let vars: Vec<(String, String)> = ["model/enc/kernel", "model/dec/bias", "optimizer/iter"]
+            .iter()
+            .map(|p| (p.to_string(), format!("{p}/.ATTRIBUTES/VARIABLE_VALUE")))
+            .collect();
+        let g = crate::testkit::writer::object_graph(&vars).encode_to_vec();
+        out.push(("object_graph", "three".to_string(), g));
+    }
     for (i, s) in STATE_SEEDS.iter().enumerate() {
         out.push((
             "checkpoint_state",
