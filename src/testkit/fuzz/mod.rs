@@ -77,8 +77,15 @@ pub fn target(name: &str) -> Option<Target> {
 /// parses, its data offset within the header read and its shape's dimensions bounded.
 pub(crate) fn npy(data: &[u8]) {
     if let Ok(n) = crate::parse::npy::parse(data) {
-        assert!(n.data_offset as usize <= data.len(), "data offset past the header read");
-        assert!(n.shape.len() <= 64, "a shape of {} dimensions", n.shape.len());
+        assert!(
+            n.data_offset as usize <= data.len(),
+            "data offset past the header read"
+        );
+        assert!(
+            n.shape.len() <= 64,
+            "a shape of {} dimensions",
+            n.shape.len()
+        );
     }
 }
 
@@ -875,6 +882,9 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
             if !blk.key(i).is_empty() {
                 if let Ok(e) = bundle::parse_entry(&value) {
                     string_seed(&e, &shards, &name, k, &mut out);
+                    if blk.key(i) == b"_CHECKPOINTABLE_OBJECT_GRAPH" {
+                        object_graph_seed(&e, &shards, &name, &mut out);
+                    }
                 }
             }
             if entry_values.insert(value.clone()) {
@@ -924,6 +934,37 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
         ));
     }
     Ok(out)
+}
+
+/// A TF2 checkpoint's object graph (a string scalar: its length, a checksum, the bytes), as a
+/// seed of `object_graph`.
+fn object_graph_seed(
+    e: &bundle::Entry,
+    shards: &[Vec<u8>],
+    name: &str,
+    out: &mut Vec<(&'static str, String, Vec<u8>)>,
+) {
+    let Data::Contiguous {
+        shard,
+        offset,
+        size,
+        ..
+    } = e.data
+    else {
+        return;
+    };
+    let Some(b) = shards
+        .get(shard as usize)
+        .and_then(|s| s.get(offset as usize..(offset + size) as usize))
+    else {
+        return;
+    };
+    let Some((len, n)) = varint::decode_u64(b) else {
+        return;
+    };
+    if let Some(body) = b.get(n + 4..n + 4 + len as usize) {
+        out.push(("object_graph", name.to_string(), body.to_vec()));
+    }
 }
 
 fn string_seed(
