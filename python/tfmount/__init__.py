@@ -24,7 +24,7 @@ import time
 from . import _tfmount
 from ._tfmount import Error, IntegrityError
 
-__all__ = ["open", "diff", "mount", "Model", "Error", "IntegrityError", "__version__"]
+__all__ = ["open", "diff", "export", "mount", "Model", "Error", "IntegrityError", "__version__"]
 __version__ = _tfmount.version()
 
 _builtin_open = open
@@ -181,6 +181,33 @@ def diff(a, b, *, exact=False, same=False, names=False):
     With ``names``, tensors are matched by the names ``names/`` shows (``tfmount diff
     --names``), and each line has the name in place of the key."""
     return _tfmount.diff(_fspath(a), _fspath(b), exact=exact, same=same, names=names)
+
+
+_EDITS = ("keep", "drop", "weights_only", "rename", "cast", "set")
+
+
+def export(source, out, *, to=None, shard_size=None, force=False, dry_run=False, no_object_graph=False,
+           **edits):
+    """``tfmount export SOURCE OUT``: a new TF checkpoint (or, ``to="safetensors"`` or an OUT
+    ending ``.safetensors``, a safetensors file) from SOURCE's tensors. The edits are keyword
+    arguments applied in the order given, as on the command line: ``keep=``, ``drop=`` (globs),
+    ``weights_only=True``, ``rename=`` (``"REGEX=REPLACEMENT"``), ``cast=`` (``"DTYPE[:GLOB]"``),
+    ``set=`` (``"KEY=FILE.npy"`` or ``"KEY=SOURCE:KEY"``); each a string or a list of them.
+    Returns a dict: ``to``, ``out``, ``tensors``, ``bytes``, ``dropped``, ``renamed``, ``files``,
+    ``dry_run`` and ``plan`` (the ``D``/``R``/``C``/``S`` lines of ``--dry-run``). Raises
+    ``tfmount.Error`` when the export is refused (nothing is then left at OUT)."""
+    pairs = []
+    for kind, value in edits.items():
+        if kind not in _EDITS:
+            raise TypeError(f"export() got an unexpected keyword argument {kind!r}")
+        if kind == "weights_only":
+            if value:
+                pairs.append((kind, ""))
+            continue
+        for v in [value] if isinstance(value, (str, os.PathLike)) else value:
+            pairs.append((kind, os.fspath(v)))
+    return _tfmount.export(_fspath(source), _fspath(out), pairs, to=to, shard_size=shard_size, force=force,
+                           dry_run=dry_run, no_object_graph=no_object_graph)
 
 
 def _unmount(mountpoint):

@@ -67,6 +67,74 @@ fn main(argv: Vec<std::ffi::OsString>) {
     std::process::exit(code);
 }
 
+/// `tfmount export SOURCE OUT`: `edits` are `(kind, value)` pairs in the order given (`keep`,
+/// `drop`, `rename`, `cast`, `set` with their command-line values, `weights_only` with any);
+/// returns the summary and the plan's lines.
+#[pyfunction]
+#[pyo3(signature = (source, out, edits, to = None, shard_size = None, force = false, dry_run = false, no_object_graph = false))]
+#[allow(clippy::too_many_arguments)]
+fn export<'py>(
+    py: Python<'py>,
+    source: PathBuf,
+    out: PathBuf,
+    edits: Vec<(String, String)>,
+    to: Option<String>,
+    shard_size: Option<u64>,
+    force: bool,
+    dry_run: bool,
+    no_object_graph: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use crate::model::export::{export, Edit, Glob, Options, To};
+    let edits = edits
+        .iter()
+        .map(|(kind, v)| match kind.as_str() {
+            "keep" => Glob::new(v).map(Edit::Keep),
+            "drop" => Glob::new(v).map(Edit::Drop),
+            "weights_only" => Ok(Edit::WeightsOnly),
+            "rename" => Edit::rename(v),
+            "cast" => Edit::cast(v),
+            "set" => Edit::set(v),
+            k => Err(format!(
+                "export: no edit {k:?} (keep, drop, weights_only, rename, cast, set)"
+            )),
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let to = match to.as_deref() {
+        None => To::of(&out),
+        Some("tf") => To::Tf,
+        Some("safetensors") => To::Safetensors,
+        Some(t) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "export: to={t:?}: tf or safetensors"
+            )))
+        }
+    };
+    let opts = Options {
+        to,
+        shard_size,
+        force,
+        dry_run,
+        no_object_graph,
+        edits,
+    };
+    let mut plan = Vec::new();
+    let summary = py
+        .detach(|| export(&source, &out, &opts, &mut |s| plan.push(s.line())))
+        .map_err(TfmountError::new_err)?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("to", summary.to.name())?;
+    d.set_item("out", summary.out)?;
+    d.set_item("tensors", summary.tensors)?;
+    d.set_item("bytes", summary.bytes)?;
+    d.set_item("dropped", summary.dropped)?;
+    d.set_item("renamed", summary.renamed)?;
+    d.set_item("files", summary.files)?;
+    d.set_item("dry_run", summary.dry_run)?;
+    d.set_item("plan", plan)?;
+    Ok(d)
+}
+
 /// The crate's version (Cargo.toml's), as `tfmount --version` prints it.
 #[pyfunction]
 fn version() -> &'static str {
@@ -86,6 +154,7 @@ pub(crate) fn bytes_of(s: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 fn _tfmount(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_class::<model::Model>()?;
