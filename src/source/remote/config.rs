@@ -196,11 +196,18 @@ fn client_options(cfg: &RemoteConfig, allow_http: bool) -> (ClientOptions, Retry
             opts = opts.with_proxy_excludes(no);
         }
     }
-    // Retries stop at three quarters of `remote_timeout`, so that an operation that keeps
-    // failing the same way (a refused connection) ends with that error in words rather than
-    // racing the overall timeout and reporting "timed out".
+    // Retries stop at half of `remote_timeout`, and no wait between two is longer than an
+    // eighth of it, so that an operation that keeps failing the same way (a refused
+    // connection) ends with that error in words, at most five eighths of the timeout in, rather
+    // than racing the overall timeout and reporting "timed out". (Retries stopping at three
+    // quarters, with object_store's random backoff of up to 15 s, could still be sleeping when
+    // the timeout fired: a flaky "timed out after 10s" where "connection refused" was meant.)
     let retry = RetryConfig {
-        retry_timeout: cfg.timeout * 3 / 4,
+        retry_timeout: cfg.timeout / 2,
+        backoff: object_store::BackoffConfig {
+            max_backoff: (cfg.timeout / 8).max(Duration::from_millis(100)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     (opts, retry)
