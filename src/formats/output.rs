@@ -62,6 +62,23 @@ impl Target {
         PathBuf::from(s)
     }
 
+    /// A new temporary file (`suffix` after the prefix), readable too (its bytes are read back),
+    /// behind a buffer of `buf` bytes.
+    pub(crate) fn create(
+        &self,
+        suffix: &str,
+        buf: usize,
+    ) -> Result<(PathBuf, io::BufWriter<fs::File>), String> {
+        let path = self.tmp(suffix);
+        let f = fs::File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| named(&path, e))?;
+        Ok((path, io::BufWriter::with_capacity(buf, f)))
+    }
+
     /// `fsync` of the directory, after the renames (best effort: some file systems refuse).
     pub(crate) fn sync_dir(&self) {
         if let Ok(d) = fs::File::open(&self.dir) {
@@ -85,6 +102,33 @@ fn remove_stale(dir: &Path, name: &str) {
             log::info!("{}: removed, left by a killed export", e.path().display());
         }
     }
+}
+
+/// Writes exactly `size` bytes, handed over by `fill` through the sink it is given, to `out`
+/// (the file at `path`); returns their CRC-32C. Fails if `fill` does, or hands over another
+/// number of bytes.
+pub(crate) fn stream(
+    out: &mut io::BufWriter<fs::File>,
+    path: &Path,
+    size: u64,
+    fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
+) -> Result<u32, String> {
+    use std::io::Write;
+    let mut crc = 0u32;
+    let mut got = 0u64;
+    let mut sink = |b: &[u8]| -> Result<(), String> {
+        got += b.len() as u64;
+        if got > size {
+            return Err(format!("more than its {size} bytes"));
+        }
+        crc = crc32c::crc32c_append(crc, b);
+        out.write_all(b).map_err(|e| named(path, e))
+    };
+    fill(&mut sink)?;
+    if got != size {
+        return Err(format!("{got} bytes, its shape and dtype make {size}"));
+    }
+    Ok(crc)
 }
 
 /// The CRC-32C of bytes `[at, end)` of `f` (`len` bytes long, just written and synced), read

@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::output::{named, ReadBack, Target};
+use super::output::{named, stream, ReadBack, Target};
 
 const BUF: usize = 1 << 20;
 
@@ -35,14 +35,7 @@ impl SafetensorsWriter {
             return Err(format!("{}: exists (--force replaces it)", out.display()));
         }
         let target = Target::new(out)?;
-        let path = target.tmp(".safetensors");
-        let f = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| named(&path, e))?;
-        let mut file = BufWriter::with_capacity(BUF, f);
+        let (path, mut file) = target.create(".safetensors", BUF)?;
         file.write_all(&header).map_err(|e| named(&path, e))?;
         Ok(SafetensorsWriter {
             out: out.to_path_buf(),
@@ -63,21 +56,7 @@ impl SafetensorsWriter {
         size: u64,
         fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
     ) -> Result<u32, String> {
-        let mut crc = 0u32;
-        let mut got = 0u64;
-        let (file, path) = (&mut self.file, &self.path);
-        let mut sink = |b: &[u8]| -> Result<(), String> {
-            got += b.len() as u64;
-            if got > size {
-                return Err(format!("more than its {size} bytes"));
-            }
-            crc = crc32c::crc32c_append(crc, b);
-            file.write_all(b).map_err(|e| named(path, e))
-        };
-        fill(&mut sink)?;
-        if got != size {
-            return Err(format!("{got} bytes, its shape and dtype make {size}"));
-        }
+        let crc = stream(&mut self.file, &self.path, size, fill)?;
         self.written.push((self.at, self.at + size, crc));
         self.at += size;
         Ok(crc)

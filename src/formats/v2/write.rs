@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::formats::output::{named, ReadBack, Target};
+use crate::formats::output::{named, stream, ReadBack, Target};
 use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::table_build::TableBuilder;
 use crate::parse::{mask_crc, varint};
@@ -99,10 +99,6 @@ impl BundleWriter {
         })
     }
 
-    fn tmp_data(&self, k: usize) -> PathBuf {
-        self.target.tmp(&format!(".data-{k}"))
-    }
-
     fn tmp_index(&self) -> PathBuf {
         self.target.tmp(".index")
     }
@@ -115,18 +111,10 @@ impl BundleWriter {
             Some(s) => s.len > 0 && s.len.saturating_add(size) > self.shard_size,
         };
         if need_new {
-            let path = self.tmp_data(self.shards.len());
-            let f = File::options()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(|e| named(&path, e))?;
-            self.shards.push(Shard {
-                path,
-                out: BufWriter::with_capacity(BUF, f),
-                len: 0,
-            });
+            let (path, out) = self
+                .target
+                .create(&format!(".data-{}", self.shards.len()), BUF)?;
+            self.shards.push(Shard { path, out, len: 0 });
         }
         Ok(self.shards.len() - 1)
     }
@@ -168,24 +156,8 @@ impl BundleWriter {
         let k = self.shard_for(size)?;
         let shard = &mut self.shards[k];
         let offset = shard.len;
-        let mut crc = 0u32;
-        let mut got = 0u64;
-        let path = shard.path.clone();
-        let out = &mut shard.out;
-        let mut sink = |b: &[u8]| -> Result<(), String> {
-            got += b.len() as u64;
-            if got > size {
-                return Err(format!("{show}: more than its {size} bytes"));
-            }
-            crc = crc32c::crc32c_append(crc, b);
-            out.write_all(b).map_err(|e| named(&path, e))
-        };
-        fill(&mut sink)?;
-        if got != size {
-            return Err(format!(
-                "{show}: {got} bytes, its shape and dtype make {size}"
-            ));
-        }
+        // Its errors name the file, not the tensor: the caller names it.
+        let crc = stream(&mut shard.out, &shard.path, size, fill)?;
         shard.len += size;
         self.written.push(Written {
             key: key.to_vec(),
