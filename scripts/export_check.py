@@ -8,6 +8,11 @@ by tf.train.list_variables, and the names of the root's children in the object g
     python scripts/export_check.py check VALUES.json PREFIX ENC_NAME [PREFIX ENC_NAME ...]
     python scripts/export_check.py read PREFIX...   # every tensor: dtype, shape, sha256 (or why not)
     python scripts/export_check.py safetensors FILE...   # the same, read by safetensors (numpy)
+    python scripts/export_check.py smwrite DIR TRAIN_PREFIX MODEL.json TRAIN.json   # a
+        # SavedModel and its values, then a training checkpoint one Adam step later and its values
+    python scripts/export_check.py smcheck DIR VALUES.json [DIR VALUES.json ...]   # each DIR
+        # served by TensorFlow with these values: its serving signature against numpy, its
+        # variables read back; keyed "DIR VALUES.json"
 
 Run with the test virtualenv's Python (scripts/test.sh --setup makes it); no GPU needed.
 """
@@ -136,3 +141,34 @@ elif cmd == "setnpy":
     want["enc/kernel"] = new.tolist()
     json.dump(want, open(sys.argv[4], "w"))
     json.dump({"written": sys.argv[3]}, sys.stdout)
+elif cmd == "smwrite":
+    net = Net()
+    net.serve = tf.function(lambda x: {"y": net(x)},
+                            input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    tf.saved_model.save(net, sys.argv[2], signatures={"serving_default": net.serve})
+    at_save = values(net, "enc")
+    opt = tf.keras.optimizers.Adam(0.1)
+    x = tf.ones([2, 4])
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(net(x) ** 2)
+    vs = net.trainable_variables
+    opt.apply_gradients(zip(t.gradient(loss, vs), vs))
+    tf.train.Checkpoint(model=net, optimizer=opt).write(sys.argv[3])
+    json.dump(at_save, open(sys.argv[4], "w"))
+    json.dump(values(net, "enc"), open(sys.argv[5], "w"))
+    json.dump({"written": sys.argv[2]}, sys.stdout)
+elif cmd == "smcheck":
+    out = {}
+    for d, values in zip(sys.argv[2::2], sys.argv[3::2]):
+        want = {k: np.array(v, np.float32) for k, v in json.load(open(values)).items()}
+        m = tf.saved_model.load(d)
+        x = np.arange(8, dtype=np.float32).reshape(2, 4) / 3 - 1
+        y = m.signatures["serving_default"](x=tf.constant(x))["y"].numpy()
+        h = np.maximum(x @ want["enc/kernel"] + want["enc/bias"], 0)
+        expect = h @ want["dec/kernel"] + want["dec/bias"]
+        r = tf.train.load_checkpoint(d + "/variables/variables")
+        stored = {k: r.get_tensor(k + "/.ATTRIBUTES/VARIABLE_VALUE").tolist() for k in want}
+        out[d + " " + values] = {"served": bool(np.allclose(y, expect, rtol=1e-5, atol=1e-6)),
+                                 "stored": stored == {k: v.tolist() for k, v in want.items()},
+                                 "y": y.tolist()}
+    json.dump(out, sys.stdout)

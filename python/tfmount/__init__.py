@@ -187,9 +187,12 @@ _EDITS = ("keep", "drop", "weights_only", "rename", "cast", "set")
 
 
 def export(source, out, *, to=None, shard_size=None, force=False, dry_run=False, no_object_graph=False,
-           **edits):
+           variables_from=None, names=False, **edits):
     """``tfmount export SOURCE OUT``: a new TF checkpoint (or, ``to="safetensors"`` or an OUT
-    ending ``.safetensors``, a safetensors file) from SOURCE's tensors. The edits are keyword
+    ending ``.safetensors``, a safetensors file; ``to="savedmodel"``, the default for a SavedModel
+    SOURCE, a SavedModel with its variables rewritten) from SOURCE's tensors.
+    ``variables_from=CKPT`` takes every variable's values from another checkpoint (by key, or
+    with ``names=True`` by ``names/`` names), before the edits. The edits are keyword
     arguments applied in the order given, as on the command line: ``keep=``, ``drop=`` (globs),
     ``weights_only=True``, ``rename=`` (``"REGEX=REPLACEMENT"``), ``cast=`` (``"DTYPE[:GLOB]"``),
     ``set=`` (``"KEY=FILE.npy"`` or ``"KEY=SOURCE:KEY"``); each a string or a list of them.
@@ -207,7 +210,9 @@ def export(source, out, *, to=None, shard_size=None, force=False, dry_run=False,
         for v in [value] if isinstance(value, (str, os.PathLike)) else value:
             pairs.append((kind, os.fspath(v)))
     return _tfmount.export(_fspath(source), _fspath(out), pairs, to=to, shard_size=shard_size, force=force,
-                           dry_run=dry_run, no_object_graph=no_object_graph)
+                           dry_run=dry_run, no_object_graph=no_object_graph,
+                           variables_from=None if variables_from is None else _fspath(variables_from),
+                           names=names)
 
 
 def _unmount(mountpoint):

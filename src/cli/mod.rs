@@ -466,6 +466,9 @@ pub(crate) enum ExportTo {
     Tf,
     /// One .safetensors file (every numeric tensor; __metadata__ names the source).
     Safetensors,
+    /// A SavedModel directory: SOURCE's (a SavedModel) graph, assets and fingerprint as they
+    /// are, its variables rewritten; edits its graph cannot follow are refused.
+    Savedmodel,
 }
 
 #[derive(Debug, clap::Args)]
@@ -474,7 +477,9 @@ pub(crate) enum ExportTo {
 tfmount export --rename '^model/enc/=model/encoder/' old/ckpt-9 new/ckpt\n  \
 tfmount export --rename '^enc/=encoder/' --dry-run tf1/model.ckpt out/model.ckpt\n  \
 tfmount export model.weights.h5 out/ckpt         # Keras weights as a TF checkpoint\n  \
-tfmount export --weights-only train/ckpt-42 weights.safetensors\n\n\
+tfmount export --weights-only train/ckpt-42 weights.safetensors\n  \
+tfmount export --set 'emb/.ATTRIBUTES/VARIABLE_VALUE=emb.npy' model/ patched/   # a SavedModel\n  \
+tfmount export --variables-from train/ckpt-42 model/ model-42/\n\n\
 EXIT CODES:\n  0 written (or planned, --dry-run)   1 refused (an edit, a damaged tensor, OUT exists, \
 a write failed: nothing left at OUT)   2 usage error   3 SOURCE unusable\n\n\
 A SOURCE named like a subcommand is written ./ls."
@@ -482,11 +487,21 @@ A SOURCE named like a subcommand is written ./ls."
 pub(crate) struct ExportArgs {
     #[arg(help = source_help())]
     pub(crate) source: PathBuf,
-    /// The checkpoint to write: a prefix (OUT.index, OUT.data-*).
+    /// What to write: a checkpoint prefix (OUT.index, OUT.data-*), a .safetensors file, or a
+    /// SavedModel directory.
     pub(crate) out: PathBuf,
-    /// What to write (default: safetensors for an OUT ending .safetensors, else tf).
+    /// What to write (default: safetensors for an OUT ending .safetensors, else savedmodel for a
+    /// SavedModel SOURCE, else tf).
     #[arg(long, value_enum)]
     pub(crate) to: Option<ExportTo>,
+    /// Take every variable's values from the checkpoint CKPT (any SOURCE kind), before the
+    /// edits: by key (or the same key under one object path of CKPT, such as model/), or by
+    /// names/ names with --names; every variable matched once, with its dtype and shape.
+    #[arg(long, value_name = "CKPT")]
+    pub(crate) variables_from: Option<PathBuf>,
+    /// --variables-from matches by names/ names (a checkpoint without names/ by its keys).
+    #[arg(long, requires = "variables_from")]
+    pub(crate) names: bool,
     /// Keep only the tensors whose key matches GLOB (of those still selected).
     #[arg(long, value_name = "GLOB", action = ArgAction::Append)]
     pub(crate) keep: Vec<String>,

@@ -36,15 +36,17 @@ pub(crate) fn run(args: &ExportArgs) -> i32 {
         }
     };
     let opts = Options {
-        to: match args.to {
-            Some(ExportTo::Tf) => To::Tf,
-            Some(ExportTo::Safetensors) => To::Safetensors,
-            None => To::of(&args.out),
-        },
+        to: args.to.map(|t| match t {
+            ExportTo::Tf => To::Tf,
+            ExportTo::Safetensors => To::Safetensors,
+            ExportTo::Savedmodel => To::SavedModel,
+        }),
         shard_size: args.shard_size,
         force: args.force,
         dry_run: args.dry_run,
         no_object_graph: args.no_object_graph,
+        variables_from: args.variables_from.clone(),
+        by_names: args.names,
         edits,
     };
     let stdout = std::io::stdout();

@@ -15,6 +15,7 @@ pub(crate) mod names;
 pub(crate) mod orbax;
 pub(crate) mod output;
 pub(crate) mod safetensors_write;
+pub(crate) mod saved_model_write;
 pub(crate) mod tensors;
 pub(crate) mod tfjs;
 pub(crate) mod tflite;

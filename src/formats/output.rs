@@ -1,4 +1,5 @@
-//! What the writers of `export` share (`v2/write.rs`, `safetensors_write.rs`): an output `OUT`
+//! What the writers of `export` share (`v2/write.rs`, `safetensors_write.rs`,
+//! `saved_model_write.rs`): an output `OUT`
 //! written under temporary names beside it (`.NAME.tfmount-tmp-PID...`), made whole, then
 //! renamed into place; the temporaries of a writer whose process is gone removed by the next
 //! writer there; errors in words naming the file.
@@ -98,7 +99,11 @@ fn remove_stale(dir: &Path, name: &str) {
         };
         let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
         if pid.is_some_and(|p| !alive(p)) {
-            let _ = fs::remove_file(e.path());
+            // A SavedModel's is a directory.
+            let _ = match e.file_type() {
+                Ok(t) if t.is_dir() => fs::remove_dir_all(e.path()),
+                _ => fs::remove_file(e.path()),
+            };
             log::info!("{}: removed, left by a killed export", e.path().display());
         }
     }

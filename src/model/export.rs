@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use regex::bytes::Regex;
 
 use super::open::{Ckpt, Item, TensorInfo};
+use crate::formats::saved_model_write::SavedModelWriter;
 use crate::formats::v2::write::BundleWriter;
 use crate::parse::dtype::{DType, DT_STRING};
 
@@ -33,6 +34,8 @@ pub(crate) enum To {
     Tf,
     /// One `.safetensors` file: every numeric tensor, `__metadata__` naming the source.
     Safetensors,
+    /// A SavedModel directory: SOURCE's graph and assets, its variables rewritten.
+    SavedModel,
 }
 
 impl To {
@@ -40,17 +43,20 @@ impl To {
         match self {
             To::Tf => "tf",
             To::Safetensors => "safetensors",
+            To::SavedModel => "savedmodel",
         }
     }
 
-    /// What OUT's name asks for when `--to` is not given: `.safetensors` for a file ending so,
-    /// else a TF checkpoint.
-    pub(crate) fn of(out: &Path) -> To {
+    /// What is written when `--to` is not given: `.safetensors` for an OUT ending so, else a
+    /// SavedModel from a SavedModel SOURCE, else a TF checkpoint.
+    fn default_for(source_is_saved_model: bool, out: &Path) -> To {
         if out
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"))
         {
             To::Safetensors
+        } else if source_is_saved_model {
+            To::SavedModel
         } else {
             To::Tf
         }
@@ -176,13 +182,19 @@ impl Edit {
 /// How `export` is asked to run.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
-    pub(crate) to: To,
+    /// What to write (`None`: by OUT's name and SOURCE's kind, [`To::default_for`]).
+    pub(crate) to: Option<To>,
     /// Bytes per data file at most (`None`: one).
     pub(crate) shard_size: Option<u64>,
     pub(crate) force: bool,
     pub(crate) dry_run: bool,
     /// Leave a TF2 checkpoint's object graph out (a name-keyed checkpoint).
     pub(crate) no_object_graph: bool,
+    /// `--variables-from CKPT`: every tensor of SOURCE but its object graph takes its values
+    /// from the tensor of CKPT that matches it ([`graft`]), before the edits.
+    pub(crate) variables_from: Option<PathBuf>,
+    /// `--names`: `--variables-from` matches by `names/` names, not keys.
+    pub(crate) by_names: bool,
     pub(crate) edits: Vec<Edit>,
 }
 
@@ -240,6 +252,8 @@ struct Planned {
     shape: Vec<u64>,
     /// Its served bytes made here, not read (an edited object graph).
     made: Option<Vec<u8>>,
+    /// Its dtype and shape in SOURCE (for a tensor of SOURCE).
+    was: Option<(Option<DType>, Vec<u64>)>,
 }
 
 impl Planned {
@@ -274,12 +288,25 @@ pub(crate) fn export(
     opts: &Options,
     step: &mut dyn FnMut(&Step),
 ) -> Result<Summary, String> {
+    let saved_model = super::open::saved_model_of(source)?;
+    let to = opts
+        .to
+        .unwrap_or_else(|| To::default_for(saved_model.is_some(), out));
+    if to == To::SavedModel && saved_model.is_none() {
+        return Err(format!(
+            "{}: not a SavedModel (--to savedmodel rewrites the variables of one; --to tf writes a checkpoint)",
+            source.display()
+        ));
+    }
     let mut cks = vec![super::open::one_checkpoint(source)?];
     let Plan {
         tensors: mut plan,
         steps,
         object_graph,
     } = plan(&mut cks, opts)?;
+    if to == To::SavedModel {
+        graph_can_follow(&plan, &steps)?;
+    }
     for s in &steps {
         step(s);
     }
@@ -290,7 +317,7 @@ pub(crate) fn export(
         .count() as u64;
     let edited = dropped > 0 || renamed > 0;
     if object_graph {
-        if opts.to == To::Safetensors || opts.no_object_graph {
+        if to == To::Safetensors || opts.no_object_graph {
             // The checkpoint's structure, not a weight: left out of safetensors without
             // complaint, and where asked.
             plan.retain(|p| !p.is_object_graph());
@@ -303,7 +330,7 @@ pub(crate) fn export(
     }
     let mut summary = Summary {
         out: out.to_path_buf(),
-        to: opts.to,
+        to,
         tensors: plan.len() as u64,
         bytes: 0,
         dropped,
@@ -317,7 +344,31 @@ pub(crate) fn export(
         }
         return Ok(summary);
     }
-    match opts.to {
+    match to {
+        To::SavedModel => {
+            let Some((store, dir)) = saved_model else {
+                return Err(format!("{}: not a SavedModel", source.display()));
+            };
+            let mut sm = SavedModelWriter::create(out, opts.force)?;
+            // Its files but the variables checkpoint, as they are.
+            let is_variables = |rel: &Path| {
+                let mut c = rel.components();
+                c.next().is_some_and(|a| a.as_os_str() == "variables")
+                    && c.next().is_some_and(|b| {
+                        let b = b.as_os_str().to_string_lossy();
+                        b == "variables.index" || b.starts_with("variables.data-")
+                    })
+                    && c.next().is_none()
+            };
+            let copied = sm.copy_tree(&*store, &dir, &is_variables)?;
+            let mut w = BundleWriter::create(&sm.variables()?, opts.shard_size, false)?;
+            for p in &plan {
+                write_one(&cks, p, &mut w)?;
+            }
+            let wrote = w.finish()?;
+            summary.bytes = wrote.bytes + copied;
+            summary.files = vec![sm.finish()?];
+        }
         To::Tf => {
             let mut w = BundleWriter::create(out, opts.shard_size, opts.force)?;
             // The tensors in the order they are stored (as TensorFlow writes in `Add` order):
@@ -483,6 +534,7 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
         dtype: Option<DType>,
         shape: Vec<u64>,
         set: bool,
+        was: Option<(Option<DType>, Vec<u64>)>,
     }
     let mut cur: Vec<Cur> = tensors_of(&cks[0])?
         .into_iter()
@@ -494,11 +546,33 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
                 read: d,
                 dtype: d,
                 shape: t.shape.clone(),
+                was: Some((d, t.shape.clone())),
                 from: From::Tensor(0, t),
                 set: false,
             }
         })
         .collect();
+    if let Some(other) = &opts.variables_from {
+        let ck =
+            super::open::one_checkpoint(other).map_err(|e| format!("--variables-from: {e}"))?;
+        let theirs = tensors_of(&ck)?;
+        let ours: Vec<&TensorInfo> = cur
+            .iter()
+            .filter_map(|c| match &c.from {
+                From::Tensor(_, t) => Some(t),
+                From::Npy { .. } => None,
+            })
+            .collect();
+        let pairs = graft(&cks[0], &ours, other, &ck, &theirs, opts.by_names)?;
+        cks.push(ck);
+        let at = cks.len() - 1;
+        for (i, j) in pairs {
+            let t = theirs[j].clone();
+            let c = &mut cur[i];
+            c.from = From::Tensor(at, t);
+            c.set = true;
+        }
+    }
     for e in &opts.edits {
         if let Edit::Set { key, value } = e {
             let (from, dtype, shape) = set_from(cks, key, value)?;
@@ -520,6 +594,7 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
                         dtype: None,
                         shape: Vec::new(),
                         set: true,
+                        was: None,
                     });
                     let n = cur.len() - 1;
                     &mut cur[n]
@@ -609,6 +684,7 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
             cast_from,
             shape: c.shape,
             made: None,
+            was: c.was,
         });
     }
     // Written in the output's key order.
@@ -618,6 +694,209 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
         steps,
         object_graph,
     })
+}
+
+/// `--variables-from`: for each of `ours` (SOURCE's tensors, in order) but the object graph, the
+/// index in `theirs` (the tensors of `ck`, checkpoint `other`) of the tensor it takes its
+/// values from: `(our index, their index)`. By key: the same key, or the same key under one
+/// object path of `ck` that holds them all (`model/` of a training checkpoint written as
+/// `tf.train.Checkpoint(model=..., optimizer=...)`, grafted into the model's SavedModel); with
+/// `by_names`, by `names/` names (a checkpoint without `names/` is named by its keys). Every one
+/// must match exactly one of theirs, of the same dtype and shape, or it is refused, listing
+/// those that do not.
+fn graft(
+    ck0: &Ckpt,
+    ours: &[&TensorInfo],
+    other: &Path,
+    ck: &Ckpt,
+    theirs: &[TensorInfo],
+    by_names: bool,
+) -> Result<Vec<(usize, usize)>, String> {
+    use std::collections::HashMap;
+    let by_key: HashMap<&[u8], usize> = theirs
+        .iter()
+        .enumerate()
+        .map(|(j, t)| (t.key.as_slice(), j))
+        .collect();
+    let wanted: Vec<usize> = (0..ours.len())
+        .filter(|&i| ours[i].key != OBJECT_GRAPH)
+        .collect();
+    let show = |k: &[u8]| String::from_utf8_lossy(k).into_owned();
+    let how;
+    let found: Vec<Option<usize>> = if by_names {
+        how = "by names/ names".to_string();
+        let our_names: HashMap<&[u8], &str> = ck0
+            .names()
+            .unwrap_or_default()
+            .iter()
+            .map(|(n, k)| (k.as_bytes(), n.as_str()))
+            .collect();
+        let their_keys: Option<HashMap<&str, &[u8]>> = ck
+            .names()
+            .map(|n| n.iter().map(|(n, k)| (n.as_str(), k.as_bytes())).collect());
+        wanted
+            .iter()
+            .map(|&i| {
+                let k = ours[i].key.as_slice();
+                let name: &[u8] = match ck0.names() {
+                    Some(_) => our_names.get(k)?.as_bytes(),
+                    None => k,
+                };
+                let key = match &their_keys {
+                    Some(m) => *m.get(std::str::from_utf8(name).ok()?)?,
+                    None => name,
+                };
+                by_key.get(key).copied()
+            })
+            .collect()
+    } else {
+        // The object paths of theirs a first few of ours are found under.
+        let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+        for &i in wanted.iter().take(4) {
+            let k = &ours[i].key;
+            for t in theirs {
+                if t.key.len() > k.len()
+                    && t.key.ends_with(k)
+                    && t.key[t.key.len() - k.len() - 1] == b'/'
+                {
+                    let p = t.key[..t.key.len() - k.len()].to_vec();
+                    if !prefixes.contains(&p) {
+                        prefixes.push(p);
+                    }
+                }
+            }
+        }
+        let look = |p: &[u8]| -> Vec<Option<usize>> {
+            wanted
+                .iter()
+                .map(|&i| {
+                    let mut k = p.to_vec();
+                    k.extend_from_slice(&ours[i].key);
+                    by_key.get(k.as_slice()).copied()
+                })
+                .collect()
+        };
+        // The path that matches the most (the shortest of those).
+        let mut best = (look(&[]), Vec::new());
+        for p in prefixes.iter().skip(1) {
+            let f = look(p);
+            let n = |v: &[Option<usize>]| v.iter().filter(|x| x.is_some()).count();
+            if n(&f) > n(&best.0) {
+                best = (f, p.clone());
+            }
+        }
+        how = if best.1.is_empty() {
+            "by key".to_string()
+        } else {
+            format!("by key under {}", show(&best.1))
+        };
+        best.0
+    };
+    let missing: Vec<String> = wanted
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(&i, _)| show(&ours[i].key))
+        .collect();
+    if !missing.is_empty() {
+        let more = if missing.len() > 10 {
+            format!(" and {} more", missing.len() - 10)
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "--variables-from {}: {} of {} variables have no match {how}: {}{more}",
+            other.display(),
+            missing.len(),
+            wanted.len(),
+            missing
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut used: HashMap<usize, usize> = HashMap::new();
+    let mut pairs = Vec::with_capacity(wanted.len());
+    for (&i, j) in wanted.iter().zip(found) {
+        let Some(j) = j else { continue };
+        if let Some(i0) = used.insert(j, i) {
+            return Err(format!(
+                "--variables-from {}: {} and {} both match its {}",
+                other.display(),
+                show(&ours[i0].key),
+                show(&ours[i].key),
+                show(&theirs[j].key)
+            ));
+        }
+        let (a, b) = (ours[i], &theirs[j]);
+        if a.dtype != b.dtype || a.shape != b.shape {
+            return Err(format!(
+                "--variables-from {}: {} is {} {:?}, its match {} is {} {:?}",
+                other.display(),
+                show(&a.key),
+                a.dtype,
+                a.shape,
+                show(&b.key),
+                b.dtype,
+                b.shape
+            ));
+        }
+        pairs.push((i, j));
+    }
+    Ok(pairs)
+}
+
+/// For `--to savedmodel`: every tensor of SOURCE's variables is restored by its graph under its
+/// key, with its dtype and shape; an edit that changes any of that is refused, naming the
+/// variable (the first; how many more).
+fn graph_can_follow(plan: &[Planned], steps: &[Step]) -> Result<(), String> {
+    let show = |k: &[u8]| String::from_utf8_lossy(k).into_owned();
+    let mut why: Vec<String> = Vec::new();
+    for s in steps {
+        match s {
+            Step::Drop(k) => why.push(format!(
+                "{}: a variable the SavedModel's graph restores, left out by the edits",
+                show(k)
+            )),
+            Step::Rename(a, b) => why.push(format!(
+                "{}: a variable the SavedModel's graph restores by this key, renamed to {}",
+                show(a),
+                show(b)
+            )),
+            Step::Cast(..) | Step::Set(..) => {}
+        }
+    }
+    for p in plan {
+        match &p.was {
+            None => why.push(format!(
+                "{}: the SavedModel has no variable of this key to set",
+                show(&p.key)
+            )),
+            Some((d, shape)) if *d != Some(p.dtype) || *shape != p.shape => why.push(format!(
+                "{}: {} {:?} in the SavedModel's graph, made {} {:?}",
+                p.shown(),
+                d.map_or_else(|| "?".to_string(), |d| d.display_name()),
+                shape,
+                p.dtype.display_name(),
+                p.shape
+            )),
+            Some(_) => {}
+        }
+    }
+    match why.len() {
+        0 => Ok(()),
+        1 => Err(format!(
+            "{}, which the graph cannot follow (--to tf writes a checkpoint)",
+            why[0]
+        )),
+        n => Err(format!(
+            "{}, which the graph cannot follow ({} more like it; --to tf writes a checkpoint)",
+            why[0],
+            n - 1
+        )),
+    }
 }
 
 /// SOURCE's object graph edited to follow the plan (`formats::v2::object_graph`), as a string

@@ -430,6 +430,29 @@ pub(crate) fn one_checkpoint(source: &Path) -> Result<Ckpt, String> {
     }
 }
 
+/// A SavedModel's directory and the store it is read from.
+pub(crate) type SavedModelAt = (Arc<dyn Store>, PathBuf);
+
+/// The SavedModel SOURCE stands for, if it stands for one, and the store to read it from: a
+/// SavedModel directory, or a TF Serving base directory's latest version.
+pub(crate) fn saved_model_of(source: &Path) -> Result<Option<SavedModelAt>, String> {
+    let src = open_source(source)?;
+    let dir = match src.probed {
+        Probed::SavedModel { dir, .. } => Some(dir),
+        Probed::CheckpointDir {
+            checkpoints,
+            latest: Some(l),
+            ..
+        } => checkpoints
+            .iter()
+            .find(|(n, _)| *n == l)
+            .and_then(|(_, p)| serving::version_dir(p))
+            .map(Path::to_path_buf),
+        _ => None,
+    };
+    Ok(dir.map(|d| (src.store, d)))
+}
+
 /// What to say of a checkpoint directory without checkpoints (a TF Serving base directory:
 /// which versions it holds, or that none is complete yet).
 fn empty_dir(store: &dyn Store, dir: &Path) -> String {

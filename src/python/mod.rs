@@ -71,7 +71,7 @@ fn main(argv: Vec<std::ffi::OsString>) {
 /// `drop`, `rename`, `cast`, `set` with their command-line values, `weights_only` with any);
 /// returns the summary and the plan's lines.
 #[pyfunction]
-#[pyo3(signature = (source, out, edits, to = None, shard_size = None, force = false, dry_run = false, no_object_graph = false))]
+#[pyo3(signature = (source, out, edits, to = None, shard_size = None, force = false, dry_run = false, no_object_graph = false, variables_from = None, names = false))]
 #[allow(clippy::too_many_arguments)]
 fn export<'py>(
     py: Python<'py>,
@@ -83,6 +83,8 @@ fn export<'py>(
     force: bool,
     dry_run: bool,
     no_object_graph: bool,
+    variables_from: Option<PathBuf>,
+    names: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use crate::model::export::{export, Edit, Glob, Options, To};
     let edits = edits
@@ -101,14 +103,17 @@ fn export<'py>(
         .collect::<Result<Vec<_>, String>>()
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
     let to = match to.as_deref() {
-        None => To::of(&out),
-        Some("tf") => To::Tf,
-        Some("safetensors") => To::Safetensors,
-        Some(t) => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "export: to={t:?}: tf or safetensors"
-            )))
-        }
+        None => None,
+        Some(t) => Some(
+            [To::Tf, To::Safetensors, To::SavedModel]
+                .into_iter()
+                .find(|k| k.name() == t)
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "export: to={t:?}: tf, safetensors or savedmodel"
+                    ))
+                })?,
+        ),
     };
     let opts = Options {
         to,
@@ -116,6 +121,8 @@ fn export<'py>(
         force,
         dry_run,
         no_object_graph,
+        variables_from,
+        by_names: names,
         edits,
     };
     let mut plan = Vec::new();

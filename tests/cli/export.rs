@@ -6,6 +6,9 @@
 //! - TF2 surgery against TensorFlow itself (scripts/export_check.py): `--weights-only` restored
 //!   with `tf.train.Checkpoint(model=...)` (every object matched, values equal, no optimizer
 //!   left in the object graph), a renamed sub-module restored under its new attribute, both;
+//! - a SavedModel patched with `--set` and one grafted with `--variables-from` (by key under the
+//!   training checkpoint's `model/`, and by `names/`): loaded by `tf.saved_model.load`, its
+//!   serving signature computing with the new values; edits its graph cannot follow refused;
 //! - what is refused leaves nothing at OUT: an existing OUT without `--force`, a damaged source
 //!   tensor (named), a read-only directory, an edit the object graph cannot follow; `--dry-run`
 //!   writes nothing.
@@ -618,4 +621,184 @@ fn cast_is_tf_cast_bit_for_bit() {
         plan.lines().collect::<Vec<_>>(),
         ["C b/.ATTRIBUTES/VARIABLE_VALUE float64 -> bfloat16"]
     );
+}
+
+/// Every file of `dir` (recursively) but its variables checkpoint, with its bytes.
+fn files_but_variables(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if p.is_dir() {
+                todo.push(p);
+            } else if !rel.starts_with("variables") {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_patched_and_a_grafted_savedmodel_are_served_by_tensorflow() {
+    let dir = tempdir();
+    let model = dir.path().join("model");
+    let train = dir.path().join("train/ckpt");
+    let (mv, tv) = (dir.path().join("model.json"), dir.path().join("train.json"));
+    std::fs::create_dir_all(train.parent().unwrap()).unwrap();
+    if tf_script(&[
+        "smwrite".as_ref(),
+        model.as_os_str(),
+        train.as_os_str(),
+        mv.as_os_str(),
+        tv.as_os_str(),
+    ])
+    .is_none()
+    {
+        return;
+    }
+    let run = |extra: &[&std::ffi::OsStr], to: &Path| {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["export".as_ref()];
+        a.extend_from_slice(extra);
+        a.push(model.as_os_str());
+        a.push(to.as_os_str());
+        tfmount(&a)
+    };
+    let ok = |extra: &[&std::ffi::OsStr], to: &Path| {
+        let o = run(extra, to);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // --set: new values for enc/kernel from an .npy file (a SavedModel is the default output).
+    let npy = dir.path().join("kernel.npy");
+    let mv2 = dir.path().join("model2.json");
+    tf_script(&[
+        "setnpy".as_ref(),
+        mv.as_os_str(),
+        npy.as_os_str(),
+        mv2.as_os_str(),
+    ])
+    .expect("TensorFlow wrote, so it runs");
+    let set = format!("enc/kernel/.ATTRIBUTES/VARIABLE_VALUE={}", npy.display());
+    let patched = dir.path().join("patched");
+    let plan = ok(&["--set".as_ref(), set.as_ref()], &patched);
+    assert!(
+        plan.contains("S enc/kernel/.ATTRIBUTES/VARIABLE_VALUE (shape [4, 3] float32)"),
+        "{plan}"
+    );
+    // A training checkpoint grafted in: by key under its model/ path, and by names/ names.
+    let grafted = dir.path().join("grafted");
+    ok(&["--variables-from".as_ref(), train.as_os_str()], &grafted);
+    let by_names = dir.path().join("by_names");
+    ok(
+        &[
+            "--variables-from".as_ref(),
+            train.as_os_str(),
+            "--names".as_ref(),
+            "--to".as_ref(),
+            "savedmodel".as_ref(),
+        ],
+        &by_names,
+    );
+    // Each served with its new values; the graft changed something (the training checkpoint's
+    // values are not the model's).
+    let checks = [
+        (&patched, &mv2, true),
+        (&grafted, &tv, true),
+        (&by_names, &tv, true),
+        (&model, &mv, true),
+        (&grafted, &mv, false),
+        (&model, &tv, false),
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = vec!["smcheck".as_ref()];
+    for (out, values, _) in &checks {
+        args.push(out.as_os_str());
+        args.push(values.as_os_str());
+    }
+    let got = tf_script(&args).expect("TensorFlow wrote, so it reads");
+    for (out, values, same) in checks {
+        let g = &got[format!("{} {}", out.display(), values.display())];
+        assert_eq!(g["stored"], same, "{out:?} {values:?}: {g}");
+        if same {
+            assert_eq!(g["served"], true, "{out:?}: {g}");
+            // The graph, the fingerprint and the assets as they were.
+            assert_eq!(
+                files_but_variables(out),
+                files_but_variables(&model),
+                "{out:?}"
+            );
+        }
+    }
+
+    // Refused, naming the variable, nothing at OUT: edits the graph cannot follow.
+    let no = dir.path().join("no");
+    let setnew = format!("new/tensor={}", npy.display());
+    for (extra, words) in [
+        (["--drop", "enc/**"], "enc/bias/.ATTRIBUTES/VARIABLE_VALUE: a variable the SavedModel's graph restores"),
+        (["--rename", "^enc/=encoder/"], "renamed to encoder/bias/.ATTRIBUTES/VARIABLE_VALUE"),
+        (["--cast", "bfloat16:enc/**"], "enc/bias/.ATTRIBUTES/VARIABLE_VALUE: float32 [3] in the SavedModel's graph, made bfloat16 [3]"),
+        (["--set", &setnew], "new/tensor: the SavedModel has no variable of this key"),
+    ] {
+        let extra: Vec<&std::ffi::OsStr> = extra.iter().map(std::ffi::OsStr::new).collect();
+        let o = run(&extra, &no);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(words) && err.contains("--to tf"), "{extra:?}: {err}");
+        assert!(!no.exists(), "{extra:?}");
+    }
+    // A checkpoint without the model's variables: every unmatched one listed.
+    let o = run(
+        &[
+            "--variables-from".as_ref(),
+            fixtures().join("tf2_keras/ckpt-1").as_os_str(),
+        ],
+        &no,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("4 of 4 variables have no match")
+            && err.contains("dec/bias/.ATTRIBUTES/VARIABLE_VALUE"),
+        "{err}"
+    );
+    // --to savedmodel from a checkpoint: refused.
+    let o = tfmount(&[
+        "export".as_ref(),
+        "--to".as_ref(),
+        "savedmodel".as_ref(),
+        train.as_os_str(),
+        no.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a SavedModel"));
+    assert!(!no.exists());
+    // OUT exists: refused without --force; --force replaces a SavedModel, never another
+    // directory; no temporaries are left beside it.
+    let o = run(&[], &patched);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    ok(&["--force".as_ref()], &patched);
+    let got = tf_script(&["smcheck".as_ref(), patched.as_os_str(), mv.as_os_str()]).unwrap();
+    let g = &got[format!("{} {}", patched.display(), mv.display())];
+    assert_eq!(g["stored"], true, "the model's own values again: {g}");
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let o = run(&["--force".as_ref()], &other);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a SavedModel directory"));
+    assert_eq!(names(&other), ["notes.txt"]);
+    let left: Vec<String> = names(dir.path())
+        .into_iter()
+        .filter(|n| n.contains("tfmount-tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -46,3 +46,32 @@ def test_safetensors_cast_and_refusals(tmp_path):
         tfmount.export(SRC, tmp_path / "x", shuffle=True)
     with pytest.raises(ValueError, match="float32, float64"):
         tfmount.export(SRC, tmp_path / "y", cast="int8")
+
+
+def test_a_savedmodel_patched_and_grafted(tmp_path):
+    sm = FIXTURES / "demo_savedmodel"
+    key = "w/.ATTRIBUTES/VARIABLE_VALUE"
+    with tfmount.open(sm) as m:
+        w = m[key]
+    new = (numpy.arange(w.size, dtype=w.dtype).reshape(w.shape) / 7).astype(w.dtype)
+    numpy.save(tmp_path / "w.npy", new)
+    out = tmp_path / "patched"
+    s = tfmount.export(sm, out, set=f"{key}={tmp_path / 'w.npy'}")
+    assert s["to"] == "savedmodel" and s["files"] == [out], s
+    for f in ["saved_model.pb", "fingerprint.pb", "assets/vocab.txt", "assets.extra/README.txt"]:
+        assert (out / f).read_bytes() == (sm / f).read_bytes(), f
+    with tfmount.open(out) as m:
+        numpy.testing.assert_array_equal(m[key], new)
+    # Every variable's values from another checkpoint: the patched one's, by key.
+    s = tfmount.export(sm, tmp_path / "grafted", variables_from=out / "variables" / "variables")
+    assert len(s["plan"]) == 4 and all(l.startswith("S ") for l in s["plan"]), s["plan"]
+    with tfmount.open(tmp_path / "grafted") as m:
+        numpy.testing.assert_array_equal(m[key], new)
+    # What the graph cannot follow is refused, nothing written; a checkpoint is still possible.
+    with pytest.raises(tfmount.Error, match="a variable the SavedModel's graph restores"):
+        tfmount.export(sm, tmp_path / "no", drop="step/**")
+    assert not (tmp_path / "no").exists()
+    s = tfmount.export(sm, tmp_path / "ck" / "ckpt", to="tf", drop="step/**")
+    assert s["to"] == "tf" and s["dropped"] == 1, s
+    with pytest.raises(ValueError, match="savedmodel"):
+        tfmount.export(sm, tmp_path / "z", to="saved_model")
