@@ -41,15 +41,19 @@ def values(net, enc_name):
     return {"enc/kernel": e.kernel.numpy().tolist(), "enc/bias": e.bias.numpy().tolist(),
             "dec/kernel": net.dec.kernel.numpy().tolist(), "dec/bias": net.dec.bias.numpy().tolist()}
 
+def train_step(net):
+    """One step of a Keras Adam on the net; the optimizer."""
+    opt = tf.keras.optimizers.Adam(0.1)
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(net(tf.ones([2, 4])) ** 2)
+    vs = net.trainable_variables
+    opt.apply_gradients(zip(t.gradient(loss, vs), vs))
+    return opt
+
 cmd = sys.argv[1]
 if cmd == "write":
     net = Net()
-    opt = tf.keras.optimizers.Adam(0.1)
-    x = tf.ones([2, 4])
-    with tf.GradientTape() as t:
-        loss = tf.reduce_sum(net(x) ** 2)
-    vs = net.trainable_variables
-    opt.apply_gradients(zip(t.gradient(loss, vs), vs))
+    opt = train_step(net)
     tf.train.Checkpoint(model=net, optimizer=opt).write(sys.argv[2])
     json.dump(values(net, "enc"), open(sys.argv[3], "w"))
     json.dump({"written": sys.argv[2]}, sys.stdout)
@@ -147,12 +151,7 @@ elif cmd == "smwrite":
                             input_signature=[tf.TensorSpec([None, 4], tf.float32)])
     tf.saved_model.save(net, sys.argv[2], signatures={"serving_default": net.serve})
     at_save = values(net, "enc")
-    opt = tf.keras.optimizers.Adam(0.1)
-    x = tf.ones([2, 4])
-    with tf.GradientTape() as t:
-        loss = tf.reduce_sum(net(x) ** 2)
-    vs = net.trainable_variables
-    opt.apply_gradients(zip(t.gradient(loss, vs), vs))
+    opt = train_step(net)
     tf.train.Checkpoint(model=net, optimizer=opt).write(sys.argv[3])
     json.dump(at_save, open(sys.argv[4], "w"))
     json.dump(values(net, "enc"), open(sys.argv[5], "w"))
