@@ -8,6 +8,9 @@ by tf.train.list_variables, and the names of the root's children in the object g
     python scripts/export_check.py check VALUES.json PREFIX ENC_NAME [PREFIX ENC_NAME ...]
     python scripts/export_check.py read PREFIX...   # every tensor: dtype, shape, sha256 (or why not)
     python scripts/export_check.py safetensors FILE...   # the same, read by safetensors (numpy)
+    python scripts/export_check.py restore WANTS.json   # {prefix: [[key_hex, dtype], ...]}: each
+        # tensor restored by RestoreV2 (any key bytes, any dtype TF restores): sha256 of its
+        # bytes (strings: each an 8-byte length and its bytes), the keys and dtypes TF lists
     python scripts/export_check.py smwrite DIR TRAIN_PREFIX MODEL.json TRAIN.json   # a
         # SavedModel and its values, then a training checkpoint one Adam step later and its values
     python scripts/export_check.py smcheck DIR VALUES.json [DIR VALUES.json ...]   # each DIR
@@ -96,7 +99,13 @@ elif cmd == "read":
     json.dump(out, sys.stdout, sort_keys=True)
 elif cmd == "safetensors":
     import hashlib
+    import ml_dtypes
     from safetensors import safe_open
+    # safetensors' numpy loader names float8 and bfloat16 dtypes as numpy attributes, which
+    # numpy itself does not have: ml_dtypes' (TensorFlow's own) are given under those names.
+    for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+        if not hasattr(np, n):
+            setattr(np, n, getattr(ml_dtypes, n))
     out = {}
     for path in sys.argv[2:]:
         got = {}
@@ -170,4 +179,32 @@ elif cmd == "smcheck":
         out[d + " " + values] = {"served": bool(np.allclose(y, expect, rtol=1e-5, atol=1e-6)),
                                  "stored": stored == {k: v.tolist() for k, v in want.items()},
                                  "y": y.tolist()}
+    json.dump(out, sys.stdout)
+elif cmd == "restore":
+    import hashlib
+    out = {}
+    for prefix, wants in json.load(open(sys.argv[2])).items():
+        got = {}
+        try:
+            r = tf.train.load_checkpoint(prefix)
+            listed = {k: d.name for k, d in r.get_variable_to_dtype_map().items()}
+        except Exception as e:  # keys that are not UTF-8: TF's Python reader cannot list them
+            listed = "unlisted: " + type(e).__name__
+        for key_hex, dtype in wants:
+            key = bytes.fromhex(key_hex)
+            try:
+                t = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key], shape_and_slices=[""],
+                                         dtypes=[tf.as_dtype(dtype)])[0]
+                if t.dtype == tf.variant:  # restored (its checksums checked); no bytes to hash
+                    got[key_hex] = "restored variant of shape %s" % list(t.shape)
+                    continue
+                v = t.numpy()
+                if t.dtype == tf.string:
+                    data = b"".join(len(x).to_bytes(8, "little") + x for x in np.asarray(v, dtype=object).reshape(-1).tolist())
+                else:
+                    data = np.ascontiguousarray(v).tobytes()
+                got[key_hex] = hashlib.sha256(data).hexdigest()
+            except Exception as e:
+                got[key_hex] = "unrestorable: " + type(e).__name__ + ": " + str(e).splitlines()[0][:200]
+        out[prefix] = {"listed": listed, "restored": got}
     json.dump(out, sys.stdout)

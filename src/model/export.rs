@@ -19,7 +19,7 @@ use regex::bytes::Regex;
 use super::open::{Ckpt, Item, TensorInfo};
 use crate::formats::saved_model_write::SavedModelWriter;
 use crate::formats::v2::write::BundleWriter;
-use crate::parse::dtype::{DType, DT_STRING};
+use crate::parse::dtype::{DType, DT_STRING, DT_VARIANT};
 
 /// A TF2 checkpoint's object graph: the checkpoint's structure, not a weight.
 pub(crate) const OBJECT_GRAPH: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
@@ -421,6 +421,12 @@ fn writable(key: &[u8], dtype: &str) -> Result<DType, String> {
         })
 }
 
+/// Whether a tensor's served bytes are its stored bytes with a stored CRC (a whole tensor of a
+/// V2 checkpoint): a variant is copied so, as it is.
+fn stored_as_is(t: &TensorInfo) -> bool {
+    !t.partitioned && t.crc.is_some()
+}
+
 /// Every tensor of `ck`, or why its index cannot be read whole.
 fn tensors_of(ck: &Ckpt) -> Result<Vec<TensorInfo>, String> {
     let name = ck.prefix().display().to_string();
@@ -665,6 +671,7 @@ fn plan(cks: &mut Vec<Ckpt>, opts: &Options) -> Result<Plan, String> {
         }
         let read = match (&c.from, c.read) {
             (_, Some(d)) if d == DT_STRING || d.elem_size().is_some() => d,
+            (From::Tensor(_, t), Some(DT_VARIANT)) if stored_as_is(t) => DT_VARIANT,
             (From::Tensor(_, t), _) => writable(&t.key, &t.dtype)?,
             _ => return Err(format!("{shown}: a dtype export cannot write")),
         };
@@ -1068,7 +1075,21 @@ fn write_one(cks: &[Ckpt], p: &Planned, w: &mut BundleWriter) -> Result<(), Stri
             .map_err(&refuse);
     }
     let served = served_size(cks, p).map_err(&refuse)?;
-    let crc = if p.dtype == DT_STRING {
+    let crc = if p.dtype == DT_VARIANT {
+        let From::Tensor(i, t) = &p.from else {
+            return Err(refuse("a variant comes only from a V2 checkpoint".into()));
+        };
+        let Some(entry_crc) = t.crc.filter(|_| t.nbytes == served) else {
+            return Err(refuse("a variant whose stored bytes are not served".into()));
+        };
+        w.add_stored(&p.key, p.dtype, &p.shape, served, entry_crc, |sink| {
+            fill_from(cks, p, served, sink).map(|_| ())
+        })
+        .map_err(&refuse)?;
+        // Its entry's CRC is not of its bytes: the source is checked as verify checks it.
+        return super::verify::check_tensor(&cks[*i], t)
+            .map_err(|e| format!("{show}: {e} (a damaged source tensor is never copied)"));
+    } else if p.dtype == DT_STRING {
         let From::Tensor(i, t) = &p.from else {
             return Err(refuse("strings come only from a checkpoint".into()));
         };

@@ -18,6 +18,11 @@
 //!    no panic; a tensor read from a truncated copy is its pristine bytes or an error; from a
 //!    flipped copy the same where the fixture's [`Guard`] is [`Guard::Crc`] (formats without a
 //!    checksum over their metadata and data may serve other bytes: only no panic there).
+//! 6. `tfmount export` of every fixture to a TF V2 checkpoint, restored tensor by tensor by
+//!    TensorFlow's `RestoreV2` (any key bytes) with the bytes the writer's reader recorded and
+//!    listed by `tf.train.load_checkpoint` with the same keys and dtypes; to `.safetensors`, read
+//!    by `safetensors` with the same shapes and bytes (what it cannot hold dropped by name); the
+//!    TF export `diff --exact` with the fixture: nothing changed.
 //!
 //! The core is driven without a kernel (`probe` + `Fs`); `verify` and `diff` run the built
 //! binary. The per-format tests (`tests/{core,v1,keras,tfjs,tflite}.rs`, `tests/*_hostile.rs`)
@@ -1314,4 +1319,209 @@ fn hostile_truncations_and_bit_flips_never_panic_nor_serve_wrong_bytes() {
         )
     });
     eprintln!("hostile: {} variants in all", total.into_inner());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. export
+// ---------------------------------------------------------------------------------------------
+
+/// The dtypes a `.safetensors` file holds with the bytes tfmount serves (`parse/safetensors.rs`).
+const SAFETENSORS_DTYPES: &[&str] = &[
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+    "bool",
+    "complex64",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+];
+
+/// Runs scripts/export_check.py with `args` in a Python with TensorFlow and safetensors; `None`
+/// (the test skipped, said) without one.
+fn export_check(args: &[&std::ffi::OsStr]) -> Option<Value> {
+    let py = tfmount::testkit::requires::python("tensorflow, numpy, safetensors", "")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/export_check.py");
+    let out = std::process::Command::new(&py)
+        .arg(script)
+        .args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("json"))
+}
+
+/// What exporting a fixture made: the TF checkpoint's prefix, the `.safetensors` file (and the
+/// tensors left out of it: dtypes or keys it cannot hold), or why an export failed.
+struct Exported {
+    tf: Result<PathBuf, String>,
+    st: Result<PathBuf, String>,
+    st_left_out: BTreeSet<Vec<u8>>,
+}
+
+/// `tfmount export` of the fixture to a TF checkpoint and to `.safetensors` in `dir`.
+fn export_fixture(fx: &Fixture, wants: &[Want], dir: &Path) -> Exported {
+    let src = common::fixtures().join(fx.dir).join(fx.source);
+    let go = |extra: &[&str], out: &Path| -> Result<PathBuf, String> {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["export".as_ref()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.extend([src.as_os_str(), out.as_os_str()]);
+        let (code, _, err) = run(&args);
+        if code == Some(0) {
+            Ok(out.to_path_buf())
+        } else {
+            Err(format!("export {args:?}: exit {code:?}: {err}"))
+        }
+    };
+    let tf = go(&[], &dir.join("ckpt"));
+    // safetensors: the tensors it cannot hold dropped by name; a key a glob cannot name (not
+    // UTF-8, or with a glob character) is left out by keeping what `**` matches (UTF-8 keys).
+    let mut drops = Vec::new();
+    let mut left_out = BTreeSet::new();
+    let mut keep_utf8 = false;
+    for w in wants {
+        let key = std::str::from_utf8(&w.key).ok();
+        let holdable = SAFETENSORS_DTYPES.contains(&w.dtype.as_str()) && key.is_some();
+        if holdable {
+            continue;
+        }
+        left_out.insert(w.key.clone());
+        match key.filter(|k| !k.contains(['*', '?'])) {
+            Some(k) => drops.push(k.to_string()),
+            None => keep_utf8 = true,
+        }
+    }
+    let mut extra: Vec<&str> = Vec::new();
+    if keep_utf8 {
+        extra.extend(["--keep", "**"]);
+    }
+    for d in &drops {
+        extra.extend(["--drop", d.as_str()]);
+    }
+    let st = go(&extra, &dir.join("model.safetensors"));
+    Exported {
+        tf,
+        st,
+        st_left_out: left_out,
+    }
+}
+
+#[test]
+fn every_fixture_exported_is_read_by_tensorflow_and_safetensors_as_its_writer_reads_it() {
+    let tmp = scratch();
+    let mut made = BTreeMap::new();
+    for (i, fx) in FIXTURES.iter().enumerate() {
+        let dir = tmp.path().join(i.to_string());
+        std::fs::create_dir(&dir).expect("mkdir");
+        made.insert(fx.name(), export_fixture(fx, &wants(fx), &dir));
+    }
+    // One run of each reader over every output.
+    let mut restore = serde_json::Map::new();
+    let mut st_files: Vec<std::ffi::OsString> = vec!["safetensors".into()];
+    for fx in FIXTURES {
+        let e = &made[&fx.name()];
+        if let Ok(p) = &e.tf {
+            let list: Vec<Value> = wants(fx)
+                .iter()
+                .map(|w| serde_json::json!([common::hex(&w.key), w.dtype]))
+                .collect();
+            restore.insert(p.display().to_string(), Value::Array(list));
+        }
+        if let Ok(p) = &e.st {
+            st_files.push(p.clone().into());
+        }
+    }
+    let wants_file = tmp.path().join("restore.json");
+    std::fs::write(&wants_file, Value::Object(restore).to_string()).expect("write");
+    let Some(tf) = export_check(&["restore".as_ref(), wants_file.as_os_str()]) else {
+        return;
+    };
+    let refs: Vec<&std::ffi::OsStr> = st_files.iter().map(|a| a.as_os_str()).collect();
+    let Some(st) = export_check(&refs) else {
+        return;
+    };
+    each_fixture("export", |fx, wants| {
+        let e = &made[&fx.name()];
+        let ckpt = e.tf.as_ref().unwrap_or_else(|err| panic!("{err}"));
+        let got = &tf[ckpt.display().to_string()];
+        // TensorFlow restores every tensor with the bytes the writer's own reader read (a
+        // variant has no bytes numpy can give: restored, its checksums checked, and its stored
+        // bytes compared by diff below).
+        let mut restored = 0;
+        for w in wants {
+            let r = got["restored"][common::hex(&w.key)]
+                .as_str()
+                .expect("restored");
+            if w.dtype == "variant" {
+                let want = format!("restored variant of shape {:?}", w.shape);
+                assert_eq!(r, want, "{}: TensorFlow does not restore it", w.show());
+            } else {
+                assert_eq!(r, w.sha, "{}: TensorFlow restores other bytes", w.show());
+            }
+            restored += 1;
+        }
+        // The keys and dtypes TensorFlow lists are the fixture's (where it can list them).
+        let listed = match got["listed"].as_object() {
+            Some(l) => {
+                let want: BTreeMap<String, String> =
+                    wants.iter().map(|w| (w.show(), w.dtype.clone())).collect();
+                let have: BTreeMap<String, String> = l
+                    .iter()
+                    .filter(|(k, _)| *k != "_CHECKPOINTABLE_OBJECT_GRAPH" || want.contains_key(*k))
+                    .map(|(k, d)| (k.clone(), d.as_str().unwrap_or("").to_string()))
+                    .collect();
+                assert_eq!(have, want, "the keys and dtypes TensorFlow lists");
+                "listed"
+            }
+            None => "not listed (keys that are not UTF-8)",
+        };
+        // safetensors reads every tensor it can hold with the same shape and bytes.
+        let file = e.st.as_ref().unwrap_or_else(|err| panic!("{err}"));
+        let tensors = &st[file.display().to_string()]["tensors"];
+        let mut held = 0;
+        for w in wants.iter().filter(|w| !e.st_left_out.contains(&w.key)) {
+            let t = &tensors[w.show()];
+            assert_eq!(
+                t[0],
+                serde_json::json!(w.shape),
+                "{}: safetensors' shape",
+                w.show()
+            );
+            assert_eq!(t[1], w.sha, "{}: safetensors' bytes", w.show());
+            held += 1;
+        }
+        assert_eq!(
+            tensors.as_object().map_or(0, |m| m.len()),
+            held,
+            "safetensors holds other tensors"
+        );
+        // Mounted back and compared with the source: the same tensors, byte for byte.
+        let src = common::fixtures().join(fx.dir).join(fx.source);
+        let (code, out, err) = run(&[
+            "diff".as_ref(),
+            "--exact".as_ref(),
+            src.as_os_str(),
+            ckpt.as_os_str(),
+        ]);
+        assert_eq!(code, Some(0), "diff --exact of the export: {out}{err}");
+        format!(
+            "{restored} restored by TensorFlow ({listed}), {held} read by safetensors ({} left out), diff --exact clean",
+            e.st_left_out.len()
+        )
+    });
 }

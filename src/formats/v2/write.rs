@@ -167,6 +167,34 @@ impl BundleWriter {
         Ok(crc)
     }
 
+    /// Adds a tensor whose stored bytes are copied as they are: a variant of a V2 checkpoint
+    /// (tf-format.md §4.3: each element's length, its serialized `VariantTensorDataProto` and a
+    /// running checksum), `size` bytes handed over by `fill`. `entry_crc` is the source entry's
+    /// CRC-32C (unmasked), kept: for a variant it is not the CRC-32C of the bytes, and the
+    /// caller checks the source tensor against it. Returns the CRC-32C of the bytes.
+    pub(crate) fn add_stored(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        size: u64,
+        entry_crc: u32,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
+    ) -> Result<u32, String> {
+        self.check_key(key)?;
+        let k = self.shard_for(size)?;
+        let shard = &mut self.shards[k];
+        let offset = shard.len;
+        let crc = stream(&mut shard.out, &shard.path, size, fill)?;
+        shard.len += size;
+        self.written.push(Written {
+            key: key.to_vec(),
+            entry: entry(dtype, shape, k, offset, size, entry_crc),
+            raw: crc,
+        });
+        Ok(crc)
+    }
+
     /// Adds a string tensor (tf-format.md §4.2) of `n` elements, given as tfmount serves them
     /// (each an 8-byte little-endian length, then its bytes): `read(at, len)` returns bytes
     /// `[at, at + len)` of that layout, `served` bytes long. Read twice: the lengths first (the
