@@ -16,33 +16,13 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{fixtures, tfmount, tfmount_ok};
 use serde_json::Value;
-use tfmount::testkit::requires;
 
-/// Runs scripts/export_check.py with `args` in the test virtualenv's Python (TensorFlow);
-/// `None` (the test skipped, said) without one.
+/// scripts/export_check.py with `args` ([`common::export_check`]).
 fn tf_script(args: &[&std::ffi::OsStr]) -> Option<Value> {
-    if std::env::var_os("TFMOUNT_NO_TF").is_some() {
-        requires::missing("TensorFlow (TFMOUNT_NO_TF is set)", "");
-        return None;
-    }
-    let py = requires::python("tensorflow, numpy", "")?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/export_check.py");
-    let out = Command::new(&py)
-        .arg(script)
-        .args(args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(serde_json::from_slice(&out.stdout).expect("json"))
+    common::export_check("tensorflow, numpy", args)
 }
 
 fn tempdir() -> tempfile::TempDir {

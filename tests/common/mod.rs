@@ -624,3 +624,27 @@ pub fn as_local(rel: &Path, mut bytes: Vec<u8>) -> Vec<u8> {
     }
     bytes
 }
+
+/// Runs scripts/export_check.py with `args` in a Python with `modules` (the test virtualenv's:
+/// TensorFlow and the readers that judge `export`), its stdout as JSON; `None` (the test
+/// skipped, said) without one, or with `TFMOUNT_NO_TF` set.
+pub fn export_check(modules: &str, args: &[&std::ffi::OsStr]) -> Option<Value> {
+    if std::env::var_os("TFMOUNT_NO_TF").is_some() {
+        requires::missing("TensorFlow (TFMOUNT_NO_TF is set)", "");
+        return None;
+    }
+    let py = requires::python(modules, "")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/export_check.py");
+    let out = Command::new(&py)
+        .arg(script)
+        .args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "3")
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("json"))
+}

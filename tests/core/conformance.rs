@@ -1347,23 +1347,9 @@ const SAFETENSORS_DTYPES: &[&str] = &[
     "float8_e5m2fnuz",
 ];
 
-/// Runs scripts/export_check.py with `args` in a Python with TensorFlow and safetensors; `None`
-/// (the test skipped, said) without one.
+/// scripts/export_check.py with `args`, in a Python with TensorFlow and safetensors.
 fn export_check(args: &[&std::ffi::OsStr]) -> Option<Value> {
-    let py = tfmount::testkit::requires::python("tensorflow, numpy, safetensors", "")?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/export_check.py");
-    let out = std::process::Command::new(&py)
-        .arg(script)
-        .args(args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "3")
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(serde_json::from_slice(&out.stdout).expect("json"))
+    common::export_check("tensorflow, numpy, safetensors", args)
 }
 
 /// What exporting a fixture made: the TF checkpoint's prefix, the `.safetensors` file (and the

@@ -152,6 +152,20 @@ impl BundleWriter {
             .try_fold(1u64, |a, &d| a.checked_mul(d))
             .and_then(|n| n.checked_mul(esize as u64))
             .ok_or_else(|| format!("{show}: shape {shape:?} too large"))?;
+        self.push(key, dtype, shape, size, None, fill)
+    }
+
+    /// Streams `size` bytes from `fill` into a data file as the tensor `key`; its entry's
+    /// CRC-32C is `entry_crc`, or (`None`) that of the bytes. Returns the bytes' CRC-32C.
+    fn push(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        size: u64,
+        entry_crc: Option<u32>,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
+    ) -> Result<u32, String> {
         self.check_key(key)?;
         let k = self.shard_for(size)?;
         let shard = &mut self.shards[k];
@@ -161,7 +175,7 @@ impl BundleWriter {
         shard.len += size;
         self.written.push(Written {
             key: key.to_vec(),
-            entry: entry(dtype, shape, k, offset, size, crc),
+            entry: entry(dtype, shape, k, offset, size, entry_crc.unwrap_or(crc)),
             raw: crc,
         });
         Ok(crc)
@@ -181,18 +195,7 @@ impl BundleWriter {
         entry_crc: u32,
         fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
     ) -> Result<u32, String> {
-        self.check_key(key)?;
-        let k = self.shard_for(size)?;
-        let shard = &mut self.shards[k];
-        let offset = shard.len;
-        let crc = stream(&mut shard.out, &shard.path, size, fill)?;
-        shard.len += size;
-        self.written.push(Written {
-            key: key.to_vec(),
-            entry: entry(dtype, shape, k, offset, size, entry_crc),
-            raw: crc,
-        });
-        Ok(crc)
+        self.push(key, dtype, shape, size, Some(entry_crc), fill)
     }
 
     /// Adds a string tensor (tf-format.md §4.2) of `n` elements, given as tfmount serves them
