@@ -14,6 +14,7 @@ pub(crate) mod keras;
 pub(crate) mod names;
 pub(crate) mod orbax;
 pub(crate) mod output;
+pub(crate) mod safetensors;
 pub(crate) mod safetensors_write;
 pub(crate) mod tensors;
 pub(crate) mod tfjs;
@@ -40,6 +41,7 @@ pub static FORMATS: &[&dyn Format] = &[
     &tfjs::Tfjs,
     &tflite::Tflite,
     &orbax::Orbax,
+    &safetensors::Safetensors,
 ];
 
 /// What SOURCE can be, in words, for `--help`, the man page and error messages: the kinds of
