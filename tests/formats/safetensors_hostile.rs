@@ -44,7 +44,7 @@ fn entry(name: &str, dtype: &str, shape: &str, offsets: &str) -> String {
     format!(r#""{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}"#)
 }
 
-/// A `.bin` read: its bytes, its `user.tfmount.offset` and `user.tfmount.shard`, or the error.
+/// A `.bin` read: its bytes, its `user.tfmount.offset` and `user.tfmount.shard_file`, or the error.
 type BinRead = Result<(Vec<u8>, Option<u64>, Option<String>), String>;
 
 /// What one input served.
@@ -76,7 +76,7 @@ fn serve(path: &Path) -> Served {
                 .ok()
                 .and_then(|o| String::from_utf8_lossy(&o).trim().parse().ok());
             let shard = fs
-                .getxattr(e.ino, b"user.tfmount.shard")
+                .getxattr(e.ino, b"user.tfmount.shard_file")
                 .ok()
                 .map(|o| String::from_utf8_lossy(&o).trim().to_string());
             s.bins.push((
@@ -284,8 +284,10 @@ fn sweep(what: &str, orig: &[u8], damages: Vec<Damage>, p: &Path, source: &Path)
             t.bins_ok += 1;
             // In a sharded set a tensor may be in the other, undamaged shard: its bytes.
             let file = match shard {
-                Some(name) if p.file_name().is_some_and(|n| n != name.as_str()) => {
-                    std::fs::read(p.with_file_name(&name)).expect("the other shard")
+                Some(name)
+                    if p != source && p.file_name().is_some_and(|n| n != name.as_str()) =>
+                {
+                    std::fs::read(p.with_file_name(&name)).unwrap_or_else(|e| panic!("the other shard {name:?}: {e}"))
                 }
                 _ => bytes.clone(),
             };

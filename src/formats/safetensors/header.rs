@@ -136,7 +136,7 @@ pub(crate) fn json_len(head: [u8; 8], len: u64) -> Result<u64, String> {
 }
 
 /// Reads and checks the header of the file `r`.
-pub(crate) fn read(r: &dyn ReadAt) -> Result<Header, String> {
+pub(crate) fn read<R: ReadAt + ?Sized>(r: &R) -> Result<Header, String> {
     let len = r.len();
     if len < 8 {
         return Err(format!(

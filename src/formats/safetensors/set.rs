@@ -7,7 +7,7 @@ use super::*;
 /// One file of the set and its header, or why it cannot be read.
 pub(crate) struct Shard {
     pub(crate) path: PathBuf,
-    /// Its file name (for messages and `user.tfmount.shard`).
+    /// Its file name (for messages and `user.tfmount.shard_file`).
     pub(crate) name: String,
     pub(crate) opened: Result<(Arc<dyn ByteSource>, Header), String>,
     /// Whether its file is not there at all (as opposed to there and unreadable).
@@ -48,13 +48,13 @@ pub(crate) struct SafetensorsSet {
     pub(crate) source_bytes: u64,
     pub(crate) shards: Vec<Shard>,
     pub(crate) entries: Vec<Entry>,
-    /// Whether it is a sharded set (its tensors get `user.tfmount.shard`).
+    /// Whether it is a sharded set (its tensors get `user.tfmount.shard_file`).
     pub(crate) sharded: bool,
 }
 
 /// Attributes of a tensor (`tensors.tsv` columns): safetensors' own dtype name, and the shard
 /// file it is in (sharded sets only).
-const ATTRS: &[&str] = &["user.tfmount.safetensors_dtype", "user.tfmount.shard"];
+const ATTRS: &[&str] = &["user.tfmount.safetensors_dtype", "user.tfmount.shard_file"];
 
 impl SafetensorsSet {
     fn at(&self, pos: u64) -> FsResult<(&Shard, &Arc<dyn ByteSource>, &Header, &header::Tensor)> {
