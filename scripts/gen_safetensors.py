@@ -196,7 +196,12 @@ def main(out):
     os.makedirs(os.path.join(d, "tf"))
     kernel = values(rng, (3, 2), np.float32)
     bias = values(rng, (2,), np.float32)
-    ck = tf.train.Checkpoint(dense=tf.train.Checkpoint(kernel=tf.Variable(kernel), bias=tf.Variable(bias)))
+    # The variables named as their object paths, so that names/ holds one name each.
+    ck = tf.train.Checkpoint(
+        dense=tf.train.Checkpoint(
+            kernel=tf.Variable(kernel, name="dense/kernel"), bias=tf.Variable(bias, name="dense/bias")
+        )
+    )
     ck.write(os.path.join(d, "tf", "ckpt-1"))
     changed = bias.copy()
     changed[1] += np.float32(0.5)

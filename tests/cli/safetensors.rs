@@ -166,9 +166,13 @@ fn diff_names_and_values_against_a_tf_checkpoint() {
 fn ls_shows_the_checkpoint_tree() {
     let (code, out, err) = run(&[Path::new("ls"), &dir().join("sharded")]);
     assert_eq!(code, Some(0), "{err}");
-    for name in ["variables", "model.safetensors.index.json", "names"] {
+    for name in ["variables", "model.safetensors.index.json", "metadata"] {
         assert!(out.lines().any(|l| l == name), "{name}: {out}");
     }
+    // names/, a view (not listed, reachable): every tensor under its own name.
+    let (code, out, err) = run(&[Path::new("ls"), &dir().join("sharded"), Path::new("names")]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.lines().any(|l| l == "lm_head.weight.bin"), "{out}");
     let (code, out, err) = run(&[Path::new("ls"), &dir().join("several")]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.lines().any(|l| l == "a.safetensors"), "{out}");
