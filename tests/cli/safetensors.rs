@@ -86,7 +86,10 @@ fn verify_names_what_is_wrong_with_a_damaged_source() {
     std::fs::write(&p, &bad).expect("write");
     let (code, _, err) = run(&[Path::new("verify"), &p]);
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("all_dtypes.safetensors") && err.contains("not JSON"), "{err}");
+    assert!(
+        err.contains("all_dtypes.safetensors") && err.contains("not JSON"),
+        "{err}"
+    );
 
     // A sharded set: a missing shard, and an index naming a tensor its shard does not hold.
     let (_t, d) = copy("sharded");
@@ -99,14 +102,17 @@ fn verify_names_what_is_wrong_with_a_damaged_source() {
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains("[model.safetensors.index.json]\t")
-            && out.contains("\"lost.weight\" in model-00001-of-00002.safetensors, which does not hold it"),
+            && out.contains(
+                "\"lost.weight\" in model-00001-of-00002.safetensors, which does not hold it"
+            ),
         "{out}"
     );
     std::fs::remove_file(d.join("model-00002-of-00002.safetensors")).expect("rm");
     let (code, out, _) = run(&[Path::new("verify"), &d]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("[shard 2/2]\t") && out.contains("model-00002-of-00002.safetensors is missing"),
+        out.contains("[shard 2/2]\t")
+            && out.contains("model-00002-of-00002.safetensors is missing"),
         "{out}"
     );
 }
@@ -137,7 +143,11 @@ fn diff_names_and_values_against_a_tf_checkpoint() {
     // By key: nothing lines up (the TF keys are object paths).
     let (code, out, _) = run(&[Path::new("diff"), &tf, &st]);
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("A\tdense/bias\n") && out.contains("D\tdense/bias/.ATTRIBUTES/VARIABLE_VALUE\n"), "{out}");
+    assert!(
+        out.contains("A\tdense/bias\n")
+            && out.contains("D\tdense/bias/.ATTRIBUTES/VARIABLE_VALUE\n"),
+        "{out}"
+    );
     // By name: the TF checkpoint's names/ are the safetensors keys; only the changed bias differs.
     let (code, out, err) = run(&[Path::new("diff"), Path::new("--names"), &tf, &st]);
     assert_eq!(code, Some(1), "{out}{err}");
@@ -154,7 +164,11 @@ fn diff_names_and_values_against_a_tf_checkpoint() {
     assert_eq!(&fields[..2], ["M", "dense/bias"], "{out}");
     let changed = &want["changed"]["dense/bias"];
     let max_abs: f64 = fields[2].parse().expect("max |a-b|");
-    assert_eq!(max_abs, changed["max_abs"].as_f64().expect("max_abs"), "{out}");
+    assert_eq!(
+        max_abs,
+        changed["max_abs"].as_f64().expect("max_abs"),
+        "{out}"
+    );
     assert_eq!(
         fields[5].parse::<u64>().expect("differing"),
         changed["differing"].as_u64().expect("differing"),

@@ -61,7 +61,11 @@ fn check_tensors(tree: &Tree, at: &str, want: &Value) -> usize {
             "{base}.bin"
         );
         let st = t["dtype"].as_str().expect("dtype");
-        assert_eq!(text(tree, &format!("{base}.dtype")).trim(), tf_name(st), "{base}");
+        assert_eq!(
+            text(tree, &format!("{base}.dtype")).trim(),
+            tf_name(st),
+            "{base}"
+        );
         let shape: Vec<String> = common::dims(&t["shape"])
             .iter()
             .map(u64::to_string)
@@ -108,7 +112,12 @@ fn every_tensor_is_what_safetensors_reads() {
         .iter()
         .map(|t| t["key"].as_str().expect("key"))
         .collect();
-    for k in ["i64/scalar", "empty/zero_rows", "model.layers.0.weight", "a/b.c/d"] {
+    for k in [
+        "i64/scalar",
+        "empty/zero_rows",
+        "model.layers.0.weight",
+        "a/b.c/d",
+    ] {
         assert!(keys.contains(&k), "{k}");
     }
     let tree = Tree::open(&dir().join("all_dtypes.safetensors")).expect("open");
@@ -167,7 +176,10 @@ fn a_directory_of_files_is_a_directory_of_checkpoints() {
     let tree = Tree::open(&dir().join("several")).expect("open");
     for name in ["a", "b"] {
         let at = format!("{name}.safetensors/");
-        assert_eq!(check_tensors(&tree, &at, &expected(&format!("several_{name}"))), 2);
+        assert_eq!(
+            check_tensors(&tree, &at, &expected(&format!("several_{name}"))),
+            2
+        );
     }
 }
 
@@ -193,8 +205,10 @@ fn the_model_safetensors_view_holds_the_same_bytes() {
             "{key}"
         );
     }
-    let Some(py) = requires::python("safetensors", "the_model_safetensors_view_holds_the_same_bytes")
-    else {
+    let Some(py) = requires::python(
+        "safetensors",
+        "the_model_safetensors_view_holds_the_same_bytes",
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().expect("tmp");
@@ -209,7 +223,11 @@ fn the_model_safetensors_view_holds_the_same_bytes() {
         .arg(&file)
         .output()
         .expect("python");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got: Value = serde_json::from_slice(&out.stdout).expect("json");
     for t in want["tensors"].as_array().expect("tensors") {
         let key = t["key"].as_str().expect("key");

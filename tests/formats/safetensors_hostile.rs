@@ -173,7 +173,10 @@ fn made_up_headers_are_refused_in_words() {
         (
             "shape overflowing",
             file(
-                &format!("{{{}}}", entry("a", "F64", "[4294967296,4294967296,16]", "[0,8]")),
+                &format!(
+                    "{{{}}}",
+                    entry("a", "F64", "[4294967296,4294967296,16]", "[0,8]")
+                ),
                 8,
             ),
             "overflows",
@@ -199,7 +202,10 @@ fn made_up_headers_are_refused_in_words() {
             _ => panic!("{what}: opened"),
         };
         assert!(e.contains(words), "{what}: {e}");
-        assert!(e.contains("model.safetensors"), "{what}: the file is named: {e}");
+        assert!(
+            e.contains("model.safetensors"),
+            "{what}: the file is named: {e}"
+        );
         assert!(big < 1 << 20, "{what}: an allocation of {big} bytes");
     }
 }
@@ -227,7 +233,10 @@ fn offsets_past_the_end_fail_those_tensors_only() {
             .1
             .clone()
     };
-    assert_eq!(get("a").expect("within the file").0, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(
+        get("a").expect("within the file").0,
+        [1, 2, 3, 4, 5, 6, 7, 8]
+    );
     let e = get("b").expect_err("past the end");
     assert!(!e.is_empty());
 }
@@ -284,10 +293,9 @@ fn sweep(what: &str, orig: &[u8], damages: Vec<Damage>, p: &Path, source: &Path)
             t.bins_ok += 1;
             // In a sharded set a tensor may be in the other, undamaged shard: its bytes.
             let file = match shard {
-                Some(name)
-                    if p != source && p.file_name().is_some_and(|n| n != name.as_str()) =>
-                {
-                    std::fs::read(p.with_file_name(&name)).unwrap_or_else(|e| panic!("the other shard {name:?}: {e}"))
+                Some(name) if p != source && p.file_name().is_some_and(|n| n != name.as_str()) => {
+                    std::fs::read(p.with_file_name(&name))
+                        .unwrap_or_else(|e| panic!("the other shard {name:?}: {e}"))
                 }
                 _ => bytes.clone(),
             };
@@ -296,9 +304,9 @@ fn sweep(what: &str, orig: &[u8], damages: Vec<Damage>, p: &Path, source: &Path)
                 file.get(o..o + b.len()) == Some(&b[..])
             });
             if !ok {
-                t.sweep
-                    .wrong
-                    .push(format!("{what} {d:?}: {key}: not the file's bytes at its offset"));
+                t.sweep.wrong.push(format!(
+                    "{what} {d:?}: {key}: not the file's bytes at its offset"
+                ));
             }
         }
     }
@@ -342,7 +350,12 @@ fn damaged_files_never_panic_nor_serve_wrong_bytes() {
         failures.is_empty(),
         "{} failures:\n{}",
         failures.len(),
-        failures.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(all.sweep.opened > 0 && all.bins_ok > 0 && all.bins_err > 0);
 }

@@ -14,7 +14,11 @@ fn check(mnt: &Path, want: &serde_json::Value) {
         let key = t["key"].as_str().expect("key");
         let bin = std::fs::read(mnt.join("variables").join(format!("{key}.bin")))
             .unwrap_or_else(|e| panic!("{key}.bin: {e}"));
-        assert_eq!(sha256_hex(&bin), t["sha256"].as_str().expect("sha"), "{key}");
+        assert_eq!(
+            sha256_hex(&bin),
+            t["sha256"].as_str().expect("sha"),
+            "{key}"
+        );
         // numpy's dtypes get an .npy: its header, then the same bytes.
         let npy = mnt.join("variables").join(format!("{key}.npy"));
         if let Ok(b) = std::fs::read(&npy) {
@@ -65,6 +69,11 @@ fn a_sharded_set_mounts_as_one_model() {
     let src = common::fixtures().join("safetensors/sharded");
     let m = Mount::start(&src, &[]);
     let mnt = m.path();
-    check(&mnt, &common::load_json("safetensors/expected/sharded.json"));
-    assert!(common::dir_names(&mnt).iter().any(|n| n == "model.safetensors.index.json"));
+    check(
+        &mnt,
+        &common::load_json("safetensors/expected/sharded.json"),
+    );
+    assert!(common::dir_names(&mnt)
+        .iter()
+        .any(|n| n == "model.safetensors.index.json"));
 }

@@ -256,7 +256,9 @@ fn parse_tensor(name: String, v: &Value) -> Result<Tensor, String> {
             .iter()
             .map(|x| {
                 x.as_u64().ok_or_else(|| {
-                    format!("tensor {name:?}: its shape holds {x}, not a size (a whole number from 0)")
+                    format!(
+                        "tensor {name:?}: its shape holds {x}, not a size (a whole number from 0)"
+                    )
                 })
             })
             .collect::<Result<Vec<u64>, String>>()?,
@@ -431,32 +433,71 @@ mod tests {
 
     #[test]
     fn hostile_headers_are_refused_in_words() {
-        let t = |d: &str, s: &str, o: &str| format!(r#""dtype":"{d}","shape":{s},"data_offsets":{o}"#);
+        let t =
+            |d: &str, s: &str, o: &str| format!(r#""dtype":"{d}","shape":{s},"data_offsets":{o}"#);
         let cases: Vec<(String, &str)> = vec![
             ("[1,2]".into(), "not an object"),
             ("{".into(), "not JSON"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F99", "[1]", "[0,4]")), "not one safetensors knows"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[0,8]")), "hold 8 bytes"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[4,0]")), "end before"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[4,8]")), "holes"),
             (
-                format!(r#"{{"a":{{{}}},"b":{{{}}}}}"#, t("F32", "[2]", "[0,8]"), t("F32", "[1]", "[4,8]")),
+                format!(r#"{{"a":{{{}}}}}"#, t("F99", "[1]", "[0,4]")),
+                "not one safetensors knows",
+            ),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[0,8]")),
+                "hold 8 bytes",
+            ),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[4,0]")),
+                "end before",
+            ),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[4,8]")),
+                "holes",
+            ),
+            (
+                format!(
+                    r#"{{"a":{{{}}},"b":{{{}}}}}"#,
+                    t("F32", "[2]", "[0,8]"),
+                    t("F32", "[1]", "[4,8]")
+                ),
                 "overlap",
             ),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[-1]", "[0,4]")), "not a size"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1.5]", "[0,4]")), "not a size"),
             (
-                format!(r#"{{"a":{{{}}}}}"#, t("F64", "[4294967296,4294967296]", "[0,8]")),
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[-1]", "[0,4]")),
+                "not a size",
+            ),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1.5]", "[0,4]")),
+                "not a size",
+            ),
+            (
+                format!(
+                    r#"{{"a":{{{}}}}}"#,
+                    t("F64", "[4294967296,4294967296]", "[0,8]")
+                ),
                 "overflows",
             ),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F4", "[3]", "[0,2]")), "whole number of bytes"),
-            (format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[0]")), "data_offsets"),
-            (r#"{"a":{"dtype":"F32","shape":[1]}}"#.into(), "no data_offsets"),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F4", "[3]", "[0,2]")),
+                "whole number of bytes",
+            ),
+            (
+                format!(r#"{{"a":{{{}}}}}"#, t("F32", "[1]", "[0]")),
+                "data_offsets",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[1]}}"#.into(),
+                "no data_offsets",
+            ),
             (r#"{"a":3}"#.into(), "not an object"),
             (r#"{"__metadata__":{"x":1}}"#.into(), "not a string"),
             (r#"{"__metadata__":[]}"#.into(), "not an object of strings"),
             (
-                format!(r#"{{"a":{{{}}},"a":{{{}}}}}"#, t("F32", "[1]", "[0,4]"), t("F32", "[1]", "[0,4]")),
+                format!(
+                    r#"{{"a":{{{}}},"a":{{{}}}}}"#,
+                    t("F32", "[1]", "[0,4]"),
+                    t("F32", "[1]", "[0,4]")
+                ),
                 "twice",
             ),
         ];
@@ -472,7 +513,9 @@ mod tests {
         assert!(read(&past[..]).unwrap_err().contains("past the end"));
         let mut huge = u64::MAX.to_le_bytes().to_vec();
         huge.extend_from_slice(b"{}");
-        assert!(read(&huge[..]).unwrap_err().contains("over safetensors' limit"));
+        assert!(read(&huge[..])
+            .unwrap_err()
+            .contains("over safetensors' limit"));
         let mut bad = 3u64.to_le_bytes().to_vec();
         bad.extend_from_slice(b"{\xff}");
         assert!(read(&bad[..]).unwrap_err().contains("not UTF-8"));
@@ -480,7 +523,10 @@ mod tests {
 
     #[test]
     fn nested_and_escaped_keys_are_not_duplicates() {
-        assert_eq!(duplicate_key(r#"{"a":{"a":1,"b":[{"a":2}]},"b\"":1,"c":"a"}"#), None);
+        assert_eq!(
+            duplicate_key(r#"{"a":{"a":1,"b":[{"a":2}]},"b\"":1,"c":"a"}"#),
+            None
+        );
         assert_eq!(
             duplicate_key(r#"{"a\u0062":1, "ab" :2}"#),
             Some("ab".to_string())

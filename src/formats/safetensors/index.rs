@@ -82,8 +82,14 @@ mod tests {
     fn anything_else_is_refused_in_words() {
         for (json, words) in [
             (&br#"{"weight_map": {"a": 3}}"#[..], "not a file name"),
-            (br#"{"weight_map": {"a": "../x.safetensors"}}"#, "not a file beside"),
-            (br#"{"weight_map": {"a": "/x.safetensors"}}"#, "not a file beside"),
+            (
+                br#"{"weight_map": {"a": "../x.safetensors"}}"#,
+                "not a file beside",
+            ),
+            (
+                br#"{"weight_map": {"a": "/x.safetensors"}}"#,
+                "not a file beside",
+            ),
             (br#"{"weight_map": ["x"]}"#, "no weight_map object"),
             (br#"{"metadata": {}}"#, "no weight_map object"),
             (br#"{"weight_map""#, "not JSON"),

@@ -203,7 +203,11 @@ fn invalid(path: &Path, msg: impl Into<String>) -> SourceError {
 }
 
 /// A file opened and its header read, or why not (in words, without the path).
-fn open_shard(store: &dyn Store, path: &Path, take: bool) -> Result<(Arc<dyn ByteSource>, Header), String> {
+fn open_shard(
+    store: &dyn Store,
+    path: &Path,
+    take: bool,
+) -> Result<(Arc<dyn ByteSource>, Header), String> {
     let f = crate::formats::opened(store, path, take).map_err(|e| e.to_string())?;
     let h = header::read(&*f)?;
     Ok((f, h))

@@ -181,8 +181,7 @@ impl TensorSet for SafetensorsSet {
         let (s, _, _, t) = self.at(pos)?;
         Ok(vec![
             Some(t.st_dtype.to_string()),
-            self.sharded
-                .then(|| s.name.replace(['\t', '\n'], " ")),
+            self.sharded.then(|| s.name.replace(['\t', '\n'], " ")),
         ])
     }
 }

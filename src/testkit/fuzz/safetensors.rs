@@ -83,7 +83,11 @@ pub(crate) fn safetensors(data: &[u8]) {
             return;
         };
         let at = usize::try_from(stored.offset).unwrap_or(usize::MAX);
-        assert_eq!(stored.size, bytes.len() as u64, "served size is the header's");
+        assert_eq!(
+            stored.size,
+            bytes.len() as u64,
+            "served size is the header's"
+        );
         assert!(
             file.get(at..at.saturating_add(bytes.len())) == Some(bytes),
             "{}: served bytes are not the file's at offset {at}",
@@ -127,7 +131,11 @@ pub(crate) fn seeds(
         "tf_pair/model.safetensors",
     ] {
         if let Ok(b) = std::fs::read(root.join(name)) {
-            out.push(("safetensors", name.replace('/', "-"), [&[0u8][..], &b].concat()));
+            out.push((
+                "safetensors",
+                name.replace('/', "-"),
+                [&[0u8][..], &b].concat(),
+            ));
         }
     }
     let d = root.join("sharded");
