@@ -14,6 +14,7 @@ pub(crate) mod keras;
 pub(crate) mod names;
 pub(crate) mod orbax;
 pub(crate) mod output;
+pub(crate) mod safetensors;
 pub(crate) mod safetensors_write;
 pub(crate) mod saved_model_write;
 pub(crate) mod tensors;
@@ -41,6 +42,7 @@ pub static FORMATS: &[&dyn Format] = &[
     &tfjs::Tfjs,
     &tflite::Tflite,
     &orbax::Orbax,
+    &safetensors::Safetensors,
 ];
 
 /// What SOURCE can be, in words, for `--help`, the man page and error messages: the kinds of

@@ -14,3 +14,4 @@ mod containers;
 mod docs;
 mod export;
 mod list;
+mod safetensors;

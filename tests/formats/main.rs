@@ -1,4 +1,4 @@
-//! The `formats` suite: the other formats (V1, Keras, TF.js, TFLite, Orbax) against their
+//! The `formats` suite: the other formats (V1, Keras, TF.js, TFLite, Orbax, safetensors) against their
 //! writers' own readers, the hostile-input sweeps of every format, and the inputs the fuzzers
 //! found, replayed.
 //!
@@ -13,6 +13,8 @@ mod hostile;
 mod keras;
 mod keras_hostile;
 mod orbax;
+mod safetensors;
+mod safetensors_hostile;
 mod tfjs;
 mod tfjs_hostile;
 mod tflite;

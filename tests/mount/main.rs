@@ -15,5 +15,6 @@ mod lifecycle;
 mod live;
 mod load;
 mod mount;
+mod safetensors;
 mod serving;
 mod v1_mount;

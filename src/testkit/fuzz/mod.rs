@@ -40,6 +40,7 @@ use crate::testkit::walk::assert_same;
 pub mod keras;
 pub(crate) mod ocdbt;
 pub(crate) mod orbax_meta;
+pub(crate) mod safetensors;
 pub(crate) mod tfjs;
 pub(crate) mod tflite;
 pub(crate) mod v1;
@@ -63,6 +64,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("zarr", zarr::zarr),
     ("orbax_meta", orbax_meta::orbax_meta),
     ("tflite", tflite::tflite),
+    ("safetensors", safetensors::safetensors),
     ("npy", npy),
     ("object_graph", object_graph),
 ];
@@ -912,6 +914,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(ocdbt::seeds(fixtures)?);
     out.extend(zarr::seeds(fixtures)?);
     out.extend(orbax_meta::seeds(fixtures)?);
+    out.extend(safetensors::seeds(fixtures)?);
     for (descr, shape) in [("<f4", &[3u64, 4][..]), ("|b1", &[][..]), ("<i8", &[5][..])] {
         if let Some(h) = crate::parse::npy::header(descr, shape) {
             out.push(("npy", descr[1..].to_string(), h));
