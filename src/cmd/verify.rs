@@ -33,6 +33,7 @@ pub(crate) fn run(args: &VerifyArgs) -> i32 {
                 ("tensors", Val::Num(Some(v.tensors))),
                 ("bytes", Val::Num(Some(bytes))),
                 ("problems", Val::Num(Some(v.problems))),
+                ("unchecked", Val::Num(Some(v.unchecked))),
                 (
                     "milliseconds",
                     Val::Num(Some(start.elapsed().as_millis() as u64)),
@@ -48,8 +49,16 @@ pub(crate) fn run(args: &VerifyArgs) -> i32 {
         }
     }
     v.progress.finish_and_clear();
+    // A format without checksums: said, so that 0 problems is not read as checked bytes.
+    let unchecked = match v.no_checksum {
+        Some(why) if v.unchecked > 0 => format!(
+            "; {} of them with bytes that cannot be checked: {why} (their layout is checked)",
+            v.unchecked
+        ),
+        _ => String::new(),
+    };
     eprintln!(
-        "verify: {} tensors, {} bytes, {} problem{}, {:.3} s, {:.1} MB/s",
+        "verify: {} tensors, {} bytes, {} problem{}, {:.3} s, {:.1} MB/s{unchecked}",
         v.tensors,
         bytes,
         v.problems,

@@ -184,6 +184,11 @@ pub trait Opened: Send + Sync {
     fn graph_def(&self) -> Option<(PathBuf, Vec<u8>)> {
         None
     }
+    /// Where the format stores no checksum of tensor bytes, what `verify` says of it (`"the
+    /// safetensors format stores no checksum"`): its layout is checked, its bytes cannot be.
+    fn no_checksum(&self) -> Option<&'static str> {
+        None
+    }
     /// The checks `verify` and `diff` run: the format's own fast path, or the generic one
     /// (every tensor read through its [`TensorSet`]).
     fn integrity(&self, _store: Arc<dyn Store>) -> Box<dyn Integrity> {

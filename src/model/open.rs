@@ -521,6 +521,8 @@ pub struct Ckpt {
     /// A quantized model's dequantized tensors (TFLite's `dequantized/`: each quantized constant
     /// as float32, under its key), checked and read as a checkpoint of their own.
     dequantized: Option<Box<Ckpt>>,
+    /// What `verify` says of a format that stores no checksum ([`Opened::no_checksum`]).
+    pub(crate) no_checksum: Option<&'static str>,
 }
 
 impl Ckpt {
@@ -539,6 +541,7 @@ impl Ckpt {
         opened: Result<Arc<dyn Opened>, crate::error::SourceError>,
     ) -> Result<Ckpt, String> {
         let opened = opened.map_err(|e| e.to_string())?;
+        let no_checksum = opened.no_checksum();
         let checks = opened.integrity(store.clone());
         let prefix = checks.path().to_path_buf();
         let dequantized = opened
@@ -552,6 +555,7 @@ impl Ckpt {
                     data_read: AtomicU64::new(0),
                     names: None,
                     dequantized: None,
+                    no_checksum,
                 })
             });
         let names = opened.has_names().then(|| {
@@ -564,6 +568,7 @@ impl Ckpt {
             data_read: AtomicU64::new(0),
             names,
             dequantized,
+            no_checksum,
         })
     }
 

@@ -77,6 +77,8 @@ pub(crate) fn verify(
         tensors: 0,
         bytes: AtomicU64::new(0),
         problems: 0,
+        unchecked: 0,
+        no_checksum: None,
         closed: false,
         only: only.to_vec(),
     };
@@ -142,6 +144,10 @@ pub(crate) struct Verifier {
     pub(crate) tensors: u64,
     pub(crate) bytes: AtomicU64,
     pub(crate) problems: u64,
+    /// Tensors checked in a format that stores no checksum (their layout, not their bytes),
+    /// and what to say of it (the last such format's words).
+    pub(crate) unchecked: u64,
+    pub(crate) no_checksum: Option<&'static str>,
     /// stdout was closed: stop.
     pub(crate) closed: bool,
     /// Key prefixes of the tensors to check (all when empty).
@@ -193,6 +199,10 @@ impl Verifier {
             match item {
                 Item::Tensor(t) if !chosen(&self.only, name, &t.key) => {}
                 Item::Tensor(t) => {
+                    if ck.no_checksum.is_some() {
+                        self.unchecked += 1;
+                        self.no_checksum = ck.no_checksum;
+                    }
                     let p = self.plan(ck, t);
                     batch_bytes += p.pieces.iter().map(|p| p.nbytes).sum::<u64>();
                     batch.push(p);

@@ -1805,6 +1805,7 @@ fn json_output_says_what_the_text_says() {
     assert_eq!(summary["bytes"].as_u64(), Some(bytes));
     assert_eq!(summary["problems"].as_u64(), Some(problems.len() as u64));
     assert!(summary["milliseconds"].is_u64(), "{summary}");
+    assert_eq!(summary["unchecked"].as_u64(), Some(0), "V2 stores CRC-32Cs");
     // diff: the changes, then the counts --stats prints.
     for d in e["diff"].as_array().expect("diff") {
         let (a, b) = (d["a"].as_str().expect("a"), d["b"].as_str().expect("b"));

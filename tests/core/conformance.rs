@@ -22,7 +22,7 @@
 //!    TensorFlow's `RestoreV2` (any key bytes) with the bytes the writer's reader recorded and
 //!    listed by `tf.train.load_checkpoint` with the same keys and dtypes; to `.safetensors`, read
 //!    by `safetensors` with the same shapes and bytes (what it cannot hold dropped by name); the
-//!    TF export `diff --exact` with the fixture: nothing changed.
+//!    exports `diff --exact` with the fixture: nothing changed (but what safetensors cannot hold).
 //!
 //! The core is driven without a kernel (`probe` + `Fs`); `verify` and `diff` run the built
 //! binary. The per-format tests (`tests/{core,v1,keras,tfjs,tflite}.rs`, `tests/*_hostile.rs`)
@@ -78,6 +78,9 @@ enum Expect {
     /// name (`default/`) where the restore named none. String leaves (numpy `<U`) are served
     /// as tfmount's string layout; they are compared by their text.
     Orbax(&'static str, &'static str),
+    /// `tests/fixtures/safetensors/expected/<json>` from `scripts/gen_safetensors.py`
+    /// (`safetensors`' own reader): `tensors[]` (key, safetensors dtype, shape, sha256).
+    Safetensors(&'static str),
 }
 
 /// What guards a tensor's stored bytes in a fixture's format.
@@ -356,6 +359,22 @@ static FIXTURES: &[Fixture] = &[
             "commit_success.txt",
         ]),
     },
+    Fixture {
+        format: "safetensors checkpoint",
+        dir: "safetensors",
+        source: "all_dtypes.safetensors",
+        files: &["all_dtypes.safetensors"],
+        expect: Expect::Safetensors("all_dtypes.json"),
+        guard: Guard::None,
+    },
+    Fixture {
+        format: "safetensors checkpoint",
+        dir: "safetensors/sharded",
+        source: "",
+        files: &["**"],
+        expect: Expect::Safetensors("sharded.json"),
+        guard: Guard::None,
+    },
 ];
 
 /// Truncations and single-bit flips per fixture in the hostile sweep.
@@ -605,6 +624,47 @@ fn orbax_item_dir(name: &str, key: &[u8]) -> String {
     format!("keras/orbax/{step}/{item}")
 }
 
+fn safetensors_wants(rel: &str) -> Vec<Want> {
+    let exp = common::load_json(&format!("safetensors/expected/{rel}"));
+    exp["tensors"]
+        .as_array()
+        .expect("tensors")
+        .iter()
+        .map(|t| {
+            let key = t["key"].as_str().expect("key").as_bytes().to_vec();
+            // TensorFlow's names for safetensors' dtypes (the same bytes).
+            let dtype = match t["dtype"].as_str().expect("dtype") {
+                "F64" => "float64",
+                "F32" => "float32",
+                "F16" => "float16",
+                "BF16" => "bfloat16",
+                "I64" => "int64",
+                "I32" => "int32",
+                "I16" => "int16",
+                "I8" => "int8",
+                "U64" => "uint64",
+                "U32" => "uint32",
+                "U16" => "uint16",
+                "U8" => "uint8",
+                "BOOL" => "bool",
+                "C64" => "complex64",
+                "F8_E5M2" => "float8_e5m2",
+                "F8_E4M3" => "float8_e4m3fn",
+                "F8_E4M3FNUZ" => "float8_e4m3fnuz",
+                "F8_E5M2FNUZ" => "float8_e5m2fnuz",
+                d => panic!("{rel}: a dtype the table does not name: {d}"),
+            };
+            Want {
+                stem: stem_of(&key),
+                key,
+                sha: t["sha256"].as_str().expect("sha256").to_string(),
+                dtype: dtype.to_string(),
+                shape: common::dims(&t["shape"]),
+            }
+        })
+        .collect()
+}
+
 /// The fixture's expected tensors.
 fn wants(fx: &Fixture) -> Vec<Want> {
     let w = match fx.expect {
@@ -619,6 +679,7 @@ fn wants(fx: &Fixture) -> Vec<Want> {
         Expect::TfjsNpz(npz) => tfjs_wants_from(&common::fixtures().join(fx.dir), npz),
         Expect::Tflite => tflite_wants(fx.source),
         Expect::Orbax(name, item) => orbax_wants(name, item),
+        Expect::Safetensors(rel) => safetensors_wants(rel),
     };
     assert!(!w.is_empty(), "no expected tensors recorded");
     w
@@ -1505,8 +1566,34 @@ fn every_fixture_exported_is_read_by_tensorflow_and_safetensors_as_its_writer_re
             ckpt.as_os_str(),
         ]);
         assert_eq!(code, Some(0), "diff --exact of the export: {out}{err}");
+        // The `.safetensors` export, mounted back (a safetensors SOURCE): only what it could
+        // not hold differs, as removed.
+        let (code, out, err) = run(&[
+            "diff".as_ref(),
+            "--exact".as_ref(),
+            src.as_os_str(),
+            file.as_os_str(),
+        ]);
+        let gone: BTreeSet<String> = e.st_left_out.iter().map(|k| common::show(k)).collect();
+        let said: BTreeSet<String> = out
+            .lines()
+            .map(|l| {
+                l.strip_prefix("D\t")
+                    .unwrap_or_else(|| panic!("diff --exact of the .safetensors export: {l}"))
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            said, gone,
+            "diff --exact of the .safetensors export: {out}{err}"
+        );
+        assert_eq!(
+            code,
+            Some(if gone.is_empty() { 0 } else { 1 }),
+            "{out}{err}"
+        );
         format!(
-            "{restored} restored by TensorFlow ({listed}), {held} read by safetensors ({} left out), diff --exact clean",
+            "{restored} restored by TensorFlow ({listed}), {held} read by safetensors ({} left out), diff --exact clean for both",
             e.st_left_out.len()
         )
     });

@@ -400,6 +400,10 @@ fn index_problems(set: &SafetensorsSet, index_name: &str, idx: &Index) -> Vec<St
 }
 
 impl Opened for OpenedSafetensors {
+    fn no_checksum(&self) -> Option<&'static str> {
+        Some("safetensors stores no checksum")
+    }
+
     fn tensors(&self) -> Arc<dyn TensorSet> {
         self.set.clone()
     }

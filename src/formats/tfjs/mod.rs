@@ -784,6 +784,10 @@ fn signature_text(v: &Value) -> Result<String, String> {
 }
 
 impl Opened for OpenedTfjs {
+    fn no_checksum(&self) -> Option<&'static str> {
+        Some("TensorFlow.js weights store no checksum")
+    }
+
     fn tensors(&self) -> Arc<dyn TensorSet> {
         self.set.clone()
     }

@@ -409,6 +409,10 @@ fn dequantizable(t: &tfl::Tensor) -> Option<&tfl::Quant> {
 }
 
 impl Opened for OpenedTflite {
+    fn no_checksum(&self) -> Option<&'static str> {
+        Some("a TFLite model stores no checksum")
+    }
+
     fn tensors(&self) -> Arc<dyn TensorSet> {
         self.set.clone()
     }
