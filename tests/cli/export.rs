@@ -9,6 +9,9 @@
 //! - a SavedModel patched with `--set` and one grafted with `--variables-from` (by key under the
 //!   training checkpoint's `model/`, and by `names/`): loaded by `tf.saved_model.load`, its
 //!   serving signature computing with the new values; edits its graph cannot follow refused;
+//! - a full file system (a 256 KiB tmpfs) and a read-only one (mounted in a namespace of the
+//!   test's own): one line in words, nothing left, for a checkpoint, a `.safetensors` file and a
+//!   SavedModel's variables;
 //! - what is refused leaves nothing at OUT: an existing OUT without `--force`, a damaged source
 //!   tensor (named), a read-only directory, an edit the object graph cannot follow; `--dry-run`
 //!   writes nothing.
@@ -16,6 +19,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::{fixtures, tfmount, tfmount_ok};
 use serde_json::Value;
@@ -781,4 +785,117 @@ fn a_patched_and_a_grafted_savedmodel_are_served_by_tensorflow() {
         .filter(|n| n.contains("tfmount-tmp"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// Runs `script` (sh) with `$T` the built binary, in a mount namespace of its own (a user
+/// namespace mapping this user to root, so that it may mount a tmpfs, whoever runs the test);
+/// `None` (said) where namespaces are not allowed.
+fn in_own_mounts(script: &str, env: &[(&str, &std::ffi::OsStr)]) -> Option<String> {
+    let Some(unshare) = requires_unshare() else {
+        return None;
+    };
+    let mut c = Command::new(unshare);
+    c.args(["--user", "--map-root-user", "--mount", "sh", "-c", script])
+        .env("T", env!("CARGO_BIN_EXE_tfmount"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run unshare");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// `unshare`, if it can make a user and mount namespace here.
+fn requires_unshare() -> Option<&'static str> {
+    let ok = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        common::requires::missing(
+            "unshare --user --map-root-user --mount (user namespaces), to mount a small tmpfs",
+            "",
+        );
+        return None;
+    }
+    Some("unshare")
+}
+
+/// An `.npy` file of `n` float32 zeros.
+fn zeros_npy(path: &Path, n: usize) {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    b.extend_from_slice(header.as_bytes());
+    b.resize(b.len() + 4 * n, 0);
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn a_full_or_read_only_file_system_leaves_nothing() {
+    let dir = tempdir();
+    let npy = dir.path().join("big.npy");
+    zeros_npy(&npy, 1 << 18);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let src = fixtures().join("tf2_keras/ckpt-1");
+    let sm = fixtures().join("demo_savedmodel");
+    // Each export on a 256 KiB tmpfs with 1 MiB to write, then on a read-only one; what each
+    // said, and what is left there.
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=256k none "$MNT"
+        "$T" export --set "big=$NPY" "$SRC" "$MNT/ckpt" 2>"$MNT/../err1"; echo "exit1=$?"
+        "$T" export --set "big=$NPY" "$SRC" "$MNT/x.safetensors" 2>"$MNT/../err2"; echo "exit2=$?"
+        "$T" export --to tf --set "big=$NPY" "$SM" "$MNT/sm/ckpt" 2>"$MNT/../err3"; echo "exit3=$?"
+        echo "left=$(find "$MNT" -mindepth 1 -not -type d | tr '\n' ' ')"
+        umount "$MNT"
+        mount -t tmpfs -o ro none "$MNT"
+        "$T" export "$SM" "$MNT/sm2" 2>"$MNT/../err4"; echo "exit4=$?"
+        echo "left_ro=$(ls -A "$MNT" | tr '\n' ' ')"
+    "#;
+    let Some(out) = in_own_mounts(
+        script,
+        &[
+            ("MNT", mnt.as_os_str()),
+            ("NPY", npy.as_os_str()),
+            ("SRC", src.as_os_str()),
+            ("SM", sm.as_os_str()),
+        ],
+    ) else {
+        return;
+    };
+    for k in ["exit1=1", "exit2=1", "exit3=1", "exit4=1"] {
+        assert!(out.contains(k), "{k}: {out}");
+    }
+    // Nothing left: no OUT, no temporaries (only the directory sm/, made as TensorFlow's
+    // saver makes it).
+    let left = out.lines().find_map(|l| l.strip_prefix("left=")).unwrap();
+    assert!(left.trim().is_empty(), "{out}");
+    let left_ro = out
+        .lines()
+        .find_map(|l| l.strip_prefix("left_ro="))
+        .unwrap();
+    assert!(left_ro.trim().is_empty(), "{out}");
+    for (f, words) in [
+        ("err1", "no space left on the device"),
+        ("err2", "no space left on the device"),
+        ("err3", "no space left on the device"),
+        ("err4", "read-only file system"),
+    ] {
+        let err = std::fs::read_to_string(dir.path().join(f)).unwrap();
+        assert!(
+            err.contains(words) && err.contains("nothing written at") && err.lines().count() == 1,
+            "{f}: {err}"
+        );
+    }
 }
