@@ -791,9 +791,7 @@ fn a_patched_and_a_grafted_savedmodel_are_served_by_tensorflow() {
 /// namespace mapping this user to root, so that it may mount a tmpfs, whoever runs the test);
 /// `None` (said) where namespaces are not allowed.
 fn in_own_mounts(script: &str, env: &[(&str, &std::ffi::OsStr)]) -> Option<String> {
-    let Some(unshare) = requires_unshare() else {
-        return None;
-    };
+    let unshare = requires_unshare()?;
     let mut c = Command::new(unshare);
     c.args(["--user", "--map-root-user", "--mount", "sh", "-c", script])
         .env("T", env!("CARGO_BIN_EXE_tfmount"));
