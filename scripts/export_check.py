@@ -30,17 +30,29 @@ class Block(tf.Module):
         self.bias = tf.Variable(tf.zeros([m]))
 
 class Net(tf.Module):
+    """`enc_name` may be dotted: `blocks.enc` puts the encoder in a module `blocks`."""
     def __init__(self, enc_name="enc"):
         super().__init__()
-        setattr(self, enc_name, Block(4, 3, 1))
+        *outer, last = enc_name.split(".")
+        at = self
+        for name in outer:
+            setattr(at, name, tf.Module())
+            at = getattr(at, name)
+        setattr(at, last, Block(4, 3, 1))
         self.dec = Block(3, 2, 2)
         self._enc_name = enc_name
     def __call__(self, x):
-        h = getattr(self, self._enc_name)
+        h = enc_of(self, self._enc_name)
         return tf.matmul(tf.nn.relu(tf.matmul(x, h.kernel) + h.bias), self.dec.kernel) + self.dec.bias
 
+def enc_of(net, enc_name):
+    at = net
+    for name in enc_name.split("."):
+        at = getattr(at, name)
+    return at
+
 def values(net, enc_name):
-    e = getattr(net, enc_name)
+    e = enc_of(net, enc_name)
     return {"enc/kernel": e.kernel.numpy().tolist(), "enc/bias": e.bias.numpy().tolist(),
             "dec/kernel": net.dec.kernel.numpy().tolist(), "dec/bias": net.dec.bias.numpy().tolist()}
 

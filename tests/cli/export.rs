@@ -153,6 +153,18 @@ fn tf2_surgery_is_restored_by_tensorflow() {
         &["--weights-only", "--rename", "^model/enc/=model/encoder/"],
         &out("wr"),
     );
+    // Moves to another depth: the encoder into a new module `blocks`, with the optimizer kept
+    // (its slots follow the variables they belong to); and out of it again, from there.
+    let plan = run(&["--rename", "^model/enc/=model/blocks/enc/"], &out("d"));
+    assert!(
+        plan.contains("R model/enc/bias/.ATTRIBUTES/VARIABLE_VALUE -> model/blocks/enc/bias/.ATTRIBUTES/VARIABLE_VALUE"),
+        "{plan}"
+    );
+    let mut back: Vec<&std::ffi::OsStr> = vec!["export".as_ref(), "--rename".as_ref()];
+    back.push("^model/blocks/enc/=model/enc/".as_ref());
+    let (d, u) = (out("d"), out("u"));
+    back.extend([d.as_os_str(), u.as_os_str()]);
+    tfmount_ok(&back);
     let (w, r, wr) = (out("w"), out("r"), out("wr"));
     let got = tf_script(&[
         "check".as_ref(),
@@ -163,9 +175,19 @@ fn tf2_surgery_is_restored_by_tensorflow() {
         "encoder".as_ref(),
         wr.as_os_str(),
         "encoder".as_ref(),
+        d.as_os_str(),
+        "blocks.enc".as_ref(),
+        u.as_os_str(),
+        "enc".as_ref(),
     ])
     .expect("TensorFlow wrote, so it reads");
-    for (p, model_keys) in [(&w, "enc"), (&r, "encoder"), (&wr, "encoder")] {
+    for (p, model_keys) in [
+        (&w, "enc"),
+        (&r, "encoder"),
+        (&wr, "encoder"),
+        (&d, "blocks/enc"),
+        (&u, "enc"),
+    ] {
         let g = &got[p.to_str().unwrap()];
         assert_eq!(g["equal"], true, "{p:?}: {g}");
         let keys: Vec<&str> = g["keys"]

@@ -11,17 +11,22 @@
 //!   go too. Objects in which nothing was dropped are kept as they were, empty or not. Node ids
 //!   are renumbered in order.
 //! - A renamed tensor must be an object move: its key is its object's path (the escaped
-//!   `local_name`s of the shortest chain of children from the root) and a tail
-//!   (`/.ATTRIBUTES/VARIABLE_VALUE`), and the new key the object's new path and the same tail,
-//!   at the same depth. The edges along the path are renamed; then every object's keys must be
-//!   its new path and its tail: a rename that splits an object's attributes, changes a tail,
-//!   leaves another key under a renamed edge behind, or gives two children of one object the
-//!   same name is refused, naming the key. Moves to another depth (creating or removing
-//!   intermediate objects) are refused too. Objects not reachable through children (slot
-//!   variables, reachable through their optimizer's references) are renamed key by key.
+//!   `local_name`s of a chain of children from the root: the one the key names, else the
+//!   shortest) and a tail (`/.ATTRIBUTES/VARIABLE_VALUE`), and the new key the object's new
+//!   path and the same tail. At the same depth the edges along the path are renamed. At another
+//!   depth the highest object whose path changes (found from the components both paths end
+//!   with alike: `model/enc/kernel` -> `model/blocks/enc/kernel` moves `model/enc`) leaves its
+//!   parent and becomes a child of the object at its new path's parent, empty objects made on
+//!   the way where none is; a parent left holding nothing goes. Then every key of an object
+//!   reachable through children must name a path that leads to it: a rename that splits an
+//!   object's attributes, changes a tail, leaves another key under a renamed edge or a moved
+//!   object behind, or gives two children of one object the same name is refused, naming the
+//!   key. Objects not reachable through children (slot variables, reachable through their
+//!   optimizer's references) are renamed key by key.
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::proto::trackable_object_graph::trackable_object::ObjectReference;
 use crate::proto::trackable_object_graph::TrackableObject;
 use crate::proto::TrackableObjectGraph;
 
@@ -94,27 +99,97 @@ fn tail<'a>(key: &'a str, path: &str) -> Option<&'a str> {
     key.strip_prefix(path)?.strip_prefix('/')
 }
 
+/// One edge on a path from the root: the parent, the child's index among its children, the
+/// child.
+type Edge = (usize, usize, usize);
+
+/// The edges from the root along `path` (escaped names, `/`-separated; `""`: none), if each
+/// step is a child of that name.
+fn walk(g: &TrackableObjectGraph, path: &str) -> Option<Vec<Edge>> {
+    let mut chain = Vec::new();
+    let mut at = 0usize;
+    if g.nodes.is_empty() {
+        return None;
+    }
+    for comp in path.split('/').filter(|c| !c.is_empty()) {
+        let name = unescape(comp)?;
+        let (i, c) = g.nodes[at]
+            .children
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.local_name == name)?;
+        let next = usize::try_from(c.node_id)
+            .ok()
+            .filter(|&n| n < g.nodes.len())?;
+        chain.push((at, i, next));
+        at = next;
+    }
+    Some(chain)
+}
+
+/// The path a key names its object by: what comes before `/.ATTRIBUTES/` (TensorFlow's
+/// attribute keys), `""` for the root's own.
+fn key_path(key: &str) -> Option<&str> {
+    match key.split_once("/.ATTRIBUTES/") {
+        Some((p, _)) => Some(p),
+        None => key.starts_with(".ATTRIBUTES/").then_some(""),
+    }
+}
+
+/// The path of node `id` that `key` (one of its attributes') is under, and the edges along it:
+/// the path the key itself names when it leads to `id` (a key written along another path than
+/// the shortest: after a move, or where an optimizer's list reaches a variable first), else its
+/// shortest path. `None` for a node not reachable through children (renamed key by key).
+fn object_path(
+    g: &TrackableObjectGraph,
+    paths: &[Reached],
+    id: usize,
+    key: &str,
+) -> Result<Option<(String, Vec<Edge>)>, String> {
+    if let Some(p) = key_path(key) {
+        if let Some(chain) = walk(g, p) {
+            if chain.last().map_or(0, |e| e.2) == id {
+                return Ok(Some((p.to_string(), chain)));
+            }
+        }
+    }
+    let Some((path, _)) = &paths[id] else {
+        return Ok(None);
+    };
+    if tail(key, path).is_none() {
+        return Err(format!("{key}: not under its object's path {path}"));
+    }
+    let chain =
+        walk(g, path).ok_or_else(|| format!("{key}: its object's path {path} is not a path"))?;
+    Ok(Some((path.clone(), chain)))
+}
+
 /// The graph `g` edited to follow `fate` (see the module's docs); an error names the key.
 pub(crate) fn edit(
     g: &TrackableObjectGraph,
     fate: KeyFate<'_>,
 ) -> Result<TrackableObjectGraph, String> {
+    let old = g;
     let mut g = g.clone();
     let n = g.nodes.len();
     let old_paths = paths(&g);
     let mut touched = vec![false; n];
     // Attributes: dropped ones leave; renamed ones take their new key, and their objects'
-    // edges are renamed below.
+    // edges are renamed (a move at the same depth) or their objects moved (another depth)
+    // below.
     let mut edge_renames: HashMap<(usize, usize), String> = HashMap::new();
-    for id in 0..n {
+    let mut moves: HashMap<usize, (String, String)> = HashMap::new();
+    for (id, lost) in touched.iter_mut().enumerate() {
         let mut kept = Vec::new();
         let attrs = std::mem::take(&mut g.nodes[id].attributes);
         for mut a in attrs {
             match fate(&a.checkpoint_key) {
-                Some(None) => touched[id] = true,
+                Some(None) => *lost = true,
                 Some(Some(new)) if new != a.checkpoint_key => {
-                    if let Some((path, _)) = &old_paths[id] {
-                        let t = tail(&a.checkpoint_key, path).ok_or_else(|| {
+                    if let Some((path, chain)) =
+                        object_path(old, &old_paths, id, &a.checkpoint_key)?
+                    {
+                        let t = tail(&a.checkpoint_key, &path).ok_or_else(|| {
                             format!("{}: not under its object's path {path}", a.checkpoint_key)
                         })?;
                         let new_path = new
@@ -132,16 +207,13 @@ pub(crate) fn edit(
                                     a.checkpoint_key
                                 )
                             })?;
-                        rename_edges(
-                            &g,
-                            &old_paths,
-                            id,
-                            path,
-                            new_path,
-                            &a.checkpoint_key,
-                            &new,
-                            &mut edge_renames,
-                        )?;
+                        let (from, to) = (components(&path), components(new_path));
+                        let what = (a.checkpoint_key.as_str(), new.as_str());
+                        if from.len() == to.len() {
+                            rename_edges(old, &chain, &from, &to, what, &mut edge_renames)?;
+                        } else {
+                            record_move(&chain, &from, &to, what, &mut moves)?;
+                        }
                     }
                     a.checkpoint_key = new;
                     kept.push(a);
@@ -154,26 +226,32 @@ pub(crate) fn edit(
     for ((parent, child), name) in &edge_renames {
         g.nodes[*parent].children[*child].local_name = name.clone();
     }
-    // Every object reachable through children: its keys are its new path and their tails.
-    let new_paths = paths(&g);
-    for id in 0..n {
-        let (Some((old, _)), Some((new, _))) = (&old_paths[id], &new_paths[id]) else {
+    apply_moves(&mut g, &moves, &mut touched)?;
+    // Every attribute of an object reachable through children: the path its key names leads
+    // to it (a key left behind by a renamed edge or a moved object does not).
+    let reach = paths(&g);
+    for (id, o) in g.nodes.iter().enumerate() {
+        if reach[id].is_none() {
             continue;
-        };
-        for a in &g.nodes[id].attributes {
-            if tail(&a.checkpoint_key, new).is_none_or(str::is_empty) {
+        }
+        for a in &o.attributes {
+            let leads = key_path(&a.checkpoint_key)
+                .and_then(|p| walk(&g, p))
+                .is_some_and(|c| c.last().map_or(0, |e| e.2) == id);
+            if !leads {
                 return Err(format!(
-                    "{}: its object ({old}) is now at {new}, but this key was not renamed with it (not an object move)",
+                    "{}: its object is no longer at the path this key names, and the key was not renamed with it (not an object move)",
                     a.checkpoint_key
                 ));
             }
         }
         let mut names = std::collections::HashSet::new();
-        for c in &g.nodes[id].children {
+        for c in &o.children {
             if !names.insert(c.local_name.as_str()) {
+                let at = reach[id].as_ref().map_or("", |(p, _)| p.as_str());
                 return Err(format!(
                     "two children of {} would both be named {}",
-                    if new.is_empty() { "the root" } else { new },
+                    if at.is_empty() { "the root" } else { at },
                     c.local_name
                 ));
             }
@@ -183,62 +261,159 @@ pub(crate) fn edit(
     Ok(g)
 }
 
-/// Records the renames of the edges along `id`'s path (`path` → `new_path`, the same depth)
-/// that moving it asks for; refuses a conflict with renames already recorded.
-#[allow(clippy::too_many_arguments)]
+/// A path's components (escaped names).
+fn components(path: &str) -> Vec<&str> {
+    path.split('/').filter(|c| !c.is_empty()).collect()
+}
+
+/// Records the renames of the edges along a path (`chain`, from `from` to `to`, the same
+/// depth) that moving a key's object asks for; refuses a conflict with renames already
+/// recorded.
 fn rename_edges(
     g: &TrackableObjectGraph,
-    paths: &[Reached],
-    id: usize,
-    path: &str,
-    new_path: &str,
-    key: &str,
-    new_key: &str,
+    chain: &[Edge],
+    from: &[&str],
+    to: &[&str],
+    (key, new_key): (&str, &str),
     renames: &mut HashMap<(usize, usize), String>,
 ) -> Result<(), String> {
-    let old: Vec<&str> = if path.is_empty() {
-        Vec::new()
-    } else {
-        path.split('/').collect()
-    };
-    let new: Vec<&str> = if new_path.is_empty() {
-        Vec::new()
-    } else {
-        new_path.split('/').collect()
-    };
-    if old.len() != new.len() {
-        return Err(format!(
-            "{key} -> {new_key}: moves its object from depth {} to {} (creating or removing objects on the way is not supported)",
-            old.len(),
-            new.len()
-        ));
-    }
-    // Walk up from the object: the edge into each ancestor.
-    let mut at = id;
-    for depth in (0..old.len()).rev() {
-        let Some((_, Some((parent, child)))) = &paths[at] else {
-            break;
-        };
-        if old[depth] != new[depth] {
-            let name = unescape(new[depth]).ok_or_else(|| {
-                format!(
-                    "{key} -> {new_key}: {} is not an escaped object name",
-                    new[depth]
-                )
-            })?;
-            match renames.get(&(*parent, *child)) {
-                Some(other) if *other != name => {
-                    return Err(format!(
+    for (depth, &(parent, child, _)) in chain.iter().enumerate() {
+        if from[depth] == to[depth] {
+            continue;
+        }
+        let name = unescape(to[depth]).ok_or_else(|| {
+            format!(
+                "{key} -> {new_key}: {} is not an escaped object name",
+                to[depth]
+            )
+        })?;
+        match renames.get(&(parent, child)) {
+            Some(other) if *other != name => {
+                return Err(format!(
                     "{key} -> {new_key}: renames {} to {name}, another key renames it to {other}",
-                    g.nodes[*parent].children[*child].local_name
+                    g.nodes[parent].children[child].local_name
                 ))
-                }
-                _ => {
-                    renames.insert((*parent, *child), name);
-                }
+            }
+            _ => {
+                renames.insert((parent, child), name);
             }
         }
-        at = *parent;
+    }
+    Ok(())
+}
+
+/// Records the move a key's rename asks for when its object's path changes depth: the object
+/// that moves is the highest whose path changes, found from the components the old and the new
+/// path end with alike (`model/enc/kernel` -> `model/blocks/enc/kernel` moves `model/enc` to
+/// `model/blocks/enc`); refuses a conflict with moves already recorded.
+fn record_move(
+    chain: &[Edge],
+    from: &[&str],
+    to: &[&str],
+    (key, new_key): (&str, &str),
+    moves: &mut HashMap<usize, (String, String)>,
+) -> Result<(), String> {
+    let mut same = 0;
+    while same < from.len()
+        && same < to.len()
+        && from[from.len() - 1 - same] == to[to.len() - 1 - same]
+    {
+        same += 1;
+    }
+    // The moved object: `same - 1` levels above the key's (itself when nothing is alike).
+    let up = same.saturating_sub(1);
+    let (keep_from, keep_to) = (from.len() - up, to.len() - up);
+    if keep_from == 0 || keep_to == 0 {
+        return Err(format!(
+            "{key} -> {new_key}: moves the root (not an object move)"
+        ));
+    }
+    let moved = chain
+        .get(keep_from - 1)
+        .map(|e| e.2)
+        .ok_or_else(|| format!("{key}: not under its object's path"))?;
+    for c in &to[..keep_to] {
+        unescape(c)
+            .ok_or_else(|| format!("{key} -> {new_key}: {c} is not an escaped object name"))?;
+    }
+    let m = (from[..keep_from].join("/"), to[..keep_to].join("/"));
+    match moves.get(&moved) {
+        Some(other) if *other != m => Err(format!(
+            "{key} -> {new_key}: moves {} to {}, another key moves it to {}",
+            m.0, m.1, other.1
+        )),
+        _ => {
+            moves.insert(moved, m);
+            Ok(())
+        }
+    }
+}
+
+/// Moves each object of `moves` (node -> (old path, new path)) to its new path: its edge
+/// leaves its old parent (which counts as having lost something, so that it goes if nothing is
+/// left in it), and it becomes the child of the object at its new path's parent, objects made
+/// on the way where none is (empty ones, as a module that only holds others).
+fn apply_moves(
+    g: &mut TrackableObjectGraph,
+    moves: &HashMap<usize, (String, String)>,
+    touched: &mut Vec<bool>,
+) -> Result<(), String> {
+    let mut order: Vec<(&usize, &(String, String))> = moves.iter().collect();
+    order.sort();
+    // Detached first, all (marked, then removed: the edges' indices stay valid until then).
+    for (_, (old, _)) in &order {
+        let chain = walk(g, old).ok_or_else(|| format!("{old}: not a path to move"))?;
+        let &(parent, child, _) = chain.last().ok_or("the root does not move")?;
+        g.nodes[parent].children[child].node_id = -1;
+        touched[parent] = true;
+    }
+    for o in &mut g.nodes {
+        o.children.retain(|c| c.node_id != -1);
+    }
+    for (&m, (old, new)) in &order {
+        let comps: Vec<String> = components(new)
+            .into_iter()
+            .map(|c| unescape(c).unwrap_or_default())
+            .collect();
+        let (last, dirs) = comps.split_last().ok_or("an empty path")?;
+        let mut at = 0usize;
+        for name in dirs {
+            let found = g.nodes[at]
+                .children
+                .iter()
+                .find(|c| c.local_name == *name)
+                .and_then(|c| usize::try_from(c.node_id).ok())
+                .filter(|&i| i < g.nodes.len());
+            at = match found {
+                Some(i) => i,
+                None => {
+                    let i = g.nodes.len();
+                    let id = i32::try_from(i).map_err(|_| "too many objects")?;
+                    g.nodes.push(TrackableObject::default());
+                    touched.push(false);
+                    g.nodes[at].children.push(ObjectReference {
+                        node_id: id,
+                        local_name: name.clone(),
+                    });
+                    i
+                }
+            };
+        }
+        if g.nodes[at].children.iter().any(|c| c.local_name == *last) {
+            return Err(format!(
+                "{old} -> {new}: {} already has a child named {last}",
+                if dirs.is_empty() {
+                    "the root"
+                } else {
+                    "its new parent"
+                }
+            ));
+        }
+        let id = i32::try_from(m).map_err(|_| "too many objects")?;
+        g.nodes[at].children.push(ObjectReference {
+            node_id: id,
+            local_name: last.clone(),
+        });
     }
     Ok(())
 }
@@ -456,9 +631,17 @@ mod tests {
         // A tail changed.
         let f1 = |k: &str| Some(Some(k.replace("VARIABLE_VALUE", "VALUE")));
         assert!(edit(&g, &f1).unwrap_err().contains("not an object move"));
-        // Another depth.
-        let f2 = |k: &str| Some(Some(k.replace("model/enc/", "enc/")));
-        assert!(edit(&g, &f2).unwrap_err().contains("depth"));
+        // A move onto an object that is there.
+        let f2 = |k: &str| {
+            Some(Some(if k.starts_with("model/enc/kernel/.A") {
+                "save_counter/.ATTRIBUTES/VARIABLE_VALUE".to_string()
+            } else {
+                k.to_string()
+            }))
+        };
+        assert!(edit(&g, &f2)
+            .unwrap_err()
+            .contains("the root already has a child named save_counter"));
         // Two children named alike.
         let f3 = |k: &str| Some(Some(k.replace("model/enc/", "model/dec/")));
         assert!(edit(&g, &f3).unwrap_err().contains("both be named dec"));
@@ -472,6 +655,66 @@ mod tests {
             }))
         };
         assert!(edit(&g, &f4).unwrap_err().contains("not renamed with it"));
+    }
+
+    /// The children's names from the root along `path` (`/`-separated), each node's id.
+    fn walk(g: &TrackableObjectGraph, path: &str) -> Option<usize> {
+        let mut at = 0usize;
+        for name in path.split('/') {
+            let c = g.nodes[at].children.iter().find(|c| c.local_name == name)?;
+            at = usize::try_from(c.node_id).ok()?;
+        }
+        Some(at)
+    }
+
+    #[test]
+    fn moves_to_another_depth_make_and_leave_objects() {
+        let g = graph();
+        // Deeper: model/enc under model/blocks/0 (two objects made on the way); the slot's key
+        // (reached through its optimizer) follows key by key.
+        let fate = |k: &str| Some(Some(k.replace("model/enc/", "model/blocks/0/enc/")));
+        let e = edit(&g, &fate).unwrap();
+        let kernel = walk(&e, "model/blocks/0/enc/kernel").expect("moved");
+        assert_eq!(
+            e.nodes[kernel].attributes[0].checkpoint_key,
+            "model/blocks/0/enc/kernel/.ATTRIBUTES/VARIABLE_VALUE"
+        );
+        assert!(walk(&e, "model/enc").is_none(), "the old edge is gone");
+        assert!(walk(&e, "model/dec/kernel").is_some());
+        assert_eq!(e.nodes.len(), g.nodes.len() + 2);
+        assert!(keys(&e).contains(
+            &"model/blocks/0/enc/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE"
+                .to_string()
+        ));
+        // The slot reference still names the moved variable.
+        let opt = walk(&e, "optimizer").unwrap();
+        assert_eq!(
+            e.nodes[opt].slot_variables[0].original_variable_node_id as usize,
+            kernel
+        );
+        // Up: model/enc to the root as enc, then model/dec's kernel up into model (its dec,
+        // empty after, leaves the graph).
+        let up = |k: &str| {
+            Some(Some(
+                k.replace("model/enc/", "enc/")
+                    .replace("model/dec/kernel/", "model/kernel/"),
+            ))
+        };
+        let e = edit(&g, &up).unwrap();
+        assert!(walk(&e, "enc/kernel").is_some() && walk(&e, "model/kernel").is_some());
+        assert!(walk(&e, "model/enc").is_none() && walk(&e, "model/dec").is_none());
+        assert_eq!(e.nodes.len(), g.nodes.len() - 1, "dec left the graph");
+        // Two objects, each moved.
+        let half = |k: &str| {
+            Some(Some(
+                if k == "model/enc/kernel/.ATTRIBUTES/VARIABLE_VALUE" {
+                    "model/x/enc/kernel/.ATTRIBUTES/VARIABLE_VALUE".to_string()
+                } else {
+                    k.replace("model/dec/", "model/y/dec/")
+                },
+            ))
+        };
+        assert!(edit(&g, &half).is_ok(), "two objects, two moves");
     }
 
     /// Hostile object graphs (every byte of a real one's encoding flipped, every cut, random
