@@ -426,6 +426,9 @@ ROWS = [
       base=K("ex.tf.disk"), target=(">=", 0.667), cmd="tfmount export SRC BENCH_TMP/...; baseline: TF's write there"),
     R("23d", "export", "the same, cp to disk / export", K("ex.disk"), base=K("ex.cp.disk"), target=None,
       cmd="cp SRC.index SRC.data-* BENCH_TMP/..."),
+    R("23f", "export", "export to a .safetensors file on tmpfs, cp of the checkpoint's files / export",
+      K("ex.st.shm"), base=K("ex.cp.shm"), target=(">=", 0.667),
+      cmd="tfmount export SRC /dev/shm/.../model.safetensors; baseline: cp as 23b"),
     R("23e", "export", "the export's largest RssAnon (MiB) exporting 1 GiB", Max("ex.rss"), unit="MiB",
       target=("<=", 64), cmd="/proc/PID/status RssAnon, polled every 10 ms"),
     R("22.cpu", "tfjs_floor", "the daemon's CPU for the 1 GiB", K("tj.cpu.{v}"), unit="ticks", versions=True,
@@ -1590,6 +1593,12 @@ def s_export(c):
                 c.put(f"ex.{where}", t if p.returncode == 0 else NAN)
                 c.put("ex.rss", peak / 1024)
                 shutil.rmtree(os.path.dirname(out))
+            st = os.path.join(shm, f"st{r}/model.safetensors")
+            t0 = time.perf_counter()
+            ok = subprocess.run([c.tfmount, "export", src, st], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL).returncode == 0
+            c.put("ex.st.shm", time.perf_counter() - t0 if ok else NAN)
+            shutil.rmtree(os.path.dirname(st))
     finally:
         shutil.rmtree(shm, ignore_errors=True)
 
