@@ -4,7 +4,8 @@
 //! `RemoteStore` / `RemoteFile` (whole, ranges, suffix, a sequential reader) is compared with the
 //! local file. Faults: a server that stops answering or is stopped mid-read (an error within
 //! `remote_timeout`, then reads work again), an object rewritten under an open file, wrong
-//! credentials, an unknown bucket.
+//! credentials, an unknown bucket. `tfmount export` from S3 (a checkpoint to TF and to
+//! `.safetensors`, a SavedModel) writes what it writes from the same files on disk.
 //!
 //! Needs the servers: `scripts/install-test-servers.sh`.
 
@@ -478,4 +479,107 @@ fn http_on_nginx() {
         || ng2.borrow_mut().start(),
     );
     assert_eq!(ng.port, port);
+}
+
+/// Every file below `dir`, relative, with its bytes.
+fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    common::walk_files(dir)
+        .into_iter()
+        .map(|p| {
+            let b = std::fs::read(dir.join(&p)).unwrap();
+            (p, b)
+        })
+        .collect()
+}
+
+/// `tfmount export` from object storage writes what it writes from the same files on disk,
+/// byte for byte: a checkpoint (to TF and to `.safetensors`) and a SavedModel (its files
+/// copied through the store, its variables rewritten).
+#[test]
+fn export_from_s3_writes_what_it_writes_from_disk() {
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    let env = s3_env(moto.port, home.path());
+    let (store, _) = RemoteStore::open_url("s3://tfm/", &cfg_of(&env)).unwrap();
+    put_all(&store.object_store(), &upload_set());
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path();
+    let export = |args: &[&std::ffi::OsStr]| {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["export".as_ref()];
+        a.extend_from_slice(args);
+        let r = common::tfmount_env(&a, &env);
+        assert_eq!(
+            r.status.code(),
+            Some(0),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    };
+    let f = common::fixtures();
+    for (remote, local, name) in [
+        (
+            "s3://tfm/up/sharded/model.ckpt",
+            f.join("sharded/model.ckpt"),
+            "ckpt",
+        ),
+        (
+            "s3://tfm/up/demo_savedmodel",
+            f.join("demo_savedmodel"),
+            "sm",
+        ),
+    ] {
+        let (r, l) = (o.join(format!("r_{name}")), o.join(format!("l_{name}")));
+        let (rs, ls) = (
+            o.join(format!("r_{name}.safetensors")),
+            o.join(format!("l_{name}.safetensors")),
+        );
+        export(&[remote.as_ref(), r.join("out").as_os_str()]);
+        export(&[local.as_os_str(), l.join("out").as_os_str()]);
+        let (a, b) = (tree_bytes(&r), tree_bytes(&l));
+        assert!(
+            a.len() >= 2,
+            "{name}: {:?}",
+            a.iter().map(|x| &x.0).collect::<Vec<_>>()
+        );
+        assert_eq!(a, b, "{name}: the export from s3 differs");
+        export(&[
+            "--drop".as_ref(),
+            "label/**".as_ref(),
+            remote.as_ref(),
+            rs.as_os_str(),
+        ]);
+        export(&[
+            "--drop".as_ref(),
+            "label/**".as_ref(),
+            local.as_os_str(),
+            ls.as_os_str(),
+        ]);
+        // The same header (but for the source named in __metadata__, and so its padding) and
+        // the same data.
+        let parts = |p: &Path| {
+            let b = std::fs::read(p).unwrap();
+            let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+            let mut h: serde_json::Value = serde_json::from_slice(&b[8..8 + n]).unwrap();
+            let src = h["__metadata__"]
+                .as_object_mut()
+                .unwrap()
+                .remove("tfmount.source");
+            (h, src, b[8 + n..].to_vec())
+        };
+        let (ha, sa, da) = parts(&rs);
+        let (hb, sb, db) = parts(&ls);
+        assert_eq!(ha, hb, "{name}: the .safetensors header from s3 differs");
+        assert_eq!(da, db, "{name}: the .safetensors data from s3 differ");
+        assert_eq!(sa, Some(serde_json::json!(remote)));
+        assert_eq!(sb, Some(serde_json::json!(local.to_str().unwrap())));
+    }
+    // The SavedModel: written as one, its graph file the fixture's.
+    assert_eq!(
+        std::fs::read(o.join("r_sm/out/saved_model.pb")).unwrap(),
+        std::fs::read(f.join("demo_savedmodel/saved_model.pb")).unwrap()
+    );
 }
