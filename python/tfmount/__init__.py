@@ -288,7 +288,7 @@ def save(mapping, out, *, format=None, shard_size=None, force=False):
     items = []
     for key, value in items_of():
         if not isinstance(key, str):
-            raise TypeError(f"save: key {key!r} is a {type(key).__name__}: keys must be str")
+            raise TypeError(f"save: keys must be str, not {type(key).__name__}: {key!r}")
         a = numpy.asarray(value)
         kind, name = _save_kind(key, a)
         items.append((key, kind, name, [int(d) for d in a.shape], a, str(a.dtype)))
