@@ -3,10 +3,11 @@ byte by tfmount and by the format's own reader (safetensors' parser; TensorFlow'
 reader in a Python that has TensorFlow, the test virtualenv); shapes, orders and byte orders;
 strings; refusals that leave nothing at OUT."""
 
+import hashlib
 import json
 import os
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import numpy
@@ -219,6 +220,57 @@ def test_an_empty_mapping_and_force(tmp_path):
     assert st.read_bytes() != before
 
 
+def test_one_converted_copy_at_a_time_in_key_order(tmp_path, monkeypatch):
+    import weakref
+
+    real = tfmount._save_prepare
+    live, seen = [], []
+
+    def prepare(a):
+        out = real(a)
+        # Every copy made for an earlier array is gone before the next is made.
+        assert all(r() is None for r in live), "a converted copy outlived its turn"
+        if out is not a:
+            live.append(weakref.ref(out))
+        seen.append(int(a.ravel()[0]))
+        return out
+
+    monkeypatch.setattr(tfmount, "_save_prepare", prepare)
+    arrays = {f"k{i}": numpy.full((64, 64), i, ">i4") for i in (3, 1, 2)}
+    arrays["k0"] = numpy.zeros((64, 64), numpy.int32)   # written from its own memory
+    tfmount.save(arrays, tmp_path / "ckpt")
+    assert seen == [0, 1, 2, 3]
+    assert len(live) == 3
+
+
+def test_the_gil_is_released_while_writing(tmp_path):
+    import threading
+
+    big = numpy.ones(48 << 20, numpy.uint8)
+    ticks, done = [0], threading.Event()
+
+    def spin():
+        while not done.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        # The other thread's pace with the GIL free (this one asleep), then during the save.
+        t0, n0 = time.perf_counter(), ticks[0]
+        time.sleep(0.2)
+        rate = (ticks[0] - n0) / (time.perf_counter() - t0)
+        t0, n0 = time.perf_counter(), ticks[0]
+        tfmount.save({"big": big}, tmp_path / "ckpt")
+        took, during = time.perf_counter() - t0, ticks[0] - n0
+    finally:
+        done.set()
+        t.join()
+    # Held through the write, the GIL would leave the other thread only the few switch
+    # intervals of save's Python part (milliseconds of a write that takes far longer).
+    assert during > 0.05 * rate * took, (during, rate, took)
+
+
 # ---------------------------------------------------------------------------------------------
 # Refusals: nothing at OUT, the key and the dtype named.
 
@@ -337,7 +389,6 @@ TF_CANNOT = set()
 
 
 def test_tensorflow_reads_the_checkpoint(tmp_path):
-    import hashlib
 
     py = tf_python()
     arrays = {f"dtypes/{k}": a for k, a in every_dtype().items()}
