@@ -4,6 +4,7 @@
     with tfmount.open("run/ckpt-42") as m:        # any SOURCE the CLI takes
         kernel = m["dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"]   # a numpy array
         m.listdir("variables"), m.read("tensors.tsv")
+    tfmount.save({"w": numpy.ones((2, 3), "float32")}, "out/ckpt")   # numpy -> a TF checkpoint
 
 Arrays of tensors stored verbatim in a local file (V2 shards, contiguous ``.weights.h5``
 datasets, stored ``.keras`` members, TFLite buffers, TF.js float32 shards) are read-only views
@@ -24,7 +25,7 @@ import time
 from . import _tfmount
 from ._tfmount import Error, IntegrityError
 
-__all__ = ["open", "diff", "export", "mount", "Model", "Error", "IntegrityError", "__version__"]
+__all__ = ["open", "diff", "export", "save", "mount", "Model", "Error", "IntegrityError", "__version__"]
 __version__ = _tfmount.version()
 
 _builtin_open = open
@@ -213,6 +214,86 @@ def export(source, out, *, to=None, shard_size=None, force=False, dry_run=False,
                            dry_run=dry_run, no_object_graph=no_object_graph,
                            variables_from=None if variables_from is None else _fspath(variables_from),
                            names=names)
+
+
+_SAVE_FORMATS = (None, "tf", "safetensors")
+
+
+def _save_kind(key, a):
+    """How numpy holds ``a``'s dtype, as the core maps it to TensorFlow's: ``("string", "")``,
+    ``("ml_dtypes", name)`` or ``("numpy", descr)`` (little-endian; the core refuses what has
+    no TensorFlow dtype)."""
+    dt = a.dtype
+    if dt.kind in "SU":
+        return "string", ""
+    if dt.kind == "O":
+        for x in a.flat:
+            if not isinstance(x, (bytes, str)):
+                raise TypeError(
+                    f"{key}: dtype object holds {type(x).__name__}: tfmount.save writes numbers and "
+                    "strings (an object array of bytes or str)")
+        return "string", ""
+    if getattr(dt.type, "__module__", "").split(".")[0] == "ml_dtypes":
+        return "ml_dtypes", dt.name
+    if dt.fields is None and dt.subdtype is None and dt.str.startswith(">"):
+        dt = dt.newbyteorder("<")
+    return "numpy", dt.str
+
+
+def _save_prepare(a):
+    """What is written of one array, made when the core asks for it (one at a time): a
+    string tensor's elements as ``bytes`` (``str`` encoded UTF-8), row-major; otherwise the
+    array C-contiguous and little-endian (``a`` itself when it already is)."""
+    import numpy
+
+    if a.dtype.kind in "SUO":
+        return [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in a.ravel(order="C").tolist()]
+    if a.dtype.str.startswith(">"):
+        return a.astype(a.dtype.newbyteorder("<"), order="C")
+    return numpy.ascontiguousarray(a)
+
+
+def save(mapping, out, *, format=None, shard_size=None, force=False):
+    """Writes numpy arrays to a TF checkpoint (``OUT.index``, ``OUT.data-*``) or, with
+    ``format="safetensors"`` or an OUT ending ``.safetensors``, a ``.safetensors`` file, through
+    the writers of ``tfmount export`` (nothing at OUT until it is whole, every byte read back).
+
+    ``mapping``: ``str`` keys to arrays (anything ``numpy.asarray`` takes): bool, int8..int64,
+    uint8..uint64, float16/32/64, complex64/128, ml_dtypes' bfloat16, float8_*, int4/uint4,
+    int2/uint2, float4_e2m1fn — each written as the TensorFlow dtype with the same bytes — and,
+    in a TF checkpoint only, strings (``S``/``U`` arrays, object arrays of ``bytes``/``str``;
+    ``str`` encoded UTF-8). Any shape, order or byte order: written row-major, little-endian.
+    The TF checkpoint is name-keyed (TF1 style, no object graph; keys in sorted order):
+    ``tf.train.load_checkpoint`` and ``tf.compat.v1.train.init_from_checkpoint`` read it.
+    ``shard_size``: bytes per data file at most (TF only). OUT existing is refused unless
+    ``force=True``.
+
+    Arrays are written from their own memory with the GIL released (a converted copy is made
+    for one array at a time when it is not C-contiguous little-endian): do not change them from
+    another thread during the call (what is then written is undefined).
+
+    Returns a dict: ``format`` (and ``to``, as ``export``'s), ``out``, ``tensors``, ``bytes``,
+    ``files``. Raises ``TypeError`` for a key that is not ``str`` or a dtype with no TensorFlow
+    equivalent, ``ValueError`` for a bad option, ``tfmount.Error`` when the output is refused
+    (OUT exists, strings or a dtype safetensors cannot hold, ...): nothing is then left at OUT."""
+    import numpy
+
+    if format not in _SAVE_FORMATS:
+        raise ValueError(f"save: format={format!r}: \"tf\" or \"safetensors\"")
+    if shard_size is not None and (isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1):
+        raise ValueError(f"save: shard_size={shard_size!r}: a number of bytes, at least 1")
+    items_of = getattr(mapping, "items", None)
+    if items_of is None:
+        raise TypeError(f"save: mapping must be a dict-like of str keys to arrays, not {type(mapping).__name__}")
+    items = []
+    for key, value in items_of():
+        if not isinstance(key, str):
+            raise TypeError(f"save: keys must be str, not {type(key).__name__}: {key!r}")
+        a = numpy.asarray(value)
+        kind, name = _save_kind(key, a)
+        items.append((key, kind, name, [int(d) for d in a.shape], a, str(a.dtype)))
+    return _tfmount.save(items, _fspath(out), _save_prepare, format=format, shard_size=shard_size,
+                         force=bool(force))
 
 
 def _unmount(mountpoint):

@@ -4,7 +4,8 @@
 //! `model/open.rs`'s `Tree`) and the model's checkpoint, whose tensors it hands out as numpy
 //! arrays ([`arrays`]: views of a mapping of the source file where the bytes lie there as
 //! served, decoded copies otherwise); `verify` and `diff` are the subcommands' own engines,
-//! their lines kept instead of printed; `main` is the command line itself.
+//! their lines kept instead of printed; `export` and `save` (numpy arrays in, [`saving`]) write
+//! through the engines' writers; `main` is the command line itself.
 //!
 //! Reads run with the GIL released. Errors are Python exceptions with the CLI's words
 //! ([`errors`]).
@@ -12,6 +13,7 @@
 mod arrays;
 mod errors;
 mod model;
+mod saving;
 
 use std::path::PathBuf;
 
@@ -142,6 +144,73 @@ fn export<'py>(
     Ok(d)
 }
 
+/// `tfmount.save`: `items` are `(key, kind, name, shape, array, shown)` (`kind`/`name`: how
+/// numpy holds the dtype, [`saving::dtype_of`]; `shown`: numpy's name of it, for messages),
+/// `prepare(array)` gives what is written of one ([`saving::Arrays`]); returns the summary.
+#[pyfunction]
+#[pyo3(signature = (items, out, prepare, format = None, shard_size = None, force = false))]
+fn save<'py>(
+    py: Python<'py>,
+    items: Vec<saving::Item>,
+    out: PathBuf,
+    prepare: Py<PyAny>,
+    format: Option<String>,
+    shard_size: Option<u64>,
+    force: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use crate::model::save::{Format, Options, Tensor};
+    use pyo3::exceptions::{PyTypeError, PyValueError};
+    let format = match format.as_deref() {
+        None => Format::default_for(&out),
+        Some(f) => Format::from_name(f).ok_or_else(|| {
+            PyValueError::new_err(format!("save: format={f:?}: \"tf\" or \"safetensors\""))
+        })?,
+    };
+    match shard_size {
+        Some(_) if format == Format::Safetensors => {
+            return Err(PyValueError::new_err(
+                "save: shard_size is for format=\"tf\" (a .safetensors file is one file)",
+            ))
+        }
+        Some(0) => return Err(PyValueError::new_err("save: shard_size must be at least 1")),
+        _ => {}
+    }
+    let mut tensors = Vec::with_capacity(items.len());
+    let mut arrays = saving::Arrays {
+        arrays: Vec::with_capacity(items.len()),
+        prepare,
+        err: None,
+    };
+    for (key, kind, name, shape, array, shown) in items {
+        let dtype = saving::dtype_of(&kind, &name).ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "{key}: dtype {shown} has no TensorFlow dtype with the same bytes (tfmount.save \
+                 writes bool, int8..int64, uint8..uint64, float16, float32, float64, complex64, \
+                 complex128, ml_dtypes' bfloat16, float8_e5m2, float8_e4m3fn, float8_e4m3fnuz, \
+                 float8_e4m3b11fnuz, float8_e5m2fnuz, int4, uint4, int2, uint2, float4_e2m1fn, \
+                 and strings: bytes or str)"
+            ))
+        })?;
+        arrays.arrays.push(array);
+        tensors.push(Tensor { key, dtype, shape });
+    }
+    let opts = Options {
+        format: Some(format),
+        shard_size,
+        force,
+    };
+    let r = py.detach(|| crate::model::save::save(&out, &tensors, &mut arrays, &opts));
+    let summary = r.map_err(|e| saving::error(py, e, arrays.err.take()))?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("format", summary.format.name())?;
+    d.set_item("to", summary.format.name())?;
+    d.set_item("out", summary.out)?;
+    d.set_item("tensors", summary.tensors)?;
+    d.set_item("bytes", summary.bytes)?;
+    d.set_item("files", summary.files)?;
+    Ok(d)
+}
+
 /// The crate's version (Cargo.toml's), as `tfmount --version` prints it.
 #[pyfunction]
 fn version() -> &'static str {
@@ -162,6 +231,7 @@ fn _tfmount(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_class::<model::Model>()?;
