@@ -123,6 +123,12 @@ pub trait Integrity: Send + Sync {
         len: usize,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<usize, String>;
+    /// Where a whole tensor's served bytes lie, as they are, in a local file: `(path, offset)`,
+    /// for a copy the kernel makes (`export`); `None` where they do not (a remote source, bytes
+    /// decoded or converted when served, a partitioned tensor).
+    fn stored_in_local_file(&self, _t: &Entry) -> Option<(PathBuf, u64)> {
+        None
+    }
     /// Reads a `checked_by_core` piece whole, checking it; returns the bytes read.
     fn check_piece(&self, p: &Piece) -> Result<u64, String>;
     /// Size of the tensor's served bytes (its `.bin`).

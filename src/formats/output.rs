@@ -136,6 +136,57 @@ pub(crate) fn stream(
     Ok(crc)
 }
 
+/// Copies `len` bytes of `src` from `offset` to the end of `dst` (at its file position, which
+/// moves past them) in the kernel (`copy_file_range`: no copy through this process, a reflink
+/// where the file system has them). `Ok(false)`, nothing copied, where the kernel cannot copy
+/// between these two files (another file system on an old kernel, a file system without it):
+/// the caller streams the bytes instead.
+pub(crate) fn copy_range(
+    src: &fs::File,
+    offset: u64,
+    dst: &fs::File,
+    dst_path: &Path,
+    len: u64,
+) -> Result<bool, String> {
+    use std::os::fd::AsRawFd;
+    let mut off_in = i64::try_from(offset).map_err(|_| "an offset past 2^63".to_string())?;
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(1 << 30) as usize;
+        // SAFETY: two open descriptors, a valid pointer to the input offset, no output offset
+        // (the file position is used and advanced).
+        let n = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                &mut off_in,
+                dst.as_raw_fd(),
+                std::ptr::null_mut(),
+                chunk,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            let unsupported = matches!(
+                e.raw_os_error(),
+                Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::EINVAL)
+            );
+            if unsupported && left == len {
+                return Ok(false);
+            }
+            return Err(named(dst_path, e));
+        }
+        if n == 0 {
+            return Err(format!(
+                "{}: the source ended {left} bytes early while copied",
+                dst_path.display()
+            ));
+        }
+        left -= n as u64;
+    }
+    Ok(true)
+}
+
 /// The CRC-32C of bytes `[at, end)` of `f` (`len` bytes long, just written and synced), read
 /// back from a read-only mapping where the process guards them, else with `pread`.
 pub(crate) struct ReadBack<'a> {

@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::output::{named, stream, ReadBack, Target};
+use super::output::{copy_range, named, stream, ReadBack, Target};
 
 const BUF: usize = 1 << 20;
 
@@ -21,8 +21,8 @@ pub(crate) struct SafetensorsWriter {
     path: PathBuf,
     file: BufWriter<File>,
     header: Vec<u8>,
-    /// Each tensor's bytes in the file, and their CRC-32C.
-    written: Vec<(u64, u64, u32)>,
+    /// Each tensor's bytes in the file, their CRC-32C, and whether they were read back already.
+    written: Vec<(u64, u64, u32, bool)>,
     at: u64,
     finished: bool,
 }
@@ -57,9 +57,36 @@ impl SafetensorsWriter {
         fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String>,
     ) -> Result<u32, String> {
         let crc = stream(&mut self.file, &self.path, size, fill)?;
-        self.written.push((self.at, self.at + size, crc));
+        self.written.push((self.at, self.at + size, crc, false));
         self.at += size;
         Ok(crc)
+    }
+
+    /// Adds the next tensor from `size` bytes of the local file `src` at `offset`, stored there
+    /// with the CRC-32C `stored_crc`: copied by the kernel, read back at once against it (as
+    /// [`crate::formats::v2::write::BundleWriter::add_copied`]). `Ok(false)`, nothing added,
+    /// where the kernel cannot copy between the two files.
+    pub(crate) fn add_copied(
+        &mut self,
+        size: u64,
+        (src, src_path, offset): (&File, &Path, u64),
+        stored_crc: u32,
+    ) -> Result<bool, String> {
+        self.file.flush().map_err(|e| named(&self.path, e))?;
+        if !copy_range(src, offset, self.file.get_ref(), &self.path, size)? {
+            return Ok(false);
+        }
+        let (at, end) = (self.at, self.at + size);
+        self.at = end;
+        let crc = ReadBack::new(self.file.get_ref(), &self.path, end).crc(at, end)?;
+        if crc != stored_crc {
+            return Err(format!(
+                "CRC-32C mismatch in its copy from {} at {offset} (stored {stored_crc:#010x}, computed {crc:#010x}; a damaged source tensor is never copied)",
+                src_path.display()
+            ));
+        }
+        self.written.push((at, end, crc, true));
+        Ok(true)
     }
 
     /// Makes `OUT` whole (see the module's docs); on failure the temporary is removed.
@@ -74,7 +101,7 @@ impl SafetensorsWriter {
             return Err(format!("{}: the header read back differs", path.display()));
         }
         let mut rb = ReadBack::new(f, &path, self.at);
-        for &(a, z, crc) in &self.written {
+        for &(a, z, crc, _) in self.written.iter().filter(|w| !w.3) {
             let got = rb.crc(a, z)?;
             if got != crc {
                 return Err(format!(

@@ -1057,8 +1057,25 @@ fn check_source(cks: &[Ckpt], p: &Planned, served: u64, crc: Option<u32>) -> Res
     Ok(())
 }
 
+/// Where the planned tensor's bytes lie as they are, with their stored CRC-32C, in a local file
+/// (a whole V2 tensor of a fixed-size dtype, not cast): the file opened, its path, the offset
+/// and the CRC. The writers have the kernel copy such bytes and read them back once, against
+/// that CRC (the source and the copy checked in one pass).
+fn copyable(cks: &[Ckpt], p: &Planned, served: u64) -> Option<(std::fs::File, PathBuf, u64, u32)> {
+    if p.made.is_some() || p.cast_from.is_some() || p.dtype == DT_STRING || p.dtype == DT_VARIANT {
+        return None;
+    }
+    let From::Tensor(i, t) = &p.from else {
+        return None;
+    };
+    let crc = t.crc.filter(|_| !t.partitioned && t.nbytes == served)?;
+    let (path, offset) = cks[*i].stored_in_local_file(t)?;
+    let f = std::fs::File::open(&path).ok()?;
+    Some((f, path, offset, crc))
+}
+
 /// Streams one tensor into the checkpoint being written, then checks its source
-/// ([`check_source`]).
+/// ([`check_source`]); or has the kernel copy it ([`copyable`]).
 fn write_one(cks: &[Ckpt], p: &Planned, w: &mut BundleWriter) -> Result<(), String> {
     let show = p.shown();
     let refuse = |why: String| format!("{show}: {why}");
@@ -1075,6 +1092,21 @@ fn write_one(cks: &[Ckpt], p: &Planned, w: &mut BundleWriter) -> Result<(), Stri
             .map_err(&refuse);
     }
     let served = served_size(cks, p).map_err(&refuse)?;
+    if let Some((f, path, offset, stored)) = copyable(cks, p, served) {
+        let copied = w
+            .add_copied(
+                &p.key,
+                p.dtype,
+                &p.shape,
+                served,
+                (&f, &path, offset),
+                stored,
+            )
+            .map_err(&refuse)?;
+        if copied {
+            return Ok(());
+        }
+    }
     let crc = if p.dtype == DT_VARIANT {
         let From::Tensor(i, t) = &p.from else {
             return Err(refuse("a variant comes only from a V2 checkpoint".into()));
@@ -1157,6 +1189,14 @@ fn write_safetensors(
         let p = &plan[i];
         let show = p.shown();
         let served = sizes[i];
+        if let Some((f, path, offset, stored)) = copyable(cks, p, served) {
+            let copied = w
+                .add_copied(range.end - range.start, (&f, &path, offset), stored)
+                .map_err(|e| format!("{show}: {e}"))?;
+            if copied {
+                continue;
+            }
+        }
         let mut src_crc = None;
         let crc = w
             .add(range.end - range.start, |sink| {

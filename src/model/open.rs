@@ -622,6 +622,12 @@ impl Ckpt {
         self.checks.walk()
     }
 
+    /// Where a whole tensor's served bytes lie as they are in a local file (see
+    /// [`Integrity::stored_in_local_file`]).
+    pub(crate) fn stored_in_local_file(&self, t: &TensorInfo) -> Option<(PathBuf, u64)> {
+        self.checks.stored_in_local_file(t)
+    }
+
     /// The stored pieces of a tensor: itself, or its slices.
     pub(crate) fn pieces(&self, t: &TensorInfo) -> Result<Vec<Piece>, String> {
         self.checks.pieces(t)

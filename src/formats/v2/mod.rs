@@ -329,6 +329,24 @@ impl Integrity for Bundle {
         Ok(out)
     }
 
+    /// A whole tensor of a fixed-size dtype in a local data file (served as stored).
+    fn stored_in_local_file(&self, t: &Entry) -> Option<(PathBuf, u64)> {
+        if self.store.is_remote() || self.store.stats_line().is_some() {
+            return None;
+        }
+        let tensor = t.handle.get::<Tensor>().ok()?;
+        let d = tensor.entry.dtype;
+        if d == DT_STRING || d == DT_VARIANT || d.elem_size().is_none() {
+            return None;
+        }
+        match tensor.entry.data {
+            Data::Contiguous { shard, offset, .. } => {
+                Some((data_file_name(&self.prefix, shard, self.num_shards), offset))
+            }
+            Data::Sliced(_) => None,
+        }
+    }
+
     /// Each data file is looked at once (`stat`); reading the piece finds any other trouble.
     fn piece_present(&self, p: &Piece) -> Result<(), String> {
         let at = p.handle.get::<At>()?;

@@ -8,6 +8,10 @@
 //! A reader that sees `OUT.index` sees a whole checkpoint. Any failure removes the temporaries;
 //! a killed writer's are removed by the next writer in that directory (their process gone).
 //!
+//! A tensor whose bytes lie as they are in a local file with a stored CRC-32C (a whole V2
+//! tensor) is copied by the kernel instead ([`BundleWriter::add_copied`]) and read back at once
+//! against that CRC, not again in `finish`.
+//!
 //! Memory is bounded by one buffer per open data file ([`BUF`]) and the index's entries (a key
 //! and ~40 bytes per tensor), never by a tensor's size.
 
@@ -17,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::formats::output::{named, stream, ReadBack, Target};
+use crate::formats::output::{copy_range, named, stream, ReadBack, Target};
 use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::table_build::TableBuilder;
 use crate::parse::{mask_crc, varint};
@@ -46,6 +50,8 @@ struct Written {
     key: Vec<u8>,
     entry: BundleEntryProto,
     raw: u32,
+    /// Read back already (copied by the kernel, then read back against the source's CRC).
+    read_back: bool,
 }
 
 /// One data file being written.
@@ -177,8 +183,54 @@ impl BundleWriter {
             key: key.to_vec(),
             entry: entry(dtype, shape, k, offset, size, entry_crc.unwrap_or(crc)),
             raw: crc,
+            read_back: false,
         });
         Ok(crc)
+    }
+
+    /// Adds a tensor of a fixed-size dtype whose bytes are `size` bytes of the local file
+    /// `src` from `offset`, stored there with the CRC-32C `stored_crc` (a V2 tensor): copied by
+    /// the kernel ([`copy_range`]), then read back at once against `stored_crc`, which checks
+    /// the source and the copy in one pass. `Ok(false)`, nothing added, where the kernel cannot
+    /// copy between the two files (the caller streams the tensor instead).
+    pub(crate) fn add_copied(
+        &mut self,
+        key: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        size: u64,
+        (src, src_path, offset): (&File, &Path, u64),
+        stored_crc: u32,
+    ) -> Result<bool, String> {
+        if self.keys.contains(key) {
+            return Err(format!(
+                "{}: two tensors with this key",
+                String::from_utf8_lossy(key)
+            ));
+        }
+        let k = self.shard_for(size)?;
+        let shard = &mut self.shards[k];
+        shard.out.flush().map_err(|e| named(&shard.path, e))?;
+        let at = shard.len;
+        if !copy_range(src, offset, shard.out.get_ref(), &shard.path, size)? {
+            return Ok(false);
+        }
+        shard.len += size;
+        let crc = ReadBack::new(shard.out.get_ref(), &shard.path, shard.len).crc(at, shard.len)?;
+        if crc != stored_crc {
+            return Err(format!(
+                "CRC-32C mismatch in its copy from {} at {offset} (stored {stored_crc:#010x}, computed {crc:#010x}; a damaged source tensor is never copied)",
+                src_path.display()
+            ));
+        }
+        self.check_key(key)?;
+        self.written.push(Written {
+            key: key.to_vec(),
+            entry: entry(dtype, shape, k, at, size, stored_crc),
+            raw: crc,
+            read_back: true,
+        });
+        Ok(true)
     }
 
     /// Adds a tensor whose stored bytes are copied as they are: a variant of a V2 checkpoint
@@ -280,6 +332,7 @@ impl BundleWriter {
             key: key.to_vec(),
             entry: entry(DT_STRING, shape, k, offset, size, crc),
             raw,
+            read_back: false,
         });
         Ok(())
     }
@@ -367,7 +420,7 @@ impl BundleWriter {
             for w in self
                 .written
                 .iter()
-                .filter(|w| w.entry.shard_id as usize == k)
+                .filter(|w| w.entry.shard_id as usize == k && !w.read_back)
             {
                 let (at, end) = (
                     w.entry.offset as u64,
