@@ -187,6 +187,149 @@ pub(crate) fn copy_range(
     Ok(true)
 }
 
+/// One range of a written file to read back against a CRC-32C, on the [`Verifier`]'s thread.
+struct Job {
+    path: PathBuf,
+    at: u64,
+    end: u64,
+    crc: u32,
+    /// What a mismatch is said as, before the CRCs (`KEY: CRC-32C mismatch in its copy from
+    /// FILE at OFFSET`).
+    what: String,
+}
+
+/// Reads back ranges of written files on a thread of its own, while the writer goes on (a
+/// kernel copy of the next tensor on one core, the read-back of the last on the other). The
+/// first mismatch or error is kept: [`Verifier::failed`] says it (the writer's caller asks
+/// before each tensor), [`Verifier::finish`] returns it; at most [`QUEUE`] ranges wait.
+pub(crate) struct Verifier {
+    tx: Option<std::sync::mpsc::SyncSender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    err: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// Ranges waiting to be read back at most.
+const QUEUE: usize = 64;
+
+impl Verifier {
+    pub(crate) fn new() -> Verifier {
+        Verifier {
+            tx: None,
+            thread: None,
+            err: std::sync::Arc::new(std::sync::Mutex::new(None)),
+        }
+    }
+
+    /// The first error found so far.
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.err.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Queues bytes `[at, end)` of the file at `path` to be read back against `crc` (the
+    /// thread started the first time; read back here if no thread can be started).
+    pub(crate) fn check(
+        &mut self,
+        path: &Path,
+        at: u64,
+        end: u64,
+        crc: u32,
+        what: String,
+    ) -> Result<(), String> {
+        if self.tx.is_none() {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE);
+            let err = self.err.clone();
+            let spawned = std::thread::Builder::new()
+                .name("tfmount-readback".into())
+                .spawn(move || {
+                    let mut open: Option<(PathBuf, fs::File)> = None;
+                    for job in rx {
+                        if err.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                            continue;
+                        }
+                        let r = Self::run(&mut open, &job);
+                        if let Err(e) = r {
+                            *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        }
+                    }
+                });
+            match spawned {
+                Ok(t) => {
+                    self.tx = Some(tx);
+                    self.thread = Some(t);
+                }
+                // No thread: read back here.
+                Err(_) => {
+                    let mut open = None;
+                    return Self::run(
+                        &mut open,
+                        &Job {
+                            path: path.to_path_buf(),
+                            at,
+                            end,
+                            crc,
+                            what,
+                        },
+                    );
+                }
+            }
+        }
+        let job = Job {
+            path: path.to_path_buf(),
+            at,
+            end,
+            crc,
+            what,
+        };
+        if let Some(tx) = &self.tx {
+            if tx.send(job).is_err() {
+                return Err(self
+                    .failed()
+                    .unwrap_or_else(|| "the read-back thread ended".into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(open: &mut Option<(PathBuf, fs::File)>, job: &Job) -> Result<(), String> {
+        if open.as_ref().is_none_or(|(p, _)| *p != job.path) {
+            let f = fs::File::open(&job.path).map_err(|e| named(&job.path, e))?;
+            *open = Some((job.path.clone(), f));
+        }
+        let Some((_, f)) = open.as_ref() else {
+            return Err(format!("{}: not open", job.path.display()));
+        };
+        let got = ReadBack::new(f, &job.path, job.end).crc(job.at, job.end)?;
+        if got != job.crc {
+            return Err(format!(
+                "{} (stored {:#010x}, computed {got:#010x}; a damaged source tensor is never copied)",
+                job.what, job.crc
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for every queued range; the first error found.
+    pub(crate) fn finish(&mut self) -> Result<(), String> {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        match self.failed() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Verifier {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The CRC-32C of bytes `[at, end)` of `f` (`len` bytes long, just written and synced), read
 /// back from a read-only mapping where the process guards them, else with `pread`.
 pub(crate) struct ReadBack<'a> {
@@ -237,5 +380,41 @@ impl<'a> ReadBack<'a> {
             at += n as u64;
         }
         Ok(crc)
+    }
+}
+
+#[cfg(test)]
+mod verifier_tests {
+    use super::*;
+
+    #[test]
+    fn the_verifier_reads_back_beside_the_writer_and_keeps_the_first_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        fs::write(&path, &bytes).unwrap();
+        let crc = |a: usize, z: usize| crc32c::crc32c(&bytes[a..z]);
+        let mut v = Verifier::new();
+        v.check(&path, 0, 4096, crc(0, 4096), "a".into()).unwrap();
+        v.check(&path, 4096, 100_000, crc(4096, 100_000), "b".into())
+            .unwrap();
+        assert_eq!(v.finish(), Ok(()));
+        let mut v = Verifier::new();
+        v.check(&path, 0, 10, crc(0, 10), "ok".into()).unwrap();
+        v.check(
+            &path,
+            10,
+            20,
+            crc(10, 20) ^ 1,
+            "k: CRC-32C mismatch in x".into(),
+        )
+        .unwrap();
+        v.check(&path, 20, 30, 0, "later".into()).unwrap();
+        let e = v.finish().unwrap_err();
+        assert!(
+            e.starts_with("k: CRC-32C mismatch in x (stored") && e.contains("never copied"),
+            "{e}"
+        );
+        assert_eq!(v.failed(), Some(e));
     }
 }

@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::output::{copy_range, named, stream, ReadBack, Target};
+use super::output::{copy_range, named, stream, ReadBack, Target, Verifier};
 
 const BUF: usize = 1 << 20;
 
@@ -24,6 +24,8 @@ pub(crate) struct SafetensorsWriter {
     /// Each tensor's bytes in the file, their CRC-32C, and whether they were read back already.
     written: Vec<(u64, u64, u32, bool)>,
     at: u64,
+    /// Reads back what the kernel copied while the next tensor is written.
+    verifier: Verifier,
     finished: bool,
 }
 
@@ -45,6 +47,7 @@ impl SafetensorsWriter {
             file,
             header,
             written: Vec::new(),
+            verifier: Verifier::new(),
             finished: false,
         })
     }
@@ -68,6 +71,7 @@ impl SafetensorsWriter {
     /// where the kernel cannot copy between the two files.
     pub(crate) fn add_copied(
         &mut self,
+        key: &str,
         size: u64,
         (src, src_path, offset): (&File, &Path, u64),
         stored_crc: u32,
@@ -78,15 +82,18 @@ impl SafetensorsWriter {
         }
         let (at, end) = (self.at, self.at + size);
         self.at = end;
-        let crc = ReadBack::new(self.file.get_ref(), &self.path, end).crc(at, end)?;
-        if crc != stored_crc {
-            return Err(format!(
-                "CRC-32C mismatch in its copy from {} at {offset} (stored {stored_crc:#010x}, computed {crc:#010x}; a damaged source tensor is never copied)",
-                src_path.display()
-            ));
-        }
-        self.written.push((at, end, crc, true));
+        let what = format!(
+            "{key}: CRC-32C mismatch in its copy from {} at {offset}",
+            src_path.display()
+        );
+        self.verifier.check(&self.path, at, end, stored_crc, what)?;
+        self.written.push((at, end, stored_crc, true));
         Ok(true)
+    }
+
+    /// The first error the read-back of a copied tensor found so far.
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.verifier.failed()
     }
 
     /// Makes `OUT` whole (see the module's docs); on failure the temporary is removed.
@@ -95,6 +102,7 @@ impl SafetensorsWriter {
         self.file.flush().map_err(|e| named(&path, e))?;
         let f = self.file.get_ref();
         f.sync_all().map_err(|e| named(&path, e))?;
+        self.verifier.finish()?;
         let mut head = vec![0u8; self.header.len()];
         f.read_exact_at(&mut head, 0).map_err(|e| named(&path, e))?;
         if head != self.header {

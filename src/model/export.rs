@@ -1092,6 +1092,11 @@ fn write_one(cks: &[Ckpt], p: &Planned, w: &mut BundleWriter) -> Result<(), Stri
             .map_err(&refuse);
     }
     let served = served_size(cks, p).map_err(&refuse)?;
+    // A copied tensor's read-back runs beside the writing: its failure stops the export at the
+    // next tensor, named by its own key.
+    if let Some(e) = w.failed() {
+        return Err(e);
+    }
     if let Some((f, path, offset, stored)) = copyable(cks, p, served) {
         let copied = w
             .add_copied(
@@ -1189,9 +1194,12 @@ fn write_safetensors(
         let p = &plan[i];
         let show = p.shown();
         let served = sizes[i];
+        if let Some(e) = w.failed() {
+            return Err(e);
+        }
         if let Some((f, path, offset, stored)) = copyable(cks, p, served) {
             let copied = w
-                .add_copied(range.end - range.start, (&f, &path, offset), stored)
+                .add_copied(&show, range.end - range.start, (&f, &path, offset), stored)
                 .map_err(|e| format!("{show}: {e}"))?;
             if copied {
                 continue;

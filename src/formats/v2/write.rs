@@ -9,8 +9,9 @@
 //! a killed writer's are removed by the next writer in that directory (their process gone).
 //!
 //! A tensor whose bytes lie as they are in a local file with a stored CRC-32C (a whole V2
-//! tensor) is copied by the kernel instead ([`BundleWriter::add_copied`]) and read back at once
-//! against that CRC, not again in `finish`.
+//! tensor) is copied by the kernel instead ([`BundleWriter::add_copied`]) and read back against
+//! that CRC on a thread beside the writing ([`crate::formats::output::Verifier`]), waited for in
+//! `finish` before anything is renamed, not read again there.
 //!
 //! Memory is bounded by one buffer per open data file ([`BUF`]) and the index's entries (a key
 //! and ~40 bytes per tensor), never by a tensor's size.
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::formats::output::{copy_range, named, stream, ReadBack, Target};
+use crate::formats::output::{copy_range, named, stream, ReadBack, Target, Verifier};
 use crate::parse::dtype::{DType, DT_STRING};
 use crate::parse::table_build::TableBuilder;
 use crate::parse::{mask_crc, varint};
@@ -70,6 +71,8 @@ pub(crate) struct BundleWriter {
     shards: Vec<Shard>,
     written: Vec<Written>,
     keys: std::collections::HashSet<Vec<u8>>,
+    /// Reads back what the kernel copied while the next tensor is written.
+    verifier: Verifier,
     finished: bool,
 }
 
@@ -101,6 +104,7 @@ impl BundleWriter {
             shards: Vec::new(),
             written: Vec::new(),
             keys: std::collections::HashSet::new(),
+            verifier: Verifier::new(),
             finished: false,
         })
     }
@@ -216,21 +220,27 @@ impl BundleWriter {
             return Ok(false);
         }
         shard.len += size;
-        let crc = ReadBack::new(shard.out.get_ref(), &shard.path, shard.len).crc(at, shard.len)?;
-        if crc != stored_crc {
-            return Err(format!(
-                "CRC-32C mismatch in its copy from {} at {offset} (stored {stored_crc:#010x}, computed {crc:#010x}; a damaged source tensor is never copied)",
-                src_path.display()
-            ));
-        }
+        let what = format!(
+            "{}: CRC-32C mismatch in its copy from {} at {offset}",
+            String::from_utf8_lossy(key),
+            src_path.display()
+        );
+        self.verifier
+            .check(&shard.path, at, shard.len, stored_crc, what)?;
         self.check_key(key)?;
         self.written.push(Written {
             key: key.to_vec(),
             entry: entry(dtype, shape, k, at, size, stored_crc),
-            raw: crc,
+            raw: stored_crc,
             read_back: true,
         });
         Ok(true)
+    }
+
+    /// The first error the read-back of a copied tensor found so far (asked before each
+    /// tensor: the export stops there).
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.verifier.failed()
     }
 
     /// Adds a tensor whose stored bytes are copied as they are: a variant of a V2 checkpoint
@@ -361,6 +371,7 @@ impl BundleWriter {
             s.out.flush().map_err(|e| named(&s.path, e))?;
             s.out.get_ref().sync_all().map_err(|e| named(&s.path, e))?;
         }
+        self.verifier.finish()?;
         self.read_back()?;
         let shards = u32::try_from(self.shards.len()).map_err(|_| "too many data files")?;
         // The index: the header, then the entries in bytewise key order.
