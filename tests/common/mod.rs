@@ -648,3 +648,28 @@ pub fn export_check(modules: &str, args: &[&std::ffi::OsStr]) -> Option<Value> {
     );
     Some(serde_json::from_slice(&out.stdout).expect("json"))
 }
+
+/// TensorFlow's name of a safetensors dtype (`.dtype`'s text).
+pub fn safetensors_tf_name(st: &str) -> &'static str {
+    match st {
+        "F64" => "float64",
+        "F32" => "float32",
+        "F16" => "float16",
+        "BF16" => "bfloat16",
+        "I64" => "int64",
+        "I32" => "int32",
+        "I16" => "int16",
+        "I8" => "int8",
+        "U64" => "uint64",
+        "U32" => "uint32",
+        "U16" => "uint16",
+        "U8" => "uint8",
+        "BOOL" => "bool",
+        "C64" => "complex64",
+        "F8_E5M2" => "float8_e5m2",
+        "F8_E4M3" => "float8_e4m3fn",
+        "F8_E4M3FNUZ" => "float8_e4m3fnuz",
+        "F8_E5M2FNUZ" => "float8_e5m2fnuz",
+        other => panic!("no TensorFlow dtype for {other}"),
+    }
+}

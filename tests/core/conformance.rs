@@ -632,28 +632,8 @@ fn safetensors_wants(rel: &str) -> Vec<Want> {
         .iter()
         .map(|t| {
             let key = t["key"].as_str().expect("key").as_bytes().to_vec();
-            // TensorFlow's names for safetensors' dtypes (the same bytes).
-            let dtype = match t["dtype"].as_str().expect("dtype") {
-                "F64" => "float64",
-                "F32" => "float32",
-                "F16" => "float16",
-                "BF16" => "bfloat16",
-                "I64" => "int64",
-                "I32" => "int32",
-                "I16" => "int16",
-                "I8" => "int8",
-                "U64" => "uint64",
-                "U32" => "uint32",
-                "U16" => "uint16",
-                "U8" => "uint8",
-                "BOOL" => "bool",
-                "C64" => "complex64",
-                "F8_E5M2" => "float8_e5m2",
-                "F8_E4M3" => "float8_e4m3fn",
-                "F8_E4M3FNUZ" => "float8_e4m3fnuz",
-                "F8_E5M2FNUZ" => "float8_e5m2fnuz",
-                d => panic!("{rel}: a dtype the table does not name: {d}"),
-            };
+            // TensorFlow's name for the safetensors dtype (the same bytes).
+            let dtype = common::safetensors_tf_name(t["dtype"].as_str().expect("dtype"));
             Want {
                 stem: stem_of(&key),
                 key,

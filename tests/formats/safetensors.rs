@@ -23,31 +23,6 @@ fn expected(name: &str) -> Value {
     common::load_json(&format!("safetensors/expected/{name}.json"))
 }
 
-/// TensorFlow's name of a safetensors dtype (`.dtype`'s text).
-fn tf_name(st: &str) -> &'static str {
-    match st {
-        "F64" => "float64",
-        "F32" => "float32",
-        "F16" => "float16",
-        "BF16" => "bfloat16",
-        "I64" => "int64",
-        "I32" => "int32",
-        "I16" => "int16",
-        "I8" => "int8",
-        "U64" => "uint64",
-        "U32" => "uint32",
-        "U16" => "uint16",
-        "U8" => "uint8",
-        "BOOL" => "bool",
-        "C64" => "complex64",
-        "F8_E5M2" => "float8_e5m2",
-        "F8_E4M3" => "float8_e4m3fn",
-        "F8_E4M3FNUZ" => "float8_e4m3fnuz",
-        "F8_E5M2FNUZ" => "float8_e5m2fnuz",
-        other => panic!("no TensorFlow dtype for {other}"),
-    }
-}
-
 /// Every tensor of `want` (an expected record) read from `tree` under `at` (`""` or
 /// `name/`): bytes, dtype and shape as safetensors' reader gives them.
 fn check_tensors(tree: &Tree, at: &str, want: &Value) -> usize {
@@ -63,7 +38,7 @@ fn check_tensors(tree: &Tree, at: &str, want: &Value) -> usize {
         let st = t["dtype"].as_str().expect("dtype");
         assert_eq!(
             text(tree, &format!("{base}.dtype")).trim(),
-            tf_name(st),
+            common::safetensors_tf_name(st),
             "{base}"
         );
         let shape: Vec<String> = common::dims(&t["shape"])
