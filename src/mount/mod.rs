@@ -6,6 +6,7 @@
 mod fd;
 pub(crate) mod helper;
 pub(crate) mod mountinfo;
+mod nfs;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -183,18 +184,24 @@ fn permission_words() -> String {
     "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it; or a privileged step mounts and tfmount serves the descriptor without privileges, as /dev/fd/N (tfmount mount-helper; docs/containers.md)".into()
 }
 
+/// The ways on without FUSE, said where FUSE is missing.
+const NO_FUSE_WAYS: &str = "; without FUSE: tfmount --nfs SOURCE MOUNTPOINT mounts over NFS, tfmount --nfs-serve PORT SOURCE serves it for an NFS client, and `import tfmount` reads it in Python";
+
 fn check_fuse() -> Result<(), Failure> {
     if !Path::new("/dev/fuse").exists() {
         return Err(fail(
             EXIT_FUSE,
-            "FUSE is unavailable: /dev/fuse is missing (load the module with `modprobe fuse`, or run the container with --device /dev/fuse)",
+            format!("FUSE is unavailable: /dev/fuse is missing (load the module with `modprobe fuse`, or run the container with --device /dev/fuse){}", NO_FUSE_WAYS),
         ));
     }
     let is_root = unsafe { libc::geteuid() } == 0;
     if !is_root && which("fusermount3").is_none() {
         return Err(fail(
             EXIT_FUSE,
-            "FUSE is unavailable: fusermount3 not found (install it: apt-get install fuse3)",
+            format!(
+                "FUSE is unavailable: fusermount3 not found (install it: apt-get install fuse3){}",
+                NO_FUSE_WAYS
+            ),
         ));
     }
     Ok(())
@@ -337,7 +344,7 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
     let src = probe::open(&args.source, &settings.remote)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     if let (false, Some(mp)) = (src.remote, mp) {
-        check_nesting(&args.source, &src.probed, &args.mountpoint, mp)?;
+        check_nesting(&args.source, &src.probed, args.mountpoint(), mp)?;
     }
     let mut opts = settings.fs.clone();
     if src.remote {
@@ -359,7 +366,7 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
 /// A mount point that failed its check, said as the arguments given in the wrong order when
 /// they look so: MOUNTPOINT is a model (or a URL) and SOURCE an existing directory.
 fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
-    let (src, mp) = (&args.source, &args.mountpoint);
+    let (src, mp) = (&args.source, args.mountpoint());
     // A mount point already in use (a second mount on it) keeps its own message.
     let mounted = std::fs::canonicalize(mp).is_ok_and(|c| is_mount_point(&c));
     if !src.is_dir() || mounted {
@@ -389,7 +396,16 @@ fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
 /// mounted (the mount point `/dev/fd/N`).
 enum Target {
     Mount(PathBuf),
-    Fd { fd: OwnedFd, shown: PathBuf },
+    Fd {
+        fd: OwnedFd,
+        shown: PathBuf,
+    },
+    /// Served over NFS at `listen` (`--nfs-serve`), and mounted on `mountpoint` with the
+    /// system's NFS client (`--nfs`).
+    Nfs {
+        mountpoint: Option<PathBuf>,
+        listen: std::net::SocketAddr,
+    },
 }
 
 impl Target {
@@ -397,6 +413,7 @@ impl Target {
     fn mountpoint(&self) -> Option<&Path> {
         match self {
             Target::Mount(mp) => Some(mp),
+            Target::Nfs { mountpoint, .. } => mountpoint.as_deref(),
             Target::Fd { .. } => None,
         }
     }
@@ -404,8 +421,8 @@ impl Target {
     /// As the user named it, for messages.
     fn shown(&self) -> &Path {
         match self {
-            Target::Mount(mp) => mp,
-            Target::Fd { shown, .. } => shown,
+            Target::Mount(mp) | Target::Fd { shown: mp, .. } => mp,
+            Target::Nfs { mountpoint, .. } => mountpoint.as_deref().unwrap_or(Path::new("")),
         }
     }
 }
@@ -413,8 +430,28 @@ impl Target {
 /// The target of `args`: `/dev/fd/N` checked to be a `/dev/fuse` descriptor, or the mount
 /// point checked, and FUSE checked to be usable for mounting.
 fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
-    if let Some(n) = fd::parse(&args.mountpoint) {
-        let fd = fd::take(n?, &args.mountpoint)?;
+    if let Some(listen) = &args.nfs_serve {
+        let listen = crate::nfs::parse_listen(listen).map_err(|e| fail(EXIT_USAGE, e))?;
+        if !listen.ip().is_loopback() {
+            eprintln!(
+                "tfmount: warning: --nfs-serve {listen}: serving beyond this machine: NFSv3 trusts whatever user id a client claims, so anyone who can reach {listen} can read the whole tree"
+            );
+        }
+        return Ok(Target::Nfs {
+            mountpoint: None,
+            listen,
+        });
+    }
+    if args.nfs {
+        let mountpoint = check_mountpoint(args.mountpoint(), settings.nonempty)
+            .map_err(|f| swapped(args, settings, f))?;
+        return Ok(Target::Nfs {
+            mountpoint: Some(mountpoint),
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        });
+    }
+    if let Some(n) = fd::parse(args.mountpoint()) {
+        let fd = fd::take(n?, args.mountpoint())?;
         let theirs: Vec<&str> = settings
             .mount_time
             .iter()
@@ -425,13 +462,13 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
         if !theirs.is_empty() {
             eprintln!(
                 "tfmount: warning: {}: -o {} ignored: with a descriptor someone else mounted, mount options are the mounter's to set (tfmount mount-helper -o allow_other, or mount -o ...)",
-                args.mountpoint.display(),
+                args.mountpoint().display(),
                 theirs.join(",")
             );
         }
         return Ok(Target::Fd {
             fd,
-            shown: args.mountpoint.clone(),
+            shown: args.mountpoint().to_path_buf(),
         });
     }
     if let Some(o) = settings
@@ -444,7 +481,7 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
             format!("-o {o}: tfmount mounts are always nodev and nosuid ({o} is accepted only with the mount point /dev/fd/N, where mount.fuse3 passes it)"),
         ));
     }
-    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
+    let mountpoint = check_mountpoint(args.mountpoint(), settings.nonempty)
         .map_err(|f| swapped(args, settings, f))?;
     check_fuse()?;
     Ok(Target::Mount(mountpoint))
@@ -456,7 +493,16 @@ fn run_inner(args: Args) -> Result<(), Failure> {
     let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
     let target = target(&args, &settings)?;
     raise_fd_limit();
-    if args.foreground {
+    // A server only (`--nfs-serve`) stays in the foreground, as servers run under a terminal
+    // or a service manager do.
+    let serve_only = matches!(
+        target,
+        Target::Nfs {
+            mountpoint: None,
+            ..
+        }
+    );
+    if args.foreground || serve_only {
         let (fs, fsname) = open_fs(&args, &settings, target.mountpoint())?;
         return serve(fs, target, &fsname, &settings, None);
     }
@@ -729,6 +775,18 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
+/// Replies of tensor bytes from mappings of the source files (one copy of each byte); a page
+/// lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read with pread.
+fn install_mapped_reads() {
+    if let Err(e) = crate::source::mapped::install_guard() {
+        log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
+    } else if let Err(e) = crate::source::lease::install() {
+        // A file is mapped only under a read lease (a mapped reply racing a writer could carry
+        // the writer's bytes): none can be taken now.
+        log::warn!("cannot take read leases ({e}); tensor bytes are copied with pread");
+    }
+}
+
 fn serve(
     fs: Fs,
     target: Target,
@@ -743,16 +801,7 @@ fn serve(
         Some(mp) => Some(spawn_watchdog(mp, ready.as_ref().map(|f| f.as_raw_fd()))?),
         None => None,
     };
-    // Replies of tensor bytes from mappings of the source files (one copy of each byte); a
-    // page lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read
-    // with pread.
-    if let Err(e) = crate::source::mapped::install_guard() {
-        log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
-    } else if let Err(e) = crate::source::lease::install() {
-        // A file is mapped only under a read lease (a mapped reply racing a writer could carry
-        // the writer's bytes): none can be taken now.
-        log::warn!("cannot take read leases ({e}); tensor bytes are copied with pread");
-    }
+    install_mapped_reads();
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),
@@ -783,6 +832,10 @@ fn serve(
                 .map_err(|e| fd_failed(&shown, &e)),
             None,
         ),
+        Target::Nfs { mountpoint, listen } => {
+            drop(fuse_fs);
+            return nfs::serve(fs, mountpoint, listen, fsname, s, signals, ready);
+        }
     };
     let mut session = match session {
         Ok(sess) => sess,
