@@ -43,6 +43,8 @@ cache, orbax and issue19, as scripts/bench.sh ran):
   export      23: tfmount export of a 1 GiB TF2 checkpoint vs TensorFlow's write of the same
               variables (tf.train.Checkpoint.write, TF_PYTHON) and cp of its files, to tmpfs
               (/dev/shm) and to BENCH_TMP's disk; the export's largest RssAnon
+  nfs         24: tfmount --nfs-serve read by libnfs's nfs-cat (a BIG_GIB tensor) and nfs-ls -R
+              (WALK_TENSORS tensors) vs nfs-ganesha (FSAL VFS) serving the same bytes from tmpfs
   orbax       18: a 1 GiB Orbax checkpoint (ORBAX_PYTHON; scripts/bench_orbax.py)
   cache       19: object storage at scale: nginx limit_rate RATE behind latency_proxy (LAT_MS)
   issue19     issue 19's table, TFMOUNT_BEFORE and this tree alternating (needs TFMOUNT_BEFORE)
@@ -452,6 +454,17 @@ I19 = [
     ("v1", "64 MiB int64 saved by TF's V1 saver: V2 / V1 read time", K("i19.v1.{v}"), K("i19.v2.{v}"), "base/value", (">=", 0.7)),
     ("walk", "walk of WALK_TENSORS tensors: mount / memfuse", K("i19.walk.{v}"), K("i19.mf.walk"), "value/base", None),
     ("walk.session", "same: mount / memfuse in its own session", K("i19.walk.{v}"), K("i19.mf.swalk"), "value/base", ("<=", 1.1)),
+]
+ROWS += [
+    # 24: NFS
+    R("24a", "nfs", "nfs-cat of the BIG_GIB tensor: nfs-ganesha (the same bytes, a plain file on tmpfs) / tfmount --nfs-serve",
+      K("nfs.cat.tfmount"), base=K("nfs.cat.ganesha"), target=(">=", 1.0),
+      cmd="nfs-cat nfs://127.0.0.1//variables/big/tensor.bin?nfsport=P&mountport=P; baseline: nfs-cat of tensor.bin from nfs-ganesha 4 (FSAL VFS) exporting a tmpfs directory"),
+    R("24b", "nfs", "nfs-ls -R of WALK_TENSORS tensors' variables/: nfs-ganesha (a plain copy on tmpfs) / tfmount",
+      K("nfs.walk.tfmount"), base=K("nfs.walk.ganesha"), target=(">=", 1.0),
+      cmd="nfs-ls -R nfs://127.0.0.1//variables?...; baseline: the same over nfs-ganesha exporting cp -r of a mount's variables/"),
+    R("24c", "nfs", "the same nfs-cat: FUSE (dd bs=1M, fresh mount) / NFS, for scale", K("nfs.cat.tfmount"),
+      base=K("nfs.cat.fuse"), ratio="value/base", cmd="dd if=MNT/variables/big/tensor.bin of=/dev/null bs=1M"),
 ]
 ROWS += [R(f"issue19.{n}", "issue19", w, v, base=b, ratio=r, target=t, versions=True, cmd="bench_issue19")
          for n, w, v, b, r, t in I19]
@@ -1599,6 +1612,101 @@ def s_export(c):
                                 stderr=subprocess.DEVNULL).returncode == 0
             c.put("ex.st.shm", time.perf_counter() - t0 if ok else NAN)
             shutil.rmtree(os.path.dirname(st))
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+def ganesha(c, export):
+    """nfs-ganesha (FSAL VFS, NFSv3 over TCP only) exporting EXPORT read-only on free ports of
+    127.0.0.1: (process, nfs port, mount port); Skip with its log's last lines if it cannot."""
+    exe = which("ganesha.nfsd", "/usr/bin/ganesha.nfsd")
+    if not exe:
+        raise Skip("ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs rpcbind)")
+    if not c.out(["pgrep", "-x", "rpcbind"]).strip():
+        rpcbind = which("rpcbind", "/usr/sbin/rpcbind", "/sbin/rpcbind")
+        if not rpcbind:
+            raise Skip("nfs-ganesha registers with rpcbind, which is not installed (apt-get install rpcbind)")
+        c.run([rpcbind, "-w"])
+    d = os.path.join(c.work, "ganesha")
+    os.makedirs(d, exist_ok=True)
+    nfs_port, mnt_port = free_port(), free_port()
+    conf = os.path.join(d, "ganesha.conf")
+    with open(conf, "w") as f:
+        f.write(f"""NFS_CORE_PARAM {{
+    NFS_Port = {nfs_port}; MNT_Port = {mnt_port}; NLM_Port = {free_port()}; Rquota_Port = {free_port()};
+    Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; Bind_addr = 127.0.0.1;
+}}
+NFSV4 {{ Graceless = true; }}
+EXPORT {{
+    Export_Id = 1; Path = {export}; Pseudo = /export; Access_Type = RO; Squash = No_Root_Squash;
+    Protocols = 3; Transports = TCP; SecType = sys; FSAL {{ Name = VFS; }}
+}}
+LOG {{ Default_Log_Level = WARN; }}
+""")
+    logf = os.path.join(d, "log")
+    p = c.bg([exe, "-F", "-f", conf, "-L", logf, "-p", os.path.join(d, "pid")],
+             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        if p.poll() is not None:
+            break
+        try:
+            socket.create_connection(("127.0.0.1", nfs_port), timeout=1).close()
+            socket.create_connection(("127.0.0.1", mnt_port), timeout=1).close()
+            return p, nfs_port, mnt_port
+        except OSError:
+            time.sleep(0.1)
+    tail = ""
+    if os.path.exists(logf):
+        with open(logf, errors="replace") as f:
+            tail = " | ".join(line.strip()[-120:] for line in f.readlines()[-3:])
+    raise Skip(f"nfs-ganesha did not start: {tail}")
+
+
+def nfs_serve(c, src):
+    """`tfmount --nfs-serve 0 SRC` in the background: (process, port)."""
+    p = c.bg([c.tfmount, "--nfs-serve", "0", src], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r" on 127\.0\.0\.1:(\d+) ", p.stdout.readline())
+    if not m:
+        raise Skip("tfmount --nfs-serve printed no port")
+    return p, int(m.group(1))
+
+
+@section("nfs", "24: the NFS server read by libnfs (nfs-cat, nfs-ls -R) vs nfs-ganesha serving the same bytes from tmpfs")
+def s_nfs(c):
+    for tool in ("nfs-cat", "nfs-ls"):
+        if not which(tool):
+            raise Skip(f"{tool} not found (scripts/test.sh installs libnfs-utils)")
+    if not os.path.isdir("/dev/shm"):
+        raise Skip("no /dev/shm")
+    shm = tempfile.mkdtemp(prefix="tfmount-bench-nfs.", dir="/dev/shm")
+    try:
+        big = c.ck("big")
+        with open(os.path.join(shm, "tensor.bin"), "wb") as f:
+            subprocess.run([c.tfmount, "cat", big, "variables/big/tensor.bin"], stdout=f, check=True)
+        shutil.copytree(c.plain_tree(), os.path.join(shm, "variables"), symlinks=True)
+        g, gport, gmnt = ganesha(c, shm)
+        tb, tbport = nfs_serve(c, big)
+        tw, twport = nfs_serve(c, c.ck("twalk"))
+        gurl = lambda p: f"nfs://127.0.0.1{shm}/{p}?nfsport={gport}&mountport={gmnt}"
+        turl = lambda port, p: f"nfs://127.0.0.1//{p}?nfsport={port}&mountport={port}"
+        mnt = c.mp()
+        for r in range(c.reps):
+            for who in (("ganesha", "tfmount") if r % 2 == 0 else ("tfmount", "ganesha")):
+                if who == "ganesha":
+                    c.put("nfs.cat.ganesha", c.timed(["nfs-cat", gurl("tensor.bin")]))
+                    c.put("nfs.walk.ganesha", c.timed(["nfs-ls", "-R", gurl("variables")]))
+                else:
+                    c.put("nfs.cat.tfmount", c.timed(["nfs-cat", turl(tbport, "variables/big/tensor.bin")]))
+                    c.put("nfs.walk.tfmount", c.timed(["nfs-ls", "-R", turl(twport, "variables")]))
+            if c.mount(big, mnt):
+                c.put("nfs.cat.fuse", c.dd(os.path.join(mnt, "variables/big/tensor.bin")))
+                c.unmount_wait(mnt)
+        for p in (tb, tw, g):
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
     finally:
         shutil.rmtree(shm, ignore_errors=True)
 

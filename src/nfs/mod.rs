@@ -28,11 +28,15 @@ pub(crate) fn mount_command(addr: SocketAddr, mountpoint: &Path) -> Vec<String> 
     let (ip, port) = (addr.ip(), addr.port());
     let mp = mountpoint.display().to_string();
     if cfg!(target_os = "macos") {
-        // The options hf-mount and xet's nfsserve mount with on macOS.
+        // hf-mount's options on macOS: `locallocks` (locks taken by the client alone) and not
+        // `nolocks`, with which macOS fails flock/fcntl with ENOTSUP (Python's filelock, HDF5's
+        // lock on open).
         vec![
             "mount_nfs".into(),
             "-o".into(),
-            format!("ro,nolocks,locallocks,vers=3,tcp,rsize=1048576,actimeo=120,port={port},mountport={port}"),
+            format!(
+                "ro,locallocks,vers=3,tcp,rsize=1048576,actimeo=120,port={port},mountport={port}"
+            ),
             format!("{ip}:/"),
             mp,
         ]

@@ -125,9 +125,25 @@ impl Service {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        Self::with_instance(
+            fs,
+            port,
+            events,
+            nanos ^ (u64::from(std::process::id()) << 32),
+        )
+    }
+
+    /// A service whose handles carry `instance` (the fuzz target's is fixed, so that its seeds'
+    /// handles stay valid).
+    pub(crate) fn with_instance(
+        fs: std::sync::Arc<Fs>,
+        port: u16,
+        events: Box<dyn Fn(MountEvent) + Send + Sync>,
+        instance: u64,
+    ) -> Self {
         Service {
             fs,
-            instance: nanos ^ (u64::from(std::process::id()) << 32),
+            instance,
             port,
             events,
         }

@@ -1,8 +1,11 @@
-//! The NFS server's sockets and threads: a listener, one reader thread per connection that
-//! cuts the byte stream into RPC records (RFC 5531 record marking, each record bounded), and a
-//! pool of workers that answer the calls ([`Service::call`]) and write the replies, so that one
-//! read waiting for the disk or the network does not hold the lookups and `stat`s behind it on
-//! the same connection (the kernel clients send many calls at once on one connection).
+//! The NFS server's sockets and threads: a listener, and one reader thread per connection that
+//! cuts the byte stream into RPC records (RFC 5531 record marking, each record bounded) and
+//! answers them ([`Service::call`]), as a FUSE serving thread does; but for a remote source the
+//! READs go to a pool of workers, so that one read waiting for the network does not hold the
+//! lookups and `stat`s behind it on the same connection (the kernel clients send many calls at
+//! once on one connection). Answering on the reader saves two thread switches a call: a walk
+//! of 20,000 tensors' files by `nfs-ls -R` (16,000 calls) took 1.22 s through the pool, 0.63 s
+//! so; `nfs-cat` of a 1 GiB tensor on tmpfs 0.39-0.58 s, 0.29-0.31 s.
 //!
 //! Everything is bounded: a record ([`MAX_RECORD`]), the calls queued for the workers
 //! ([`QUEUE`]: a reader waits, and so does its client), the connections ([`MAX_CONNECTIONS`]);
@@ -74,7 +77,7 @@ impl Server {
         let (s, c) = (stopping.clone(), conns.clone());
         std::thread::Builder::new()
             .name("nfs-accept".into())
-            .spawn(move || accept(&listener, &tx, &s, &c))?;
+            .spawn(move || accept(&listener, &service, &tx, &s, &c))?;
         Ok(Server {
             addr,
             stopping,
@@ -112,6 +115,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn accept(
     listener: &TcpListener,
+    service: &Arc<Service>,
     tx: &SyncSender<Job>,
     stopping: &AtomicBool,
     conns: &Arc<Mutex<Vec<Arc<Conn>>>>,
@@ -150,11 +154,11 @@ fn accept(
             peer,
         });
         lock(conns).push(conn.clone());
-        let (tx, conns) = (tx.clone(), conns.clone());
+        let (service, tx, conns) = (service.clone(), tx.clone(), conns.clone());
         let spawned = std::thread::Builder::new()
             .name("nfs-conn".into())
             .spawn(move || {
-                read_calls(stream, &conn, &tx);
+                read_calls(stream, &conn, &service, &tx);
                 lock(&conns).retain(|c| !Arc::ptr_eq(c, &conn));
             });
         if let Err(e) = spawned {
@@ -163,11 +167,22 @@ fn accept(
     }
 }
 
-/// Reads a connection's records and queues them, until it closes or breaks the protocol.
-fn read_calls(stream: TcpStream, conn: &Arc<Conn>, tx: &SyncSender<Job>) {
+/// Whether a record is an NFS READ call (program 100003, procedure 6), by the fixed offsets of
+/// its call header.
+fn is_read(record: &[u8]) -> bool {
+    let word = |i: usize| record.get(i..i + 4).map(|b| [b[0], b[1], b[2], b[3]]);
+    word(12) == Some(super::proto::NFS.to_be_bytes()) && word(20) == Some(6u32.to_be_bytes())
+}
+
+/// Reads a connection's records and answers them (a remote source's READs queued for the
+/// workers), until it closes or breaks the protocol.
+fn read_calls(stream: TcpStream, conn: &Arc<Conn>, service: &Service, tx: &SyncSender<Job>) {
     let mut input = BufReader::with_capacity(64 << 10, stream);
     loop {
         match read_record(&mut input, MAX_RECORD) {
+            Ok(record) if !is_read(&record) || !service.fs.is_remote() => {
+                answer(service, conn, &record)
+            }
             Ok(record) => {
                 let job = Job {
                     conn: conn.clone(),
@@ -224,20 +239,25 @@ fn work(service: &Service, rx: &Mutex<Receiver<Job>>) {
             Ok(j) => j,
             Err(_) => return,
         };
-        let reply = service.call(&job.record);
-        let mut out = lock(&job.conn.out);
-        let Some(reply) = reply else {
-            log::warn!(
-                "nfs: closing the connection from {}: it sent a record that is not an RPC call",
-                job.conn.peer
-            );
-            let _ = out.shutdown(Shutdown::Both);
-            continue;
-        };
-        if let Err(e) = write_reply(&mut *out, &reply) {
-            log::debug!("nfs: reply to {}: {e}", job.conn.peer);
-            let _ = out.shutdown(Shutdown::Both);
-        }
+        answer(service, &job.conn, &job.record);
+    }
+}
+
+/// Answers one record on its connection.
+fn answer(service: &Service, conn: &Conn, record: &[u8]) {
+    let reply = service.call(record);
+    let mut out = lock(&conn.out);
+    let Some(reply) = reply else {
+        log::warn!(
+            "nfs: closing the connection from {}: it sent a record that is not an RPC call",
+            conn.peer
+        );
+        let _ = out.shutdown(Shutdown::Both);
+        return;
+    };
+    if let Err(e) = write_reply(&mut *out, &reply) {
+        log::debug!("nfs: reply to {}: {e}", conn.peer);
+        let _ = out.shutdown(Shutdown::Both);
     }
 }
 

@@ -38,6 +38,7 @@ use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
 
 pub mod keras;
+pub(crate) mod nfs;
 pub(crate) mod ocdbt;
 pub(crate) mod orbax_meta;
 pub(crate) mod safetensors;
@@ -67,6 +68,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("safetensors", safetensors::safetensors),
     ("npy", npy),
     ("object_graph", object_graph),
+    ("nfs", nfs::nfs),
 ];
 
 /// The target named `name` (as in [`TARGETS`]), for the libFuzzer binaries, the stable harness
@@ -915,6 +917,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(zarr::seeds(fixtures)?);
     out.extend(orbax_meta::seeds(fixtures)?);
     out.extend(safetensors::seeds(fixtures)?);
+    out.extend(nfs::seeds());
     for (descr, shape) in [("<f4", &[3u64, 4][..]), ("|b1", &[][..]), ("<i8", &[5][..])] {
         if let Some(h) = crate::parse::npy::header(descr, shape) {
             out.push(("npy", descr[1..].to_string(), h));
