@@ -140,7 +140,8 @@ pub(crate) fn stream(
 /// moves past them) in the kernel (`copy_file_range`: no copy through this process, a reflink
 /// where the file system has them). `Ok(false)`, nothing copied, where the kernel cannot copy
 /// between these two files (another file system on an old kernel, a file system without it):
-/// the caller streams the bytes instead.
+/// the caller streams the bytes instead. Linux only: elsewhere always `Ok(false)`.
+#[cfg(target_os = "linux")]
 pub(crate) fn copy_range(
     src: &fs::File,
     offset: u64,
@@ -185,6 +186,18 @@ pub(crate) fn copy_range(
         left -= n as u64;
     }
     Ok(true)
+}
+
+/// No `copy_file_range` here: nothing copied, the caller streams the bytes.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn copy_range(
+    _src: &fs::File,
+    _offset: u64,
+    _dst: &fs::File,
+    _dst_path: &Path,
+    _len: u64,
+) -> Result<bool, String> {
+    Ok(false)
 }
 
 /// One range of a written file to read back against a CRC-32C, on the [`Verifier`]'s thread.
