@@ -14,9 +14,9 @@
 #   - zstd-sys (the Orbax chunks' zstd decoder) needs libc's headers: it is told to take the
 #     library from pkg-config instead (ZSTD_SYS_USE_PKG_CONFIG), which a check never links, so
 #     its C is not compiled here. On a Mac, cargo compiles its bundled zstd with Xcode's clang.
-# The Python module is checked for the stable ABI (abi3-py39) without a macOS Python: pyo3
-# needs no interpreter for abi3 when cross-compiling (PYO3_CROSS_PYTHON_VERSION names the
-# version it assumes).
+# The Python module needs nothing more: built for the stable ABI (pyo3's abi3-py39), it is
+# cross-checked without a macOS Python (pyo3 asks for one, PYO3_CROSS_LIB_DIR, only without
+# abi3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,15 +41,15 @@ fi
 
 stub="${CARGO_TARGET_DIR:-target}/apple-check/include"
 mkdir -p "$stub"
-printf '%s\n' '#define TARGET_OS_MAC 1' '#define TARGET_OS_OSX 1' '#define TARGET_OS_IPHONE 0' \
-    >"$stub/TargetConditionals.h"
+[ -f "$stub/TargetConditionals.h" ] ||
+    printf '%s\n' '#define TARGET_OS_MAC 1' '#define TARGET_OS_OSX 1' '#define TARGET_OS_IPHONE 0' \
+        >"$stub/TargetConditionals.h"
 stub="$(cd "$stub" && pwd)"
 
 export CC_aarch64_apple_darwin=clang
 export CFLAGS_aarch64_apple_darwin="-nostdlibinc -DRING_CORE_NOSTDLIBINC -isystem $stub"
 export ZSTD_SYS_USE_PKG_CONFIG=1
-export PKG_CONFIG_ALLOW_CROSS=1
-export PYO3_CROSS_PYTHON_VERSION=3.9
+export PKG_CONFIG_ALLOW_CROSS_aarch64_apple_darwin=1
 
 cargo check --target "$target" --lib --bins "$@"
 cargo check --target "$target" --lib --features python "$@"
