@@ -3,8 +3,8 @@
 # `scripts/test.sh --setup` installs only (CI runs the wheel smoke test in between).
 #
 # Idempotent: each step installs only what is missing, so a second run goes straight to the tests.
-#   - fuse3 (fusermount3, mount.fuse3), libcap2-bin (capsh) and nginx-light, from Debian's
-#     packages (apt-get; run as root);
+#   - fuse3 (fusermount3, mount.fuse3), libcap2-bin (capsh), libnfs-utils (nfs-ls, nfs-cat) and
+#     nginx-light, from Debian's packages (apt-get; run as root);
 #   - a virtualenv OUTSIDE the repo, $TFMOUNT_TEST_VENV (default ~/.cache/tfmount-test-venv),
 #     with scripts/requirements-tests.txt: numpy, safetensors, ml_dtypes, h5py, tensorflow-cpu,
 #     moto[server], fake-gcs-server (reinstalled only when that file changes).
@@ -39,6 +39,11 @@ fi
 if ! command -v capsh >/dev/null 2>&1 && [ ! -x /usr/sbin/capsh ] && [ ! -x /sbin/capsh ]; then
     echo "installing libcap2-bin (capsh)"
     apt_install libcap2-bin
+fi
+# tests/mount/nfs.rs: libnfs's nfs-ls and nfs-cat, the NFS client the NFS server is checked with.
+if ! command -v nfs-ls >/dev/null 2>&1; then
+    echo "installing libnfs-utils (nfs-ls, nfs-cat)"
+    apt_install libnfs-utils
 fi
 if [ ! -e /dev/fuse ]; then
     echo "scripts/test.sh: /dev/fuse is missing: the mount tests need FUSE (modprobe fuse, or run the container with --device /dev/fuse)" >&2

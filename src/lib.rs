@@ -34,6 +34,7 @@ pub(crate) mod graph;
 pub mod model;
 pub mod mount;
 pub mod namespace;
+pub(crate) mod nfs;
 pub(crate) mod options;
 pub mod parse;
 pub mod probe;

@@ -7,7 +7,7 @@
 pub mod reference;
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -54,8 +54,23 @@ pub(crate) struct Args {
     #[arg(help = source_help())]
     pub(crate) source: PathBuf,
 
-    #[arg(help = MOUNTPOINT_HELP, long_help = mountpoint_long_help())]
-    pub(crate) mountpoint: PathBuf,
+    #[arg(help = MOUNTPOINT_HELP, long_help = mountpoint_long_help(), required_unless_present = "nfs_serve")]
+    pub(crate) mountpoint: Option<PathBuf>,
+
+    /// Mount over NFSv3 instead of FUSE: a read-only NFS server of the tree on 127.0.0.1 at a
+    /// free port, mounted with the system's NFS client (mount_nfs on macOS, mount -t nfs on
+    /// Linux); the command run is said. For where FUSE is missing or broken (macOS, Windows,
+    /// containers without /dev/fuse). Extended attributes are not served over NFSv3 (tfmount ls
+    /// -l --json has them). docs/macos.md.
+    #[arg(long, conflicts_with = "nfs_serve")]
+    pub(crate) nfs: bool,
+
+    /// Only serve the tree over NFSv3 at [ADDR:]PORT (ADDR 127.0.0.1 unless given; another
+    /// address with a warning: NFSv3 has no authentication worth the name), in the foreground,
+    /// and print the command that mounts it on this system; Ctrl-C or SIGTERM stops it. No
+    /// MOUNTPOINT. Any directory inside the tree can be mounted (127.0.0.1:/variables).
+    #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "mountpoint")]
+    pub(crate) nfs_serve: Option<String>,
 
     /// Stay in the foreground (log to stderr; once the mount serves, one line on stdout:
     /// `mounted SOURCE at MOUNTPOINT`; Ctrl-C or SIGTERM unmounts).
@@ -670,6 +685,13 @@ pub(crate) fn with_mount_options(cmd: clap::Command) -> clap::Command {
 
 /// [`Args`] from matches of [`with_mount_options`]'s command: the option flags become `-o`
 /// entries after the `-o` arguments, so they win.
+impl Args {
+    /// MOUNTPOINT (empty with `--nfs-serve`, which has none).
+    pub(crate) fn mountpoint(&self) -> &Path {
+        self.mountpoint.as_deref().unwrap_or(Path::new(""))
+    }
+}
+
 pub(crate) fn mount_args(m: &ArgMatches) -> Result<Args, clap::Error> {
     let mut a = Args::from_arg_matches(m)?;
     for o in OPTIONS.iter().filter(|o| o.flag.is_some()) {
@@ -694,11 +716,13 @@ const MOUNT_EXAMPLES: &str = "EXAMPLES:\n  \
 tfmount saved_model_dir /mnt/m && ls /mnt/m/variables\n  \
 tfmount -f -o nocrc,cache_size=128M train/ckpt-42 /mnt/c\n  \
 tfmount s3://bucket/run1/ckpt-42 /mnt/s3\n  \
+tfmount --nfs saved_model_dir /mnt/m     # without FUSE (macOS): over NFS\n  \
 tfmount umount /mnt/m                  # unmount (or fusermount3 -u /mnt/m)";
 
 const MOUNT_EXIT_CODES: &str =
     "EXIT CODES:\n  0 mounted (or clean unmount in -f)   1 runtime failure   \
-2 usage error\n  3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable";
+2 usage error\n  3 SOURCE missing or not a checkpoint   4 bad MOUNTPOINT   5 FUSE unavailable\n  \
+(--nfs: the NFS mount failed)";
 
 /// The widest line of the SUBCOMMANDS table (and of the docs' rendering of `--help`).
 pub(crate) const HELP_WIDTH: usize = 100;

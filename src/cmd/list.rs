@@ -123,20 +123,24 @@ fn daemons() -> Vec<Daemon> {
                 continue;
             }
         };
-        if args.mountpoint.starts_with("/dev/fd") {
+        // `--nfs-serve`: a server with no mount of its own.
+        let Some(mp) = args.mountpoint.clone() else {
+            continue;
+        };
+        if mp.starts_with("/dev/fd") {
             if let Some((ppid, false)) = stat(pid) {
                 by_fd.push((pid, ppid, args.options));
             }
             continue;
         }
-        let mountpoint = if args.mountpoint.is_absolute() {
-            resolve(Path::new("/"), &args.mountpoint)
+        let mountpoint = if mp.is_absolute() {
+            resolve(Path::new("/"), &mp)
         } else {
             // Another user's process: its working directory cannot be read.
             let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
                 continue;
             };
-            resolve(&cwd, &args.mountpoint)
+            resolve(&cwd, &mp)
         };
         let Some((ppid, zombie)) = stat(pid) else {
             continue;
@@ -186,7 +190,7 @@ fn daemon_of<'d>(daemons: &'d [Daemon], mp: &Path) -> Option<&'d Daemon> {
 /// Whether a mount of type `fstype` at `mp` is tfmount's.
 fn is_tfmount(fstype: &str, mp: &Path, daemons: &[Daemon]) -> bool {
     fstype == "fuse.tfmount"
-        || (matches!(fstype, "fuse" | "fuseblk") && daemon_of(daemons, mp).is_some())
+        || (matches!(fstype, "fuse" | "fuseblk" | "nfs") && daemon_of(daemons, mp).is_some())
 }
 
 /// The tfmount mounts visible now: the topmost mount at each mount point, when it is tfmount's.

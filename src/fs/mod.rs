@@ -511,6 +511,12 @@ impl Fs {
         self.registry.pin(Ino(ino).subtree(), generation)
     }
 
+    /// Whether `ino` still names the node it named in `generation`: false once a live
+    /// directory's pruned checkpoint freed its subtree (an NFS file handle is then stale).
+    pub(crate) fn is_current(&self, ino: u64, generation: u64) -> bool {
+        self.sub_gen(ino).is_ok_and(|(_, _, g)| g == generation)
+    }
+
     /// The kernel forgot `n` lookups of `ino`.
     pub(crate) fn forget(&self, ino: u64, n: u64) {
         self.registry.forgot(Ino(ino).subtree(), n);

@@ -7,10 +7,10 @@
 mod fd;
 pub(crate) mod helper;
 pub(crate) mod mountinfo;
+mod nfs;
 
 use std::ffi::CString;
 use std::fs::File;
-#[cfg(target_os = "linux")]
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -194,19 +194,25 @@ fn permission_words() -> String {
     "permission denied by the kernel: in a container, FUSE needs --cap-add SYS_ADMIN (or --privileged) and --device /dev/fuse; a security module (AppArmor, SELinux) may also forbid it; or a privileged step mounts and tfmount serves the descriptor without privileges, as /dev/fd/N (tfmount mount-helper; docs/containers.md)".into()
 }
 
+/// The ways on without FUSE, said where FUSE is missing.
+const NO_FUSE_WAYS: &str = "; without FUSE: tfmount --nfs SOURCE MOUNTPOINT mounts over NFS, tfmount --nfs-serve PORT SOURCE serves it for an NFS client, and `import tfmount` reads it in Python";
+
 #[cfg(target_os = "linux")]
 fn check_fuse() -> Result<(), Failure> {
     if !Path::new("/dev/fuse").exists() {
         return Err(fail(
             EXIT_FUSE,
-            "FUSE is unavailable: /dev/fuse is missing (load the module with `modprobe fuse`, or run the container with --device /dev/fuse)",
+            format!("FUSE is unavailable: /dev/fuse is missing (load the module with `modprobe fuse`, or run the container with --device /dev/fuse){}", NO_FUSE_WAYS),
         ));
     }
     let is_root = unsafe { libc::geteuid() } == 0;
     if !is_root && which("fusermount3").is_none() {
         return Err(fail(
             EXIT_FUSE,
-            "FUSE is unavailable: fusermount3 not found (install it: apt-get install fuse3)",
+            format!(
+                "FUSE is unavailable: fusermount3 not found (install it: apt-get install fuse3){}",
+                NO_FUSE_WAYS
+            ),
         ));
     }
     Ok(())
@@ -362,7 +368,7 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
     let src = probe::open(&args.source, &settings.remote)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     if let (false, Some(mp)) = (src.remote, mp) {
-        check_nesting(&args.source, &src.probed, &args.mountpoint, mp)?;
+        check_nesting(&args.source, &src.probed, args.mountpoint(), mp)?;
     }
     let mut opts = settings.fs.clone();
     if src.remote {
@@ -384,7 +390,7 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
 /// A mount point that failed its check, said as the arguments given in the wrong order when
 /// they look so: MOUNTPOINT is a model (or a URL) and SOURCE an existing directory.
 fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
-    let (src, mp) = (&args.source, &args.mountpoint);
+    let (src, mp) = (&args.source, args.mountpoint());
     // A mount point already in use (a second mount on it) keeps its own message.
     let mounted = std::fs::canonicalize(mp).is_ok_and(|c| is_mount_point(&c));
     if !src.is_dir() || mounted {
@@ -412,18 +418,27 @@ fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
 
 /// Where a daemon serves: a mount point it mounts, or a `/dev/fuse` descriptor someone else
 /// mounted (the mount point `/dev/fd/N`).
-#[cfg(target_os = "linux")]
 enum Target {
+    #[cfg(target_os = "linux")]
     Mount(PathBuf),
+    #[cfg(target_os = "linux")]
     Fd { fd: OwnedFd, shown: PathBuf },
+    /// Served over NFS at `listen` (`--nfs-serve`), and mounted on `mountpoint` with the
+    /// system's NFS client (`--nfs`).
+    Nfs {
+        mountpoint: Option<PathBuf>,
+        listen: std::net::SocketAddr,
+    },
 }
 
-#[cfg(target_os = "linux")]
 impl Target {
     /// The mount point, when this process mounts it.
     fn mountpoint(&self) -> Option<&Path> {
         match self {
+            #[cfg(target_os = "linux")]
             Target::Mount(mp) => Some(mp),
+            Target::Nfs { mountpoint, .. } => mountpoint.as_deref(),
+            #[cfg(target_os = "linux")]
             Target::Fd { .. } => None,
         }
     }
@@ -431,18 +446,54 @@ impl Target {
     /// As the user named it, for messages.
     fn shown(&self) -> &Path {
         match self {
-            Target::Mount(mp) => mp,
-            Target::Fd { shown, .. } => shown,
+            #[cfg(target_os = "linux")]
+            Target::Mount(mp) | Target::Fd { shown: mp, .. } => mp,
+            Target::Nfs { mountpoint, .. } => mountpoint.as_deref().unwrap_or(Path::new("")),
         }
     }
 }
 
-/// The target of `args`: `/dev/fd/N` checked to be a `/dev/fuse` descriptor, or the mount
-/// point checked, and FUSE checked to be usable for mounting.
-#[cfg(target_os = "linux")]
+/// The target of `args`: NFS (`--nfs-serve`, `--nfs`), `/dev/fd/N` checked to be a
+/// `/dev/fuse` descriptor, or the mount point checked, and FUSE checked to be usable for
+/// mounting.
 fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
-    if let Some(n) = fd::parse(&args.mountpoint) {
-        let fd = fd::take(n?, &args.mountpoint)?;
+    if let Some(listen) = &args.nfs_serve {
+        let listen = crate::nfs::parse_listen(listen).map_err(|e| fail(EXIT_USAGE, e))?;
+        if !listen.ip().is_loopback() {
+            eprintln!(
+                "tfmount: warning: --nfs-serve {listen}: serving beyond this machine: NFSv3 trusts whatever user id a client claims, so anyone who can reach {listen} can read the whole tree"
+            );
+        }
+        return Ok(Target::Nfs {
+            mountpoint: None,
+            listen,
+        });
+    }
+    if args.nfs {
+        let mountpoint = check_mountpoint(args.mountpoint(), settings.nonempty)
+            .map_err(|f| swapped(args, settings, f))?;
+        return Ok(Target::Nfs {
+            mountpoint: Some(mountpoint),
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        });
+    }
+    fuse_target(args, settings)
+}
+
+/// FUSE is Linux's: elsewhere the mount form without `--nfs` says so, naming the ways on.
+#[cfg(not(target_os = "linux"))]
+fn fuse_target(args: &Args, _settings: &Settings) -> Result<Target, Failure> {
+    Err(fail(
+        EXIT_FUSE,
+        format!("{}: {NO_FUSE}", args.mountpoint().display()),
+    ))
+}
+
+/// The FUSE part of [`target`].
+#[cfg(target_os = "linux")]
+fn fuse_target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
+    if let Some(n) = fd::parse(args.mountpoint()) {
+        let fd = fd::take(n?, args.mountpoint())?;
         let theirs: Vec<&str> = settings
             .mount_time
             .iter()
@@ -453,13 +504,13 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
         if !theirs.is_empty() {
             eprintln!(
                 "tfmount: warning: {}: -o {} ignored: with a descriptor someone else mounted, mount options are the mounter's to set (tfmount mount-helper -o allow_other, or mount -o ...)",
-                args.mountpoint.display(),
+                args.mountpoint().display(),
                 theirs.join(",")
             );
         }
         return Ok(Target::Fd {
             fd,
-            shown: args.mountpoint.clone(),
+            shown: args.mountpoint().to_path_buf(),
         });
     }
     if let Some(o) = settings
@@ -472,31 +523,28 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
             format!("-o {o}: tfmount mounts are always nodev and nosuid ({o} is accepted only with the mount point /dev/fd/N, where mount.fuse3 passes it)"),
         ));
     }
-    let mountpoint = check_mountpoint(&args.mountpoint, settings.nonempty)
+    let mountpoint = check_mountpoint(args.mountpoint(), settings.nonempty)
         .map_err(|f| swapped(args, settings, f))?;
     check_fuse()?;
     Ok(Target::Mount(mountpoint))
 }
 
-/// FUSE is Linux's: elsewhere the mount form says so, naming the ways on.
-#[cfg(not(target_os = "linux"))]
-fn run_inner(args: Args) -> Result<(), Failure> {
-    init_logging();
-    settings(&args)?;
-    Err(fail(
-        EXIT_FUSE,
-        format!("{}: {NO_FUSE}", args.mountpoint.display()),
-    ))
-}
-
-#[cfg(target_os = "linux")]
 fn run_inner(args: Args) -> Result<(), Failure> {
     init_logging();
     let settings = settings(&args)?;
     let remote = source::remote::url::is_remote(&args.source.to_string_lossy());
     let target = target(&args, &settings)?;
     raise_fd_limit();
-    if args.foreground {
+    // A server only (`--nfs-serve`) stays in the foreground, as servers run under a terminal
+    // or a service manager do.
+    let serve_only = matches!(
+        target,
+        Target::Nfs {
+            mountpoint: None,
+            ..
+        }
+    );
+    if args.foreground || serve_only {
         let (fs, fsname) = open_fs(&args, &settings, target.mountpoint())?;
         return serve(fs, target, &fsname, &settings, None);
     }
@@ -778,8 +826,51 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// Replies of tensor bytes from mappings of the source files (one copy of each byte); a page
+/// lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read with pread.
+fn install_mapped_reads() {
+    if let Err(e) = crate::source::mapped::install_guard() {
+        log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
+    } else if let Err(e) = crate::source::lease::install() {
+        // A file is mapped only under a read lease (a mapped reply racing a writer could carry
+        // the writer's bytes): none can be taken now.
+        log::warn!("cannot take read leases ({e}); tensor bytes are copied with pread");
+    }
+}
+
 fn serve(
+    fs: Fs,
+    target: Target,
+    fsname: &str,
+    s: &Settings,
+    ready: Option<File>,
+) -> Result<(), Failure> {
+    match target {
+        // Where there is no FUSE, the NFS adapter is the one way to serve (no watchdog: it has
+        // no lazy unmount to make there; the server stops when the mount goes).
+        #[cfg(not(target_os = "linux"))]
+        Target::Nfs { mountpoint, listen } => {
+            install_mapped_reads();
+            let signals = block_signals();
+            limit_malloc_arenas(&fs);
+            nfs::serve(
+                std::sync::Arc::new(fs),
+                mountpoint,
+                listen,
+                fsname,
+                s,
+                signals,
+                ready,
+            )
+        }
+        #[cfg(target_os = "linux")]
+        target => serve_linux(fs, target, fsname, s, ready),
+    }
+}
+
+/// [`serve`] on Linux: FUSE, or NFS with the same watchdog.
+#[cfg(target_os = "linux")]
+fn serve_linux(
     fs: Fs,
     target: Target,
     fsname: &str,
@@ -793,16 +884,7 @@ fn serve(
         Some(mp) => Some(spawn_watchdog(mp, ready.as_ref().map(|f| f.as_raw_fd()))?),
         None => None,
     };
-    // Replies of tensor bytes from mappings of the source files (one copy of each byte); a
-    // page lost to a truncation is then EIO, not SIGBUS. Without the guard, files are read
-    // with pread.
-    if let Err(e) = crate::source::mapped::install_guard() {
-        log::warn!("cannot install the SIGBUS guard ({e}); tensor bytes are copied with pread");
-    } else if let Err(e) = crate::source::lease::install() {
-        // A file is mapped only under a read lease (a mapped reply racing a writer could carry
-        // the writer's bytes): none can be taken now.
-        log::warn!("cannot take read leases ({e}); tensor bytes are copied with pread");
-    }
+    install_mapped_reads();
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),
@@ -837,6 +919,10 @@ fn serve(
                 .map_err(|e| fd_failed(&shown, &e)),
             None,
         ),
+        Target::Nfs { mountpoint, listen } => {
+            drop(fuse_fs);
+            return nfs::serve(fs, mountpoint, listen, fsname, s, signals, ready);
+        }
     };
     let mut session = match session {
         Ok(sess) => sess,

@@ -10,6 +10,7 @@
 
 pub mod fault_proxy;
 pub mod hostile;
+pub mod nfs;
 pub mod npy;
 pub mod servers;
 pub mod synthetic;
@@ -32,6 +33,48 @@ pub fn fixtures() -> PathBuf {
 }
 
 /// The Keras fixtures (`tests/fixtures/keras`).
+/// Where every conformance fixture is, as `(directory under tests/fixtures, what is opened in
+/// it)` (`""`: the directory): the sources `tests/core/conformance.rs` checks (which asserts that
+/// its table and this list agree), for the suites that go through every one of them another
+/// way (`tests/mount/nfs.rs`).
+pub const CONFORMANCE_SOURCES: &[(&str, &str)] = &[
+    ("tf2_keras", "ckpt-1"),
+    ("all_dtypes", "ckpt"),
+    ("partitioned", "model.ckpt"),
+    ("sharded", "model.ckpt"),
+    ("graphs/tfhub_tf1_module/variables", "variables"),
+    ("v1/single", "model.ckpt-2"),
+    ("v1/dtypes", "model.ckpt"),
+    ("v1/sharded", "model.ckpt-?????-of-00003"),
+    ("keras", "model.weights.h5"),
+    ("keras", "legacy_model.h5"),
+    ("keras", "model.keras"),
+    ("keras/sharded", ""),
+    ("tfjs/manifest", ""),
+    ("tfjs/manifests", "tiny-weights_manifest.json"),
+    ("tfjs/manifests", "landmarks-weights_manifest.json"),
+    ("tfjs/layers", ""),
+    ("tfjs/layers_sharded", ""),
+    ("tfjs/graph_uint8", ""),
+    ("tflite", "float.tflite"),
+    ("tflite", "dynamic_int8.tflite"),
+    ("tflite", "with_metadata.tflite"),
+    ("orbax/ocdbt/ckpt", ""),
+    ("orbax/zarr/ckpt", ""),
+    ("orbax/manager/10", ""),
+    ("orbax/keras/orbax/1", ""),
+    ("safetensors", "all_dtypes.safetensors"),
+    ("safetensors/sharded", ""),
+];
+
+/// [`CONFORMANCE_SOURCES`] as paths.
+pub fn conformance_sources() -> Vec<PathBuf> {
+    CONFORMANCE_SOURCES
+        .iter()
+        .map(|(dir, source)| fixtures().join(dir).join(source))
+        .collect()
+}
+
 pub fn keras_dir() -> PathBuf {
     fixtures().join("keras")
 }

@@ -820,6 +820,13 @@ fn each_fixture(what: &str, check: impl Fn(&Fixture, &[Want]) -> String) {
 // 0. Every format has fixtures
 // ---------------------------------------------------------------------------------------------
 
+/// The other suites' list of these fixtures is this table's.
+#[test]
+fn the_shared_list_of_sources_is_this_table() {
+    let here: Vec<(&str, &str)> = FIXTURES.iter().map(|f| (f.dir, f.source)).collect();
+    assert_eq!(here, common::CONFORMANCE_SOURCES);
+}
+
 #[test]
 fn every_format_has_fixtures_and_detects_them() {
     for f in FORMATS {

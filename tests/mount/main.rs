@@ -15,6 +15,7 @@ mod lifecycle;
 mod live;
 mod load;
 mod mount;
+mod nfs;
 mod safetensors;
 mod serving;
 mod v1_mount;
