@@ -19,7 +19,7 @@ use fuser::{
 
 use crate::error::FsError;
 use crate::fs::live::Invalidate;
-use crate::fs::{Attr, Content, Fs, Kind};
+use crate::fs::{Attr, Fs, Kind};
 
 /// The mount never changes and every size is exact from the first `stat`, so the kernel may
 /// cache names and attributes for long.
@@ -30,53 +30,10 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 /// (more requests in flight than the two serving threads) cost more than 1 MiB.
 pub const MAX_READAHEAD: u32 = 1 << 20;
 
-/// Which files the kernel reads around its page cache (`-o direct_io`): opened with
-/// `FOPEN_DIRECT_IO`, each `read(2)` becomes READ requests of the caller's size (up to the
-/// kernel's `max_pages`, 1 MiB by default), answered straight into the caller's buffer, and
-/// nothing of the file stays in the page cache but what `mmap` maps
-/// (`FUSE_DIRECT_IO_ALLOW_MMAP`). Every other file keeps the page cache (`FOPEN_KEEP_CACHE`).
-///
-/// Direct I/O needs an OPEN reply, and the kernel's no-open mode (no OPEN, FLUSH or RELEASE
-/// request per file) is all or nothing per mount: with `Auto` or `Always` every open of every
-/// file costs a round trip, which is why `Never` is the default (docs/benchmarks.md has the
-/// figures).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum DirectIo {
-    /// The page cache for every file; files are opened without a request (no-open mode).
-    #[default]
-    Never,
-    /// Direct I/O for a tensor's `.bin` and `.npy` of at least [`DIRECT_IO_MIN`] bytes.
-    Auto,
-    /// Direct I/O for every file of tensor bytes: `.bin`, `.npy`, `model.safetensors`,
-    /// `weights.safetensors`, whatever their size.
-    Always,
-}
-
+/// Which files the kernel reads around its page cache (`-o direct_io`): the policy, in the core.
+pub(crate) use crate::fs::DirectIo;
 /// The smallest tensor file `-o direct_io=auto` reads around the page cache.
-pub const DIRECT_IO_MIN: u64 = 64 << 20;
-
-impl DirectIo {
-    /// The values of `-o direct_io`, as `--help` shows them.
-    pub(crate) const VALUES: &'static str = "auto|always|never";
-
-    pub(crate) fn parse(s: &str) -> Option<DirectIo> {
-        match s {
-            "never" => Some(DirectIo::Never),
-            "auto" => Some(DirectIo::Auto),
-            "always" => Some(DirectIo::Always),
-            _ => None,
-        }
-    }
-
-    /// Whether a file holding `content`, of `size` bytes, is opened with `FOPEN_DIRECT_IO`.
-    pub(crate) fn applies(self, content: Content, size: u64) -> bool {
-        match self {
-            DirectIo::Never => false,
-            DirectIo::Auto => size >= DIRECT_IO_MIN && content == Content::Tensor,
-            DirectIo::Always => content != Content::Other,
-        }
-    }
-}
+pub use crate::fs::DIRECT_IO_MIN;
 
 /// The `st_blksize` of a file read with direct I/O: `cat`, `cp` and Python's buffered files
 /// read this much per call (each call is one READ request), instead of 128 or 256 KiB.

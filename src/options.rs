@@ -5,10 +5,8 @@
 
 use std::time::Duration;
 
-use fuser::SessionACL;
-
+use crate::fs::DirectIo;
 use crate::fs::Options;
-use crate::fuse::DirectIo;
 use crate::source::remote::config as remote_config;
 use crate::source::remote::config::RemoteConfig;
 
@@ -313,11 +311,20 @@ pub(crate) fn find(name: &str) -> Option<&'static MountOpt> {
     OPTIONS.iter().find(|o| o.name == name)
 }
 
+/// Who may use the mount besides its owner (`-o allow_other`, `-o allow_root`): the FUSE
+/// session's filter, which `mount` hands to fuser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Owner,
+    RootAndOwner,
+    All,
+}
+
 /// What the mount options set.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) fs: Options,
-    pub(crate) acl: SessionACL,
+    pub(crate) acl: Access,
     pub(crate) threads: usize,
     /// Object-storage sources: timeouts, memory budget, credentials.
     pub(crate) remote: RemoteConfig,
@@ -333,7 +340,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             fs: Options::default(),
-            acl: SessionACL::Owner,
+            acl: Access::Owner,
             threads: 2,
             remote: RemoteConfig::default(),
             nonempty: false,
@@ -420,8 +427,8 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "nolive" => s.fs.live = false,
         "live_grace" => s.fs.live_grace = parse_duration(value).ok_or(())?,
         "nonempty" => s.nonempty = true,
-        "allow_other" => s.acl = SessionACL::All,
-        "allow_root" => s.acl = SessionACL::RootAndOwner,
+        "allow_other" => s.acl = Access::All,
+        "allow_root" => s.acl = Access::RootAndOwner,
         "remote_cache" => s.remote.cache_bytes = size()?,
         "remote_timeout" => s.remote.timeout = parse_duration(value).ok_or(())?,
         "anonymous" => s.remote.anonymous = true,

@@ -139,8 +139,8 @@ pub(crate) fn stream(
 /// Copies `len` bytes of `src` from `offset` to the end of `dst` (at its file position, which
 /// moves past them) in the kernel (`copy_file_range`: no copy through this process, a reflink
 /// where the file system has them). `Ok(false)`, nothing copied, where the kernel cannot copy
-/// between these two files (another file system on an old kernel, a file system without it):
-/// the caller streams the bytes instead.
+/// between these two files (another file system on an old kernel, a file system without it,
+/// an OS without it): the caller streams the bytes instead.
 pub(crate) fn copy_range(
     src: &fs::File,
     offset: u64,
@@ -148,34 +148,23 @@ pub(crate) fn copy_range(
     dst_path: &Path,
     len: u64,
 ) -> Result<bool, String> {
-    use std::os::fd::AsRawFd;
     let mut off_in = i64::try_from(offset).map_err(|_| "an offset past 2^63".to_string())?;
     let mut left = len;
     while left > 0 {
         let chunk = left.min(1 << 30) as usize;
-        // SAFETY: two open descriptors, a valid pointer to the input offset, no output offset
-        // (the file position is used and advanced).
-        let n = unsafe {
-            libc::copy_file_range(
-                src.as_raw_fd(),
-                &mut off_in,
-                dst.as_raw_fd(),
-                std::ptr::null_mut(),
-                chunk,
-                0,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            let unsupported = matches!(
-                e.raw_os_error(),
-                Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::EINVAL)
-            );
-            if unsupported && left == len {
-                return Ok(false);
+        let n = match kernel_copy(src, &mut off_in, dst, chunk) {
+            Ok(n) => n,
+            Err(e) => {
+                let unsupported = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::EINVAL)
+                );
+                if unsupported && left == len {
+                    return Ok(false);
+                }
+                return Err(named(dst_path, e));
             }
-            return Err(named(dst_path, e));
-        }
+        };
         if n == 0 {
             return Err(format!(
                 "{}: the source ended {left} bytes early while copied",
@@ -185,6 +174,32 @@ pub(crate) fn copy_range(
         left -= n as u64;
     }
     Ok(true)
+}
+
+/// `copy_file_range(2)` of up to `len` bytes of `src` from `*off_in` (advanced) to `dst` at its
+/// file position (advanced); the bytes copied.
+#[cfg(target_os = "linux")]
+fn kernel_copy(src: &fs::File, off_in: &mut i64, dst: &fs::File, len: usize) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: two open descriptors, a valid pointer to the input offset, no output offset
+    // (the file position is used and advanced).
+    let n = unsafe {
+        libc::copy_file_range(
+            src.as_raw_fd(),
+            off_in,
+            dst.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            0,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// No `copy_file_range` on this OS: ENOSYS, so the caller streams the bytes.
+#[cfg(not(target_os = "linux"))]
+fn kernel_copy(_: &fs::File, _: &mut i64, _: &fs::File, _: usize) -> io::Result<usize> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// One range of a written file to read back against a CRC-32C, on the [`Verifier`]'s thread.

@@ -193,28 +193,24 @@ fn sync_dirs(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Swaps `a` and `b` in one step; where the file system cannot, `b` is renamed aside to a name
-/// beside `a` first and `a` renamed to `b`, then the old `b` to `a` (left for removal).
+/// Swaps `a` and `b` in one step (Linux's `renameat2(RENAME_EXCHANGE)`, macOS's
+/// `renamex_np(RENAME_SWAP)`); where the file system or the OS cannot, `b` is renamed aside to
+/// a name beside `a` first and `a` renamed to `b`, then the old `b` to `a` (left for removal).
 fn exchange(a: &Path, b: &Path) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
     if let (Some(ca), Some(cb)) = (c(a), c(b)) {
-        // SAFETY: two valid NUL-terminated paths, relative to the working directory.
-        let r = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                ca.as_ptr(),
-                libc::AT_FDCWD,
-                cb.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
-            return Err(named(b, e));
+        if let Some(r) = swap(&ca, &cb) {
+            match r {
+                Ok(()) => return Ok(()),
+                // Not on this file system: renamed aside below.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)
+                    ) => {}
+                Err(e) => return Err(named(b, e)),
+            }
         }
     }
     let mut aside = a.as_os_str().to_os_string();
@@ -226,6 +222,46 @@ fn exchange(a: &Path, b: &Path) -> Result<(), String> {
         return Err(named(b, e));
     }
     fs::rename(&aside, a).map_err(|e| named(a, e))
+}
+
+/// The paths `a` and `b` swapped by one rename(2): Linux's `renameat2(RENAME_EXCHANGE)`.
+#[cfg(target_os = "linux")]
+fn swap(a: &std::ffi::CStr, b: &std::ffi::CStr) -> Option<std::io::Result<()>> {
+    // SAFETY: two valid NUL-terminated paths, relative to the working directory.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    Some(last_os_result(r))
+}
+
+/// The paths `a` and `b` swapped by one rename(2): macOS's `renamex_np(RENAME_SWAP)`.
+#[cfg(target_os = "macos")]
+fn swap(a: &std::ffi::CStr, b: &std::ffi::CStr) -> Option<std::io::Result<()>> {
+    // SAFETY: two valid NUL-terminated paths, relative to the working directory.
+    let r = unsafe { libc::renamex_np(a.as_ptr(), b.as_ptr(), libc::RENAME_SWAP) };
+    Some(last_os_result(r))
+}
+
+/// No rename(2) that swaps on this OS.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn swap(_a: &std::ffi::CStr, _b: &std::ffi::CStr) -> Option<std::io::Result<()>> {
+    None
+}
+
+/// A system call's result: 0 is success, else errno says why.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn last_os_result(r: libc::c_int) -> std::io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 impl Drop for SavedModelWriter {

@@ -38,7 +38,8 @@ use crate::probe::Probed;
 use crate::source::bytes::{FileMeta, Store};
 use crate::source::local::LocalStore;
 use registry::Registry;
-pub(crate) use subtree::Content;
+pub use subtree::DIRECT_IO_MIN;
+pub(crate) use subtree::{Content, DirectIo};
 use subtree::{NodeAttr, Size, Subtree};
 
 pub(crate) use crate::namespace::ino::ROOT as ROOT_INO;

@@ -17,7 +17,7 @@ pub(crate) enum Size {
 }
 
 /// What a file holds, as far as how the kernel should cache it matters (`-o direct_io`, see
-/// `crate::fuse::DirectIo`).
+/// [`DirectIo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Content {
     /// One tensor's bytes: a `.bin`, or an `.npy` (header + the bytes).
@@ -26,6 +26,54 @@ pub(crate) enum Content {
     Tensors,
     /// Anything else: text, sidecars, renderings, assets.
     Other,
+}
+
+/// Which files the kernel reads around its page cache (`-o direct_io`; the FUSE adapter,
+/// `src/fuse.rs`, applies it): opened with `FOPEN_DIRECT_IO`, each `read(2)` becomes READ
+/// requests of the caller's size (up to the kernel's `max_pages`, 1 MiB by default), answered
+/// straight into the caller's buffer, and nothing of the file stays in the page cache but what `mmap` maps
+/// (`FUSE_DIRECT_IO_ALLOW_MMAP`). Every other file keeps the page cache (`FOPEN_KEEP_CACHE`).
+///
+/// Direct I/O needs an OPEN reply, and the kernel's no-open mode (no OPEN, FLUSH or RELEASE
+/// request per file) is all or nothing per mount: with `Auto` or `Always` every open of every
+/// file costs a round trip, which is why `Never` is the default (docs/benchmarks.md has the
+/// figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum DirectIo {
+    /// The page cache for every file; files are opened without a request (no-open mode).
+    #[default]
+    Never,
+    /// Direct I/O for a tensor's `.bin` and `.npy` of at least [`DIRECT_IO_MIN`] bytes.
+    Auto,
+    /// Direct I/O for every file of tensor bytes: `.bin`, `.npy`, `model.safetensors`,
+    /// `weights.safetensors`, whatever their size.
+    Always,
+}
+
+/// The smallest tensor file `-o direct_io=auto` reads around the page cache.
+pub const DIRECT_IO_MIN: u64 = 64 << 20;
+
+impl DirectIo {
+    /// The values of `-o direct_io`, as `--help` shows them.
+    pub(crate) const VALUES: &'static str = "auto|always|never";
+
+    pub(crate) fn parse(s: &str) -> Option<DirectIo> {
+        match s {
+            "never" => Some(DirectIo::Never),
+            "auto" => Some(DirectIo::Auto),
+            "always" => Some(DirectIo::Always),
+            _ => None,
+        }
+    }
+
+    /// Whether a file holding `content`, of `size` bytes, is opened with `FOPEN_DIRECT_IO`.
+    pub(crate) fn applies(self, content: Content, size: u64) -> bool {
+        match self {
+            DirectIo::Never => false,
+            DirectIo::Auto => size >= DIRECT_IO_MIN && content == Content::Tensor,
+            DirectIo::Always => content != Content::Other,
+        }
+    }
 }
 
 /// What a node is, as the dispatcher needs it.

@@ -531,6 +531,7 @@ trait Load: Copy {
     /// Bytes per element.
     const SIZE: usize;
     /// Whether the elements are float32 or float64 bits, which the AVX2 loop loads itself.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // read by the AVX2 loop only
     const WIDE: Wide = Wide::No;
     /// The element whose bytes start `b` (at least `SIZE` of them).
     fn load(self, b: &[u8]) -> f64;

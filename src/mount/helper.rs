@@ -10,24 +10,34 @@
 //! helper removes the mount it made, so no dead mount is left; it exits with COMMAND's status.
 //! COMMAND exiting 0 leaves the mount: a daemonizing `tfmount` returns once it serves.
 
+#[cfg(target_os = "linux")]
 use std::ffi::CString;
+#[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+#[cfg(target_os = "linux")]
 use std::os::unix::ffi::OsStrExt;
+#[cfg(target_os = "linux")]
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+#[cfg(target_os = "linux")]
 use std::path::Path;
 
-use super::{block_signals, EXIT_RUNTIME, EXIT_USAGE};
-use super::{check_mountpoint, fail, is_mount_point, Failure, EXIT_FUSE, EXIT_MOUNTPOINT};
+#[cfg(target_os = "linux")]
+use super::{block_signals, check_mountpoint, is_mount_point, EXIT_MOUNTPOINT, EXIT_RUNTIME};
+use super::{fail, Failure, EXIT_FUSE, EXIT_USAGE};
 use crate::cli::HelperArgs;
+#[cfg(target_os = "linux")]
 use crate::error::io_words;
 
 /// The environment variable COMMAND finds the descriptor's number in.
+#[cfg(target_os = "linux")]
 pub(crate) const FD_ENV: &str = "TFMOUNT_FUSE_FD";
 
 /// How long after a signal has unmounted MOUNTPOINT a COMMAND still running gets the signal.
+#[cfg(target_os = "linux")]
 const FORWARD_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The exit status of a command that could not be started (as shells say it).
+#[cfg(target_os = "linux")]
 const EXIT_NOT_STARTED: i32 = 127;
 
 /// The mount options the helper accepts.
@@ -58,6 +68,7 @@ pub(crate) fn parse_opts(lists: &[String]) -> Result<Opts, Failure> {
 }
 
 /// mount(2)'s data for a FUSE mount of descriptor `fd`.
+#[cfg(target_os = "linux")]
 fn mount_data(fd: i32, uid: u32, gid: u32, allow_other: bool) -> String {
     let mut d = format!("fd={fd},rootmode=40000,user_id={uid},group_id={gid},default_permissions");
     if allow_other {
@@ -66,7 +77,15 @@ fn mount_data(fd: i32, uid: u32, gid: u32, allow_other: bool) -> String {
     d
 }
 
+/// `tfmount mount-helper` where there is no FUSE: says so, naming the ways on.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn run(_a: &HelperArgs) -> i32 {
+    eprintln!("tfmount mount-helper: {}", super::NO_FUSE);
+    EXIT_FUSE
+}
+
 /// Runs `tfmount mount-helper`; returns the exit status.
+#[cfg(target_os = "linux")]
 pub(crate) fn run(a: &HelperArgs) -> i32 {
     match run_inner(a) {
         Ok(code) => code,
@@ -77,6 +96,7 @@ pub(crate) fn run(a: &HelperArgs) -> i32 {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn run_inner(a: &HelperArgs) -> Result<i32, Failure> {
     let opts = parse_opts(&a.options)?;
     let shown = a.mountpoint.display().to_string();
@@ -185,6 +205,7 @@ fn run_inner(a: &HelperArgs) -> Result<i32, Failure> {
 }
 
 /// `/dev/fuse`, opened read-write (closed on exec: COMMAND gets its own copy by number).
+#[cfg(target_os = "linux")]
 fn open_fuse() -> Result<OwnedFd, Failure> {
     // SAFETY: a NUL-terminated literal.
     let fd = unsafe {
@@ -207,6 +228,7 @@ fn open_fuse() -> Result<OwnedFd, Failure> {
 }
 
 /// `fd` moved to descriptor number `n` (close-on-exec), which must not be in use.
+#[cfg(target_os = "linux")]
 fn at_number(fd: OwnedFd, n: i32) -> Result<OwnedFd, Failure> {
     if fd.as_raw_fd() == n {
         return Ok(fd);
@@ -231,6 +253,7 @@ fn at_number(fd: OwnedFd, n: i32) -> Result<OwnedFd, Failure> {
 }
 
 /// mount(2) of a FUSE file system on `mp` with `data`; the failure as an exit code and words.
+#[cfg(target_os = "linux")]
 fn mount(mp: &Path, data: &str) -> Result<(), (i32, String)> {
     let target = CString::new(mp.as_os_str().as_bytes())
         .map_err(|_| (EXIT_MOUNTPOINT, "the path contains a NUL byte".to_string()))?;
@@ -264,6 +287,7 @@ fn mount(mp: &Path, data: &str) -> Result<(), (i32, String)> {
 }
 
 /// umount2(2) of `mp` with `flags`.
+#[cfg(target_os = "linux")]
 fn unmount(mp: &Path, flags: i32) -> std::io::Result<()> {
     let c = CString::new(mp.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -276,6 +300,7 @@ fn unmount(mp: &Path, flags: i32) -> std::io::Result<()> {
 }
 
 /// Removes the mount on `mp` lazily (files still open on it fail with ENOTCONN).
+#[cfg(target_os = "linux")]
 fn detach(mp: &Path) {
     if let Err(e) = unmount(mp, libc::MNT_DETACH) {
         eprintln!(

@@ -3,6 +3,7 @@
 //! `/dev/fd/N` ([`fd`]), serving a `/dev/fuse` descriptor another process mounted; and the
 //! privileged half of that, `tfmount mount-helper` ([`helper`]).
 
+#[cfg(target_os = "linux")]
 mod fd;
 pub(crate) mod helper;
 pub(crate) mod mountinfo;
@@ -15,11 +16,13 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use fuser::{Config, MountOption};
+#[cfg(target_os = "linux")]
+use fuser::{Config, MountOption, SessionACL};
 
 use crate::cli::Args;
 use crate::error::io_words;
 use crate::fs::Fs;
+#[cfg(target_os = "linux")]
 use crate::fuse::FuseFs;
 pub(crate) use crate::options::Settings;
 use crate::{probe, source};
@@ -30,6 +33,10 @@ pub(crate) const EXIT_USAGE: i32 = 2;
 pub(crate) const EXIT_SOURCE: i32 = 3;
 pub(crate) const EXIT_MOUNTPOINT: i32 = 4;
 pub(crate) const EXIT_FUSE: i32 = 5;
+
+/// Why there is no FUSE mount on this OS, and the ways on (macOS, Windows: docs/macos.md).
+#[cfg(not(target_os = "linux"))]
+pub(crate) const NO_FUSE: &str = "tfmount mounts through FUSE on Linux only; here, mount over NFS (tfmount --nfs SOURCE MOUNTPOINT), or read the model without a mount: the subcommands (tfmount ls, cat, verify, diff, export: tfmount --help) or Python (import tfmount)";
 
 /// A failure before or while mounting, with its exit code.
 #[derive(Debug)]
@@ -64,6 +71,7 @@ pub fn is_mount_point(path: &Path) -> bool {
 /// value through `/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`, writable by root only (and then
 /// the kernel sends 1 MiB requests). Best effort: without permission this logs at debug level
 /// and changes nothing. Call it once the mount exists; it sends no request to the mount.
+#[cfg(target_os = "linux")]
 pub fn raise_readahead(mountpoint: &std::path::Path) {
     let Some(dev) = mount_device(mountpoint) else {
         log::debug!("{}: not in /proc/self/mountinfo", mountpoint.display());
@@ -77,6 +85,7 @@ pub fn raise_readahead(mountpoint: &std::path::Path) {
 }
 
 /// The `MAJOR:MINOR` device of the file system mounted at `path` (the last mount there).
+#[cfg(target_os = "linux")]
 pub(crate) fn mount_device(path: &Path) -> Option<String> {
     mountinfo::mounts()
         .into_iter()
@@ -142,6 +151,7 @@ fn check_mountpoint(mp: &Path, nonempty: bool) -> Result<PathBuf, Failure> {
 
 /// Why the kernel (or fusermount3) refused a mount with "permission denied", as far as can
 /// be told from here, and what to do about it.
+#[cfg(target_os = "linux")]
 fn permission_words() -> String {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let dev = Path::new("/dev/fuse");
@@ -187,6 +197,7 @@ fn permission_words() -> String {
 /// The ways on without FUSE, said where FUSE is missing.
 const NO_FUSE_WAYS: &str = "; without FUSE: tfmount --nfs SOURCE MOUNTPOINT mounts over NFS, tfmount --nfs-serve PORT SOURCE serves it for an NFS client, and `import tfmount` reads it in Python";
 
+#[cfg(target_os = "linux")]
 fn check_fuse() -> Result<(), Failure> {
     if !Path::new("/dev/fuse").exists() {
         return Err(fail(
@@ -217,10 +228,23 @@ fn which(cmd: &str) -> Option<PathBuf> {
 
 fn pipe() -> std::io::Result<(File, File)> {
     let mut fds = [0; 2];
+    #[cfg(target_os = "linux")]
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: pipe2 just returned these two fresh descriptors.
+    // No pipe2 on macOS: close-on-exec set just after (this process starts no other thread
+    // before it daemonizes).
+    #[cfg(not(target_os = "linux"))]
+    // SAFETY: a new pipe into a local array, then fcntl on its two fresh descriptors.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for fd in fds {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    // SAFETY: pipe2 (pipe) just returned these two fresh descriptors.
     unsafe {
         Ok((
             File::from(OwnedFd::from_raw_fd(fds[0])),
@@ -395,11 +419,10 @@ fn swapped(args: &Args, settings: &Settings, f: Failure) -> Failure {
 /// Where a daemon serves: a mount point it mounts, or a `/dev/fuse` descriptor someone else
 /// mounted (the mount point `/dev/fd/N`).
 enum Target {
+    #[cfg(target_os = "linux")]
     Mount(PathBuf),
-    Fd {
-        fd: OwnedFd,
-        shown: PathBuf,
-    },
+    #[cfg(target_os = "linux")]
+    Fd { fd: OwnedFd, shown: PathBuf },
     /// Served over NFS at `listen` (`--nfs-serve`), and mounted on `mountpoint` with the
     /// system's NFS client (`--nfs`).
     Nfs {
@@ -412,8 +435,10 @@ impl Target {
     /// The mount point, when this process mounts it.
     fn mountpoint(&self) -> Option<&Path> {
         match self {
+            #[cfg(target_os = "linux")]
             Target::Mount(mp) => Some(mp),
             Target::Nfs { mountpoint, .. } => mountpoint.as_deref(),
+            #[cfg(target_os = "linux")]
             Target::Fd { .. } => None,
         }
     }
@@ -421,14 +446,16 @@ impl Target {
     /// As the user named it, for messages.
     fn shown(&self) -> &Path {
         match self {
+            #[cfg(target_os = "linux")]
             Target::Mount(mp) | Target::Fd { shown: mp, .. } => mp,
             Target::Nfs { mountpoint, .. } => mountpoint.as_deref().unwrap_or(Path::new("")),
         }
     }
 }
 
-/// The target of `args`: `/dev/fd/N` checked to be a `/dev/fuse` descriptor, or the mount
-/// point checked, and FUSE checked to be usable for mounting.
+/// The target of `args`: NFS (`--nfs-serve`, `--nfs`), `/dev/fd/N` checked to be a
+/// `/dev/fuse` descriptor, or the mount point checked, and FUSE checked to be usable for
+/// mounting.
 fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
     if let Some(listen) = &args.nfs_serve {
         let listen = crate::nfs::parse_listen(listen).map_err(|e| fail(EXIT_USAGE, e))?;
@@ -450,6 +477,21 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         });
     }
+    fuse_target(args, settings)
+}
+
+/// FUSE is Linux's: elsewhere the mount form without `--nfs` says so, naming the ways on.
+#[cfg(not(target_os = "linux"))]
+fn fuse_target(args: &Args, _settings: &Settings) -> Result<Target, Failure> {
+    Err(fail(
+        EXIT_FUSE,
+        format!("{}: {NO_FUSE}", args.mountpoint().display()),
+    ))
+}
+
+/// The FUSE part of [`target`].
+#[cfg(target_os = "linux")]
+fn fuse_target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
     if let Some(n) = fd::parse(args.mountpoint()) {
         let fd = fd::take(n?, args.mountpoint())?;
         let theirs: Vec<&str> = settings
@@ -611,6 +653,7 @@ fn detach_stdio(log: Option<&File>) {
 
 /// Starts the watchdog: a process that waits until this one has exited (however it exited)
 /// and then detaches the mount if it is still there, so a killed daemon leaves nothing behind.
+#[cfg(target_os = "linux")]
 fn spawn_watchdog(mountpoint: &Path, close_in_child: Option<i32>) -> Result<File, Failure> {
     let (r, w) = pipe().map_err(|e| fail(EXIT_RUNTIME, format!("pipe: {e}")))?;
     let mp = CString::new(mountpoint.as_os_str().as_bytes())
@@ -670,6 +713,7 @@ fn raise_fd_limit() {
 }
 
 /// The failure of a mount by this process, in words.
+#[cfg(target_os = "linux")]
 fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> Failure {
     // fuser's fallback to fusermount3 reports the refusal as its words (EPERM: a process
     // without CAP_SYS_ADMIN, where the setuid fusermount3 cannot regain it either).
@@ -690,6 +734,7 @@ fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> Failure {
 }
 
 /// The failure of serving a `/dev/fuse` descriptor someone else mounted, in words.
+#[cfg(target_os = "linux")]
 fn fd_failed(shown: &Path, e: &std::io::Error) -> Failure {
     match e.kind() {
         // read(2) of a /dev/fuse descriptor that no mount uses yet fails with EPERM.
@@ -719,9 +764,15 @@ fn fd_failed(shown: &Path, e: &std::io::Error) -> Failure {
 pub(crate) fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
     let mp = CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| "mount point path contains NUL".to_string())?;
-    let flags = if lazy { libc::MNT_DETACH } else { 0 };
     // SAFETY: a valid C string.
-    if unsafe { libc::umount2(mp.as_ptr(), flags) } == 0 {
+    #[cfg(target_os = "linux")]
+    let r = unsafe { libc::umount2(mp.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
+    // macOS and the BSDs detach nothing lazily: `lazy` forces, as `umount -f` does (the files
+    // still open on it then fail).
+    // SAFETY: a valid C string.
+    #[cfg(not(target_os = "linux"))]
+    let r = unsafe { libc::unmount(mp.as_ptr(), if lazy { libc::MNT_FORCE } else { 0 }) };
+    if r == 0 {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
@@ -730,7 +781,7 @@ pub(crate) fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
     if err.raw_os_error() == Some(libc::EINVAL) && !is_mount_point(mountpoint) {
         return Ok(());
     }
-    if err.raw_os_error() != Some(libc::EPERM) {
+    if err.raw_os_error() != Some(libc::EPERM) || cfg!(not(target_os = "linux")) {
         return Err(io_words(&err));
     }
     let mut cmd = std::process::Command::new("fusermount3");
@@ -794,6 +845,38 @@ fn serve(
     s: &Settings,
     ready: Option<File>,
 ) -> Result<(), Failure> {
+    match target {
+        // Where there is no FUSE, the NFS adapter is the one way to serve (no watchdog: it has
+        // no lazy unmount to make there; the server stops when the mount goes).
+        #[cfg(not(target_os = "linux"))]
+        Target::Nfs { mountpoint, listen } => {
+            install_mapped_reads();
+            let signals = block_signals();
+            limit_malloc_arenas(&fs);
+            nfs::serve(
+                std::sync::Arc::new(fs),
+                mountpoint,
+                listen,
+                fsname,
+                s,
+                signals,
+                ready,
+            )
+        }
+        #[cfg(target_os = "linux")]
+        target => serve_linux(fs, target, fsname, s, ready),
+    }
+}
+
+/// [`serve`] on Linux: FUSE, or NFS with the same watchdog.
+#[cfg(target_os = "linux")]
+fn serve_linux(
+    fs: Fs,
+    target: Target,
+    fsname: &str,
+    s: &Settings,
+    ready: Option<File>,
+) -> Result<(), Failure> {
     use std::os::fd::AsRawFd;
     // A descriptor someone else mounted is theirs to unmount: no watchdog (this process could
     // not unmount it; `tfmount mount-helper` removes the mount if its command fails).
@@ -811,7 +894,11 @@ fn serve(
         MountOption::NoSuid,
         MountOption::DefaultPermissions,
     ];
-    config.acl = s.acl;
+    config.acl = match s.acl {
+        crate::options::Access::Owner => SessionACL::Owner,
+        crate::options::Access::RootAndOwner => SessionACL::RootAndOwner,
+        crate::options::Access::All => SessionACL::All,
+    };
     config.n_threads = Some(s.threads);
     let signals = block_signals();
     limit_malloc_arenas(&fs);
@@ -828,7 +915,7 @@ fn serve(
         // The kernel decides who may use the mount (the mounter's user_id and allow_other):
         // no second filter here.
         Target::Fd { fd, shown } => (
-            fuser::Session::from_fd(fuse_fs, fd, fuser::SessionACL::All, config)
+            fuser::Session::from_fd(fuse_fs, fd, SessionACL::All, config)
                 .map_err(|e| fd_failed(&shown, &e)),
             None,
         ),

@@ -17,6 +17,7 @@ use crate::probe::Probed;
 use crate::python::arrays::{self, Maps};
 use crate::python::bytes_of;
 use crate::python::errors::{fs_error, tree_error, TfmountError};
+use crate::source::bytes::file_type;
 
 /// A key as Python sees it: `str` when it is UTF-8 (every key TensorFlow and Keras write), else
 /// `bytes`.
@@ -369,9 +370,9 @@ impl Model {
             .detach(|| inner.tree.fs().getattr(node.ino()))
             .map_err(|e| fs_error(&inner.path_name(&p), e))?;
         let type_bits = match a.kind {
-            Kind::Dir => libc::S_IFDIR,
-            Kind::File => libc::S_IFREG,
-            Kind::Symlink => libc::S_IFLNK,
+            Kind::Dir => file_type::DIR,
+            Kind::File => file_type::REG,
+            Kind::Symlink => file_type::LNK,
         };
         let mtime = a
             .mtime

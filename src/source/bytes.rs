@@ -17,6 +17,16 @@ use std::sync::Arc;
 
 use crate::parse::{FormatError, ReadAt};
 
+/// The file-type bits of [`FileMeta::mode`], as `u32` on every OS (`st_mode` is 32 bits on
+/// Linux, 16 on macOS).
+#[allow(clippy::unnecessary_cast)] // the same type on Linux only
+pub(crate) mod file_type {
+    pub(crate) const MASK: u32 = libc::S_IFMT as u32;
+    pub(crate) const REG: u32 = libc::S_IFREG as u32;
+    pub(crate) const DIR: u32 = libc::S_IFDIR as u32;
+    pub(crate) const LNK: u32 = libc::S_IFLNK as u32;
+}
+
 /// Metadata of a source file that the mount reflects (times, owner, permission bits).
 #[derive(Debug, Clone, Copy)]
 pub struct FileMeta {

@@ -33,8 +33,14 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::parse::{FormatError, ReadAt};
-use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
+use crate::source::bytes::{file_type, ByteSource, EntryKind, FileMeta, Store};
 pub(crate) use crate::source::bytes::{Info, Loc, Node, PassTree, TreeEntry, What, ROOT};
+
+// This thread's `errno`: Linux's `__errno_location`, macOS's and the BSDs' `__error`.
+#[cfg(target_os = "linux")]
+use libc::__errno_location as errno_location;
+#[cfg(not(target_os = "linux"))]
+use libc::__error as errno_location;
 
 /// Symlinks followed while resolving one (the kernel's limit).
 pub(crate) const MAX_HOPS: u32 = 40;
@@ -99,6 +105,8 @@ struct Stat {
 }
 
 impl Stat {
+    // `st_mode` is u16 on macOS, `st_dev` i32: the casts are for there.
+    #[allow(clippy::unnecessary_cast)]
     fn of(st: &libc::stat) -> Stat {
         let (secs, nsec) = (st.st_mtime, st.st_mtime_nsec);
         let mtime = if secs >= 0 {
@@ -110,8 +118,8 @@ impl Stat {
             std::time::UNIX_EPOCH.checked_sub(std::time::Duration::from_secs(secs.unsigned_abs()))
         };
         Stat {
-            kind: st.st_mode & libc::S_IFMT,
-            dev: st.st_dev,
+            kind: st.st_mode as u32 & file_type::MASK,
+            dev: st.st_dev as u64,
             ino: st.st_ino,
             mtime: (secs, nsec),
             info: Info {
@@ -119,7 +127,7 @@ impl Stat {
                     mtime: mtime.unwrap_or(std::time::UNIX_EPOCH),
                     uid: st.st_uid,
                     gid: st.st_gid,
-                    mode: st.st_mode,
+                    mode: st.st_mode as u32,
                 },
                 len: u64::try_from(st.st_size).unwrap_or(0),
             },
@@ -219,7 +227,7 @@ fn read_names(dir: &OwnedFd, max: usize) -> io::Result<(Vec<OsString>, bool)> {
     let mut out = Vec::new();
     loop {
         // SAFETY: errno is thread-local; readdir reports errors only through it.
-        unsafe { *libc::__errno_location() = 0 };
+        unsafe { *errno_location() = 0 };
         // SAFETY: `d.0` is an open directory stream used by this thread only.
         let e = unsafe { libc::readdir(d.0) };
         if e.is_null() {
@@ -326,7 +334,7 @@ impl LocalTree {
             name: name.to_owned(),
             dev: st.dev,
             ino: st.ino,
-            dir: st.kind == libc::S_IFDIR,
+            dir: st.kind == file_type::DIR,
             mtime: st.mtime,
             info: st.info,
         });
@@ -387,18 +395,18 @@ impl LocalTree {
         let c = cstr(name)?;
         let st = lstat_at(dir_fd, &c)?;
         Ok(match st.kind {
-            libc::S_IFREG | libc::S_IFDIR => {
+            file_type::REG | file_type::DIR => {
                 let node = Node {
                     loc: self.intern(dir, name, &st)?,
                     info: Some(st.info),
                 };
-                if st.kind == libc::S_IFDIR {
+                if st.kind == file_type::DIR {
                     What::Dir(node)
                 } else {
                     What::File(node)
                 }
             }
-            libc::S_IFLNK => {
+            file_type::LNK => {
                 let target = readlink_at(dir_fd, &c)?;
                 let mut walked = Walked::default();
                 let to = self.resolve(dir, &target, &mut walked).and_then(|l| {
@@ -407,7 +415,7 @@ impl LocalTree {
                         loc: l,
                         info: Some(r.info),
                     };
-                    let is_reg = r.info.meta.mode & libc::S_IFMT == libc::S_IFREG;
+                    let is_reg = r.info.meta.mode & file_type::MASK == file_type::REG;
                     (r.dir || is_reg).then_some((r.dir, node))
                 });
                 What::Link {
@@ -447,7 +455,7 @@ impl LocalTree {
                     let fd = self.dir_fd(cur).ok()?;
                     let c = cstr(name).ok()?;
                     let st = lstat_at(&fd, &c).ok()?;
-                    cur = if st.kind == libc::S_IFLNK {
+                    cur = if st.kind == file_type::LNK {
                         let t = readlink_at(&fd, &c).ok()?;
                         self.resolve(cur, &t, walked)?
                     } else {

@@ -6,6 +6,11 @@
 pub mod bytes;
 pub mod dirtree;
 pub(crate) mod file;
+#[cfg(target_os = "linux")]
+pub(crate) mod lease;
+/// Read leases are Linux's: elsewhere none is taken.
+#[cfg(not(target_os = "linux"))]
+#[path = "lease_none.rs"]
 pub(crate) mod lease;
 pub mod local;
 pub(crate) mod mapped;

@@ -26,7 +26,7 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::{Path as Key, PathPart};
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 
-use crate::source::bytes::{ByteSource, EntryKind, FileMeta, Store};
+use crate::source::bytes::{file_type, ByteSource, EntryKind, FileMeta, Store};
 use crate::source::remote::budget::Budget;
 use crate::source::remote::cause::map_err;
 use crate::source::remote::config::RemoteConfig;
@@ -155,7 +155,7 @@ impl Ctx {
             mtime,
             uid: self.uid,
             gid: self.gid,
-            mode: libc::S_IFREG | 0o444,
+            mode: file_type::REG | 0o444,
         }
     }
 
@@ -1161,7 +1161,7 @@ impl Store for RemoteStore {
             Some((_, Some(m))) => Ok(self.ctx.file_meta(Some(m.last_modified))),
             Some((_, None)) => {
                 let mut m = self.ctx.file_meta(None);
-                m.mode = libc::S_IFDIR | 0o555;
+                m.mode = file_type::DIR | 0o555;
                 Ok(m)
             }
             None => Err(RemoteError::NotFound {
