@@ -61,7 +61,7 @@ pub(crate) struct Args {
     /// free port, mounted with the system's NFS client (mount_nfs on macOS, mount -t nfs on
     /// Linux); the command run is said. For where FUSE is missing or broken (macOS, Windows,
     /// containers without /dev/fuse). Extended attributes are not served over NFSv3 (tfmount ls
-    /// -l --json has them). docs/macos.md.
+    /// -l --json has them). docs/nfs.md.
     #[arg(long, conflicts_with = "nfs_serve")]
     pub(crate) nfs: bool,
 

@@ -83,13 +83,20 @@ fn tf_saves_while_mounted(mode: &str, key_path: &str) {
         assert_eq!(f.first(), Some(&"saved"), "{line}");
         let name = f[1].to_string();
         let vals: Vec<f32> = f[2..].iter().map(|v| v.parse().expect("value")).collect();
+        // TF's CheckpointManager.save writes the state file twice: naming the new checkpoint
+        // beside every old one, then (after deleting the oldest's files) without the oldest.
+        // The mount may show the first state (four entries, `latest` already moved) until it
+        // applies the second: what is waited for is the second, settled (max_to_keep=2: the
+        // one before the previous is gone).
         let took = common::within(
             WITHIN,
-            &format!("{name} appears and latest moves to it"),
-            || common::dir_names(&mnt).contains(&name) && latest(&mnt) == name,
+            &format!("{name} appears, latest moves to it and the oldest goes"),
+            || {
+                let listing = common::dir_names(&mnt);
+                listing.contains(&name) && latest(&mnt) == name && listing.len() == 3
+            },
         );
         eprintln!("{mode}: {name} shown after {took:?}");
-        // max_to_keep=2: the one before the previous is gone.
         let listing = common::dir_names(&mnt);
         assert_eq!(listing.len(), 3, "{listing:?}");
         assert!(listing.contains(&"latest".to_string()), "{listing:?}");
