@@ -457,6 +457,9 @@ impl Target {
 /// `/dev/fuse` descriptor, or the mount point checked, and FUSE checked to be usable for
 /// mounting.
 fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
+    if args.nfs || args.nfs_serve.is_some() {
+        nfs_ignores(settings);
+    }
     if let Some(listen) = &args.nfs_serve {
         let listen = crate::nfs::parse_listen(listen).map_err(|e| fail(EXIT_USAGE, e))?;
         if !listen.ip().is_loopback() {
@@ -478,6 +481,27 @@ fn target(args: &Args, settings: &Settings) -> Result<Target, Failure> {
         });
     }
     fuse_target(args, settings)
+}
+
+/// Warns of the options given that only FUSE mounts have: who may use an NFS mount is the
+/// client's and its mount's business, and its client caches pages as it will.
+fn nfs_ignores(settings: &Settings) {
+    let mut fuse_only: Vec<&str> = settings
+        .mount_time
+        .iter()
+        .copied()
+        .filter(|o| *o != "nonempty")
+        .filter(|o| crate::options::find(o).is_some_and(|o| !o.no_op))
+        .collect();
+    if settings.direct_io != crate::fs::subtree::DirectIo::default() {
+        fuse_only.push("direct_io");
+    }
+    if !fuse_only.is_empty() {
+        eprintln!(
+            "tfmount: warning: -o {} ignored: FUSE's options, which an NFS mount does not have",
+            fuse_only.join(",")
+        );
+    }
 }
 
 /// FUSE is Linux's: elsewhere the mount form without `--nfs` says so, naming the ways on.

@@ -169,6 +169,13 @@ fn a_100k_entry_directory_is_listed_once_per_name_and_resumes_at_any_cookie() {
         want,
         "each name once, in pages"
     );
+    // MNT takes any directory of the tree, and only a directory.
+    assert!(
+        rpc.mnt("/variables").is_ok_and(|h| h == vars),
+        "the same handle"
+    );
+    assert_eq!(rpc.mnt("/variables/t00000.bin"), Err(20), "NOTDIR");
+    assert_eq!(rpc.mnt("/nothing"), Err(2), "NOENT");
     // Resumed at any entry's cookie: the listing goes on with the next entry.
     let mut rng = common::Rng::new(7);
     for _ in 0..50 {
