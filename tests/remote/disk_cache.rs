@@ -934,8 +934,11 @@ fn without_a_disk_cache_a_sequential_pass_fetches_each_byte_once() {
 /// sent twice; a remount on the now warm cache takes one round (what the first mount asked
 /// about after its probes, the data shards, is kept in the cache and asked at once), and sends
 /// no GET. Every
-/// answer is delayed 150 ms (a far server), so that requests sent at once are told from
-/// requests sent one after another ([`rounds`]). Before: the mount's parent process opened the
+/// answer is delayed 500 ms (a far server), so that requests sent at once are told from
+/// requests sent one after another ([`rounds`]): a request of a round sent later than the
+/// delay after the others counts as a round of its own, and on a loaded 2-core machine the
+/// daemon's threads were once late by more than the 150 ms this test first used (a third round
+/// in a CI run beside a cold build; the requests were the same, none sent twice). Before: the mount's parent process opened the
 /// source too, to check it (every request twice, one round after the other), and with a disk
 /// cache the index was a HEAD, then a GET.
 #[test]
@@ -949,7 +952,7 @@ fn a_background_mount_and_a_first_stat_take_two_rounds_of_requests() {
     for pass in ["cold", "warm"] {
         s.proxy.set(vec![Rule::any("", "")
             .times(usize::MAX)
-            .fault(Fault::Delay(Duration::from_millis(150)))]);
+            .fault(Fault::Delay(Duration::from_millis(500)))]);
         let env = user_env(xdg.path());
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         let out = uncached(&[&s.url(), mp.path().to_str().expect("utf-8")], &env);
