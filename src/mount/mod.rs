@@ -862,6 +862,26 @@ fn install_mapped_reads() {
     }
 }
 
+/// The mount serves: said to the parent waiting for it ("ok:"), or in the foreground on
+/// stdout, once: the mount exists and the kernel queues its requests for the session (or the
+/// NFS client has mounted), served from here on. False when there is neither (a server only,
+/// or a descriptor someone else mounted, in the foreground).
+fn say_ready(ready: Option<File>, mp: Option<&Path>, fsname: &str) -> bool {
+    match (ready, mp) {
+        (Some(mut w), _) => {
+            let _ = w.write_all(b"ok:\n");
+            true
+        }
+        (None, Some(mp)) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "mounted {fsname} at {}", mp.display());
+            let _ = out.flush();
+            true
+        }
+        (None, None) => false,
+    }
+}
+
 fn serve(
     fs: Fs,
     target: Target,
@@ -1009,19 +1029,7 @@ fn serve_linux(
             }
         })
         .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;
-    match (ready, target_mp) {
-        (Some(mut w), _) => {
-            let _ = w.write_all(b"ok:\n");
-        }
-        // In the foreground, the same point said on stdout, once: the mount exists and the
-        // kernel queues its requests for the session, which serves them from here on.
-        (None, Some(mp)) => {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "mounted {fsname} at {}", mp.display());
-            let _ = out.flush();
-        }
-        (None, None) => {}
-    }
+    say_ready(ready, target_mp.as_deref(), fsname);
     let r = session
         .run()
         .map_err(|e| fail(EXIT_RUNTIME, format!("session ended with an error: {e}")));

@@ -87,25 +87,15 @@ pub(super) fn serve(
             let _ = tx.send(Wake::Signal(sig));
         })
         .map_err(|e| fail(EXIT_RUNTIME, format!("thread: {e}")))?;
-    match (ready, &mounted) {
-        (Some(mut w), _) => {
-            let _ = w.write_all(b"ok:\n");
-        }
-        (None, Some(mp)) => {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "mounted {fsname} at {}", mp.display());
-            let _ = out.flush();
-        }
-        (None, None) => {
-            let mut out = std::io::stdout().lock();
-            let example = Path::new(if cfg!(windows) { "Z:" } else { "/mnt/m" });
-            let _ = writeln!(
-                out,
-                "serving {fsname} over NFSv3 on {addr} (read-only; Ctrl-C stops it)\nmount it with:\n  {}",
-                nfs::shell_line(&nfs::mount_command(addr, example))
-            );
-            let _ = out.flush();
-        }
+    if !super::say_ready(ready, mounted.as_deref(), fsname) {
+        let mut out = std::io::stdout().lock();
+        let example = Path::new(if cfg!(windows) { "Z:" } else { "/mnt/m" });
+        let _ = writeln!(
+            out,
+            "serving {fsname} over NFSv3 on {addr} (read-only; Ctrl-C stops it)\nmount it with:\n  {}",
+            nfs::shell_line(&nfs::mount_command(addr, example))
+        );
+        let _ = out.flush();
     }
     loop {
         match rx.recv_timeout(MOUNT_CHECK) {

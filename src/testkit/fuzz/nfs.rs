@@ -102,12 +102,12 @@ fn call(xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The handle of `/` (from a MNT).
-fn root_handle(service: &Service) -> Vec<u8> {
-    let Some(r) = service.call(&call(1, MOUNT, 1, &opaque(b"/"))) else {
+/// The handle a MNT or LOOKUP `call` answers with (after the reply's 24-byte header and the
+/// status), or none.
+fn handle_of(service: &Service, call: &[u8]) -> Vec<u8> {
+    let Some(r) = service.call(call) else {
         return Vec::new();
     };
-    // Reply header (24 bytes), status, then the handle.
     let h = r
         .head
         .get(28..32)
@@ -118,21 +118,17 @@ fn root_handle(service: &Service) -> Vec<u8> {
         .unwrap_or_default()
 }
 
+/// The handle of `/` (from a MNT).
+fn root_handle(service: &Service) -> Vec<u8> {
+    handle_of(service, &call(1, MOUNT, 1, &opaque(b"/")))
+}
+
 /// The handle `name` has in directory `dir` (from a LOOKUP).
 fn lookup(service: &Service, dir: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut args = opaque(dir);
-    args.extend_from_slice(&opaque(name));
-    let Some(r) = service.call(&call(2, NFS, 3, &args)) else {
-        return Vec::new();
-    };
-    let h = r
-        .head
-        .get(28..32)
-        .map_or(0, |n| u32::from_be_bytes([n[0], n[1], n[2], n[3]]) as usize);
-    r.head
-        .get(32..32 + h)
-        .map(<[u8]>::to_vec)
-        .unwrap_or_default()
+    handle_of(
+        service,
+        &call(2, NFS, 3, &[opaque(dir), opaque(name)].concat()),
+    )
 }
 
 /// Seeds: a client's session (MNT, FSINFO, GETATTR, LOOKUPs, ACCESS, READDIR and READDIRPLUS
