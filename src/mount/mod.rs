@@ -894,6 +894,8 @@ fn serve(
         // no lazy unmount to make there; the server stops when the mount goes).
         #[cfg(not(target_os = "linux"))]
         Target::Nfs { mountpoint, listen } => {
+            // The settings are FUSE's (the NFS server takes none).
+            let _ = s;
             install_mapped_reads();
             let signals = block_signals();
             limit_malloc_arenas(&fs);
@@ -902,7 +904,6 @@ fn serve(
                 mountpoint,
                 listen,
                 fsname,
-                s,
                 signals,
                 ready,
             )
@@ -965,7 +966,7 @@ fn serve_linux(
         ),
         Target::Nfs { mountpoint, listen } => {
             drop(fuse_fs);
-            return nfs::serve(fs, mountpoint, listen, fsname, s, signals, ready);
+            return nfs::serve(fs, mountpoint, listen, fsname, signals, ready);
         }
     };
     let mut session = match session {

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{fail, Failure, Settings, EXIT_FUSE, EXIT_OK, EXIT_RUNTIME};
+use super::{fail, Failure, EXIT_FUSE, EXIT_OK, EXIT_RUNTIME};
 use crate::fs::Fs;
 use crate::nfs::{self, MountEvent, Server};
 
@@ -33,7 +33,6 @@ pub(super) fn serve(
     mountpoint: Option<PathBuf>,
     listen: SocketAddr,
     fsname: &str,
-    s: &Settings,
     signals: libc::sigset_t,
     ready: Option<File>,
 ) -> Result<(), Failure> {
@@ -49,8 +48,8 @@ pub(super) fn serve(
         }
     });
     // A read waiting for the network holds a worker: as many as FUSE's read pool for remote
-    // sources.
-    let workers = if fs.is_remote() { 16 } else { s.threads.max(4) };
+    // sources. A local source's reads are answered where its other calls are.
+    let workers = if fs.is_remote() { 16 } else { 0 };
     let started = Server::start(fs.clone(), listen, workers, events).map_err(|e| {
         fail(
             EXIT_RUNTIME,

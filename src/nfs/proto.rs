@@ -98,7 +98,7 @@ pub(crate) struct Reply {
 impl Reply {
     /// The padding to write after `data`.
     pub(crate) fn padding(&self) -> &'static [u8] {
-        &[0u8; 3][..(4 - self.data.len() % 4) % 4]
+        &[0u8; 3][..super::xdr::pad(self.data.len())]
     }
 }
 
@@ -229,14 +229,13 @@ impl Service {
         match result {
             Ok(Some(data)) => Some(Reply { head: w.buf, data }),
             Ok(None) => Some(done(w)),
-            Err(Unanswered::Garbage) => {
+            Err(u) => {
+                // The accept_stat written (SUCCESS) is replaced, and what followed it dropped.
                 w.buf.truncate(start - 4);
-                w.u32(accept::GARBAGE_ARGS);
-                Some(done(w))
-            }
-            Err(Unanswered::NoProc) => {
-                w.buf.truncate(start - 4);
-                w.u32(accept::PROC_UNAVAIL);
+                w.u32(match u {
+                    Unanswered::Garbage => accept::GARBAGE_ARGS,
+                    Unanswered::NoProc => accept::PROC_UNAVAIL,
+                });
                 Some(done(w))
             }
         }

@@ -1,7 +1,7 @@
 //! The NFS server's sockets and threads: a listener, and one reader thread per connection that
 //! cuts the byte stream into RPC records (RFC 5531 record marking, each record bounded) and
 //! answers them ([`Service::call`]), as a FUSE serving thread does; but for a remote source the
-//! READs go to a pool of workers, so that one read waiting for the network does not hold the
+//! READs go to a pool of workers (`Server::start`'s `workers`: none for a local source), so that one read waiting for the network does not hold the
 //! lookups and `stat`s behind it on the same connection (the kernel clients send many calls at
 //! once on one connection). Answering on the reader saves two thread switches a call: a walk
 //! of 20,000 tensors' files by `nfs-ls -R` (16,000 calls) took 1.22 s through the pool, 0.63 s
@@ -53,8 +53,9 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Serves `fs` on `addr` (port 0: a free port) with `workers` threads answering calls;
-    /// `events` is told of every MOUNT protocol MNT and UMNT.
+    /// Serves `fs` on `addr` (port 0: a free port); READs are answered by a pool of `workers`
+    /// threads (none: on the connections' readers, as every other call); `events` is told of
+    /// every MOUNT protocol MNT and UMNT.
     pub(crate) fn start(
         fs: Arc<Fs>,
         addr: SocketAddr,
@@ -64,20 +65,25 @@ impl Server {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let service = Arc::new(Service::new(fs, addr.port(), events));
-        let (tx, rx) = sync_channel::<Job>(QUEUE);
-        let rx = Arc::new(Mutex::new(rx));
-        for i in 0..workers.max(1) {
-            let (service, rx) = (service.clone(), rx.clone());
-            std::thread::Builder::new()
-                .name(format!("nfs-{i}"))
-                .spawn(move || work(&service, &rx))?;
-        }
+        let pool = if workers == 0 {
+            None
+        } else {
+            let (tx, rx) = sync_channel::<Job>(QUEUE);
+            let rx = Arc::new(Mutex::new(rx));
+            for i in 0..workers {
+                let (service, rx) = (service.clone(), rx.clone());
+                std::thread::Builder::new()
+                    .name(format!("nfs-{i}"))
+                    .spawn(move || work(&service, &rx))?;
+            }
+            Some(tx)
+        };
         let stopping = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
         let (s, c) = (stopping.clone(), conns.clone());
         std::thread::Builder::new()
             .name("nfs-accept".into())
-            .spawn(move || accept(&listener, &service, &tx, &s, &c))?;
+            .spawn(move || accept(&listener, &service, pool.as_ref(), &s, &c))?;
         Ok(Server {
             addr,
             stopping,
@@ -116,7 +122,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn accept(
     listener: &TcpListener,
     service: &Arc<Service>,
-    tx: &SyncSender<Job>,
+    pool: Option<&SyncSender<Job>>,
     stopping: &AtomicBool,
     conns: &Arc<Mutex<Vec<Arc<Conn>>>>,
 ) {
@@ -154,11 +160,11 @@ fn accept(
             peer,
         });
         lock(conns).push(conn.clone());
-        let (service, tx, conns) = (service.clone(), tx.clone(), conns.clone());
+        let (service, pool, conns) = (service.clone(), pool.cloned(), conns.clone());
         let spawned = std::thread::Builder::new()
             .name("nfs-conn".into())
             .spawn(move || {
-                read_calls(stream, &conn, &service, &tx);
+                read_calls(stream, &conn, &service, pool.as_ref());
                 lock(&conns).retain(|c| !Arc::ptr_eq(c, &conn));
             });
         if let Err(e) = spawned {
@@ -174,24 +180,29 @@ fn is_read(record: &[u8]) -> bool {
     word(12) == Some(super::proto::NFS.to_be_bytes()) && word(20) == Some(6u32.to_be_bytes())
 }
 
-/// Reads a connection's records and answers them (a remote source's READs queued for the
-/// workers), until it closes or breaks the protocol.
-fn read_calls(stream: TcpStream, conn: &Arc<Conn>, service: &Service, tx: &SyncSender<Job>) {
+/// Reads a connection's records and answers them (READs queued for the pool, if there is
+/// one), until it closes or breaks the protocol.
+fn read_calls(
+    stream: TcpStream,
+    conn: &Arc<Conn>,
+    service: &Service,
+    pool: Option<&SyncSender<Job>>,
+) {
     let mut input = BufReader::with_capacity(64 << 10, stream);
     loop {
         match read_record(&mut input, MAX_RECORD) {
-            Ok(record) if !is_read(&record) || !service.fs.is_remote() => {
-                answer(service, conn, &record)
-            }
-            Ok(record) => {
-                let job = Job {
-                    conn: conn.clone(),
-                    record,
-                };
-                if tx.send(job).is_err() {
-                    return;
+            Ok(record) => match pool.filter(|_| is_read(&record)) {
+                None => answer(service, conn, &record),
+                Some(tx) => {
+                    let job = Job {
+                        conn: conn.clone(),
+                        record,
+                    };
+                    if tx.send(job).is_err() {
+                        return;
+                    }
                 }
-            }
+            },
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::UnexpectedEof {
                     log::debug!("nfs: connection from {}: {e}", conn.peer);

@@ -55,7 +55,7 @@ impl<'a> Reader<'a> {
 }
 
 /// The padding after `n` bytes of opaque data.
-fn pad(n: usize) -> usize {
+pub(crate) fn pad(n: usize) -> usize {
     (4 - n % 4) % 4
 }
 
