@@ -125,6 +125,16 @@ pub enum FsError {
     /// A write of any kind: the mount is read-only (EROFS).
     #[error("read-only file system")]
     ReadOnly,
+    /// An editable mount's directory that still holds tensors (ENOTEMPTY).
+    #[error("directory not empty")]
+    NotEmpty,
+    /// An edit that means nothing (EINVAL): a file renamed to another kind of file, a write
+    /// that is not a whole `.npy`.
+    #[error("invalid argument")]
+    Invalid,
+    /// An edit an editable mount does not make (EPERM): a derived file written.
+    #[error("operation not permitted")]
+    Perm,
     /// Damaged or unreadable data: the operation fails, the mount goes on. `what` names the
     /// tensor or item (`tensor dense/kernel`), `file` the source file it lives in.
     #[error("{file}: {what}: {}", without_name(file, source))]
@@ -165,6 +175,9 @@ impl FsError {
             FsError::NoAttr => libc::ENODATA,
             FsError::Range => libc::ERANGE,
             FsError::ReadOnly => libc::EROFS,
+            FsError::NotEmpty => libc::ENOTEMPTY,
+            FsError::Invalid => libc::EINVAL,
+            FsError::Perm => libc::EPERM,
             FsError::Corrupt { source, .. } => match source {
                 // An operating-system error reading a source file keeps its errno.
                 FormatError::Read(ReadError::Os(e)) => *e,

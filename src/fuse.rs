@@ -128,6 +128,9 @@ pub(crate) struct FuseFs {
     no_opendir: bool,
     /// The kernel opens files without asking (`FUSE_NO_OPEN_SUPPORT`).
     no_open: bool,
+    /// An editable mount (`-o edit`): opens, flushes and releases reach the daemon, and the
+    /// kernel keeps neither names nor attributes (each edit may change them).
+    edit: bool,
     /// The session's unmounter, set once the session exists (see [`FuseFs::unmounter`]).
     unmounter: Arc<Mutex<Option<SessionUnmounter>>>,
 }
@@ -141,6 +144,7 @@ impl FuseFs {
                     work: std::sync::Condvar::new(),
                 })
             }),
+            edit: fs.editing().is_some(),
             fs,
             direct_io,
             largest_read: AtomicU32::new(0),
@@ -157,6 +161,25 @@ impl FuseFs {
     /// stop).
     pub(crate) fn unmounter(&self) -> Arc<Mutex<Option<SessionUnmounter>>> {
         self.unmounter.clone()
+    }
+
+    /// How long the kernel keeps names and attributes: a day, none on an editable mount.
+    fn ttl(&self) -> Duration {
+        if self.edit {
+            Duration::ZERO
+        } else {
+            TTL
+        }
+    }
+
+    /// What an OPEN reply lets the kernel keep: on an editable mount, nothing (a view's
+    /// content changes with each edit).
+    fn keep(&self, f: FopenFlags) -> FopenFlags {
+        if self.edit {
+            f - (FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR)
+        } else {
+            f
+        }
     }
 }
 
@@ -240,7 +263,11 @@ impl Filesystem for FuseFs {
         // content cannot be produced is listed with a size above 0 (`fs::BROKEN_SIZE`), so its
         // READ still reaches us and fails with EIO instead of reading as an empty file.
         let caps = config.capabilities();
-        self.no_opendir = caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        self.no_opendir = !self.edit && caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        if self.edit {
+            // O_TRUNC comes with the OPEN it belongs to (not as a SETATTR after it).
+            let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC & caps);
+        }
         // Direct I/O is chosen per file in the OPEN reply, so it needs OPEN requests: for
         // every file (the no-open mode is per mount). `mmap` of a direct-I/O file (numpy's
         // `mmap_mode`, safetensors) needs FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): without it a
@@ -255,8 +282,9 @@ impl Filesystem for FuseFs {
                 self.direct_io = DirectIo::Never;
             }
         }
-        self.no_open =
-            self.direct_io == DirectIo::Never && caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
+        self.no_open = !self.edit
+            && self.direct_io == DirectIo::Never
+            && caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
         Ok(())
     }
 
@@ -294,9 +322,12 @@ impl Filesystem for FuseFs {
         match self.fs.lookup(parent.0, name.as_bytes()) {
             // The kernel now holds one more lookup of this inode, in this generation (inode
             // numbers of pruned checkpoints are reused with the next one).
-            Ok(a) if self.fs.looked_up(a.ino, a.generation) => {
-                reply.entry_with_ttls(&TTL, &TTL, &self.attr(&a), Generation(a.generation))
-            }
+            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
+                &self.ttl(),
+                &self.ttl(),
+                &self.attr(&a),
+                Generation(a.generation),
+            ),
             // Freed (a pruned checkpoint) since it was resolved.
             Ok(_) => reply.error(errno(&FsError::NotFound)),
             Err(e) => reply.error(errno(&e)),
@@ -309,7 +340,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &self.attr(&a)),
+            Ok(a) => reply.attr(&self.ttl(), &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -323,7 +354,11 @@ impl Filesystem for FuseFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
-            return reply.error(errno(&FsError::ReadOnly));
+            let trunc = flags.0 & libc::O_TRUNC != 0;
+            return match self.fs.open_write(ino.0, trunc) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(&e)),
+            };
         }
         if self.no_open {
             return reply.error(Errno::ENOSYS);
@@ -334,9 +369,9 @@ impl Filesystem for FuseFs {
             // (the mount never changes), so an open elsewhere does not drop it.
             Ok(a) if self.direct(a.ino, a.size) => reply.opened(
                 FileHandle(0),
-                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_KEEP_CACHE,
+                self.keep(FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_KEEP_CACHE),
             ),
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => reply.opened(FileHandle(0), self.keep(FopenFlags::FOPEN_KEEP_CACHE)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -371,12 +406,175 @@ impl Filesystem for FuseFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Nothing to flush; ENOSYS makes the kernel stop sending FLUSH on every close.
-        reply.error(Errno::ENOSYS);
+        if !self.edit {
+            // Nothing to flush; ENOSYS makes the kernel stop sending FLUSH on every close.
+            return reply.error(Errno::ENOSYS);
+        }
+        match self.fs.flush_write(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.flush_write(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.release_write(fh.0);
+        reply.ok();
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: fuser::ReplyWrite,
+    ) {
+        match self.fs.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: fuser::ReplyCreate,
+    ) {
+        match self.fs.create(parent.0, name.as_bytes()) {
+            Ok((fh, Some(a))) if self.fs.looked_up(a.ino, a.generation) => reply.created(
+                &self.ttl(),
+                &self.attr(&a),
+                Generation(a.generation),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Ok((fh, _)) => {
+                self.fs.release_write(fh);
+                reply.error(errno(&FsError::NotFound))
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Only a size, through a handle being written, changes anything; times and modes
+        // are taken as they are (cp -p, editors) and left.
+        let r = match (size, fh) {
+            (Some(s), Some(fh)) if self.fs.is_writing(fh.0) => self.fs.truncate(fh.0, s),
+            (Some(_), _) => Err(FsError::ReadOnly),
+            (None, _) if self.edit => Ok(()),
+            (None, _) => Err(FsError::ReadOnly),
+        };
+        match r.and_then(|()| self.fs.getattr(ino.0)) {
+            Ok(a) => reply.attr(&self.ttl(), &self.attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.unlink(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.rmdir(parent.0, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if !flags.is_empty() {
+            // RENAME_NOREPLACE, RENAME_EXCHANGE: not done (mv falls back to a plain rename).
+            return reply.error(Errno::EINVAL);
+        }
+        match self
+            .fs
+            .rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.setxattr(ino.0, name.as_bytes(), value) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -386,7 +584,7 @@ impl Filesystem for FuseFs {
         match self.fs.getattr(ino.0) {
             Ok(a) if a.kind == Kind::Dir => reply.opened(
                 FileHandle(0),
-                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+                self.keep(FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR),
             ),
             Ok(_) => reply.error(errno(&FsError::NotDir)),
             Err(e) => reply.error(errno(&e)),
@@ -438,7 +636,7 @@ impl Filesystem for FuseFs {
                     INodeNo(e.ino),
                     e.cookie,
                     name,
-                    &TTL,
+                    &self.ttl(),
                     &self.attr(&a),
                     generation,
                 ),
@@ -491,7 +689,7 @@ impl Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        if mask.contains(fuser::AccessFlags::W_OK) {
+        if mask.contains(fuser::AccessFlags::W_OK) && !self.edit {
             return reply.error(errno(&FsError::ReadOnly));
         }
         match self.fs.getattr(ino.0) {

@@ -26,6 +26,8 @@ pub(crate) enum Value {
     Choice(&'static str),
     /// A directory (no comma), or `none`.
     Dir,
+    /// Nothing, or a directory: `-o name` or `-o name=DIR`.
+    OptionalDir,
 }
 
 impl Value {
@@ -37,7 +39,7 @@ impl Value {
             Value::Duration => Some("DURATION"),
             Value::Count { .. } => Some("N"),
             Value::Choice(words) => Some(words),
-            Value::Dir => Some("DIR"),
+            Value::Dir | Value::OptionalDir => Some("DIR"),
         }
     }
 }
@@ -206,6 +208,12 @@ pub(crate) const OPTIONS: &[MountOpt] = &[
         "never",
         "How large tensor files are read. `never`: through the kernel's page cache, shared by every process, and files open without a request to the daemon. `auto`: a tensor's `.bin` or `.npy` of 64 MiB or more is read with direct I/O: around the page cache, each read(2) one request of up to 1 MiB straight into the caller's buffer (mmap still works), nothing kept for the next reader; other files keep the page cache, but every open of a file then costs a request. `always`: direct I/O for every `.bin`, `.npy` and `*.safetensors` file whatever its size.",
     ),
+    mount_time(opt(
+        "edit",
+        Value::OptionalDir,
+        "",
+        "Make the checkpoint editable (docs/edit.md): inside variables/, rm drops tensors, mv renames them (a directory: every key under it), and writing a whole .npy (cp, numpy.save) gives a tensor new values or adds one; every view shows the edited model at once. SOURCE is never written: the edits are kept in DIR (a journal and the new values; default: a directory under the user's cache directory named for SOURCE and the mount point, said at mount), survive a remount with the same DIR, and are listed by tfmount edits MNT and written by tfmount commit MNT OUT. One checkpoint only (a prefix, a file, a SavedModel).",
+    )),
     opt(
         "views",
         Value::Choice("hidden|visible"),
@@ -382,6 +390,7 @@ pub(crate) fn apply<'a>(
         let value = match (o.value, v) {
             (Value::None, None) => "",
             (Value::None, Some(_)) => return Err(format!("-o {k} takes no value (got {item:?})")),
+            (Value::OptionalDir, None) => "",
             (_, None) | (_, Some("")) => {
                 return Err(format!("-o {k} needs a value: {k}={}", expected(o.value)))
             }
@@ -404,6 +413,7 @@ fn expected(v: Value) -> String {
         Value::Count { min, max } => format!("a whole number from {min} to {max}"),
         Value::Choice(words) => format!("one of {}", words.replace('|', ", ")),
         Value::Dir => "a directory (without a comma), or none".into(),
+        Value::OptionalDir => "nothing, or a directory (without a comma)".into(),
     }
 }
 
@@ -439,6 +449,7 @@ fn set(s: &mut Settings, o: &MountOpt, value: &str) -> Result<(), ()> {
         "remote_parallel" => s.remote.parallel = count()?,
         "remote_part" => s.remote.part = size()?.max(1 << 20),
         "direct_io" => s.direct_io = DirectIo::parse(value).ok_or(())?,
+        "edit" => s.fs.edit = Some(std::path::PathBuf::from(value)),
         "views" => {
             s.fs.views_visible = match value {
                 "visible" => true,
@@ -484,6 +495,9 @@ Example: -o allow_other,nocrc,cache_size=128M",
 
 /// `name` or `name=PLACEHOLDER`.
 pub(crate) fn usage(o: &MountOpt) -> String {
+    if matches!(o.value, Value::OptionalDir) {
+        return format!("{}[=DIR]", o.name);
+    }
     match o.value.placeholder() {
         Some(p) => format!("{}={p}", o.name),
         None => o.name.to_string(),
@@ -526,7 +540,7 @@ mod tests {
                 Value::None => o.name.to_string(),
                 Value::Size => format!("{}=1GiB", o.name),
                 Value::Duration => format!("{}=5s", o.name),
-                Value::Dir => format!("{}=/tmp/x", o.name),
+                Value::Dir | Value::OptionalDir => format!("{}=/tmp/x", o.name),
                 Value::Count { max, .. } => format!("{}={max}", o.name),
                 Value::Choice(words) => {
                     let other = words.split('|').find(|w| *w != o.default);
@@ -541,6 +555,7 @@ mod tests {
                 || s.fs.live != d.fs.live
                 || s.fs.live_grace != d.fs.live_grace
                 || s.fs.views_visible != d.fs.views_visible
+                || s.fs.edit != d.fs.edit
                 || s.threads != d.threads
                 || s.nonempty != d.nonempty
                 || s.acl != d.acl

@@ -112,7 +112,7 @@ given here they are ignored, with a warning. See docs/containers.md.",
 }
 
 /// The subcommand names: a first argument equal to one of these selects [`Cli`].
-pub(crate) const SUBCOMMANDS: [&str; 14] = [
+pub(crate) const SUBCOMMANDS: [&str; 16] = [
     "mount",
     "mount-helper",
     "list",
@@ -122,6 +122,8 @@ pub(crate) const SUBCOMMANDS: [&str; 14] = [
     "verify",
     "diff",
     "export",
+    "commit",
+    "edits",
     "warm",
     "cache",
     "completions",
@@ -232,6 +234,12 @@ The mount form without `mount` is the same; `tfmount --help` lists the exit code
     /// Write a new checkpoint from SOURCE, with tensors kept, dropped or renamed.
     #[command(long_about = EXPORT_LONG)]
     Export(ExportArgs),
+    /// Write the edited model of an editable mount (-o edit) as a new checkpoint.
+    #[command(long_about = COMMIT_LONG, after_help = COMMIT_AFTER)]
+    Commit(ExportArgs),
+    /// List (or discard) the pending edits of an editable mount or edits directory.
+    #[command(long_about = EDITS_LONG)]
+    Edits(EditsArgs),
     /// Fetch an object-storage checkpoint (or some of its tensors) into the disk cache.
     #[command(long_about = WARM_LONG)]
     Warm(WarmArgs),
@@ -250,6 +258,28 @@ tfmount completions fish > ~/.config/fish/completions/tfmount.fish"
 tfmount manpage > /usr/local/share/man/man1/tfmount.1")]
     Manpage,
 }
+
+const COMMIT_LONG: &str = "Write the model an editable mount (tfmount -o edit) shows at OUT, as \
+export writes it: MNT is the mount point (or its edits directory, DIR of -o edit=DIR, with or without \
+the mount), and its source and edits are taken from there. The same as tfmount export --edits DIR \
+SOURCE OUT, with all of export's options (applied after the mount's edits) and guarantees: nothing \
+at OUT until it is whole, every tensor checked against what SOURCE stores, a damaged one refused. \
+The edits stay pending: tfmount edits --discard MNT drops them (docs/edit.md).";
+
+const COMMIT_AFTER: &str = "EXAMPLES:\n  tfmount commit /mnt/m out/ckpt-1000\n  \
+tfmount commit --to safetensors /mnt/m model.safetensors\n  \
+tfmount commit --dry-run /mnt/m out/ckpt      # the plan: D, R, S lines\n\n\
+EXIT CODES:\n  0 written   1 refused (a damaged tensor, an edit that cannot be written)   2 usage error   \
+3 SOURCE unusable";
+
+const EDITS_LONG: &str = "List the edits an editable mount (tfmount -o edit) holds and has not \
+written yet, tensor by tensor, as export --dry-run prints a plan: D KEY (dropped), R OLD -> NEW \
+(renamed), S KEY (shape [..] dtype) (new values, of a tensor there or a new one), in the source's \
+key order, then the new tensors; --json: one object per line (docs/edit.md). TARGET is the mount \
+point or the edits directory (DIR of -o edit=DIR). --discard drops the edits of the tensors KEY... \
+(each a key as the mount shows it now, or as the source has it; a directory's key drops \
+everything under it), or all of them without KEY; on a mount it is the mount that discards, at \
+once. Exit status 0, 1 when a KEY names no edit, 2 usage, 3 TARGET unusable.";
 
 const LIST_LONG: &str = "List the tfmount mounts this process sees (/proc/self/mountinfo): one \
 line per mount, MOUNTPOINT<TAB>SOURCE<TAB>PID<TAB>OPTIONS<TAB>CACHE, after a header line; nothing at all when \
@@ -553,9 +583,31 @@ pub(crate) struct ExportArgs {
     /// The plan's steps and the summary as JSON Lines (schema: docs/export.md).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Apply the edits kept in DIR (an editable mount's, -o edit=DIR) first, then the others.
+    #[arg(long = "edits", value_name = "DIR")]
+    pub(crate) edits_dir: Option<PathBuf>,
     /// The edits in command-line order (from the matches' indices).
     #[arg(skip)]
     pub(crate) edits: Vec<ExportEdit>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "EXAMPLES:\n  tfmount edits /mnt/m\n  tfmount edits --json ~/.cache/tfmount/edits/ckpt-1000\n  \
+tfmount edits --discard /mnt/m variables/model/head/w"
+)]
+pub(crate) struct EditsArgs {
+    /// One JSON object per edit (JSON Lines).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Drop the edits of KEY... (all without KEY) instead of listing them.
+    #[arg(long)]
+    pub(crate) discard: bool,
+    /// The editable mount's mount point, or its edits directory.
+    pub(crate) target: PathBuf,
+    /// Keys whose edits --discard drops.
+    #[arg(requires = "discard")]
+    pub(crate) keys: Vec<String>,
 }
 
 /// A size: bytes, or a number with K, M, G (powers of 1024).
@@ -848,7 +900,15 @@ pub(crate) fn mount_command() -> clap::Command {
 
 /// The subcommands' full command, `mount` with its options.
 pub(crate) fn cli_command() -> clap::Command {
-    Cli::command().mut_subcommand("mount", with_mount_options)
+    Cli::command()
+        .mut_subcommand("mount", with_mount_options)
+        .mut_subcommand("commit", |c| {
+            c.mut_arg("source", |a| {
+                a.value_name("MNT")
+                    .help("The editable mount's mount point, or its edits directory (-o edit=DIR).")
+            })
+            .mut_arg("edits_dir", |a| a.hide(true))
+        })
 }
 
 /// The mount form's [`Args`] of a tfmount command line `argv` (its first item the program's
@@ -890,10 +950,14 @@ pub(crate) fn parse_cli(argv: Vec<OsString>) -> Command {
     let m = cli_command().get_matches_from(argv);
     let parsed = match m.subcommand() {
         Some(("mount", sub)) => mount_args(sub).map(Command::Mount),
-        Some(("export", sub)) => Cli::from_arg_matches(&m).map(|c| match c.command {
+        Some(("export" | "commit", sub)) => Cli::from_arg_matches(&m).map(|c| match c.command {
             Command::Export(mut a) => {
                 a.edits = export_edits(sub);
                 Command::Export(a)
+            }
+            Command::Commit(mut a) => {
+                a.edits = export_edits(sub);
+                Command::Commit(a)
             }
             other => other,
         }),

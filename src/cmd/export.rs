@@ -26,15 +26,59 @@ fn json_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
+/// `tfmount commit MNT OUT`: `export --edits DIR SOURCE OUT`, DIR and SOURCE found from MNT.
+pub(crate) fn commit(mut args: ExportArgs) -> i32 {
+    let dir = match super::edits::dir_of(&args.source) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("tfmount commit: {e}");
+            return 3;
+        }
+    };
+    match crate::formats::edits::Journal::read(&dir).and_then(|j| {
+        j.source()?
+            .ok_or_else(|| format!("{}: its journal names no source", dir.display()))
+    }) {
+        Ok(source) => {
+            args.source = source.into();
+            args.edits_dir = Some(dir);
+            run(&args)
+        }
+        Err(e) => {
+            eprintln!("tfmount commit: {e}");
+            3
+        }
+    }
+}
+
 pub(crate) fn run(args: &ExportArgs) -> i32 {
     let start = Instant::now();
-    let edits = match edits(args) {
+    let mut edits = match edits(args) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("tfmount export: {e}");
             return 2;
         }
     };
+    if let Some(dir) = &args.edits_dir {
+        let journal = match crate::formats::edits::Journal::read(dir) {
+            Ok(j) => j,
+            Err(e) => {
+                eprintln!("tfmount export: --edits {e}");
+                return 3;
+            }
+        };
+        match crate::model::edits::to_export(&journal) {
+            Ok(mut first) => {
+                first.append(&mut edits);
+                edits = first;
+            }
+            Err(e) => {
+                eprintln!("tfmount export: --edits {}: {e}", dir.display());
+                return 1;
+            }
+        }
+    }
     let opts = Options {
         to: args.to.map(|t| match t {
             ExportTo::Tf => To::Tf,

@@ -11,6 +11,7 @@
 mod cache;
 mod cat;
 mod diff;
+mod edits;
 mod export;
 mod list;
 mod ls;
@@ -66,6 +67,8 @@ pub(crate) fn run(cmd: Command) -> i32 {
         Command::Verify(a) => verify::run(&a),
         Command::Diff(a) => diff::run(&a),
         Command::Export(a) => export::run(&a),
+        Command::Commit(a) => export::commit(a),
+        Command::Edits(a) => edits::run(&a),
         Command::Warm(a) => warm::run(&a),
         Command::Cache(c) => cache::run(&c),
         Command::Completions(a) => {

@@ -9,6 +9,8 @@
 
 pub(crate) mod caches;
 pub(crate) mod crc_stream;
+pub(crate) mod edited;
+pub(crate) mod edits;
 pub(crate) mod integrity;
 pub(crate) mod keras;
 pub(crate) mod names;

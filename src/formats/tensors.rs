@@ -81,6 +81,14 @@ pub trait TensorSet: Send + Sync {
     fn open(&self, pos: u64) -> FsResult<Arc<dyn TensorData>>;
     /// Where each saved slice of a partitioned tensor is stored (in `info().slices` order).
     fn slice_locations(&self, pos: u64) -> FsResult<Vec<Stored>>;
+    /// A position that names the directory of keys under `prefix` (ending `/`) for as long as
+    /// the set lives, whatever is added under it or taken away: for sets whose keys change
+    /// while mounted ([`super::edited::Edited`]), whose directories are numbered by it rather
+    /// than by their first key. Its [`TensorSet::key`] is `prefix`. `None`: directories are
+    /// numbered by their first key.
+    fn anchor(&self, _prefix: &[u8]) -> Option<u64> {
+        None
+    }
     /// Whether every source file the checkpoint needs was there and opened.
     fn complete(&self) -> bool {
         true

@@ -371,7 +371,7 @@ impl<'a> Builder<'a> {
         ck: Arc<dyn Opened>,
         path: &Path,
     ) -> Result<(), SourceError> {
-        let set = ck.tensors();
+        let set = self.editable(ck.tensors(), path)?;
         // names/ and weights.safetensors name the tensors alike (the format's readable names),
         // made when first used: never at mount.
         let has_names = ck.has_names();
@@ -491,7 +491,29 @@ impl<'a> Builder<'a> {
             }
         }
         let cache = self.store.cache_words();
-        for (name, file, derived) in views::root_files(&set, names, views, cache) {
+        let editing = self.fs.edit.get().map(|e| e.edited.clone());
+        if editing.is_some() {
+            if let Some(root) = Ino::new(id, Variables::view_root(View::Variables)) {
+                let _ = self.fs.edit_root.set(root.0);
+            }
+        }
+        let files = views::root_files(&set, names.clone(), views.clone(), cache.clone());
+        for (i, (name, file, derived)) in files.into_iter().enumerate() {
+            // Rendered from the set: made anew after each edit.
+            let file = match &editing {
+                Some(ed) => {
+                    let (set, names, views, cache) =
+                        (set.clone(), names.clone(), views.clone(), cache.clone());
+                    let make = move || {
+                        views::root_files(&set, names.clone(), views.clone(), cache.clone())
+                            .swap_remove(i)
+                            .1
+                    };
+                    Arc::new(crate::fs::edit::Versioned::new(ed.clone(), Box::new(make)))
+                        as Arc<dyn crate::fs::fixed::Generated>
+                }
+                None => file,
+            };
             let meta = set.meta();
             let f = self.add(Fixed::Text {
                 parent: dir,
@@ -511,6 +533,33 @@ impl<'a> Builder<'a> {
             .unwrap_or_else(|p| p.into_inner())
             .push((name, set));
         Ok(())
+    }
+
+    /// `set`, or with `-o edit` its edits over it ([`crate::fs::edit`]): one checkpoint only.
+    fn editable(
+        &mut self,
+        set: Arc<dyn TensorSet>,
+        path: &Path,
+    ) -> Result<Arc<dyn TensorSet>, SourceError> {
+        let Some(dir) = self.fs.opts.edit.clone() else {
+            return Ok(set);
+        };
+        if self.fs.edit.get().is_some() {
+            return Err(SourceError::Invalid {
+                path: path.to_path_buf(),
+                msg: "-o edit edits one checkpoint, and this source holds more (mount the one to edit: a checkpoint prefix, a SavedModel, a file)".into(),
+            });
+        }
+        let source = path.display().to_string();
+        let e = crate::fs::edit::Editing::open(set, &dir, &source).map_err(|msg| {
+            SourceError::Invalid {
+                path: dir.clone(),
+                msg,
+            }
+        })?;
+        let edited: Arc<dyn TensorSet> = e.edited.clone();
+        let _ = self.fs.edit.set(Arc::new(e));
+        Ok(edited)
     }
 
     /// `names/` under `parent`: one subtree, built when first used ([`NamesTree`]).

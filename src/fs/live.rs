@@ -46,14 +46,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// there: changes past it are not seen).
 const MAX_SIGNED: usize = 4096;
 
-/// What the kernel must forget after a change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Invalidate {
-    /// The name `name` in directory `parent`.
-    Entry { parent: u64, name: Vec<u8> },
-    /// The cached attributes and contents (a directory's listing, a symlink's target).
-    Inode(u64),
-}
+pub(crate) use super::Invalidate;
 
 /// One checkpoint as mounted: its directory and the subtrees built for it.
 struct Mounted {

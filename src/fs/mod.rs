@@ -10,6 +10,7 @@
 
 pub mod assets;
 pub(crate) mod build;
+pub(crate) mod edit;
 pub(crate) mod fixed;
 pub(crate) mod graph;
 #[cfg(test)]
@@ -73,6 +74,9 @@ pub struct Options {
     /// How long a followed checkpoint that is not complete yet is waited for, counted from when
     /// its files last grew, before it is shown as it is (see [`live`]).
     pub live_grace: std::time::Duration,
+    /// Edit the checkpoint (`-o edit[=DIR]`): its edits kept in this directory (an empty path:
+    /// the default one, chosen by the mount from the source and mount point).
+    pub edit: Option<std::path::PathBuf>,
     /// List the derived views (`text/`, `stats/`, `names/`, `dequantized/`, the safetensors
     /// files) in the directories that hold them. Off: they are reachable by path but not listed
     /// (docs/layout.md, "Listed and reachable").
@@ -90,8 +94,18 @@ impl Default for Options {
             live: true,
             live_grace: std::time::Duration::from_secs(10),
             views_visible: false,
+            edit: None,
         }
     }
+}
+
+/// What the kernel must forget after a change (a live directory's, an edit's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Invalidate {
+    /// The name `name` in directory `parent`.
+    Entry { parent: u64, name: Vec<u8> },
+    /// The cached attributes and contents (a directory's listing, a symlink's target).
+    Inode(u64),
 }
 
 /// What a node of the tree is.
@@ -161,6 +175,9 @@ pub struct Fs {
     /// Inodes whose cached pages the kernel must drop (a tensor failed its streaming CRC check
     /// after some of its bytes were served), sent to a thread that tells the kernel.
     drop_pages: std::sync::OnceLock<std::sync::mpsc::SyncSender<u64>>,
+    /// The edits of a mount made with `-o edit` ([`edit`]), and the inode of its `variables/`.
+    edit: std::sync::OnceLock<Arc<edit::Editing>>,
+    edit_root: std::sync::OnceLock<u64>,
 }
 
 fn file_perm(meta: &FileMeta) -> u16 {
@@ -243,6 +260,8 @@ impl Fs {
             live: None,
             store: None,
             drop_pages: std::sync::OnceLock::new(),
+            edit: std::sync::OnceLock::new(),
+            edit_root: std::sync::OnceLock::new(),
         }
     }
 
@@ -299,8 +318,15 @@ impl Fs {
     /// The attributes of node `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         let (t, local, generation) = self.sub_gen(ino)?;
+        if let Some(a) = self.pending_attr(ino, local, generation) {
+            return a;
+        }
         let a = self.logged("getattr", ino, t.attr(local))?;
-        Ok(Self::to_attr(ino, generation, a))
+        let mut a = Self::to_attr(ino, generation, a);
+        if self.edit.get().is_some() && t.writable(local) {
+            a.perm |= 0o200;
+        }
+        Ok(a)
     }
 
     fn parent_of(&self, ino: u64) -> FsResult<u64> {
@@ -320,7 +346,15 @@ impl Fs {
         if t.kind(local)? != Kind::Dir {
             return Err(FsError::NotDir);
         }
-        let child = self.logged("lookup", parent, t.lookup(local, name))?;
+        let child = match t.lookup(local, name) {
+            Err(FsError::NotFound) if self.edit.get().is_some() => {
+                match self.dropped_file(parent, name) {
+                    Some(ino) => return self.getattr(ino),
+                    None => return Err(FsError::NotFound),
+                }
+            }
+            r => self.logged("lookup", parent, r)?,
+        };
         self.getattr(child.0)
     }
 
@@ -467,6 +501,9 @@ impl Fs {
 
     /// The value of extended attribute `name` (see the README's layout contract).
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        if let Some(v) = self.edit_xattr(ino, name) {
+            return Ok(v);
+        }
         let (t, local) = self.sub(ino)?;
         t.xattrs(local)?
             .into_iter()
@@ -479,6 +516,10 @@ impl Fs {
     pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
         let (t, local) = self.sub(ino)?;
         let mut out = Vec::new();
+        if self.edit_xattr(ino, edit::EDITS_XATTR.as_bytes()).is_some() {
+            out.extend_from_slice(edit::EDITS_XATTR.as_bytes());
+            out.push(0);
+        }
         for (n, _) in t.xattrs(local)? {
             out.extend_from_slice(n.as_bytes());
             out.push(0);

@@ -5,6 +5,7 @@
 use crate::error::{FsError, FsResult};
 use crate::fs::Kind;
 use crate::namespace::ino::Ino;
+use crate::namespace::FileKind;
 use crate::source::bytes::FileMeta;
 use bytes::Bytes;
 
@@ -94,6 +95,20 @@ pub(crate) struct Entry<'a> {
     pub(crate) cookie: u64,
 }
 
+/// What a name in a directory of an editable tree names, in key terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// One of a tensor's files: its key, which file, and the tensor's position when it is one
+    /// of the tree's now.
+    File {
+        key: Vec<u8>,
+        kind: FileKind,
+        pos: Option<u64>,
+    },
+    /// A directory: the prefix of its keys (ending `/`), and whether it holds tensors.
+    Dir { prefix: Vec<u8>, exists: bool },
+}
+
 /// Serves one kind of subtree. `local` is the node's number within its subtree instance.
 pub(crate) trait Subtree: Send + Sync {
     /// What `local` is and its size (the size may cost rendering: see [`Subtree::rendered`]).
@@ -136,6 +151,43 @@ pub(crate) trait Subtree: Send + Sync {
 
     fn readlink(&self, _local: u64) -> FsResult<Vec<u8>> {
         Err(FsError::NotSymlink)
+    }
+
+    /// What `name` in directory `dir` names, in key terms, in an editable tree
+    /// ([`crate::fs::edit`]); EROFS everywhere else.
+    fn named(&self, _dir: u64, _name: &[u8]) -> FsResult<Named> {
+        Err(FsError::ReadOnly)
+    }
+
+    /// The directories of an editable tree that show the keys under `prefix` (ending `/`, or
+    /// empty for the root): each with whether it is `variables/`'s (else a view's, `.txt`).
+    fn dir_inos(&self, _prefix: &[u8]) -> Vec<(Ino, bool)> {
+        Vec::new()
+    }
+
+    /// The local number of the `.npy` being written through handle `fh` of an editable tree,
+    /// and back ([`crate::fs::edit`]).
+    fn pending_local(&self, _fh: u64) -> Option<u64> {
+        None
+    }
+    fn pending_of(&self, _local: u64) -> Option<u64> {
+        None
+    }
+
+    /// The inode of file `kind` of the tensor at `pos`, in an editable tree.
+    fn tensor_file_ino(&self, _kind: crate::namespace::FileKind, _pos: u64) -> Option<Ino> {
+        None
+    }
+
+    /// Whether `local` takes edits (an editable tree's directories and `.npy`/`.bin` files):
+    /// shown with the owner's write bit.
+    fn writable(&self, _local: u64) -> bool {
+        false
+    }
+
+    /// The tensor file `local` is, in an editable tree: its key, which file, its position.
+    fn tensor_file(&self, _local: u64) -> FsResult<(Vec<u8>, crate::namespace::FileKind, u64)> {
+        Err(FsError::ReadOnly)
     }
 
     /// The extended attributes of a node, `(name, value)`, in listing order.

@@ -251,6 +251,9 @@ pub(crate) struct Variables {
     reuse: bool,
     /// Held while a string `text/` file's state is made (one pass per file).
     making: Mutex<()>,
+    /// Whether directories are numbered by the set's anchors ([`TensorSet::anchor`]: an edited
+    /// set), not by their first tensor.
+    anchored: bool,
 }
 
 impl Variables {
@@ -266,14 +269,51 @@ impl Variables {
             parent,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             meta: set.meta(),
-            set,
             texts,
             stats_id: text_id(),
             string_texts: Lru::new(STRING_TEXT_BYTES),
             opened: Lru::new(OPENED_SHARED),
             reuse,
             making: Mutex::new(()),
+            anchored: set.anchor(b"").is_some(),
+            set,
         }
+    }
+
+    /// The local number of the `.npy` file being written through handle `fh` of an editable
+    /// tree (see [`crate::fs::edit`]), and back.
+    fn pending_file(fh: u64) -> Option<u64> {
+        Node::File {
+            view: View::Variables,
+            kind: File::Tensor(FileKind::Npy),
+            pos: crate::formats::edited::PENDING.checked_add(fh)?,
+        }
+        .encode()
+    }
+
+    fn pending_handle(local: u64) -> Option<u64> {
+        match Node::decode(local).ok()? {
+            Node::File {
+                view: View::Variables,
+                pos,
+                ..
+            } => pos.checked_sub(crate::formats::edited::PENDING),
+            _ => None,
+        }
+    }
+
+    /// The inode of the directory at `depth` whose first shown tensor is at `pos`: numbered by
+    /// the set's anchor of its prefix where the set has them.
+    fn dir_ino(&self, view: View, depth: u16, pos: u64) -> FsResult<Ino> {
+        let pos = match self.anchored && depth > 0 {
+            true => {
+                let prefix =
+                    keyspace::prefix_of(&self.set.key(pos)?, depth).ok_or(FsError::NotFound)?;
+                self.set.anchor(&prefix).unwrap_or(pos)
+            }
+            false => pos,
+        };
+        self.ino(Node::Dir { view, depth, pos })
     }
 
     /// The local number of a view's root directory.
@@ -628,11 +668,7 @@ impl Subtree for Variables {
             return Err(FsError::NotFound);
         }
         let p = keyspace::resolve(&names, &prefix, name, true)?.ok_or(FsError::NotFound)?;
-        self.ino(Node::Dir {
-            view,
-            depth: depth + 1,
-            pos: p,
-        })
+        self.dir_ino(view, depth + 1, p)
     }
 
     fn parent(&self, dir: u64) -> FsResult<Option<Ino>> {
@@ -641,7 +677,7 @@ impl Subtree for Variables {
         };
         match keyspace::parent(&self.names(view), depth, pos)? {
             None => Ok(Some(self.parent)),
-            Some((depth, pos)) => self.ino(Node::Dir { view, depth, pos }).map(Some),
+            Some((depth, pos)) => self.dir_ino(view, depth, pos).map(Some),
         }
     }
 
@@ -654,13 +690,7 @@ impl Subtree for Variables {
         let path = self.set.path();
         keyspace::list(&names, &prefix, c, |item| match item {
             Item::Dir { pos, comp } => {
-                let ino = self
-                    .ino(Node::Dir {
-                        view,
-                        depth: depth + 1,
-                        pos,
-                    })
-                    .ok();
+                let ino = self.dir_ino(view, depth + 1, pos).ok();
                 Ok(keyspace::add_dir(path, pos, comp, ino, add))
             }
             Item::Leaf {
@@ -722,6 +752,126 @@ impl Subtree for Variables {
                 with_header(&h, offset, size, |o, n| data.read(o, n))
             }
             (_, File::Txt) => Err(FsError::NotFound),
+        }
+    }
+
+    fn named(&self, dir: u64, name: &[u8]) -> FsResult<crate::fs::subtree::Named> {
+        use crate::fs::subtree::Named;
+        let Node::Dir { view, depth, pos } = Node::decode(dir)? else {
+            return Err(FsError::NotDir);
+        };
+        if view != View::Variables || !self.anchored {
+            return Err(FsError::ReadOnly);
+        }
+        let names = self.names(view);
+        let prefix = keyspace::dir_prefix(&names, depth, pos)?;
+        let exact = |escaped: &[u8], is_dir: bool| -> FsResult<Vec<u8>> {
+            match crate::namespace::unescape(escaped, is_dir) {
+                Some(crate::namespace::Unescaped::Exact(c)) if !c.contains(&keyspace::SEP) => {
+                    let mut k = prefix.clone();
+                    k.extend_from_slice(&c);
+                    Ok(k)
+                }
+                _ => Err(FsError::Invalid),
+            }
+        };
+        if let Some((stem, File::Tensor(kind))) = File::split(name) {
+            return Ok(match keyspace::resolve(&names, &prefix, stem, false)? {
+                Some(p) => Named::File {
+                    key: self.set.key(p)?,
+                    kind,
+                    pos: Some(p),
+                },
+                None => Named::File {
+                    key: exact(stem, false)?,
+                    kind,
+                    pos: None,
+                },
+            });
+        }
+        let exists = keyspace::resolve(&names, &prefix, name, true)?;
+        let mut p = match exists {
+            Some(p) => {
+                keyspace::prefix_of(&self.set.key(p)?, depth + 1).ok_or(FsError::NotFound)?
+            }
+            None => exact(name, true)?,
+        };
+        if p.last() != Some(&keyspace::SEP) {
+            p.push(keyspace::SEP);
+        }
+        Ok(Named::Dir {
+            prefix: p,
+            exists: exists.is_some(),
+        })
+    }
+
+    fn dir_inos(&self, prefix: &[u8]) -> Vec<(Ino, bool)> {
+        if !self.anchored {
+            return Vec::new();
+        }
+        let depth = prefix.iter().filter(|&&b| b == keyspace::SEP).count() as u16;
+        let pos = if depth == 0 {
+            Some(0)
+        } else {
+            self.set.anchor(prefix)
+        };
+        let Some(pos) = pos else {
+            return Vec::new();
+        };
+        View::ALL
+            .into_iter()
+            .filter_map(|view| {
+                self.ino(Node::Dir { view, depth, pos })
+                    .ok()
+                    .map(|i| (i, view == View::Variables))
+            })
+            .collect()
+    }
+
+    fn pending_local(&self, fh: u64) -> Option<u64> {
+        self.anchored.then_some(())?;
+        Self::pending_file(fh)
+    }
+
+    fn pending_of(&self, local: u64) -> Option<u64> {
+        self.anchored.then_some(())?;
+        Self::pending_handle(local)
+    }
+
+    fn tensor_file_ino(&self, kind: FileKind, pos: u64) -> Option<Ino> {
+        self.anchored.then_some(())?;
+        self.ino(Node::File {
+            view: View::Variables,
+            kind: File::Tensor(kind),
+            pos,
+        })
+        .ok()
+    }
+
+    fn writable(&self, local: u64) -> bool {
+        self.anchored
+            && matches!(
+                Node::decode(local),
+                Ok(Node::Dir {
+                    view: View::Variables,
+                    ..
+                }) | Ok(Node::File {
+                    view: View::Variables,
+                    kind: File::Tensor(FileKind::Npy | FileKind::Bin),
+                    ..
+                })
+            )
+    }
+
+    fn tensor_file(&self, local: u64) -> FsResult<(Vec<u8>, FileKind, u64)> {
+        match Node::decode(local)? {
+            Node::File {
+                view: View::Variables,
+                kind: File::Tensor(kind),
+                pos,
+            } if self.anchored => Ok((self.set.key(pos)?, kind, pos)),
+            Node::Dir { .. } => Err(FsError::IsDir),
+            _ => Err(FsError::ReadOnly),
         }
     }
 

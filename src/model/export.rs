@@ -67,7 +67,11 @@ impl To {
 /// anything else stands for itself. It matches a whole key.
 #[derive(Debug, Clone)]
 pub(crate) struct Glob {
-    re: Regex,
+    re: Option<Regex>,
+    /// Keys matched as they are, and prefixes every key under which matches (an edits
+    /// journal's drops, [`Glob::keys`]).
+    keys: std::collections::HashSet<Vec<u8>>,
+    prefixes: Vec<Vec<u8>>,
 }
 
 impl Glob {
@@ -87,11 +91,26 @@ impl Glob {
         }
         re.push('$');
         let re = Regex::new(&re).map_err(|e| format!("glob {text}: {e}"))?;
-        Ok(Glob { re })
+        Ok(Glob {
+            re: Some(re),
+            keys: Default::default(),
+            prefixes: Vec::new(),
+        })
+    }
+
+    /// Matches exactly `keys`, and every key that starts with one of `prefixes`.
+    pub(crate) fn keys(keys: std::collections::HashSet<Vec<u8>>, prefixes: Vec<Vec<u8>>) -> Glob {
+        Glob {
+            re: None,
+            keys,
+            prefixes,
+        }
     }
 
     pub(crate) fn matches(&self, key: &[u8]) -> bool {
-        self.re.is_match(key)
+        self.keys.contains(key)
+            || self.prefixes.iter().any(|p| key.starts_with(p))
+            || self.re.as_ref().is_some_and(|r| r.is_match(key))
     }
 }
 
@@ -163,6 +182,26 @@ impl Edit {
                 format!("--cast {arg}: {name} is not float32, float64, float16 or bfloat16")
             })?;
         Ok(Edit::Cast { to, glob })
+    }
+
+    /// The rename of key `from` (or, `subtree`, of every key under `from/`) to `to`: a pattern
+    /// of `from`'s bytes, anchored, and a replacement of `to`'s.
+    pub(crate) fn rename_exact(from: &[u8], to: &[u8], subtree: bool) -> Result<Edit, String> {
+        let lit = |k: &[u8]| k.iter().map(|b| format!("\\x{b:02x}")).collect::<String>();
+        let pat = if subtree {
+            format!("(?s-u)^{}/", lit(from))
+        } else {
+            format!("(?s-u)^{}$", lit(from))
+        };
+        let re = Regex::new(&pat)
+            .map_err(|e| format!("rename {}: {e}", String::from_utf8_lossy(from)))?;
+        let mut to = String::from_utf8(to.to_vec())
+            .map_err(|_| format!("rename to {}: not UTF-8", String::from_utf8_lossy(to)))?
+            .replace('$', "$$");
+        if subtree {
+            to.push('/');
+        }
+        Ok(Edit::Rename { re, to })
     }
 
     /// `--rename REGEX=REPLACEMENT`, split at the first `=` (a pattern that needs one writes
@@ -474,37 +513,15 @@ fn set_from(
             f.take((crate::parse::npy::MAX_HEADER + 16) as u64)
                 .read_to_end(&mut head)
                 .map_err(|e| bad(e.to_string()))?;
-            let npy = crate::parse::npy::parse(&head).map_err(bad)?;
-            let dtype = DType::from_npy_code(&npy.code)
-                .filter(|d| d.elem_size().is_some() && *d != DT_STRING)
-                .ok_or_else(|| {
-                    bad(format!(
-                        "an array of {}, which export cannot write",
-                        npy.code
-                    ))
-                })?;
-            let len = npy
-                .shape
-                .iter()
-                .try_fold(dtype.elem_size().unwrap_or(1) as u64, |a, &d| {
-                    a.checked_mul(d)
-                })
-                .ok_or_else(|| bad("a shape too large".into()))?;
-            if npy.data_offset.checked_add(len) != Some(size) {
-                return Err(bad(format!(
-                    "{size} bytes, its header says {} (data of {len} after {})",
-                    npy.data_offset.saturating_add(len),
-                    npy.data_offset
-                )));
-            }
+            let (dtype, shape, offset, len) = crate::parse::npy::array(&head, size).map_err(bad)?;
             Ok((
                 From::Npy {
                     path: path.clone(),
-                    offset: npy.data_offset,
+                    offset,
                     len,
                 },
                 dtype,
-                npy.shape,
+                shape,
             ))
         }
         SetValue::Tensor(source, key2) => {

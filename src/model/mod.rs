@@ -15,6 +15,7 @@
 
 pub(crate) mod cast;
 pub(crate) mod diff;
+pub(crate) mod edits;
 pub(crate) mod export;
 pub mod lines;
 pub mod open;

@@ -523,6 +523,8 @@ pub struct Ckpt {
     dequantized: Option<Box<Ckpt>>,
     /// What `verify` says of a format that stores no checksum ([`Opened::no_checksum`]).
     pub(crate) no_checksum: Option<&'static str>,
+    /// Its tensors as the tree shows them (`tfmount edits` replays edits over them).
+    tensors: Option<Arc<dyn crate::formats::tensors::TensorSet>>,
 }
 
 impl Ckpt {
@@ -556,6 +558,7 @@ impl Ckpt {
                     names: None,
                     dequantized: None,
                     no_checksum,
+                    tensors: None,
                 })
             });
         let names = opened.has_names().then(|| {
@@ -569,7 +572,13 @@ impl Ckpt {
             names,
             dequantized,
             no_checksum,
+            tensors: Some(opened.tensors()),
         })
+    }
+
+    /// Its tensors as the tree shows them (`None` for a derived checkpoint, `dequantized/`).
+    pub(crate) fn tensors(&self) -> Option<&Arc<dyn crate::formats::tensors::TensorSet>> {
+        self.tensors.as_ref()
     }
 
     /// A SavedModel's variables (the V2 checkpoint at `prefix`), named as its `names/` names

@@ -382,6 +382,20 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
             .to_string_lossy()
             .into_owned()
     };
+    if let Some(dir) = &mut opts.edit {
+        // An editable mount follows nothing: it is one checkpoint, as it was when mounted.
+        opts.live = false;
+        if dir.as_os_str().is_empty() {
+            let env = crate::source::remote::config::Env::from_process();
+            let cache = crate::source::remote::config::default_cache_dir(&env)
+                .unwrap_or_else(std::env::temp_dir);
+            let mp = mp
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| args.mountpoint().to_path_buf());
+            *dir = crate::fs::edit::default_dir(&cache, &fsname, &mp);
+        }
+        log::info!("-o edit: the edits are kept in {}", dir.display());
+    }
     let fs = Fs::with_store(src.store, &src.probed, &opts)
         .map_err(|e| fail(EXIT_SOURCE, e.to_string()))?;
     Ok((fs, fsname))
@@ -934,7 +948,11 @@ fn serve_linux(
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),
         MountOption::Subtype("tfmount".to_string()),
-        MountOption::RO,
+        if fs.editing().is_some() {
+            MountOption::RW
+        } else {
+            MountOption::RO
+        },
         MountOption::NoDev,
         MountOption::NoSuid,
         MountOption::DefaultPermissions,
@@ -992,6 +1010,7 @@ fn serve_linux(
         None => log::info!("serving {fsname} on {}", shown.display()),
     }
     fs.set_page_dropper(crate::fuse::invalidator(session.notifier()));
+    fs.set_edit_notify(crate::fuse::invalidator(session.notifier()));
     if let Err(e) = fs.follow(crate::fuse::invalidator(session.notifier())) {
         log::warn!("cannot follow the checkpoint directory ({e}); it is mounted as a snapshot");
     }

@@ -119,6 +119,35 @@ pub(crate) fn parse(head: &[u8]) -> Result<Npy, String> {
     })
 }
 
+/// An NPY file's array as a tensor: its dtype (one TensorFlow has, fixed-size, not strings), its
+/// shape, and where its data lies (`(offset, len)`), from the file's first bytes `head` (the
+/// whole header) and its `size`: a file whose data is not exactly what the header says (cut
+/// short, or with bytes after it) is refused, in words.
+pub(crate) fn array(
+    head: &[u8],
+    size: u64,
+) -> Result<(super::dtype::DType, Vec<u64>, u64, u64), String> {
+    let npy = parse(head)?;
+    let dtype = super::dtype::DType::from_npy_code(&npy.code)
+        .filter(|d| d.elem_size().is_some() && *d != super::dtype::DT_STRING)
+        .ok_or_else(|| format!("an array of {}, which a checkpoint cannot hold", npy.code))?;
+    let len = npy
+        .shape
+        .iter()
+        .try_fold(dtype.elem_size().unwrap_or(1) as u64, |a, &d| {
+            a.checked_mul(d)
+        })
+        .ok_or("a shape too large")?;
+    if npy.data_offset.checked_add(len) != Some(size) {
+        return Err(format!(
+            "{size} bytes, its header says {} (data of {len} after {})",
+            npy.data_offset.saturating_add(len),
+            npy.data_offset
+        ));
+    }
+    Ok((dtype, npy.shape, npy.data_offset, len))
+}
+
 /// The Python literals of an NPY header: strings, `True`/`False`, tuples of integers.
 struct Lit<'a> {
     s: &'a [u8],
