@@ -132,6 +132,9 @@ pub enum FsError {
     /// that is not a whole `.npy`.
     #[error("invalid argument")]
     Invalid,
+    /// A name that is there already (EEXIST): `mkdir` of a directory holding tensors.
+    #[error("file exists")]
+    Exists,
     /// An edit an editable mount does not make (EPERM): a derived file written.
     #[error("operation not permitted")]
     Perm,
@@ -178,6 +181,7 @@ impl FsError {
             FsError::NotEmpty => libc::ENOTEMPTY,
             FsError::Invalid => libc::EINVAL,
             FsError::Perm => libc::EPERM,
+            FsError::Exists => libc::EEXIST,
             FsError::Corrupt { source, .. } => match source {
                 // An operating-system error reading a source file keeps its errno.
                 FormatError::Read(ReadError::Os(e)) => *e,

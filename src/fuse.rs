@@ -264,10 +264,6 @@ impl Filesystem for FuseFs {
         // READ still reaches us and fails with EIO instead of reading as an empty file.
         let caps = config.capabilities();
         self.no_opendir = !self.edit && caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
-        if self.edit {
-            // O_TRUNC comes with the OPEN it belongs to (not as a SETATTR after it).
-            let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC & caps);
-        }
         // Direct I/O is chosen per file in the OPEN reply, so it needs OPEN requests: for
         // every file (the no-open mode is per mount). `mmap` of a direct-I/O file (numpy's
         // `mmap_mode`, safetensors) needs FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): without it a
@@ -355,8 +351,10 @@ impl Filesystem for FuseFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             let trunc = flags.0 & libc::O_TRUNC != 0;
+            // Direct I/O: what is written goes to the daemon only, never into the pages of the
+            // file as it is (which its readers keep reading whole until the close replaces it).
             return match self.fs.open_write(ino.0, trunc) {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
                 Err(e) => reply.error(errno(&e)),
             };
         }
@@ -428,7 +426,7 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.fs.flush_write(fh.0) {
+        match self.fs.fsync_write(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -482,7 +480,7 @@ impl Filesystem for FuseFs {
                 &self.attr(&a),
                 Generation(a.generation),
                 FileHandle(fh),
-                FopenFlags::empty(),
+                FopenFlags::FOPEN_DIRECT_IO,
             ),
             Ok((fh, _)) => {
                 self.fs.release_write(fh);
@@ -514,6 +512,7 @@ impl Filesystem for FuseFs {
         // are taken as they are (cp -p, editors) and left.
         let r = match (size, fh) {
             (Some(s), Some(fh)) if self.fs.is_writing(fh.0) => self.fs.truncate(fh.0, s),
+            (Some(s), _) if self.edit => self.fs.truncate_ino(ino.0, s),
             (Some(_), _) => Err(FsError::ReadOnly),
             (None, _) if self.edit => Ok(()),
             (None, _) => Err(FsError::ReadOnly),
@@ -527,6 +526,27 @@ impl Filesystem for FuseFs {
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.unlink(parent.0, name.as_bytes()) {
             Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match self.fs.mkdir(parent.0, name.as_bytes()) {
+            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
+                &self.ttl(),
+                &self.ttl(),
+                &self.attr(&a),
+                Generation(a.generation),
+            ),
+            Ok(_) => reply.error(errno(&FsError::NotFound)),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -905,8 +905,10 @@ pub(crate) fn cli_command() -> clap::Command {
         .mut_subcommand("commit", |c| {
             c.mut_arg("source", |a| {
                 a.value_name("MNT")
+                    .index(1)
                     .help("The editable mount's mount point, or its edits directory (-o edit=DIR).")
             })
+            .mut_arg("out", |a| a.index(2))
             .mut_arg("edits_dir", |a| a.hide(true))
         })
 }

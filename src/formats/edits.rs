@@ -247,18 +247,27 @@ impl Journal {
         self.dir.join(npy)
     }
 
-    /// Appends `r`, synced: it counts once this returns.
-    pub(crate) fn append(&mut self, r: Record) -> Result<(), String> {
+    /// Appends `r` in one write: it counts once this returns, and survives the process (a
+    /// killed daemon); `sync` also makes it survive the machine (a power loss).
+    pub(crate) fn append(&mut self, r: Record, sync: bool) -> Result<(), String> {
         let path = self.dir.join(JOURNAL);
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
         f.write_all(format!("{}\n", r.line()).as_bytes())
-            .and_then(|_| f.sync_data())
+            .and_then(|_| if sync { f.sync_data() } else { Ok(()) })
             .map_err(|e| io_err(&path, e))?;
         self.records.push(r);
         Ok(())
+    }
+
+    /// Makes what was appended survive the machine.
+    pub(crate) fn sync(&self) -> Result<(), String> {
+        let path = self.dir.join(JOURNAL);
+        std::fs::File::open(&path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| io_err(&path, e))
     }
 
     /// A new file for values, under a temporary name in `DIR/tensors/`: its path, and the
@@ -270,15 +279,20 @@ impl Journal {
         (self.dir.join(format!("{TENSORS}/.{n}.npy.tmp")), name)
     }
 
-    /// Makes the temporary file `tmp` (written whole) the values file `name`: synced, renamed,
-    /// the directory synced. The record naming it is appended after.
-    pub(crate) fn keep(&self, tmp: &Path, name: &str) -> Result<(), String> {
-        std::fs::File::open(tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io_err(tmp, e))?;
+    /// Makes the temporary file `tmp` (written whole) the values file `name`: renamed (with
+    /// `sync`, synced first and the directory after). The record naming it is appended after.
+    pub(crate) fn keep(&self, tmp: &Path, name: &str, sync: bool) -> Result<(), String> {
+        if sync {
+            std::fs::File::open(tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_err(tmp, e))?;
+        }
         let to = self.dir.join(name);
         std::fs::rename(tmp, &to).map_err(|e| io_err(&to, e))?;
-        sync_dir(&self.dir.join(TENSORS))
+        if sync {
+            sync_dir(&self.dir.join(TENSORS))?;
+        }
+        Ok(())
     }
 
     /// Keeps only the records `keep` says to (written anew under a temporary name and renamed
@@ -411,16 +425,22 @@ mod tests {
         let mut j = Journal::open(&dir, "/src").unwrap();
         let (tmp, name) = j.new_tensor_file();
         std::fs::write(&tmp, b"npy").unwrap();
-        j.keep(&tmp, &name).unwrap();
-        j.append(Record::Set {
-            key: b"k".to_vec(),
-            npy: name.clone(),
-        })
+        j.keep(&tmp, &name, true).unwrap();
+        j.append(
+            Record::Set {
+                key: b"k".to_vec(),
+                npy: name.clone(),
+            },
+            true,
+        )
         .unwrap();
-        j.append(Record::Drop {
-            key: b"d".to_vec(),
-            subtree: false,
-        })
+        j.append(
+            Record::Drop {
+                key: b"d".to_vec(),
+                subtree: false,
+            },
+            false,
+        )
         .unwrap();
         // A crash: half a record, a temporary and a values file never named.
         let mut f = std::fs::OpenOptions::new()

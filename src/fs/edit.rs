@@ -14,7 +14,6 @@
 //! by the kernel in an editable mount (`tensors.tsv` and `summary.txt` change with each edit).
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,10 +48,17 @@ struct Pending {
     kind: FileKind,
     tmp: PathBuf,
     file: std::fs::File,
+    /// A file of another name (`tmpXYZ`, `.x.npy.swp`) in directory `.0` named `.1`: kept
+    /// after it is closed, until it is renamed onto a tensor's `.npy` (what editors and
+    /// atomic writers do) or removed.
+    scratch: Option<(u64, Vec<u8>)>,
+    /// The values file the last flush kept (`tmp` is then gone): a write after it starts a
+    /// new temporary file from it.
+    kept: Option<String>,
     /// Where a write at offset 0 lands in `tmp` (a `.bin`'s bytes follow an `.npy` header).
     at: u64,
-    /// The `.bin`'s dtype and shape, for a `.bin` (its size must stay the tensor's).
-    bin: Option<(DType, Vec<u64>, u64)>,
+    /// The `.bin`'s size, for a `.bin` (it must stay the tensor's).
+    bin: Option<u64>,
     dirty: bool,
 }
 
@@ -62,6 +68,14 @@ pub(crate) struct Editing {
     journal: Mutex<Journal>,
     recent: Mutex<VecDeque<(Vec<u8>, u64, std::time::Instant)>>,
     writes: Mutex<HashMap<u64, Arc<Mutex<Pending>>>>,
+    /// Directories made (`mkdir`) that hold no tensor yet, by prefix: found by name (not
+    /// listed) until a tensor is written or moved into them, or they are removed.
+    made: Mutex<std::collections::HashSet<Vec<u8>>>,
+    /// The handle last opened for writing on each inode (a truncation by the kernel names the
+    /// inode, not the handle: `open(O_TRUNC)` is an OPEN and then a SETATTR).
+    by_ino: Mutex<HashMap<u64, u64>>,
+    /// Scratch files by directory and name, to their handle.
+    scratch: Mutex<HashMap<(u64, Vec<u8>), u64>>,
     next_fh: AtomicU64,
     /// Where invalidations go (the FUSE adapter's thread); none without a kernel.
     notify: std::sync::OnceLock<std::sync::mpsc::Sender<Invalidate>>,
@@ -92,6 +106,9 @@ impl Editing {
             journal: Mutex::new(journal),
             recent: Mutex::new(VecDeque::new()),
             writes: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(HashMap::new()),
+            made: Mutex::new(Default::default()),
+            by_ino: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             notify: std::sync::OnceLock::new(),
         })
@@ -113,7 +130,7 @@ impl Editing {
         self.edited
             .apply(&r, &dir)
             .map_err(|e| refused(e, FsError::Io(std::io::Error::other("edit failed"))))?;
-        j.append(r.clone()).map_err(|e| {
+        j.append(r.clone(), false).map_err(|e| {
             log::error!("{e}");
             FsError::Io(std::io::Error::other(e))
         })?;
@@ -343,6 +360,9 @@ impl Fs {
     /// of them). Listings do not show them.
     pub(crate) fn dropped_file(&self, parent: u64, name: &[u8]) -> Option<u64> {
         let e = self.editing()?;
+        if let Some(fh) = e.pending_named(parent, name) {
+            return self.pending_ino(parent, fh).map(|a| a.ino);
+        }
         let (t, local) = self.sub(parent).ok()?;
         match t.named(local, name).ok()? {
             Named::File {
@@ -353,19 +373,24 @@ impl Fs {
                 let pos = e.dropped_lately(&key)?;
                 t.tensor_file_ino(kind, pos).map(|i| i.0)
             }
-            // A directory emptied lately (`rm -r` removes it last).
+            // A directory emptied lately (`rm -r` removes it last), or made and still empty.
             Named::Dir {
                 prefix,
                 exists: false,
             } => {
-                let emptied = e
-                    .recent
+                let made = e
+                    .made
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .rev()
-                    .take_while(|(_, _, t)| t.elapsed() < GHOST)
-                    .any(|(k, _, _)| k.starts_with(&prefix));
+                    .contains(&prefix);
+                let emptied = made
+                    || e.recent
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .rev()
+                        .take_while(|(_, _, t)| t.elapsed() < GHOST)
+                        .any(|(k, _, _)| k.starts_with(&prefix));
                 emptied.then_some(())?;
                 t.dir_inos(&prefix)
                     .into_iter()
@@ -419,9 +444,25 @@ impl Fs {
         out
     }
 
-    /// `unlink`: one of a tensor's files drops the tensor (all its files go).
+    /// `unlink`: one of a tensor's files drops the tensor (all its files go); a scratch file
+    /// goes.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> FsResult<()> {
         let e = self.editing_or_ro()?;
+        if let Some(fh) = e.pending_named(parent, name) {
+            e.scratch
+                .lock()
+                .unwrap_or_else(|x| x.into_inner())
+                .remove(&(parent, name.to_vec()));
+            let p = e
+                .writes
+                .lock()
+                .unwrap_or_else(|x| x.into_inner())
+                .remove(&fh);
+            if let Some(p) = p {
+                let _ = std::fs::remove_file(&p.lock().unwrap_or_else(|x| x.into_inner()).tmp);
+            }
+            return Ok(());
+        }
         match self.named(parent, name)? {
             Named::File {
                 key, pos: Some(p), ..
@@ -444,12 +485,48 @@ impl Fs {
     /// `rmdir`: a directory goes when nothing is left in it. One still holding tensors is
     /// ENOTEMPTY, as anywhere (`rm -r` removes the files first).
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> FsResult<()> {
-        self.editing_or_ro()?;
+        let e = self.editing_or_ro()?;
         match self.named(parent, name)? {
             Named::Dir { exists: true, .. } => Err(FsError::NotEmpty),
-            // Emptied: its tensors were dropped (the kernel still held its name).
-            Named::Dir { exists: false, .. } => Ok(()),
+            // Emptied (its tensors were dropped; the kernel still held its name), or made.
+            Named::Dir { prefix, .. } => {
+                e.made
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&prefix);
+                Ok(())
+            }
             Named::File { .. } => Err(FsError::NotDir),
+        }
+    }
+
+    /// `mkdir` in `variables/`: a directory to write or move tensors into. It is found by
+    /// name from now on, and listed once a tensor is in it (a directory of the tree is the
+    /// keys under it).
+    pub fn mkdir(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
+        let e = self.editing_or_ro()?;
+        match self.named(parent, name)? {
+            Named::Dir { exists: true, .. } => Err(FsError::Exists),
+            Named::Dir { prefix, .. } => {
+                let (t, _) = self.sub(parent)?;
+                let ino = t
+                    .dir_inos(&prefix)
+                    .into_iter()
+                    .find(|(_, variables)| *variables)
+                    .map(|(i, _)| i.0)
+                    .ok_or(FsError::Invalid)?;
+                let fresh = e
+                    .made
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(prefix);
+                if !fresh {
+                    return Err(FsError::Exists);
+                }
+                self.getattr(ino)
+            }
+            Named::File { pos: Some(_), .. } => Err(FsError::Exists),
+            Named::File { .. } => Err(FsError::Invalid),
         }
     }
 
@@ -459,6 +536,9 @@ impl Fs {
     /// refused (EINVAL): the files are views of one tensor.
     pub fn rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8]) -> FsResult<()> {
         let e = self.editing_or_ro()?;
+        if let Some(fh) = e.pending_named(parent, name) {
+            return self.rename_pending(fh, newparent, newname);
+        }
         let from = self.named(parent, name)?;
         let to = self.named(newparent, newname)?;
         let mut inv = Vec::new();
@@ -500,12 +580,7 @@ impl Fs {
                 inv.extend(self.names_of(parent, &key, false));
                 inv.extend(self.names_of(newparent, &key2, false));
             }
-            (Named::File { pos: None, .. }, _) => {
-                if let Some(p) = e.pending_named(parent, name) {
-                    return self.rename_pending(p, newparent, newname);
-                }
-                return Err(FsError::NotFound);
-            }
+            (Named::File { pos: None, .. }, _) => return Err(FsError::NotFound),
             (Named::File { .. }, Named::Dir { .. }) => return Err(FsError::IsDir),
             (
                 Named::Dir {
@@ -541,16 +616,175 @@ impl Fs {
 }
 
 impl Editing {
-    /// A file being written whose name is `name` in `parent` — none: only tensor files are
-    /// written, under their own names.
-    fn pending_named(&self, _parent: u64, _name: &[u8]) -> Option<u64> {
-        None
+    /// The scratch file `name` in `parent`, if there is one.
+    fn pending_named(&self, parent: u64, name: &[u8]) -> Option<u64> {
+        self.scratch
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .get(&(parent, name.to_vec()))
+            .copied()
     }
 }
 
 impl Fs {
-    fn rename_pending(&self, _fh: u64, _newparent: u64, _newname: &[u8]) -> FsResult<()> {
-        Err(FsError::NotFound)
+    /// A scratch file renamed onto a tensor's `.npy` (or `.bin`) name: checked and kept as the
+    /// tensor's values, as a close of that file would; onto another scratch name, renamed.
+    fn rename_pending(&self, fh: u64, newparent: u64, newname: &[u8]) -> FsResult<()> {
+        let e = self.editing_or_ro()?;
+        let p = e.pending(fh)?;
+        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let old = p.scratch.clone();
+        match self.named(newparent, newname)? {
+            Named::File {
+                key,
+                kind: kind @ (FileKind::Npy | FileKind::Bin),
+                pos,
+            } => {
+                let bin = match kind {
+                    FileKind::Bin => {
+                        let pos = pos.ok_or(FsError::NotFound)?;
+                        Some(self.bin_of(e, &key, pos)?)
+                    }
+                    _ => None,
+                };
+                if let Some((_, h, _)) = &bin {
+                    // A .bin's bytes: kept with the tensor's .npy header before them.
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut &p.file, &mut data)
+                        .map_err(|er| io(&p.tmp, er))?;
+                    let mut all = h.clone();
+                    all.extend_from_slice(&data);
+                    p.file.set_len(0).map_err(|er| io(&p.tmp, er))?;
+                    p.file.write_all_at(&all, 0).map_err(|er| io(&p.tmp, er))?;
+                    p.at = h.len() as u64;
+                }
+                p.key = key;
+                p.kind = kind;
+                p.bin = bin.map(|(_, _, n)| n);
+                p.dirty = true;
+                let r = self.keep_pending(e, &mut p);
+                drop(p);
+                if r.is_ok() {
+                    if let Some(k) = old {
+                        e.scratch
+                            .lock()
+                            .unwrap_or_else(|x| x.into_inner())
+                            .remove(&k);
+                    }
+                    e.writes
+                        .lock()
+                        .unwrap_or_else(|x| x.into_inner())
+                        .remove(&fh);
+                }
+                r
+            }
+            Named::Dir { exists: false, .. } | Named::File { .. } => {
+                let mut sc = e.scratch.lock().unwrap_or_else(|x| x.into_inner());
+                if let Some(k) = old {
+                    sc.remove(&k);
+                }
+                sc.insert((newparent, newname.to_vec()), fh);
+                p.scratch = Some((newparent, newname.to_vec()));
+                Ok(())
+            }
+            Named::Dir { .. } => Err(FsError::IsDir),
+        }
+    }
+
+    /// A tensor's `.bin` as a file written: its dtype, the `.npy` header its bytes follow, and
+    /// its size.
+    fn bin_of(&self, e: &Editing, key: &[u8], pos: u64) -> FsResult<(DType, Vec<u8>, u64)> {
+        let info = e.edited.info(pos)?;
+        let size = e.edited.open(pos)?.size();
+        let h = crate::fs::tensor_files::npy_header(info.dtype, &info.shape).ok_or_else(|| {
+            refused(
+                format!(
+                    "{}.bin: its dtype, {}, has no .npy form to keep new values in",
+                    String::from_utf8_lossy(key),
+                    info.dtype.display_name()
+                ),
+                FsError::Perm,
+            )
+        })?;
+        Ok((info.dtype, h, size))
+    }
+
+    /// The file written through `fh` checked and, when it is whole, kept as the tensor's
+    /// values (see [`Fs::flush_write`]).
+    fn keep_pending(&self, e: &Editing, p: &mut Pending) -> FsResult<()> {
+        p.dirty = false;
+        let what = format!("{}{}", String::from_utf8_lossy(&p.key), p.kind.suffix());
+        let size = p.file.metadata().map_err(|er| io(&p.tmp, er))?.len();
+        if let Some(want) = &p.bin {
+            if size != p.at + want {
+                return Err(refused(
+                    format!(
+                        "{what}: {} bytes written, the tensor's .bin is {want} (a .bin takes values of the same dtype and shape; write an .npy to change them); the tensor is left as it was",
+                        size.saturating_sub(p.at)
+                    ),
+                    FsError::Invalid,
+                ));
+            }
+        } else {
+            let mut head = vec![0u8; crate::parse::npy::MAX_HEADER + 16];
+            let n = read_full_at(&p.file, &mut head).map_err(|er| io(&p.tmp, er))?;
+            head.truncate(n);
+            if let Err(why) = crate::parse::npy::array(&head, size) {
+                return Err(refused(
+                    format!(
+                        "{what}: not a complete .npy file: {why}; the tensor is left as it was"
+                    ),
+                    FsError::Invalid,
+                ));
+            }
+        }
+        // Kept under its own name, then the record naming it.
+        let name = {
+            let j = e.journal.lock().unwrap_or_else(|x| x.into_inner());
+            let name = format!(
+                "{}/{}",
+                crate::formats::edits::TENSORS,
+                p.tmp
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix('.'))
+                    .and_then(|n| n.strip_suffix(".tmp"))
+                    .unwrap_or("x.npy")
+            );
+            j.keep(&p.tmp, &name, false).map_err(|er| {
+                log::error!("{er}");
+                FsError::Io(std::io::Error::other(er))
+            })?;
+            name
+        };
+        p.kept = Some(name.clone());
+        e.record(Record::Set {
+            key: p.key.clone(),
+            npy: name,
+        })?;
+        let inv = self.names_of_key(&p.key);
+        e.notify(inv);
+        Ok(())
+    }
+
+    /// A write after a flush kept the file: a new temporary file from what was kept.
+    fn reopen_kept(&self, e: &Editing, p: &mut Pending) -> FsResult<()> {
+        let Some(kept) = p.kept.take() else {
+            return Ok(());
+        };
+        let (next, _) = e
+            .journal
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .new_tensor_file();
+        std::fs::copy(e.dir().join(&kept), &next).map_err(|er| io(&next, er))?;
+        p.file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&next)
+            .map_err(|er| io(&next, er))?;
+        p.tmp = next;
+        Ok(())
     }
 
     /// `create` of a new tensor file in a directory of `variables/`: only an `.npy` name (its
@@ -564,7 +798,7 @@ impl Fs {
                 kind: FileKind::Npy,
                 pos,
             } => {
-                let fh = self.start_write(e, key, FileKind::Npy, pos, true)?;
+                let fh = self.start_write(e, key, FileKind::Npy, pos, None)?;
                 Ok((fh, self.pending_ino(parent, fh)))
             }
             Named::File {
@@ -572,7 +806,7 @@ impl Fs {
                 pos: Some(p),
                 kind: kind @ FileKind::Bin,
             } => {
-                let fh = self.start_write(e, key, kind, Some(p), true)?;
+                let fh = self.start_write(e, key, kind, Some(p), None)?;
                 Ok((fh, self.pending_ino(parent, fh)))
             }
             Named::File { key, .. } => Err(refused(
@@ -582,7 +816,18 @@ impl Fs {
                 ),
                 FsError::Perm,
             )),
-            Named::Dir { .. } => Err(FsError::Perm),
+            // Another name: a scratch file, kept until it is renamed onto a tensor's `.npy`.
+            Named::Dir { exists: false, .. } => {
+                let fh = self.start_write(
+                    e,
+                    Vec::new(),
+                    FileKind::Npy,
+                    None,
+                    Some((parent, name.to_vec())),
+                )?;
+                Ok((fh, self.pending_ino(parent, fh)))
+            }
+            Named::Dir { .. } => Err(FsError::IsDir),
         }
     }
 
@@ -611,7 +856,11 @@ impl Fs {
                 FsError::Perm,
             ));
         }
-        let fh = self.start_write(e, key, kind, Some(pos), trunc)?;
+        let fh = self.start_write(e, key, kind, Some(pos), None)?;
+        e.by_ino
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .insert(ino, fh);
         if !trunc {
             // The file's bytes as they are, for a write that patches them.
             let p = e.pending(fh)?;
@@ -638,8 +887,12 @@ impl Fs {
         key: Vec<u8>,
         kind: FileKind,
         pos: Option<u64>,
-        _trunc: bool,
+        scratch: Option<(u64, Vec<u8>)>,
     ) -> FsResult<u64> {
+        let bin = match kind {
+            FileKind::Bin => Some(self.bin_of(e, &key, pos.ok_or(FsError::NotFound)?)?),
+            _ => None,
+        };
         let (tmp, _) = e
             .journal
             .lock()
@@ -652,34 +905,26 @@ impl Fs {
             .open(&tmp)
             .map_err(|er| io(&tmp, er))?;
         let mut at = 0;
-        let mut bin = None;
-        if kind == FileKind::Bin {
-            let pos = pos.ok_or(FsError::NotFound)?;
-            let info = e.edited.info(pos)?;
-            let size = e.edited.open(pos)?.size();
-            let h =
-                crate::fs::tensor_files::npy_header(info.dtype, &info.shape).ok_or_else(|| {
-                    refused(
-                        format!(
-                            "{}.bin: its dtype, {}, has no .npy form to keep new values in",
-                            String::from_utf8_lossy(&key),
-                            info.dtype.display_name()
-                        ),
-                        FsError::Perm,
-                    )
-                })?;
-            file.write_all_at(&h, 0).map_err(|er| io(&tmp, er))?;
+        if let Some((_, h, _)) = &bin {
+            file.write_all_at(h, 0).map_err(|er| io(&tmp, er))?;
             at = h.len() as u64;
-            bin = Some((info.dtype, info.shape.clone(), size));
         }
         let fh = e.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Some(k) = &scratch {
+            e.scratch
+                .lock()
+                .unwrap_or_else(|x| x.into_inner())
+                .insert(k.clone(), fh);
+        }
         let p = Pending {
             key,
             kind,
             tmp,
             file,
+            scratch,
+            kept: None,
             at,
-            bin,
+            bin: bin.map(|(_, _, n)| n),
             dirty: true,
         };
         e.writes
@@ -694,6 +939,7 @@ impl Fs {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        self.reopen_kept(e, &mut p)?;
         let at = p.at.checked_add(offset).ok_or(FsError::Invalid)?;
         p.file.write_all_at(data, at).map_err(|er| io(&p.tmp, er))?;
         p.dirty = true;
@@ -705,10 +951,27 @@ impl Fs {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        self.reopen_kept(e, &mut p)?;
         let len = p.at.checked_add(size).ok_or(FsError::Invalid)?;
         p.file.set_len(len).map_err(|er| io(&p.tmp, er))?;
         p.dirty = true;
         Ok(())
+    }
+
+    /// `truncate` of inode `ino` (no handle given): through the handle last opened for
+    /// writing on it.
+    pub fn truncate_ino(&self, ino: u64, size: u64) -> FsResult<()> {
+        let e = self.editing_or_ro()?;
+        let fh = e
+            .by_ino
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .get(&ino)
+            .copied();
+        match fh {
+            Some(fh) if e.pending(fh).is_ok() => self.truncate(fh, size),
+            _ => Err(FsError::ReadOnly),
+        }
     }
 
     /// Whether `fh` is a handle of a file being written.
@@ -732,73 +995,36 @@ impl Fs {
             return Ok(());
         };
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
-        if !p.dirty {
+        if !p.dirty || p.scratch.is_some() {
             return Ok(());
         }
-        p.dirty = false;
-        let what = format!("{}{}", String::from_utf8_lossy(&p.key), p.kind.suffix());
-        let size = p.file.metadata().map_err(|er| io(&p.tmp, er))?.len();
-        if let Some((_, _, want)) = &p.bin {
-            if size != p.at + want {
-                return Err(refused(
-                    format!(
-                        "{what}: {} bytes written, the tensor's .bin is {want} (a .bin takes values of the same dtype and shape; write an .npy to change them)",
-                        size - p.at
-                    ),
-                    FsError::Invalid,
-                ));
-            }
-        } else {
-            let mut head = vec![0u8; crate::parse::npy::MAX_HEADER + 16];
-            let n = read_full_at(&p.file, &mut head).map_err(|er| io(&p.tmp, er))?;
-            head.truncate(n);
-            if let Err(why) = crate::parse::npy::array(&head, size) {
-                return Err(refused(
-                    format!(
-                        "{what}: not a complete .npy file: {why}; the tensor is left as it was"
-                    ),
-                    FsError::Invalid,
-                ));
+        self.keep_pending(e, &mut p)
+    }
+
+    /// `fsync`: as a close (flush), and what the edits directory holds made to survive the
+    /// machine.
+    pub fn fsync_write(&self, fh: u64) -> FsResult<()> {
+        self.flush_write(fh)?;
+        let Some(e) = self.editing() else {
+            return Ok(());
+        };
+        let kept = e
+            .pending(fh)
+            .ok()
+            .and_then(|p| p.lock().unwrap_or_else(|x| x.into_inner()).kept.clone());
+        let j = e.journal.lock().unwrap_or_else(|x| x.into_inner());
+        let dir = j.dir().to_path_buf();
+        let mut files: Vec<PathBuf> = kept.iter().map(|k| dir.join(k)).collect();
+        files.push(dir.join(crate::formats::edits::TENSORS));
+        for f in files {
+            if let Err(er) = std::fs::File::open(&f).and_then(|f| f.sync_all()) {
+                return Err(io(&f, er));
             }
         }
-        p.file.flush().map_err(|er| io(&p.tmp, er))?;
-        // Kept under its own name, then the record naming it; a new temporary for what is
-        // written after.
-        let (name, next) = {
-            let mut j = e.journal.lock().unwrap_or_else(|x| x.into_inner());
-            let (next_tmp, _) = j.new_tensor_file();
-            let name = format!(
-                "{}/{}",
-                crate::formats::edits::TENSORS,
-                p.tmp
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_prefix('.'))
-                    .and_then(|n| n.strip_suffix(".tmp"))
-                    .unwrap_or("x.npy")
-            );
-            j.keep(&p.tmp, &name).map_err(|er| {
-                log::error!("{er}");
-                FsError::Io(std::io::Error::other(er))
-            })?;
-            (name, next_tmp)
-        };
-        e.record(Record::Set {
-            key: p.key.clone(),
-            npy: name.clone(),
-        })?;
-        // Further writes through this handle start from what was kept.
-        let dir = e.dir();
-        std::fs::copy(dir.join(&name), &next).map_err(|er| io(&next, er))?;
-        p.file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&next)
-            .map_err(|er| io(&next, er))?;
-        p.tmp = next;
-        let inv = self.names_of_key(&p.key);
-        e.notify(inv);
-        Ok(())
+        j.sync().map_err(|er| {
+            log::error!("{er}");
+            FsError::Io(std::io::Error::other(er))
+        })
     }
 
     /// `release`: the handle's temporary file goes (what was kept stays).
@@ -809,9 +1035,28 @@ impl Fs {
                 .lock()
                 .unwrap_or_else(|x| x.into_inner())
                 .remove(&fh);
+            e.by_ino
+                .lock()
+                .unwrap_or_else(|x| x.into_inner())
+                .retain(|_, f| *f != fh);
             if let Some(p) = p {
-                let p = p.lock().unwrap_or_else(|x| x.into_inner());
-                let _ = std::fs::remove_file(&p.tmp);
+                let scratch = p
+                    .lock()
+                    .unwrap_or_else(|x| x.into_inner())
+                    .scratch
+                    .is_some();
+                if scratch {
+                    // Kept for the rename that makes it a tensor's values.
+                    e.writes
+                        .lock()
+                        .unwrap_or_else(|x| x.into_inner())
+                        .insert(fh, p);
+                } else {
+                    let p = p.lock().unwrap_or_else(|x| x.into_inner());
+                    if p.kept.is_none() {
+                        let _ = std::fs::remove_file(&p.tmp);
+                    }
+                }
             }
         }
     }

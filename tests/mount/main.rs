@@ -10,6 +10,7 @@ mod common;
 
 mod changes;
 mod direct_io;
+mod edit;
 mod keras_live;
 mod lifecycle;
 mod live;
