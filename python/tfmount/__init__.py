@@ -51,7 +51,7 @@ def _fspath(source):
     raise TypeError(f"SOURCE must be a path or a URL string, not {type(source).__name__}")
 
 
-def open(source, *, mmap=True, verify=True, **options):
+def open(source, *, mmap=True, verify=True, edits=None, **options):
     """Opens SOURCE as ``tfmount SOURCE MOUNTPOINT`` would mount it.
 
     SOURCE: a checkpoint prefix, a checkpoint directory (its ``latest``), a SavedModel, a
@@ -59,8 +59,11 @@ def open(source, *, mmap=True, verify=True, **options):
     any of these as an ``s3://``, ``gs://``, ``http(s)://`` URL. ``options`` are the mount's
     ``-o`` options (``cache_size="64M"``, ``anonymous=True``, ``views="visible"``...).
     ``mmap=False`` gives every array its own memory; ``verify=False`` skips the stored
-    checksums (``-o nocrc``).
+    checksums (``-o nocrc``). ``edits=DIR``: the model as the edits kept in DIR leave it (an
+    editable mount's, ``tfmount -o edit=DIR``; docs/edit.md), read, never changed.
     """
+    if edits is not None:
+        options = dict(options, edit=_fspath(edits))
     return Model(_tfmount.open(_fspath(source), _options(options), mmap=mmap, verify=verify))
 
 

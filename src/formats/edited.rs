@@ -504,6 +504,33 @@ impl Edited {
         Ok(())
     }
 
+    /// The set as it would be with `r` applied too (this one unchanged): to judge an edit
+    /// before making it.
+    pub(crate) fn with_applied(&self, r: &Record, dir: &Path) -> Result<Edited, String> {
+        let e = Edited {
+            source: self.source.clone(),
+            state: RwLock::new(self.st()),
+            version: Default::default(),
+            anchors: Default::default(),
+        };
+        e.apply(r, dir)?;
+        Ok(e)
+    }
+
+    /// What the edits did to the source's tensor `key`: `None` nothing, `Some(None)` dropped,
+    /// `Some(Some(new))` renamed (export's key fate).
+    pub(crate) fn fate(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        let pos = self.source.seek(key).ok()??;
+        if self.source.key(pos).ok()? != key {
+            return None;
+        }
+        if !self.live(pos).ok()? {
+            return Some(None);
+        }
+        let now = self.key(pos).ok()?;
+        (now != key).then_some(Some(now))
+    }
+
     /// Starts again from the source with `records` (what was left after a discard).
     pub(crate) fn reset(&self, records: &[Record], dir: &Path) -> Result<(), String> {
         let mut st = State::initial();

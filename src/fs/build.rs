@@ -371,7 +371,7 @@ impl<'a> Builder<'a> {
         ck: Arc<dyn Opened>,
         path: &Path,
     ) -> Result<(), SourceError> {
-        let set = self.editable(ck.tensors(), path)?;
+        let set = self.editable(&ck, path)?;
         // names/ and weights.safetensors name the tensors alike (the format's readable names),
         // made when first used: never at mount.
         let has_names = ck.has_names();
@@ -538,27 +538,46 @@ impl<'a> Builder<'a> {
     /// `set`, or with `-o edit` its edits over it ([`crate::fs::edit`]): one checkpoint only.
     fn editable(
         &mut self,
-        set: Arc<dyn TensorSet>,
+        ck: &Arc<dyn Opened>,
         path: &Path,
     ) -> Result<Arc<dyn TensorSet>, SourceError> {
+        let set = ck.tensors();
         let Some(dir) = self.fs.opts.edit.clone() else {
             return Ok(set);
         };
+        // Renames its TF2 object graph cannot follow are refused at the rename.
+        let graph = ck.object_graph();
         if self.fs.edit.get().is_some() {
             return Err(SourceError::Invalid {
                 path: path.to_path_buf(),
                 msg: "-o edit edits one checkpoint, and this source holds more (mount the one to edit: a checkpoint prefix, a SavedModel, a file)".into(),
             });
         }
-        let source = path.display().to_string();
-        let e = crate::fs::edit::Editing::open(set, &dir, &source).map_err(|msg| {
-            SourceError::Invalid {
+        // The journal names its source as `commit` will open it, from any directory.
+        let canonical = match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) if !self.store.is_remote() => {
+                std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                })
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+            }
+            _ => path.to_path_buf(),
+        };
+        let source = canonical.display().to_string();
+        let read_only = self.fs.opts.edit_read_only;
+        let e = crate::fs::edit::Editing::open(set, graph, &dir, &source, read_only).map_err(
+            |msg| SourceError::Invalid {
                 path: dir.clone(),
                 msg,
-            }
-        })?;
+            },
+        )?;
         let edited: Arc<dyn TensorSet> = e.edited.clone();
-        let _ = self.fs.edit.set(Arc::new(e));
+        if !read_only {
+            let _ = self.fs.edit.set(Arc::new(e));
+        }
         Ok(edited)
     }
 

@@ -65,6 +65,9 @@ struct Pending {
 /// The edit side of a mount made with `-o edit` ([`Fs::editing`]).
 pub(crate) struct Editing {
     pub(crate) edited: Arc<Edited>,
+    /// The TF2 object graph the checkpoint stores: a rename it cannot follow (export's rules)
+    /// is refused at the rename.
+    graph: Option<crate::proto::TrackableObjectGraph>,
     journal: Mutex<Journal>,
     recent: Mutex<VecDeque<(Vec<u8>, u64, std::time::Instant)>>,
     writes: Mutex<HashMap<u64, Arc<Mutex<Pending>>>>,
@@ -96,13 +99,29 @@ impl Editing {
     /// The edits in `dir` (made if missing) over `set`, the checkpoint `source` names.
     pub(crate) fn open(
         set: Arc<dyn TensorSet>,
+        graph: Option<crate::proto::TrackableObjectGraph>,
         dir: &Path,
         source: &str,
+        read_only: bool,
     ) -> Result<Editing, String> {
-        let journal = Journal::open(dir, source)?;
+        let journal = if read_only {
+            let j = Journal::read(dir)?;
+            match j.source()? {
+                Some(s) if s != source => {
+                    return Err(format!(
+                        "{}: holds the edits of {s}, not of {source}",
+                        dir.display()
+                    ))
+                }
+                _ => j,
+            }
+        } else {
+            Journal::open(dir, source)?
+        };
         let edited = Arc::new(Edited::new(set, journal.records(), dir)?);
         Ok(Editing {
             edited,
+            graph,
             journal: Mutex::new(journal),
             recent: Mutex::new(VecDeque::new()),
             writes: Mutex::new(HashMap::new()),
@@ -122,8 +141,39 @@ impl Editing {
             .to_path_buf()
     }
 
+    /// Refuses a rename the checkpoint's object graph cannot follow (EPERM, logged in words):
+    /// `commit` would refuse it, as `export` refuses it.
+    fn check_rename(&self, r: &Record) -> FsResult<()> {
+        let Some(g) = &self.graph else {
+            return Ok(());
+        };
+        let dir = self.dir();
+        let after = self
+            .edited
+            .with_applied(r, &dir)
+            .map_err(|e| refused(e, FsError::Invalid))?;
+        let fate = |k: &str| {
+            after
+                .fate(k.as_bytes())
+                .map(|f| f.map(|n| String::from_utf8_lossy(&n).into_owned()))
+        };
+        match crate::formats::v2::object_graph::edit(g, &fate) {
+            Ok(_) => Ok(()),
+            Err(why) => Err(refused(
+                format!(
+                    "{}: refused: the checkpoint's object graph cannot follow it ({why}); move whole objects (a directory above .ATTRIBUTES), keeping what follows them",
+                    r.line()
+                ),
+                FsError::Perm,
+            )),
+        }
+    }
+
     /// Journals `r` and applies it.
     fn record(&self, r: Record) -> FsResult<()> {
+        if matches!(r, Record::Rename { .. }) {
+            self.check_rename(&r)?;
+        }
         let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
         let dir = j.dir().to_path_buf();
         // Checked first (a set's file read), so that the journal never holds what fails.

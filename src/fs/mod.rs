@@ -77,6 +77,9 @@ pub struct Options {
     /// Edit the checkpoint (`-o edit[=DIR]`): its edits kept in this directory (an empty path:
     /// the default one, chosen by the mount from the source and mount point).
     pub edit: Option<std::path::PathBuf>,
+    /// Read the edits of `edit` without making any (`tfmount.open(source, edits=DIR)`): the
+    /// directory is not created or tidied, and the tree stays read-only.
+    pub edit_read_only: bool,
     /// List the derived views (`text/`, `stats/`, `names/`, `dequantized/`, the safetensors
     /// files) in the directories that hold them. Off: they are reachable by path but not listed
     /// (docs/layout.md, "Listed and reachable").
@@ -95,6 +98,7 @@ impl Default for Options {
             live_grace: std::time::Duration::from_secs(10),
             views_visible: false,
             edit: None,
+            edit_read_only: false,
         }
     }
 }

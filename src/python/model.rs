@@ -89,6 +89,8 @@ impl Model {
         if !verify {
             settings.fs.verify_crc = false;
         }
+        // Edits are read (`edits=DIR`), never made here.
+        settings.fs.edit_read_only = true;
         // A snapshot: the directory as it is now (a mount follows it; reopen to see new
         // checkpoints).
         settings.fs.live = false;

@@ -140,11 +140,32 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
     assert!(!listing(&v).contains(&"odd..name.Sx".to_string()));
     // mv of a directory renames every key under it; mv of a file renames one tensor.
     ok("mv", &[&v.join("net"), &v.join("model")]);
-    ok(
+    // A rename the TF2 object graph cannot follow (a key's tail, not its object's path) is
+    // refused at the rename, in words in the log; a move of the object is done.
+    let refused = sh(
         "mv",
         &[
             &v.join("step/.ATTRIBUTES/VARIABLE_VALUE.npy"),
             &v.join("step/.ATTRIBUTES/counter.npy"),
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Operation not permitted"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(
+        m.log_text().contains("object graph cannot follow"),
+        "{}",
+        m.log_text()
+    );
+    std::fs::create_dir_all(v.join("counter/.ATTRIBUTES")).unwrap();
+    ok(
+        "mv",
+        &[
+            &v.join("step/.ATTRIBUTES/VARIABLE_VALUE.npy"),
+            &v.join("counter/.ATTRIBUTES/VARIABLE_VALUE.npy"),
         ],
     );
     // A renamed file keeps its values.
@@ -193,7 +214,7 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
     assert_eq!(std::fs::read(&mb).unwrap(), four);
     // What is not a whole .npy (or a .bin of the tensor's size) leaves the tensor as it was,
     // and the close (here the sync) fails with EINVAL.
-    let counter = v.join("step/.ATTRIBUTES/counter.npy");
+    let counter = v.join("counter/.ATTRIBUTES/VARIABLE_VALUE.npy");
     let counter_before = std::fs::read(&counter).unwrap();
     let good = npy_f32(&[3], &[1., 2., 3.]);
     for (what, bytes) in [
@@ -236,6 +257,7 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
         keys,
         [
             "_CHECKPOINTABLE_OBJECT_GRAPH",
+            "counter/.ATTRIBUTES/VARIABLE_VALUE",
             "extra/x",
             "model/bias/.ATTRIBUTES/VARIABLE_VALUE",
             "model/bias/.OPTIMIZER_SLOT/opt/m/.ATTRIBUTES/VARIABLE_VALUE",
@@ -243,7 +265,6 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
             "model/kernel/.ATTRIBUTES/VARIABLE_VALUE",
             "model/kernel/.OPTIMIZER_SLOT/opt/m/.ATTRIBUTES/VARIABLE_VALUE",
             "model/kernel/.OPTIMIZER_SLOT/opt/v/.ATTRIBUTES/VARIABLE_VALUE",
-            "step/.ATTRIBUTES/counter",
         ]
     );
     assert_eq!(
@@ -277,7 +298,7 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
         "D odd..name.Sx/.ATTRIBUTES/VARIABLE_VALUE",
         "D opt/beta1_power/.ATTRIBUTES/VARIABLE_VALUE",
         "D opt/beta2_power/.ATTRIBUTES/VARIABLE_VALUE",
-        "R step/.ATTRIBUTES/VARIABLE_VALUE -> step/.ATTRIBUTES/counter",
+        "R step/.ATTRIBUTES/VARIABLE_VALUE -> counter/.ATTRIBUTES/VARIABLE_VALUE",
         "S extra/x (shape [2, 3] float32)",
         "S model/bias/.ATTRIBUTES/VARIABLE_VALUE (shape [4] float32)",
         "S model/kernel/.ATTRIBUTES/VARIABLE_VALUE (shape [2] float32)",
