@@ -55,6 +55,9 @@ struct Pending {
     /// The values file the last flush kept (`tmp` is then gone): a write after it starts a
     /// new temporary file from it.
     kept: Option<String>,
+    /// The inode whose bytes the file starts as (opened for writing without `O_TRUNC`), not
+    /// copied yet: copied at the first write, dropped by a truncation to 0.
+    base: Option<u64>,
     /// Where a write at offset 0 lands in `tmp` (a `.bin`'s bytes follow an `.npy` header).
     at: u64,
     /// The `.bin`'s size, for a `.bin` (it must stay the tensor's).
@@ -911,24 +914,37 @@ impl Fs {
             .lock()
             .unwrap_or_else(|x| x.into_inner())
             .insert(ino, fh);
+        let p = e.pending(fh)?;
+        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        // Nothing changes until something is written; the file's bytes as they are are copied
+        // in at the first write that patches them (none when it is truncated first, as
+        // `open(O_TRUNC)` is: an OPEN, then a SETATTR of size 0).
+        p.dirty = false;
         if !trunc {
-            // The file's bytes as they are, for a write that patches them.
-            let p = e.pending(fh)?;
-            let p = p.lock().unwrap_or_else(|x| x.into_inner());
-            let size = self.getattr(ino)?.size;
-            let mut off = 0u64;
-            while off < size {
-                let b = self.read_reply(ino, off, (1usize << 20).min((size - off) as usize))?;
-                if b.is_empty() {
-                    break;
-                }
-                p.file
-                    .write_all_at(&b, p.at + off)
-                    .map_err(|er| io(&p.tmp, er))?;
-                off += b.len() as u64;
-            }
+            p.base = Some(ino);
         }
         Ok(fh)
+    }
+
+    /// The file's bytes as they were opened, copied into the file being written before the
+    /// first write that patches them.
+    fn materialize(&self, p: &mut Pending) -> FsResult<()> {
+        let Some(ino) = p.base.take() else {
+            return Ok(());
+        };
+        let size = self.getattr(ino)?.size;
+        let mut off = 0u64;
+        while off < size {
+            let b = self.read_reply(ino, off, (1usize << 20).min((size - off) as usize))?;
+            if b.is_empty() {
+                break;
+            }
+            p.file
+                .write_all_at(&b, p.at + off)
+                .map_err(|er| io(&p.tmp, er))?;
+            off += b.len() as u64;
+        }
+        Ok(())
     }
 
     fn start_write(
@@ -973,6 +989,7 @@ impl Fs {
             file,
             scratch,
             kept: None,
+            base: None,
             at,
             bin: bin.map(|(_, _, n)| n),
             dirty: true,
@@ -990,6 +1007,7 @@ impl Fs {
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
         self.reopen_kept(e, &mut p)?;
+        self.materialize(&mut p)?;
         let at = p.at.checked_add(offset).ok_or(FsError::Invalid)?;
         p.file.write_all_at(data, at).map_err(|er| io(&p.tmp, er))?;
         p.dirty = true;
@@ -1002,6 +1020,11 @@ impl Fs {
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
         self.reopen_kept(e, &mut p)?;
+        if size == 0 {
+            p.base = None;
+        } else {
+            self.materialize(&mut p)?;
+        }
         let len = p.at.checked_add(size).ok_or(FsError::Invalid)?;
         p.file.set_len(len).map_err(|er| io(&p.tmp, er))?;
         p.dirty = true;

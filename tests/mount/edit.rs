@@ -212,6 +212,18 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
         .collect();
     write_synced(&mb, &four).unwrap();
     assert_eq!(std::fs::read(&mb).unwrap(), four);
+    // A .bin opened without O_TRUNC starts as the tensor's bytes: a write patches them.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&mb).unwrap();
+        f.write_all_at(&1.5f32.to_le_bytes(), 4).unwrap();
+        f.sync_all().unwrap();
+    }
+    assert_eq!(f32s(&std::fs::read(&mb).unwrap()), [9., 1.5, 9., 9.]);
+    let four: Vec<u8> = [9f32, 1.5, 9., 9.]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect();
     // What is not a whole .npy (or a .bin of the tensor's size) leaves the tensor as it was,
     // and the close (here the sync) fails with EINVAL.
     let counter = v.join("counter/.ATTRIBUTES/VARIABLE_VALUE.npy");
