@@ -45,6 +45,8 @@ cache, orbax and issue19, as scripts/bench.sh ran):
               (/dev/shm) and to BENCH_TMP's disk; the export's largest RssAnon
   nfs         24: tfmount --nfs-serve read by libnfs's nfs-cat (a BIG_GIB tensor) and nfs-ls -R
               (WALK_TENSORS tensors) vs nfs-ganesha (FSAL VFS) serving the same bytes from tmpfs
+  edit        25: -o edit: cp of a 256 MiB .npy onto a tensor vs cp to a local directory; ls of
+              WALK_TENSORS tensors' variables/ after 1,000 edits vs none
   orbax       18: a 1 GiB Orbax checkpoint (ORBAX_PYTHON; scripts/bench_orbax.py)
   cache       19: object storage at scale: nginx limit_rate RATE behind latency_proxy (LAT_MS)
   issue19     issue 19's table, TFMOUNT_BEFORE and this tree alternating (needs TFMOUNT_BEFORE)
@@ -465,6 +467,15 @@ ROWS += [
       cmd="nfs-ls -R nfs://127.0.0.1//variables?...; baseline: the same over nfs-ganesha exporting cp -r of a mount's variables/"),
     R("24c", "nfs", "the same nfs-cat: FUSE (dd bs=1M, fresh mount) / NFS, for scale", K("nfs.cat.tfmount"),
       base=K("nfs.cat.fuse"), ratio="value/base", cmd="dd if=MNT/variables/big/tensor.bin of=/dev/null bs=1M"),
+]
+ROWS += [
+    # 25: editable mounts
+    R("25a", "edit", "replace a 256 MiB tensor: cp x.npy to a local directory / cp x.npy onto the tensor's .npy in an -o edit mount",
+      K("edit.cp.mount"), base=K("edit.cp.local"), target=(">=", 0.5),
+      cmd="cp x.npy MNT/variables/big/tensor.npy (a fresh -o edit=DIR mount of a 256 MiB tensor, DIR on BENCH_TMP's disk); baseline: cp x.npy BENCH_TMP/local/x.npy"),
+    R("25b", "edit", "ls MNT/variables of WALK_TENSORS tensors, -o edit: after 1,000 edits / with none",
+      K("edit.ls.edited"), base=K("edit.ls.none"), ratio="value/base", target=("<=", 1.2),
+      cmd="ls MNT/variables > /dev/null; the edits: 400 rm, 300 mv, 300 cp of an .npy (new tensors), journaled in DIR"),
 ]
 ROWS += [R(f"issue19.{n}", "issue19", w, v, base=b, ratio=r, target=t, versions=True, cmd="bench_issue19")
          for n, w, v, b, r, t in I19]
@@ -1709,6 +1720,56 @@ def s_nfs(c):
                 p.kill()
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+@section("edit", "25: editable mounts: cp of a 256 MiB .npy onto a tensor vs cp to a local directory; ls after 1,000 edits vs none")
+def s_edit(c):
+    sc = c.ck("sc256")
+    x = os.path.join(c.work, "edit-x.npy")
+    if not os.path.exists(x):
+        with open(x, "wb") as f:
+            subprocess.run([c.tfmount, "cat", sc, "variables/big/tensor.npy"], stdout=f, check=True)
+    local = os.path.join(c.work, "edit-local")
+    mnt = c.mp()
+    for r in range(c.reps):
+        c.warm(x)
+        shutil.rmtree(local, ignore_errors=True)
+        os.makedirs(local)
+        c.put("edit.cp.local", c.timed(["cp", x, os.path.join(local, "x.npy")]))
+        d = os.path.join(c.work, f"edit-dir-{r}")
+        shutil.rmtree(d, ignore_errors=True)
+        if not c.mount(sc, mnt, opts=("-o", f"edit={d}")):
+            break
+        c.put("edit.cp.mount", c.timed(["cp", x, os.path.join(mnt, "variables/big/tensor.npy")]))
+        c.unmount_wait(mnt)
+    shutil.rmtree(local, ignore_errors=True)
+    tw = c.ck("twalk")
+    none_dir, edited_dir = os.path.join(c.work, "edit-none"), os.path.join(c.work, "edit-1000")
+    for d in (none_dir, edited_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    # 1,000 edits through a mount: rm, mv and cp of a small .npy, spread over the tensors.
+    if not c.mount(tw, mnt, opts=("-o", f"edit={edited_dir}")):
+        return
+    v = os.path.join(mnt, "variables")
+    names = sorted(n[:-4] for n in os.listdir(v) if n.endswith(".npy"))
+    small = os.path.join(c.work, "edit-small.npy")
+    with open(small, "wb") as f:
+        subprocess.run([c.tfmount, "cat", tw, f"variables/{names[0]}.npy"], stdout=f, check=True)
+    step = max(1, len(names) // 1000)
+    for i, n in enumerate(names[::step][:1000]):
+        if i % 10 < 4:
+            os.unlink(os.path.join(v, n + ".npy"))
+        elif i % 10 < 7:
+            os.rename(os.path.join(v, n + ".npy"), os.path.join(v, n + "_moved.npy"))
+        else:
+            shutil.copyfile(small, os.path.join(v, f"new_{i:04d}.npy"))
+    c.unmount_wait(mnt)
+    for r in range(c.reps):
+        for which_, d in (("none", none_dir), ("edited", edited_dir)) if r % 2 == 0 else (("edited", edited_dir), ("none", none_dir)):
+            if not c.mount(tw, mnt, opts=("-o", f"edit={d}")):
+                return
+            c.put(f"edit.ls.{which_}", c.timed(f"ls '{mnt}/variables' > /dev/null"))
+            c.unmount_wait(mnt)
 
 
 @section("tfjs_floor", "22: a TF.js weight of 1 GiB in 256 shards, cold dd vs memfuse")

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 secs="${FUZZ_SECS:-10}"
 engine="${FUZZ_ENGINE:-stable}"
-targets="${FUZZ_TARGETS:-table bundle_entry strings checkpoint_state checkpoint graph v1 keras tfjs tflite ocdbt zarr orbax_meta npy object_graph safetensors nfs}"
+targets="${FUZZ_TARGETS:-table bundle_entry strings checkpoint_state checkpoint graph v1 keras tfjs tflite ocdbt zarr orbax_meta npy object_graph safetensors nfs edits}"
 
 case "$engine" in
 stable)

@@ -972,6 +972,38 @@ mod tests {
         }
     }
 
+    /// `rm -r` drops a directory's tensors one by one, in key order: one dead segment, and the
+    /// live ones do not grow (what each later edit costs stays the same).
+    #[test]
+    fn tensors_dropped_in_key_order_leave_one_dead_segment() {
+        let keys: Vec<Vec<u8>> = (0..500)
+            .map(|i| format!("opt/{i:04}").into_bytes())
+            .chain([b"model/w".to_vec(), b"step".to_vec()])
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        let src: Arc<dyn TensorSet> = Arc::new(Keys(sorted));
+        let d = tempfile::tempdir().unwrap();
+        let e = Edited::new(src, &[], d.path()).unwrap();
+        for i in 0..500 {
+            e.apply(
+                &Record::Drop {
+                    key: format!("opt/{i:04}").into_bytes(),
+                    subtree: false,
+                },
+                d.path(),
+            )
+            .unwrap();
+        }
+        let st = e.st();
+        assert_eq!(st.dead.len(), 1, "{:?}", st.dead);
+        assert!(st.segs.len() <= 2, "{:?}", st.segs);
+        assert_eq!(
+            listing(&e).into_iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            [b"model/w".to_vec(), b"step".to_vec()]
+        );
+    }
+
     #[test]
     fn a_dropped_tensor_keeps_the_key_it_had_and_its_bytes() {
         let src: Arc<dyn TensorSet> = Arc::new(Keys(vec![b"m/a".to_vec(), b"m/b".to_vec()]));

@@ -152,42 +152,9 @@ impl Journal {
                 dir.display()
             )
         })?;
-        let mut records = Vec::new();
-        let mut next = 0u64;
-        let mut first = true;
-        for line in std::io::BufReader::new(f).split(b'\n') {
-            let line = line.map_err(|e| io_err(&path, e))?;
-            let text = String::from_utf8_lossy(&line);
-            if first {
-                first = false;
-                let head: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                if head.get(MAGIC).is_none() {
-                    return Err(format!(
-                        "{}: not a tfmount edits journal (its first line is not a {MAGIC} header)",
-                        path.display()
-                    ));
-                }
-                continue;
-            }
-            match Record::parse(&text) {
-                Some(r) => {
-                    if let Record::Set { npy, .. } = &r {
-                        if let Some(n) = number_of(npy) {
-                            next = next.max(n + 1);
-                        }
-                    }
-                    records.push(r);
-                }
-                None => {
-                    return Err(format!(
-                        "{}: record {} is not one tfmount writes: {}",
-                        path.display(),
-                        records.len() + 1,
-                        text.chars().take(120).collect::<String>()
-                    ))
-                }
-            }
-        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut { f }, &mut bytes).map_err(|e| io_err(&path, e))?;
+        let (records, next) = records_of(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Journal {
             dir: dir.to_path_buf(),
             records,
@@ -345,6 +312,46 @@ impl Journal {
         }
         Ok(())
     }
+}
+
+/// The records of a journal's bytes (its first line the header, a torn last line left out),
+/// and the next values file number; an error in words for what is not a journal tfmount writes.
+pub(crate) fn records_of(bytes: &[u8]) -> Result<(Vec<Record>, u64), String> {
+    let mut records = Vec::new();
+    let mut next = 0u64;
+    let whole = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(&bytes[..0], |i| &bytes[..i]);
+    let mut lines = whole.split(|&b| b == b'\n');
+    let head = lines.next().unwrap_or_default();
+    let head: Value = serde_json::from_slice(head).unwrap_or(Value::Null);
+    if head.get(MAGIC).is_none() {
+        return Err(format!(
+            "not a tfmount edits journal (its first line is not a {MAGIC} header)"
+        ));
+    }
+    for line in lines {
+        let text = String::from_utf8_lossy(line);
+        match Record::parse(&text) {
+            Some(r) => {
+                if let Record::Set { npy, .. } = &r {
+                    if let Some(n) = number_of(npy) {
+                        next = next.max(n.saturating_add(1));
+                    }
+                }
+                records.push(r);
+            }
+            None => {
+                return Err(format!(
+                    "record {} is not one tfmount writes: {}",
+                    records.len() + 1,
+                    text.chars().take(120).collect::<String>()
+                ))
+            }
+        }
+    }
+    Ok((records, next))
 }
 
 /// `N` of `tensors/N.npy`.

@@ -37,6 +37,7 @@ use crate::testkit::writer::fix_table_crcs;
 use crate::testkit::walk;
 use crate::testkit::walk::assert_same;
 
+pub(crate) mod edits;
 pub mod keras;
 pub(crate) mod nfs;
 pub(crate) mod ocdbt;
@@ -69,6 +70,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("npy", npy),
     ("object_graph", object_graph),
     ("nfs", nfs::nfs),
+    ("edits", edits::edits),
 ];
 
 /// The target named `name` (as in [`TARGETS`]), for the libFuzzer binaries, the stable harness
@@ -918,6 +920,7 @@ pub fn seeds(fixtures: &Path) -> std::io::Result<Vec<(&'static str, String, Vec<
     out.extend(orbax_meta::seeds(fixtures)?);
     out.extend(safetensors::seeds(fixtures)?);
     out.extend(nfs::seeds());
+    out.extend(edits::seeds());
     for (descr, shape) in [("<f4", &[3u64, 4][..]), ("|b1", &[][..]), ("<i8", &[5][..])] {
         if let Some(h) = crate::parse::npy::header(descr, shape) {
             out.push(("npy", descr[1..].to_string(), h));
