@@ -524,10 +524,17 @@ impl Edited {
         if self.source.key(pos).ok()? != key {
             return None;
         }
-        if !self.live(pos).ok()? {
-            return Some(None);
-        }
         let now = self.key(pos).ok()?;
+        if !self.live(pos).ok()? {
+            // Given new values (a set under the key it had then): still that tensor, by name.
+            let there = self
+                .seek(&now)
+                .ok()
+                .flatten()
+                .and_then(|p| self.key(p).ok())
+                .is_some_and(|k| k == now);
+            return if there { Some(Some(now)) } else { Some(None) };
+        }
         (now != key).then_some(Some(now))
     }
 
@@ -719,6 +726,14 @@ impl TensorSet for Edited {
 
     fn hidden(&self, key: &[u8]) -> bool {
         self.source.hidden(key)
+    }
+
+    fn version(&self) -> Option<u64> {
+        Some(Edited::version(self))
+    }
+
+    fn renamed(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        self.fate(key)
     }
 
     fn anchor(&self, prefix: &[u8]) -> Option<u64> {

@@ -89,6 +89,16 @@ pub trait TensorSet: Send + Sync {
     fn anchor(&self, _prefix: &[u8]) -> Option<u64> {
         None
     }
+    /// For a set whose keys change while mounted: how many changes so far (what was built from
+    /// it is made anew when this changes). `None`: its keys never change.
+    fn version(&self) -> Option<u64> {
+        None
+    }
+    /// For an edited set: what became of the source's key `key` (`None`: nothing, `Some(None)`:
+    /// dropped, `Some(Some(new))`: renamed). Names made from the source's keys follow it.
+    fn renamed(&self, _key: &[u8]) -> Option<Option<Vec<u8>>> {
+        None
+    }
     /// Whether every source file the checkpoint needs was there and opened.
     fn complete(&self) -> bool {
         true

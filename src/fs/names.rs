@@ -31,6 +31,42 @@ pub(crate) struct NamesTree {
     set: Arc<dyn TensorSet>,
     names: Arc<LazyNames>,
     built: OnceLock<Result<Built, String>>,
+    /// Of a set whose keys change while mounted (an editable mount's): what was built, for
+    /// which [`TensorSet::version`]; made anew when it changed.
+    rebuilt: std::sync::Mutex<Option<(u64, Arc<Result<Built, String>>)>>,
+}
+
+/// What [`NamesTree::built`] hands out: the one built, or one of an edited set's builds.
+enum BuiltRef<'a> {
+    Once(&'a Built),
+    Again(Arc<Result<Built, String>>),
+}
+
+impl std::ops::Deref for BuiltRef<'_> {
+    type Target = Built;
+    fn deref(&self) -> &Built {
+        match self {
+            BuiltRef::Once(b) => b,
+            // Only an `Ok` build is handed out as `Again`.
+            BuiltRef::Again(a) => match &**a {
+                Ok(b) => b,
+                Err(_) => unreachable_built(),
+            },
+        }
+    }
+}
+
+/// An empty build (never reached: an error is returned instead of `Again`).
+fn unreachable_built() -> &'static Built {
+    static EMPTY: OnceLock<Built> = OnceLock::new();
+    EMPTY.get_or_init(|| Built {
+        arena: Vec::new(),
+        dirs: vec![Dir {
+            parent: None,
+            items: Vec::new(),
+        }],
+        leaves: Vec::new(),
+    })
 }
 
 /// Where a name's text is in [`Built::arena`].
@@ -107,6 +143,7 @@ impl NamesTree {
             set,
             names,
             built: OnceLock::new(),
+            rebuilt: std::sync::Mutex::new(None),
         }
     }
 
@@ -115,17 +152,34 @@ impl NamesTree {
         Ino::new(id, dir_local(0))
     }
 
-    fn built(&self) -> FsResult<&Built> {
+    fn built(&self) -> FsResult<BuiltRef<'_>> {
+        let failed = |e: &String| {
+            FsError::corrupt(
+                "names/",
+                self.set.path().display(),
+                FormatError::Text(e.clone()),
+            )
+        };
+        if let Some(v) = self.set.version() {
+            let mut r = self.rebuilt.lock().unwrap_or_else(|p| p.into_inner());
+            let stale = r.as_ref().is_none_or(|(at, _)| *at != v);
+            if stale {
+                *r = Some((v, Arc::new(build(&*self.set, self.names.get()))));
+            }
+            let b = r
+                .as_ref()
+                .map(|(_, b)| b.clone())
+                .ok_or(FsError::NotFound)?;
+            return match &*b {
+                Ok(_) => Ok(BuiltRef::Again(b.clone())),
+                Err(e) => Err(failed(e)),
+            };
+        }
         self.built
             .get_or_init(|| build(&*self.set, self.names.get()))
             .as_ref()
-            .map_err(|e| {
-                FsError::corrupt(
-                    "names/",
-                    self.set.path().display(),
-                    FormatError::Text(e.clone()),
-                )
-            })
+            .map(BuiltRef::Once)
+            .map_err(failed)
     }
 
     fn ino(&self, local: u64) -> Ino {
@@ -189,11 +243,20 @@ fn escaped_path(s: &[u8]) -> Vec<Vec<u8>> {
 /// unless it is new).
 fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, String> {
     // Each key named, numbered; what the set says of it, by number.
+    // An edited set's keys: a renamed tensor is named by its new key, a dropped one not.
+    let keys: Vec<Option<std::borrow::Cow<'_, [u8]>>> = pairs
+        .iter()
+        .map(|(_, k)| match set.renamed(k.as_bytes()) {
+            None => Some(std::borrow::Cow::Borrowed(k.as_bytes())),
+            Some(Some(new)) => Some(std::borrow::Cow::Owned(new)),
+            Some(None) => None,
+        })
+        .collect();
     let mut slot_of: FxMap<&[u8], usize> = FxMap::default();
     slot_of.reserve(pairs.len());
-    for (_, k) in pairs {
+    for k in keys.iter().flatten() {
         let n = slot_of.len();
-        slot_of.entry(k.as_bytes()).or_insert(n);
+        slot_of.entry(k.as_ref()).or_insert(n);
     }
     // Each key's position, dtype and the length of its path in `variables/` (no suffix).
     let mut found: Vec<Option<(u64, DType, usize)>> = vec![None; slot_of.len()];
@@ -221,9 +284,12 @@ fn build(set: &dyn TensorSet, pairs: &[(String, String)]) -> Result<Built, Strin
     // Directories by escaped path (`a/b`), `names/` itself being the empty path.
     let mut subdirs: FxMap<Vec<u8>, u32> = FxMap::default();
     let mut path = Vec::new();
-    for (name, key) in pairs {
+    for ((name, _), key) in pairs.iter().zip(&keys) {
+        let Some(key) = key else {
+            continue;
+        };
         let Some(&Some((pos, dtype, path_len))) =
-            slot_of.get(key.as_bytes()).and_then(|&n| found.get(n))
+            slot_of.get(key.as_ref()).and_then(|&n| found.get(n))
         else {
             continue;
         };
@@ -325,7 +391,7 @@ impl Subtree for NamesTree {
             });
         }
         let b = self.built()?;
-        Ok(match self.node(b, local)? {
+        Ok(match self.node(&b, local)? {
             Node::Dir(_) => NodeAttr {
                 kind: Kind::Dir,
                 size: Size::Known(0),
@@ -346,7 +412,7 @@ impl Subtree for NamesTree {
         if local == dir_local(0) {
             return Ok(Kind::Dir);
         }
-        Ok(match self.node(self.built()?, local)? {
+        Ok(match self.node(&*self.built()?, local)? {
             Node::Dir(_) => Kind::Dir,
             Node::Link(..) => Kind::Symlink,
         })
@@ -354,7 +420,7 @@ impl Subtree for NamesTree {
 
     fn lookup(&self, dir: u64, name: &[u8]) -> FsResult<Ino> {
         let b = self.built()?;
-        let Node::Dir(d) = self.node(b, dir)? else {
+        let Node::Dir(d) = self.node(&b, dir)? else {
             return Err(FsError::NotDir);
         };
         if let Some(Child::Dir(c)) = b.find(d, name, false) {
@@ -365,7 +431,7 @@ impl Subtree for NamesTree {
             return Err(FsError::NotFound);
         };
         let local = leaf_local(l, kind).ok_or(FsError::NotFound)?;
-        self.node(b, local)?;
+        self.node(&b, local)?;
         Ok(self.ino(local))
     }
 
@@ -374,7 +440,7 @@ impl Subtree for NamesTree {
             return Ok(Some(self.parent));
         }
         let b = self.built()?;
-        Ok(Some(match self.node(b, dir)? {
+        Ok(Some(match self.node(&b, dir)? {
             Node::Dir(d) => self.dir_ino(b.dirs.get(d as usize).and_then(|x| x.parent)),
             Node::Link(l, _) => {
                 let d = b.leaves.get(l as usize).map(|x| x.dir).unwrap_or(0);
@@ -385,7 +451,7 @@ impl Subtree for NamesTree {
 
     fn readdir(&self, dir: u64, c: u64, add: &mut dyn FnMut(Entry<'_>) -> bool) -> FsResult<()> {
         let b = self.built()?;
-        let Node::Dir(d) = self.node(b, dir)? else {
+        let Node::Dir(d) = self.node(&b, dir)? else {
             return Err(FsError::NotDir);
         };
         let items = &b.dirs.get(d as usize).ok_or(FsError::NotFound)?.items;
@@ -441,21 +507,21 @@ impl Subtree for NamesTree {
     }
 
     fn open(&self, local: u64) -> FsResult<()> {
-        self.node(self.built()?, local).map(|_| ())
+        self.node(&*self.built()?, local).map(|_| ())
     }
 
     fn read(&self, local: u64, offset: u64, size: usize) -> FsResult<Bytes> {
         let b = self.built()?;
-        match self.node(b, local)? {
+        match self.node(&b, local)? {
             Node::Dir(_) => Err(FsError::IsDir),
-            Node::Link(l, kind) => Ok(slice_of(&self.target(b, l, kind)?, offset, size)),
+            Node::Link(l, kind) => Ok(slice_of(&self.target(&b, l, kind)?, offset, size)),
         }
     }
 
     fn readlink(&self, local: u64) -> FsResult<Vec<u8>> {
         let b = self.built()?;
-        match self.node(b, local)? {
-            Node::Link(l, kind) => self.target(b, l, kind),
+        match self.node(&b, local)? {
+            Node::Link(l, kind) => self.target(&b, l, kind),
             Node::Dir(_) => Err(FsError::NotSymlink),
         }
     }

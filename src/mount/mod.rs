@@ -393,6 +393,8 @@ fn open_fs(args: &Args, settings: &Settings, mp: Option<&Path>) -> Result<(Fs, S
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| args.mountpoint().to_path_buf());
             *dir = crate::fs::edit::default_dir(&cache, &fsname, &mp);
+            // Said where the user sees it: it is needed to commit, discard or remount them.
+            eprintln!("tfmount: -o edit: the edits are kept in {}", dir.display());
         }
         log::info!("-o edit: the edits are kept in {}", dir.display());
     }
