@@ -33,13 +33,16 @@ pub(crate) struct NamesTree {
     built: OnceLock<Result<Built, String>>,
     /// Of a set whose keys change while mounted (an editable mount's): what was built, for
     /// which [`TensorSet::version`]; made anew when it changed.
-    rebuilt: std::sync::Mutex<Option<(u64, Arc<Result<Built, String>>)>>,
+    rebuilt: std::sync::Mutex<Option<(u64, Build)>>,
 }
+
+/// One build of `names/`, shared with the requests using it.
+type Build = Arc<Result<Built, String>>;
 
 /// What [`NamesTree::built`] hands out: the one built, or one of an edited set's builds.
 enum BuiltRef<'a> {
     Once(&'a Built),
-    Again(Arc<Result<Built, String>>),
+    Again(Build),
 }
 
 impl std::ops::Deref for BuiltRef<'_> {
