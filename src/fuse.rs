@@ -163,6 +163,22 @@ impl FuseFs {
         self.unmounter.clone()
     }
 
+    /// An entry reply (LOOKUP, MKDIR): the kernel then holds one more lookup of the inode, in
+    /// this generation (inode numbers of pruned checkpoints are reused with the next one); one
+    /// freed since it was resolved (a pruned checkpoint) is ENOENT.
+    fn entry_reply(&self, r: Result<Attr, FsError>, reply: ReplyEntry) {
+        match r {
+            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
+                &self.ttl(),
+                &self.ttl(),
+                &self.attr(&a),
+                Generation(a.generation),
+            ),
+            Ok(_) => reply.error(errno(&FsError::NotFound)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     /// How long the kernel keeps names and attributes: a day, none on an editable mount.
     fn ttl(&self) -> Duration {
         if self.edit {
@@ -318,19 +334,7 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(parent.0, name.as_bytes()) {
-            // The kernel now holds one more lookup of this inode, in this generation (inode
-            // numbers of pruned checkpoints are reused with the next one).
-            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
-                &self.ttl(),
-                &self.ttl(),
-                &self.attr(&a),
-                Generation(a.generation),
-            ),
-            // Freed (a pruned checkpoint) since it was resolved.
-            Ok(_) => reply.error(errno(&FsError::NotFound)),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.entry_reply(self.fs.lookup(parent.0, name.as_bytes()), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -415,10 +419,7 @@ impl Filesystem for FuseFs {
             // Nothing to flush; ENOSYS makes the kernel stop sending FLUSH on every close.
             return reply.error(Errno::ENOSYS);
         }
-        match self.fs.flush_write(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        empty_reply(self.fs.flush_write(fh.0), reply);
     }
 
     fn fsync(
@@ -429,10 +430,7 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.fs.fsync_write(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        empty_reply(self.fs.fsync_write(fh.0), reply);
     }
 
     fn release(
@@ -527,10 +525,7 @@ impl Filesystem for FuseFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.unlink(parent.0, name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        empty_reply(self.fs.unlink(parent.0, name.as_bytes()), reply);
     }
 
     fn mkdir(
@@ -542,23 +537,11 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        match self.fs.mkdir(parent.0, name.as_bytes()) {
-            Ok(a) if self.fs.looked_up(a.ino, a.generation) => reply.entry_with_ttls(
-                &self.ttl(),
-                &self.ttl(),
-                &self.attr(&a),
-                Generation(a.generation),
-            ),
-            Ok(_) => reply.error(errno(&FsError::NotFound)),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.entry_reply(self.fs.mkdir(parent.0, name.as_bytes()), reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.rmdir(parent.0, name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        empty_reply(self.fs.rmdir(parent.0, name.as_bytes()), reply);
     }
 
     fn rename(
@@ -575,13 +558,10 @@ impl Filesystem for FuseFs {
             // RENAME_NOREPLACE, RENAME_EXCHANGE: not done (mv falls back to a plain rename).
             return reply.error(Errno::EINVAL);
         }
-        match self
+        let r = self
             .fs
-            .rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes())
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+            .rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes());
+        empty_reply(r, reply);
     }
 
     fn setxattr(
@@ -594,10 +574,7 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.fs.setxattr(ino.0, name.as_bytes(), value) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
+        empty_reply(self.fs.setxattr(ino.0, name.as_bytes(), value), reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -719,6 +696,14 @@ impl Filesystem for FuseFs {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+}
+
+/// An empty reply: `ok`, or the error's errno.
+fn empty_reply(r: Result<(), FsError>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
     }
 }
 

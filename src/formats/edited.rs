@@ -168,6 +168,20 @@ impl Seg {
     }
 }
 
+/// The array of the `.npy` file at `path` (`parse::npy::array` of its header and size): its
+/// dtype, shape, and where its data lies; an error naming the file, in words.
+pub(crate) fn npy_array(path: &Path) -> Result<(DType, Vec<u64>, u64, u64), String> {
+    use std::io::Read;
+    let bad = |e: String| format!("{}: {e}", path.display());
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let size = f.metadata().map_err(|e| bad(e.to_string()))?.len();
+    let mut head = Vec::new();
+    f.take((crate::parse::npy::MAX_HEADER + 16) as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| bad(e.to_string()))?;
+    crate::parse::npy::array(&head, size).map_err(bad)
+}
+
 /// A tensor the edits set: an `.npy` file of the edits directory.
 pub(crate) struct AddedTensor {
     pub(crate) dtype: DType,
@@ -181,15 +195,7 @@ pub(crate) struct AddedTensor {
 impl AddedTensor {
     /// The `.npy` file at `path`, checked: a complete array of a dtype a checkpoint holds.
     pub(crate) fn open(path: &Path) -> Result<AddedTensor, String> {
-        use std::io::Read;
-        let bad = |e: String| format!("{}: {e}", path.display());
-        let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-        let size = f.metadata().map_err(|e| bad(e.to_string()))?.len();
-        let mut head = Vec::new();
-        f.take((crate::parse::npy::MAX_HEADER + 16) as u64)
-            .read_to_end(&mut head)
-            .map_err(|e| bad(e.to_string()))?;
-        let (dtype, shape, offset, len) = crate::parse::npy::array(&head, size).map_err(bad)?;
+        let (dtype, shape, offset, len) = npy_array(path)?;
         Ok(AddedTensor {
             dtype,
             shape,

@@ -505,15 +505,8 @@ fn set_from(
     let k = String::from_utf8_lossy(key);
     match value {
         SetValue::Npy(path) => {
-            use std::io::Read;
-            let bad = |why: String| format!("--set {k}: {}: {why}", path.display());
-            let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-            let size = f.metadata().map_err(|e| bad(e.to_string()))?.len();
-            let mut head = Vec::new();
-            f.take((crate::parse::npy::MAX_HEADER + 16) as u64)
-                .read_to_end(&mut head)
-                .map_err(|e| bad(e.to_string()))?;
-            let (dtype, shape, offset, len) = crate::parse::npy::array(&head, size).map_err(bad)?;
+            let (dtype, shape, offset, len) =
+                crate::formats::edited::npy_array(path).map_err(|e| format!("--set {k}: {e}"))?;
             Ok((
                 From::Npy {
                     path: path.clone(),
