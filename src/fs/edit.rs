@@ -55,6 +55,8 @@ struct Pending {
     /// The values file the last flush kept (`tmp` is then gone): a write after it starts a
     /// new temporary file from it.
     kept: Option<String>,
+    /// Large writes handed to a thread of their own ([`Behind`]), none yet or drained.
+    behind: Option<Behind>,
     /// The inode whose bytes the file starts as (opened for writing without `O_TRUNC`), not
     /// copied yet: copied at the first write, dropped by a truncation to 0.
     base: Option<u64>,
@@ -63,6 +65,55 @@ struct Pending {
     /// The `.bin`'s size, for a `.bin` (it must stay the tensor's).
     bin: Option<u64>,
     dirty: bool,
+}
+
+/// Writes of at least this many bytes go to the file being written from a thread of its own.
+const BEHIND_MIN: usize = 256 << 10;
+/// Such writes in flight at most (each one request's bytes, up to 1 MiB).
+const BEHIND_DEPTH: usize = 4;
+
+/// The writes of a file being written that a thread of its own puts into its temporary file,
+/// in order, while the next WRITE is received: the copy into the file's pages overlaps the
+/// kernel's copy of the next request (`cp` waits for each WRITE's reply). What failed is
+/// reported when they are drained (the close, a truncation, a sync).
+struct Behind {
+    tx: std::sync::mpsc::SyncSender<(u64, Vec<u8>)>,
+    done: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl Behind {
+    fn start(file: &std::fs::File) -> std::io::Result<Behind> {
+        let f = file.try_clone()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(BEHIND_DEPTH);
+        let done = std::thread::Builder::new()
+            .name("edit-write".into())
+            .spawn(move || {
+                let mut first = Ok(());
+                while let Ok((at, data)) = rx.recv() {
+                    if first.is_ok() {
+                        first = f.write_all_at(&data, at);
+                    }
+                }
+                first
+            })?;
+        Ok(Behind { tx, done })
+    }
+
+    /// Waits until every write handed over is in the file; the first that failed.
+    fn drain(self) -> std::io::Result<()> {
+        drop(self.tx);
+        self.done
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the writing thread panicked")))
+    }
+}
+
+/// Drains `p`'s writes handed to a thread, if any.
+fn drain(p: &mut Pending) -> FsResult<()> {
+    match p.behind.take() {
+        Some(b) => b.drain().map_err(|er| io(&p.tmp, er)),
+        None => Ok(()),
+    }
 }
 
 /// The edit side of a mount made with `-o edit` ([`Fs::editing`]).
@@ -332,7 +383,10 @@ impl Fs {
             Ok(p) => p,
             Err(_) => return Some(Err(FsError::NotFound)),
         };
-        let p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        if let Err(er) = drain(&mut p) {
+            return Some(Err(er));
+        }
         let size = p
             .file
             .metadata()
@@ -686,6 +740,7 @@ impl Fs {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        drain(&mut p)?;
         let old = p.scratch.clone();
         match self.named(newparent, newname)? {
             Named::File {
@@ -766,6 +821,7 @@ impl Fs {
     /// values (see [`Fs::flush_write`]).
     fn keep_pending(&self, e: &Editing, p: &mut Pending) -> FsResult<()> {
         p.dirty = false;
+        drain(p)?;
         let what = format!("{}{}", String::from_utf8_lossy(&p.key), p.kind.suffix());
         let size = p.file.metadata().map_err(|er| io(&p.tmp, er))?.len();
         if let Some(want) = &p.bin {
@@ -990,6 +1046,7 @@ impl Fs {
             scratch,
             kept: None,
             base: None,
+            behind: None,
             at,
             bin: bin.map(|(_, _, n)| n),
             dirty: true,
@@ -1009,8 +1066,20 @@ impl Fs {
         self.reopen_kept(e, &mut p)?;
         self.materialize(&mut p)?;
         let at = p.at.checked_add(offset).ok_or(FsError::Invalid)?;
-        p.file.write_all_at(data, at).map_err(|er| io(&p.tmp, er))?;
         p.dirty = true;
+        if data.len() >= BEHIND_MIN {
+            if p.behind.is_none() {
+                p.behind = Some(Behind::start(&p.file).map_err(|er| io(&p.tmp, er))?);
+            }
+            if let Some(b) = &p.behind {
+                if b.tx.send((at, data.to_vec())).is_ok() {
+                    return Ok(data.len());
+                }
+            }
+            // The thread ended (a write failed): the error comes from the drain.
+        }
+        drain(&mut p)?;
+        p.file.write_all_at(data, at).map_err(|er| io(&p.tmp, er))?;
         Ok(data.len())
     }
 
@@ -1020,6 +1089,7 @@ impl Fs {
         let p = e.pending(fh)?;
         let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
         self.reopen_kept(e, &mut p)?;
+        drain(&mut p)?;
         if size == 0 {
             p.base = None;
         } else {
@@ -1125,7 +1195,8 @@ impl Fs {
                         .unwrap_or_else(|x| x.into_inner())
                         .insert(fh, p);
                 } else {
-                    let p = p.lock().unwrap_or_else(|x| x.into_inner());
+                    let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+                    let _ = drain(&mut p);
                     if p.kept.is_none() {
                         let _ = std::fs::remove_file(&p.tmp);
                     }

@@ -191,6 +191,14 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
         std::fs::read_to_string(v.join("extra/x.dtype")).unwrap(),
         "float32\n"
     );
+    // A large one (written in 1 MiB requests, put into the edits directory behind them):
+    // byte for byte.
+    let big: Vec<f32> = (0..(3 << 18)).map(|i| i as f32).collect();
+    let bx = dir.path().join("big.npy");
+    std::fs::write(&bx, npy_f32(&[big.len() as u64], &big)).unwrap();
+    ok("cp", &[&bx, &v.join("extra/big.npy")]);
+    assert_eq!(std::fs::read(v.join("extra/big.npy")).unwrap(), std::fs::read(&bx).unwrap());
+    ok("rm", &[&v.join("extra/big.npy")]);
     // A write to a temporary name renamed into place (an editor, an atomic writer) gives an
     // existing tensor new values, of another shape.
     let tmp = v.join("model/kernel/.ATTRIBUTES/.VARIABLE_VALUE.npy.tmp");
