@@ -197,7 +197,10 @@ fn unix_tools_edit_the_checkpoint_and_every_view_agrees() {
     let bx = dir.path().join("big.npy");
     std::fs::write(&bx, npy_f32(&[big.len() as u64], &big)).unwrap();
     ok("cp", &[&bx, &v.join("extra/big.npy")]);
-    assert_eq!(std::fs::read(v.join("extra/big.npy")).unwrap(), std::fs::read(&bx).unwrap());
+    assert_eq!(
+        std::fs::read(v.join("extra/big.npy")).unwrap(),
+        std::fs::read(&bx).unwrap()
+    );
     ok("rm", &[&v.join("extra/big.npy")]);
     // A write to a temporary name renamed into place (an editor, an atomic writer) gives an
     // existing tensor new values, of another shape.
