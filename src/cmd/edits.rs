@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::EditsArgs;
 use crate::formats::edits::Journal;
-use crate::fs::edit::names_key;
 use crate::model::export::Step;
 use crate::model::lines::closed;
 
@@ -53,8 +52,14 @@ fn get_xattr(path: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(buf))
 }
 
-fn set_xattr(path: &Path, name: &str, value: &[u8]) -> Result<(), String> {
-    let (p, n) = (cpath(path)?, CString::new(name).map_err(|e| e.to_string())?);
+/// Sets extended attribute `name` of `path`; the system's error as it is (its errno tells what
+/// the daemon answered).
+fn set_xattr(path: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+    let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let (p, n) = (
+        cpath(path).map_err(bad)?,
+        CString::new(name).map_err(|e| bad(e.to_string()))?,
+    );
     // SAFETY: `p` and `n` are NUL-terminated, `value` is readable for its length.
     #[cfg(target_os = "macos")]
     let r = unsafe {
@@ -79,11 +84,7 @@ fn set_xattr(path: &Path, name: &str, value: &[u8]) -> Result<(), String> {
         )
     };
     if r < 0 {
-        return Err(format!(
-            "{}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -188,7 +189,8 @@ fn discard(args: &EditsArgs, dir: &Path) -> i32 {
         let payload = args.keys.join("\n");
         return match set_xattr(&args.target, DISCARD_XATTR, payload.as_bytes()) {
             Ok(()) => 0,
-            Err(e) if e.contains("No such file") || e.contains("No data") => {
+            // The daemon's answer when no edit names any of the keys (ENODATA).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOENT)) => {
                 eprintln!(
                     "tfmount edits: {}: no edit names {}",
                     args.target.display(),
@@ -197,20 +199,13 @@ fn discard(args: &EditsArgs, dir: &Path) -> i32 {
                 1
             }
             Err(e) => {
-                eprintln!("tfmount edits: {e}");
+                eprintln!("tfmount edits: {}: {e}", args.target.display());
                 3
             }
         };
     }
-    let source = match Journal::read(dir).and_then(|j| j.source()) {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            eprintln!(
-                "tfmount edits: {}: its journal names no source",
-                dir.display()
-            );
-            return 3;
-        }
+    let source = match Journal::read(dir).and_then(|j| j.named_source()) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("tfmount edits: {e}");
             return 3;
@@ -225,9 +220,9 @@ fn discard(args: &EditsArgs, dir: &Path) -> i32 {
     };
     let missing: Vec<&&[u8]> = keys
         .iter()
-        .filter(|k| !j.records().iter().any(|r| names_key(r, k)))
+        .filter(|k| !j.records().iter().any(|r| r.names(k)))
         .collect();
-    match j.discard(|r| !keys.is_empty() && !keys.iter().any(|k| names_key(r, k))) {
+    match j.discard(|r| !r.discarded_by(&keys)) {
         Ok(n) => {
             eprintln!("edits: {n} discarded from {}", dir.display());
             if missing.is_empty() {

@@ -35,10 +35,7 @@ pub(crate) fn commit(mut args: ExportArgs) -> i32 {
             return 3;
         }
     };
-    match crate::formats::edits::Journal::read(&dir).and_then(|j| {
-        j.source()?
-            .ok_or_else(|| format!("{}: its journal names no source", dir.display()))
-    }) {
+    match crate::formats::edits::Journal::read(&dir).and_then(|j| j.named_source()) {
         Ok(source) => {
             args.source = source.into();
             args.edits_dir = Some(dir);

@@ -206,6 +206,14 @@ impl AddedTensor {
         })
     }
 
+    /// The tensor a set record of the edits directory `dir` adds (`None` for other records).
+    fn of(r: &Record, dir: &Path) -> Result<Option<Arc<AddedTensor>>, String> {
+        match r {
+            Record::Set { npy, .. } => Ok(Some(Arc::new(AddedTensor::open(&dir.join(npy))?))),
+            _ => Ok(None),
+        }
+    }
+
     fn data(&self) -> FsResult<Arc<NpyData>> {
         if let Some(d) = self.data.get() {
             return Ok(d.clone());
@@ -496,10 +504,7 @@ impl Edited {
 
     /// Applies one more record (its values file, for a set, in `dir`), in one step.
     pub(crate) fn apply(&self, r: &Record, dir: &Path) -> Result<(), String> {
-        let added = match r {
-            Record::Set { npy, .. } => Some(Arc::new(AddedTensor::open(&dir.join(npy))?)),
-            _ => None,
-        };
+        let added = AddedTensor::of(r, dir)?;
         let mut w = self.state.write().unwrap_or_else(|p| p.into_inner());
         let mut next = State::clone(&w);
         next.apply(self.source.as_ref(), r, added)
@@ -548,10 +553,7 @@ impl Edited {
     pub(crate) fn reset(&self, records: &[Record], dir: &Path) -> Result<(), String> {
         let mut st = State::initial();
         for r in records {
-            let added = match r {
-                Record::Set { npy, .. } => Some(Arc::new(AddedTensor::open(&dir.join(npy))?)),
-                _ => None,
-            };
+            let added = AddedTensor::of(r, dir)?;
             st.apply(self.source.as_ref(), r, added)
                 .map_err(|e| format!("{}: {e}", self.source.path().display()))?;
         }

@@ -89,6 +89,22 @@ impl Record {
         }
     }
 
+    /// Whether the record names `key` or a key under `key/` (as its key, or what it renames
+    /// to).
+    pub(crate) fn names(&self, key: &[u8]) -> bool {
+        let hits = |k: &[u8]| k == key || (k.starts_with(key) && k.get(key.len()) == Some(&b'/'));
+        match self {
+            Record::Drop { key: k, .. } | Record::Set { key: k, .. } => hits(k),
+            Record::Rename { key: k, to, .. } => hits(k) || hits(to),
+        }
+    }
+
+    /// Whether a discard of `keys` takes the record: every record when `keys` is empty, else
+    /// those naming one of them.
+    pub(crate) fn discarded_by<K: AsRef<[u8]>>(&self, keys: &[K]) -> bool {
+        keys.is_empty() || keys.iter().any(|k| self.names(k.as_ref()))
+    }
+
     /// Parses one line; `None` for what is not a record.
     pub(crate) fn parse(line: &str) -> Option<Record> {
         let v: Value = serde_json::from_str(line).ok()?;
@@ -176,17 +192,21 @@ impl Journal {
             sync_dir(dir)?;
         }
         cut_torn(&path)?;
-        let j = Journal::read(dir)?;
-        if let Some(s) = j.source()? {
-            if s != source {
-                return Err(format!(
-                    "{}: holds the edits of {s}, not of {source} (another -o edit=DIR)",
-                    dir.display()
-                ));
-            }
-        }
+        let j = Journal::read_for(dir, source)?;
         j.remove_unnamed()?;
         Ok(j)
+    }
+
+    /// [`Journal::read`], refused when the journal was made for another source than `source`.
+    pub(crate) fn read_for(dir: &Path, source: &str) -> Result<Journal, String> {
+        let j = Journal::read(dir)?;
+        match j.source()? {
+            Some(s) if s != source => Err(format!(
+                "{}: holds the edits of {s}, not of {source} (another -o edit=DIR)",
+                dir.display()
+            )),
+            _ => Ok(j),
+        }
     }
 
     /// The source the journal was made for (from its first line).
@@ -199,6 +219,12 @@ impl Journal {
             .map_err(|e| io_err(&path, e))?;
         let v: Value = serde_json::from_str(line.trim_end()).unwrap_or(Value::Null);
         Ok(v.get("source").and_then(Value::as_str).map(str::to_string))
+    }
+
+    /// The source the journal was made for, or an error saying it names none.
+    pub(crate) fn named_source(&self) -> Result<String, String> {
+        self.source()?
+            .ok_or_else(|| format!("{}: its journal names no source", self.dir.display()))
     }
 
     pub(crate) fn dir(&self) -> &Path {

@@ -47,6 +47,8 @@ struct Pending {
     key: Vec<u8>,
     kind: FileKind,
     tmp: PathBuf,
+    /// The values file `tmp` becomes when kept (`tensors/N.npy`, [`Journal::new_tensor_file`]).
+    name: String,
     file: std::fs::File,
     /// A file of another name (`tmpXYZ`, `.x.npy.swp`) in directory `.0` named `.1`: kept
     /// after it is closed, until it is renamed onto a tensor's `.npy` (what editors and
@@ -159,16 +161,7 @@ impl Editing {
         read_only: bool,
     ) -> Result<Editing, String> {
         let journal = if read_only {
-            let j = Journal::read(dir)?;
-            match j.source()? {
-                Some(s) if s != source => {
-                    return Err(format!(
-                        "{}: holds the edits of {s}, not of {source}",
-                        dir.display()
-                    ))
-                }
-                _ => j,
-            }
+            Journal::read_for(dir, source)?
         } else {
             Journal::open(dir, source)?
         };
@@ -272,18 +265,9 @@ impl Editing {
     /// set made anew from what is left. Returns how many went.
     pub(crate) fn discard(&self, keys: &[Vec<u8>]) -> Result<usize, String> {
         let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-        let n = j.discard(|r| !keys.is_empty() && !keys.iter().any(|k| names_key(r, k)))?;
+        let n = j.discard(|r| !r.discarded_by(keys))?;
         self.edited.reset(j.records(), j.dir())?;
         Ok(n)
-    }
-}
-
-/// Whether record `r` names `key` or a key under `key/` (as its key, or what it renames to).
-pub(crate) fn names_key(r: &Record, key: &[u8]) -> bool {
-    let hits = |k: &[u8]| k == key || (k.starts_with(key) && k.get(key.len()) == Some(&b'/'));
-    match r {
-        Record::Drop { key: k, .. } | Record::Set { key: k, .. } => hits(k),
-        Record::Rename { key: k, to, .. } => hits(k) || hits(to),
     }
 }
 
@@ -372,12 +356,12 @@ impl Fs {
     /// The attributes of a file being written (`ino` one [`Fs::create`] gave).
     pub(crate) fn pending_attr(
         &self,
+        t: &dyn super::subtree::Subtree,
         ino: u64,
         local: u64,
         generation: u64,
     ) -> Option<FsResult<Attr>> {
         let e = self.editing()?;
-        let (t, _) = self.sub(ino).ok()?;
         let fh = t.pending_of(local)?;
         let p = match e.pending(fh) {
             Ok(p) => p,
@@ -430,7 +414,7 @@ impl Fs {
             let j = e.journal.lock().unwrap_or_else(|p| p.into_inner());
             j.records()
                 .iter()
-                .filter(|r| keys.is_empty() || keys.iter().any(|k| names_key(r, k)))
+                .filter(|r| r.discarded_by(&keys))
                 .flat_map(|r| match r {
                     Record::Drop { key, subtree } => vec![(key.clone(), *subtree)],
                     Record::Set { key, .. } => vec![(key.clone(), false)],
@@ -451,15 +435,11 @@ impl Fs {
         let mut inv = Vec::new();
         if let Some(root) = self.edit_root.get() {
             for (k, dir) in touched {
-                inv.extend(self.names_of_prefix_dir(*root, &k, dir));
+                inv.extend(self.names_of(*root, &k, dir));
             }
         }
         e.notify(inv);
         Ok(())
-    }
-
-    fn names_of_prefix_dir(&self, root: u64, key: &[u8], dir: bool) -> Vec<Invalidate> {
-        self.names_of(root, key, dir)
     }
 
     /// A name of a tensor dropped lately, looked up: its file as it was (so that `rm -r`,
@@ -848,24 +828,15 @@ impl Fs {
             }
         }
         // Kept under its own name, then the record naming it.
-        let name = {
-            let j = e.journal.lock().unwrap_or_else(|x| x.into_inner());
-            let name = format!(
-                "{}/{}",
-                crate::formats::edits::TENSORS,
-                p.tmp
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_prefix('.'))
-                    .and_then(|n| n.strip_suffix(".tmp"))
-                    .unwrap_or("x.npy")
-            );
-            j.keep(&p.tmp, &name, false).map_err(|er| {
+        let name = p.name.clone();
+        e.journal
+            .lock()
+            .unwrap_or_else(|x| x.into_inner())
+            .keep(&p.tmp, &name, false)
+            .map_err(|er| {
                 log::error!("{er}");
                 FsError::Io(std::io::Error::other(er))
             })?;
-            name
-        };
         p.kept = Some(name.clone());
         e.record(Record::Set {
             key: p.key.clone(),
@@ -881,7 +852,7 @@ impl Fs {
         let Some(kept) = p.kept.take() else {
             return Ok(());
         };
-        let (next, _) = e
+        let (next, name) = e
             .journal
             .lock()
             .unwrap_or_else(|x| x.into_inner())
@@ -893,6 +864,7 @@ impl Fs {
             .open(&next)
             .map_err(|er| io(&next, er))?;
         p.tmp = next;
+        p.name = name;
         Ok(())
     }
 
@@ -1015,7 +987,7 @@ impl Fs {
             FileKind::Bin => Some(self.bin_of(e, &key, pos.ok_or(FsError::NotFound)?)?),
             _ => None,
         };
-        let (tmp, _) = e
+        let (tmp, name) = e
             .journal
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -1042,6 +1014,7 @@ impl Fs {
             key,
             kind,
             tmp,
+            name,
             file,
             scratch,
             kept: None,

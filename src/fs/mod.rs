@@ -322,7 +322,7 @@ impl Fs {
     /// The attributes of node `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
         let (t, local, generation) = self.sub_gen(ino)?;
-        if let Some(a) = self.pending_attr(ino, local, generation) {
+        if let Some(a) = self.pending_attr(t.as_ref(), ino, local, generation) {
             return a;
         }
         let a = self.logged("getattr", ino, t.attr(local))?;

@@ -108,9 +108,7 @@ pub(crate) fn changes(source: Arc<dyn TensorSet>, j: &Journal) -> Result<Vec<Ste
 /// Opens the edits directory `dir` (for reading) and its source's tensors.
 pub(crate) fn open(dir: &Path) -> Result<(Journal, super::open::Ckpt), String> {
     let j = Journal::read(dir)?;
-    let source = j
-        .source()?
-        .ok_or_else(|| format!("{}: its journal names no source", dir.display()))?;
+    let source = j.named_source()?;
     let ck = super::open::one_checkpoint(Path::new(&source))?;
     Ok((j, ck))
 }
