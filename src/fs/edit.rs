@@ -1069,11 +1069,20 @@ impl Fs {
             self.materialize(&mut p)?;
         }
         let len = p.at.checked_add(size).ok_or(FsError::Invalid)?;
-        // Not cut to the length it has: ext4 marks a file truncated to 0 for a flush of all it
-        // holds at its next close (`auto_da_alloc`), which made the close after a 256 MiB `cp`
-        // (an `O_TRUNC` open: a SETATTR of size 0 on the new, empty temporary) wait ~100 ms.
+        // Never cut to 0: ext4 (`auto_da_alloc`; XFS alike) marks a file truncated to 0 for a
+        // flush of all it holds at its next close, which made the close after a 256 MiB `cp`
+        // (an `O_TRUNC` open: a SETATTR of size 0 on the new, empty temporary) wait ~100 ms. An
+        // empty file stays as it is; one with bytes is replaced by a new, empty one.
         let now = p.file.metadata().map_err(|er| io(&p.tmp, er))?.len();
-        if now != len {
+        if len == 0 && now > 0 {
+            std::fs::remove_file(&p.tmp).map_err(|er| io(&p.tmp, er))?;
+            p.file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&p.tmp)
+                .map_err(|er| io(&p.tmp, er))?;
+        } else if now != len {
             p.file.set_len(len).map_err(|er| io(&p.tmp, er))?;
         }
         p.dirty = true;
