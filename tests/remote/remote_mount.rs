@@ -1,6 +1,7 @@
 //! Sources on object storage, end to end: TensorFlow-written fixtures uploaded to moto (S3) or
 //! fake-gcs-server (GCS) on 127.0.0.1, or served by nginx (plain HTTP), mounted as URLs through the kernel and compared
-//! file by file with the local mount of the same fixture; the subcommands (`ls -R`, `cat`, `diff`) on URLs; a missing
+//! file by file with the local mount of the same fixture; an editable mount of an S3 source against the local one,
+//! edited alike, and its commit; the subcommands (`ls -R`, `cat`, `diff`) on URLs; a missing
 //! bucket and refused credentials fail at mount with one line and exit 3.
 //!
 //! Needs moto, fake-gcs-server and nginx: `scripts/install-test-servers.sh`.
@@ -115,6 +116,62 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
     ]);
     assert_eq!(remote_diff.status.code(), local_diff.status.code());
     assert_eq!(remote_diff.stdout, local_diff.stdout);
+}
+
+/// An editable mount of an S3 source (`-o edit=DIR`: the edits live in a local DIR): the same
+/// `rm`, `mv` and `cp` as on the local mount of the same checkpoint give the same tree and the
+/// same `tfmount edits`, and `tfmount commit` of the S3 mount writes what the local mount shows.
+#[test]
+fn s3_sources_take_edits_as_local_ones_do() {
+    let Some(moto) = Server::moto(&[]) else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    upload(moto.port, "tfm", "sharded");
+    let env = s3_env(moto.port, home.path());
+    let work = tempfile::tempdir().expect("work");
+    let opt = |which: &str| format!("edit={}", work.path().join(which).display());
+    let r = Mount::start_env(
+        Path::new("s3://tfm/sharded/model.ckpt"),
+        &["-o", "remote_timeout=10s", "-o", &opt("remote")],
+        &env,
+    );
+    let l = Mount::start(
+        &fixtures().join("sharded/model.ckpt"),
+        &["-o", &opt("local")],
+    );
+    for m in [&r, &l] {
+        let v = m.path().join("variables");
+        std::fs::remove_file(v.join("counter.npy")).expect("rm counter.npy");
+        std::fs::rename(v.join("layer2"), v.join("head")).expect("mv layer2 head");
+        std::fs::copy(v.join("layer1/w.npy"), v.join("layer0/w.npy")).expect("cp onto w.npy");
+    }
+    same_tree(&r.path(), &l.path());
+    let edits = |m: &Mount| {
+        let o = common::tfmount_env(&["edits".as_ref(), m.path().as_os_str()], &env);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).expect("utf-8")
+    };
+    let listed = edits(&r);
+    assert_eq!(listed, edits(&l));
+    for line in [
+        "D counter",
+        "R layer2/b -> head/b",
+        "R layer2/w -> head/w",
+        "S layer0/w (shape [4, 3] float32)",
+    ] {
+        assert!(listed.lines().any(|l| l == line), "{line:?} in {listed}");
+    }
+    let out = work.path().join("out/model.ckpt");
+    let o = common::tfmount_env(
+        &["commit".as_ref(), r.path().as_os_str(), out.as_os_str()],
+        &env,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = Mount::start(&out, &["-o", "nolive"]);
+    same_tree(&c.path().join("variables"), &l.path().join("variables"));
 }
 
 /// GCS (fake-gcs-server, reached through a service-account key file as a user would point
