@@ -50,6 +50,24 @@ fn walk_local(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// moto (S3) on 127.0.0.1 with bucket `tfm` holding `fixtures/<dir>` for each of `dirs`, the home
+/// directory its credentials are in, and the environment a tfmount needs to reach it; `None`
+/// (the test skipped, said) without moto.
+fn moto_with(dirs: &[&str]) -> Option<Moto> {
+    let moto = Server::moto(&[])?;
+    let home = tempfile::tempdir().expect("home");
+    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
+    assert_eq!(st, 200, "create bucket: {}", moto.log());
+    for d in dirs {
+        upload(moto.port, "tfm", d);
+    }
+    let env = s3_env(moto.port, home.path());
+    Some((moto, home, env))
+}
+
+/// moto, the home directory of its credentials, the environment that reaches it.
+type Moto = (Server, tempfile::TempDir, Vec<(String, String)>);
+
 /// A foreground daemon mounting `url` with `remote_timeout=10s` (tests/common's [`Mount`]: its
 /// log, `RUST_LOG=info`, in [`Mount::log_text`]; unmounted when dropped).
 fn remote_mount(url: &str, env: &[(String, String)]) -> Mount {
@@ -58,16 +76,9 @@ fn remote_mount(url: &str, env: &[(String, String)]) -> Mount {
 
 #[test]
 fn s3_sources_mount_and_serve_what_local_ones_do() {
-    let Some(moto) = Server::moto(&[]) else {
+    let Some((_moto, _home, env)) = moto_with(UPLOADS) else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
-    assert_eq!(st, 200, "create bucket: {}", moto.log());
-    for d in UPLOADS {
-        upload(moto.port, "tfm", d);
-    }
-    let env = s3_env(moto.port, home.path());
     // A V2 prefix, a SavedModel, a checkpoint directory of V1 checkpoints.
     for (url, local) in [
         (
@@ -123,14 +134,9 @@ fn s3_sources_mount_and_serve_what_local_ones_do() {
 /// same `tfmount edits`, and `tfmount commit` of the S3 mount writes what the local mount shows.
 #[test]
 fn s3_sources_take_edits_as_local_ones_do() {
-    let Some(moto) = Server::moto(&[]) else {
+    let Some((_moto, _home, env)) = moto_with(&["sharded"]) else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
-    assert_eq!(st, 200, "create bucket: {}", moto.log());
-    upload(moto.port, "tfm", "sharded");
-    let env = s3_env(moto.port, home.path());
     let work = tempfile::tempdir().expect("work");
     let opt = |which: &str| format!("edit={}", work.path().join(which).display());
     let r = Mount::start_env(
@@ -353,40 +359,16 @@ fn shard_patterns_in_urls_mount_what_the_local_pattern_does() {
         same_tree(&r.path(), &l.path());
     }
     // S3.
-    let Some(moto) = Server::moto(&[]) else {
+    let Some((_moto, _home, env)) = moto_with(&["v1/sharded"]) else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
-    assert_eq!(st, 200, "create bucket: {}", moto.log());
-    upload(moto.port, "tfm", "v1/sharded");
-    let env = s3_env(moto.port, home.path());
     let r = remote_mount(&format!("s3://tfm/{PATTERN}"), &env);
     same_tree(&r.path(), &l.path());
     drop(r);
     // GCS.
-    let Some(gcs) = Server::fake_gcs() else {
+    let Some((_gcs, _ghome, genv, _)) = gcs_with("v1/sharded") else {
         return;
     };
-    gcs_bucket(gcs.port, "tfm");
-    let root = fixtures().join("v1/sharded");
-    let files: Vec<(String, Vec<u8>)> = walk_local(&root)
-        .into_iter()
-        .map(|rel| {
-            let body = std::fs::read(root.join(&rel)).expect("fixture");
-            (format!("v1/sharded/{}", rel.display()), body)
-        })
-        .collect();
-    gcs_put(gcs.port, "tfm", &files);
-    let key = gcs_key_file(home.path(), gcs.port);
-    let genv: Vec<(String, String)> = [
-        ("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().expect("key")),
-        ("HOME", home.path().to_str().expect("home")),
-        ("NO_GCE_CHECK", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
     let r = remote_mount(&format!("gs://tfm/{PATTERN}"), &genv);
     same_tree(&r.path(), &l.path());
     drop(r);
@@ -686,14 +668,9 @@ fn keras_opens_cost_a_handful_of_requests(base: &str, env: &[(String, String)]) 
 /// files (`ModelCheckpoint`'s, mounted as a snapshot); opening one costs a handful of requests.
 #[test]
 fn keras_files_on_s3_serve_what_local_ones_do() {
-    let Some(moto) = Server::moto(&[]) else {
+    let Some((_moto, _home, env)) = moto_with(&["keras"]) else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
-    assert_eq!(st, 200, "create bucket: {}", moto.log());
-    upload(moto.port, "tfm", "keras");
-    let env = s3_env(moto.port, home.path());
     keras_files_serve_what_local_ones_do("s3://tfm/keras", &env);
     let r = remote_mount("s3://tfm/keras/checkpoints", &env);
     let l = Mount::start(&fixtures().join("keras/checkpoints"), &["-o", "nolive"]);
@@ -812,14 +789,9 @@ fn tflite_models_over_http_serve_what_local_ones_do() {
 /// TFLite models on S3, as over HTTP.
 #[test]
 fn tflite_models_on_s3_serve_what_local_ones_do() {
-    let Some(moto) = Server::moto(&[]) else {
+    let Some((_moto, _home, env)) = moto_with(&["tflite"]) else {
         return;
     };
-    let home = tempfile::tempdir().expect("home");
-    let (st, _) = http(moto.port, "PUT", "/tfm", &[], b"");
-    assert_eq!(st, 200, "create bucket: {}", moto.log());
-    upload(moto.port, "tfm", "tflite");
-    let env = s3_env(moto.port, home.path());
     tflite_files_serve_what_local_ones_do("s3://tfm/tflite", &env);
 }
 
