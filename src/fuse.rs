@@ -4,6 +4,7 @@
 //! Reads of a remote mount run on a small pool of their own (`Waiters`), so that one waiting
 //! for the network does not hold a thread serving the kernel's lookups and `stat`s.
 
+use crate::sync::lock;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -66,7 +67,7 @@ struct WaitState {
 
 impl Waiters {
     fn lock(&self) -> std::sync::MutexGuard<'_, WaitState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     fn run(self: &Arc<Self>, job: Job) {

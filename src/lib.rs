@@ -44,6 +44,7 @@ pub mod proto;
 pub(crate) mod python;
 pub mod render;
 pub mod source;
+pub(crate) mod sync;
 /// What tests, fuzzing and benchmarks share (the checkpoint writer, the random generator, the
 /// tree walker, the fuzz targets, the benchmarks' kernels): built for unit tests and with the
 /// `testkit` feature (on for `cargo test`), never in the daemon.

@@ -20,6 +20,7 @@
 //! Bounded: at most [`MAX_PIECES`] pieces (past that, reads fall back), waits bounded by a
 //! deadline.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -83,7 +84,7 @@ impl StreamCheck {
     }
 
     fn lock(&self) -> MutexGuard<'_, St> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.st)
     }
 
     /// The CRC-32C computed over the whole range (meaningful once the verdict came from

@@ -15,6 +15,7 @@
 //! tensor open keeps reading the bytes it opened. Each edit makes a new [`State`] and swaps it
 //! in whole: a call sees the old edits or the new, never half of one.
 
+use crate::sync::{lock, read_lock, write_lock};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -499,13 +500,13 @@ impl Edited {
     }
 
     fn st(&self) -> Arc<State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        read_lock(&self.state).clone()
     }
 
     /// Applies one more record (its values file, for a set, in `dir`), in one step.
     pub(crate) fn apply(&self, r: &Record, dir: &Path) -> Result<(), String> {
         let added = AddedTensor::of(r, dir)?;
-        let mut w = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut w = write_lock(&self.state);
         let mut next = State::clone(&w);
         next.apply(self.source.as_ref(), r, added)
             .map_err(|e| format!("{}: {e}", self.source.path().display()))?;
@@ -568,7 +569,7 @@ impl Edited {
         added.extend(st.added);
         st.added = added;
         st.live_added = live;
-        *self.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(st);
+        *write_lock(&self.state) = Arc::new(st);
         self.version
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(())
@@ -582,7 +583,7 @@ impl Edited {
     /// The prefix anchor position `pos` names.
     fn anchor_key(&self, pos: u64) -> Option<Arc<[u8]>> {
         let i = usize::try_from(pos.checked_sub(ANCHORS)?).ok()?;
-        let a = self.anchors.lock().unwrap_or_else(|p| p.into_inner());
+        let a = lock(&self.anchors);
         a.1.get(i).cloned()
     }
 
@@ -745,7 +746,7 @@ impl TensorSet for Edited {
     }
 
     fn anchor(&self, prefix: &[u8]) -> Option<u64> {
-        let mut a = self.anchors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut a = lock(&self.anchors);
         if let Some(&p) = a.0.get(prefix) {
             return Some(p);
         }

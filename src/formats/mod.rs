@@ -26,6 +26,7 @@ pub mod v1;
 pub mod v2;
 pub(crate) mod weights;
 
+use crate::sync::lock;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -255,7 +256,7 @@ pub(crate) fn opened(
     if store.stats_line().is_none() {
         return store.open(path);
     }
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let mut last = lock(&LAST);
     if matches!(&*last, Some((p, _)) if p == path) {
         let kept = if take { last.take() } else { last.clone() };
         if let Some((_, f)) = kept {
@@ -268,7 +269,7 @@ pub(crate) fn opened(
     drop(last);
     let f = store.open(path)?;
     if !take {
-        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((path.to_path_buf(), f.clone()));
+        *lock(&LAST) = Some((path.to_path_buf(), f.clone()));
     }
     Ok(f)
 }

@@ -20,6 +20,7 @@
 //! `weights.safetensors` names each weight by the last name a key has here (for a TF2
 //! checkpoint, its variable name).
 
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::proto::saved_object::Kind as SavedKind;
@@ -356,7 +357,7 @@ impl LazyNames {
     /// The names and aliases (made now, once, if not yet).
     pub(crate) fn names(&self) -> &Names {
         self.made.get_or_init(|| {
-            let make = self.make.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let make = lock(&self.make).take();
             make.map(|f| f()).unwrap_or_default()
         })
     }

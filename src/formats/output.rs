@@ -4,6 +4,7 @@
 //! renamed into place; the temporaries of a writer whose process is gone removed by the next
 //! writer there; errors in words naming the file.
 
+use crate::sync::lock;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -237,7 +238,7 @@ impl Verifier {
 
     /// The first error found so far.
     pub(crate) fn failed(&self) -> Option<String> {
-        self.err.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.err).clone()
     }
 
     /// Queues bytes `[at, end)` of the file at `path` to be read back against `crc` (the
@@ -258,12 +259,12 @@ impl Verifier {
                 .spawn(move || {
                     let mut open: Option<(PathBuf, fs::File)> = None;
                     for job in rx {
-                        if err.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                        if lock(&err).is_some() {
                             continue;
                         }
                         let r = Self::run(&mut open, &job);
                         if let Err(e) = r {
-                            *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            *lock(&err) = Some(e);
                         }
                     }
                 });

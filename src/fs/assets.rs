@@ -10,6 +10,7 @@
 //! links point. Nodes are bounded by [`MAX_NODES`], depth by [`MAX_DEPTH`]; opened files by
 //! [`OPEN_FILES`] (an evicted file is opened again when read, and must still be the file listed).
 
+use crate::sync::{lock, read_lock, write_lock};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -118,7 +119,7 @@ impl Assets {
     }
 
     fn node(&self, local: u64) -> FsResult<Arc<Node>> {
-        let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let nodes = read_lock(&self.nodes);
         (local as usize)
             .checked_sub(1)
             .and_then(|i| nodes.get(i))
@@ -169,7 +170,7 @@ impl Assets {
         let NodeKind::Dir { loc, children } = &node.kind else {
             return Err(FsError::NotDir);
         };
-        let mut kept = children.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = lock(children);
         if let Some(c) = &*kept {
             return Ok(c.clone());
         }
@@ -184,8 +185,7 @@ impl Assets {
             *kept = Some(empty.clone());
             return Ok(empty);
         }
-        let room =
-            MAX_NODES.saturating_sub(self.nodes.read().unwrap_or_else(|p| p.into_inner()).len());
+        let room = MAX_NODES.saturating_sub(read_lock(&self.nodes).len());
         let (mut entries, more) = self
             .tree
             .list(*loc, room)
@@ -256,7 +256,7 @@ impl Assets {
             ));
         }
         let list: Arc<[Child]> = {
-            let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+            let mut nodes = write_lock(&self.nodes);
             new_nodes
                 .into_iter()
                 .map(|(name, kind, n)| {

@@ -3,6 +3,7 @@
 //! links and rendered text files, and a SavedModel's assets (listed lazily). Serving the tree is
 //! the dispatcher's job ([`super::Fs`]); a new view is one new subtree type plus one line here.
 
+use crate::sync::write_lock;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -527,11 +528,7 @@ impl<'a> Builder<'a> {
             }
         }
         self.sets.push(set.clone());
-        self.fs
-            .checkpoints
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((name, set));
+        write_lock(&self.fs.checkpoints).push((name, set));
         Ok(())
     }
 

@@ -13,6 +13,7 @@
 //! instead of being looked up (which fails: a dropped tensor is gone). Attributes are not kept
 //! by the kernel in an editable mount (`tensors.tsv` and `summary.txt` change with each edit).
 
+use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -181,11 +182,7 @@ impl Editing {
     }
 
     pub(crate) fn dir(&self) -> PathBuf {
-        self.journal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .dir()
-            .to_path_buf()
+        lock(&self.journal).dir().to_path_buf()
     }
 
     /// Refuses a rename the checkpoint's object graph cannot follow (EPERM, logged in words):
@@ -221,7 +218,7 @@ impl Editing {
         if matches!(r, Record::Rename { .. }) {
             self.check_rename(&r)?;
         }
-        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        let mut j = lock(&self.journal);
         let dir = j.dir().to_path_buf();
         // Checked first (a set's file read), so that the journal never holds what fails.
         self.edited
@@ -236,7 +233,7 @@ impl Editing {
     }
 
     fn remember_drop(&self, key: Vec<u8>, pos: u64) {
-        let mut r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&self.recent);
         if r.len() == RECENT_DROPS {
             r.pop_front();
         }
@@ -245,7 +242,7 @@ impl Editing {
 
     /// Where the tensor `key` was, when it was dropped lately.
     fn dropped_lately(&self, key: &[u8]) -> Option<u64> {
-        let r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let r = lock(&self.recent);
         r.iter()
             .rev()
             .take_while(|(_, _, t)| t.elapsed() < GHOST)
@@ -264,7 +261,7 @@ impl Editing {
     /// Discards the edits naming `keys` (all without any): the journal rewritten, the edited
     /// set made anew from what is left. Returns how many went.
     pub(crate) fn discard(&self, keys: &[Vec<u8>]) -> Result<usize, String> {
-        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        let mut j = lock(&self.journal);
         let n = j.discard(|r| !r.discarded_by(keys))?;
         self.edited.reset(j.records(), j.dir())?;
         Ok(n)
@@ -294,7 +291,7 @@ impl Versioned {
 
     fn current(&self) -> Arc<dyn Generated> {
         let v = self.edited.version();
-        let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let mut now = lock(&self.now);
         if now.0 != v {
             *now = (v, (self.make)());
         }
@@ -367,7 +364,7 @@ impl Fs {
             Ok(p) => p,
             Err(_) => return Some(Err(FsError::NotFound)),
         };
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         if let Err(er) = drain(&mut p) {
             return Some(Err(er));
         }
@@ -411,7 +408,7 @@ impl Fs {
             .collect();
         // The names the discarded edits touched: what they name changes back.
         let touched: Vec<(Vec<u8>, bool)> = {
-            let j = e.journal.lock().unwrap_or_else(|p| p.into_inner());
+            let j = lock(&e.journal);
             j.records()
                 .iter()
                 .filter(|r| r.discarded_by(&keys))
@@ -465,15 +462,9 @@ impl Fs {
                 prefix,
                 exists: false,
             } => {
-                let made = e
-                    .made
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains(&prefix);
+                let made = lock(&e.made).contains(&prefix);
                 let emptied = made
-                    || e.recent
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
+                    || lock(&e.recent)
                         .iter()
                         .rev()
                         .take_while(|(_, _, t)| t.elapsed() < GHOST)
@@ -536,17 +527,10 @@ impl Fs {
     pub fn unlink(&self, parent: u64, name: &[u8]) -> FsResult<()> {
         let e = self.editing_or_ro()?;
         if let Some(fh) = e.pending_named(parent, name) {
-            e.scratch
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .remove(&(parent, name.to_vec()));
-            let p = e
-                .writes
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .remove(&fh);
+            lock(&e.scratch).remove(&(parent, name.to_vec()));
+            let p = lock(&e.writes).remove(&fh);
             if let Some(p) = p {
-                let _ = std::fs::remove_file(&p.lock().unwrap_or_else(|x| x.into_inner()).tmp);
+                let _ = std::fs::remove_file(&lock(&p).tmp);
             }
             return Ok(());
         }
@@ -577,10 +561,7 @@ impl Fs {
             Named::Dir { exists: true, .. } => Err(FsError::NotEmpty),
             // Emptied (its tensors were dropped; the kernel still held its name), or made.
             Named::Dir { prefix, .. } => {
-                e.made
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&prefix);
+                lock(&e.made).remove(&prefix);
                 Ok(())
             }
             Named::File { .. } => Err(FsError::NotDir),
@@ -602,11 +583,7 @@ impl Fs {
                     .find(|(_, variables)| *variables)
                     .map(|(i, _)| i.0)
                     .ok_or(FsError::Invalid)?;
-                let fresh = e
-                    .made
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(prefix);
+                let fresh = lock(&e.made).insert(prefix);
                 if !fresh {
                     return Err(FsError::Exists);
                 }
@@ -705,11 +682,7 @@ impl Fs {
 impl Editing {
     /// The scratch file `name` in `parent`, if there is one.
     fn pending_named(&self, parent: u64, name: &[u8]) -> Option<u64> {
-        self.scratch
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .get(&(parent, name.to_vec()))
-            .copied()
+        lock(&self.scratch).get(&(parent, name.to_vec())).copied()
     }
 }
 
@@ -719,7 +692,7 @@ impl Fs {
     fn rename_pending(&self, fh: u64, newparent: u64, newname: &[u8]) -> FsResult<()> {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         drain(&mut p)?;
         let old = p.scratch.clone();
         match self.named(newparent, newname)? {
@@ -754,20 +727,14 @@ impl Fs {
                 drop(p);
                 if r.is_ok() {
                     if let Some(k) = old {
-                        e.scratch
-                            .lock()
-                            .unwrap_or_else(|x| x.into_inner())
-                            .remove(&k);
+                        lock(&e.scratch).remove(&k);
                     }
-                    e.writes
-                        .lock()
-                        .unwrap_or_else(|x| x.into_inner())
-                        .remove(&fh);
+                    lock(&e.writes).remove(&fh);
                 }
                 r
             }
             Named::Dir { exists: false, .. } | Named::File { .. } => {
-                let mut sc = e.scratch.lock().unwrap_or_else(|x| x.into_inner());
+                let mut sc = lock(&e.scratch);
                 if let Some(k) = old {
                     sc.remove(&k);
                 }
@@ -829,14 +796,10 @@ impl Fs {
         }
         // Kept under its own name, then the record naming it.
         let name = p.name.clone();
-        e.journal
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .keep(&p.tmp, &name, false)
-            .map_err(|er| {
-                log::error!("{er}");
-                FsError::Io(std::io::Error::other(er))
-            })?;
+        lock(&e.journal).keep(&p.tmp, &name, false).map_err(|er| {
+            log::error!("{er}");
+            FsError::Io(std::io::Error::other(er))
+        })?;
         p.kept = Some(name.clone());
         e.record(Record::Set {
             key: p.key.clone(),
@@ -852,11 +815,7 @@ impl Fs {
         let Some(kept) = p.kept.take() else {
             return Ok(());
         };
-        let (next, name) = e
-            .journal
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .new_tensor_file();
+        let (next, name) = lock(&e.journal).new_tensor_file();
         std::fs::copy(e.dir().join(&kept), &next).map_err(|er| io(&next, er))?;
         p.file = std::fs::OpenOptions::new()
             .read(true)
@@ -938,12 +897,9 @@ impl Fs {
             ));
         }
         let fh = self.start_write(e, key, kind, Some(pos), None)?;
-        e.by_ino
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .insert(ino, fh);
+        lock(&e.by_ino).insert(ino, fh);
         let p = e.pending(fh)?;
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         // Nothing changes until something is written; the file's bytes as they are are copied
         // in at the first write that patches them (none when it is truncated first, as
         // `open(O_TRUNC)` is: an OPEN, then a SETATTR of size 0).
@@ -987,11 +943,7 @@ impl Fs {
             FileKind::Bin => Some(self.bin_of(e, &key, pos.ok_or(FsError::NotFound)?)?),
             _ => None,
         };
-        let (tmp, name) = e
-            .journal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .new_tensor_file();
+        let (tmp, name) = lock(&e.journal).new_tensor_file();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -1005,10 +957,7 @@ impl Fs {
         }
         let fh = e.next_fh.fetch_add(1, Ordering::Relaxed);
         if let Some(k) = &scratch {
-            e.scratch
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .insert(k.clone(), fh);
+            lock(&e.scratch).insert(k.clone(), fh);
         }
         let p = Pending {
             key,
@@ -1024,10 +973,7 @@ impl Fs {
             bin: bin.map(|(_, _, n)| n),
             dirty: true,
         };
-        e.writes
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .insert(fh, Arc::new(Mutex::new(p)));
+        lock(&e.writes).insert(fh, Arc::new(Mutex::new(p)));
         Ok(fh)
     }
 
@@ -1035,7 +981,7 @@ impl Fs {
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         self.reopen_kept(e, &mut p)?;
         self.materialize(&mut p)?;
         let at = p.at.checked_add(offset).ok_or(FsError::Invalid)?;
@@ -1060,7 +1006,7 @@ impl Fs {
     pub fn truncate(&self, fh: u64, size: u64) -> FsResult<()> {
         let e = self.editing_or_ro()?;
         let p = e.pending(fh)?;
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         self.reopen_kept(e, &mut p)?;
         drain(&mut p)?;
         if size == 0 {
@@ -1093,12 +1039,7 @@ impl Fs {
     /// writing on it.
     pub fn truncate_ino(&self, ino: u64, size: u64) -> FsResult<()> {
         let e = self.editing_or_ro()?;
-        let fh = e
-            .by_ino
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .get(&ino)
-            .copied();
+        let fh = lock(&e.by_ino).get(&ino).copied();
         match fh {
             Some(fh) if e.pending(fh).is_ok() => self.truncate(fh, size),
             _ => Err(FsError::ReadOnly),
@@ -1107,12 +1048,8 @@ impl Fs {
 
     /// Whether `fh` is a handle of a file being written.
     pub fn is_writing(&self, fh: u64) -> bool {
-        self.editing().is_some_and(|e| {
-            e.writes
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .contains_key(&fh)
-        })
+        self.editing()
+            .is_some_and(|e| lock(&e.writes).contains_key(&fh))
     }
 
     /// `flush` (each `close`) and `fsync`: what was written is checked and, when it is a whole
@@ -1125,7 +1062,7 @@ impl Fs {
         let Ok(p) = e.pending(fh) else {
             return Ok(());
         };
-        let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+        let mut p = lock(&p);
         if !p.dirty || p.scratch.is_some() {
             return Ok(());
         }
@@ -1139,11 +1076,8 @@ impl Fs {
         let Some(e) = self.editing() else {
             return Ok(());
         };
-        let kept = e
-            .pending(fh)
-            .ok()
-            .and_then(|p| p.lock().unwrap_or_else(|x| x.into_inner()).kept.clone());
-        let j = e.journal.lock().unwrap_or_else(|x| x.into_inner());
+        let kept = e.pending(fh).ok().and_then(|p| lock(&p).kept.clone());
+        let j = lock(&e.journal);
         let dir = j.dir().to_path_buf();
         let mut files: Vec<PathBuf> = kept.iter().map(|k| dir.join(k)).collect();
         files.push(dir.join(crate::formats::edits::TENSORS));
@@ -1161,29 +1095,15 @@ impl Fs {
     /// `release`: the handle's temporary file goes (what was kept stays).
     pub fn release_write(&self, fh: u64) {
         if let Some(e) = self.editing() {
-            let p = e
-                .writes
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .remove(&fh);
-            e.by_ino
-                .lock()
-                .unwrap_or_else(|x| x.into_inner())
-                .retain(|_, f| *f != fh);
+            let p = lock(&e.writes).remove(&fh);
+            lock(&e.by_ino).retain(|_, f| *f != fh);
             if let Some(p) = p {
-                let scratch = p
-                    .lock()
-                    .unwrap_or_else(|x| x.into_inner())
-                    .scratch
-                    .is_some();
+                let scratch = lock(&p).scratch.is_some();
                 if scratch {
                     // Kept for the rename that makes it a tensor's values.
-                    e.writes
-                        .lock()
-                        .unwrap_or_else(|x| x.into_inner())
-                        .insert(fh, p);
+                    lock(&e.writes).insert(fh, p);
                 } else {
-                    let mut p = p.lock().unwrap_or_else(|x| x.into_inner());
+                    let mut p = lock(&p);
                     let _ = drain(&mut p);
                     if p.kept.is_none() {
                         let _ = std::fs::remove_file(&p.tmp);
@@ -1204,12 +1124,7 @@ impl Fs {
 
 impl Editing {
     fn pending(&self, fh: u64) -> FsResult<Arc<Mutex<Pending>>> {
-        self.writes
-            .lock()
-            .unwrap_or_else(|x| x.into_inner())
-            .get(&fh)
-            .cloned()
-            .ok_or(FsError::Invalid)
+        lock(&self.writes).get(&fh).cloned().ok_or(FsError::Invalid)
     }
 }
 

@@ -18,6 +18,7 @@
 //! Freeing gives their registry slots back, to be reused, with a new generation, by checkpoints
 //! that appear later (see [`super::registry`]): a mount follows a job for as long as it runs.
 
+use crate::sync::{lock, read_lock, write_lock};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -108,11 +109,11 @@ pub(crate) struct LiveDir {
 
 impl LiveDir {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, DirState> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        read_lock(&self.state)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, DirState> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        write_lock(&self.state)
     }
 }
 
@@ -390,8 +391,7 @@ impl Live {
             }
         }
         live.root.write().latest = latest;
-        *live.applied.lock().unwrap_or_else(|p| p.into_inner()) =
-            state_file.and_then(|f| stamp(store, f));
+        *lock(&live.applied) = state_file.and_then(|f| stamp(store, f));
         Ok(live)
     }
 
@@ -509,17 +509,14 @@ impl Live {
         });
         let seq = self.root.write().push(m);
         if let Some((name, prefix, parts, files)) = watch {
-            self.watched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Watched {
-                    seq,
-                    name,
-                    prefix,
-                    parts,
-                    files,
-                    changed: None,
-                });
+            lock(&self.watched).push(Watched {
+                seq,
+                name,
+                prefix,
+                parts,
+                files,
+                changed: None,
+            });
         }
     }
 
@@ -533,13 +530,8 @@ impl Live {
         name: &str,
         prefix: &Path,
     ) -> Option<Signature> {
-        let waited = fs.opts.live_grace.is_zero()
-            || self
-                .waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .any(|(n, _, _)| n == name);
+        let waited =
+            fs.opts.live_grace.is_zero() || lock(&self.waiting).iter().any(|(n, _, _)| n == name);
         waited.then(|| signature(store, prefix, &[]))
     }
 
@@ -551,7 +543,7 @@ impl Live {
     /// until the grace has passed, then at its next change.
     fn reopen_changed(&self, fs: &Fs, store: &dyn Store, out: &mut Vec<Invalidate>) {
         let grace = fs.opts.live_grace;
-        let watched = std::mem::take(&mut *self.watched.lock().unwrap_or_else(|p| p.into_inner()));
+        let watched = std::mem::take(&mut *lock(&self.watched));
         let mut keep = Vec::with_capacity(watched.len());
         for mut w in watched {
             let files = signature(store, &w.prefix, &w.parts);
@@ -608,10 +600,7 @@ impl Live {
                 keep.push(w);
             }
         }
-        self.watched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(keep);
+        lock(&self.watched).extend(keep);
     }
 
     /// Shows `new` in place of the entry `seq` (the same name, at the same place in the
@@ -649,10 +638,7 @@ impl Live {
             name: m.name.as_bytes().to_vec(),
         });
         forget_sets(fs, &m.sets);
-        self.pruned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(m);
+        lock(&self.pruned).push(m);
     }
 
     /// Applies the state file if it changed, and opens again the checkpoints shown as they were
@@ -686,10 +672,7 @@ impl Live {
             return;
         };
         // A checkpoint no longer named is no longer waited for.
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(n, _, _)| checkpoints.iter().any(|(c, _)| c == n));
+        lock(&self.waiting).retain(|(n, _, _)| checkpoints.iter().any(|(c, _)| c == n));
         let all_ready = self.mount_new(fs, store, &checkpoints, out);
         self.prune_gone(fs, &checkpoints, out);
         let latest = match self.state_file(store) {
@@ -698,20 +681,15 @@ impl Live {
         };
         self.move_latest(latest, out);
         if all_ready {
-            *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = now_stamp;
+            *lock(&self.applied) = now_stamp;
         }
     }
 
     /// Whether there is nothing to apply: the state file is as stamped when last applied
     /// (`now_stamp`; none without a state file: never settled) and no checkpoint is waiting.
     fn settled(&self, now_stamp: Option<(u64, SystemTime)>) -> bool {
-        let waiting_any = !self
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty();
-        let unchanged = now_stamp.is_some()
-            && *self.applied.lock().unwrap_or_else(|p| p.into_inner()) == now_stamp;
+        let waiting_any = !lock(&self.waiting).is_empty();
+        let unchanged = now_stamp.is_some() && *lock(&self.applied) == now_stamp;
         unchanged && !waiting_any
     }
 
@@ -772,7 +750,7 @@ impl Live {
 
     /// Logs `msg` unless it was said before (of the last 1024 said).
     fn warn_once(&self, msg: String) {
-        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        let mut said = lock(&self.said);
         if !said.contains(&msg) {
             log::warn!("{msg}");
             if said.len() >= 1024 {
@@ -800,10 +778,7 @@ impl Live {
                 member_kind(&m.prefix),
                 m.name
             );
-            self.watched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|w| w.seq != m.seq);
+            lock(&self.watched).retain(|w| w.seq != m.seq);
             self.retire(fs, m, out);
         }
     }
@@ -833,7 +808,7 @@ impl Live {
     fn ready(&self, fs: &Fs, m: &Mounted) -> Readiness {
         let name = m.name.as_str();
         let complete = m.sets.iter().all(|c| c.complete());
-        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = lock(&self.waiting);
         if complete {
             waiting.retain(|(n, _, _)| n != name);
             return Readiness::Complete;
@@ -887,7 +862,7 @@ impl Live {
     /// is freed), so after it nothing can reach the other slots anew. Each of those is freed
     /// when its own lookups are forgotten.
     fn free_forgotten(&self, fs: &Fs) {
-        let mut pruned = self.pruned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pruned = lock(&self.pruned);
         pruned.retain_mut(|m| {
             if !m.root_freed {
                 if m.ids.iter().any(|&id| fs.registry.lookups(id) > 0) {
@@ -914,7 +889,7 @@ impl Live {
     /// Number of pruned checkpoints not yet freed (for tests and logs).
     #[cfg(test)]
     pub(crate) fn pending_free(&self) -> usize {
-        self.pruned.lock().unwrap_or_else(|p| p.into_inner()).len()
+        lock(&self.pruned).len()
     }
 }
 
@@ -934,10 +909,7 @@ fn forget_sets(fs: &Fs, sets: &[Arc<dyn TensorSet>]) {
     if sets.is_empty() {
         return;
     }
-    fs.checkpoints
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|(_, c)| !sets.iter().any(|s| Arc::ptr_eq(s, c)));
+    write_lock(&fs.checkpoints).retain(|(_, c)| !sets.iter().any(|s| Arc::ptr_eq(s, c)));
 }
 
 /// The files the manifests of `sets` name (see [`TensorSet::part_files`]).

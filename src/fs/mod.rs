@@ -26,6 +26,7 @@ pub(crate) mod text;
 pub(crate) mod variables;
 pub(crate) mod views;
 
+use crate::sync::read_lock;
 use bytes::Bytes;
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
@@ -542,10 +543,7 @@ impl Fs {
     /// The checkpoints of the mount now: the path of each one's tree relative to the mount root
     /// (empty for the root itself) and its tensors.
     pub(crate) fn checkpoints(&self) -> Vec<(String, Arc<dyn TensorSet>)> {
-        self.checkpoints
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        read_lock(&self.checkpoints).clone()
     }
 
     /// The kernel is about to learn of `ino` in `generation` (a lookup or a listed entry):

@@ -9,6 +9,7 @@
 //! `variables/`. Components are escaped as `variables/` escapes keys. A directory's entries are
 //! sorted by name, so lookups are binary searches and listings resume from a cookie.
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::sync::{Arc, OnceLock};
 
@@ -164,7 +165,7 @@ impl NamesTree {
             )
         };
         if let Some(v) = self.set.version() {
-            let mut r = self.rebuilt.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = lock(&self.rebuilt);
             let stale = r.as_ref().is_none_or(|(at, _)| *at != v);
             if stale {
                 *r = Some((v, Arc::new(build(&*self.set, self.names.get()))));

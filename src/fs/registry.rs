@@ -19,6 +19,7 @@
 //!
 //! A slot whose generation reaches its maximum is not reused again.
 
+use crate::sync::{lock, read_lock, write_lock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -82,7 +83,7 @@ impl Registry {
     /// A slot to fill with [`Registry::set`]: a never-used one (in order, from 0), else the
     /// one freed longest ago; `None` when every slot is taken.
     pub(crate) fn reserve(&self) -> Option<u16> {
-        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids = lock(&self.ids);
         if ids.fresh < self.slots.len() {
             let id = u16::try_from(ids.fresh).ok()?;
             ids.fresh += 1;
@@ -94,7 +95,7 @@ impl Registry {
     /// Fills reserved slot `id`.
     pub(crate) fn set(&self, id: u16, t: Arc<dyn Subtree>) {
         if let Some(s) = self.slots.get(id as usize) {
-            let mut tree = s.tree.write().unwrap_or_else(|p| p.into_inner());
+            let mut tree = write_lock(&s.tree);
             *tree = Some(t);
             s.state.fetch_and(!FREE, Ordering::AcqRel);
         }
@@ -107,7 +108,7 @@ impl Registry {
     /// The occupant of slot `id` and its generation.
     pub(crate) fn get_with_generation(&self, id: u16) -> Option<(Arc<dyn Subtree>, u64)> {
         let s = self.slots.get(id as usize)?;
-        let tree = s.tree.read().unwrap_or_else(|p| p.into_inner());
+        let tree = read_lock(&s.tree);
         let t = tree.clone()?;
         Some((t, generation(s.state.load(Ordering::Acquire))))
     }
@@ -164,10 +165,10 @@ impl Registry {
             return false;
         };
         let old = {
-            let mut tree = s.tree.write().unwrap_or_else(|p| p.into_inner());
+            let mut tree = write_lock(&s.tree);
             let v = s.state.load(Ordering::Acquire);
             if v & FREE != 0 {
-                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ids = lock(&self.ids);
                 let reserved = (id as usize) < ids.fresh && !ids.freed.contains(&id);
                 if reserved && tree.is_none() && generation(v) < slot::GENERATION.max() {
                     ids.freed.push_back(id);
@@ -192,11 +193,7 @@ impl Registry {
                 return false;
             }
             if reusable {
-                self.ids
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .freed
-                    .push_back(id);
+                lock(&self.ids).freed.push_back(id);
             }
             tree.take()
         };

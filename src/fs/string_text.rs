@@ -13,6 +13,7 @@
 //! Memory: the marks (under 100 bytes each), the cursor's text (at most one step of text past
 //! the last read), and the read being served.
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
@@ -165,10 +166,7 @@ impl StringText {
         if offset >= end {
             return Ok(Bytes::new());
         }
-        let kept = self
-            .cursor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let kept = lock(&self.cursor)
             .take()
             .filter(|c| c.text <= offset && offset <= c.end());
         let mut c = match kept {
@@ -199,7 +197,7 @@ impl StringText {
         let a = (offset - c.text) as usize;
         let out = c.pending[a..(end - c.text) as usize].to_vec();
         c.drop_before(end);
-        *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
+        *lock(&self.cursor) = Some(c);
         Ok(out.into())
     }
 }

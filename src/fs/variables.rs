@@ -21,6 +21,7 @@
 //! its opened bytes), so a sequential read of a large tensor does no index lookup, no protobuf
 //! decode and takes no lock once its checksum has been verified.
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -483,7 +484,7 @@ impl Variables {
         if let Some(t) = self.string_texts.get(&pos) {
             return Ok(t);
         }
-        let _one = self.making.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = lock(&self.making);
         if let Some(t) = self.string_texts.get(&pos) {
             return Ok(t);
         }

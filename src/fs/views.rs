@@ -11,6 +11,7 @@
 //! marks into `tensors.tsv` (one per [`TSV_MARK_EVERY`] lines), the text of `summary.txt`.
 //! A tensor whose index entry is damaged is left out of all three (and logged).
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -343,7 +344,7 @@ impl Safetensors {
 
     /// The opened tensor of input record `index`.
     fn data(&self, b: &Built, index: usize) -> FsResult<Arc<dyn TensorData>> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = lock(&self.open);
         if let Some((_, d)) = open.iter().find(|(i, _)| *i == index) {
             return Ok(d.clone());
         }

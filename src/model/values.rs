@@ -20,6 +20,7 @@
 //! sum of squares is kept per lane (element `k` of a chunk in lane `k % LANES`) and the lanes
 //! added in a fixed order ([`reduce`]). Complex dtypes go element by element through `add`.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -230,7 +231,7 @@ struct Merged {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Merged> {
-        self.merge.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.merge)
     }
 
     fn halt(&self) {
@@ -412,7 +413,7 @@ static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 impl Buffers {
     fn take() -> Buffers {
-        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = lock(&POOL);
         let mut one = || pool.pop().unwrap_or_else(|| vec![0u8; CHUNK]);
         Buffers { a: one(), b: one() }
     }
@@ -420,7 +421,7 @@ impl Buffers {
 
 impl Drop for Buffers {
     fn drop(&mut self) {
-        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = lock(&POOL);
         for v in [std::mem::take(&mut self.a), std::mem::take(&mut self.b)] {
             if v.len() == CHUNK && pool.len() < 2 * MAX_THREADS {
                 pool.push(v);
@@ -496,7 +497,7 @@ impl Loop {
 /// The value of every byte as an element of a one-byte `kind`, as [`Kind::decode`] gives it.
 fn byte_table(kind: Kind) -> &'static [f64; 256] {
     static TABLES: Mutex<Vec<(Kind, &'static [f64; 256])>> = Mutex::new(Vec::new());
-    let mut t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = lock(&TABLES);
     if let Some((_, tab)) = t.iter().find(|(k, _)| *k == kind) {
         return tab;
     }

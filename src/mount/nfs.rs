@@ -3,6 +3,7 @@
 //! `--nfs-serve [ADDR:]PORT` (a server only, in the foreground, until a signal). The daemon's
 //! life around it (forking, the readiness handshake, the watchdog) is `mod.rs`'s, as for FUSE.
 
+use crate::sync::lock;
 use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -41,10 +42,7 @@ pub(super) fn serve(
     let events = Box::new(move |e: MountEvent| {
         log::info!("nfs: {e:?}");
         if let MountEvent::Unmounted(_) = e {
-            let _ = events_tx
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .send(Wake::Unmounted);
+            let _ = lock(&events_tx).send(Wake::Unmounted);
         }
     });
     // A read waiting for the network holds a worker: as many as FUSE's read pool for remote

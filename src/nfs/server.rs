@@ -12,6 +12,7 @@
 //! and nothing waits forever: a connection that sends nothing for [`IDLE`] or does not take its
 //! replies for [`WRITE_STALL`] is closed (clients reconnect).
 
+use crate::sync::lock;
 use std::io::{BufReader, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,10 +114,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn accept(

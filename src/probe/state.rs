@@ -2,6 +2,7 @@
 //! parsed, its paths resolved to checkpoint prefixes inside the directory, what is wrong with
 //! it said in words; and what a directory without one holds.
 
+use crate::sync::lock;
 use std::path::{Path, PathBuf};
 
 use prost_reflect::DynamicMessage;
@@ -82,7 +83,7 @@ fn inside(dir: &Path, prefix: &Path) -> bool {
 /// the state file at every change: the same thing is said once).
 fn log_once(level: log::Level, msg: String) {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    let mut said = lock(&SAID);
     if said.len() < 4096 && !said.contains(&msg) {
         log::log!(level, "{msg}");
         said.push(msg);

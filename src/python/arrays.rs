@@ -12,6 +12,7 @@
 //!
 //! The Python side (`python/tfmount/__init__.py`) gives the bytes their dtype and shape.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -95,7 +96,7 @@ impl Maps {
         };
         use std::os::unix::fs::MetadataExt as _;
         let id = (meta.dev(), meta.ino());
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut files = lock(&self.files);
         let map = match files.get(&id) {
             Some(m) if m.len() >= offset + len => m.clone(),
             _ => {

@@ -2,6 +2,7 @@
 //! [`Fs`] the FUSE adapter serves) and the checkpoint that is the model (the SOURCE's own, a
 //! SavedModel's variables, a checkpoint directory's `latest`), its tensors by key.
 
+use crate::sync::{lock, read_lock, write_lock};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -110,9 +111,7 @@ impl Model {
     }
 
     fn inner(&self) -> PyResult<Arc<Inner>> {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+        read_lock(&self.inner)
             .clone()
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the model is closed"))
     }
@@ -219,18 +218,11 @@ impl Inner {
                 .detach(|| self.maps.in_place(&**data, &f.what))
                 .map_err(|e| fs_error(&f.what, e))?;
             if let Some(m) = mapped {
-                let first = self
-                    .checked
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(f.pos);
+                let first = lock(&self.checked).insert(f.pos);
                 if first {
                     let r = py.detach(|| data.check_in_place(m.bytes()));
                     if let Err(e) = r {
-                        self.checked
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&f.pos);
+                        lock(&self.checked).remove(&f.pos);
                         log::error!("{e}");
                         return Err(fs_error(&f.what, e));
                     }
@@ -470,15 +462,12 @@ impl Model {
 
     /// Closes the source's files and connections; arrays already handed out stay valid.
     fn close(&self) {
-        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = None;
+        *write_lock(&self.inner) = None;
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
+        read_lock(&self.inner).is_none()
     }
 
     #[getter]

@@ -23,6 +23,7 @@
 //! - [`StoreTree`]: any [`Store`] through `list`/`open` (object stores, which have no
 //!   symlinks).
 
+use crate::sync::{lock, read_lock, write_lock};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -303,7 +304,7 @@ impl LocalTree {
     }
 
     fn rec(&self, loc: Loc) -> io::Result<Rec> {
-        let locs = self.locs.read().unwrap_or_else(|p| p.into_inner());
+        let locs = read_lock(&self.locs);
         usize::try_from(loc)
             .ok()
             .and_then(|i| locs.recs.get(i))
@@ -314,7 +315,7 @@ impl LocalTree {
     /// The location of entry `name` of `dir` as `st` describes it (the same one as before if it
     /// is the same file).
     fn intern(&self, dir: Loc, name: &OsStr, st: &Stat) -> io::Result<Loc> {
-        let mut locs = self.locs.write().unwrap_or_else(|p| p.into_inner());
+        let mut locs = write_lock(&self.locs);
         let key = (dir, name.to_owned());
         if let Some(&l) = locs.by_name.get(&key) {
             if let Some(r) = usize::try_from(l).ok().and_then(|i| locs.recs.get(i)) {
@@ -346,7 +347,7 @@ impl LocalTree {
         if loc == ROOT {
             return Some(self.root_fd.clone());
         }
-        let mut fds = self.fds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fds = lock(&self.fds);
         let i = fds.iter().position(|(l, _)| *l == loc)?;
         let e = fds.remove(i);
         let fd = e.1.clone();
@@ -382,7 +383,7 @@ impl LocalTree {
             }
             fd = Arc::new(next);
         }
-        let mut fds = self.fds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fds = lock(&self.fds);
         if fds.len() >= DIR_FDS {
             fds.remove(0);
         }
@@ -540,7 +541,7 @@ impl PassTree for LocalTree {
         if loc == ROOT {
             return None;
         }
-        let locs = self.locs.read().unwrap_or_else(|p| p.into_inner());
+        let locs = read_lock(&self.locs);
         usize::try_from(loc)
             .ok()
             .and_then(|i| locs.recs.get(i))
@@ -554,7 +555,7 @@ impl PassTree for LocalTree {
 
 /// The path of `loc` below the root.
 fn path_below(locs: &RwLock<Locs>, loc: Loc) -> PathBuf {
-    let locs = locs.read().unwrap_or_else(|p| p.into_inner());
+    let locs = read_lock(locs);
     let mut names = Vec::new();
     let mut l = loc;
     while l != ROOT {
@@ -628,7 +629,7 @@ impl StoreTree {
     }
 
     fn loc_path(&self, loc: Loc) -> io::Result<PathBuf> {
-        let locs = self.locs.read().unwrap_or_else(|p| p.into_inner());
+        let locs = read_lock(&self.locs);
         usize::try_from(loc)
             .ok()
             .and_then(|i| locs.0.get(i))
@@ -637,7 +638,7 @@ impl StoreTree {
     }
 
     fn intern(&self, dir: Loc, path: PathBuf) -> io::Result<Loc> {
-        let mut locs = self.locs.write().unwrap_or_else(|p| p.into_inner());
+        let mut locs = write_lock(&self.locs);
         if let Some(&l) = locs.1.get(&path) {
             return Ok(l);
         }
@@ -717,7 +718,7 @@ impl PassTree for StoreTree {
         if loc == ROOT {
             return None;
         }
-        let locs = self.locs.read().unwrap_or_else(|p| p.into_inner());
+        let locs = read_lock(&self.locs);
         usize::try_from(loc)
             .ok()
             .and_then(|i| locs.0.get(i))

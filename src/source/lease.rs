@@ -18,6 +18,7 @@
 //! lease is then let go. Only a process that called [`install`] (the daemon) takes leases and maps
 //! files only under one; elsewhere (the subcommands' `diff --values`) files are mapped without.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
@@ -166,7 +167,7 @@ fn let_go_on_breaks(mut pipe: File) {
         let fd = i32::from_ne_bytes(b);
         let all = ALL.swap(false, Ordering::SeqCst) || fd < 0;
         let leases: Vec<Arc<Lease>> = {
-            let held = held().lock().unwrap_or_else(|p| p.into_inner());
+            let held = lock(held());
             if all {
                 held.values().filter_map(Weak::upgrade).collect()
             } else {
@@ -218,10 +219,7 @@ impl Lease {
             broken: AtomicBool::new(false),
             under_way: AtomicUsize::new(0),
         });
-        held()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(fd, Arc::downgrade(&lease));
+        lock(held()).insert(fd, Arc::downgrade(&lease));
         Ok(lease)
     }
 
@@ -267,7 +265,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let fd = self.file.as_raw_fd();
-        let mut held = held().lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = lock(held());
         if held.get(&fd).is_some_and(|w| w.strong_count() == 0) {
             held.remove(&fd);
         }

@@ -16,6 +16,7 @@ mod set;
 pub(crate) mod sharded;
 pub(crate) use set::KerasSet;
 
+use crate::sync::lock;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -217,21 +218,13 @@ impl Metadata {
         len: u64,
         n: u64,
     ) -> crate::parse::Result<Arc<Vec<u8>>> {
-        if let Some(b) = self
-            .blocks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&n)
-        {
+        if let Some(b) = lock(&self.blocks).get(&n) {
             return Ok(b.clone());
         }
         let start = n * BLOCK;
         let size = BLOCK.min(len.saturating_sub(start)) as usize;
         let b = Arc::new(file.read_vec(base + start, size)?);
-        self.blocks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(n, b.clone());
+        lock(&self.blocks).put(n, b.clone());
         Ok(b)
     }
 }
@@ -330,7 +323,7 @@ impl MemberCheck {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Check> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// The remembered outcome, or the check made now (one log line if the member is

@@ -12,6 +12,7 @@
 //! tensorstore 0.1.86 writes: the uuid, then the manifest kind (0: the version tree inline), the
 //! inline and node size limits, the version tree arity, the compression.
 
+use crate::sync::lock;
 use std::sync::Arc;
 
 use crate::parse::varint;
@@ -436,7 +437,7 @@ impl<F: Files> Db<F> {
             return Err(bad(format!("a node of {} bytes", r.length)));
         }
         let key = (r.path.clone(), r.offset, prefix.to_vec());
-        let lock = || self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || lock(&self.nodes);
         if let Some(n) = lock().get(&key) {
             return Ok(n.clone());
         }

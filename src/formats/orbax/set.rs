@@ -9,6 +9,7 @@
 //! kept in one cache per checkpoint, bounded by [`CHUNK_CACHE_BYTES`] (a chunk larger than that
 //! is kept alone).
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -73,14 +74,14 @@ impl StoreFiles {
 
     /// The file `rel`, opened (kept open for the next read); `None` if it does not exist.
     fn file(&self, rel: &[u8]) -> Result<Option<Arc<dyn ByteSource>>, FormatError> {
-        let lock = || self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = lock().get(rel) {
+        let open = || lock(&self.open);
+        if let Some(f) = open().get(rel) {
             return Ok(Some(f.clone()));
         }
         let path = self.path(rel)?;
         match self.store.open(&path) {
             Ok(f) => {
-                lock().put(rel.to_vec(), f.clone());
+                open().put(rel.to_vec(), f.clone());
                 Ok(Some(f))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -350,18 +351,18 @@ impl Shared {
         index: &[u64],
     ) -> Result<Option<Arc<Vec<u8>>>, FormatError> {
         let k = (pos, index.to_vec());
-        let lock = || self.chunks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = lock().lru.get(&k) {
+        let chunks = || lock(&self.chunks);
+        if let Some(c) = chunks().lru.get(&k) {
             return Ok(Some(c.clone()));
         }
         // Being decoded by the read-ahead thread: wait for it rather than decode it twice.
         {
-            let ahead = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+            let ahead = lock(&self.ahead);
             if ahead.as_ref() == Some(&k) {
                 let _ = self
                     .ahead_done
                     .wait_timeout_while(ahead, AHEAD_WAIT, |a| a.as_ref() == Some(&k));
-                if let Some(c) = lock().lru.get(&k) {
+                if let Some(c) = chunks().lru.get(&k) {
                     return Ok(Some(c.clone()));
                 }
             }
@@ -377,7 +378,7 @@ impl Shared {
         index: &[u64],
         k: ChunkKey,
     ) -> Result<Option<Arc<Vec<u8>>>, FormatError> {
-        let lock = || self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+        let chunks = || lock(&self.chunks);
         let item = self.items.get(t.item).ok_or_else(|| bad("no such item"))?;
         let (key, at) = meta.stored_at(index);
         let stored = item.get(&format!("{}/{key}", t.leaf.stored_name()))?;
@@ -398,7 +399,7 @@ impl Shared {
             return Ok(None);
         };
         let c = Arc::new(decoded);
-        lock().put(k, c.clone());
+        chunks().put(k, c.clone());
         Ok(Some(c))
     }
 
@@ -516,17 +517,11 @@ impl Chunked {
         };
         let k = (self.pos, index);
         let set = &self.set;
-        if set
-            .chunks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lru
-            .contains(&k)
-        {
+        if lock(&set.chunks).lru.contains(&k) {
             return;
         }
         {
-            let mut ahead = set.ahead.lock().unwrap_or_else(|p| p.into_inner());
+            let mut ahead = lock(&set.ahead);
             if ahead.is_some() {
                 return;
             }
@@ -541,11 +536,11 @@ impl Chunked {
                     let index = k.1.clone();
                     let _ = set.decode(t, &meta, &index, k);
                 }
-                *set.ahead.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                *lock(&set.ahead) = None;
                 set.ahead_done.notify_all();
             });
         if spawned.is_err() {
-            *self.set.ahead.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *lock(&self.set.ahead) = None;
             self.set.ahead_done.notify_all();
         }
     }

@@ -16,6 +16,7 @@ pub(crate) mod manifest;
 mod set;
 pub(crate) use set::TfjsSet;
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -99,8 +100,7 @@ fn sniff(store: &dyn Store, path: &Path) -> Option<Arc<[u8]>> {
     }
     let bytes: Arc<[u8]> = bytes.into();
     if store.stats_line().is_some() {
-        *LAST.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((path.to_path_buf(), f, bytes.clone()));
+        *lock(&LAST) = Some((path.to_path_buf(), f, bytes.clone()));
     }
     Some(bytes)
 }
@@ -381,7 +381,7 @@ fn read_model_json(store: &dyn Store, path: &Path) -> Result<FileBytes, SourceEr
 /// The bytes detection read of this very file (the same opened object), if it did: taken out
 /// of [`LAST`].
 fn take_sniffed(path: &Path, file: &Arc<dyn ByteSource>) -> Option<Arc<[u8]>> {
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let mut last = lock(&LAST);
     match &*last {
         Some((p, f, _)) if p == path && Arc::ptr_eq(f, file) => last.take().map(|(_, _, b)| b),
         _ => None,

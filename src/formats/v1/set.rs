@@ -11,6 +11,7 @@
 //! that. A damaged slice fails its tensor only. Reads decode only what they cover; partitioned
 //! tensors are assembled per request, one read per slice span.
 
+use crate::sync::lock;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -80,7 +81,7 @@ struct Shard {
 
 impl Shard {
     fn good(&self) -> MutexGuard<'_, LruCache<u64, ()>> {
-        self.good.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.good)
     }
 }
 
@@ -528,7 +529,7 @@ impl V1Checkpoint {
     }
 
     fn lock_located(&self) -> MutexGuard<'_, LocatedCache> {
-        self.located.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.located)
     }
 
     /// Tensor `i` located: from the cache, or now (and then cached, with the outcome).
@@ -683,10 +684,6 @@ fn scan_while_verifying(
         checked?;
         scanned
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `name[0,2:-]` for messages.

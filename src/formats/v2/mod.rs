@@ -10,6 +10,7 @@ pub(crate) mod object_graph;
 pub mod strings;
 pub(crate) mod write;
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -352,7 +353,7 @@ impl Integrity for Bundle {
         let at = p.handle.get::<At>()?;
         let end = at.offset.saturating_add(p.nbytes);
         let len = {
-            let mut known = self.shard_len.lock().unwrap_or_else(|e| e.into_inner());
+            let mut known = lock(&self.shard_len);
             known
                 .entry(at.shard)
                 .or_insert_with(|| match self.store.open(&p.file) {

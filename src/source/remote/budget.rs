@@ -11,6 +11,7 @@
 //! So the fetched bytes held at any moment never exceed budget + [`OVERDRAFT`], however many
 //! readers there are.
 
+use crate::sync::lock;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -67,7 +68,7 @@ impl Budget {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere while holding this lock leaves plain counters: still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     fn grant(self: &Arc<Self>, s: &mut State, bytes: u64) -> Reservation {

@@ -39,6 +39,7 @@
 //! rescans the directory to evict, so two processes sharing `DIR` may together pass `cache_max`
 //! by the 10% margin each before one of them rescans.
 
+use crate::sync::lock;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::io::AsRawFd;
@@ -397,9 +398,7 @@ static CACHES: Mutex<Vec<std::sync::Weak<DiskCache>>> = Mutex::new(Vec::new());
 /// it kept. Caches whose store is gone are flushed too while pieces of theirs are queued (the
 /// queued pieces hold them). `false` if a cache still had pieces to write after `limit`.
 pub(crate) fn flush_all(limit: Duration) -> bool {
-    let caches: Vec<Arc<DiskCache>> = CACHES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    let caches: Vec<Arc<DiskCache>> = lock(&CACHES)
         .iter()
         .filter_map(std::sync::Weak::upgrade)
         .collect();
@@ -524,7 +523,7 @@ impl DiskCache {
             accounted: Mutex::new(std::collections::HashSet::new()),
         });
         {
-            let mut all = CACHES.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = lock(&CACHES);
             all.retain(|w| w.strong_count() > 0);
             all.push(Arc::downgrade(&cache));
         }
@@ -830,10 +829,7 @@ impl DiskCache {
     /// Records piece `n` of `e` as handled by this cache (written, or counted as found);
     /// whether it was not before.
     fn account(&self, e: &Entry, n: u64) -> bool {
-        self.accounted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((e.serial, n))
+        lock(&self.accounted).insert((e.serial, n))
     }
 
     /// Counts piece `n` of `e` (`len` bytes), just read from disk, as found there, unless this
@@ -875,7 +871,7 @@ impl DiskCache {
     }
 
     fn lock_opened(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(u64, u64), Arc<OnDisk>>> {
-        self.opened.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.opened)
     }
 
     /// Piece `n` of `e`, checked; `None` if it is not cached (a damaged one is removed).
@@ -914,7 +910,7 @@ impl DiskCache {
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, lru::LruCache<(u64, u64), Bytes>> {
-        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.recent)
     }
 
     /// Counts `n` bytes asked for and served from cached pieces.

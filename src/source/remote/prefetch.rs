@@ -23,6 +23,7 @@
 //! everything and aborts its GETs. A failed or timed-out part fails the read that waits for it
 //! and is forgotten, so the next read asks again.
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -175,7 +176,7 @@ impl Stream {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.st)
     }
 
     /// Whether a read at `offset` continues this stream (or falls in what it fetched).
@@ -243,7 +244,7 @@ impl Reader {
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, Vec<Arc<Stream>>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.streams)
     }
 
     /// The stream a read of `[offset, end)` continues, made if it starts the range; `None` for
@@ -322,7 +323,7 @@ impl Reader {
         if ctx.io.disk.is_none() || rlen > WHOLE_UP_TO.min(ctx.io.part) {
             return false;
         }
-        let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+        let mut whole = lock(&self.whole);
         if whole.is_some() {
             return false;
         }
@@ -374,7 +375,7 @@ impl Reader {
         let ctx = &*self.h.reads;
         let deadline = Instant::now() + ctx.timeout;
         let rlen = self.range.end - self.range.start;
-        let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+        let mut whole = lock(&self.whole);
         if whole.is_none() {
             if !self.is_whole() {
                 return Ok(false);
@@ -473,10 +474,7 @@ impl Reader {
     /// Whether bytes fetched for this reader are held in memory (a range fetched whole, parts
     /// of a stream): its reads then go on through them, not to the disk cache's files.
     fn busy(&self) -> bool {
-        self.whole
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.whole).is_some()
             || self
                 .lock_streams()
                 .iter()
@@ -486,11 +484,7 @@ impl Reader {
     /// Whether the range's bytes can be read without a new fetch: held whole (or being
     /// fetched whole), or all in the disk cache.
     pub(crate) fn holds_all(&self) -> bool {
-        let held = self
-            .whole
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some();
+        let held = lock(&self.whole).is_some();
         held || (self.h.reads.io.disk.is_some() && self.h.all_cached(self.range.clone()))
     }
 
@@ -521,7 +515,7 @@ impl Reader {
         }
         let deadline = Instant::now() + ctx.timeout;
         if self.is_whole() {
-            let mut whole = self.whole.lock().unwrap_or_else(|e| e.into_inner());
+            let mut whole = lock(&self.whole);
             self.start_whole(&mut whole, deadline);
             return;
         }

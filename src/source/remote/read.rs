@@ -21,6 +21,7 @@
 //!   (`remote_cache` / 4 at most, reserved speculatively: when the budget is taken by
 //!   read-ahead, nothing is cached).
 
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -396,10 +397,6 @@ pub(crate) async fn fetch(
         Piece::Of(p) if p != disk::PIECE || range.start % p != 0 => recut(out, p),
         _ => out,
     })
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Pieces a fetch marked in flight (see [`claim`]): released (unmarked, and whoever waits for
@@ -815,7 +812,7 @@ impl PartCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.inner)
     }
 
     /// Bytes held.

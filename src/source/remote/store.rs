@@ -10,6 +10,7 @@
 //! answers 2xx or 403 (as servers answer for a directory without an index), or when an object
 //! under it has been seen (servers that answer 404 for every directory URL).
 
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::future::Future;
@@ -32,7 +33,7 @@ use crate::source::remote::cause::map_err;
 use crate::source::remote::config::RemoteConfig;
 use crate::source::remote::disk::{DiskCache, MAX_ASKED};
 use crate::source::remote::file::RemoteFile;
-use crate::source::remote::read::{lock, Io, Object, PartCache, Reads, BLOCK};
+use crate::source::remote::read::{Io, Object, PartCache, Reads, BLOCK};
 use crate::source::remote::runtime::Rt;
 use crate::source::remote::stats::{Counters, Stats};
 use crate::source::remote::url::{RemoteUrl, Scheme};
@@ -582,11 +583,7 @@ impl RemoteStore {
             .iter()
             .map(|(n, d)| (n.clone(), (*d, metas.get(n).cloned().filter(|_| !*d))))
             .collect();
-        self.ctx
-            .listings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .put(dir.as_ref().to_string(), Arc::new(map));
+        lock(&self.ctx.listings).put(dir.as_ref().to_string(), Arc::new(map));
     }
 
     /// What `key` is by its directory's kept listing: `Some(None)` when the listing has no
@@ -596,7 +593,7 @@ impl RemoteStore {
         if k.is_empty() {
             return None;
         }
-        let mut listings = self.ctx.listings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut listings = lock(&self.ctx.listings);
         // A directory listed with something in it (after a HEAD found no object of its name).
         if listings.get(k).is_some_and(|l| !l.is_empty()) {
             return Some(Some(EntryKind::Dir));
@@ -644,11 +641,7 @@ impl RemoteStore {
 
     /// Plain HTTP: whether an object under `key/` has answered.
     fn seen_dir(&self, key: &Key) -> bool {
-        self.ctx
-            .seen_dirs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(key.as_ref())
+        lock(&self.ctx.seen_dirs).contains(key.as_ref())
     }
 
     /// Plain HTTP: the directories above object `key` exist (remembered, bounded).
@@ -656,7 +649,7 @@ impl RemoteStore {
         if self.ctx.scheme != Scheme::Http {
             return;
         }
-        let mut seen = self.ctx.seen_dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = lock(&self.ctx.seen_dirs);
         let k = key.as_ref();
         for (i, _) in k.match_indices('/') {
             if seen.len() >= MAX_SEEN_DIRS {
@@ -770,13 +763,7 @@ impl RemoteStore {
     /// The entries of directory `path` (not sorted); an error over plain HTTP.
     pub(crate) fn try_list(&self, path: &Path) -> Result<Vec<(OsString, EntryKind)>, RemoteError> {
         let key = self.ctx.key_of(path)?;
-        let kept = self
-            .ctx
-            .listings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key.as_ref())
-            .cloned();
+        let kept = lock(&self.ctx.listings).get(key.as_ref()).cloned();
         let v: Vec<(String, bool)> = match kept {
             Some(l) => {
                 // As a listing would: the objects' metadata kept for their opens.
@@ -802,7 +789,7 @@ impl RemoteStore {
 
     /// Keeps the metadata of listed objects for their open (bounded; complete entries only).
     fn remember(&self, objects: &[ObjectMeta]) {
-        let mut m = self.ctx.listed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = lock(&self.ctx.listed);
         for o in objects {
             if m.len() >= MAX_LISTED {
                 break;
@@ -884,12 +871,7 @@ impl RemoteStore {
         if let Some(f) = lock(&self.ctx.opened_ahead).remove(key.as_ref()) {
             return Ok(f);
         }
-        let listed = self
-            .ctx
-            .listed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key.as_ref());
+        let listed = lock(&self.ctx.listed).remove(key.as_ref());
         // A HEAD's answer kept by the probes is taken (used once: a later open of the same
         // key asks again, and sees an object that changed since).
         let probed = match lock(&self.ctx.heads).remove(key.as_ref()) {
