@@ -692,6 +692,16 @@ pub fn export_check(modules: &str, args: &[&std::ffi::OsStr]) -> Option<Value> {
     Some(serde_json::from_slice(&out.stdout).expect("json"))
 }
 
+/// The keys [`export_check`]'s `check` found in one checkpoint (`got[path]["keys"]`).
+pub fn checked_keys(g: &Value) -> Vec<&str> {
+    g["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| k.as_str().expect("a key"))
+        .collect()
+}
+
 /// TensorFlow's name of a safetensors dtype (`.dtype`'s text).
 pub fn safetensors_tf_name(st: &str) -> &'static str {
     match st {

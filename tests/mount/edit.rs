@@ -541,12 +541,7 @@ fn a_commit_is_restored_by_tensorflow_into_the_renamed_structure() {
     .expect("TensorFlow wrote, so it reads");
     let g = &got[out.to_str().unwrap()];
     assert_eq!(g["equal"], true, "{g}");
-    let keys: Vec<&str> = g["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k.as_str().unwrap())
-        .collect();
+    let keys = common::checked_keys(g);
     assert!(
         keys.contains(&"model/encoder/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
         "{keys:?}"
